@@ -1,0 +1,144 @@
+# tentaflake-worker build. Targets: all (default), check, asan, fuzz, bench, demo, install,
+# install-deps, clean. Dependencies come from pkg-config; see scripts/install-deps.
+
+VERSION     := 0.1.0
+PREFIX      ?= /usr/local
+BINDIR      ?= $(PREFIX)/bin
+LIBEXECDIR  ?= $(PREFIX)/libexec/tentaflake-worker
+DESTDIR     ?=
+BUILD       ?= build
+CC          ?= cc
+PKG_CONFIG  ?= pkg-config
+FUZZ_SECONDS ?= 60
+
+PKGS := jansson libsodium libseccomp libarchive libsystemd libcurl openssl
+
+WARN := -std=gnu11 -Wall -Wextra -Wshadow -Wformat=2 -Wstrict-prototypes \
+	-Wmissing-prototypes -Wwrite-strings -Wimplicit-fallthrough \
+	-Werror=implicit-function-declaration -Werror=incompatible-pointer-types \
+	-Werror=int-conversion -Werror=return-type
+HARDEN := -D_FORTIFY_SOURCE=3 -fstack-protector-strong -fstack-clash-protection -fPIE
+HARDEN_LD := -pie -Wl,-z,relro,-z,now
+# -Werror whenever CI is set (and always in `make check`, which passes WERROR=1).
+ifneq ($(CI)$(WERROR),)
+WARN += -Werror
+endif
+
+OPT      ?= -O2 -g
+SANFLAGS ?=
+PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread
+CFLAGS_ALL  = $(WARN) $(OPT) $(HARDEN) $(SANFLAGS) -I. -DTFW_VERSION='"$(VERSION)"' \
+	-DTFW_LIBEXECDIR='"$(LIBEXECDIR)"' $(PKG_CFLAGS) $(CFLAGS)
+LDFLAGS_ALL = $(HARDEN_LD) $(SANFLAGS) $(LDFLAGS)
+
+# Every .c directly in a component folder goes into the library; main() lives in cli/.
+LIB_DIRS := common parser snapshot capsule artifacts orchestrator approve validation
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
+CLI_SRC  := $(wildcard cli/*.c)
+CLI_OBJ  := $(CLI_SRC:%.c=$(BUILD)/%.o)
+BIN      := $(BUILD)/tentaflake-worker
+
+UNIT_SRC := $(wildcard tests/unit/test-*.c)
+UNIT_BIN := $(UNIT_SRC:%.c=$(BUILD)/%)
+TESTLIB_SRC := $(wildcard tests/unit/lib/*.c)
+TESTLIB_OBJ := $(TESTLIB_SRC:%.c=$(BUILD)/%.o)
+INTEG_SRC := $(wildcard tests/integration/test-*.c)
+INTEG_BIN := $(INTEG_SRC:%.c=$(BUILD)/%)
+BENCH_SRC := $(wildcard tests/bench/bench-*.c)
+BENCH_BIN := $(BENCH_SRC:%.c=$(BUILD)/%)
+FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
+FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz-%.c=%)
+REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
+
+# The in-capsule init: static, so it runs in any root filesystem.
+INIT_SRC := $(wildcard capsule/init/*.c)
+INIT_BIN := $(if $(INIT_SRC),$(BUILD)/tentaflake-capsule-init)
+INIT_LIBS = $(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null)
+
+.PHONY: all check unit fuzz-replay integration asan fuzz bench demo install install-deps clean
+all: $(BIN) $(INIT_BIN)
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -MMD -MP -c $< -o $@
+
+$(BUILD)/libtfw.a: $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(BIN): $(CLI_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS)
+
+$(BUILD)/tentaflake-capsule-init: $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
+	$(CC) -static $(SANFLAGS) -o $@ $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(INIT_LIBS)
+
+$(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
+
+$(BUILD)/tests/integration/test-%: $(BUILD)/tests/integration/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
+
+$(BUILD)/tests/bench/bench-%: $(BUILD)/tests/bench/bench-%.o $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/libtfw.a $(PKG_LIBS)
+
+$(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUILD)/tests/fuzz/replay-main.o $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS)
+
+# ---- tests -------------------------------------------------------------------------------
+# `make check` is what CI runs (.ci/run): install what is missing, build with -Werror, then
+# every tier. TENTAFLAKE_MUST_WORK=1 turns any skip into a failure.
+check: install-deps
+	$(MAKE) WERROR=1 all unit-bins integration-bins fuzz-bins
+	BUILD=$(BUILD) tests/run-tests unit fuzz integration
+
+unit-bins: $(UNIT_BIN)
+integration-bins: $(INTEG_BIN) $(BIN) $(INIT_BIN)
+fuzz-bins: $(REPLAY_BIN)
+
+unit: unit-bins
+	BUILD=$(BUILD) tests/run-tests unit
+fuzz-replay: fuzz-bins
+	BUILD=$(BUILD) tests/run-tests fuzz
+integration: integration-bins
+	BUILD=$(BUILD) tests/run-tests integration
+
+asan:
+	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
+		SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
+		HARDEN="-fPIE" WERROR=1 unit-bins fuzz-bins
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+		BUILD=build-asan tests/run-tests unit fuzz
+
+# libFuzzer targets, built with clang, each run for FUZZ_SECONDS on a copy of its corpus.
+FUZZ_BUILD := build-fuzz
+fuzz:
+	$(MAKE) BUILD=$(FUZZ_BUILD) CC=clang OPT="-O1 -g -fno-omit-frame-pointer" \
+		SANFLAGS="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all" \
+		HARDEN="-fPIE" $(FUZZ_NAMES:%=$(FUZZ_BUILD)/tests/fuzz/libfuzzer-%)
+	FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/run-libfuzzer $(FUZZ_NAMES)
+
+$(FUZZ_BUILD)/tests/fuzz/libfuzzer-%: $(FUZZ_BUILD)/tests/fuzz/fuzz-%.o $(FUZZ_BUILD)/libtfw.a
+	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
+
+bench: install-deps
+	$(MAKE) all $(BENCH_BIN)
+	BUILD=$(BUILD) tests/bench/run-bench
+
+demo: install-deps
+	$(MAKE) all
+	BUILD=$(BUILD) scripts/demo
+
+install-deps:
+	scripts/install-deps
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
+	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tentaflake-worker
+	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
+
+clean:
+	rm -rf build build-asan build-fuzz
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,221 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "fd-util.h"
+#include "macro.h"
+
+int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
+        _cleanup_free_ char *buf = NULL;
+        size_t alloc, n = 0;
+
+        if (max > SIZE_MAX / 2)
+                return -EINVAL;
+        /* Never trust st_size: it is only the attacker's claim. Grow as we read. */
+        alloc = MIN(max + 2, (size_t) 4096);
+        buf = malloc(alloc);
+        if (!buf)
+                return -ENOMEM;
+        for (;;) {
+                if (n + 1 >= alloc) {
+                        size_t want = MIN(alloc * 2, max + 2);
+                        if (want <= alloc)
+                                return -E2BIG;
+                        char *nb = realloc(buf, want);
+                        if (!nb)
+                                return -ENOMEM;
+                        buf = nb;
+                        alloc = want;
+                }
+                /* Read at most up to max+1 bytes in total, never more. */
+                size_t room = MIN(alloc - 1 - n, max + 1 - n);
+                ssize_t k = read(fd, buf + n, room);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                n += (size_t) k;
+                if (n > max)
+                        return -E2BIG;
+        }
+        buf[n] = 0;
+        *ret = TAKE_PTR(buf);
+        if (ret_size)
+                *ret_size = n;
+        return 0;
+}
+
+int write_all(int fd, const void *buf, size_t len) {
+        const char *p = buf;
+
+        while (len > 0) {
+                ssize_t k = write(fd, p, len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        return -EIO;
+                p += k;
+                len -= (size_t) k;
+        }
+        return 0;
+}
+
+int fsync_fd(int fd) {
+        if (fsync(fd) < 0)
+                return -errno;
+        return 0;
+}
+
+int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
+                         uid_t uid, gid_t gid) {
+        char tmp[NAME_MAX + 1];
+        uint64_t rnd;
+        int r;
+
+        if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -EIO;
+        if (snprintf(tmp, sizeof(tmp), ".#%.200s.%016llx", name, (unsigned long long) rnd) >=
+            (int) sizeof(tmp))
+                return -ENAMETOOLONG;
+
+        _cleanup_close_ int fd =
+                openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        r = write_all(fd, data, len);
+        if (r >= 0 && (uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0)
+                r = -errno;
+        if (r >= 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r >= 0)
+                r = fsync_fd(fd);
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+                r = -errno;
+        if (r < 0) {
+                (void) unlinkat(dir_fd, tmp, 0);
+                return r;
+        }
+        return fsync_fd(dir_fd);
+}
+
+int open_dir_at(int dir_fd, const char *name) {
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : fd;
+}
+
+int mkdtemp_fd(const char *base, const char *prefix, char **ret_path) {
+        _cleanup_free_ char *path = NULL;
+
+        if (asprintf(&path, "%s/%sXXXXXX", base, prefix) < 0)
+                return -ENOMEM;
+        if (!mkdtemp(path))
+                return -errno;
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                int r = -errno;
+                (void) rmdir(path);
+                return r;
+        }
+        if (ret_path)
+                *ret_path = TAKE_PTR(path);
+        return fd;
+}
+
+static int rm_rf_children(int fd, unsigned depth) {
+        _cleanup_close_ int dfd = -EBADF;
+        DIR *d;
+        struct dirent *de;
+        int r = 0;
+
+        if (depth > 4096)
+                return -ELOOP;
+        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0)
+                return -errno;
+        d = fdopendir(dfd);
+        if (!d)
+                return -errno;
+        TAKE_FD(dfd);
+        while ((errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (unlinkat(fd, de->d_name, 0) >= 0 || errno == ENOENT)
+                        continue;
+                if (errno != EISDIR && errno != EPERM) {
+                        r = -errno;
+                        continue;
+                }
+                _cleanup_close_ int sub = open_dir_at(fd, de->d_name);
+                if (sub < 0) {
+                        r = sub;
+                        continue;
+                }
+                int k = rm_rf_children(sub, depth + 1);
+                if (k < 0)
+                        r = k;
+                if (unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                        r = -errno;
+        }
+        if (errno != 0 && r >= 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+int rm_rf_at(int dir_fd, const char *name) {
+        if (unlinkat(dir_fd, name, 0) >= 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return -errno;
+        _cleanup_close_ int fd = open_dir_at(dir_fd, name);
+        if (fd < 0)
+                return fd == -ENOENT ? 0 : fd;
+        int r = rm_rf_children(fd, 0);
+        if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r >= 0)
+                r = -errno;
+        return r;
+}
+
+bool fd_is_open(int fd) {
+        return fcntl(fd, F_GETFD) >= 0;
+}
+
+int close_all_fds_except(int first, const int *keep, size_t n_keep) {
+        /* Sort-free approach: close ranges between kept fds. keep is small (stdio + a channel). */
+        int lo = first;
+        for (;;) {
+                int next = INT_MAX;
+                for (size_t i = 0; i < n_keep; i++)
+                        if (keep[i] >= lo && keep[i] < next)
+                                next = keep[i];
+                if (next > lo) {
+                        unsigned hi = next == INT_MAX ? ~0U : (unsigned) next - 1;
+                        if (syscall(SYS_close_range, (unsigned) lo, hi, 0) < 0) {
+                                if (errno != ENOSYS)
+                                        return -errno;
+                                long max = sysconf(_SC_OPEN_MAX);
+                                for (long f = lo; f <= (long) hi && f < max; f++)
+                                        (void) close((int) f);
+                        }
+                }
+                if (next == INT_MAX)
+                        return 0;
+                lo = next + 1;
+        }
+}

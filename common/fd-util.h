@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/* File descriptor helpers. Every fd the project opens is O_CLOEXEC from birth. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Read everything from fd, refusing more than max bytes: at most max+1 bytes are ever read,
+ * whatever size the file claims. On success *ret is NUL-terminated (the NUL is not counted in
+ * *ret_size). Returns -E2BIG when the input is longer than max. */
+int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size);
+
+/* Write all of buf, retrying on EINTR and short writes. */
+int write_all(int fd, const void *buf, size_t len);
+
+/* fsync a directory given by fd. */
+int fsync_fd(int fd);
+
+/* Write data to dir_fd/name atomically: a hidden temporary in the same directory, fsync,
+ * fchown/fchmod, rename over name, fsync the directory. uid/gid (uid_t)-1 keeps the creator. */
+int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
+                         uid_t uid, gid_t gid);
+
+/* Open a directory relative to dir_fd without following a symlink in the last component. */
+int open_dir_at(int dir_fd, const char *name);
+
+/* Create a fresh private temporary directory under base (for example "/tmp"); returns its
+ * path in *ret_path (caller frees) and an O_DIRECTORY fd. */
+int mkdtemp_fd(const char *base, const char *prefix, char **ret_path);
+
+/* Remove everything below dir_fd/name and the entry itself, fd-relative, never following
+ * symlinks; a missing entry is success. Depth is bounded. */
+int rm_rf_at(int dir_fd, const char *name);
+
+/* Is fd an already-open descriptor? */
+bool fd_is_open(int fd);
+
+/* Close every fd >= first except those listed (close_range where available). */
+int close_all_fds_except(int first, const int *keep, size_t n_keep);

@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: MIT */
+#include <limits.h>
+#include <string.h>
+
+#include "macro.h"
+#include "path-util.h"
+
+bool path_is_absolute_normalized(const char *p) {
+        size_t len;
+
+        if (!p || p[0] != '/')
+                return false;
+        len = strlen(p);
+        if (len >= PATH_MAX)
+                return false;
+        if (len == 1)
+                return true;
+        if (p[len - 1] == '/')
+                return false;
+        for (const char *c = p; *c; c++)
+                if ((unsigned char) *c < 0x20 || *c == 0x7f)
+                        return false;
+        /* Walk components: each must be non-empty and not "." or "..". */
+        for (const char *s = p + 1;;) {
+                const char *slash = strchr(s, '/');
+                size_t n = slash ? (size_t) (slash - s) : strlen(s);
+                if (n == 0 || (n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+                        return false;
+                if (!slash)
+                        return true;
+                s = slash + 1;
+        }
+}
+
+bool path_is_below_or_equal(const char *child, const char *parent) {
+        size_t n = strlen(parent);
+
+        if (streq(parent, "/"))
+                return true;
+        return strncmp(child, parent, n) == 0 && (child[n] == 0 || child[n] == '/');
+}
+
+bool filename_is_valid(const char *name) {
+        size_t n;
+
+        if (!name)
+                return false;
+        n = strlen(name);
+        if (n == 0 || n > NAME_MAX || strchr(name, '/'))
+                return false;
+        return !streq(name, ".") && !streq(name, "..");
+}

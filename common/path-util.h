@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* Checks on path strings that come from configuration. Agent-controlled paths are never
+ * resolved as strings at all (see snapshot/); these only validate the operator's spelling. */
+#pragma once
+
+#include <stdbool.h>
+
+/* Absolute and normalised: starts with '/', no empty, "." or ".." component, no trailing '/'
+ * (except "/" itself), no control characters, shorter than PATH_MAX. */
+bool path_is_absolute_normalized(const char *p);
+
+/* Is child equal to parent or below it (both normalised absolute paths)? */
+bool path_is_below_or_equal(const char *child, const char *parent);
+
+/* A single file name: non-empty, no '/', not "." or "..", shorter than NAME_MAX. */
+bool filename_is_valid(const char *name);

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker configuration file (contract section 2), parsed strictly.
+ *
+ * Accepts: one JSON object with the keys of contract section 2 (runtime.* and limits.* as
+ * nested objects "runtime" and "limits"), each of the right type and range.
+ * Refuses: unknown keys at any level, duplicate keys, wrong types, values out of range,
+ * malformed sizes/paths/names, and inconsistent combinations (memory_swap below memory,
+ * default timeout above the maximum, image with the runsc driver or missing for docker/podman,
+ * rootfs with docker/podman, state or results directory inside the workspace, signing_key
+ * without signing_identity). Every message names the key as a dotted path ("limits.memory").
+ * Guarantees: on success every field is set (defaults filled in) and consistent. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "parser/request.h"
+
+#define CONFIG_MAX_BYTES (1U << 20)
+#define CONFIG_NAME_MAX 48
+
+typedef enum RuntimeDriver {
+        DRIVER_RUNSC,
+        DRIVER_DOCKER,
+        DRIVER_PODMAN,
+        _DRIVER_MAX,
+} RuntimeDriver;
+
+typedef struct SystemMount {
+        char *host;      /* absolute, normalised */
+        char *sandbox;   /* absolute, normalised; equals host when not given */
+        char *identity;  /* NULL when not given */
+} SystemMount;
+
+typedef struct ConfigLimits {
+        uint64_t max_request_bytes;
+        uint64_t max_argv;
+        uint64_t max_argv_bytes;
+        uint64_t default_timeout_seconds;
+        uint64_t max_timeout_seconds;
+        uint64_t max_snapshot_bytes;
+        uint64_t max_snapshot_entries;
+        uint64_t memory;
+        uint64_t memory_swap;
+        uint64_t cpus_milli;     /* "2.0" -> 2000 */
+        char cpus[16];           /* the decimal string as written */
+        uint64_t pids;
+        uint64_t workspace_tmpfs;
+        uint64_t tmp_tmpfs;
+        uint64_t max_log_bytes;
+        uint64_t max_artifact_bytes;
+        uint64_t max_artifact_entries;
+} ConfigLimits;
+
+typedef struct Config {
+        int version;
+        char *name;
+        char *workspace;
+        char *state_dir;
+        char *results_dir;
+        uid_t container_uid;
+        gid_t container_gid;
+        unsigned concurrency;
+        unsigned retention_days;
+        unsigned audit_generations;
+        unsigned pending_ttl_hours;
+
+        RuntimeDriver driver;
+        char *runsc;             /* NULL: look up "runsc" on PATH when used */
+        char *platform;          /* "ptrace", "systrap" or "kvm" */
+        char *rootfs;            /* NULL: host system mounts */
+        SystemMount *system_mounts;
+        size_t n_system_mounts;
+        char *image;             /* NULL for runsc */
+
+        ConfigLimits limits;
+
+        char *signing_key;       /* NULL when unset */
+        char *signing_identity;
+} Config;
+
+/* Parse a config from its bytes / from an fd (at most CONFIG_MAX_BYTES). */
+int config_parse_buffer(const char *buf, size_t len, Config **ret, TfwError *e);
+int config_parse_fd(int fd, Config **ret, TfwError *e);
+/* Open path (no symlink in the last component is required: the operator owns it), check it is
+ * a regular file, parse it. Messages are prefixed "config 'PATH': ". */
+int config_load(const char *path, Config **ret, TfwError *e);
+
+Config *config_free(Config *c);
+static inline void config_freep(Config **c) {
+        config_free(*c);
+}
+#define _cleanup_config_ _cleanup_(config_freep)
+
+/* The request limits this config imposes. */
+void config_request_policy(const Config *c, RequestPolicy *ret);
+
+const char *driver_to_string(RuntimeDriver d);
+bool config_name_is_valid(const char *name);
