@@ -33,8 +33,18 @@ typedef struct ArtifactSummary {
         uint64_t bytes;
 } ArtifactSummary;
 
-/* Import the stream from stream_fd into staging_dir_fd (an empty directory). On a rule
- * violation returns a negative errno with e->code "artifact_rejected" (or "artifact_too_large")
- * and leaves staging_dir_fd empty. */
+/* Import the stream from stream_fd into staging_dir_fd (an empty directory), blocking until
+ * the stream ends. On a rule violation returns a negative errno with e->code
+ * "artifact_rejected" (or "artifact_too_large") and leaves staging_dir_fd empty. */
 int artifacts_import(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
                      ArtifactSummary *ret, TfwError *e);
+
+/* The same, split so a caller can drain other channels (the job log) while the child reads:
+ * start forks the confined child (which takes over stream_fd; the caller should close its
+ * copy) and returns a handle; finish waits for it and collects the verdict. A stream the
+ * child stops reading early is never left blocking the writer: the child drains to EOF or
+ * the caller closes. */
+typedef struct ArtifactImport ArtifactImport;
+int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
+                           ArtifactImport **ret, TfwError *e);
+int artifacts_import_finish(ArtifactImport *imp, ArtifactSummary *ret, TfwError *e);
