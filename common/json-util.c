@@ -13,7 +13,7 @@ int json_load_object_strict(const char *buf, size_t len, const char *what, json_
         if (memchr(buf, 0, len))
                 return tfw_error(e, EBADMSG, "nul_byte", "%s contains a NUL byte", what);
 
-        j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+        j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
         if (!j) {
                 switch (json_error_code(&je)) {
                 case json_error_invalid_utf8:
