@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* The command line of contract section 1: a table of verbs, each with its own options and
+ * --help. main() is the only place that prints errors and chooses the exit status:
+ * 0 success, 1 the operation failed, 2 usage error. */
+#pragma once
+
+#include <stdbool.h>
+
+#include "parser/config.h"
+
+#define EXIT_USAGE 2
+
+typedef struct Verb {
+        const char *name;
+        const char *synopsis;   /* one line for the overview */
+        const char *help;       /* the verb's --help text */
+        bool needs_config;
+        /* argv[0] is the verb name; config is NULL for verbs that do not take --config.
+         * Returns an exit status. */
+        int (*run)(int argc, char **argv, const Config *config, const char *config_path);
+} Verb;
+
+const Verb *verb_find(const char *name);
+extern const Verb verbs[];
+
+/* Print the overview to stdout (--help) or stderr (usage errors). */
+void cli_print_overview(bool to_stderr);
+
+/* Report a usage error for verb (may be NULL) and return EXIT_USAGE. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* If the verb's arguments ask for --help (before any "--"), print the verb's help to stdout
+ * and return true: the caller exits 0. */
+bool cli_verb_help_requested(int argc, char **argv, const Verb *v);

@@ -1,0 +1,282 @@
+/* SPDX-License-Identifier: MIT */
+/* The verb table: synopsis, help text and option parsing for every command of contract
+ * section 1. A verb whose component has not been built yet checks its arguments like the
+ * real one will, then says it is not available and exits 1: it never pretends to work. */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/log.h"
+#include "common/sha256.h"
+#include "parser/request.h"
+
+bool cli_verb_help_requested(int argc, char **argv, const Verb *v) {
+        for (int i = 1; i < argc; i++) {
+                if (streq(argv[i], "--"))
+                        break;
+                if (streq(argv[i], "--help") || streq(argv[i], "-h")) {
+                        fputs(v->help, stdout);
+                        return true;
+                }
+        }
+        return false;
+}
+
+static int not_built(const char *verb, const char *what) {
+        log_error("%s: not available in this build yet (%s)", verb, what);
+        return 1;
+}
+
+/* Parse options for verbs with the shape VERB [ID] [options]. id_required: 1 exactly one ID,
+ * 0 none. Flags are reported through the out parameters. */
+typedef struct VerbArgs {
+        const char *id;
+        const char *expect_sha256;
+        const char *reason;
+        bool wait, json, all;
+} VerbArgs;
+
+enum { OPT_EXPECT = 256, OPT_WAIT, OPT_REASON, OPT_JSON, OPT_ALL };
+
+static int parse_verb_args(int argc, char **argv, const struct option *opts, int n_ids,
+                           VerbArgs *a) {
+        const char *verb = argv[0];
+        int c;
+
+        opterr = 0;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+                switch (c) {
+                case OPT_EXPECT:
+                        a->expect_sha256 = optarg;
+                        break;
+                case OPT_WAIT:
+                        a->wait = true;
+                        break;
+                case OPT_REASON:
+                        a->reason = optarg;
+                        break;
+                case OPT_JSON:
+                        a->json = true;
+                        break;
+                case OPT_ALL:
+                        a->all = true;
+                        break;
+                case ':':
+                        return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+                default:
+                        return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        int rest = argc - optind;
+        if (rest < n_ids)
+                return cli_usage_error(verb, "missing the request ID");
+        if (rest > n_ids)
+                return cli_usage_error(verb, "unexpected argument '%s'", argv[optind + n_ids]);
+        if (n_ids == 1) {
+                a->id = argv[optind];
+                if (!request_id_is_valid(a->id))
+                        return cli_usage_error(verb,
+                                               "'%s' is not a request id (^[a-z0-9][a-z0-9_-]{0,63}$)",
+                                               a->id);
+        }
+        if (a->expect_sha256) {
+                uint8_t d[SHA256_DIGEST_SIZE];
+                if (sha256_from_hex(a->expect_sha256, d) < 0)
+                        return cli_usage_error(verb, "--expect-sha256 '%s' is not 64 lowercase hex digits",
+                                               a->expect_sha256);
+        }
+        if (a->reason && strlen(a->reason) > REQUEST_REASON_MAX)
+                return cli_usage_error(verb, "--reason is longer than %d bytes", REQUEST_REASON_MAX);
+        return 0;
+}
+
+static int verb_run(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {{}};
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+}
+
+static int verb_approve(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"expect-sha256", required_argument, NULL, OPT_EXPECT},
+                {"wait", no_argument, NULL, OPT_WAIT},
+                {},
+        };
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 1, &a);
+        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+}
+
+static int verb_deny(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"reason", required_argument, NULL, OPT_REASON},
+                {},
+        };
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 1, &a);
+        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+}
+
+static int verb_list(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"json", no_argument, NULL, OPT_JSON},
+                {"all", no_argument, NULL, OPT_ALL},
+                {},
+        };
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+}
+
+static int verb_show(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"json", no_argument, NULL, OPT_JSON},
+                {},
+        };
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 1, &a);
+        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+}
+
+static int verb_doctor(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"json", no_argument, NULL, OPT_JSON},
+                {},
+        };
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        return r ? r : not_built(argv[0], "the doctor comes with the docker/podman drivers");
+}
+
+static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {{}};
+        VerbArgs a = {};
+        (void) config;
+        (void) config_path;
+        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        return r ? r : not_built(argv[0], "retention comes with the inbox orchestrator");
+}
+
+static int verb_audit(int argc, char **argv, const Config *config, const char *config_path) {
+        (void) config;
+        (void) config_path;
+        if (argc < 2)
+                return cli_usage_error("audit", "missing the subcommand (verify)");
+        if (!streq(argv[1], "verify"))
+                return cli_usage_error("audit", "unknown subcommand '%s' (only verify)", argv[1]);
+        if (argc > 2)
+                return cli_usage_error("audit", "unexpected argument '%s'", argv[2]);
+        return not_built("audit verify", "the audit log comes with the inbox orchestrator");
+}
+
+static int verb_keygen(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"out", required_argument, NULL, 'o'},
+                {"identity", required_argument, NULL, 'i'},
+                {},
+        };
+        const char *out = NULL, *identity = NULL;
+        int c;
+        (void) config;
+        (void) config_path;
+
+        opterr = 0;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+                if (c == 'o')
+                        out = optarg;
+                else if (c == 'i')
+                        identity = optarg;
+                else if (c == ':')
+                        return cli_usage_error("keygen", "option '%s' needs a value", argv[optind - 1]);
+                else
+                        return cli_usage_error("keygen", "unknown option '%s'", argv[optind - 1]);
+        }
+        if (optind < argc)
+                return cli_usage_error("keygen", "unexpected argument '%s'", argv[optind]);
+        if (!out || !identity)
+                return cli_usage_error("keygen", "--out FILE and --identity ID are required");
+        return not_built("keygen", "signing comes with the validation plane");
+}
+
+static int verb_serve(int argc, char **argv, const Config *config, const char *config_path) {
+        (void) argc;
+        (void) config;
+        (void) config_path;
+        return not_built(argv[0], "the validation plane is not built yet");
+}
+
+#define CONFIG_OPT "Requires --config FILE (before the command).\n"
+
+const Verb verbs[] = {
+        {"run", "run                      inbox daemon: watch the inbox and run jobs",
+         "Usage: tentaflake-worker --config FILE run\n\n"
+         "Run the inbox daemon for one controller: take requests from\n"
+         "<workspace>/.tentaflake-worker/inbox/, apply the action-class policy, run jobs in\n"
+         "capsules and publish results. Notifies systemd (Type=notify) when ready.\n" CONFIG_OPT,
+         true, verb_run},
+        {"drain", "drain                    process the inbox and queue until idle, then exit",
+         "Usage: tentaflake-worker --config FILE drain\n\n"
+         "Do the daemon's work until the inbox and the queue are empty, then exit\n"
+         "(for the path-activated oneshot service).\n" CONFIG_OPT,
+         true, verb_run},
+        {"approve", "approve ID [--expect-sha256 HEX] [--wait]",
+         "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait]\n\n"
+         "Approve a pending request. It runs from the worker's private copy, captured when it\n"
+         "arrived; approval never widens the capsule.\n\n"
+         "  --expect-sha256 HEX  refuse unless the captured copy has this sha256\n"
+         "  --wait               wait for the final result and print its summary\n" CONFIG_OPT,
+         true, verb_approve},
+        {"deny", "deny ID [--reason TEXT]",
+         "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT]\n\n"
+         "Deny a pending request; its result says denied, with the reason.\n" CONFIG_OPT,
+         true, verb_deny},
+        {"list", "list [--json] [--all]     pending, queued and running requests",
+         "Usage: tentaflake-worker --config FILE list [--json] [--all]\n\n"
+         "List pending, queued and running requests; --all adds recent results.\n" CONFIG_OPT,
+         true, verb_list},
+        {"show", "show ID [--json]         one request: captured copy, sha256, state, result",
+         "Usage: tentaflake-worker --config FILE show ID [--json]\n\n"
+         "Show the captured request, its sha256, its state and its result summary.\n" CONFIG_OPT,
+         true, verb_show},
+        {"doctor", "doctor [--json]          prove the configured isolation works, live",
+         "Usage: tentaflake-worker --config FILE doctor [--json]\n\n"
+         "Check the runtime, directories and limits, then run a probe job in a real capsule.\n"
+         "Exits 1 when any check fails.\n" CONFIG_OPT,
+         true, verb_doctor},
+        {"gc", "gc                       expire results, rotate the audit log now",
+         "Usage: tentaflake-worker --config FILE gc\n\n"
+         "Remove results and used ids older than retention_days and rotate the audit log.\n" CONFIG_OPT,
+         true, verb_gc},
+        {"audit", "audit verify             check the audit hash chain",
+         "Usage: tentaflake-worker --config FILE audit verify\n\n"
+         "Verify the hash chain of the audit log across its rotated files.\n" CONFIG_OPT,
+         true, verb_audit},
+        {"keygen", "keygen --out FILE --identity ID   make an ed25519 signing key",
+         "Usage: tentaflake-worker keygen --out FILE --identity ID\n\n"
+         "Create an ed25519 signing key (mode 0600, never overwritten) and print the\n"
+         "trusted_issuers entry with its public key.\n",
+         false, verb_keygen},
+        {"serve", "serve --server URL --key FILE [flags]   validation plane worker",
+         "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n\n"
+         "Claim validation jobs from a server, verify the candidate tree, run the check in a\n"
+         "capsule and sign an attestation. The token comes from TENTAFLAKE_TOKEN or\n"
+         "--token-file, never from the command line.\n",
+         false, verb_serve},
+        {},
+};

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# The command line of contract section 1: exit codes (0 ok, 1 failed, 2 usage), one-line
+# errors naming the object and the reason, --help for the program and every verb, and
+# config validation before any verb runs.
+set -uo pipefail
+BIN=${BUILD:-build}/tentaflake-worker
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+
+# expect CODE PATTERN -- ARGS...: exit status CODE and stdout+stderr matching PATTERN.
+expect() {
+        local code=$1 pattern=$2; shift 3
+        local out rc
+        out=$("$BIN" "$@" 2>&1); rc=$?
+        if [ "$rc" != "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
+                echo "FAIL: tentaflake-worker $* -> exit $rc (want $code), output:"
+                sed 's/^/    /' <<<"$out"
+                echo "    (wanted /$pattern/)"
+                fails=$((fails + 1))
+        else
+                passes=$((passes + 1))
+        fi
+}
+
+cat >"$tmp/good.json" <<JSON
+{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+ "state_dir": "$tmp/state", "results_dir": "$tmp/results"}
+JSON
+cat >"$tmp/badkey.json" <<JSON
+{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+ "limits": {"memroy": "2g"}}
+JSON
+cat >"$tmp/badsize.json" <<JSON
+{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+ "limits": {"memory": "2x"}}
+JSON
+mkfifo "$tmp/fifo"
+
+expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- --version
+expect 0 'Usage: tentaflake-worker \[--config FILE\] COMMAND' -- --help
+for v in run drain approve deny list show doctor gc audit keygen serve; do
+        expect 0 "Usage: tentaflake-worker .*$v" -- "$v" --help
+done
+expect 2 'Usage:' --
+expect 2 "unknown command 'frobnicate'" -- frobnicate
+expect 2 "unknown option '--bogus'" -- --bogus list
+expect 2 "option '--config' needs a value" -- --config
+expect 2 'list: --config FILE is required' -- list
+expect 2 "keygen: this command does not take --config" -- --config "$tmp/good.json" keygen --out x --identity y
+expect 2 "keygen: --out FILE and --identity ID are required" -- keygen --out x
+expect 1 "config '$tmp/missing.json': .*No such file" -- --config "$tmp/missing.json" list
+expect 1 "config '$tmp/badkey.json': .*limits.memroy" -- --config "$tmp/badkey.json" list
+expect 1 "config '$tmp/badsize.json': .*limits.memory" -- --config "$tmp/badsize.json" run
+expect 1 "config '$tmp/fifo': .*regular file" -- --config "$tmp/fifo" list
+expect 1 "config '$tmp': .*regular file" -- --config "$tmp" list
+expect 2 "approve: missing the request ID" -- --config "$tmp/good.json" approve
+expect 2 "approve: 'Bad ID' is not a request id" -- --config "$tmp/good.json" approve 'Bad ID'
+expect 2 "approve: --expect-sha256 'abc' is not 64 lowercase hex digits" -- --config "$tmp/good.json" approve x1 --expect-sha256 abc
+expect 2 "deny: unexpected argument 'b'" -- --config "$tmp/good.json" deny a b
+expect 2 "list: unknown option '--yaml'" -- --config "$tmp/good.json" list --yaml
+expect 2 "audit: unknown subcommand 'fix'" -- --config "$tmp/good.json" audit fix
+# Verbs whose component is not built yet say so and fail; they never pretend to succeed.
+expect 1 "run: not available in this build yet" -- --config "$tmp/good.json" run
+
+echo "cli: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
