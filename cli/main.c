@@ -64,7 +64,7 @@ int main(int argc, char **argv) {
 
         /* '+': stop at the verb, whose own options are parsed by the verb. */
         opterr = 0;
-        while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
                 switch (c) {
                 case 'c':
                         config_path = optarg;
@@ -107,6 +107,5 @@ int main(int argc, char **argv) {
         } else if (config_path)
                 return cli_usage_error(name, "this command does not take --config");
 
-        optind = 1;
         return v->run(vargc, vargv, config, config_path);
 }

@@ -45,8 +45,8 @@ static int parse_verb_args(int argc, char **argv, const struct option *opts, int
         int c;
 
         opterr = 0;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        optind = 0; /* 0: glibc re-initialises its scanner for the new argv */
+        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
                 switch (c) {
                 case OPT_EXPECT:
                         a->expect_sha256 = optarg;
@@ -196,8 +196,8 @@ static int verb_keygen(int argc, char **argv, const Config *config, const char *
         (void) config_path;
 
         opterr = 0;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "+", opts, NULL)) != -1) {
+        optind = 0; /* 0: glibc re-initialises its scanner for the new argv */
+        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
                 if (c == 'o')
                         out = optarg;
                 else if (c == 'i')

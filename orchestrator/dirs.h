@@ -1,0 +1,33 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker's own directories: the private state directory and the published results
+ * directory (contract sections 2 and 3).
+ *
+ * worker_dirs_open() creates each one that is missing (parents 0755 root) with the right owner
+ * and mode, and refuses to start when an existing one is not a directory or has the wrong
+ * owner, group or mode, naming the config key:
+ *   state_dir    root:root 0700
+ *   results_dir  root:container_gid 02750 (the setgid bit makes published entries inherit the
+ *                controller's group)
+ * Below state_dir it makes requests/, scratch/ and runsc/ (0700), below results_dir the
+ * staging area .staging/ (0700, so the controller cannot look into a result being built) and
+ * .rejected/ (02750). Each is opened without following a symlink. */
+#pragma once
+
+#include "common/error.h"
+#include "parser/config.h"
+
+typedef struct WorkerDirs {
+        int state_fd;
+        int requests_fd;
+        int scratch_fd;
+        int results_fd;
+        int staging_fd;
+        int rejected_fd;
+} WorkerDirs;
+
+#define WORKER_DIRS_NULL                                                                          \
+        { .state_fd = -EBADF, .requests_fd = -EBADF, .scratch_fd = -EBADF, .results_fd = -EBADF, \
+          .staging_fd = -EBADF, .rejected_fd = -EBADF }
+
+int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e);
+void worker_dirs_close(WorkerDirs *d);

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/publish.h"
+
+#define STATE_SUFFIX ".state.json"
+
+int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState state,
+                  usec_t since, TfwError *e) {
+        char name[REQUEST_ID_MAX + sizeof(STATE_SUFFIX)], ts[RFC3339_MAX];
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        snprintf(name, sizeof(name), "%s" STATE_SUFFIX, id);
+        j = json_pack("{s:s, s:s, s:s}", "id", id, "state", request_state_to_string(state), "since",
+                      format_rfc3339(since, ts));
+        s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+        if (!s)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        r = write_file_atomic_at(d->results_fd, name, s, strlen(s), 0640, 0, gid);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot write '%s': %s", name, strerror(-r));
+        return 0;
+}
+
+int publish_stage_begin(const WorkerDirs *d, const char *id, TfwError *e) {
+        int r = rm_rf_at(d->staging_fd, id);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot clear the staging area of '%s': %s", id,
+                                 strerror(-r));
+        if (mkdirat(d->staging_fd, id, 0700) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the staging area of '%s': %m", id);
+        int fd = open_dir_at(d->staging_fd, id);
+        if (fd < 0)
+                return tfw_error(e, fd, "internal", "cannot open the staging area of '%s': %s", id,
+                                 strerror(-fd));
+        return fd;
+}
+
+int publish_commit(const WorkerDirs *d, gid_t gid, const char *id, json_t *result, TfwError *e) {
+        char name[REQUEST_ID_MAX + sizeof(STATE_SUFFIX)];
+        _cleanup_free_ char *s = NULL;
+        _cleanup_close_ int fd = -EBADF;
+        int r;
+
+        fd = open_dir_at(d->staging_fd, id);
+        if (fd < 0)
+                return tfw_error(e, fd, "internal", "no staging area for '%s'", id);
+        s = json_dumps(result, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (!s)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        size_t len = strlen(s);
+        s[len] = '\n'; /* json_dumps leaves room for its NUL: reuse it for the newline */
+        r = write_file_atomic_at(fd, "result.json", s, len + 1, 0640, 0, gid);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot write the result of '%s': %s", id, strerror(-r));
+        if (fchown(fd, 0, gid) < 0 || fchmod(fd, 02750) < 0)
+                return tfw_error(e, errno, "internal", "cannot set the mode of the result of '%s': %m", id);
+        r = fsync_fd(fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot fsync the result of '%s'", id);
+        if (renameat2(d->staging_fd, id, d->results_fd, id, RENAME_NOREPLACE) < 0)
+                return tfw_error(e, errno, "internal", "cannot publish the result of '%s': %m", id);
+        r = fsync_fd(d->results_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot fsync the results directory");
+        snprintf(name, sizeof(name), "%s" STATE_SUFFIX, id);
+        if (unlinkat(d->results_fd, name, 0) < 0 && errno != ENOENT)
+                return tfw_error(e, errno, "internal", "cannot remove '%s': %m", name);
+        return 0;
+}
+
+/* Keep [a-z0-9._-] of the controller's name, at most 64 of them, never a leading dot. */
+static void sanitise_name(const char *name, char *out, size_t size) {
+        size_t n = 0;
+        for (const char *p = name; *p && n + 1 < size && n < 64; p++) {
+                char c = *p;
+                bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                          c == '_' || c == '-' || (c == '.' && n > 0);
+                out[n++] = ok ? c : '_';
+        }
+        if (n == 0)
+                out[n++] = '_';
+        out[n] = 0;
+}
+
+int publish_rejected_record(const WorkerDirs *d, gid_t gid, const char *name, const char *code,
+                            const char *message, usec_t now, TfwError *e) {
+        char safe[80], stamp[RFC3339_MAX], ts[RFC3339_MAX], file[200];
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        _cleanup_free_ char *s = NULL;
+        int r;
+
+        sanitise_name(name, safe, sizeof(safe));
+        format_utc_stamp(now, stamp);
+        /* Two rejections of the same name in one second get distinct files. */
+        for (unsigned i = 0; i < 1000; i++) {
+                if (i == 0)
+                        snprintf(file, sizeof(file), "%s-%s.json", safe, stamp);
+                else
+                        snprintf(file, sizeof(file), "%s-%s-%u.json", safe, stamp, i);
+                if (faccessat(d->rejected_fd, file, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT)
+                        break;
+        }
+        /* The original name is untrusted bytes: keep it only if it is valid UTF-8 text. */
+        json_t *jn = json_string(name);
+        j = json_pack("{s:i, s:o, s:s, s:s, s:s, s:s}", "version", 1, "name", jn ? jn : json_null(),
+                      "status", "rejected", "error", code, "message", message, "rejected_at",
+                      format_rfc3339(now, ts));
+        s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        if (!s)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        r = write_file_atomic_at(d->rejected_fd, file, s, strlen(s), 0640, 0, gid);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot write '.rejected/%s': %s", file, strerror(-r));
+        return 0;
+}
+
+bool publish_exists(const WorkerDirs *d, const char *id) {
+        return faccessat(d->results_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+}

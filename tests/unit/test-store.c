@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker's directories, the private request store and result publishing. Root: the
+ * owners and modes are the point. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/dirs.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/store.h"
+#include "tests/unit/lib/tfw-test.h"
+
+#define GID 10000
+
+typedef struct Fixture {
+        TestDir *dir;
+        Config config;
+        char state[512], results[512];
+        WorkerDirs dirs;
+} Fixture;
+
+static int setup(void **state) {
+        Fixture *f = calloc(1, sizeof(*f));
+        void *d = NULL;
+        if (!f || tfw_tmpdir_setup(&d) < 0)
+                return -1;
+        f->dir = d;
+        snprintf(f->state, sizeof(f->state), "%s/var/lib/tfw-demo", f->dir->path);
+        snprintf(f->results, sizeof(f->results), "%s/run/tfw-demo/results", f->dir->path);
+        f->config.state_dir = f->state;
+        f->config.results_dir = f->results;
+        f->config.container_gid = GID;
+        f->dirs = (WorkerDirs) WORKER_DIRS_NULL;
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        void *d = f->dir;
+        worker_dirs_close(&f->dirs);
+        tfw_tmpdir_teardown(&d);
+        free(f);
+        return 0;
+}
+
+static void require_root(void) {
+        if (geteuid() != 0)
+                tfw_skip("needs root to check owners and groups");
+}
+
+static void assert_owner_mode(int dir_fd, const char *name, uid_t uid, gid_t gid, mode_t mode) {
+        struct stat st;
+        assert_int_equal(fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW), 0);
+        if (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 07777) != mode)
+                fail_msg("'%s': %u:%u %04o, expected %u:%u %04o", name, st.st_uid, st.st_gid,
+                         st.st_mode & 07777, uid, gid, mode);
+}
+
+static void test_dirs_created(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        assert_owner_mode(AT_FDCWD, f->state, 0, 0, 0700);
+        assert_owner_mode(AT_FDCWD, f->results, 0, GID, 02750);
+        assert_owner_mode(f->dirs.state_fd, "requests", 0, 0, 0700);
+        assert_owner_mode(f->dirs.results_fd, ".staging", 0, 0, 0700);
+        assert_owner_mode(f->dirs.results_fd, ".rejected", 0, GID, 02750);
+        /* Opening again accepts what it made. */
+        worker_dirs_close(&f->dirs);
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+}
+
+static void test_dirs_wrong_mode_refused(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        worker_dirs_close(&f->dirs);
+
+        assert_int_equal(chmod(f->state, 0755), 0);
+        assert_true(worker_dirs_open(&f->config, &f->dirs, &e) < 0);
+        assert_non_null(strstr(e.message, "key 'state_dir'"));
+        assert_non_null(strstr(e.message, "0755"));
+        assert_int_equal(chmod(f->state, 0700), 0);
+
+        assert_int_equal(chmod(f->results, 0755), 0);
+        assert_true(worker_dirs_open(&f->config, &f->dirs, &e) < 0);
+        assert_non_null(strstr(e.message, "key 'results_dir'"));
+        assert_int_equal(chmod(f->results, 02750), 0);
+
+        assert_int_equal(chown(f->results, 0, GID + 1), 0);
+        assert_true(worker_dirs_open(&f->config, &f->dirs, &e) < 0);
+        assert_non_null(strstr(e.message, "key 'results_dir'"));
+        assert_int_equal(chown(f->results, 0, GID), 0);
+        assert_int_equal(chmod(f->results, 02750), 0);
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+}
+
+static void test_dirs_symlink_refused(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        char target[600];
+        require_root();
+        snprintf(target, sizeof(target), "%s/elsewhere", f->dir->path);
+        assert_int_equal(mkdir(target, 0700), 0);
+        assert_int_equal(mkdirat(f->dir->fd, "var", 0755), 0);
+        assert_int_equal(mkdirat(f->dir->fd, "var/lib", 0755), 0);
+        assert_int_equal(symlink(target, f->state), 0);
+        assert_true(worker_dirs_open(&f->config, &f->dirs, &e) < 0);
+        assert_non_null(strstr(e.message, "key 'state_dir'"));
+}
+
+static void make_record(RequestRecord *r, const char *id, const char *body, RequestState st) {
+        memset(r, 0, sizeof(*r));
+        strcpy(r->id, id);
+        r->state = st;
+        r->action_class = ACTION_LOCAL_REVERSIBLE;
+        assert_int_equal(sha256_buffer_hex(body, strlen(body), r->sha256), 0);
+}
+
+static void test_store_capture_and_load(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        RequestRecord rec, got, existing;
+        const char *body = "{\"version\":1,\"id\":\"a1\",\"action_class\":\"local-reversible\",\"argv\":[\"true\"]}";
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+
+        make_record(&rec, "a1", body, STATE_QUEUED);
+        assert_int_equal(store_capture(f->dirs.requests_fd, &rec, body, strlen(body), 1000000, NULL, &e), 0);
+        assert_int_equal(rec.seq, 1);
+        assert_int_equal(store_load(f->dirs.requests_fd, "a1", &got, &e), 0);
+        assert_string_equal(got.id, "a1");
+        assert_int_equal(got.state, STATE_QUEUED);
+        assert_string_equal(got.sha256, rec.sha256);
+        assert_int_equal(got.seq, 1);
+        assert_int_equal(got.submitted_at, 1000000);
+
+        /* The captured bytes parse back to the same request. */
+        _cleanup_request_ Request *req = NULL;
+        assert_int_equal(store_read_request(f->dirs.requests_fd, "a1", NULL, &req, &e), 0);
+        assert_string_equal(req->sha256, rec.sha256);
+
+        /* The id is taken now: a second capture is refused and reports the first. */
+        RequestRecord again;
+        make_record(&again, "a1", "{}", STATE_QUEUED);
+        assert_int_equal(store_capture(f->dirs.requests_fd, &again, "{}", 2, 2000000, &existing, &e), -EEXIST);
+        assert_string_equal(e.code, "duplicate_id");
+        assert_string_equal(existing.sha256, rec.sha256);
+        assert_int_equal(store_load(f->dirs.requests_fd, "a1", &got, &e), 0);
+        assert_string_equal(got.sha256, rec.sha256);
+
+        /* State changes persist; arrival order is kept by seq. */
+        got.state = STATE_FINAL;
+        strcpy(got.status, "succeeded");
+        assert_int_equal(store_save(f->dirs.requests_fd, &got, &e), 0);
+        make_record(&rec, "b2", body, STATE_PENDING);
+        rec.action_class = -1;
+        assert_int_equal(store_capture(f->dirs.requests_fd, &rec, body, strlen(body), 3000000, NULL, &e), 0);
+        RequestRecord *list = NULL;
+        size_t n = 0;
+        assert_int_equal(store_list(f->dirs.requests_fd, &list, &n, &e), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(list[0].id, "a1");
+        assert_string_equal(list[0].status, "succeeded");
+        assert_int_equal(list[0].state, STATE_FINAL);
+        assert_string_equal(list[1].id, "b2");
+        assert_int_equal(list[1].action_class, -1);
+        assert_true(list[1].seq > list[0].seq);
+        free(list);
+
+        assert_int_equal(store_remove(f->dirs.requests_fd, "a1"), 0);
+        assert_int_equal(store_load(f->dirs.requests_fd, "a1", &got, &e), -ENOENT);
+        assert_int_equal(store_remove(f->dirs.requests_fd, "../x"), -EINVAL);
+}
+
+/* A capture that died before its rename leaves a hidden directory that is never a record and
+ * is cleaned by the next listing. */
+static void test_store_incomplete_capture(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        struct stat st;
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        assert_int_equal(mkdirat(f->dirs.requests_fd, ".capture-x1-00000000", 0700), 0);
+        RequestRecord *list = NULL;
+        size_t n = 9;
+        assert_int_equal(store_list(f->dirs.requests_fd, &list, &n, &e), 0);
+        assert_int_equal(n, 0);
+        free(list);
+        assert_int_equal(fstatat(f->dirs.requests_fd, ".capture-x1-00000000", &st, 0), -1);
+}
+
+/* Two processes capturing the same id at once: exactly one wins. */
+static void test_store_capture_race(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        for (int round = 0; round < 20; round++) {
+                char id[16];
+                int wins = 0;
+                snprintf(id, sizeof(id), "race%d", round);
+                pid_t pids[4];
+                for (int i = 0; i < 4; i++) {
+                        pids[i] = fork();
+                        assert_true(pids[i] >= 0);
+                        if (pids[i] == 0) {
+                                RequestRecord r;
+                                TfwError ce = {0};
+                                make_record(&r, id, "{}", STATE_QUEUED);
+                                if (store_lock(f->dirs.requests_fd) < 0)
+                                        _exit(3);
+                                int k = store_capture(f->dirs.requests_fd, &r, "{}", 2, 1, NULL, &ce);
+                                store_unlock(f->dirs.requests_fd);
+                                _exit(k == 0 ? 0 : k == -EEXIST ? 1 : 2);
+                        }
+                }
+                for (int i = 0; i < 4; i++) {
+                        int status;
+                        assert_int_equal(waitpid(pids[i], &status, 0), pids[i]);
+                        assert_true(WIFEXITED(status));
+                        assert_true(WEXITSTATUS(status) <= 1);
+                        wins += WEXITSTATUS(status) == 0;
+                }
+                assert_int_equal(wins, 1);
+        }
+}
+
+static void test_publish(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+
+        assert_int_equal(publish_state(&f->dirs, GID, "j1", STATE_QUEUED, 0, &e), 0);
+        assert_owner_mode(f->dirs.results_fd, "j1.state.json", 0, GID, 0640);
+
+        _cleanup_close_ int fd = publish_stage_begin(&f->dirs, "j1", &e);
+        assert_true(fd >= 0);
+        tfw_write_file(fd, "job.log", "hello\n", (size_t) -1);
+        assert_int_equal(fchown(fd, 0, 0), 0);
+        assert_false(publish_exists(&f->dirs, "j1"));
+        json_t *res = json_pack("{s:i, s:s, s:s}", "version", 1, "id", "j1", "status", "succeeded");
+        assert_int_equal(publish_commit(&f->dirs, GID, "j1", res, &e), 0);
+        assert_true(publish_exists(&f->dirs, "j1"));
+        assert_owner_mode(f->dirs.results_fd, "j1", 0, GID, 02750);
+        assert_owner_mode(f->dirs.results_fd, "j1/result.json", 0, GID, 0640);
+        struct stat st;
+        assert_int_equal(fstatat(f->dirs.results_fd, "j1.state.json", &st, 0), -1);
+        assert_int_equal(fstatat(f->dirs.staging_fd, "j1", &st, 0), -1);
+
+        /* A second publication of the same id never replaces the first. */
+        safe_close(publish_stage_begin(&f->dirs, "j1", &e));
+        assert_true(publish_commit(&f->dirs, GID, "j1", res, &e) < 0);
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int rfd = openat(f->dirs.results_fd, "j1/result.json", O_RDONLY | O_CLOEXEC);
+        assert_int_equal(read_full_fd_bounded(rfd, 4096, &buf, NULL), 0);
+        assert_non_null(strstr(buf, "\"succeeded\""));
+        json_decref(res);
+}
+
+static void test_rejected_record(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        /* A hostile name is never used as a path. */
+        assert_int_equal(publish_rejected_record(&f->dirs, GID, "../../etc/passwd", "bad_id", "no",
+                                                 1796050800ULL * USEC_PER_SEC, &e), 0);
+        assert_int_equal(publish_rejected_record(&f->dirs, GID, "../../etc/passwd", "bad_id", "no",
+                                                 1796050800ULL * USEC_PER_SEC, &e), 0);
+        assert_owner_mode(f->dirs.rejected_fd, "_._.._etc_passwd-20261130T150000Z.json", 0, GID, 0640);
+        assert_owner_mode(f->dirs.rejected_fd, "_._.._etc_passwd-20261130T150000Z-1.json", 0, GID, 0640);
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = openat(f->dirs.rejected_fd, "_._.._etc_passwd-20261130T150000Z.json",
+                                        O_RDONLY | O_CLOEXEC);
+        assert_int_equal(read_full_fd_bounded(fd, 4096, &buf, NULL), 0);
+        assert_non_null(strstr(buf, "\"name\": \"../../etc/passwd\""));
+        assert_non_null(strstr(buf, "\"error\": \"bad_id\""));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_dirs_created, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dirs_wrong_mode_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dirs_symlink_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_store_capture_and_load, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_store_incomplete_capture, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_store_capture_race, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_rejected_record, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
