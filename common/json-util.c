@@ -15,6 +15,11 @@ int json_load_object_strict(const char *buf, size_t len, const char *what, json_
 
         j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
         if (!j) {
+                /* jansson quotes the offending input raw ("near '...'"): a newline or escape
+                 * there would let the input forge or garble log lines. */
+                for (char *p = je.text; *p; p++)
+                        if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                                *p = '?';
                 switch (json_error_code(&je)) {
                 case json_error_invalid_utf8:
                         return tfw_error(e, EBADMSG, "invalid_utf8",
