@@ -21,6 +21,9 @@
 
 #define CONFIG_MAX_BYTES (1U << 20)
 #define CONFIG_NAME_MAX 48
+#define CONFIG_PATH_MAX 1024          /* bytes of any configured path */
+#define CONFIG_MAX_SYSTEM_MOUNTS 64
+#define CONFIG_IDENTITY_MAX 256       /* a system mount's IDENTITY, signing_identity */
 
 typedef enum RuntimeDriver {
         DRIVER_RUNSC,

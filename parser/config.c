@@ -1,0 +1,1023 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker configuration file (contract section 2). docs/config.md is the operator's
+ * reference for every key, default and check made here; keep the two in step. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "common/size.h"
+#include "parser/config.h"
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+#define GIB (UINT64_C(1) << 30)
+#define TIB (UINT64_C(1) << 40)
+
+/* Longest key name we build ("runtime.system_mounts[63]" and the like). */
+#define FIELD_MAX 64
+/* Values echoed back in messages are cut to this many bytes. */
+#define SHOW_MAX 80
+#define IMAGE_NAME_MAX 255
+
+static const char *const driver_table[_DRIVER_MAX] = {
+        [DRIVER_RUNSC] = "runsc",
+        [DRIVER_DOCKER] = "docker",
+        [DRIVER_PODMAN] = "podman",
+};
+
+static const char *const platforms[] = { "ptrace", "systrap", "kvm", NULL };
+
+static const char *const default_system_mounts[] = {
+        "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alternatives",
+        "/etc/ssl/certs",
+};
+
+/* Mount points the capsule itself owns: a system mount may not cover or replace them. */
+static const char *const reserved_sandbox_paths[] = { "/proc", "/dev", "/sys", "/work", "/tmp" };
+
+static const char *const top_keys[] = {
+        "version", "name", "workspace", "state_dir", "results_dir", "container_uid",
+        "container_gid", "concurrency", "retention_days", "audit_generations",
+        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", NULL,
+};
+static const char *const runtime_keys[] = {
+        "driver", "runsc", "platform", "rootfs", "system_mounts", "image", NULL,
+};
+static const char *const limits_keys[] = {
+        "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
+        "max_timeout_seconds", "max_snapshot_bytes", "max_snapshot_entries", "memory",
+        "memory_swap", "cpus", "pids", "workspace_tmpfs", "tmp_tmpfs", "max_log_bytes",
+        "max_artifact_bytes", "max_artifact_entries", NULL,
+};
+
+/* Which optional keys the file spelled out, for the cross-key checks and their messages. */
+typedef struct Given {
+        bool state_dir, results_dir;
+        bool runsc, platform, system_mounts;
+        bool default_timeout, max_timeout;
+} Given;
+
+const char *driver_to_string(RuntimeDriver d) {
+        if ((unsigned) d >= _DRIVER_MAX)
+                return NULL;
+        return driver_table[d];
+}
+
+bool config_name_is_valid(const char *name) {
+        size_t n;
+
+        if (!name)
+                return false;
+        n = strlen(name);
+        if (n == 0 || n > CONFIG_NAME_MAX)
+                return false;
+        if (!((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= '0' && name[0] <= '9')))
+                return false;
+        for (size_t i = 1; i < n; i++)
+                if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') ||
+                      name[i] == '-'))
+                        return false;
+        return true;
+}
+
+/* A config value quoted in a message: cut to fit buf, anything but printable ASCII shown as
+ * '?', so a hostile or mistaken value cannot break the one-line message. */
+static const char *show_value(const char *s, char *buf, size_t size) {
+        size_t i = 0;
+
+        for (; s[i] && i < size - 4; i++)
+                buf[i] = (s[i] >= 0x20 && s[i] < 0x7f) ? s[i] : '?';
+        if (s[i]) {
+                memcpy(buf + i, "...", 3);
+                i += 3;
+        }
+        buf[i] = 0;
+        return buf;
+}
+#define show(s, buf) show_value((s), (buf), sizeof(buf))
+
+static int key_error(TfwError *e, int err, const char *code, const char *field, const char *fmt,
+                     ...) _printf_(5, 6);
+static int key_error(TfwError *e, int err, const char *code, const char *field, const char *fmt,
+                     ...) {
+        char reason[sizeof(e->message)];
+        va_list ap;
+
+        va_start(ap, fmt);
+        (void) vsnprintf(reason, sizeof(reason), fmt, ap);
+        va_end(ap);
+        return tfw_error(e, err, code, "key '%s': %s", field, reason);
+}
+
+static const char *field_name(char buf[static FIELD_MAX], const char *prefix, const char *key) {
+        (void) snprintf(buf, FIELD_MAX, "%s%s", prefix, key);
+        return buf;
+}
+
+static int get_object(json_t *obj, const char *key, json_t **ret, TfwError *e) {
+        json_t *v = json_object_get(obj, key);
+
+        if (!v) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!json_is_object(v))
+                return key_error(e, EBADMSG, "bad_type", key, "must be a JSON object");
+        *ret = v;
+        return 0;
+}
+
+/* An integer key of obj within [min, max]; def when absent. JSON reals, strings, booleans
+ * and null are bad_type (json_get_int_range). */
+static int get_uint(json_t *obj, const char *prefix, const char *key, int64_t min, int64_t max,
+                    uint64_t def, bool *ret_given, uint64_t *ret, TfwError *e) {
+        char field[FIELD_MAX];
+        int64_t v;
+        int r;
+
+        r = json_get_int_range(obj, key, field_name(field, prefix, key), false, min, max, &v, e);
+        if (r == -ENOENT) {
+                *ret = def;
+                if (ret_given)
+                        *ret_given = false;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        *ret = (uint64_t) v;
+        if (ret_given)
+                *ret_given = true;
+        return 0;
+}
+
+static int get_unsigned(json_t *obj, const char *key, int64_t min, int64_t max, unsigned def,
+                        unsigned *ret, TfwError *e) {
+        uint64_t v;
+        int r = get_uint(obj, "", key, min, max, def, NULL, &v, e);
+        if (r < 0)
+                return r;
+        *ret = (unsigned) v;
+        return 0;
+}
+
+/* A size: a JSON non-negative integer (bytes) or a string parse_size() accepts ("64k", "2g",
+ * "1000"), within [min, max]; def when absent. */
+static int get_size(json_t *obj, const char *key, uint64_t min, uint64_t max, uint64_t def,
+                    bool *ret_given, uint64_t *ret, TfwError *e) {
+        char field[FIELD_MAX], shown[SHOW_MAX], a[24], b[24], c[24];
+        json_t *v = json_object_get(obj, key);
+        uint64_t x;
+
+        field_name(field, "limits.", key);
+        if (!v) {
+                *ret = def;
+                if (ret_given)
+                        *ret_given = false;
+                return 0;
+        }
+        if (json_is_integer(v)) {
+                json_int_t i = json_integer_value(v);
+                if (i < 0)
+                        return key_error(e, ERANGE, "out_of_range", field,
+                                         "%" PRId64 " is negative, allowed %s..%s", (int64_t) i,
+                                         format_size(min, a, sizeof(a)),
+                                         format_size(max, b, sizeof(b)));
+                x = (uint64_t) i;
+        } else if (json_is_string(v)) {
+                const char *s = json_string_value(v);
+                int r = parse_size(s, &x);
+                if (r == -ERANGE)
+                        return key_error(e, ERANGE, "out_of_range", field,
+                                         "size '%s' is too large, allowed %s..%s",
+                                         show(s, shown), format_size(min, a, sizeof(a)),
+                                         format_size(max, b, sizeof(b)));
+                if (r < 0)
+                        return key_error(e, EBADMSG, "bad_value", field,
+                                         "invalid size '%s' (an integer, or digits with k, m or g)",
+                                         show(s, shown));
+        } else
+                return key_error(e, EBADMSG, "bad_type", field,
+                                 "must be a size: a string such as \"2g\" or a non-negative "
+                                 "integer of bytes");
+
+        if (x < min || x > max)
+                return key_error(e, ERANGE, "out_of_range", field, "%s is out of range, allowed %s..%s",
+                                 format_size(x, c, sizeof(c)), format_size(min, a, sizeof(a)),
+                                 format_size(max, b, sizeof(b)));
+        *ret = x;
+        if (ret_given)
+                *ret_given = true;
+        return 0;
+}
+
+/* Absolute, normalised, at most CONFIG_PATH_MAX bytes, and not "/" (no key of this file may
+ * sensibly name the whole host). */
+static int check_path(const char *p, const char *field, TfwError *e) {
+        char shown[SHOW_MAX];
+
+        if (strlen(p) > CONFIG_PATH_MAX)
+                return key_error(e, EBADMSG, "bad_value", field,
+                                 "path '%s' is longer than %d bytes", show(p, shown),
+                                 CONFIG_PATH_MAX);
+        if (!path_is_absolute_normalized(p))
+                return key_error(e, EBADMSG, "bad_value", field,
+                                 "path '%s' must be absolute and normalised (no '.', '..', "
+                                 "'//', trailing '/' or control characters)",
+                                 show(p, shown));
+        if (streq(p, "/"))
+                return key_error(e, EBADMSG, "bad_value", field, "must not be '/'");
+        return 0;
+}
+
+/* A path key: -ENOENT when absent (or null with allow_null); the string stays owned by obj. */
+static int get_path(json_t *obj, const char *prefix, const char *key, bool required,
+                    bool allow_null, const char **ret, TfwError *e) {
+        char field[FIELD_MAX];
+        const char *s;
+        int r;
+
+        field_name(field, prefix, key);
+        r = json_get_string(obj, key, field, required, allow_null, &s, e);
+        if (r < 0)
+                return r;
+        r = check_path(s, field, e);
+        if (r < 0)
+                return r;
+        *ret = s;
+        return 0;
+}
+
+static int strdup_to(char **dst, const char *s) {
+        char *t = strdup(s);
+        if (!t)
+                return -ENOMEM;
+        free(*dst);
+        *dst = t;
+        return 0;
+}
+
+static int oom(TfwError *e) {
+        return tfw_error(e, ENOMEM, "io_error", "out of memory");
+}
+
+/* IDENTITY of a system mount, and signing_identity share one alphabet: printable ASCII
+ * without spaces, 1..CONFIG_IDENTITY_MAX bytes. */
+static bool identity_is_valid(const char *s) {
+        size_t n = strlen(s);
+
+        if (n == 0 || n > CONFIG_IDENTITY_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (s[i] <= 0x20 || s[i] >= 0x7f)
+                        return false;
+        return true;
+}
+
+static bool is_lower_hex(const char *s, size_t n) {
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+static bool is_lower_alnum(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* "sha256:" and exactly 64 lowercase hex digits. */
+static bool image_digest_is_valid(const char *s) {
+        return strncmp(s, "sha256:", 7) == 0 && strlen(s + 7) == 64 && is_lower_hex(s + 7, 64);
+}
+
+/* The name part of "name@sha256:…": 1..255 bytes of [a-z0-9._/:-] in '/'-separated
+ * components, each non-empty and beginning and ending with a letter or digit (so
+ * "registry:5000/team/tool:1.2" is fine, "a//b", "/a", "a:" and "-a" are not). */
+static bool image_name_is_valid(const char *s, size_t n) {
+        size_t start = 0;
+
+        if (n == 0 || n > IMAGE_NAME_MAX)
+                return false;
+        for (size_t i = 0; i <= n; i++) {
+                if (i < n && s[i] != '/') {
+                        if (!is_lower_alnum(s[i]) && !strchr("._:-", s[i]))
+                                return false;
+                        continue;
+                }
+                if (i == start || !is_lower_alnum(s[start]) || !is_lower_alnum(s[i - 1]))
+                        return false;
+                start = i + 1;
+        }
+        return true;
+}
+
+static bool image_is_valid(const char *s) {
+        const char *at = strchr(s, '@');
+
+        if (!at)
+                return image_digest_is_valid(s);
+        return image_name_is_valid(s, (size_t) (at - s)) && image_digest_is_valid(at + 1);
+}
+
+static bool sandbox_path_is_reserved(const char *p) {
+        for (size_t i = 0; i < ELEMENTSOF(reserved_sandbox_paths); i++)
+                if (path_is_below_or_equal(p, reserved_sandbox_paths[i]))
+                        return true;
+        return false;
+}
+
+static void system_mount_done(SystemMount *m) {
+        free(m->host);
+        free(m->sandbox);
+        free(m->identity);
+        *m = (SystemMount) {};
+}
+
+/* One "HOST[:SANDBOX][=IDENTITY]". The first '=' starts IDENTITY (which may itself contain
+ * ':' or '=', as in "sha256:…"); before it, the first ':' ends HOST. Neither path can
+ * therefore contain ':' or '='. */
+static int parse_system_mount(const char *s, const char *field, SystemMount *ret, TfwError *e) {
+        _cleanup_free_ char *left = NULL;
+        const char *eq = strchr(s, '='), *host, *sandbox;
+        char shown[SHOW_MAX];
+        SystemMount m = {};
+        int r;
+
+        if (eq && !identity_is_valid(eq + 1))
+                return key_error(e, EBADMSG, "bad_value", field,
+                                 "'%s': IDENTITY must be 1..%d printable ASCII characters "
+                                 "without spaces",
+                                 show(s, shown), CONFIG_IDENTITY_MAX);
+        left = strndup(s, eq ? (size_t) (eq - s) : strlen(s));
+        if (!left)
+                return oom(e);
+        char *colon = strchr(left, ':');
+        host = left;
+        sandbox = left;
+        if (colon) {
+                *colon = 0;
+                sandbox = colon + 1;
+        }
+        r = check_path(host, field, e);
+        if (r < 0)
+                return r;
+        if (colon) {
+                if (strchr(sandbox, ':'))
+                        return key_error(e, EBADMSG, "bad_value", field,
+                                         "'%s': a second ':' (HOST and SANDBOX cannot contain "
+                                         "':' or '=')",
+                                         show(s, shown));
+                r = check_path(sandbox, field, e);
+                if (r < 0)
+                        return r;
+        }
+        if (sandbox_path_is_reserved(sandbox))
+                return key_error(e, EBADMSG, "bad_value", field,
+                                 "sandbox path '%s' is one the capsule mounts itself (/proc, "
+                                 "/dev, /sys, /work, /tmp or below)",
+                                 show(sandbox, shown));
+
+        m.host = strdup(host);
+        m.sandbox = strdup(sandbox);
+        m.identity = eq ? strdup(eq + 1) : NULL;
+        if (!m.host || !m.sandbox || (eq && !m.identity)) {
+                system_mount_done(&m);
+                return oom(e);
+        }
+        *ret = m;
+        return 0;
+}
+
+static int set_default_system_mounts(Config *c, TfwError *e) {
+        size_t n = ELEMENTSOF(default_system_mounts);
+
+        c->system_mounts = calloc(n, sizeof(SystemMount));
+        if (!c->system_mounts)
+                return oom(e);
+        for (size_t i = 0; i < n; i++) {
+                SystemMount *m = &c->system_mounts[c->n_system_mounts];
+                m->host = strdup(default_system_mounts[i]);
+                m->sandbox = strdup(default_system_mounts[i]);
+                c->n_system_mounts++;
+                if (!m->host || !m->sandbox)
+                        return oom(e);
+        }
+        return 0;
+}
+
+static int parse_system_mounts(Config *c, json_t *v, TfwError *e) {
+        char field[FIELD_MAX], shown[SHOW_MAX];
+        size_t n;
+
+        if (!json_is_array(v))
+                return key_error(e, EBADMSG, "bad_type", "runtime.system_mounts",
+                                 "must be a list of strings \"HOST[:SANDBOX][=IDENTITY]\"");
+        n = json_array_size(v);
+        if (n > CONFIG_MAX_SYSTEM_MOUNTS)
+                return key_error(e, E2BIG, "out_of_range", "runtime.system_mounts",
+                                 "%zu entries, at most %d allowed", n, CONFIG_MAX_SYSTEM_MOUNTS);
+        if (n == 0)
+                return 0;
+        c->system_mounts = calloc(n, sizeof(SystemMount));
+        if (!c->system_mounts)
+                return oom(e);
+        for (size_t i = 0; i < n; i++) {
+                json_t *item = json_array_get(v, i);
+                int r;
+
+                (void) snprintf(field, sizeof(field), "runtime.system_mounts[%zu]", i);
+                if (!json_is_string(item))
+                        return key_error(e, EBADMSG, "bad_type", field, "must be a string");
+                r = parse_system_mount(json_string_value(item), field,
+                                       &c->system_mounts[c->n_system_mounts], e);
+                if (r < 0)
+                        return r;
+                c->n_system_mounts++;
+                for (size_t j = 0; j < i; j++)
+                        if (streq(c->system_mounts[j].sandbox, c->system_mounts[i].sandbox))
+                                return key_error(e, EBADMSG, "bad_value", field,
+                                                 "sandbox path '%s' is already mounted by "
+                                                 "runtime.system_mounts[%zu]",
+                                                 show(c->system_mounts[i].sandbox, shown), j);
+        }
+        return 0;
+}
+
+static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
+        char shown[SHOW_MAX];
+        const char *s;
+        json_t *mounts = NULL;
+        int r;
+
+        c->driver = DRIVER_RUNSC;
+        if (strdup_to(&c->platform, "ptrace") < 0)
+                return oom(e);
+
+        if (rt) {
+                r = json_check_keys(rt, runtime_keys, "runtime.", e);
+                if (r < 0)
+                        return r;
+
+                r = json_get_string(rt, "driver", "runtime.driver", false, false, &s, e);
+                if (r >= 0) {
+                        int d = -1;
+                        for (int i = 0; i < _DRIVER_MAX; i++)
+                                if (streq(s, driver_table[i]))
+                                        d = i;
+                        if (d < 0)
+                                return key_error(e, EBADMSG, "bad_value", "runtime.driver",
+                                                 "'%s' is not one of runsc, docker, podman",
+                                                 show(s, shown));
+                        c->driver = (RuntimeDriver) d;
+                } else if (r != -ENOENT)
+                        return r;
+
+                r = get_path(rt, "runtime.", "runsc", false, true, &s, e);
+                if (r >= 0) {
+                        if (strdup_to(&c->runsc, s) < 0)
+                                return oom(e);
+                        given->runsc = true;
+                } else if (r != -ENOENT)
+                        return r;
+
+                r = json_get_string(rt, "platform", "runtime.platform", false, false, &s, e);
+                if (r >= 0) {
+                        bool ok = false;
+                        for (const char *const *p = platforms; *p; p++)
+                                ok = ok || streq(*p, s);
+                        if (!ok)
+                                return key_error(e, EBADMSG, "bad_value", "runtime.platform",
+                                                 "'%s' is not one of ptrace, systrap, kvm",
+                                                 show(s, shown));
+                        if (strdup_to(&c->platform, s) < 0)
+                                return oom(e);
+                        given->platform = true;
+                } else if (r != -ENOENT)
+                        return r;
+
+                r = get_path(rt, "runtime.", "rootfs", false, true, &s, e);
+                if (r >= 0) {
+                        if (strdup_to(&c->rootfs, s) < 0)
+                                return oom(e);
+                } else if (r != -ENOENT)
+                        return r;
+
+                r = json_get_string(rt, "image", "runtime.image", false, true, &s, e);
+                if (r >= 0) {
+                        if (!image_is_valid(s))
+                                return key_error(e, EBADMSG, "bad_value", "runtime.image",
+                                                 "'%s' is neither 'sha256:<64 lowercase hex>' "
+                                                 "nor 'NAME@sha256:<64 lowercase hex>'",
+                                                 show(s, shown));
+                        if (strdup_to(&c->image, s) < 0)
+                                return oom(e);
+                } else if (r != -ENOENT)
+                        return r;
+
+                mounts = json_object_get(rt, "system_mounts");
+                given->system_mounts = !!mounts;
+        }
+
+        if (c->driver != DRIVER_RUNSC) {
+                const char *d = driver_to_string(c->driver);
+                if (c->rootfs)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.rootfs",
+                                         "only the runsc driver uses a rootfs; with driver '%s' "
+                                         "runtime.image is the root",
+                                         d);
+                if (given->system_mounts)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
+                                         "only the runsc driver uses system mounts; with driver "
+                                         "'%s' runtime.image is the root",
+                                         d);
+                if (given->runsc)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
+                                         "not used with driver '%s' (the engine runs its own "
+                                         "registered runsc)",
+                                         d);
+                if (given->platform)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.platform",
+                                         "not used with driver '%s' (the platform is set where "
+                                         "the engine registers runsc)",
+                                         d);
+                if (!c->image)
+                        return key_error(e, EINVAL, "missing_field", "runtime.image",
+                                         "required with driver '%s'", d);
+                return 0;
+        }
+
+        if (c->image)
+                return key_error(e, EINVAL, "inconsistent", "runtime.image",
+                                 "not used with driver 'runsc' (use runtime.rootfs or "
+                                 "runtime.system_mounts)");
+        if (c->rootfs) {
+                if (given->system_mounts)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
+                                         "not used when runtime.rootfs is set");
+                return 0;
+        }
+        if (mounts)
+                return parse_system_mounts(c, mounts, e);
+        return set_default_system_mounts(c, e);
+}
+
+static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
+        ConfigLimits *l = &c->limits;
+        json_t *empty = NULL;
+        int r;
+
+        if (lim) {
+                r = json_check_keys(lim, limits_keys, "limits.", e);
+                if (r < 0)
+                        return r;
+        } else {
+                /* Every default then comes from the same code path as an explicit value. */
+                empty = json_object();
+                if (!empty)
+                        return oom(e);
+                lim = empty;
+        }
+
+#define SIZE(key, min, max, def, g)                                                              \
+        do {                                                                                     \
+                r = get_size(lim, #key, (min), (max), (def), (g), &l->key, e);                   \
+                if (r < 0)                                                                       \
+                        goto out;                                                                \
+        } while (0)
+#define UINT(key, min, max, def, g)                                                              \
+        do {                                                                                     \
+                r = get_uint(lim, "limits.", #key, (min), (max), (def), (g), &l->key, e);        \
+                if (r < 0)                                                                       \
+                        goto out;                                                                \
+        } while (0)
+
+        SIZE(max_request_bytes, 1 * KIB, 1 * MIB, 64 * KIB, NULL);
+        UINT(max_argv, 1, 4096, 256, NULL);
+        SIZE(max_argv_bytes, 1, 1 * MIB, 64 * KIB, NULL);
+        UINT(default_timeout_seconds, 1, 604800, 300, &given->default_timeout);
+        UINT(max_timeout_seconds, 1, 604800, 900, &given->max_timeout);
+        SIZE(max_snapshot_bytes, 1, 1 * TIB, 1 * GIB, NULL);
+        UINT(max_snapshot_entries, 1, 10000000, 200000, NULL);
+        SIZE(memory, 16 * MIB, 1 * TIB, 2 * GIB, NULL);
+        /* Absent, memory_swap follows memory (no swap), which is the contract's 2g/2g when
+         * memory is not given either. */
+        SIZE(memory_swap, 16 * MIB, 1 * TIB, l->memory, NULL);
+        UINT(pids, 8, 4194304, 512, NULL);
+        SIZE(workspace_tmpfs, 1 * MIB, 1 * TIB, 2 * GIB, NULL);
+        SIZE(tmp_tmpfs, 1 * MIB, 1 * TIB, 256 * MIB, NULL);
+        SIZE(max_log_bytes, 4 * KIB, 1 * GIB, 8 * MIB, NULL);
+        SIZE(max_artifact_bytes, 1, 1 * TIB, 1 * GIB, NULL);
+        UINT(max_artifact_entries, 1, 10000000, 200000, NULL);
+#undef SIZE
+#undef UINT
+
+        {
+                json_t *v = json_object_get(lim, "cpus");
+                const char *s = "2.0";
+                char shown[SHOW_MAX];
+
+                if (v) {
+                        if (!json_is_string(v)) {
+                                r = key_error(e, EBADMSG, "bad_type", "limits.cpus",
+                                              "must be a decimal string such as \"2.0\"");
+                                goto out;
+                        }
+                        s = json_string_value(v);
+                }
+                if (strlen(s) >= sizeof(l->cpus)) {
+                        r = key_error(e, EBADMSG, "bad_value", "limits.cpus",
+                                      "'%s' is longer than %zu characters", show(s, shown),
+                                      sizeof(l->cpus) - 1);
+                        goto out;
+                }
+                r = parse_cpus(s, &l->cpus_milli);
+                if (r == -EINVAL) {
+                        r = key_error(e, EBADMSG, "bad_value", "limits.cpus",
+                                      "invalid CPU count '%s' (digits, optionally a '.' and at "
+                                      "most three decimals)",
+                                      show(s, shown));
+                        goto out;
+                }
+                if (r < 0 || l->cpus_milli < 10 || l->cpus_milli > 1024000) {
+                        r = key_error(e, ERANGE, "out_of_range", "limits.cpus",
+                                      "'%s' is out of range, allowed 0.01..1024", show(s, shown));
+                        goto out;
+                }
+                memcpy(l->cpus, s, strlen(s) + 1);
+        }
+        r = 0;
+out:
+        json_decref(empty);
+        return r;
+}
+
+static int parse_signing(Config *c, json_t *root, TfwError *e) {
+        const char *s;
+        int r;
+
+        r = get_path(root, "", "signing_key", false, true, &s, e);
+        if (r >= 0) {
+                if (strdup_to(&c->signing_key, s) < 0)
+                        return oom(e);
+        } else if (r != -ENOENT)
+                return r;
+
+        r = json_get_string(root, "signing_identity", "signing_identity", false, true, &s, e);
+        if (r >= 0) {
+                if (!identity_is_valid(s))
+                        return key_error(e, EBADMSG, "bad_value", "signing_identity",
+                                         "must be 1..%d printable ASCII characters without "
+                                         "spaces",
+                                         CONFIG_IDENTITY_MAX);
+                if (strdup_to(&c->signing_identity, s) < 0)
+                        return oom(e);
+        } else if (r != -ENOENT)
+                return r;
+
+        if (!!c->signing_key != !!c->signing_identity)
+                return key_error(e, EINVAL, "inconsistent",
+                                 c->signing_key ? "signing_identity" : "signing_key",
+                                 "signing_key and signing_identity are set together or not at "
+                                 "all");
+        return 0;
+}
+
+/* The nesting rules between the directories and files the config names. Who may reach what:
+ *   the agent writes the workspace and reads results_dir;
+ *   the job reads every system mount's HOST and the rootfs;
+ *   root alone may read state_dir and signing_key, and alone may write runsc.
+ * So no key may put one of these where the wrong party reaches it. */
+static int check_nesting(const Config *c, const Given *g, TfwError *e) {
+        char a[SHOW_MAX], b[SHOW_MAX];
+        const char *ws = c->workspace;
+        const struct {
+                const char *key, *path;
+                bool defaulted;
+        } dirs[] = {
+                { "state_dir", c->state_dir, !g->state_dir },
+                { "results_dir", c->results_dir, !g->results_dir },
+        };
+
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                const char *d = dirs[i].path, *dflt = dirs[i].defaulted ? " (the default)" : "";
+                if (path_is_below_or_equal(d, ws))
+                        return key_error(e, EINVAL, "inconsistent", dirs[i].key,
+                                         "'%s'%s is inside the workspace '%s', which the agent "
+                                         "controls",
+                                         show(d, a), dflt, show(ws, b));
+                if (path_is_below_or_equal(ws, d))
+                        return key_error(e, EINVAL, "inconsistent", dirs[i].key,
+                                         "'%s'%s contains the workspace '%s'", show(d, a), dflt,
+                                         show(ws, b));
+        }
+        if (path_is_below_or_equal(c->results_dir, c->state_dir) ||
+            path_is_below_or_equal(c->state_dir, c->results_dir))
+                return key_error(e, EINVAL, "inconsistent", "results_dir",
+                                 "'%s' and state_dir '%s' must be separate directories, neither "
+                                 "inside the other",
+                                 show(c->results_dir, a), show(c->state_dir, b));
+
+        if (c->signing_key) {
+                if (path_is_below_or_equal(c->signing_key, ws))
+                        return key_error(e, EINVAL, "inconsistent", "signing_key",
+                                         "'%s' is inside the workspace, which the agent reads",
+                                         show(c->signing_key, a));
+                if (path_is_below_or_equal(c->signing_key, c->results_dir))
+                        return key_error(e, EINVAL, "inconsistent", "signing_key",
+                                         "'%s' is inside results_dir, which the agent reads",
+                                         show(c->signing_key, a));
+        }
+        if (c->runsc) {
+                if (path_is_below_or_equal(c->runsc, ws))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
+                                         "'%s' is inside the workspace, which the agent writes",
+                                         show(c->runsc, a));
+                if (path_is_below_or_equal(c->runsc, c->results_dir))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
+                                         "'%s' is inside results_dir, where job output lands",
+                                         show(c->runsc, a));
+        }
+
+        /* What the job sees must not overlap what the agent writes or root keeps. */
+        for (size_t i = 0; i <= c->n_system_mounts; i++) {
+                char field[FIELD_MAX];
+                const char *exposed;
+
+                const char *what = "";
+                if (i < c->n_system_mounts) {
+                        exposed = c->system_mounts[i].host;
+                        if (g->system_mounts)
+                                (void) snprintf(field, sizeof(field), "runtime.system_mounts[%zu]",
+                                                i);
+                        else {
+                                (void) snprintf(field, sizeof(field), "runtime.system_mounts");
+                                what = "default ";
+                        }
+                } else if (c->rootfs) {
+                        exposed = c->rootfs;
+                        (void) snprintf(field, sizeof(field), "runtime.rootfs");
+                } else
+                        break;
+
+                const struct {
+                        const char *key, *path;
+                } hidden[] = {
+                        { "workspace", ws },
+                        { "state_dir", c->state_dir },
+                        { "results_dir", c->results_dir },
+                };
+                for (size_t j = 0; j < ELEMENTSOF(hidden); j++)
+                        if (path_is_below_or_equal(hidden[j].path, exposed) ||
+                            path_is_below_or_equal(exposed, hidden[j].path))
+                                return key_error(e, EINVAL, "inconsistent", field,
+                                                 "%shost path '%s' overlaps %s '%s'; the job "
+                                                 "would see it",
+                                                 what, show(exposed, a), hidden[j].key,
+                                                 show(hidden[j].path, b));
+                if (c->signing_key && path_is_below_or_equal(c->signing_key, exposed))
+                        return key_error(e, EINVAL, "inconsistent", field,
+                                         "%shost path '%s' contains signing_key '%s'; the job "
+                                         "would see it",
+                                         what, show(exposed, a), show(c->signing_key, b));
+        }
+        return 0;
+}
+
+static int check_limits(const Config *c, const Given *g, TfwError *e) {
+        const ConfigLimits *l = &c->limits;
+        char a[24], b[24];
+
+        if (l->default_timeout_seconds > l->max_timeout_seconds)
+                return key_error(e, EINVAL, "inconsistent", "limits.default_timeout_seconds",
+                                 "%" PRIu64 "%s is above limits.max_timeout_seconds %" PRIu64
+                                 "%s",
+                                 l->default_timeout_seconds,
+                                 g->default_timeout ? "" : " (the default)",
+                                 l->max_timeout_seconds, g->max_timeout ? "" : " (the default)");
+        if (l->memory_swap < l->memory)
+                return key_error(e, EINVAL, "inconsistent", "limits.memory_swap",
+                                 "%s is below limits.memory %s (memory_swap counts memory plus "
+                                 "swap)",
+                                 format_size(l->memory_swap, a, sizeof(a)),
+                                 format_size(l->memory, b, sizeof(b)));
+        if (l->max_snapshot_bytes > l->workspace_tmpfs)
+                return key_error(e, EINVAL, "inconsistent", "limits.max_snapshot_bytes",
+                                 "%s is above limits.workspace_tmpfs %s: a snapshot that large "
+                                 "could not be copied into /work",
+                                 format_size(l->max_snapshot_bytes, a, sizeof(a)),
+                                 format_size(l->workspace_tmpfs, b, sizeof(b)));
+        return 0;
+}
+
+static int config_parse_json(json_t *root, Config *c, TfwError *e) {
+        Given given = {};
+        char shown[SHOW_MAX];
+        const char *s;
+        json_t *rt, *lim;
+        int64_t v;
+        int r;
+
+        /* The version first: a file written for a later schema is "unsupported", not a list of
+         * unknown keys. */
+        r = json_get_int_range(root, "version", "version", true, INT64_MIN, INT64_MAX, &v, e);
+        if (r < 0)
+                return r;
+        if (v != 1)
+                return tfw_error(e, EINVAL, "unsupported_version",
+                                 "key 'version': %" PRId64 " is not supported (only 1)", v);
+        c->version = 1;
+
+        r = json_check_keys(root, top_keys, "", e);
+        if (r < 0)
+                return r;
+
+        r = json_get_string(root, "name", "name", true, false, &s, e);
+        if (r < 0)
+                return r;
+        if (!config_name_is_valid(s))
+                return key_error(e, EBADMSG, "bad_value", "name",
+                                 "'%s' does not match ^[a-z0-9][a-z0-9-]{0,47}$", show(s, shown));
+        if (strdup_to(&c->name, s) < 0)
+                return oom(e);
+
+        r = get_path(root, "", "workspace", true, false, &s, e);
+        if (r < 0)
+                return r;
+        if (strdup_to(&c->workspace, s) < 0)
+                return oom(e);
+
+        r = get_path(root, "", "state_dir", false, false, &s, e);
+        if (r >= 0) {
+                given.state_dir = true;
+                if (strdup_to(&c->state_dir, s) < 0)
+                        return oom(e);
+        } else if (r != -ENOENT)
+                return r;
+        else if (asprintf(&c->state_dir, "/var/lib/tentaflake-worker-%s", c->name) < 0) {
+                c->state_dir = NULL;
+                return oom(e);
+        }
+
+        r = get_path(root, "", "results_dir", false, false, &s, e);
+        if (r >= 0) {
+                given.results_dir = true;
+                if (strdup_to(&c->results_dir, s) < 0)
+                        return oom(e);
+        } else if (r != -ENOENT)
+                return r;
+        else if (asprintf(&c->results_dir, "/run/tentaflake-worker-%s/results", c->name) < 0) {
+                c->results_dir = NULL;
+                return oom(e);
+        }
+
+        r = json_get_int_range(root, "container_uid", "container_uid", true, 1, 4294967294, &v,
+                               e);
+        if (r < 0)
+                return r;
+        c->container_uid = (uid_t) v;
+        r = json_get_int_range(root, "container_gid", "container_gid", true, 1, 4294967294, &v,
+                               e);
+        if (r < 0)
+                return r;
+        c->container_gid = (gid_t) v;
+
+        r = get_unsigned(root, "concurrency", 1, 64, 1, &c->concurrency, e);
+        if (r < 0)
+                return r;
+        r = get_unsigned(root, "retention_days", 1, 3650, 14, &c->retention_days, e);
+        if (r < 0)
+                return r;
+        r = get_unsigned(root, "audit_generations", 1, 3650, 14, &c->audit_generations, e);
+        if (r < 0)
+                return r;
+        r = get_unsigned(root, "pending_ttl_hours", 1, 8760, 72, &c->pending_ttl_hours, e);
+        if (r < 0)
+                return r;
+
+        r = get_object(root, "runtime", &rt, e);
+        if (r < 0)
+                return r;
+        r = parse_runtime(c, rt, &given, e);
+        if (r < 0)
+                return r;
+
+        r = get_object(root, "limits", &lim, e);
+        if (r < 0)
+                return r;
+        r = parse_limits(c, lim, &given, e);
+        if (r < 0)
+                return r;
+
+        r = parse_signing(c, root, e);
+        if (r < 0)
+                return r;
+
+        r = check_limits(c, &given, e);
+        if (r < 0)
+                return r;
+        return check_nesting(c, &given, e);
+}
+
+/* Security contract: accepts at most CONFIG_MAX_BYTES of operator-written bytes; refuses
+ * anything json_load_object_strict refuses (NUL, bad UTF-8, duplicate keys, trailing data)
+ * and every rule of docs/config.md; never reads past len. On success *ret is complete and
+ * consistent; on failure *ret is untouched and e names the key. */
+int config_parse_buffer(const char *buf, size_t len, Config **ret, TfwError *e) {
+        _cleanup_json_ json_t *root = NULL;
+        _cleanup_config_ Config *c = NULL;
+        int r;
+
+        if (len > CONFIG_MAX_BYTES)
+                return tfw_error(e, E2BIG, "too_large", "the file is larger than %u bytes",
+                                 CONFIG_MAX_BYTES);
+        r = json_load_object_strict(buf, len, "the file", &root, e);
+        if (r < 0)
+                return r;
+        c = calloc(1, sizeof(Config));
+        if (!c)
+                return oom(e);
+        r = config_parse_json(root, c, e);
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+int config_parse_fd(int fd, Config **ret, TfwError *e) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        int r;
+
+        r = read_full_fd_bounded(fd, CONFIG_MAX_BYTES, &buf, &n);
+        if (r == -E2BIG)
+                return tfw_error(e, E2BIG, "too_large", "the file is larger than %u bytes",
+                                 CONFIG_MAX_BYTES);
+        if (r < 0)
+                return tfw_error(e, -r, "io_error", "cannot read: %s", strerror(-r));
+        return config_parse_buffer(buf, n, ret, e);
+}
+
+/* Security contract: opens path read-only, close-on-exec and non-blocking (a FIFO put in the
+ * config's place cannot hang the root process), and refuses anything that is not a regular
+ * file before reading a byte. A symlink is followed: the operator owns the path (NixOS links
+ * /etc files into the store). */
+int config_load(const char *path, Config **ret, TfwError *e) {
+        _cleanup_close_ int fd = -EBADF;
+        struct stat st;
+        int r;
+
+        fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+        if (fd < 0) {
+                int err = errno;
+                r = tfw_error(e, err, "io_error", "cannot open: %s", strerror(err));
+        } else if (fstat(fd, &st) < 0) {
+                int err = errno;
+                r = tfw_error(e, err, "io_error", "cannot stat: %s", strerror(err));
+        } else if (!S_ISREG(st.st_mode))
+                r = tfw_error(e, S_ISDIR(st.st_mode) ? EISDIR : EINVAL, "not_regular_file",
+                              "not a regular file");
+        else
+                r = config_parse_fd(fd, ret, e);
+        if (r < 0) {
+                char shown[512];
+                tfw_error_prefix(e, "config '%s': ", show(path, shown));
+        }
+        return r;
+}
+
+Config *config_free(Config *c) {
+        if (!c)
+                return NULL;
+        free(c->name);
+        free(c->workspace);
+        free(c->state_dir);
+        free(c->results_dir);
+        free(c->runsc);
+        free(c->platform);
+        free(c->rootfs);
+        for (size_t i = 0; i < c->n_system_mounts; i++)
+                system_mount_done(&c->system_mounts[i]);
+        free(c->system_mounts);
+        free(c->image);
+        free(c->signing_key);
+        free(c->signing_identity);
+        free(c);
+        return NULL;
+}
+
+void config_request_policy(const Config *c, RequestPolicy *ret) {
+        *ret = (RequestPolicy) {
+                .max_request_bytes = c->limits.max_request_bytes,
+                .max_argv = c->limits.max_argv,
+                .max_argv_bytes = c->limits.max_argv_bytes,
+                .default_timeout_seconds = c->limits.default_timeout_seconds,
+                .max_timeout_seconds = c->limits.max_timeout_seconds,
+        };
+}
