@@ -1,0 +1,272 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "parser/request.h"
+
+/* jansson's *_new steals nothing and returns NULL on ENOMEM; the _new helpers of objects and
+ * arrays below take ownership (json_object_set_new / json_array_append_new), and those accept
+ * a NULL value and report failure, so one check at the end of each builder suffices. */
+
+static json_t *strv_json(const char *const *l) {
+        json_t *a = json_array();
+        if (!a)
+                return NULL;
+        for (; *l; l++)
+                if (json_array_append_new(a, json_string(*l)) < 0) {
+                        json_decref(a);
+                        return NULL;
+                }
+        return a;
+}
+
+static json_t *mount_json(const char *dest, const char *type, const char *source,
+                          const char *const *options) {
+        json_t *m = json_object();
+        if (!m)
+                return NULL;
+        if (json_object_set_new(m, "destination", json_string(dest)) < 0 ||
+            json_object_set_new(m, "type", json_string(type)) < 0 ||
+            json_object_set_new(m, "source", json_string(source)) < 0 ||
+            json_object_set_new(m, "options", strv_json(options)) < 0) {
+                json_decref(m);
+                return NULL;
+        }
+        return m;
+}
+
+/* A read-only bind of a host path: nothing written through it reaches the host, no set-id
+ * bit or device node on it means anything. */
+static json_t *ro_bind_json(const char *dest, const char *source, bool recursive, bool noexec) {
+        const char *opts[] = { recursive ? "rbind" : "bind", "ro", "nosuid", "nodev",
+                               noexec ? "noexec" : NULL, NULL };
+        return mount_json(dest, "bind", source, opts);
+}
+
+static json_t *tmpfs_json(const char *dest, uint64_t size, const char *mode, uid_t uid,
+                          gid_t gid, bool owned) {
+        char sz[64], u[32], g[32];
+        snprintf(sz, sizeof(sz), "size=%llu", (unsigned long long) size);
+        snprintf(u, sizeof(u), "uid=%u", (unsigned) uid);
+        snprintf(g, sizeof(g), "gid=%u", (unsigned) gid);
+        const char *opts[] = { "nosuid", "nodev", sz, mode, owned ? u : NULL, owned ? g : NULL,
+                               NULL };
+        return mount_json(dest, "tmpfs", "tmpfs", opts);
+}
+
+static json_t *rlimit_json(const char *type, uint64_t v) {
+        return json_pack("{s:s, s:I, s:I}", "type", type, "hard", (json_int_t) v, "soft",
+                         (json_int_t) v);
+}
+
+uint64_t capsule_host_pids_limit(uint64_t pids) {
+        /* Measured with runsc 20221219 on the ptrace platform: about 50 host threads for an
+         * idle sandbox and 8 to 9 more per guest process. 16 per process leaves room for
+         * threads; the cap keeps the product sane. */
+        uint64_t v = 256 + 16 * MIN(pids, (uint64_t) 1 << 20);
+        return MIN(v, (uint64_t) 1 << 22);
+}
+
+static int append_user_line(FILE *f, const char *name, unsigned uid, unsigned gid,
+                            const char *gecos, const char *home, const char *shell) {
+        return fprintf(f, "%s:x:%u:%u:%s:%s:%s\n", name, uid, gid, gecos, home, shell) < 0
+                       ? -EIO
+                       : 0;
+}
+
+int capsule_passwd_text(const Config *c, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&buf, &len);
+        int r;
+
+        if (!f)
+                return -ENOMEM;
+        r = append_user_line(f, "root", 0, 0, "root", "/root", "/usr/sbin/nologin");
+        if (r >= 0)
+                r = append_user_line(f, CAPSULE_USER_NAME, c->container_uid, c->container_gid,
+                                     "tentaflake job", CAPSULE_WORK_PATH, "/bin/sh");
+        if (r >= 0 && c->container_uid != 65534)
+                r = append_user_line(f, "nobody", 65534, 65534, "nobody", "/nonexistent",
+                                     "/usr/sbin/nologin");
+        if (fclose(f) != 0 && r >= 0)
+                r = -ENOMEM;
+        if (r < 0)
+                return r;
+        *ret = TAKE_PTR(buf);
+        return 0;
+}
+
+int capsule_group_text(const Config *c, char **ret) {
+        char *s = NULL;
+        int r;
+
+        if (c->container_gid == 65534)
+                r = asprintf(&s, "root:x:0:\n%s:x:%u:\n", CAPSULE_USER_NAME,
+                             (unsigned) c->container_gid);
+        else
+                r = asprintf(&s, "root:x:0:\n%s:x:%u:\nnogroup:x:65534:\n", CAPSULE_USER_NAME,
+                             (unsigned) c->container_gid);
+        if (r < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+static json_t *process_json(const CapsuleSpecParams *p) {
+        const Config *c = p->config;
+        _cleanup_free_ char *job_env = NULL;
+        json_t *args, *proc;
+
+        if (asprintf(&job_env, "TENTAFLAKE_JOB=%s", p->job_id) < 0)
+                return NULL;
+        const char *env[] = { CAPSULE_ENV_PATH,  CAPSULE_ENV_HOME, CAPSULE_ENV_TMPDIR,
+                              CAPSULE_ENV_LANG,  job_env,          NULL };
+        const char *none[] = { NULL };
+
+        /* init first; "--" ends init's own arguments; then the job's argv, never a shell. */
+        args = json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
+        if (!args)
+                return NULL;
+        for (char *const *a = p->argv; *a; a++)
+                if (json_array_append_new(args, json_string(*a)) < 0) {
+                        json_decref(args);
+                        return NULL;
+                }
+
+        proc = json_pack(
+                "{s:b, s:{s:I, s:I, s:[]}, s:o, s:o, s:s,"
+                " s:{s:o, s:o, s:o, s:o, s:o},"
+                " s:[o, o, o], s:b}",
+                "terminal", 0,
+                "user", "uid", (json_int_t) c->container_uid, "gid",
+                (json_int_t) c->container_gid, "additionalGids",
+                "args", args,
+                "env", strv_json(env),
+                "cwd", CAPSULE_WORK_PATH,
+                "capabilities", "bounding", strv_json(none), "effective", strv_json(none),
+                "inheritable", strv_json(none), "permitted", strv_json(none), "ambient",
+                strv_json(none),
+                "rlimits", rlimit_json("RLIMIT_CORE", 0), rlimit_json("RLIMIT_NOFILE", CAPSULE_NOFILE),
+                /* The guest process limit: gVisor counts it per uid inside the sandbox, where
+                 * only the job's processes (and init) have this uid. */
+                rlimit_json("RLIMIT_NPROC", c->limits.pids),
+                "noNewPrivileges", 1);
+        return proc;
+}
+
+static int add_mount(json_t *mounts, json_t *m) {
+        return json_array_append_new(mounts, m) < 0 ? -ENOMEM : 0;
+}
+
+static json_t *mounts_json(const CapsuleSpecParams *p) {
+        const Config *c = p->config;
+        const char *proc_opts[] = { "nosuid", "noexec", "nodev", NULL };
+        const char *dev_opts[] = { "nosuid", "noexec", "strictatime", "mode=755",
+                                   CAPSULE_DEV_TMPFS_SIZE, NULL };
+        const char *sys_opts[] = { "nosuid", "noexec", "nodev", "ro", NULL };
+        json_t *mounts = json_array();
+        int r = 0;
+
+        if (!mounts)
+                return NULL;
+        r = add_mount(mounts, mount_json("/proc", "proc", "proc", proc_opts));
+        /* gVisor fills its own /dev tmpfs with null, zero, full, random, urandom, tty, ptmx
+         * and pts; no host device is ever passed (linux.devices stays empty). */
+        if (r >= 0)
+                r = add_mount(mounts, mount_json("/dev", "tmpfs", "tmpfs", dev_opts));
+        if (r >= 0)
+                r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
+        if (r >= 0)
+                r = add_mount(mounts, tmpfs_json(CAPSULE_WORK_PATH, c->limits.workspace_tmpfs,
+                                                 "mode=0700", c->container_uid,
+                                                 c->container_gid, true));
+        if (r >= 0)
+                r = add_mount(mounts, tmpfs_json(CAPSULE_TMP_PATH, c->limits.tmp_tmpfs,
+                                                 "mode=1777", 0, 0, false));
+        if (r >= 0)
+                r = add_mount(mounts,
+                              ro_bind_json(CAPSULE_SNAPSHOT_PATH, p->snapshot_dir, false, true));
+        if (r >= 0)
+                r = add_mount(mounts, ro_bind_json(CAPSULE_INIT_PATH, p->init_path, false, false));
+        if (r >= 0)
+                r = add_mount(mounts, ro_bind_json("/etc/passwd", p->passwd_path, false, true));
+        if (r >= 0)
+                r = add_mount(mounts, ro_bind_json("/etc/group", p->group_path, false, true));
+        if (!c->rootfs)
+                for (size_t i = 0; r >= 0 && i < c->n_system_mounts; i++)
+                        r = add_mount(mounts, ro_bind_json(c->system_mounts[i].sandbox,
+                                                           c->system_mounts[i].host, true,
+                                                           false));
+        if (r < 0) {
+                json_decref(mounts);
+                return NULL;
+        }
+        return mounts;
+}
+
+static json_t *linux_json(const CapsuleSpecParams *p) {
+        const ConfigLimits *l = &p->config->limits;
+        /* A CPU quota of cpus_milli thousandths of a CPU per period. */
+        uint64_t quota = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000);
+
+        return json_pack(
+                "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}],"
+                " s:{s:{s:I, s:I}, s:{s:I}, s:{s:I, s:I}, s:[{s:b, s:s}]}}",
+                "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
+                "type", "network",
+                "resources",
+                "memory", "limit", (json_int_t) l->memory, "swap", (json_int_t) l->memory_swap,
+                "pids", "limit", (json_int_t) l->pids,
+                "cpu", "quota", (json_int_t) quota, "period", (json_int_t) CAPSULE_CPU_PERIOD_US,
+                "devices", "allow", 0, "access", "rwm");
+}
+
+static bool params_valid(const CapsuleSpecParams *p) {
+        const char *paths[] = { p->snapshot_dir, p->init_path, p->passwd_path, p->group_path };
+
+        if (!p->config || !p->job_id || !request_id_is_valid(p->job_id) || !p->argv ||
+            !p->argv[0])
+                return false;
+        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+                if (!paths[i] || !path_is_absolute_normalized(paths[i]))
+                        return false;
+        if (!p->config->rootfs && (!p->root_dir || !path_is_absolute_normalized(p->root_dir)))
+                return false;
+        if (p->config->container_uid == 0 || p->config->container_gid == 0)
+                return false;
+        return true;
+}
+
+int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e) {
+        char timeout[32];
+        json_t *spec;
+
+        if (!params_valid(p))
+                return tfw_error(e, EINVAL, "bad_capsule_spec",
+                                 "capsule spec: invalid parameters for job '%s'",
+                                 p->job_id && request_id_is_valid(p->job_id) ? p->job_id : "?");
+
+        snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long) p->timeout_seconds);
+        spec = json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:{s:s, s:s, s:s}}",
+                         "ociVersion", "1.0.2",
+                         "process", process_json(p),
+                         "root", "path", p->config->rootfs ? p->config->rootfs : p->root_dir,
+                         "readonly", 1,
+                         "hostname", CAPSULE_HOSTNAME,
+                         "mounts", mounts_json(p),
+                         "linux", linux_json(p),
+                         "annotations", CAPSULE_ANNOTATION_WORKER, p->config->name,
+                         CAPSULE_ANNOTATION_JOB, p->job_id, "org.tentaflake.timeout_seconds",
+                         timeout);
+        if (!spec)
+                return tfw_error(e, ENOMEM, "out_of_memory", "capsule spec: out of memory");
+        *ret = spec;
+        return 0;
+}

@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* The OCI runtime config.json of one job's capsule (contract section 6 step 2), built with
+ * jansson from the worker's configuration. Every wall is spelled out here, and
+ * tests/unit/test-oci-spec.c asserts each one on the generated JSON. */
+#pragma once
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "parser/config.h"
+
+/* The constant environment of the job (contract section 6); TENTAFLAKE_JOB is added per job. */
+#define CAPSULE_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define CAPSULE_ENV_HOME "HOME=/work"
+#define CAPSULE_ENV_TMPDIR "TMPDIR=/tmp"
+#define CAPSULE_ENV_LANG "LANG=C.UTF-8"
+
+#define CAPSULE_HOSTNAME "capsule"
+#define CAPSULE_NOFILE 1024
+#define CAPSULE_CPU_PERIOD_US 100000
+#define CAPSULE_DEV_TMPFS_SIZE "size=65536k"
+/* The annotations naming the owner of a container: start-up cleanup removes only containers
+ * whose CAPSULE_ANNOTATION_WORKER equals this worker's name. */
+#define CAPSULE_ANNOTATION_WORKER "org.tentaflake.worker"
+#define CAPSULE_ANNOTATION_JOB "org.tentaflake.job"
+/* Name of the job user and group in the synthetic /etc/passwd and /etc/group. */
+#define CAPSULE_USER_NAME "tentaflake"
+
+typedef struct CapsuleSpecParams {
+        const Config *config;     /* uid/gid, limits, rootfs, system mounts, name */
+        const char *job_id;       /* a valid request id */
+        char *const *argv;        /* the job's argv, NULL-terminated, at least one element */
+        uint64_t timeout_seconds; /* recorded as an annotation; the driver enforces it */
+        /* Host paths (absolute). */
+        const char *root_dir;     /* empty private directory, used as root when rootfs is NULL */
+        const char *snapshot_dir; /* mounted read-only at /snapshot */
+        const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
+        const char *passwd_path;  /* synthetic files, mounted read-only over /etc */
+        const char *group_path;
+} CapsuleSpecParams;
+
+/* Build the spec. Accepts: params whose host paths are absolute and normalised, a valid job
+ * id, a non-empty argv. Refuses (EINVAL, code "bad_capsule_spec") anything else. Guarantees:
+ * the spec runs argv under CAPSULE_INIT_PATH as container_uid:container_gid with no
+ * supplementary group, empty capability sets, no_new_privileges, a read-only root, read-only
+ * bind mounts (snapshot, init, passwd/group, system mounts), bounded nosuid/nodev tmpfs on
+ * /work and /tmp, fresh pid/ipc/uts/mount/network namespaces, the resource limits and the
+ * constant environment. No host path is mounted writable. */
+int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e);
+
+/* The synthetic /etc/passwd and /etc/group: root, the job user (HOME=/work) and nobody /
+ * nogroup when their ids differ from the job's. Caller frees. */
+int capsule_passwd_text(const Config *c, char **ret);
+int capsule_group_text(const Config *c, char **ret);
+
+/* The host pids-cgroup ceiling for a guest limit of `pids` processes. Under the ptrace
+ * platform every guest process costs the sandbox several host threads, so the host cgroup
+ * cannot carry the guest number itself (it would crash the sentry long before the guest
+ * reaches its limit); the guest limit is RLIMIT_NPROC, this is a backstop for the host. */
+uint64_t capsule_host_pids_limit(uint64_t pids);

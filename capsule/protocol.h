@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/* The wire protocol between the host driver and tentaflake-capsule-init (docs/capsule.md).
+ * Header-only so the static init binary needs nothing else from the library.
+ *
+ * The capsule has three host pipes: stdin, stdout (the artifact channel) and stderr (the log
+ * channel). gVisor lets any process of the job's uid open /proc/1/fd/N of init, whatever init's
+ * dumpability, so the job can write into both output channels. The host therefore trusts only
+ * what carries a per-run secret the job never sees:
+ *
+ *   stdin   the host writes CAPSULE_SECRET_SIZE random bytes and closes; init reads them
+ *           before any job process exists and replaces fd 0 with /dev/null.
+ *   stdout  whatever the job wrote, then (after init has killed and reaped every job process)
+ *           the artifact token (first half of the secret) followed by one tar stream. The host
+ *           discards everything before the token.
+ *   stderr  the job's combined output, relayed by init, then the trailer line
+ *           CAPSULE_TRAILER_TAG <hex of the log token (second half)> <fields>\n, written after
+ *           the job is dead, so it is the last thing on the channel. A trailer without the
+ *           right token is just log text. */
+#pragma once
+
+#include <stdint.h>
+
+/* Where the driver mounts the pieces inside the capsule. */
+#define CAPSULE_INIT_PATH "/.tentaflake/init"
+#define CAPSULE_SNAPSHOT_PATH "/snapshot"
+#define CAPSULE_WORK_PATH "/work"
+#define CAPSULE_TMP_PATH "/tmp"
+#define CAPSULE_ARTIFACTS_DIR "artifacts" /* below /work */
+
+#define CAPSULE_TOKEN_SIZE 16
+#define CAPSULE_SECRET_SIZE (2 * CAPSULE_TOKEN_SIZE) /* artifact token || log token */
+
+#define CAPSULE_TRAILER_TAG "\n\036tentaflake-capsule-status "
+/* Longest trailer init writes; the host holds back this many bytes of the log channel. */
+#define CAPSULE_TRAILER_MAX 256
+
+/* Exit codes of init for its own failures (the trailer says which). 125 and up follow the
+ * convention of env(1) and shells: 126 cannot execute, 127 not found. */
+#define CAPSULE_EXIT_INIT_FAILED 125
+#define CAPSULE_EXIT_CANNOT_EXEC 126
+#define CAPSULE_EXIT_NOT_FOUND 127
+
+/* Reasons init reports in the trailer's init_error field. */
+#define CAPSULE_INIT_ERROR_NONE "none"
+#define CAPSULE_INIT_ERROR_SNAPSHOT "snapshot_copy" /* /snapshot could not be copied to /work */
+#define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
+#define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
+
+static inline char capsule_hexdigit(unsigned v) {
+        return "0123456789abcdef"[v & 15];
+}
+
+/* Lowercase hex of a token into out (2*CAPSULE_TOKEN_SIZE+1 bytes). */
+static inline void capsule_token_hex(const uint8_t *token, char *out) {
+        for (unsigned i = 0; i < CAPSULE_TOKEN_SIZE; i++) {
+                out[2 * i] = capsule_hexdigit(token[i] >> 4);
+                out[2 * i + 1] = capsule_hexdigit(token[i]);
+        }
+        out[2 * CAPSULE_TOKEN_SIZE] = 0;
+}

@@ -1,0 +1,453 @@
+/* SPDX-License-Identifier: MIT */
+/* capsule/oci-spec.c: every wall of contract section 6 step 2, asserted on the generated
+ * config.json, and the absence of anything that would widen the capsule (an extra capability,
+ * a host namespace, a writable host bind, an extra environment variable). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "tests/unit/lib/tfw-test.h"
+
+typedef struct Fixture {
+        Config config;
+        SystemMount mounts[3];
+        CapsuleSpecParams params;
+        char *argv[4];
+} Fixture;
+
+static void fixture_init(Fixture *f) {
+        memset(f, 0, sizeof(*f));
+        f->config.version = 1;
+        f->config.name = (char *) "coder-1";
+        f->config.container_uid = 10000;
+        f->config.container_gid = 10001;
+        f->config.driver = DRIVER_RUNSC;
+        f->config.platform = (char *) "ptrace";
+        f->mounts[0] = (SystemMount) { (char *) "/usr", (char *) "/usr", NULL };
+        f->mounts[1] = (SystemMount) { (char *) "/lib", (char *) "/lib", NULL };
+        f->mounts[2] = (SystemMount) { (char *) "/opt/tools", (char *) "/tools", (char *) "t1" };
+        f->config.system_mounts = f->mounts;
+        f->config.n_system_mounts = 3;
+        f->config.limits = (ConfigLimits) {
+                .memory = 2ULL << 30,
+                .memory_swap = 3ULL << 30,
+                .cpus_milli = 1500,
+                .cpus = "1.5",
+                .pids = 512,
+                .workspace_tmpfs = 2ULL << 30,
+                .tmp_tmpfs = 256ULL << 20,
+        };
+        f->argv[0] = (char *) "cargo";
+        f->argv[1] = (char *) "test";
+        f->argv[2] = (char *) "--offline";
+        f->argv[3] = NULL;
+        f->params = (CapsuleSpecParams) {
+                .config = &f->config,
+                .job_id = "cargo_test_1",
+                .argv = f->argv,
+                .timeout_seconds = 300,
+                .root_dir = "/var/lib/tfw/scratch/b1/root",
+                .snapshot_dir = "/var/lib/tfw/scratch/s1",
+                .init_path = "/usr/libexec/tentaflake-worker/tentaflake-capsule-init",
+                .passwd_path = "/var/lib/tfw/scratch/b1/passwd",
+                .group_path = "/var/lib/tfw/scratch/b1/group",
+        };
+}
+
+static json_t *build(const Fixture *f) {
+        json_t *spec = NULL;
+        TfwError e = {};
+        int r = capsule_spec_build(&f->params, &spec, &e);
+        if (r < 0)
+                fail_msg("capsule_spec_build: %s", e.message);
+        return spec;
+}
+
+static void assert_keys_exactly(json_t *obj, const char *const *keys, const char *what) {
+        const char *k;
+        json_t *v;
+        size_t n = 0;
+
+        assert_true(json_is_object(obj));
+        for (; keys[n]; n++)
+                if (!json_object_get(obj, keys[n]))
+                        fail_msg("%s: missing key '%s'", what, keys[n]);
+        json_object_foreach(obj, k, v) {
+                bool known = false;
+                for (size_t i = 0; keys[i]; i++)
+                        known = known || streq(keys[i], k);
+                if (!known)
+                        fail_msg("%s: unexpected key '%s'", what, k);
+        }
+        assert_int_equal(json_object_size(obj), n);
+}
+
+static int64_t get_int(json_t *o, const char *path) {
+        json_t *v = json_object_get(o, path);
+        if (!json_is_integer(v))
+                fail_msg("'%s' is not an integer", path);
+        return json_integer_value(v);
+}
+
+static json_t *find_mount(json_t *spec, const char *dest) {
+        json_t *mounts = json_object_get(spec, "mounts"), *m, *found = NULL;
+        size_t i;
+        json_array_foreach(mounts, i, m) {
+                if (streq(json_string_value(json_object_get(m, "destination")), dest)) {
+                        if (found)
+                                fail_msg("mount '%s' appears twice", dest);
+                        found = m;
+                }
+        }
+        return found;
+}
+
+static bool has_option(json_t *m, const char *opt) {
+        json_t *o;
+        size_t i;
+        json_array_foreach(json_object_get(m, "options"), i, o) {
+                if (streq(json_string_value(o), opt))
+                        return true;
+        }
+        return false;
+}
+
+static void test_top_level(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+
+        /* Nothing but these: in particular no hooks (host commands run by the runtime). */
+        const char *keys[] = { "ociVersion", "process", "root", "hostname", "mounts", "linux",
+                               "annotations", NULL };
+        assert_keys_exactly(spec, keys, "spec");
+        assert_string_equal(json_string_value(json_object_get(spec, "hostname")), "capsule");
+        json_t *ann = json_object_get(spec, "annotations");
+        assert_string_equal(json_string_value(json_object_get(ann, CAPSULE_ANNOTATION_WORKER)),
+                            "coder-1");
+        assert_string_equal(json_string_value(json_object_get(ann, CAPSULE_ANNOTATION_JOB)),
+                            "cargo_test_1");
+}
+
+static void test_process_user_and_caps(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *proc = json_object_get(spec, "process");
+
+        const char *pkeys[] = { "terminal", "user", "args", "env", "cwd", "capabilities",
+                                "rlimits", "noNewPrivileges", NULL };
+        assert_keys_exactly(proc, pkeys, "process");
+        assert_true(json_is_false(json_object_get(proc, "terminal")));
+        assert_true(json_is_true(json_object_get(proc, "noNewPrivileges")));
+
+        json_t *user = json_object_get(proc, "user");
+        const char *ukeys[] = { "uid", "gid", "additionalGids", NULL };
+        assert_keys_exactly(user, ukeys, "process.user");
+        assert_int_equal(get_int(user, "uid"), 10000);
+        assert_int_equal(get_int(user, "gid"), 10001);
+        assert_true(json_is_array(json_object_get(user, "additionalGids")));
+        assert_int_equal(json_array_size(json_object_get(user, "additionalGids")), 0);
+
+        /* All five sets present and empty: an absent set may mean a runtime default. */
+        json_t *caps = json_object_get(proc, "capabilities");
+        const char *ckeys[] = { "bounding", "effective", "inheritable", "permitted", "ambient",
+                                NULL };
+        assert_keys_exactly(caps, ckeys, "process.capabilities");
+        for (size_t i = 0; ckeys[i]; i++) {
+                json_t *set = json_object_get(caps, ckeys[i]);
+                assert_true(json_is_array(set));
+                if (json_array_size(set) != 0)
+                        fail_msg("capability set '%s' is not empty", ckeys[i]);
+        }
+
+        assert_string_equal(json_string_value(json_object_get(proc, "cwd")), "/work");
+}
+
+static void test_process_args_env(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *proc = json_object_get(spec, "process");
+
+        json_t *args = json_object_get(proc, "args");
+        const char *want_args[] = { CAPSULE_INIT_PATH, "--", "cargo", "test", "--offline" };
+        assert_int_equal(json_array_size(args), ELEMENTSOF(want_args));
+        for (size_t i = 0; i < ELEMENTSOF(want_args); i++)
+                assert_string_equal(json_string_value(json_array_get(args, i)), want_args[i]);
+
+        /* Exactly the contract's environment, in this order, nothing else. */
+        json_t *env = json_object_get(proc, "env");
+        const char *want_env[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8", "TENTAFLAKE_JOB=cargo_test_1",
+        };
+        assert_int_equal(json_array_size(env), ELEMENTSOF(want_env));
+        for (size_t i = 0; i < ELEMENTSOF(want_env); i++)
+                assert_string_equal(json_string_value(json_array_get(env, i)), want_env[i]);
+}
+
+static void test_rlimits(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *rl = json_object_get(json_object_get(spec, "process"), "rlimits"), *r;
+        size_t i;
+        bool core = false, nofile = false, nproc = false;
+
+        json_array_foreach(rl, i, r) {
+                const char *t = json_string_value(json_object_get(r, "type"));
+                int64_t hard = get_int(r, "hard"), soft = get_int(r, "soft");
+                /* soft == hard: the job cannot raise a soft limit towards a larger hard one. */
+                assert_int_equal(hard, soft);
+                if (streq(t, "RLIMIT_CORE")) {
+                        core = true;
+                        assert_int_equal(hard, 0);
+                } else if (streq(t, "RLIMIT_NOFILE")) {
+                        nofile = true;
+                        assert_int_equal(hard, 1024);
+                } else if (streq(t, "RLIMIT_NPROC")) {
+                        nproc = true;
+                        assert_int_equal(hard, 512);
+                } else
+                        fail_msg("unexpected rlimit %s", t);
+        }
+        assert_true(core && nofile && nproc);
+}
+
+static void test_root(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *root = json_object_get(spec, "root");
+        assert_string_equal(json_string_value(json_object_get(root, "path")),
+                            "/var/lib/tfw/scratch/b1/root");
+        assert_true(json_is_true(json_object_get(root, "readonly")));
+        /* System mounts apply to the empty root. */
+        assert_non_null(find_mount(spec, "/usr"));
+        assert_non_null(find_mount(spec, "/tools"));
+
+        /* With an image root, it is the root and the host system mounts are not added. */
+        f.config.rootfs = (char *) "/srv/images/toolchain";
+        _cleanup_json_ json_t *spec2 = build(&f);
+        root = json_object_get(spec2, "root");
+        assert_string_equal(json_string_value(json_object_get(root, "path")),
+                            "/srv/images/toolchain");
+        assert_true(json_is_true(json_object_get(root, "readonly")));
+        assert_null(find_mount(spec2, "/usr"));
+        assert_null(find_mount(spec2, "/tools"));
+        assert_non_null(find_mount(spec2, "/snapshot"));
+}
+
+static void test_mounts(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *mounts = json_object_get(spec, "mounts"), *m;
+        size_t i;
+
+        /* The only host paths the capsule sees, each read-only. */
+        const char *allowed_sources[] = { f.params.snapshot_dir, f.params.init_path,
+                                          f.params.passwd_path, f.params.group_path, "/usr",
+                                          "/lib", "/opt/tools" };
+        json_array_foreach(mounts, i, m) {
+                const char *type = json_string_value(json_object_get(m, "type"));
+                const char *src = json_string_value(json_object_get(m, "source"));
+                const char *dest = json_string_value(json_object_get(m, "destination"));
+                assert_non_null(type);
+                assert_non_null(dest);
+                assert_false(has_option(m, "rw"));
+                if (streq(type, "bind")) {
+                        bool ok = false;
+                        for (size_t k = 0; k < ELEMENTSOF(allowed_sources); k++)
+                                ok = ok || streq(src, allowed_sources[k]);
+                        if (!ok)
+                                fail_msg("unexpected host bind '%s' -> '%s'", src, dest);
+                        if (!has_option(m, "ro"))
+                                fail_msg("host bind '%s' is not read-only", src);
+                        assert_true(has_option(m, "nosuid"));
+                        assert_true(has_option(m, "nodev"));
+                } else if (streq(type, "tmpfs")) {
+                        assert_true(has_option(m, "nosuid"));
+                        /* /dev holds gVisor's own device nodes, so only it may lack nodev;
+                         * nothing on it can be executed. */
+                        if (streq(dest, "/dev"))
+                                assert_true(has_option(m, "noexec"));
+                        else
+                                assert_true(has_option(m, "nodev"));
+                } else if (streq(type, "proc")) {
+                        assert_string_equal(dest, "/proc");
+                } else if (streq(type, "sysfs")) {
+                        assert_string_equal(dest, "/sys");
+                        assert_true(has_option(m, "ro"));
+                } else
+                        fail_msg("unexpected mount type '%s' at '%s'", type, dest);
+        }
+
+        json_t *work = find_mount(spec, "/work");
+        assert_non_null(work);
+        assert_string_equal(json_string_value(json_object_get(work, "type")), "tmpfs");
+        assert_true(has_option(work, "size=2147483648"));
+        assert_true(has_option(work, "uid=10000"));
+        assert_true(has_option(work, "gid=10001"));
+        json_t *tmp = find_mount(spec, "/tmp");
+        assert_non_null(tmp);
+        assert_string_equal(json_string_value(json_object_get(tmp, "type")), "tmpfs");
+        assert_true(has_option(tmp, "size=268435456"));
+
+        json_t *snap = find_mount(spec, "/snapshot");
+        assert_non_null(snap);
+        assert_string_equal(json_string_value(json_object_get(snap, "source")),
+                            f.params.snapshot_dir);
+        assert_true(has_option(snap, "ro"));
+        assert_true(has_option(snap, "noexec"));
+
+        json_t *init = find_mount(spec, CAPSULE_INIT_PATH);
+        assert_non_null(init);
+        assert_string_equal(json_string_value(json_object_get(init, "source")),
+                            f.params.init_path);
+        assert_true(has_option(init, "ro"));
+
+        json_t *pw = find_mount(spec, "/etc/passwd"), *gr = find_mount(spec, "/etc/group");
+        assert_non_null(pw);
+        assert_non_null(gr);
+        assert_string_equal(json_string_value(json_object_get(pw, "source")),
+                            f.params.passwd_path);
+        assert_string_equal(json_string_value(json_object_get(gr, "source")),
+                            f.params.group_path);
+
+        json_t *tools = find_mount(spec, "/tools");
+        assert_string_equal(json_string_value(json_object_get(tools, "source")), "/opt/tools");
+        assert_non_null(find_mount(spec, "/proc"));
+        assert_non_null(find_mount(spec, "/dev"));
+}
+
+static void test_linux(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *lx = json_object_get(spec, "linux"), *ns;
+        size_t i;
+
+        /* No uidMappings, no seccomp override, no sysctl, no devices passed. */
+        const char *lkeys[] = { "namespaces", "resources", NULL };
+        assert_keys_exactly(lx, lkeys, "linux");
+
+        /* Fresh namespaces only: a "path" would join an existing (host) namespace. */
+        const char *want[] = { "pid", "ipc", "uts", "mount", "network" };
+        json_t *nss = json_object_get(lx, "namespaces");
+        assert_int_equal(json_array_size(nss), ELEMENTSOF(want));
+        json_array_foreach(nss, i, ns) {
+                const char *keys[] = { "type", NULL };
+                assert_keys_exactly(ns, keys, "namespace");
+                assert_string_equal(json_string_value(json_object_get(ns, "type")), want[i]);
+        }
+
+        json_t *res = json_object_get(lx, "resources");
+        json_t *mem = json_object_get(res, "memory");
+        assert_int_equal(get_int(mem, "limit"), 2LL << 30);
+        assert_int_equal(get_int(mem, "swap"), 3LL << 30); /* OCI swap is memory+swap */
+        assert_int_equal(get_int(json_object_get(res, "pids"), "limit"), 512);
+        json_t *cpu = json_object_get(res, "cpu");
+        assert_int_equal(get_int(cpu, "period"), 100000);
+        assert_int_equal(get_int(cpu, "quota"), 150000); /* 1.5 CPUs */
+        json_t *dev = json_array_get(json_object_get(res, "devices"), 0);
+        assert_true(json_is_false(json_object_get(dev, "allow")));
+        assert_string_equal(json_string_value(json_object_get(dev, "access")), "rwm");
+}
+
+static void test_passwd_group(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_free_ char *pw = NULL, *gr = NULL;
+
+        assert_int_equal(capsule_passwd_text(&f.config, &pw), 0);
+        assert_int_equal(capsule_group_text(&f.config, &gr), 0);
+        assert_non_null(strstr(pw, "\ntentaflake:x:10000:10001:tentaflake job:/work:/bin/sh\n"));
+        assert_non_null(strstr(pw, "nobody:x:65534:65534:"));
+        assert_non_null(strstr(gr, "\ntentaflake:x:10001:\n"));
+        assert_non_null(strstr(gr, "nogroup:x:65534:"));
+        /* Nothing of the host's own files. */
+        assert_null(strstr(pw, "daemon"));
+
+        /* A job that runs as nobody (ZeroClaw) gets one entry for that id, not two. */
+        f.config.container_uid = 65534;
+        f.config.container_gid = 65534;
+        free(pw);
+        free(gr);
+        pw = gr = NULL;
+        assert_int_equal(capsule_passwd_text(&f.config, &pw), 0);
+        assert_int_equal(capsule_group_text(&f.config, &gr), 0);
+        assert_null(strstr(pw, "nobody"));
+        assert_null(strstr(gr, "nogroup"));
+        assert_non_null(strstr(pw, "tentaflake:x:65534:65534:"));
+}
+
+static void test_rejects_bad_params(void **state) {
+        (void) state;
+        Fixture f;
+        json_t *spec = NULL;
+        TfwError e = {};
+        char *empty_argv[] = { NULL };
+
+        fixture_init(&f);
+        f.params.job_id = "../x";
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+        assert_string_equal(e.code, "bad_capsule_spec");
+
+        fixture_init(&f);
+        f.params.argv = empty_argv;
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+
+        fixture_init(&f);
+        f.params.snapshot_dir = "relative/snap";
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+
+        fixture_init(&f);
+        f.params.init_path = "/usr/../tmp/init";
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+
+        fixture_init(&f);
+        f.config.container_uid = 0;
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+        assert_null(spec);
+}
+
+static void test_host_pids(void **state) {
+        (void) state;
+        /* Generous for the ptrace platform's host threads, but finite and monotonic. */
+        assert_true(capsule_host_pids_limit(512) >= 512 * 9 + 64);
+        assert_true(capsule_host_pids_limit(1) >= 64);
+        assert_true(capsule_host_pids_limit(UINT64_MAX) <= (1ULL << 22));
+        assert_true(capsule_host_pids_limit(1000) > capsule_host_pids_limit(999));
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_top_level),
+                cmocka_unit_test(test_process_user_and_caps),
+                cmocka_unit_test(test_process_args_env),
+                cmocka_unit_test(test_rlimits),
+                cmocka_unit_test(test_root),
+                cmocka_unit_test(test_mounts),
+                cmocka_unit_test(test_linux),
+                cmocka_unit_test(test_passwd_group),
+                cmocka_unit_test(test_rejects_bad_params),
+                cmocka_unit_test(test_host_pids),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
