@@ -37,14 +37,22 @@ static int request_state_from_string(const char *s) {
 }
 
 int store_lock(int requests_fd) {
-        while (flock(requests_fd, LOCK_EX) < 0)
-                if (errno != EINTR)
-                        return -errno;
-        return 0;
+        /* A fresh open file description every time: flock() belongs to the description, so a
+         * lock taken on an fd that forked processes share would not exclude them. */
+        int fd = openat(requests_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        while (flock(fd, LOCK_EX) < 0)
+                if (errno != EINTR) {
+                        int r = -errno;
+                        safe_close(fd);
+                        return r;
+                }
+        return fd;
 }
 
-void store_unlock(int requests_fd) {
-        (void) flock(requests_fd, LOCK_UN);
+void store_unlock(int lock_fd) {
+        safe_close(lock_fd); /* closing the last fd of the description releases the lock */
 }
 
 static json_t *record_to_json(const RequestRecord *r) {

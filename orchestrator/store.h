@@ -45,9 +45,10 @@ typedef struct RequestRecord {
 
 const char *request_state_to_string(RequestState s);
 
-/* Exclusive lock over every record (flock on the requests directory). */
+/* Exclusive lock over every record: flock on a new open file description of the requests
+ * directory, returned as a lock fd (>= 0) that store_unlock() closes. */
 int store_lock(int requests_fd);
-void store_unlock(int requests_fd);
+void store_unlock(int lock_fd);
 
 /* Capture the bytes a controller wrote under id: write request.json (exactly those bytes)
  * and state.json (from *rec: id, sha256, action_class, state, status) into a hidden

@@ -219,10 +219,11 @@ static void test_store_capture_race(void **state) {
                                 RequestRecord r;
                                 TfwError ce = {0};
                                 make_record(&r, id, "{}", STATE_QUEUED);
-                                if (store_lock(f->dirs.requests_fd) < 0)
+                                int lock = store_lock(f->dirs.requests_fd);
+                                if (lock < 0)
                                         _exit(3);
                                 int k = store_capture(f->dirs.requests_fd, &r, "{}", 2, 1, NULL, &ce);
-                                store_unlock(f->dirs.requests_fd);
+                                store_unlock(lock);
                                 _exit(k == 0 ? 0 : k == -EEXIST ? 1 : 2);
                         }
                 }

@@ -1,0 +1,201 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "approve/decide.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/result.h"
+#include "orchestrator/store.h"
+
+void decide_operator_identity(char *buf, size_t size) {
+        const char *sudo = getenv("SUDO_USER");
+        uid_t uid = (uid_t) -1;
+        _cleanup_close_ int fd = -EBADF;
+        char lb[32] = "";
+
+        if (sudo && *sudo) {
+                snprintf(buf, size, "%s", sudo);
+                return;
+        }
+        fd = open("/proc/self/loginuid", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+                ssize_t n = read(fd, lb, sizeof(lb) - 1);
+                if (n > 0) {
+                        lb[n] = 0;
+                        unsigned long v = strtoul(lb, NULL, 10);
+                        if (v != 4294967295UL)
+                                uid = (uid_t) v;
+                }
+        }
+        if (uid == (uid_t) -1)
+                uid = getuid();
+        struct passwd *pw = getpwuid(uid);
+        if (pw && pw->pw_name)
+                snprintf(buf, size, "%s", pw->pw_name);
+        else
+                snprintf(buf, size, "uid %u", (unsigned) uid);
+}
+
+void decide_wake_daemon(Worker *w) {
+        (void) write_file_atomic_at(w->dirs.state_fd, DECIDE_WAKE_FILE, "", 0, 0600, (uid_t) -1, (gid_t) -1);
+}
+
+static const char *describe(const RequestRecord *r, char *buf, size_t size) {
+        char ts[RFC3339_MAX];
+        if (r->decision[0])
+                snprintf(buf, size, "it was already %s%s%s at %s", r->decision, r->approver[0] ? " by " : "",
+                         r->approver, format_rfc3339(r->decided_at, ts));
+        else if (r->state == STATE_FINAL)
+                snprintf(buf, size, "it is not pending: it already ended as %s", r->status);
+        else
+                snprintf(buf, size, "it is not pending: it is %s", request_state_to_string(r->state));
+        return buf;
+}
+
+/* Load id under the lock and check it is pending. */
+static int load_pending(Worker *w, const char *verb, const char *id, RequestRecord *rec, TfwError *e) {
+        char why[300];
+        int r = store_load(w->dirs.requests_fd, id, rec, e);
+        if (r == -ENOENT)
+                return tfw_error(e, ENOENT, "not_found", "%s '%s': no pending request with that id", verb, id);
+        if (r < 0)
+                return r;
+        if (rec->state != STATE_PENDING)
+                return tfw_error(e, EALREADY, "not_pending", "%s '%s': %s", verb, id,
+                                 describe(rec, why, sizeof(why)));
+        return 0;
+}
+
+static void audit_decision(Worker *w, const char *event, const RequestRecord *rec, const char *reason) {
+        _cleanup_(json_decrefp) json_t *f = json_pack(
+                "{s:s, s:s, s:s?, s:s, s:s?}", "id", rec->id, "request_sha256", rec->sha256, "action_class",
+                rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL, "approver",
+                rec->approver, "reason", reason);
+        (void) worker_audit(w, event, f, NULL);
+}
+
+int decide_approve(Worker *w, const char *id, const char *expect_sha256, const char *approver,
+                   TfwError *e) {
+        _cleanup_request_ Request *req = NULL;
+        RequestRecord rec;
+        int r;
+
+        int lock = r = store_lock(w->dirs.requests_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot lock the request store");
+        r = load_pending(w, "approve", id, &rec, e);
+        if (r < 0)
+                goto out;
+        /* Hash the captured bytes again: the decision binds to what will run. */
+        r = store_read_request(w->dirs.requests_fd, id, &w->policy, &req, e);
+        if (r < 0) {
+                tfw_error_prefix(e, "approve '%s': the captured copy no longer parses: ", id);
+                goto out;
+        }
+        if (!streq(req->sha256, rec.sha256)) {
+                r = tfw_error(e, EBADMSG, "sha256_mismatch",
+                              "approve '%s': the captured copy changed (sha256 %s, recorded %s)", id,
+                              req->sha256, rec.sha256);
+                goto out;
+        }
+        if (expect_sha256 && !streq(expect_sha256, req->sha256)) {
+                r = tfw_error(e, EBADMSG, "sha256_mismatch",
+                              "approve '%s': the captured request has sha256 %s, not the expected %s", id,
+                              req->sha256, expect_sha256);
+                goto out;
+        }
+        rec.state = STATE_QUEUED;
+        strcpy(rec.decision, "approved");
+        snprintf(rec.approver, sizeof(rec.approver), "%s", approver);
+        rec.decided_at = rec.updated_at = now_realtime();
+        r = store_save(w->dirs.requests_fd, &rec, e);
+out:
+        store_unlock(lock);
+        if (r < 0)
+                return r;
+        audit_decision(w, "approved", &rec, NULL);
+        (void) publish_state(&w->dirs, w->config->container_gid, id, STATE_QUEUED, rec.updated_at, NULL);
+        decide_wake_daemon(w);
+        return 0;
+}
+
+/* End a pending request without running it: denied or expired. Called with the lock held
+ * and rec already updated; publishes the result. */
+static int finish_unrun(Worker *w, RequestRecord *rec, const char *status, const char *error,
+                        const char *message, TfwError *e) {
+        _cleanup_request_ Request *req = NULL;
+        int r;
+
+        (void) store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, NULL);
+        _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, NULL);
+        _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, rec->id, e);
+        if (sfd < 0)
+                return sfd;
+        r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
+        if (r < 0)
+                return r;
+        rec->state = STATE_FINAL;
+        snprintf(rec->status, sizeof(rec->status), "%s", status);
+        return store_save(w->dirs.requests_fd, rec, e);
+}
+
+int decide_deny(Worker *w, const char *id, const char *reason, const char *approver, TfwError *e) {
+        RequestRecord rec;
+        char msg[1200];
+        int r;
+
+        int lock = r = store_lock(w->dirs.requests_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot lock the request store");
+        r = load_pending(w, "deny", id, &rec, e);
+        if (r >= 0) {
+                strcpy(rec.decision, "denied");
+                snprintf(rec.approver, sizeof(rec.approver), "%s", approver);
+                snprintf(rec.reason, sizeof(rec.reason), "%s", reason ? reason : "");
+                rec.decided_at = rec.updated_at = now_realtime();
+                snprintf(msg, sizeof(msg), "denied by %s%s%s", approver, reason ? ": " : "", reason ? reason : "");
+                r = finish_unrun(w, &rec, "denied", "denied", msg, e);
+        }
+        store_unlock(lock);
+        if (r < 0)
+                return r;
+        audit_decision(w, "denied", &rec, reason);
+        return 0;
+}
+
+int decide_expire_pending(Worker *w, usec_t now, TfwError *e) {
+        _cleanup_free_ RequestRecord *list = NULL;
+        size_t n = 0;
+        int r, expired = 0;
+        usec_t ttl = (usec_t) w->config->pending_ttl_hours * 3600 * USEC_PER_SEC;
+
+        int lock = r = store_lock(w->dirs.requests_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot lock the request store");
+        r = store_list(w->dirs.requests_fd, &list, &n, e);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                RequestRecord *rec = &list[i];
+                char msg[128];
+                if (rec->state != STATE_PENDING || rec->submitted_at + ttl > now)
+                        continue;
+                strcpy(rec->decision, "expired");
+                rec->decided_at = rec->updated_at = now;
+                snprintf(msg, sizeof(msg), "not approved within pending_ttl_hours (%u)",
+                         w->config->pending_ttl_hours);
+                r = finish_unrun(w, rec, "expired", "expired", msg, e);
+                if (r >= 0) {
+                        expired++;
+                        audit_decision(w, "expired", rec, NULL);
+                }
+        }
+        store_unlock(lock);
+        return r < 0 ? r : expired;
+}

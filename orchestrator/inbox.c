@@ -1,0 +1,343 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/path-util.h"
+#include "common/resolve.h"
+#include "orchestrator/inbox.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/result.h"
+#include "orchestrator/store.h"
+
+#define CONTROL_DIR ".tentaflake-worker"
+
+static int ensure_owned_dir(Worker *w, int parent, const char *name, TfwError *e) {
+        int fd;
+
+        if (mkdirat(parent, name, 0700) >= 0) {
+                fd = openat_child(parent, name, O_RDONLY | O_DIRECTORY, w->use_openat2);
+                if (fd >= 0 && fchown(fd, w->config->container_uid, w->config->container_gid) < 0) {
+                        int r = -errno;
+                        safe_close(fd);
+                        return tfw_error(e, r, "inbox", "cannot hand '%s' to the controller: %s", name,
+                                         strerror(-r));
+                }
+        } else if (errno != EEXIST)
+                return tfw_error(e, errno, "inbox", "cannot create '%s' in the workspace: %m", name);
+        else
+                fd = openat_child(parent, name, O_RDONLY | O_DIRECTORY, w->use_openat2);
+        if (fd < 0)
+                return tfw_error(e, fd, "inbox", "cannot open '%s' in the workspace without following a symlink: %s",
+                                 name, strerror(-fd));
+        return fd;
+}
+
+int inbox_open(Worker *w, TfwError *e) {
+        _cleanup_close_ int ws = -EBADF, ctl = -EBADF;
+        int fd;
+
+        ws = open_dir_path_nofollow(w->config->workspace, w->use_openat2);
+        if (ws < 0)
+                return tfw_error(e, ws, "inbox", "workspace '%s' cannot be opened without following a symlink: %s",
+                                 w->config->workspace, strerror(-ws));
+        ctl = ensure_owned_dir(w, ws, CONTROL_DIR, e);
+        if (ctl < 0)
+                return ctl;
+        fd = ensure_owned_dir(w, ctl, "inbox", e);
+        if (fd < 0)
+                return fd;
+        safe_close(w->inbox_fd);
+        w->inbox_fd = fd;
+        return 0;
+}
+
+static const char *type_name(mode_t m) {
+        if (S_ISDIR(m))
+                return "a directory";
+        if (S_ISLNK(m))
+                return "a symlink";
+        if (S_ISFIFO(m))
+                return "a FIFO";
+        if (S_ISSOCK(m))
+                return "a socket";
+        if (S_ISCHR(m) || S_ISBLK(m))
+                return "a device";
+        return "not a regular file";
+}
+
+/* The id an entry name can own: "<id>.json" with a valid id, else NULL. */
+static bool name_to_id(const char *name, char id[static REQUEST_ID_MAX + 1]) {
+        size_t n = strlen(name);
+        if (n <= 5 || n - 5 > REQUEST_ID_MAX || strcmp(name + n - 5, ".json") != 0)
+                return false;
+        memcpy(id, name, n - 5);
+        id[n - 5] = 0;
+        return request_id_is_valid(id);
+}
+
+/* Remove the entry, but only if it is still the object we looked at. */
+static void unlink_entry(Worker *w, const char *name, const struct stat *seen) {
+        struct stat now;
+        if (fstatat(w->inbox_fd, name, &now, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        if (now.st_dev != seen->st_dev || now.st_ino != seen->st_ino)
+                return; /* replaced meanwhile: the new entry gets its own turn */
+        if (S_ISDIR(now.st_mode))
+                (void) rm_rf_at(w->inbox_fd, name);
+        else
+                (void) unlinkat(w->inbox_fd, name, 0);
+}
+
+static void audit_rejection(Worker *w, const char *name, const char *id, const char *sha,
+                            const char *code, const char *message) {
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "name", name,
+                                                      "id", id, "request_sha256", sha, "outcome",
+                                                      "rejected", "error", code, "message", message);
+        (void) worker_audit(w, "rejected", f, NULL);
+}
+
+/* Reject an entry: a result under its id when it can own one, else a .rejected/ record.
+ * bytes may be NULL (never read). */
+static int reject(Worker *w, const char *name, const char *owner_id, const char *bytes, size_t len,
+                  const char *code, const char *message, CaptureOutcome *ret, TfwError *e) {
+        char sha[SHA256_HEX_SIZE] = "";
+        usec_t now = now_realtime();
+        int r;
+
+        if (bytes)
+                (void) sha256_buffer_hex(bytes, len, sha);
+
+        if (owner_id && bytes) {
+                RequestRecord rec = {.state = STATE_FINAL, .action_class = -1}, existing;
+                strcpy(rec.id, owner_id);
+                strcpy(rec.status, "rejected");
+                memcpy(rec.sha256, sha, sizeof(sha));
+                int lock = r = store_lock(w->dirs.requests_fd);
+                if (r < 0)
+                        return tfw_error(e, r, "internal", "cannot lock the request store");
+                r = store_capture(w->dirs.requests_fd, &rec, bytes, len, now, &existing, e);
+                store_unlock(lock);
+                if (r == -EEXIST) {
+                        if (streq(existing.sha256, sha)) {
+                                *ret = CAPTURE_REPLAYED;
+                                return 1; /* captured before a crash; make sure it is published */
+                        }
+                        /* The id is taken by another request: this one cannot own it. */
+                        owner_id = NULL;
+                } else if (r < 0)
+                        return r;
+                else {
+                        _cleanup_(json_decrefp) json_t *res =
+                                result_build(w->config, &rec, NULL, "rejected", code, message, NULL);
+                        _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, owner_id, e);
+                        if (sfd < 0)
+                                return sfd;
+                        r = publish_commit(&w->dirs, w->config->container_gid, owner_id, res, e);
+                        if (r < 0)
+                                return r;
+                        audit_rejection(w, name, owner_id, sha, code, message);
+                        *ret = CAPTURE_REJECTED;
+                        return 0;
+                }
+        }
+        r = publish_rejected_record(&w->dirs, w->config->container_gid, name, code, message, now, e);
+        if (r < 0)
+                return r;
+        audit_rejection(w, name, NULL, sha[0] ? sha : NULL, code, message);
+        *ret = CAPTURE_REJECTED_ANON;
+        return 0;
+}
+
+int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e) {
+        char id_buf[REQUEST_ID_MAX + 1], msg[1100];
+        const char *owner_id;
+        struct stat st, fst;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *bytes = NULL;
+        _cleanup_request_ Request *req = NULL;
+        size_t len = 0;
+        TfwError pe = {0};
+        int r;
+
+        *ret = CAPTURE_IGNORED;
+        if (name[0] == '.' || !filename_is_valid(name))
+                return 0;
+        if (fstatat(w->inbox_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : tfw_error(e, errno, "inbox", "inbox entry '%s': %m", name);
+        owner_id = name_to_id(name, id_buf) ? id_buf : NULL;
+
+        if (!S_ISREG(st.st_mode)) {
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
+                         name, type_name(st.st_mode));
+                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &st);
+                return r;
+        }
+
+        fd = openat(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                /* ELOOP: a symlink swapped in after the check; ENXIO: a socket. */
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' changed while it was opened (%s)", name,
+                         strerror(errno));
+                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &st);
+                return r;
+        }
+        if (fstat(fd, &fst) < 0)
+                return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", name);
+        if (!S_ISREG(fst.st_mode)) {
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
+                         name, type_name(fst.st_mode));
+                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+        if (fst.st_nlink != 1) {
+                snprintf(msg, sizeof(msg),
+                         "inbox entry '%.200s' has %ju hard links; a request must be a file of its own",
+                         name, (uintmax_t) fst.st_nlink);
+                r = reject(w, name, NULL, NULL, 0, "hard_link", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+        if ((uint64_t) fst.st_size > w->policy.max_request_bytes) {
+                snprintf(msg, sizeof(msg), "request is larger than %" PRIu64 " bytes",
+                         w->policy.max_request_bytes);
+                /* Not read at all; a result under its id still tells the controller why. */
+                r = reject(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+
+        r = read_full_fd_bounded(fd, w->policy.max_request_bytes, &bytes, &len);
+        if (r == -E2BIG) {
+                snprintf(msg, sizeof(msg), "request is larger than %" PRIu64 " bytes",
+                         w->policy.max_request_bytes);
+                r = reject(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+        if (r < 0)
+                return tfw_error(e, r, "inbox", "inbox entry '%s': %s", name, strerror(-r));
+
+        if (!owner_id) {
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' is not named <id>.json with a valid id", name);
+                r = reject(w, name, NULL, bytes, len, "bad_name", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+
+        r = request_parse_buffer(bytes, len, owner_id, &w->policy, &req, &pe);
+        if (r < 0) {
+                r = reject(w, name, owner_id, bytes, len, pe.code, pe.message, ret, e);
+                if (r > 0)
+                        r = 0; /* replay of an already published rejection */
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+
+        /* Valid: capture under the store lock; the policy decides the first state. */
+        ActionPolicy pol = action_class_policy(req->action_class);
+        RequestRecord rec = {.action_class = req->action_class}, existing;
+        strcpy(rec.id, req->id);
+        memcpy(rec.sha256, req->sha256, sizeof(rec.sha256));
+        rec.state = pol == ACTION_POLICY_RUN ? STATE_QUEUED : pol == ACTION_POLICY_APPROVAL ? STATE_PENDING : STATE_FINAL;
+        if (pol == ACTION_POLICY_REJECT)
+                strcpy(rec.status, "rejected");
+
+        int lock = r = store_lock(w->dirs.requests_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot lock the request store");
+        r = store_capture(w->dirs.requests_fd, &rec, bytes, len, now_realtime(), &existing, e);
+        store_unlock(lock);
+        if (r == -EEXIST) {
+                if (streq(existing.sha256, req->sha256)) {
+                        *ret = CAPTURE_REPLAYED;
+                        unlink_entry(w, name, &fst);
+                        return 0;
+                }
+                snprintf(msg, sizeof(msg), "id '%s' is already used by another request within retention", req->id);
+                r = reject(w, name, NULL, bytes, len, "duplicate_id", msg, ret, e);
+                if (r >= 0)
+                        unlink_entry(w, name, &fst);
+                return r;
+        }
+        if (r < 0)
+                return r;
+
+        _cleanup_(json_decrefp) json_t *argv = json_array();
+        for (size_t i = 0; i < req->argc; i++)
+                json_array_append_new(argv, json_string(req->argv[i]));
+        _cleanup_(json_decrefp) json_t *f =
+                json_pack("{s:s, s:s, s:s, s:O}", "id", req->id, "request_sha256", req->sha256,
+                          "action_class", action_class_to_string(req->action_class), "argv", argv);
+        (void) worker_audit(w, "captured", f, NULL);
+
+        if (pol == ACTION_POLICY_REJECT) {
+                snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
+                _cleanup_(json_decrefp) json_t *res =
+                        result_build(w->config, &rec, req, "rejected", "forbidden", msg, NULL);
+                _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, req->id, e);
+                if (sfd < 0)
+                        return sfd;
+                r = publish_commit(&w->dirs, w->config->container_gid, req->id, res, e);
+                if (r < 0)
+                        return r;
+                audit_rejection(w, name, req->id, req->sha256, "forbidden", msg);
+                *ret = CAPTURE_REJECTED;
+        } else {
+                r = publish_state(&w->dirs, w->config->container_gid, req->id, rec.state, rec.submitted_at, e);
+                if (r < 0)
+                        return r;
+                _cleanup_(json_decrefp) json_t *g = json_pack("{s:s, s:s, s:s?}", "id", req->id, "action_class",
+                                                              action_class_to_string(req->action_class),
+                                                              "reason", req->reason);
+                if (pol == ACTION_POLICY_APPROVAL)
+                        (void) worker_audit(w, "pending", g, NULL);
+                *ret = pol == ACTION_POLICY_RUN ? CAPTURE_QUEUED : CAPTURE_PENDING;
+        }
+        unlink_entry(w, name, &fst);
+        return 0;
+}
+
+int inbox_scan(Worker *w, TfwError *e) {
+        int dfd = fcntl(w->inbox_fd, F_DUPFD_CLOEXEC, 3), handled = 0, r = 0;
+        if (dfd < 0)
+                return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
+        }
+        rewinddir(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                CaptureOutcome o;
+                if (de->d_name[0] == '.')
+                        continue;
+                r = inbox_capture(w, de->d_name, &o, e);
+                if (r < 0)
+                        break;
+                handled += o != CAPTURE_IGNORED;
+        }
+        closedir(d);
+        return r < 0 ? r : handled;
+}
