@@ -59,9 +59,18 @@ int json_check_keys(json_t *obj, const char *const *allowed, const char *prefix,
                                 ok = true;
                                 break;
                         }
-                if (!ok)
-                        return tfw_error(e, EBADMSG, "unknown_field", "unknown field '%s%.200s'",
-                                         prefix ? prefix : "", key);
+                if (!ok) {
+                        /* The key is input: a decoded "\n" in it must not split the log line. */
+                        char shown[201];
+                        size_t i = 0;
+                        for (; key[i] && i < sizeof(shown) - 1; i++)
+                                shown[i] = ((unsigned char) key[i] < 0x20 || key[i] == 0x7f)
+                                                   ? '?'
+                                                   : key[i];
+                        shown[i] = 0;
+                        return tfw_error(e, EBADMSG, "unknown_field", "unknown field '%s%s'",
+                                         prefix ? prefix : "", shown);
+                }
         }
         return 0;
 }
