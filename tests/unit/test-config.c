@@ -206,6 +206,9 @@ static const Case static_cases[] = {
         BAD("unknown_runtime", "unknown_field", NULL, "runtime.engine", "\"runsc\""),
         BAD("unknown_limits", "unknown_field", NULL, "limits.swap", "\"1g\""),
         BAD("unknown_limits_case", "unknown_field", NULL, "limits.Memory", "\"1g\""),
+        /* found by fuzz-config: a decoded "\n" in an unknown key reached the message */
+        BAD("unknown_key_newline_not_echoed", "unknown_field", "limits.a?b", "limits.a\nb", "1"),
+        BAD("unknown_key_escape_not_echoed", "unknown_field", "a?[2J", "a\x1b[2J", "1"),
         BAD("runtime_not_object", "bad_type", NULL, "runtime", "[]"),
         BAD("runtime_null", "bad_type", NULL, "runtime", "null"),
         BAD("limits_not_object", "bad_type", NULL, "limits", "\"2g\""),
