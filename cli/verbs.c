@@ -2,13 +2,18 @@
 /* The verb table: synopsis, help text and option parsing for every command of contract
  * section 1. A verb whose component has not been built yet checks its arguments like the
  * real one will, then says it is not available and exits 1: it never pretends to work. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "approve/decide.h"
+#include "approve/report.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "orchestrator/audit.h"
+#include "orchestrator/worker.h"
 #include "parser/request.h"
 
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v) {
@@ -92,6 +97,22 @@ static int parse_verb_args(int argc, char **argv, const struct option *opts, int
         return 0;
 }
 
+/* Open the worker's state for an operator verb; logs and returns an exit status on failure. */
+static int open_worker(Worker *w, const Config *config) {
+        TfwError e = {0};
+        if (worker_open(w, config, &e) < 0) {
+                log_error("%s", e.message);
+                return 1;
+        }
+        return 0;
+}
+
+static int fail(Worker *w, const TfwError *e) {
+        log_error("%s", e->message);
+        worker_close(w);
+        return 1;
+}
+
 static int verb_run(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {{}};
         VerbArgs a = {};
@@ -108,10 +129,26 @@ static int verb_approve(int argc, char **argv, const Config *config, const char 
                 {},
         };
         VerbArgs a = {};
-        (void) config;
+        Worker w;
+        TfwError e = {0};
+        char who[128];
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 1, &a);
-        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        decide_operator_identity(who, sizeof(who));
+        if (decide_approve(&w, a.id, a.expect_sha256, who, &e) < 0)
+                return fail(&w, &e);
+        printf("approve '%s': approved by %s; queued\n", a.id, who);
+        if (a.wait) {
+                fflush(stdout);
+                if (report_wait_result(&w, a.id, stdout, &e) < 0)
+                        return fail(&w, &e);
+        }
+        worker_close(&w);
+        return 0;
 }
 
 static int verb_deny(int argc, char **argv, const Config *config, const char *config_path) {
@@ -120,10 +157,21 @@ static int verb_deny(int argc, char **argv, const Config *config, const char *co
                 {},
         };
         VerbArgs a = {};
-        (void) config;
+        Worker w;
+        TfwError e = {0};
+        char who[128];
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 1, &a);
-        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        decide_operator_identity(who, sizeof(who));
+        if (decide_deny(&w, a.id, a.reason, who, &e) < 0)
+                return fail(&w, &e);
+        printf("deny '%s': denied by %s\n", a.id, who);
+        worker_close(&w);
+        return 0;
 }
 
 static int verb_list(int argc, char **argv, const Config *config, const char *config_path) {
@@ -133,10 +181,18 @@ static int verb_list(int argc, char **argv, const Config *config, const char *co
                 {},
         };
         VerbArgs a = {};
-        (void) config;
+        Worker w;
+        TfwError e = {0};
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 0, &a);
-        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        if (report_list(&w, a.all, a.json, stdout, &e) < 0)
+                return fail(&w, &e);
+        worker_close(&w);
+        return 0;
 }
 
 static int verb_show(int argc, char **argv, const Config *config, const char *config_path) {
@@ -145,10 +201,18 @@ static int verb_show(int argc, char **argv, const Config *config, const char *co
                 {},
         };
         VerbArgs a = {};
-        (void) config;
+        Worker w;
+        TfwError e = {0};
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 1, &a);
-        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        if (report_show(&w, a.id, a.json, stdout, &e) < 0)
+                return fail(&w, &e);
+        worker_close(&w);
+        return 0;
 }
 
 static int verb_doctor(int argc, char **argv, const Config *config, const char *config_path) {
@@ -173,7 +237,6 @@ static int verb_gc(int argc, char **argv, const Config *config, const char *conf
 }
 
 static int verb_audit(int argc, char **argv, const Config *config, const char *config_path) {
-        (void) config;
         (void) config_path;
         if (argc < 2)
                 return cli_usage_error("audit", "missing the subcommand (verify)");
@@ -181,7 +244,25 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
                 return cli_usage_error("audit", "unknown subcommand '%s' (only verify)", argv[1]);
         if (argc > 2)
                 return cli_usage_error("audit", "unexpected argument '%s'", argv[2]);
-        return not_built("audit verify", "the audit log comes with the inbox orchestrator");
+
+        Worker w;
+        AuditVerifyReport rep = {};
+        TfwError e = {0};
+        int r = open_worker(&w, config);
+        if (r)
+                return r;
+        r = audit_verify(w.dirs.state_fd, &rep, &e);
+        worker_close(&w);
+        if (r < 0 && r != -EBADMSG) {
+                log_error("audit verify: %s", e.message);
+                return 1;
+        }
+        if (r == -EBADMSG) {
+                log_error("audit verify: %s", rep.message);
+                return 1;
+        }
+        printf("audit verify: %s\n", rep.message);
+        return 0;
 }
 
 static int verb_keygen(int argc, char **argv, const Config *config, const char *config_path) {

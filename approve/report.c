@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include "approve/report.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/store.h"
+
+#define RESULT_JSON_MAX (1 << 20)
+
+json_t *report_load_result(Worker *w, const char *id) {
+        char path[REQUEST_ID_MAX + 16];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        json_t *j = NULL;
+
+        snprintf(path, sizeof(path), "%s/result.json", id);
+        _cleanup_close_ int fd = openat(w->dirs.results_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || read_full_fd_bounded(fd, RESULT_JSON_MAX, &buf, &len) < 0 ||
+            json_load_object_strict(buf, len, "result", &j, NULL) < 0)
+                return NULL;
+        return j;
+}
+
+static const char *jstr(json_t *o, const char *k) {
+        json_t *v = json_object_get(o, k);
+        return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+static void print_summary(json_t *res, FILE *out) {
+        json_t *ec = json_object_get(res, "exit_code"), *sig = json_object_get(res, "signal");
+        fprintf(out, "status: %s", jstr(res, "status") ? jstr(res, "status") : "?");
+        if (json_is_integer(ec))
+                fprintf(out, ", exit code %" JSON_INTEGER_FORMAT, json_integer_value(ec));
+        if (json_is_integer(sig))
+                fprintf(out, ", signal %" JSON_INTEGER_FORMAT, json_integer_value(sig));
+        if (jstr(res, "error"))
+                fprintf(out, ", error %s", jstr(res, "error"));
+        fputc('\n', out);
+        if (jstr(res, "message"))
+                fprintf(out, "message: %s\n", jstr(res, "message"));
+}
+
+static json_t *record_json(const RequestRecord *r) {
+        char a[RFC3339_MAX], b[RFC3339_MAX];
+        return json_pack("{s:s, s:s, s:s?, s:s?, s:s, s:s, s:I, s:s?, s:s?}", "id", r->id, "state",
+                         request_state_to_string(r->state), "status", r->status[0] ? r->status : NULL,
+                         "action_class", r->action_class >= 0 ? action_class_to_string(r->action_class) : NULL,
+                         "request_sha256", r->sha256, "submitted_at", format_rfc3339(r->submitted_at, a),
+                         "seq", (json_int_t) r->seq, "decision", r->decision[0] ? r->decision : NULL,
+                         "decided_at", r->decided_at ? format_rfc3339(r->decided_at, b) : NULL);
+}
+
+int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
+        _cleanup_free_ RequestRecord *list = NULL;
+        size_t n = 0;
+        int r = store_list(w->dirs.requests_fd, &list, &n, e);
+        if (r < 0)
+                return r;
+
+        if (json) {
+                _cleanup_(json_decrefp) json_t *arr = json_array();
+                for (size_t i = 0; i < n; i++)
+                        if (all || list[i].state != STATE_FINAL)
+                                json_array_append_new(arr, record_json(&list[i]));
+                _cleanup_free_ char *s = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fprintf(out, "%s\n", s);
+                return 0;
+        }
+        fprintf(out, "%-24s %-9s %-20s %-20s %s\n", "ID", "STATE", "CLASS", "SUBMITTED", "SHA256");
+        for (size_t i = 0; i < n; i++) {
+                RequestRecord *rec = &list[i];
+                char ts[RFC3339_MAX];
+                if (!all && rec->state == STATE_FINAL)
+                        continue;
+                fprintf(out, "%-24s %-9s %-20s %-20s %.16s\n", rec->id,
+                        rec->state == STATE_FINAL ? rec->status : request_state_to_string(rec->state),
+                        rec->action_class >= 0 ? action_class_to_string(rec->action_class) : "-",
+                        format_rfc3339(rec->submitted_at, ts), rec->sha256);
+        }
+        return 0;
+}
+
+int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
+        RequestRecord rec;
+        _cleanup_free_ char *bytes = NULL;
+        _cleanup_(json_decrefp) json_t *res = NULL, *req = NULL;
+        size_t len = 0;
+        int r;
+
+        r = store_load(w->dirs.requests_fd, id, &rec, e);
+        if (r == -ENOENT)
+                return tfw_error(e, ENOENT, "not_found", "show '%s': no request with that id", id);
+        if (r < 0)
+                return r;
+        {
+                char path[REQUEST_ID_MAX + 16];
+                snprintf(path, sizeof(path), "%s/request.json", id);
+                _cleanup_close_ int fd = openat(w->dirs.requests_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0)
+                        (void) read_full_fd_bounded(fd, w->policy.max_request_bytes, &bytes, &len);
+        }
+        if (bytes)
+                (void) json_load_object_strict(bytes, len, "request", &req, NULL);
+        res = report_load_result(w, id);
+
+        if (json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:o, s:O?, s:O?}", "record", record_json(&rec),
+                                                              "request", req, "result", res);
+                _cleanup_free_ char *s = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fprintf(out, "%s\n", s);
+                return 0;
+        }
+        char ts[RFC3339_MAX];
+        fprintf(out, "id:           %s\n", rec.id);
+        fprintf(out, "state:        %s\n", rec.state == STATE_FINAL ? "final" : request_state_to_string(rec.state));
+        fprintf(out, "class:        %s\n", rec.action_class >= 0 ? action_class_to_string(rec.action_class) : "-");
+        fprintf(out, "sha256:       %s\n", rec.sha256);
+        fprintf(out, "submitted at: %s\n", format_rfc3339(rec.submitted_at, ts));
+        if (rec.decision[0])
+                fprintf(out, "decision:     %s%s%s at %s\n", rec.decision, rec.approver[0] ? " by " : "",
+                        rec.approver, format_rfc3339(rec.decided_at, ts));
+        if (req) {
+                _cleanup_free_ char *s = json_dumps(req, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                fprintf(out, "request (the captured private copy):\n%s\n", s);
+        } else if (bytes)
+                fprintf(out, "request: %zu bytes that are not valid JSON (it was rejected)\n", len);
+        if (res)
+                print_summary(res, out);
+        return 0;
+}
+
+int report_wait_result(Worker *w, const char *id, FILE *out, TfwError *e) {
+        _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        json_t *res;
+
+        if (ifd < 0)
+                return tfw_error(e, errno, "internal", "inotify: %m");
+        /* Watch first, then look: a result that lands in between is not missed. */
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", w->dirs.results_fd);
+        if (inotify_add_watch(ifd, path, IN_MOVED_TO | IN_CREATE) < 0)
+                return tfw_error(e, errno, "internal", "inotify on the results directory: %m");
+        for (;;) {
+                res = report_load_result(w, id);
+                if (res)
+                        break;
+                struct pollfd p = {.fd = ifd, .events = POLLIN};
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        return tfw_error(e, errno, "internal", "poll: %m");
+                char buf[4096];
+                while (read(ifd, buf, sizeof(buf)) > 0)
+                        ;
+        }
+        fprintf(out, "result of '%s':\n", id);
+        print_summary(res, out);
+        json_decref(res);
+        return 0;
+}
