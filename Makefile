@@ -55,7 +55,10 @@ REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 # The in-capsule init: static, so it runs in any root filesystem.
 INIT_SRC := $(wildcard capsule/init/*.c)
 INIT_BIN := $(if $(INIT_SRC),$(BUILD)/tentaflake-capsule-init)
-INIT_LIBS = $(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null)
+# --gc-sections: libarchive's format table (pulled in by the pax writer for one helper) names
+# every format, xar included, which would drag in libxml2 and ICU; the init only writes tar, so
+# unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
+INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
 
 .PHONY: all check unit fuzz-replay integration asan fuzz bench demo install install-deps clean
 all: $(BIN) $(INIT_BIN)
@@ -72,7 +75,7 @@ $(BIN): $(CLI_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS)
 
 $(BUILD)/tentaflake-capsule-init: $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
-	$(CC) -static $(SANFLAGS) -o $@ $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(INIT_LIBS)
+	$(CC) -static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections $(SANFLAGS) -o $@ $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(INIT_LIBS)
 
 $(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
@@ -107,7 +110,7 @@ integration: integration-bins
 asan:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
 		SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-		HARDEN="-fPIE" WERROR=1 unit-bins fuzz-bins
+		HARDEN="-fPIE" WERROR=1 build-asan/tentaflake-worker unit-bins fuzz-bins
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 		BUILD=build-asan tests/run-tests unit fuzz
 

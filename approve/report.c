@@ -10,23 +10,8 @@
 #include "approve/report.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "orchestrator/publish.h"
 #include "orchestrator/store.h"
-
-#define RESULT_JSON_MAX (1 << 20)
-
-json_t *report_load_result(Worker *w, const char *id) {
-        char path[REQUEST_ID_MAX + 16];
-        _cleanup_free_ char *buf = NULL;
-        size_t len;
-        json_t *j = NULL;
-
-        snprintf(path, sizeof(path), "%s/result.json", id);
-        _cleanup_close_ int fd = openat(w->dirs.results_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0 || read_full_fd_bounded(fd, RESULT_JSON_MAX, &buf, &len) < 0 ||
-            json_load_object_strict(buf, len, "result", &j, NULL) < 0)
-                return NULL;
-        return j;
-}
 
 static const char *jstr(json_t *o, const char *k) {
         json_t *v = json_object_get(o, k);
@@ -108,7 +93,7 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
         }
         if (bytes)
                 (void) json_load_object_strict(bytes, len, "request", &req, NULL);
-        res = report_load_result(w, id);
+        res = publish_load_result(&w->dirs, id);
 
         if (json) {
                 _cleanup_(json_decrefp) json_t *o = json_pack("{s:o, s:O?, s:O?}", "record", record_json(&rec),
@@ -148,7 +133,7 @@ int report_wait_result(Worker *w, const char *id, FILE *out, TfwError *e) {
         if (inotify_add_watch(ifd, path, IN_MOVED_TO | IN_CREATE) < 0)
                 return tfw_error(e, errno, "internal", "inotify on the results directory: %m");
         for (;;) {
-                res = report_load_result(w, id);
+                res = publish_load_result(&w->dirs, id);
                 if (res)
                         break;
                 struct pollfd p = {.fd = ifd, .events = POLLIN};

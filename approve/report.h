@@ -12,6 +12,3 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e);
 
 /* Wait until results/<id>/result.json exists (inotify, no polling), then print its summary. */
 int report_wait_result(Worker *w, const char *id, FILE *out, TfwError *e);
-
-/* Load results/<id>/result.json; NULL when there is none yet. */
-json_t *report_load_result(Worker *w, const char *id);

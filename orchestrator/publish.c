@@ -12,6 +12,7 @@
 #include "orchestrator/publish.h"
 
 #define STATE_SUFFIX ".state.json"
+#define RESULT_JSON_MAX (1 << 20)
 
 int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState state,
                   usec_t since, TfwError *e) {
@@ -127,4 +128,18 @@ int publish_rejected_record(const WorkerDirs *d, gid_t gid, const char *name, co
 
 bool publish_exists(const WorkerDirs *d, const char *id) {
         return faccessat(d->results_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+}
+
+json_t *publish_load_result(const WorkerDirs *d, const char *id) {
+        char path[REQUEST_ID_MAX + 16];
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        json_t *j = NULL;
+
+        snprintf(path, sizeof(path), "%s/result.json", id);
+        _cleanup_close_ int fd = openat(d->results_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || read_full_fd_bounded(fd, RESULT_JSON_MAX, &buf, &len) < 0 ||
+            json_load_object_strict(buf, len, "result", &j, NULL) < 0)
+                return NULL;
+        return j;
 }

@@ -34,5 +34,8 @@ int publish_commit(const WorkerDirs *d, gid_t gid, const char *id, json_t *resul
 int publish_rejected_record(const WorkerDirs *d, gid_t gid, const char *name, const char *code,
                             const char *message, usec_t now, TfwError *e);
 
+/* Load results/<id>/result.json; NULL when there is none (or it is not valid JSON). */
+json_t *publish_load_result(const WorkerDirs *d, const char *id);
+
 /* Does results_dir/<id>/ exist? */
 bool publish_exists(const WorkerDirs *d, const char *id);

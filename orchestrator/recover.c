@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <string.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/recover.h"
+#include "orchestrator/result.h"
+
+int recover_finish_unpublished(Worker *w, RequestRecord *rec, const char *status, const char *error,
+                               const char *message, TfwError *e) {
+        _cleanup_request_ Request *req = NULL;
+        int r;
+
+        (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+        if (!publish_exists(&w->dirs, rec->id)) {
+                (void) store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, NULL);
+                _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, NULL);
+                /* Keep what the job already wrote (its log) if a staging directory survived. */
+                _cleanup_close_ int sfd = open_dir_at(w->dirs.staging_fd, rec->id);
+                if (sfd < 0)
+                        sfd = publish_stage_begin(&w->dirs, rec->id, e);
+                if (sfd < 0)
+                        return sfd;
+                r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
+                if (r < 0)
+                        return r;
+        }
+        rec->state = STATE_FINAL;
+        snprintf(rec->status, sizeof(rec->status), "%s", status);
+        rec->updated_at = now_realtime();
+        r = store_save(w->dirs.requests_fd, rec, e);
+        if (r < 0)
+                return r;
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "id", rec->id, "request_sha256",
+                                                      rec->sha256, "outcome", status, "error", error,
+                                                      "message", message);
+        (void) worker_audit(w, streq(status, "interrupted") ? "interrupted" : "error", f, NULL);
+        return 0;
+}
+
+int recover_at_start(Worker *w, TfwError *e) {
+        _cleanup_free_ RequestRecord *list = NULL;
+        size_t n = 0;
+        int r, interrupted = 0;
+
+        int lock = r = store_lock(w->dirs.requests_fd);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot lock the request store");
+        r = store_list(w->dirs.requests_fd, &list, &n, e);
+        for (size_t i = 0; r >= 0 && i < n; i++) {
+                RequestRecord *rec = &list[i];
+                _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
+
+                if (rec->state != STATE_FINAL && res) {
+                        /* Published, then the record update was lost: the result is the truth. */
+                        json_t *st = json_object_get(res, "status");
+                        rec->state = STATE_FINAL;
+                        snprintf(rec->status, sizeof(rec->status), "%s",
+                                 json_is_string(st) ? json_string_value(st) : "error");
+                        r = store_save(w->dirs.requests_fd, rec, e);
+                } else if (rec->state == STATE_RUNNING) {
+                        r = recover_finish_unpublished(w, rec, "interrupted", "interrupted",
+                                                       "the worker stopped while the job ran; it is never restarted automatically",
+                                                       e);
+                        interrupted += r >= 0;
+                } else if (rec->state == STATE_FINAL && !res) {
+                        r = recover_finish_unpublished(w, rec, rec->status[0] ? rec->status : "error", "result_lost",
+                                                       "the worker stopped before this result was published", e);
+                } else if (rec->state == STATE_PENDING || rec->state == STATE_QUEUED) {
+                        r = publish_state(&w->dirs, w->config->container_gid, rec->id, rec->state,
+                                          rec->updated_at, e);
+                }
+                if (rec->state == STATE_FINAL)
+                        (void) rm_rf_at(w->dirs.staging_fd, rec->id);
+        }
+        store_unlock(lock);
+        return r < 0 ? r : interrupted;
+}
