@@ -13,6 +13,8 @@
 #include "common/log.h"
 #include "common/sha256.h"
 #include "orchestrator/audit.h"
+#include "orchestrator/daemon.h"
+#include "orchestrator/retention.h"
 #include "orchestrator/worker.h"
 #include "parser/request.h"
 
@@ -116,10 +118,20 @@ static int fail(Worker *w, const TfwError *e) {
 static int verb_run(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {{}};
         VerbArgs a = {};
-        (void) config;
+        TfwError e = {0};
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 0, &a);
-        return r ? r : not_built(argv[0], "the inbox orchestrator is the next component");
+        if (r)
+                return r;
+        DaemonOptions o = {
+                .drain = streq(argv[0], "drain"),
+                .stop_grace = DAEMON_STOP_GRACE_DEFAULT,
+        };
+        if (daemon_run(config, &o, &e) < 0) {
+                log_error("%s: %s", argv[0], e.message);
+                return 1;
+        }
+        return 0;
 }
 
 static int verb_approve(int argc, char **argv, const Config *config, const char *config_path) {
@@ -230,10 +242,23 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {{}};
         VerbArgs a = {};
-        (void) config;
+        Worker w;
+        TfwError e = {0};
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 0, &a);
-        return r ? r : not_built(argv[0], "retention comes with the inbox orchestrator");
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        int expired = decide_expire_pending(&w, now_realtime(), &e);
+        if (expired < 0)
+                return fail(&w, &e);
+        int removed = retention_run(&w, now_realtime(), true, NULL, &e);
+        if (removed < 0)
+                return fail(&w, &e);
+        printf("gc: %d result(s) removed, %d pending request(s) expired, audit log rotated\n", removed, expired);
+        worker_close(&w);
+        return 0;
 }
 
 static int verb_audit(int argc, char **argv, const Config *config, const char *config_path) {

@@ -1,0 +1,518 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include "approve/decide.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/log.h"
+#include "orchestrator/daemon.h"
+#include "orchestrator/inbox.h"
+#include "orchestrator/job.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/recover.h"
+#include "orchestrator/retention.h"
+#include "orchestrator/store.h"
+
+#define INBOX_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR)
+#define RETENTION_MIN_INTERVAL (3600 * USEC_PER_SEC)
+
+typedef struct Running {
+        pid_t pid;
+        char id[REQUEST_ID_MAX + 1];
+        bool stop_killed; /* killed by a shutdown: interrupted, not an error */
+} Running;
+
+typedef struct Daemon {
+        Worker w;
+        DaemonOptions o;
+        int lock_fd, inotify_fd, signal_fd, timer_fd;
+        int inbox_wd, state_wd;
+        Running running[64];
+        unsigned n_running;
+        bool rescan, reload_queue, stopping, killing;
+        usec_t stop_deadline;
+        usec_t watchdog_usec, next_watchdog;
+        usec_t next_expiry, next_retention, last_retention;
+        char (*queue)[REQUEST_ID_MAX + 1]; /* queued ids in arrival order */
+        size_t n_queue;
+} Daemon;
+
+static int take_instance_lock(Daemon *d, TfwError *e) {
+        d->lock_fd = openat(d->w.dirs.state_fd, "daemon.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (d->lock_fd < 0)
+                return tfw_error(e, errno, "internal", "cannot open '%s/daemon.lock': %m", d->w.config->state_dir);
+        if (flock(d->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno == EWOULDBLOCK)
+                        return tfw_error(e, EBUSY, "busy",
+                                         "another worker for config '%s' is already running (lock '%s/daemon.lock')",
+                                         d->w.config->name, d->w.config->state_dir);
+                return tfw_error(e, errno, "internal", "cannot lock '%s/daemon.lock': %m", d->w.config->state_dir);
+        }
+        return 0;
+}
+
+/* Rebuild the in-memory queue and the next pending expiry from the store. */
+static int load_queue(Daemon *d, TfwError *e) {
+        _cleanup_free_ RequestRecord *list = NULL;
+        size_t n = 0, q = 0;
+        usec_t ttl = (usec_t) d->w.config->pending_ttl_hours * 3600 * USEC_PER_SEC;
+        int r = store_list(d->w.dirs.requests_fd, &list, &n, e);
+        if (r < 0)
+                return r;
+        free(d->queue);
+        d->queue = calloc(n ? n : 1, sizeof(*d->queue));
+        if (!d->queue)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        d->next_expiry = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (list[i].state == STATE_QUEUED)
+                        memcpy(d->queue[q++], list[i].id, sizeof(list[i].id));
+                else if (list[i].state == STATE_PENDING &&
+                         (d->next_expiry == 0 || list[i].submitted_at + ttl < d->next_expiry))
+                        d->next_expiry = list[i].submitted_at + ttl;
+        }
+        d->n_queue = q;
+        d->reload_queue = false;
+        return 0;
+}
+
+static void status_notify(Daemon *d) {
+        (void) sd_notifyf(0, "STATUS=%u running, %zu queued%s", d->n_running, d->n_queue,
+                          d->stopping ? ", stopping" : "");
+}
+
+static void close_daemon_fds(Daemon *d) {
+        d->lock_fd = safe_close(d->lock_fd);
+        d->inotify_fd = safe_close(d->inotify_fd);
+        d->signal_fd = safe_close(d->signal_fd);
+        d->timer_fd = safe_close(d->timer_fd);
+}
+
+static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
+        TfwError e = {0};
+        sigset_t all;
+
+        /* The child must not hold the daemon's lock or event sources, and takes signals
+         * normally again. Its own process group lets a shutdown kill it with its runtime. */
+        close_daemon_fds(d);
+        sigemptyset(&all);
+        (void) sigprocmask(SIG_SETMASK, &all, NULL);
+        (void) setpgid(0, 0);
+        if (job_execute(&d->w, rec, &e) < 0) {
+                log_error("job '%s': %s", rec->id, e.message);
+                TfwError e2 = {0};
+                if (recover_finish_unpublished(&d->w, rec, "error", e.code ? e.code : "internal", e.message, &e2) < 0)
+                        log_error("job '%s': cannot publish its error: %s", rec->id, e2.message);
+        }
+        _exit(0);
+}
+
+/* Start queued requests in arrival order up to the concurrency. */
+static int start_jobs(Daemon *d, TfwError *e) {
+        while (!d->stopping && d->n_running < d->w.config->concurrency && d->n_queue > 0) {
+                char id[REQUEST_ID_MAX + 1];
+                RequestRecord rec;
+                int r;
+
+                memcpy(id, d->queue[0], sizeof(id));
+                memmove(d->queue, d->queue + 1, (d->n_queue - 1) * sizeof(*d->queue));
+                d->n_queue--;
+
+                int lock = r = store_lock(d->w.dirs.requests_fd);
+                if (r < 0)
+                        return tfw_error(e, r, "internal", "cannot lock the request store");
+                r = store_load(d->w.dirs.requests_fd, id, &rec, e);
+                if (r >= 0 && rec.state != STATE_QUEUED)
+                        r = -ESTALE; /* decided or ended meanwhile */
+                if (r >= 0) {
+                        /* Marked running before anything runs: after a crash from here on, the
+                         * request ends as interrupted and is never started again. */
+                        rec.state = STATE_RUNNING;
+                        rec.updated_at = now_realtime();
+                        r = store_save(d->w.dirs.requests_fd, &rec, e);
+                }
+                store_unlock(lock);
+                if (r == -ESTALE || r == -ENOENT)
+                        continue;
+                if (r < 0)
+                        return r;
+
+                _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s}", "id", rec.id, "request_sha256", rec.sha256);
+                (void) worker_audit(&d->w, "started", f, NULL);
+                (void) publish_state(&d->w.dirs, d->w.config->container_gid, rec.id, STATE_RUNNING, rec.updated_at, NULL);
+
+                pid_t pid = fork();
+                if (pid < 0) {
+                        TfwError e2 = {0};
+                        (void) recover_finish_unpublished(&d->w, &rec, "error", "internal",
+                                                          "the worker could not start a process for the job", &e2);
+                        continue;
+                }
+                if (pid == 0)
+                        run_child(d, &rec);
+                Running *run = &d->running[d->n_running++];
+                run->pid = pid;
+                run->stop_killed = false;
+                memcpy(run->id, rec.id, sizeof(run->id));
+                log_info("job '%s': started (pid %d)", rec.id, (int) pid);
+        }
+        status_notify(d);
+        return 0;
+}
+
+static void reap(Daemon *d) {
+        for (;;) {
+                int status;
+                pid_t pid = waitpid(-1, &status, WNOHANG);
+                if (pid <= 0)
+                        return;
+                for (unsigned i = 0; i < d->n_running; i++) {
+                        Running *run = &d->running[i];
+                        RequestRecord rec;
+                        TfwError e = {0};
+                        if (run->pid != pid)
+                                continue;
+                        if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0 && rec.state != STATE_FINAL) {
+                                char msg[200];
+                                job_cleanup(&d->w, run->id);
+                                if (run->stop_killed)
+                                        snprintf(msg, sizeof(msg), "the worker was stopped while the job ran");
+                                else
+                                        snprintf(msg, sizeof(msg), "the job's worker process ended without a result (%s %d)",
+                                                 WIFSIGNALED(status) ? "signal" : "exit status",
+                                                 WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+                                if (recover_finish_unpublished(&d->w, &rec, run->stop_killed ? "interrupted" : "error",
+                                                               run->stop_killed ? "interrupted" : "internal", msg, &e) < 0)
+                                        log_error("job '%s': %s", run->id, e.message);
+                        }
+                        if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0)
+                                log_info("job '%s': %s", run->id, rec.status[0] ? rec.status : "ended");
+                        d->running[i] = d->running[--d->n_running];
+                        break;
+                }
+        }
+}
+
+static void kill_running(Daemon *d) {
+        for (unsigned i = 0; i < d->n_running; i++) {
+                d->running[i].stop_killed = true;
+                (void) kill(-d->running[i].pid, SIGKILL);
+                (void) kill(d->running[i].pid, SIGKILL);
+        }
+        d->killing = true;
+}
+
+static void handle_signals(Daemon *d) {
+        struct signalfd_siginfo si;
+        while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGCHLD)
+                        reap(d);
+                else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                        if (!d->stopping) {
+                                d->stopping = true;
+                                d->stop_deadline = now_monotonic() + d->o.stop_grace;
+                                (void) sd_notify(0, "STOPPING=1");
+                                log_info("stopping: %u job(s) may finish", d->n_running);
+                        } else if (!d->killing) {
+                                log_info("second signal: killing %u job(s)", d->n_running);
+                                kill_running(d);
+                        }
+                }
+        }
+}
+
+static int handle_inotify(Daemon *d, TfwError *e) {
+        char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        for (;;) {
+                ssize_t n = read(d->inotify_fd, buf, sizeof(buf));
+                if (n <= 0)
+                        return 0;
+                for (char *p = buf; p < buf + n;) {
+                        struct inotify_event *ev = (struct inotify_event *) p;
+                        p += sizeof(*ev) + ev->len;
+                        if (ev->mask & IN_Q_OVERFLOW) {
+                                d->rescan = true; /* events were lost: look at everything */
+                                d->reload_queue = true;
+                                continue;
+                        }
+                        if (ev->wd == d->state_wd) {
+                                if (ev->len && streq(ev->name, DECIDE_WAKE_FILE))
+                                        d->reload_queue = true;
+                                continue;
+                        }
+                        if (ev->wd != d->inbox_wd || !ev->len || d->stopping)
+                                continue;
+                        if (ev->mask & IN_CREATE) {
+                                /* A regular file is taken when closed or renamed in; anything
+                                 * else (FIFO, socket, symlink, directory) now. */
+                                struct stat st;
+                                if (fstatat(d->w.inbox_fd, ev->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                                    S_ISREG(st.st_mode))
+                                        continue;
+                        }
+                        CaptureOutcome o;
+                        int r = inbox_capture(&d->w, ev->name, &o, e);
+                        if (r < 0)
+                                return r;
+                        if (o == CAPTURE_QUEUED) {
+                                /* Arrival order is the order of capture. */
+                                void *nq = realloc(d->queue, (d->n_queue + 1) * sizeof(*d->queue));
+                                if (!nq)
+                                        return tfw_error(e, ENOMEM, "internal", "out of memory");
+                                d->queue = nq;
+                                snprintf(d->queue[d->n_queue++], REQUEST_ID_MAX + 1, "%.*s",
+                                         (int) (strlen(ev->name) - 5), ev->name);
+                        } else if (o == CAPTURE_PENDING)
+                                d->reload_queue = true; /* refresh the next expiry */
+                }
+        }
+}
+
+static bool inbox_is_empty(Daemon *d) {
+        int dfd = fcntl(d->w.inbox_fd, F_DUPFD_CLOEXEC, 3);
+        if (dfd < 0)
+                return true;
+        DIR *dir = fdopendir(dfd);
+        if (!dir) {
+                safe_close(dfd);
+                return true;
+        }
+        rewinddir(dir);
+        struct dirent *de;
+        bool empty = true;
+        while ((de = readdir(dir)))
+                if (de->d_name[0] != '.') {
+                        empty = false;
+                        break;
+                }
+        closedir(dir);
+        return empty;
+}
+
+static void arm_timer(Daemon *d) {
+        usec_t now_r = now_realtime(), now_m = now_monotonic(), next = 0;
+        usec_t cand[2] = {d->next_expiry, d->next_retention};
+        for (unsigned i = 0; i < 2; i++)
+                if (cand[i] && (next == 0 || cand[i] < next))
+                        next = cand[i];
+        /* Convert the wall-clock deadline into the monotonic clock. */
+        usec_t mono = 0;
+        if (next)
+                mono = now_m + (next > now_r ? next - now_r : 1);
+        if (d->watchdog_usec && (mono == 0 || d->next_watchdog < mono))
+                mono = d->next_watchdog;
+        if (d->stopping && !d->killing && (mono == 0 || d->stop_deadline < mono))
+                mono = d->stop_deadline;
+        struct itimerspec its = {};
+        if (mono) {
+                its.it_value.tv_sec = (time_t) (mono / USEC_PER_SEC);
+                its.it_value.tv_nsec = (long) (mono % USEC_PER_SEC) * 1000;
+                if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0)
+                        its.it_value.tv_nsec = 1;
+        }
+        (void) timerfd_settime(d->timer_fd, TFD_TIMER_ABSTIME, &its, NULL);
+}
+
+static int handle_deadlines(Daemon *d, TfwError *e) {
+        usec_t now_r = now_realtime(), now_m = now_monotonic();
+        int r;
+
+        if (d->next_expiry && d->next_expiry <= now_r) {
+                r = decide_expire_pending(&d->w, now_r, e);
+                if (r < 0)
+                        return r;
+                d->reload_queue = true;
+        }
+        if (d->next_retention && d->next_retention <= now_r &&
+            now_r >= d->last_retention + RETENTION_MIN_INTERVAL) {
+                usec_t next = 0;
+                r = retention_run(&d->w, now_r, false, &next, e);
+                if (r < 0)
+                        return r;
+                d->last_retention = now_r;
+                /* At most hourly, and only when something is waiting to expire. */
+                d->next_retention = next ? MAX(next, now_r + RETENTION_MIN_INTERVAL) : 0;
+        } else if (d->next_retention && d->next_retention <= now_r)
+                d->next_retention = d->last_retention + RETENTION_MIN_INTERVAL;
+        if (d->watchdog_usec && d->next_watchdog <= now_m) {
+                (void) sd_notify(0, "WATCHDOG=1");
+                d->next_watchdog = now_m + d->watchdog_usec / 2;
+        }
+        if (d->stopping && !d->killing && d->n_running > 0 && d->stop_deadline <= now_m) {
+                log_info("grace period over: killing %u job(s)", d->n_running);
+                kill_running(d);
+        }
+        return 0;
+}
+
+static int setup_events(Daemon *d, TfwError *e) {
+        sigset_t mask;
+        char path[64];
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGCHLD);
+        if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
+                return tfw_error(e, errno, "internal", "sigprocmask: %m");
+        d->signal_fd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        d->inotify_fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        d->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+        if (d->signal_fd < 0 || d->inotify_fd < 0 || d->timer_fd < 0)
+                return tfw_error(e, errno, "internal", "cannot create the event sources: %m");
+        /* Watch the directories we hold open (never re-resolve agent-controlled paths). */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", d->w.inbox_fd);
+        d->inbox_wd = inotify_add_watch(d->inotify_fd, path, INBOX_EVENTS);
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", d->w.dirs.state_fd);
+        d->state_wd = inotify_add_watch(d->inotify_fd, path, IN_MOVED_TO | IN_CLOSE_WRITE | IN_ONLYDIR);
+        if (d->inbox_wd < 0 || d->state_wd < 0)
+                return tfw_error(e, errno, "internal", "inotify: %m");
+        return 0;
+}
+
+static void audit_worker(Daemon *d, const char *event, const char *outcome) {
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:i}", "name", d->w.config->name, "outcome",
+                                                      outcome, "pid", (int) getpid());
+        (void) worker_audit(&d->w, event, f, NULL);
+}
+
+int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
+        Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF, .timer_fd = -EBADF};
+        int r;
+
+        r = worker_open(&d.w, c, e);
+        if (r < 0)
+                return r;
+        r = take_instance_lock(&d, e);
+        if (r < 0)
+                goto out;
+        r = inbox_open(&d.w, e);
+        if (r < 0)
+                goto out;
+        r = setup_events(&d, e);
+        if (r < 0)
+                goto out;
+        audit_worker(&d, "worker-start", o->drain ? "drain" : "run");
+
+        /* Recovery before anything new happens: nothing that was running is ever re-run. */
+        job_cleanup(&d.w, NULL);
+        r = recover_at_start(&d.w, e);
+        if (r < 0)
+                goto out;
+        if (r > 0)
+                log_notice("%d job(s) were running when the worker last stopped: published as interrupted", r);
+        r = retention_run(&d.w, now_realtime(), false, &d.next_retention, e);
+        if (r < 0)
+                goto out;
+        d.last_retention = now_realtime();
+        if (d.next_retention)
+                d.next_retention = MAX(d.next_retention, d.last_retention + RETENTION_MIN_INTERVAL);
+        r = decide_expire_pending(&d.w, now_realtime(), e);
+        if (r < 0)
+                goto out;
+        d.rescan = true;
+        d.reload_queue = true;
+
+        uint64_t wd_usec = 0;
+        if (sd_watchdog_enabled(0, &wd_usec) > 0) {
+                d.watchdog_usec = wd_usec;
+                d.next_watchdog = now_monotonic();
+        }
+        (void) sd_notify(0, "READY=1");
+        log_info("worker '%s' %s: watching '%s'", c->name, o->drain ? "draining" : "running", c->workspace);
+
+        for (;;) {
+                if (d.rescan && !d.stopping) {
+                        d.rescan = false;
+                        r = inbox_scan(&d.w, e);
+                        if (r < 0)
+                                goto out;
+                        d.reload_queue = true;
+                }
+                if (d.reload_queue) {
+                        r = load_queue(&d, e);
+                        if (r < 0)
+                                goto out;
+                }
+                r = start_jobs(&d, e);
+                if (r < 0)
+                        goto out;
+                if (d.stopping && d.n_running == 0)
+                        break;
+                if (o->drain && d.n_running == 0 && d.n_queue == 0 && inbox_is_empty(&d))
+                        break;
+
+                arm_timer(&d);
+                struct pollfd p[3] = {
+                        {.fd = d.inotify_fd, .events = POLLIN},
+                        {.fd = d.signal_fd, .events = POLLIN},
+                        {.fd = d.timer_fd, .events = POLLIN},
+                };
+                if (poll(p, 3, -1) < 0 && errno != EINTR) {
+                        r = tfw_error(e, errno, "internal", "poll: %m");
+                        goto out;
+                }
+                if (p[1].revents)
+                        handle_signals(&d);
+                if (p[0].revents) {
+                        r = handle_inotify(&d, e);
+                        if (r < 0)
+                                goto out;
+                }
+                if (p[2].revents) {
+                        uint64_t ticks;
+                        if (read(d.timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+                                log_debug("timerfd: %m");
+                }
+                r = handle_deadlines(&d, e);
+                if (r < 0)
+                        goto out;
+        }
+        r = 0;
+out:
+        if (d.n_running > 0) {
+                /* Leaving on an error: never abandon a job silently. */
+                kill_running(&d);
+                while (d.n_running > 0) {
+                        int status;
+                        pid_t pid = waitpid(-1, &status, 0);
+                        if (pid < 0)
+                                break;
+                        for (unsigned i = 0; i < d.n_running; i++)
+                                if (d.running[i].pid == pid) {
+                                        RequestRecord rec;
+                                        TfwError e2 = {0};
+                                        job_cleanup(&d.w, d.running[i].id);
+                                        if (store_load(d.w.dirs.requests_fd, d.running[i].id, &rec, &e2) >= 0 &&
+                                            rec.state != STATE_FINAL)
+                                                (void) recover_finish_unpublished(&d.w, &rec, "interrupted", "interrupted",
+                                                                                  "the worker stopped while the job ran", &e2);
+                                        d.running[i] = d.running[--d.n_running];
+                                        break;
+                                }
+                }
+        }
+        if (d.w.audit)
+                audit_worker(&d, "worker-stop", r < 0 ? "error" : "ok");
+        (void) sd_notify(0, "STOPPING=1");
+        free(d.queue);
+        close_daemon_fds(&d);
+        worker_close(&d.w);
+        return r;
+}

@@ -1,0 +1,238 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capsule/job.h"
+#include "capsule/runsc.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/log.h"
+#include "orchestrator/job.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/result.h"
+#include "snapshot/snapshot.h"
+
+/* The artifact parser drops to nobody. */
+#define ARTIFACT_PARSER_UID 65534
+#define ARTIFACT_PARSER_GID 65534
+
+static int path_join(char *buf, size_t size, const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        if (la + 1 + lb + 1 > size)
+                return -ENAMETOOLONG;
+        memcpy(buf, a, la);
+        buf[la] = '/';
+        memcpy(buf + la + 1, b, lb + 1);
+        return 0;
+}
+
+/* The in-capsule init: beside this executable (a build tree), else the installed libexec
+ * copy. It is mounted into every capsule, so it must be root's and writable by nobody else. */
+static int find_init(char *buf, size_t size, TfwError *e) {
+        char exe[PATH_MAX];
+        struct stat st;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+        buf[0] = 0;
+        if (n > 0) {
+                exe[n] = 0;
+                char *slash = strrchr(exe, '/');
+                if (slash) {
+                        *slash = 0;
+                        if (path_join(buf, size, exe, "tentaflake-capsule-init") < 0 || stat(buf, &st) < 0)
+                                buf[0] = 0;
+                }
+        }
+        if (!buf[0] && path_join(buf, size, TFW_LIBEXECDIR, "tentaflake-capsule-init") < 0)
+                return tfw_error(e, ENAMETOOLONG, "capsule_setup", "the capsule init path is too long");
+        if (stat(buf, &st) < 0)
+                return tfw_error(e, errno, "capsule_setup", "the capsule init '%s' is missing: %m", buf);
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+                return tfw_error(e, EPERM, "capsule_setup",
+                                 "the capsule init '%s' must be a root-owned file writable only by root", buf);
+        return 0;
+}
+
+static int runsc_root(Worker *w, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%s/runsc", w->config->state_dir);
+        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+}
+
+void job_cleanup(Worker *w, const char *id) {
+        Runsc rt = {};
+        char root[PATH_MAX];
+        TfwError e = {0};
+
+        if (id)
+                (void) rm_rf_at(w->dirs.scratch_fd, id);
+        if (w->config->driver != DRIVER_RUNSC || runsc_root(w, root, sizeof(root)) < 0 ||
+            runsc_init(&rt, w->config, root, &e) < 0)
+                return;
+        if (id) {
+                _cleanup_free_ char *cid = NULL;
+                if (capsule_container_id(w->config->name, id, &cid) >= 0)
+                        (void) runsc_delete_force(&rt, cid);
+        } else {
+                unsigned removed = 0;
+                if (capsule_cleanup_stale(&rt, w->dirs.scratch_fd, &removed, &e) < 0)
+                        log_warning("start-up cleanup: %s", e.message);
+                else if (removed)
+                        log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
+        }
+        runsc_done(&rt);
+}
+
+static json_t *snapshot_json(const SnapshotSummary *s) {
+        return json_pack("{s:I, s:I, s:I, s:s}", "bytes", (json_int_t) s->bytes, "entries", (json_int_t) s->entries,
+                         "skipped_symlinks", (json_int_t) s->skipped_symlinks, "tree", s->tree);
+}
+
+/* Publish, mark final, audit: the one way a job ends. */
+static int finish(Worker *w, RequestRecord *rec, const Request *req, const char *status, const char *error,
+                  const char *message, const ResultRun *run, int exit_code, TfwError *e) {
+        _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, run);
+        int r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
+        if (r < 0)
+                return r;
+        rec->state = STATE_FINAL;
+        snprintf(rec->status, sizeof(rec->status), "%s", status);
+        rec->updated_at = now_realtime();
+        r = store_save(w->dirs.requests_fd, rec, e);
+        if (r < 0)
+                return r;
+        _cleanup_(json_decrefp) json_t *f = json_pack(
+                "{s:s, s:s, s:s, s:s?, s:s?}", "id", rec->id, "request_sha256", rec->sha256, "outcome", status,
+                "error", error, "message", message);
+        if (run && run->has_exit_code)
+                json_object_set_new(f, "exit_code", json_integer(exit_code));
+        if (run && run->signal)
+                json_object_set_new(f, "signal", json_integer(run->signal));
+        if (run && run->started_at && run->finished_at >= run->started_at)
+                json_object_set_new(f, "duration_ms",
+                                    json_integer((json_int_t) ((run->finished_at - run->started_at) / USEC_PER_MSEC)));
+        (void) worker_audit(w, "finished", f, NULL);
+        return 0;
+}
+
+int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
+        _cleanup_request_ Request *req = NULL;
+        _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF;
+        char scratch_path[PATH_MAX], snap_path[PATH_MAX], init_path[PATH_MAX], root[PATH_MAX];
+        SnapshotSummary sum = {};
+        TfwError se = {0};
+        ResultRun run = {.started_at = now_realtime()};
+        int r;
+
+        /* The captured copy, validated again against today's policy and bound to its sha256. */
+        r = store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, e);
+        if (r < 0)
+                return r;
+        if (!streq(req->sha256, rec->sha256))
+                return tfw_error(e, EBADMSG, "internal", "the captured copy of '%s' changed after capture", rec->id);
+
+        staging = publish_stage_begin(&w->dirs, rec->id, e);
+        if (staging < 0)
+                return staging;
+        (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+        if (mkdirat(w->dirs.scratch_fd, rec->id, 0700) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", rec->id);
+        scratch = open_dir_at(w->dirs.scratch_fd, rec->id);
+        if (scratch < 0)
+                return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", rec->id);
+        char scratch_base[PATH_MAX];
+        if (path_join(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
+            path_join(scratch_path, sizeof(scratch_path), scratch_base, rec->id) < 0 ||
+            path_join(snap_path, sizeof(snap_path), scratch_path, "snapshot") < 0)
+                return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", rec->id);
+
+        /* 1. Snapshot. A workspace the worker will not copy rejects the job before it runs. */
+        SnapshotLimits sl = {
+                .max_bytes = w->config->limits.max_snapshot_bytes,
+                .max_entries = w->config->limits.max_snapshot_entries,
+                .group = w->config->container_gid,
+        };
+        r = snapshot_take(w->config->workspace, scratch, "snapshot", &sl, &sum, &se);
+        if (r < 0) {
+                bool refused = se.code && (streq(se.code, "snapshot_too_large") || streq(se.code, "snapshot_special_file"));
+                (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+                run = (ResultRun){};
+                return finish(w, rec, req, refused ? "rejected" : "error", se.code ? se.code : "snapshot_io",
+                              se.message, &run, 0, e);
+        }
+        _cleanup_(json_decrefp) json_t *snap = snapshot_json(&sum);
+        run.snapshot = snap;
+
+        /* 2-4. The capsule: run, drain log and artifacts, clean up. */
+        log_fd = openat(staging, "job.log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (log_fd < 0 || fchown(log_fd, 0, w->config->container_gid) < 0)
+                return tfw_error(e, errno, "internal", "cannot create job.log of '%s': %m", rec->id);
+        if (mkdirat(staging, "artifacts", 0700) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the artifacts directory of '%s': %m", rec->id);
+        art_fd = open_dir_at(staging, "artifacts");
+        if (art_fd < 0)
+                return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
+
+        r = find_init(init_path, sizeof(init_path), e);
+        if (r >= 0)
+                r = runsc_root(w, root, sizeof(root));
+        Runsc rt = {};
+        if (r >= 0)
+                r = runsc_init(&rt, w->config, root, e);
+        if (r < 0) {
+                (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+                run = (ResultRun){.snapshot = snap};
+                return finish(w, rec, req, "error", e->code ? e->code : "capsule_setup", e->message, &run, 0, e);
+        }
+
+        CapsuleJobParams p = {
+                .config = w->config,
+                .runtime = &rt,
+                .scratch_fd = scratch,
+                .scratch_path = scratch_path,
+                .job_id = rec->id,
+                .argv = req->argv,
+                .timeout_seconds = req->timeout_seconds,
+                .snapshot_dir = snap_path,
+                .init_path = init_path,
+                .log_fd = log_fd,
+                .staging_fd = art_fd,
+                .unpriv_uid = ARTIFACT_PARSER_UID,
+                .unpriv_gid = ARTIFACT_PARSER_GID,
+        };
+        CapsuleResult cr = {};
+        r = capsule_run_job(&p, &cr, e);
+        runsc_done(&rt);
+        (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+        if (r < 0)
+                return r;
+
+        if (fchown(art_fd, 0, w->config->container_gid) < 0 || fchmod(art_fd, 02750) < 0)
+                return tfw_error(e, errno, "internal", "cannot set the mode of the artifacts of '%s': %m", rec->id);
+
+        _cleanup_(json_decrefp) json_t *logj =
+                json_pack("{s:I, s:b}", "bytes", (json_int_t) cr.log_bytes, "truncated", cr.log_truncated);
+        _cleanup_(json_decrefp) json_t *artj = json_pack(
+                "{s:I, s:I, s:b, s:s?}", "files", (json_int_t) cr.artifacts.files, "bytes",
+                (json_int_t) cr.artifacts.bytes, "truncated", false, "error",
+                cr.artifacts_ok ? NULL : (cr.artifacts_error[0] ? cr.artifacts_error : cr.artifacts_error_code));
+        _cleanup_(json_decrefp) json_t *rtj =
+                json_pack("{s:s, s:s?, s:s}", "driver", driver_to_string(w->config->driver), "version", NULL,
+                          "platform", w->config->platform);
+        run.started_at = cr.started_at;
+        run.finished_at = cr.finished_at;
+        run.has_exit_code = cr.exit_code >= 0;
+        run.exit_code = cr.exit_code;
+        run.signal = cr.signal;
+        run.log = logj;
+        run.artifacts = artj;
+        run.runtime = rtj;
+        run.ran = true;
+        return finish(w, rec, req, capsule_status_to_string(cr.status), cr.reason,
+                      cr.message[0] ? cr.message : NULL, &run, cr.exit_code, e);
+}

@@ -1,0 +1,15 @@
+/* SPDX-License-Identifier: MIT */
+/* One job's lifecycle, run in a child process of the daemon: snapshot -> capsule -> bounded
+ * import -> publish (contract section 6). The record is already marked running by the daemon;
+ * job_execute publishes exactly one final result and marks the record final, or returns an
+ * error and leaves that to the daemon (which publishes `error`). */
+#pragma once
+
+#include "orchestrator/store.h"
+#include "orchestrator/worker.h"
+
+int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
+
+/* Remove everything a job of this worker may have left: scratch (snapshot, bundle) and, through
+ * the capsule driver, the container. Used at start-up and after a killed job. */
+void job_cleanup(Worker *w, const char *id);
