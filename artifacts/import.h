@@ -1,16 +1,37 @@
 /* SPDX-License-Identifier: MIT */
 /* Bounded import of the artifact tar stream a capsule writes (contract section 6 step 3).
+ * Design and rationale: docs/artifacts.md.
  *
- * Accepts: a tar stream (read with libarchive) of relative regular files and directories.
- * Refuses (the whole import, with a message naming the entry): absolute names, any ".."
- * component, empty components, hard and symbolic links, devices, FIFOs, sockets, a second
- * entry for a path that changes its type, more than max_entries entries, more than max_bytes
- * bytes actually written (declared sizes are never trusted), names longer than PATH_MAX.
- * Guarantees: the parsing runs in a forked child that has dropped to an unprivileged uid, set
- * no_new_privs and loaded a libseccomp allow-list, holding only the stream fd and the staging
- * directory fd; files are created only below staging_dir_fd, fd-relative, with O_NOFOLLOW;
- * modes are normalised (files 0640, directories 02750, group gid). When the stream breaks a
- * rule, the staging directory is emptied: no partial artifacts survive. */
+ * Accepts: a plain tar stream (v7, ustar, pax or GNU, read with libarchive; no compression)
+ * of relative regular files and directories, or a stream of zero bytes (no artifacts). Names
+ * are UTF-8 without control characters; one leading "./" and one trailing '/' are accepted
+ * ("./" itself names the staging directory and is skipped). A directory may appear again, also
+ * after its contents; missing parent directories are created.
+ * Refuses (the whole import, with a message naming the entry): absolute names, any ".." or
+ * other "." component, empty components, hard and symbolic links, devices, FIFOs, sockets, a
+ * second regular file of the same name, an entry that changes a path's type (file <-> dir),
+ * names over PATH_MAX - 1 bytes, components over NAME_MAX, more than 128 levels, more than
+ * max_entries entries (headers plus directories created implicitly), more than max_bytes bytes
+ * actually written (a file counts its logical size, sparse holes included; declared sizes are
+ * never trusted), more than 1 MiB after the end-of-archive marker.
+ * Guarantees: libarchive runs in a forked child that has dropped to unpriv_uid/unpriv_gid with
+ * no groups and no capabilities, set no_new_privs and loaded a libseccomp allow-list (read the
+ * stream, write to its parent, memory, exit; killed on anything else), holding only the stream
+ * fd and a pipe. A second child, root, applies every rule again to what the parser reports and
+ * is the only process that creates files: below staging_dir_fd only, component by component
+ * through directory fds opened with O_NOFOLLOW, files with O_CREAT|O_EXCL|O_NOFOLLOW. Published
+ * inodes are root-owned, group `group`, files 0640, directories 02750, whatever the stream
+ * says (modes, owners, times, xattrs and ACLs in the stream are ignored). When the stream
+ * breaks a rule or the import fails, the staging directory is emptied: no partial artifacts
+ * survive. Nothing is fsynced; the caller syncs before publishing if it wants durability.
+ *
+ * Requirements on the caller: run as root (CAP_SETUID, CAP_SETGID, CAP_SETPCAP, CAP_KILL;
+ * CAP_CHOWN unless staging is setgid `group`, see below); SIGCHLD not set to SIG_IGN (the
+ * children are reaped with waitpid). staging_dir_fd must be an empty directory (a non-empty one
+ * is refused with ENOTEMPTY, its contents untouched). When it is setgid with group `group`
+ * (as results_dir is, 02750), new inodes inherit the group and the setgid bit, so the import
+ * needs no chown or chmod at all and works under systemd's RestrictSUIDSGID=; otherwise each
+ * inode is chowned and chmodded. */
 #pragma once
 
 #include <stdbool.h>
@@ -20,30 +41,38 @@
 #include "common/error.h"
 
 typedef struct ArtifactLimits {
-        uint64_t max_bytes;
-        uint64_t max_entries;
-        uid_t unpriv_uid;   /* uid the parsing child drops to (e.g. 65534) */
-        gid_t unpriv_gid;
+        uint64_t max_bytes;   /* limits.max_artifact_bytes */
+        uint64_t max_entries; /* limits.max_artifact_entries */
+        uid_t unpriv_uid;   /* uid the parsing child drops to (e.g. 65534); never 0 */
+        gid_t unpriv_gid;   /* never 0 */
         gid_t group;        /* group of the published files (container_gid) */
 } ArtifactLimits;
 
 typedef struct ArtifactSummary {
         uint64_t files;
-        uint64_t dirs;
-        uint64_t bytes;
+        uint64_t dirs;  /* directories created, explicit or implicit */
+        uint64_t bytes; /* sum of the files' logical sizes */
 } ArtifactSummary;
 
-/* Import the stream from stream_fd into staging_dir_fd (an empty directory), blocking until
- * the stream ends. On a rule violation returns a negative errno with e->code
- * "artifact_rejected" (or "artifact_too_large") and leaves staging_dir_fd empty. */
+/* Import the stream from stream_fd into staging_dir_fd, blocking until the stream ends.
+ * Returns 0 and fills *ret, or a negative errno with e filled and staging_dir_fd empty:
+ *   -EBADMSG  e->code "artifact_rejected"      the stream broke a rule or is malformed
+ *   -E2BIG    e->code "artifact_too_large"     max_bytes or max_entries exceeded
+ *   other     e->code "artifact_import_failed" a host-side failure (fork, ENOSPC, the
+ *             confinement could not be set up, a non-empty staging directory, ...): a worker
+ *             fault, not the job's.
+ * The stream fd is neither closed nor moved; see artifacts_import_start about the writer. */
 int artifacts_import(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
                      ArtifactSummary *ret, TfwError *e);
 
-/* The same, split so a caller can drain other channels (the job log) while the child reads:
- * start forks the confined child (which takes over stream_fd; the caller should close its
- * copy) and returns a handle; finish waits for it and collects the verdict. A stream the
- * child stops reading early is never left blocking the writer: the child drains to EOF or
- * the caller closes. */
+/* The same, split so a caller can drain other channels (the job log) while the import runs:
+ * start forks the importer, which reads the stream and writes the files on its own, and
+ * returns a handle at once; finish waits for it, collects the verdict and frees the handle
+ * (always, whatever it returns). The importer holds its own copy of stream_fd: the caller
+ * should close its copy right after start returns, so that a stream the importer stops
+ * reading (a rejection) gives its writer EPIPE at once instead of blocking in a full pipe
+ * until the caller closes it. The importer never reads more than the limits justify
+ * (max_bytes plus 16 KiB of headers per entry plus the trailer), then rejects. */
 typedef struct ArtifactImport ArtifactImport;
 int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
                            ArtifactImport **ret, TfwError *e);
