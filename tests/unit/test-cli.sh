@@ -61,7 +61,11 @@ expect 2 "deny: unexpected argument 'b'" -- --config "$tmp/good.json" deny a b
 expect 2 "list: unknown option '--yaml'" -- --config "$tmp/good.json" list --yaml
 expect 2 "audit: unknown subcommand 'fix'" -- --config "$tmp/good.json" audit fix
 # Verbs whose component is not built yet say so and fail; they never pretend to succeed.
-expect 1 "run: not available in this build yet" -- --config "$tmp/good.json" run
+expect 1 "serve: not available in this build yet" -- serve --server http://127.0.0.1:1 --key k
+# A daemon whose workspace is missing names it (needs root: it creates the state directories).
+if [ "$(id -u)" -eq 0 ]; then
+        expect 1 "drain: workspace '$tmp/ws' cannot be opened" -- --config "$tmp/good.json" drain
+fi
 
 echo "cli: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
