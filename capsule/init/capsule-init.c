@@ -1,0 +1,605 @@
+/* SPDX-License-Identifier: MIT */
+/* tentaflake-capsule-init: pid 1 of every capsule, running as the job's uid with no
+ * capability. Static, so it runs in any root filesystem. See capsule/protocol.h and
+ * docs/capsule.md for the channels and why the job can neither forge the artifact stream nor
+ * the status.
+ *
+ *   tentaflake-capsule-init -- ARGV...
+ *
+ * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
+ *    pid 1), read the per-run secret from stdin and put /dev/null in its place;
+ * 2. copy /snapshot into /work (fd-relative, never following a symlink, without the host's
+ *    ownership; files 0644 or 0755, directories 0755, symlinks recreated as symlinks);
+ * 3. run ARGV in /work (PATH lookup, no shell) with stdin /dev/null and stdout+stderr on a pipe
+ *    that init relays to its own stderr (the log channel);
+ * 4. when ARGV's process ends, SIGKILL every other process (kill(-1)) and reap until none is
+ *    left, then drain the relay;
+ * 5. write the artifact token and a tar stream of /work/artifacts (regular files and
+ *    directories only, opened with O_NOFOLLOW) to stdout (the artifact channel);
+ * 6. write the status trailer to stderr and exit with the job's status (128+N for signal N). */
+#define _GNU_SOURCE
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capsule/protocol.h"
+#include "common/fd-util.h"
+#include "common/macro.h"
+
+#define PROG "tentaflake-capsule-init"
+/* Each level of a tree walk holds two fds; RLIMIT_NOFILE is 1024. */
+#define MAX_DEPTH 256
+#define COPY_BUF (128 * 1024)
+
+static uint8_t secret[CAPSULE_SECRET_SIZE];
+static unsigned long long skipped;
+
+static void say(const char *fmt, ...) _printf_(1, 2);
+static void say(const char *fmt, ...) {
+        char buf[1024];
+        va_list ap;
+        int n = snprintf(buf, sizeof(buf), PROG ": ");
+        va_start(ap, fmt);
+        n += vsnprintf(buf + n, sizeof(buf) - (size_t) n - 1, fmt, ap);
+        va_end(ap);
+        if (n > (int) sizeof(buf) - 2)
+                n = (int) sizeof(buf) - 2;
+        buf[n++] = '\n';
+        (void) write_all(STDERR_FILENO, buf, (size_t) n);
+}
+
+/* The job shares our uid, so it may signal us: ignore everything that can be ignored.
+ * SIGCHLD stays blocked and is read from a signalfd (ignoring it would auto-reap). */
+static void ignore_signals(void) {
+        struct sigaction sa = { .sa_handler = SIG_IGN };
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP && s != SIGCHLD)
+                        (void) sigaction(s, &sa, NULL);
+}
+
+static void reset_signals_for_child(void) {
+        struct sigaction sa = { .sa_handler = SIG_DFL };
+        sigset_t none;
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP)
+                        (void) sigaction(s, &sa, NULL);
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+static int read_secret(void) {
+        size_t n = 0;
+        while (n < sizeof(secret)) {
+                ssize_t k = read(STDIN_FILENO, secret + n, sizeof(secret) - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EBADMSG;
+                n += (size_t) k;
+        }
+        /* The pipe stays open in nobody's hands but ours until here: replace it with
+         * /dev/null before any job process exists. */
+        int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0)
+                return -errno;
+        if (dup2(null, STDIN_FILENO) < 0) {
+                int r = -errno;
+                close(null);
+                return r;
+        }
+        close(null);
+        return 0;
+}
+
+/* ---- step 2: snapshot -> /work ----------------------------------------------------------- */
+
+static int copy_data(int in, int out) {
+        static char buf[COPY_BUF];
+        for (;;) {
+                ssize_t k = read(in, buf, sizeof(buf));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0)
+                        return 0;
+                int r = write_all(out, buf, (size_t) k);
+                if (r < 0)
+                        return r;
+        }
+}
+
+static int copy_tree(int src, int dst, unsigned depth);
+
+static int copy_entry(int src, int dst, const char *name, unsigned depth) {
+        struct stat st;
+        int r;
+
+        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (S_ISDIR(st.st_mode)) {
+                if (mkdirat(dst, name, 0700) < 0 && errno != EEXIST)
+                        return -errno;
+                int s = openat(src, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (s < 0)
+                        return -errno;
+                int d = openat(dst, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (d < 0) {
+                        r = -errno;
+                        close(s);
+                        return r;
+                }
+                r = copy_tree(s, d, depth + 1);
+                if (r >= 0 && fchmod(d, 0755) < 0)
+                        r = -errno;
+                if (r >= 0) {
+                        struct timespec ts[2] = { st.st_atim, st.st_mtim };
+                        (void) futimens(d, ts);
+                }
+                close(s);
+                close(d);
+                return r;
+        }
+        if (S_ISREG(st.st_mode)) {
+                mode_t mode = (st.st_mode & S_IXUSR) ? 0755 : 0644;
+                int s = openat(src, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+                if (s < 0)
+                        return -errno;
+                int d = openat(dst, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                               0600);
+                if (d < 0) {
+                        r = -errno;
+                        close(s);
+                        return r;
+                }
+                r = copy_data(s, d);
+                if (r >= 0 && fchmod(d, mode) < 0)
+                        r = -errno;
+                if (r >= 0) {
+                        struct timespec ts[2] = { st.st_atim, st.st_mtim };
+                        (void) futimens(d, ts);
+                }
+                close(s);
+                close(d);
+                return r;
+        }
+        if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlinkat(src, name, target, sizeof(target) - 1);
+                if (n < 0)
+                        return -errno;
+                target[n] = 0;
+                /* A link is only a link inside the capsule; the job could make it anyway. */
+                if (symlinkat(target, dst, name) < 0)
+                        return -errno;
+                return 0;
+        }
+        say("snapshot: skipping '%s' (not a file, directory or symlink)", name);
+        skipped++;
+        return 0;
+}
+
+static int copy_tree(int src, int dst, unsigned depth) {
+        int r = 0;
+
+        if (depth > MAX_DEPTH)
+                return -ELOOP;
+        int fd = fcntl(src, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                r = copy_entry(src, dst, de->d_name, depth);
+                if (r < 0) {
+                        say("snapshot: cannot copy '%s': %s", de->d_name, strerror(-r));
+                        break;
+                }
+        }
+        if (r >= 0 && errno != 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+static int copy_snapshot(void) {
+        int r;
+        int src = open(CAPSULE_SNAPSHOT_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (src < 0)
+                return -errno;
+        int dst = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dst < 0) {
+                r = -errno;
+                close(src);
+                return r;
+        }
+        r = copy_tree(src, dst, 0);
+        /* A place for artifacts, so `cp out artifacts/` works without a mkdir. */
+        if (r >= 0 && mkdirat(dst, CAPSULE_ARTIFACTS_DIR, 0755) < 0 && errno != EEXIST)
+                r = -errno;
+        close(src);
+        close(dst);
+        return r;
+}
+
+/* ---- step 3: run the job ---------------------------------------------------------------- */
+
+static _noreturn_ void child_exec(char **argv, int relay_w, int err_w) {
+        int e;
+
+        reset_signals_for_child();
+        if (dup2(relay_w, STDOUT_FILENO) < 0 || dup2(relay_w, STDERR_FILENO) < 0) {
+                e = errno;
+                goto fail;
+        }
+        /* Only stdio and err_w (O_CLOEXEC: it closes on a successful exec and reports a
+         * failed one) survive into the job. */
+        (void) close_all_fds_except(3, &err_w, 1);
+        execvp(argv[0], argv);
+        e = errno;
+        fprintf(stderr, PROG ": cannot execute '%s': %s\n", argv[0], strerror(e));
+fail:
+        if (write(err_w, &e, sizeof(e)) < 0) {
+                /* nothing more to tell anyone */
+        }
+        _exit(e == ENOENT ? CAPSULE_EXIT_NOT_FOUND : CAPSULE_EXIT_CANNOT_EXEC);
+}
+
+static int relay_some(int relay_r, bool *open_) {
+        static char buf[64 * 1024];
+        for (;;) {
+                ssize_t k = read(relay_r, buf, sizeof(buf));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return errno == EAGAIN ? 0 : -errno;
+                if (k == 0) {
+                        *open_ = false;
+                        return 0;
+                }
+                /* A host that stopped reading makes this fail; the job keeps running and is
+                 * ended by the timeout. */
+                (void) write_all(STDERR_FILENO, buf, (size_t) k);
+                if ((size_t) k < sizeof(buf))
+                        return 0;
+        }
+}
+
+typedef struct JobOutcome {
+        int wstatus;
+        const char *init_error;
+        int error;
+} JobOutcome;
+
+static void run_job(char **argv, JobOutcome *out) {
+        sigset_t mask;
+        int relay[2], errp[2], sfd;
+        pid_t pid;
+
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGCHLD);
+        (void) sigprocmask(SIG_BLOCK, &mask, NULL);
+        sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (sfd < 0 || pipe2(relay, O_CLOEXEC) < 0 || pipe2(errp, O_CLOEXEC) < 0) {
+                out->init_error = CAPSULE_INIT_ERROR_SPAWN;
+                out->error = errno;
+                return;
+        }
+        pid = fork();
+        if (pid < 0) {
+                out->init_error = CAPSULE_INIT_ERROR_SPAWN;
+                out->error = errno;
+                return;
+        }
+        if (pid == 0) {
+                close(relay[0]);
+                close(errp[0]);
+                child_exec(argv, relay[1], errp[1]);
+        }
+        close(relay[1]);
+        close(errp[1]);
+
+        /* Did the exec happen? The error pipe closes on exec, or carries errno. */
+        int e = 0;
+        ssize_t k;
+        do
+                k = read(errp[0], &e, sizeof(e));
+        while (k < 0 && errno == EINTR);
+        close(errp[0]);
+        if (k == (ssize_t) sizeof(e)) {
+                out->init_error = CAPSULE_INIT_ERROR_EXEC;
+                out->error = e;
+        }
+
+        (void) fcntl(relay[0], F_SETFL, O_NONBLOCK);
+        bool relay_open = true, done = false;
+        while (!done) {
+                struct pollfd p[2] = { { .fd = sfd, .events = POLLIN },
+                                       { .fd = relay[0], .events = POLLIN } };
+                /* The timeout is a fallback: the job can open our signalfd through
+                 * /proc/1/fd and steal the wake-ups. */
+                int n = poll(p, relay_open ? 2 : 1, 1000);
+                if (n < 0 && errno != EINTR)
+                        break;
+                if (relay_open && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+                        (void) relay_some(relay[0], &relay_open);
+                if (p[0].revents & POLLIN) {
+                        struct signalfd_siginfo si;
+                        while (read(sfd, &si, sizeof(si)) > 0)
+                                ;
+                }
+                for (;;) {
+                        int st;
+                        pid_t w = waitpid(-1, &st, WNOHANG);
+                        if (w <= 0)
+                                break;
+                        if (w == pid) {
+                                out->wstatus = st;
+                                done = true;
+                        }
+                }
+        }
+
+        /* Step 4: nothing of the job survives its main process. kill(-1) reaches every
+         * process we may signal, that is every process of our uid but us; repeat until no
+         * process is left, so one forked during the sweep is caught by the next. */
+        for (;;) {
+                int r = kill(-1, SIGKILL);
+                int saved = errno;
+                while (waitpid(-1, NULL, 0) > 0 || errno == EINTR)
+                        ;
+                if (r < 0 && saved == ESRCH)
+                        break;
+        }
+        /* Every writer of the relay is dead now: drain it to its end. */
+        (void) fcntl(relay[0], F_SETFL, 0);
+        while (relay_open)
+                if (relay_some(relay[0], &relay_open) < 0)
+                        break;
+        close(relay[0]);
+        close(sfd);
+}
+
+/* ---- step 5: /work/artifacts -> tar on stdout ------------------------------------------- */
+
+static int archive_result(struct archive *a, int r) {
+        if (r == ARCHIVE_OK)
+                return 0;
+        if (r == ARCHIVE_WARN)
+                return 0;
+        say("artifacts: %s", archive_error_string(a) ?: "archive error");
+        return -EIO;
+}
+
+static int tar_tree(struct archive *a, int dir, char *path, size_t len, unsigned depth);
+
+static int tar_entry(struct archive *a, int dir, const char *name, char *path, size_t len,
+                     unsigned depth) {
+        struct archive_entry *e;
+        struct stat st;
+        size_t nl = strlen(name);
+        int r = 0;
+
+        if (len + nl + 2 > PATH_MAX) {
+                say("artifacts: skipping a name longer than PATH_MAX");
+                skipped++;
+                return 0;
+        }
+        if (len > 0)
+                path[len++] = '/';
+        memcpy(path + len, name, nl + 1);
+        len += nl;
+
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+                say("artifacts: skipping '%s' (only regular files and directories leave)", path);
+                skipped++;
+                return 0;
+        }
+        int fd = openat(dir, name,
+                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
+                                (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+        if (fd < 0)
+                return -errno;
+        /* Judge the opened object, not the name. */
+        if (fstat(fd, &st) < 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
+                close(fd);
+                skipped++;
+                return 0;
+        }
+
+        e = archive_entry_new();
+        if (!e) {
+                close(fd);
+                return -ENOMEM;
+        }
+        archive_entry_set_pathname(e, path);
+        archive_entry_set_mtime(e, st.st_mtim.tv_sec, 0);
+        if (S_ISDIR(st.st_mode)) {
+                archive_entry_set_filetype(e, AE_IFDIR);
+                archive_entry_set_perm(e, 0755);
+                r = archive_result(a, archive_write_header(a, e));
+                if (r >= 0)
+                        r = tar_tree(a, fd, path, len, depth + 1);
+        } else {
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_perm(e, (st.st_mode & S_IXUSR) ? 0755 : 0644);
+                archive_entry_set_size(e, st.st_size);
+                r = archive_result(a, archive_write_header(a, e));
+                static char buf[COPY_BUF];
+                int64_t left = st.st_size;
+                while (r >= 0 && left > 0) {
+                        ssize_t k = read(fd, buf, (size_t) MIN((int64_t) sizeof(buf), left));
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        if (k <= 0)
+                                break; /* libarchive pads a short entry with zeros */
+                        if (archive_write_data(a, buf, (size_t) k) != k)
+                                r = archive_result(a, ARCHIVE_FATAL);
+                        left -= k;
+                }
+                if (r >= 0)
+                        r = archive_result(a, archive_write_finish_entry(a));
+        }
+        archive_entry_free(e);
+        close(fd);
+        return r;
+}
+
+static int tar_tree(struct archive *a, int dir, char *path, size_t len, unsigned depth) {
+        int r = 0;
+
+        if (depth > MAX_DEPTH) {
+                say("artifacts: skipping '%s' (deeper than %d levels)", path, MAX_DEPTH);
+                skipped++;
+                return 0;
+        }
+        int fd = fcntl(dir, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                r = -errno;
+                close(fd);
+                return r;
+        }
+        struct dirent *de;
+        while (r >= 0 && (errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                r = tar_entry(a, dir, de->d_name, path, len, depth);
+                path[len] = 0;
+        }
+        if (r >= 0 && errno != 0)
+                r = -errno;
+        closedir(d);
+        return r;
+}
+
+static int write_artifacts(void) {
+        static char path[PATH_MAX];
+        struct archive *a;
+        int r, dir;
+
+        /* The token first: the host ignores everything before it on this channel. */
+        r = write_all(STDOUT_FILENO, secret, CAPSULE_TOKEN_SIZE);
+        if (r < 0)
+                return r;
+
+        a = archive_write_new();
+        if (!a)
+                return -ENOMEM;
+        r = archive_result(a, archive_write_set_format_pax_restricted(a));
+        if (r >= 0)
+                r = archive_result(a, archive_write_set_bytes_in_last_block(a, 1));
+        if (r >= 0)
+                r = archive_result(a, archive_write_open_fd(a, STDOUT_FILENO));
+        if (r < 0) {
+                archive_write_free(a);
+                return r;
+        }
+
+        dir = open(CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR,
+                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir >= 0) {
+                path[0] = 0;
+                r = tar_tree(a, dir, path, 0, 0);
+                close(dir);
+        } else if (errno != ENOENT) {
+                say("artifacts: '" CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR
+                    "' is not a directory (%s); no artifacts", strerror(errno));
+        }
+        if (archive_write_close(a) != ARCHIVE_OK && r >= 0)
+                r = archive_result(a, ARCHIVE_FATAL);
+        archive_write_free(a);
+        return r;
+}
+
+/* ---- step 6 ---------------------------------------------------------------------------- */
+
+static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool artifacts_ok) {
+        char hex[2 * CAPSULE_TOKEN_SIZE + 1], buf[CAPSULE_TRAILER_MAX];
+        capsule_token_hex(secret + CAPSULE_TOKEN_SIZE, hex);
+        int n = snprintf(buf, sizeof(buf),
+                         CAPSULE_TRAILER_TAG "%s exit=%d signal=%d init_error=%s errno=%d "
+                                             "skipped=%llu artifacts=%s\n",
+                         hex, exit_code, sig, o->init_error, o->error, skipped,
+                         artifacts_ok ? "ok" : "failed");
+        if (n > 0 && n < (int) sizeof(buf))
+                (void) write_all(STDERR_FILENO, buf, (size_t) n);
+}
+
+int main(int argc, char **argv) {
+        JobOutcome o = { .init_error = CAPSULE_INIT_ERROR_NONE };
+        int exit_code = 0, sig = 0, r;
+
+        /* Not dumpable: on Linux this keeps same-uid processes out of /proc/1 and ptrace.
+         * gVisor (checked with 20221219) does not honour it for /proc/1/fd, which is why the
+         * channels are authenticated by the secret (protocol.h). */
+        (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        ignore_signals();
+        /* Names are UTF-8 (LANG=C.UTF-8, built into glibc): the pax writer stores them as
+         * they are. */
+        (void) setlocale(LC_ALL, "C.UTF-8");
+
+        if (argc < 3 || !streq(argv[1], "--")) {
+                say("usage: " PROG " -- ARGV...");
+                return CAPSULE_EXIT_INIT_FAILED;
+        }
+        r = read_secret();
+        if (r < 0) {
+                say("cannot read the channel secret on stdin: %s", strerror(-r));
+                return CAPSULE_EXIT_INIT_FAILED;
+        }
+
+        r = copy_snapshot();
+        if (r < 0) {
+                say("cannot copy " CAPSULE_SNAPSHOT_PATH " to " CAPSULE_WORK_PATH ": %s",
+                    strerror(-r));
+                o.init_error = CAPSULE_INIT_ERROR_SNAPSHOT;
+                o.error = -r;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else {
+                run_job(argv + 2, &o);
+                if (streq(o.init_error, CAPSULE_INIT_ERROR_SPAWN))
+                        exit_code = CAPSULE_EXIT_INIT_FAILED;
+                else if (WIFEXITED(o.wstatus))
+                        exit_code = WEXITSTATUS(o.wstatus);
+                else if (WIFSIGNALED(o.wstatus)) {
+                        sig = WTERMSIG(o.wstatus);
+                        exit_code = 128 + sig;
+                } else
+                        exit_code = CAPSULE_EXIT_INIT_FAILED;
+        }
+
+        r = write_artifacts();
+        close(STDOUT_FILENO);
+        write_trailer(&o, exit_code, sig, r >= 0);
+        return exit_code;
+}
