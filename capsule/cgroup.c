@@ -1,0 +1,571 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capsule/cgroup.h"
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+
+#ifndef CGROUP2_SUPER_MAGIC
+#define CGROUP2_SUPER_MAGIC 0x63677270
+#endif
+
+#define CGROUP_ROOT "/sys/fs/cgroup"
+#define PROCS_MAX (1U << 20) /* bytes of cgroup.procs read at most */
+
+enum { CG_MEMORY, CG_PIDS, CG_CPU, _CG_MAX };
+static const char *const controller_names[_CG_MAX] = { "memory", "pids", "cpu" };
+
+struct CgroupJob {
+        bool v2;
+        size_t n; /* hierarchies used: 3 under v1, 1 under v2 */
+        char *name;
+        int parent_fd[_CG_MAX];
+        int dir_fd[_CG_MAX];
+        int procs_fd[_CG_MAX];
+};
+
+static bool is_v2(void) {
+        struct statfs s;
+        return statfs(CGROUP_ROOT, &s) >= 0 && s.f_type == CGROUP2_SUPER_MAGIC;
+}
+
+/* Under v1: the mount point of the hierarchy carrying `controller`, from mountinfo. */
+static int v1_mount_point(const char *controller, char **ret_mount, char **ret_root) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        size_t len;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = read_full_fd_bounded(fd, 4U << 20, &buf, &len);
+        if (r < 0)
+                return r;
+        for (char *line = buf, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                /* id parent maj:min root mountpoint opts [optional...] - fstype source super */
+                char *f[5] = {}, *save = NULL, *tok = strtok_r(line, " ", &save);
+                for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, " ", &save))
+                        f[i] = tok;
+                while (tok && !streq(tok, "-"))
+                        tok = strtok_r(NULL, " ", &save);
+                if (!tok || !f[4])
+                        continue;
+                char *fstype = strtok_r(NULL, " ", &save);
+                (void) strtok_r(NULL, " ", &save);
+                char *super = strtok_r(NULL, " ", &save);
+                if (!fstype || !super || !streq(fstype, "cgroup"))
+                        continue;
+                char *s2 = NULL;
+                for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
+                        if (streq(o, controller)) {
+                                char *m = strdup(f[4]), *rt = strdup(f[3]);
+                                if (!m || !rt) {
+                                        free(m);
+                                        free(rt);
+                                        return -ENOMEM;
+                                }
+                                *ret_mount = m;
+                                *ret_root = rt;
+                                return 0;
+                        }
+        }
+        return -ENOENT;
+}
+
+/* Our own cgroup path in the hierarchy of `controller` (v1) or the unified one (NULL). */
+static int own_cgroup(const char *controller, char **ret) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+        size_t len;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = read_full_fd_bounded(fd, 1U << 20, &buf, &len);
+        if (r < 0)
+                return r;
+        for (char *line = buf, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                char *c1 = strchr(line, ':');
+                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c2 = 0;
+                const char *ctrls = c1 + 1, *path = c2 + 1;
+                bool match = false;
+                if (!controller)
+                        match = streq(line, "0") && *ctrls == 0;
+                else {
+                        _cleanup_free_ char *copy = strdup(ctrls);
+                        char *save = NULL;
+                        if (!copy)
+                                return -ENOMEM;
+                        for (char *o = strtok_r(copy, ",", &save); o && !match;
+                             o = strtok_r(NULL, ",", &save))
+                                match = streq(o, controller);
+                }
+                if (match) {
+                        char *p = strdup(path);
+                        if (!p)
+                                return -ENOMEM;
+                        *ret = p;
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+static int write_at(int dir_fd, const char *file, const char *value) {
+        _cleanup_close_ int fd = openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        return write_all(fd, value, strlen(value));
+}
+
+static int write_u64_at(int dir_fd, const char *file, uint64_t v) {
+        char buf[32];
+        snprintf(buf, sizeof(buf), "%" PRIu64, v);
+        return write_at(dir_fd, file, buf);
+}
+
+static int read_at(int dir_fd, const char *file, size_t max, char **ret) {
+        _cleanup_close_ int fd = openat(dir_fd, file, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        size_t len;
+        if (fd < 0)
+                return -errno;
+        return read_full_fd_bounded(fd, max, ret, &len);
+}
+
+/* "key N" lines (memory.events, pids.events, memory.oom_control). Missing key: 0. */
+static uint64_t read_key(int dir_fd, const char *file, const char *key) {
+        _cleanup_free_ char *buf = NULL;
+        size_t kl = strlen(key);
+        if (read_at(dir_fd, file, 64 * 1024, &buf) < 0)
+                return 0;
+        for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, kl) == 0 && l[kl] == ' ')
+                        return strtoull(l + kl + 1, NULL, 10);
+        return 0;
+}
+
+static int open_parent(const char *mount, const char *root, const char *own, int *ret_fd) {
+        _cleanup_free_ char *path = NULL;
+        const char *rel = own;
+
+        /* A hierarchy mounted with a non-root view (a container's): our path is relative to
+         * that view's root. */
+        if (!streq(root, "/")) {
+                size_t rl = strlen(root);
+                if (strncmp(own, root, rl) != 0 || (own[rl] != '/' && own[rl] != 0))
+                        return -EXDEV;
+                rel = own + rl;
+        }
+        if (asprintf(&path, "%s%s", mount, rel) < 0)
+                return -ENOMEM;
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        *ret_fd = fd;
+        return 0;
+}
+
+static bool has_controllers(int dir_fd, const char *file) {
+        _cleanup_free_ char *buf = NULL;
+        if (read_at(dir_fd, file, 4096, &buf) < 0)
+                return false;
+        for (int i = 0; i < _CG_MAX; i++) {
+                bool found = false;
+                char *save = NULL;
+                _cleanup_free_ char *copy = strdup(buf);
+                if (!copy)
+                        return false;
+                for (char *t = strtok_r(copy, " \n", &save); t && !found;
+                     t = strtok_r(NULL, " \n", &save))
+                        found = streq(t, controller_names[i]);
+                if (!found)
+                        return false;
+        }
+        return true;
+}
+
+/* v2: make sure children of parent_fd get memory, pids and cpu. When the parent holds
+ * processes (us), the kernel refuses (EBUSY): move ourselves into a leaf first. */
+static int v2_delegate(int parent_fd, TfwError *e) {
+        int r;
+
+        if (has_controllers(parent_fd, "cgroup.subtree_control"))
+                return 0;
+        if (!has_controllers(parent_fd, "cgroup.controllers"))
+                return tfw_error(e, EOPNOTSUPP, "cgroup_unavailable",
+                                 "cgroup v2: memory, pids and cpu are not all available to the "
+                                 "worker's cgroup (is the service delegated, Delegate=yes?)");
+        r = write_at(parent_fd, "cgroup.subtree_control", "+memory +pids +cpu");
+        if (r == -EBUSY) {
+                if (mkdirat(parent_fd, "supervisor", 0755) < 0 && errno != EEXIST)
+                        return tfw_error(e, errno, "cgroup_unavailable",
+                                         "cgroup v2: cannot create the supervisor cgroup: %s",
+                                         strerror(errno));
+                _cleanup_close_ int sup = open_dir_at(parent_fd, "supervisor");
+                if (sup < 0)
+                        return tfw_error(e, -sup, "cgroup_unavailable",
+                                         "cgroup v2: cannot open the supervisor cgroup: %s",
+                                         strerror(-sup));
+                r = write_at(sup, "cgroup.procs", "0");
+                if (r >= 0)
+                        r = write_at(parent_fd, "cgroup.subtree_control", "+memory +pids +cpu");
+        }
+        if (r < 0)
+                return tfw_error(e, -r, "cgroup_unavailable",
+                                 "cgroup v2: cannot enable memory, pids and cpu for the "
+                                 "worker's capsules: %s", strerror(-r));
+        return 0;
+}
+
+static void job_free(CgroupJob *j) {
+        if (!j)
+                return;
+        for (int i = 0; i < _CG_MAX; i++) {
+                safe_close(j->procs_fd[i]);
+                safe_close(j->dir_fd[i]);
+                safe_close(j->parent_fd[i]);
+        }
+        free(j->name);
+        free(j);
+}
+
+static CgroupJob *job_new(const char *name) {
+        CgroupJob *j = calloc(1, sizeof(*j));
+        if (!j)
+                return NULL;
+        for (int i = 0; i < _CG_MAX; i++)
+                j->parent_fd[i] = j->dir_fd[i] = j->procs_fd[i] = -EBADF;
+        j->name = strdup(name);
+        if (!j->name) {
+                free(j);
+                return NULL;
+        }
+        return j;
+}
+
+/* Open the parent directories (one per hierarchy) into j. */
+static int job_open_parents(CgroupJob *j, TfwError *e) {
+        int r;
+
+        j->v2 = is_v2();
+        if (j->v2) {
+                _cleanup_free_ char *own = NULL;
+                r = own_cgroup(NULL, &own);
+                if (r < 0)
+                        return tfw_error(e, -r, "cgroup_unavailable",
+                                         "cgroup v2: cannot find the worker's own cgroup: %s",
+                                         strerror(-r));
+                j->n = 1;
+                r = open_parent(CGROUP_ROOT, "/", own, &j->parent_fd[0]);
+                if (r < 0)
+                        return tfw_error(e, -r, "cgroup_unavailable",
+                                         "cgroup v2: cannot open '%s': %s", own, strerror(-r));
+                return v2_delegate(j->parent_fd[0], e);
+        }
+        j->n = _CG_MAX;
+        for (int i = 0; i < _CG_MAX; i++) {
+                _cleanup_free_ char *mount = NULL, *root = NULL, *own = NULL;
+                r = v1_mount_point(controller_names[i], &mount, &root);
+                if (r >= 0)
+                        r = own_cgroup(controller_names[i], &own);
+                if (r >= 0)
+                        r = open_parent(mount, root, own, &j->parent_fd[i]);
+                if (r < 0)
+                        return tfw_error(e, -r, "cgroup_unavailable",
+                                         "cgroup v1: the %s controller is not usable: %s",
+                                         controller_names[i], strerror(-r));
+        }
+        return 0;
+}
+
+static int apply_limits(CgroupJob *j, const CgroupLimits *l, TfwError *e) {
+        int mem = j->dir_fd[j->v2 ? 0 : CG_MEMORY], pids = j->dir_fd[j->v2 ? 0 : CG_PIDS],
+            cpu = j->dir_fd[j->v2 ? 0 : CG_CPU];
+        const char *what;
+        int r;
+
+        if (j->v2) {
+                char buf[64];
+                what = "memory.max";
+                r = write_u64_at(mem, what, l->memory);
+                if (r >= 0) {
+                        what = "memory.swap.max";
+                        r = write_u64_at(mem, what, l->memory_swap - l->memory);
+                        /* No swap controller (swapaccount=0): no swap is possible to limit,
+                         * and none can be granted either. */
+                        if (r == -ENOENT)
+                                r = 0;
+                }
+                if (r >= 0) {
+                        what = "pids.max";
+                        r = write_u64_at(pids, what, l->pids);
+                }
+                if (r >= 0 && l->cpu_quota_us > 0) {
+                        what = "cpu.max";
+                        snprintf(buf, sizeof(buf), "%" PRIu64 " %" PRIu64, l->cpu_quota_us,
+                                 l->cpu_period_us);
+                        r = write_at(cpu, what, buf);
+                }
+        } else {
+                what = "memory.limit_in_bytes";
+                r = write_u64_at(mem, what, l->memory);
+                if (r >= 0) {
+                        what = "memory.memsw.limit_in_bytes";
+                        r = write_u64_at(mem, what, l->memory_swap);
+                        if (r == -ENOENT) {
+                                /* Swap accounting is off: keep the job out of swap so memory
+                                 * alone bounds it. */
+                                what = "memory.swappiness";
+                                r = write_u64_at(mem, what, 0);
+                        }
+                }
+                if (r >= 0) {
+                        what = "pids.max";
+                        r = write_u64_at(pids, what, l->pids);
+                }
+                if (r >= 0 && l->cpu_quota_us > 0) {
+                        what = "cpu.cfs_period_us";
+                        r = write_u64_at(cpu, what, l->cpu_period_us);
+                        if (r >= 0) {
+                                what = "cpu.cfs_quota_us";
+                                r = write_u64_at(cpu, what, l->cpu_quota_us);
+                        }
+                }
+        }
+        if (r < 0)
+                return tfw_error(e, -r, "cgroup_unavailable",
+                                 "cgroup '%s': cannot set %s: %s", j->name, what, strerror(-r));
+        return 0;
+}
+
+static void remove_dirs(CgroupJob *j) {
+        for (size_t i = 0; i < j->n; i++) {
+                j->procs_fd[i] = safe_close(j->procs_fd[i]);
+                j->dir_fd[i] = safe_close(j->dir_fd[i]);
+                if (j->parent_fd[i] >= 0)
+                        (void) unlinkat(j->parent_fd[i], j->name, AT_REMOVEDIR);
+        }
+}
+
+int cgroup_job_create(const char *name, const CgroupLimits *limits, CgroupJob **ret,
+                      TfwError *e) {
+        CgroupJob *j;
+        int r;
+
+        if (!filename_is_valid(name))
+                return tfw_error(e, EINVAL, "cgroup_unavailable", "invalid cgroup name");
+        if (limits->memory_swap < limits->memory)
+                return tfw_error(e, EINVAL, "cgroup_unavailable",
+                                 "cgroup '%s': memory+swap below memory", name);
+        j = job_new(name);
+        if (!j)
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        r = job_open_parents(j, e);
+        if (r < 0)
+                goto fail;
+        for (size_t i = 0; i < j->n; i++) {
+                if (mkdirat(j->parent_fd[i], name, 0755) < 0) {
+                        r = tfw_error(e, errno, errno == EEXIST ? "cgroup_exists"
+                                                                : "cgroup_unavailable",
+                                      "cgroup '%s': cannot create it: %s", name,
+                                      strerror(errno));
+                        /* Never remove a cgroup we did not create. */
+                        for (size_t k = i; k < j->n; k++)
+                                j->parent_fd[k] = safe_close(j->parent_fd[k]);
+                        goto fail;
+                }
+                j->dir_fd[i] = open_dir_at(j->parent_fd[i], name);
+                if (j->dir_fd[i] < 0) {
+                        r = tfw_error(e, -j->dir_fd[i], "cgroup_unavailable",
+                                      "cgroup '%s': cannot open it: %s", name,
+                                      strerror(-j->dir_fd[i]));
+                        goto fail;
+                }
+                j->procs_fd[i] = openat(j->dir_fd[i], "cgroup.procs",
+                                        O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (j->procs_fd[i] < 0) {
+                        r = tfw_error(e, errno, "cgroup_unavailable",
+                                      "cgroup '%s': cannot open cgroup.procs: %s", name,
+                                      strerror(errno));
+                        goto fail;
+                }
+        }
+        r = apply_limits(j, limits, e);
+        if (r < 0)
+                goto fail;
+        *ret = j;
+        return 0;
+fail:
+        remove_dirs(j);
+        job_free(j);
+        return r;
+}
+
+int cgroup_job_enter(const CgroupJob *j) {
+        for (size_t i = 0; i < j->n; i++)
+                if (write(j->procs_fd[i], "0", 1) != 1)
+                        return -errno;
+        return 0;
+}
+
+static int kill_in(int dir_fd, pid_t except) {
+        _cleanup_free_ char *buf = NULL;
+        int n = 0, r;
+
+        r = read_at(dir_fd, "cgroup.procs", PROCS_MAX, &buf);
+        if (r < 0)
+                return r;
+        for (char *p = buf, *end; *p; p = end) {
+                long pid = strtol(p, &end, 10);
+                if (end == p)
+                        break;
+                while (*end == '\n')
+                        end++;
+                if (pid > 0 && pid != except && kill((pid_t) pid, SIGKILL) >= 0)
+                        n++;
+        }
+        return n;
+}
+
+int cgroup_job_kill(const CgroupJob *j, pid_t except) {
+        int total = 0;
+
+        /* cgroup.kill (v2, Linux 5.14) would race nothing, but cannot spare `except`. */
+        for (size_t i = 0; i < j->n; i++) {
+                int r = kill_in(j->dir_fd[i], except);
+                if (r < 0)
+                        return r;
+                total += r;
+        }
+        return total;
+}
+
+int cgroup_job_populated(const CgroupJob *j) {
+        for (size_t i = 0; i < j->n; i++) {
+                _cleanup_free_ char *buf = NULL;
+                int r = read_at(j->dir_fd[i], "cgroup.procs", PROCS_MAX, &buf);
+                if (r < 0)
+                        return r;
+                if (buf[0] != 0)
+                        return 1;
+        }
+        return 0;
+}
+
+int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret) {
+        CgroupEvents ev = {};
+        if (j->v2) {
+                ev.oom_kills = read_key(j->dir_fd[0], "memory.events", "oom_kill");
+                ev.pids_max = read_key(j->dir_fd[0], "pids.events", "max");
+        } else {
+                ev.oom_kills = read_key(j->dir_fd[CG_MEMORY], "memory.oom_control", "oom_kill");
+                ev.pids_max = read_key(j->dir_fd[CG_PIDS], "pids.events", "max");
+        }
+        *ret = ev;
+        return 0;
+}
+
+int cgroup_job_destroy(CgroupJob *j) {
+        int r = 0;
+
+        /* Processes leave a cgroup when they exit; an unkillable moment (a task in the middle
+         * of exiting) is short. Bounded: 10 s, then give up and report EBUSY. */
+        for (int tries = 0; tries < 1000; tries++) {
+                (void) cgroup_job_kill(j, 0);
+                r = cgroup_job_populated(j);
+                if (r <= 0)
+                        break;
+                r = -EBUSY;
+                nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+        }
+        if (r >= 0) {
+                for (size_t i = 0; i < j->n; i++) {
+                        j->procs_fd[i] = safe_close(j->procs_fd[i]);
+                        j->dir_fd[i] = safe_close(j->dir_fd[i]);
+                        if (unlinkat(j->parent_fd[i], j->name, AT_REMOVEDIR) < 0 &&
+                            errno != ENOENT && r >= 0)
+                                r = -errno;
+                }
+        }
+        job_free(j);
+        return r;
+}
+
+int cgroup_job_remove_stale(const char *name) {
+        TfwError e = {};
+        CgroupJob *j;
+        int r;
+
+        if (!filename_is_valid(name))
+                return -EINVAL;
+        j = job_new(name);
+        if (!j)
+                return -ENOMEM;
+        r = job_open_parents(j, &e);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        for (size_t i = 0; i < j->n; i++) {
+                j->dir_fd[i] = open_dir_at(j->parent_fd[i], name);
+                if (j->dir_fd[i] == -ENOENT) {
+                        /* Keep the array dense for the helpers: reuse the parent as a
+                         * harmless stand-in that is never removed. */
+                        j->parent_fd[i] = safe_close(j->parent_fd[i]);
+                        j->dir_fd[i] = -EBADF;
+                }
+        }
+        /* Only hierarchies where it exists. */
+        size_t k = 0;
+        for (size_t i = 0; i < j->n; i++)
+                if (j->dir_fd[i] >= 0) {
+                        j->dir_fd[k] = j->dir_fd[i];
+                        j->parent_fd[k] = j->parent_fd[i];
+                        if (k != i)
+                                j->dir_fd[i] = j->parent_fd[i] = -EBADF;
+                        k++;
+                } else if (j->dir_fd[i] != -EBADF) {
+                        r = j->dir_fd[i];
+                        j->dir_fd[i] = -EBADF;
+                }
+        j->n = k;
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        return cgroup_job_destroy(j);
+}
+
+const char *cgroup_mode_string(void) {
+        struct statfs s;
+        if (statfs(CGROUP_ROOT, &s) < 0)
+                return NULL;
+        if (s.f_type == CGROUP2_SUPER_MAGIC)
+                return "v2";
+        _cleanup_free_ char *m = NULL, *root = NULL;
+        if (v1_mount_point("memory", &m, &root) < 0)
+                return NULL;
+        return "v1";
+}

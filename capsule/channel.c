@@ -1,0 +1,183 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <string.h>
+
+#include "capsule/channel.h"
+#include "common/macro.h"
+
+void token_scanner_init(TokenScanner *s, const uint8_t token[static CAPSULE_TOKEN_SIZE]) {
+        memset(s, 0, sizeof(*s));
+        memcpy(s->token, token, CAPSULE_TOKEN_SIZE);
+}
+
+ptrdiff_t token_scanner_feed(TokenScanner *s, const uint8_t *buf, size_t len) {
+        const size_t T = CAPSULE_TOKEN_SIZE;
+
+        if (s->found)
+                return 0;
+        /* A token that began in the carried bytes and ends in this chunk. */
+        for (size_t i = 0; i < s->n_carry; i++) {
+                size_t have = s->n_carry - i, need = T - have;
+                if (need > len)
+                        continue;
+                if (memcmp(s->carry + i, s->token, have) == 0 &&
+                    memcmp(buf, s->token + have, need) == 0) {
+                        s->found = true;
+                        s->discarded += i;
+                        return (ptrdiff_t) need;
+                }
+        }
+        const uint8_t *hit = memmem(buf, len, s->token, T);
+        if (hit) {
+                s->found = true;
+                s->discarded += s->n_carry + (size_t) (hit - buf);
+                return (hit - buf) + (ptrdiff_t) T;
+        }
+        /* Keep the last T-1 bytes of carry+buf: the longest possible token prefix. */
+        uint8_t joined[2 * CAPSULE_TOKEN_SIZE];
+        size_t keep = T - 1, n = 0;
+        if (len >= keep) {
+                s->discarded += s->n_carry + len - keep;
+                memcpy(s->carry, buf + len - keep, keep);
+                s->n_carry = keep;
+                return -1;
+        }
+        memcpy(joined, s->carry, s->n_carry);
+        n = s->n_carry;
+        memcpy(joined + n, buf, len);
+        n += len;
+        size_t start = n > keep ? n - keep : 0;
+        s->discarded += start;
+        memcpy(s->carry, joined + start, n - start);
+        s->n_carry = n - start;
+        return -1;
+}
+
+void trailer_splitter_init(TrailerSplitter *t, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
+                           LogSinkFn sink, void *userdata) {
+        char hex[2 * CAPSULE_TOKEN_SIZE + 1];
+
+        memset(t, 0, sizeof(*t));
+        capsule_token_hex(log_token, hex);
+        t->tag_len = (size_t) snprintf(t->tag, sizeof(t->tag), "%s%s", CAPSULE_TRAILER_TAG, hex);
+        t->sink = sink;
+        t->userdata = userdata;
+}
+
+void trailer_splitter_feed(TrailerSplitter *t, const void *buf, size_t len) {
+        const uint8_t *b = buf;
+        const size_t M = CAPSULE_TRAILER_MAX;
+
+        if (t->n_tail + len <= M) {
+                memcpy(t->tail + t->n_tail, b, len);
+                t->n_tail += len;
+                return;
+        }
+        size_t flush = t->n_tail + len - M;
+        if (flush <= t->n_tail) {
+                t->sink(t->userdata, t->tail, flush);
+                memmove(t->tail, t->tail + flush, t->n_tail - flush);
+                t->n_tail -= flush;
+                memcpy(t->tail + t->n_tail, b, len);
+                t->n_tail += len;
+                return;
+        }
+        if (t->n_tail > 0)
+                t->sink(t->userdata, t->tail, t->n_tail);
+        t->sink(t->userdata, b, flush - t->n_tail);
+        memcpy(t->tail, b + len - M, M);
+        t->n_tail = M;
+}
+
+static bool parse_int(const char **p, const char *end, const char *key, long long min,
+                      long long max, long long *ret) {
+        size_t kl = strlen(key);
+        long long v = 0;
+        bool neg = false, digits = false;
+
+        if ((size_t) (end - *p) < kl || memcmp(*p, key, kl) != 0)
+                return false;
+        *p += kl;
+        if (*p < end && **p == '-') {
+                neg = true;
+                (*p)++;
+        }
+        while (*p < end && **p >= '0' && **p <= '9') {
+                if (v > (max + 1) / 10 + 1)
+                        return false;
+                v = v * 10 + (**p - '0');
+                (*p)++;
+                digits = true;
+        }
+        if (!digits)
+                return false;
+        if (neg)
+                v = -v;
+        if (v < min || v > max)
+                return false;
+        *ret = v;
+        return true;
+}
+
+static bool parse_word(const char **p, const char *end, const char *key, char *out, size_t n) {
+        size_t kl = strlen(key), i = 0;
+
+        if ((size_t) (end - *p) < kl || memcmp(*p, key, kl) != 0)
+                return false;
+        *p += kl;
+        while (*p < end && ((**p >= 'a' && **p <= 'z') || **p == '_')) {
+                if (i + 1 >= n)
+                        return false;
+                out[i++] = *(*p)++;
+        }
+        out[i] = 0;
+        return i > 0;
+}
+
+bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret) {
+        const char *p = s, *end = s + len;
+        CapsuleTrailer t = {};
+        long long exit_code, sig, err, skipped;
+        char art[8];
+
+        if (!parse_int(&p, end, " exit=", 0, 255, &exit_code) ||
+            !parse_int(&p, end, " signal=", 0, 64, &sig) ||
+            !parse_word(&p, end, " init_error=", t.init_error, sizeof(t.init_error)) ||
+            !parse_int(&p, end, " errno=", 0, 4095, &err) ||
+            !parse_int(&p, end, " skipped=", 0, (long long) 1 << 62, &skipped) ||
+            !parse_word(&p, end, " artifacts=", art, sizeof(art)))
+                return false;
+        if (p + 1 != end || *p != '\n')
+                return false;
+        if (!streq(art, "ok") && !streq(art, "failed"))
+                return false;
+        t.exit_code = (int) exit_code;
+        t.signal = (int) sig;
+        t.error = (int) err;
+        t.skipped = (uint64_t) skipped;
+        t.artifacts_ok = streq(art, "ok");
+        *ret = t;
+        return true;
+}
+
+bool trailer_splitter_finish(TrailerSplitter *t, CapsuleTrailer *ret) {
+        const uint8_t *hit = memmem(t->tail, t->n_tail, t->tag, t->tag_len);
+        CapsuleTrailer tr;
+
+        if (hit) {
+                size_t pos = (size_t) (hit - t->tail), after = pos + t->tag_len;
+                if (capsule_trailer_parse((const char *) t->tail + after, t->n_tail - after,
+                                          &tr)) {
+                        if (pos > 0)
+                                t->sink(t->userdata, t->tail, pos);
+                        t->n_tail = 0;
+                        *ret = tr;
+                        return true;
+                }
+        }
+        if (t->n_tail > 0)
+                t->sink(t->userdata, t->tail, t->n_tail);
+        t->n_tail = 0;
+        return false;
+}

@@ -1,0 +1,103 @@
+/* SPDX-License-Identifier: MIT */
+/* One job, end to end, in a disposable runsc capsule (contract section 6 steps 2 to 4):
+ * cgroup, bundle, `runsc run`, the log and artifact channels drained concurrently, the
+ * wall-clock timeout, the status of contract section 7, and removal of everything after
+ * every ending. The snapshot is the caller's (made before, removed after). */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "artifacts/import.h"
+#include "capsule/cgroup.h"
+#include "capsule/channel.h"
+#include "capsule/runsc.h"
+#include "common/error.h"
+#include "common/time-util.h"
+#include "parser/config.h"
+
+typedef enum CapsuleStatus {
+        CAPSULE_SUCCEEDED, /* exit 0 */
+        CAPSULE_FAILED,    /* non-zero exit */
+        CAPSULE_TIMED_OUT, /* the wall clock ran out; the capsule was killed */
+        CAPSULE_KILLED,    /* a signal, the memory limit or the pids limit */
+        CAPSULE_ERROR,     /* the worker or the runtime could not run it; the job is not blamed */
+        _CAPSULE_STATUS_MAX,
+} CapsuleStatus;
+
+const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract section 7 */
+
+typedef struct CapsuleJobParams {
+        const Config *config;
+        const Runsc *runtime;
+        int scratch_fd;           /* private directory for the bundle */
+        const char *scratch_path; /* its absolute path */
+        const char *job_id;
+        char *const *argv;        /* NULL-terminated */
+        uint64_t timeout_seconds;
+        const char *snapshot_dir; /* absolute; mounted read-only at /snapshot */
+        const char *init_path;    /* absolute path of tentaflake-capsule-init */
+        int log_fd;               /* the bounded job.log is written here; -1: not kept */
+        int staging_fd;           /* empty directory receiving the artifacts; -1: discarded */
+        uid_t unpriv_uid;         /* the artifact parser drops to this uid/gid */
+        gid_t unpriv_gid;
+} CapsuleJobParams;
+
+typedef struct CapsuleResult {
+        CapsuleStatus status;
+        int exit_code;       /* -1 when there is none (killed, timed out, error) */
+        int signal;          /* 0 when none */
+        const char *reason;  /* stable word: NULL, "signal", "memory_limit", "pids_limit",
+                              * "timeout", "runtime_failed", "snapshot_copy", "init_failed",
+                              * "capsule_setup" */
+        char message[1024];  /* one line; empty for succeeded/failed */
+
+        usec_t started_at;   /* realtime */
+        usec_t finished_at;
+        uint64_t duration_ms;
+
+        uint64_t log_bytes;  /* bytes the job wrote (before the cap) */
+        uint64_t log_file_bytes;
+        bool log_truncated;
+
+        bool artifacts_ok;   /* false: no artifacts were kept; see artifacts_error */
+        ArtifactSummary artifacts;
+        const char *artifacts_error_code;
+        char artifacts_error[1024];
+        uint64_t artifact_junk_bytes; /* what the job wrote onto the artifact channel */
+
+        CgroupEvents events;
+        int runsc_status;    /* wait status of `runsc run`, -1 when it did not run */
+} CapsuleResult;
+
+/* Run the job. Returns 0 with *ret filled whatever the job did (its status says how it
+ * ended, including runtime failures as CAPSULE_ERROR); a negative errno only for invalid
+ * parameters. Security contract: the capsule gets only the walls of capsule/oci-spec.h; runsc
+ * gets only its three pipes; nothing from the artifact channel before init's token reaches
+ * the importer, and only a trailer carrying the log token decides the status; the container,
+ * its cgroup and its bundle are gone when this returns. Blocks SIGPIPE in the calling thread
+ * while it runs. */
+int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
+
+/* Remove what a killed predecessor left: containers of this worker in the runsc root (and
+ * their cgroups) and bundle directories "tfw-<name>-*" in scratch. */
+int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e);
+
+/* ---- the status decision, separate so it is unit-tested ------------------------------- */
+
+typedef struct CapsuleEnding {
+        bool started;               /* runsc was spawned */
+        int runsc_status;           /* its wait status */
+        bool timed_out;
+        bool have_trailer;
+        CapsuleTrailer trailer;
+        CgroupEvents events;
+        const char *runsc_error;    /* last message of runsc's log, may be "" */
+        uint64_t timeout_seconds;
+        uint64_t memory;
+        uint64_t pids;
+        const char *argv0;
+} CapsuleEnding;
+
+void capsule_classify(const CapsuleEnding *end, CapsuleResult *r);

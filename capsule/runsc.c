@@ -1,0 +1,359 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "capsule/oci-spec.h"
+#include "capsule/runsc.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+
+#define RUNSC_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+#define RUNSC_LIST_MAX (4U << 20)
+#define RUNSC_STATE_MAX (4U << 20)
+
+static int find_on_path(const char *name, char **ret) {
+        const char *path = getenv("PATH");
+        if (!path || !*path)
+                path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+        _cleanup_free_ char *copy = strdup(path);
+        char *save = NULL;
+        if (!copy)
+                return -ENOMEM;
+        for (char *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+                _cleanup_free_ char *p = NULL;
+                if (d[0] != '/')
+                        continue; /* a relative PATH entry would depend on our cwd */
+                if (asprintf(&p, "%s/%s", d, name) < 0)
+                        return -ENOMEM;
+                struct stat st;
+                if (stat(p, &st) >= 0 && S_ISREG(st.st_mode) && access(p, X_OK) >= 0) {
+                        *ret = TAKE_PTR(p);
+                        return 0;
+                }
+        }
+        return -ENOENT;
+}
+
+int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e) {
+        Runsc n = {};
+        int r;
+
+        if (!path_is_absolute_normalized(root))
+                return tfw_error(e, EINVAL, "runtime_unavailable",
+                                 "runsc root '%s' is not an absolute normalised path", root);
+        if (c->runsc) {
+                n.binary = strdup(c->runsc);
+                if (!n.binary)
+                        return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        } else {
+                r = find_on_path("runsc", &n.binary);
+                if (r < 0)
+                        return tfw_error(e, -r, "runtime_unavailable",
+                                         "runsc not found on PATH (set runtime.runsc)");
+        }
+        if (mkdir(root, 0700) < 0 && errno != EEXIST) {
+                r = -errno;
+                free(n.binary);
+                return tfw_error(e, -r, "runtime_unavailable", "runsc root '%s': %s", root,
+                                 strerror(-r));
+        }
+        n.root = strdup(root);
+        n.platform = strdup(c->platform ? c->platform : "ptrace");
+        n.worker_name = strdup(c->name);
+        if (!n.root || !n.platform || !n.worker_name) {
+                runsc_done(&n);
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        }
+        *rt = n;
+        return 0;
+}
+
+void runsc_done(Runsc *rt) {
+        free(rt->binary);
+        free(rt->root);
+        free(rt->platform);
+        free(rt->worker_name);
+        *rt = (Runsc) {};
+}
+
+int capsule_container_id(const char *worker_name, const char *job_id, char **ret) {
+        char *s;
+        if (asprintf(&s, "tfw-%s-%s", worker_name, job_id) < 0)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+/* Between fork and exec: raw syscalls only. Put the three fds at 0..2 even when some of
+ * them already sit there or overlap, close the rest, clean the signal state. */
+static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd, int out_fd,
+                                  int err_fd, const CgroupJob *cg) {
+        int fds[3] = { in_fd, out_fd, err_fd };
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigset_t none;
+
+        if (cg && cgroup_job_enter(cg) < 0)
+                _exit(127);
+        /* Move every source above 2 first, so a dup2 never clobbers a later source. */
+        for (int i = 0; i < 3; i++) {
+                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        _exit(127);
+                fds[i] = fd;
+        }
+        for (int i = 0; i < 3; i++)
+                if (dup2(fds[i], i) < 0) /* dup2 clears O_CLOEXEC on the target */
+                        _exit(127);
+        if (close_all_fds_except(3, NULL, 0) < 0)
+                _exit(127);
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP)
+                        (void) sigaction(s, &dfl, NULL);
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        (void) setsid();
+        char *env[] = { (char *) RUNSC_ENV_PATH, NULL };
+        execve(rt->binary, argv, env);
+        _exit(127);
+}
+
+static int spawn(const Runsc *rt, char *const *argv, int in_fd, int out_fd, int err_fd,
+                 const CgroupJob *cg, pid_t *ret_pid) {
+        pid_t pid = fork();
+        if (pid < 0)
+                return -errno;
+        if (pid == 0)
+                exec_child(rt, argv, in_fd, out_fd, err_fd, cg);
+        *ret_pid = pid;
+        return 0;
+}
+
+int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
+                    int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid) {
+        _cleanup_free_ char *platform = NULL, *log = NULL;
+
+        if (asprintf(&platform, "--platform=%s", rt->platform) < 0 ||
+            asprintf(&log, "--log=%s", log_path) < 0)
+                return -ENOMEM;
+        char *argv[] = { rt->binary, (char *) "--root", rt->root, (char *) "--network=none",
+                         platform, (char *) "--ignore-cgroups", log, (char *) "run",
+                         (char *) "--bundle", (char *) bundle, (char *) id, NULL };
+        return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
+}
+
+/* Wait for pid until deadline (monotonic); then SIGKILL it and reap. */
+static int wait_bounded(pid_t pid, usec_t timeout, int *ret_status) {
+        usec_t deadline = now_monotonic() + timeout;
+        int st;
+
+        for (;;) {
+                pid_t w = waitpid(pid, &st, WNOHANG);
+                if (w == pid)
+                        break;
+                if (w < 0 && errno != EINTR)
+                        return -errno;
+                if (now_monotonic() >= deadline) {
+                        (void) kill(pid, SIGKILL);
+                        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+                                ;
+                        *ret_status = st;
+                        return -ETIMEDOUT;
+                }
+                /* Short, bounded runsc subcommands: a poll on a pidfd would save little. */
+                nanosleep(&(struct timespec) { .tv_nsec = 2 * 1000 * 1000 }, NULL);
+        }
+        *ret_status = st;
+        return 0;
+}
+
+static int run_capture(const Runsc *rt, const char *const *args, usec_t timeout, int out_fd,
+                       int *ret_status) {
+        char *argv[16];
+        size_t n = 0;
+        int r;
+
+        argv[n++] = rt->binary;
+        argv[n++] = (char *) "--root";
+        argv[n++] = rt->root;
+        for (; *args; args++) {
+                if (n + 2 > ELEMENTSOF(argv))
+                        return -E2BIG;
+                argv[n++] = (char *) *args;
+        }
+        argv[n] = NULL;
+
+        _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+        if (null < 0)
+                return -errno;
+        pid_t pid = 0;
+        r = spawn(rt, argv, null, out_fd >= 0 ? out_fd : null, null, NULL, &pid);
+        if (r < 0)
+                return r;
+        return wait_bounded(pid, timeout, ret_status);
+}
+
+int runsc_command(const Runsc *rt, const char *const *args, usec_t timeout, int *ret_status) {
+        return run_capture(rt, args, timeout, -EBADF, ret_status);
+}
+
+int runsc_delete_force(const Runsc *rt, const char *id) {
+        const char *args[] = { "delete", "--force", id, NULL };
+        int st, r;
+
+        r = runsc_command(rt, args, 30 * USEC_PER_SEC, &st);
+        if (r < 0)
+                return r;
+        if (runsc_state_exists(rt, id) > 0)
+                return -EBUSY;
+        return 0;
+}
+
+int runsc_state_exists(const Runsc *rt, const char *id) {
+        _cleanup_close_ int fd = open(rt->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        size_t il = strlen(id);
+        DIR *d;
+        struct dirent *de;
+        int found = 0;
+
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -errno;
+        d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, id, il) == 0 &&
+                    (de->d_name[il] == '_' || de->d_name[il] == 0)) {
+                        found = 1;
+                        break;
+                }
+        closedir(d);
+        return found;
+}
+
+/* The owner annotation of a container: from its bundle's config.json when the bundle is
+ * still there, else from runsc's own state file for it. */
+static int read_json_file(const char *path, size_t max, json_t **ret) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = read_full_fd_bounded(fd, max, &buf, &len);
+        if (r < 0)
+                return r;
+        json_t *j = json_loadb(buf, len, 0, NULL);
+        if (!j)
+                return -EBADMSG;
+        *ret = j;
+        return 0;
+}
+
+static const char *owner_of_spec(json_t *spec) {
+        return json_string_value(
+                json_object_get(json_object_get(spec, "annotations"), CAPSULE_ANNOTATION_WORKER));
+}
+
+static int container_owner(const Runsc *rt, const char *id, const char *bundle, char **ret) {
+        _cleanup_json_ json_t *j = NULL;
+        const char *owner = NULL;
+
+        if (bundle && path_is_absolute_normalized(bundle)) {
+                _cleanup_free_ char *p = NULL;
+                if (asprintf(&p, "%s/config.json", bundle) < 0)
+                        return -ENOMEM;
+                if (read_json_file(p, RUNSC_STATE_MAX, &j) >= 0)
+                        owner = owner_of_spec(j);
+        }
+        if (!owner) {
+                _cleanup_free_ char *p = NULL;
+                json_decref(j);
+                j = NULL;
+                if (asprintf(&p, "%s/%s_sandbox:%s.state", rt->root, id, id) < 0)
+                        return -ENOMEM;
+                if (read_json_file(p, RUNSC_STATE_MAX, &j) >= 0)
+                        owner = owner_of_spec(json_object_get(j, "spec"));
+        }
+        if (!owner)
+                return -ENOENT;
+        char *s = strdup(owner);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e) {
+        _cleanup_close_ int memfd = memfd_create("runsc-list", MFD_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_json_ json_t *list = NULL;
+        const char *args[] = { "list", "-format=json", NULL };
+        unsigned removed = 0;
+        size_t len, i;
+        json_t *c;
+        int st, r;
+
+        if (memfd < 0)
+                return tfw_error(e, errno, "runtime_unavailable", "memfd_create: %s",
+                                 strerror(errno));
+        r = run_capture(rt, args, 30 * USEC_PER_SEC, memfd, &st);
+        if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                return tfw_error(e, r < 0 ? -r : EIO, "runtime_unavailable",
+                                 "'%s list' in '%s' failed", rt->binary, rt->root);
+        if (lseek(memfd, 0, SEEK_SET) < 0)
+                return tfw_error(e, errno, "runtime_unavailable", "lseek: %s", strerror(errno));
+        r = read_full_fd_bounded(memfd, RUNSC_LIST_MAX, &buf, &len);
+        if (r < 0)
+                return tfw_error(e, -r, "runtime_unavailable", "reading runsc list: %s",
+                                 strerror(-r));
+        /* An empty root lists "null". */
+        list = json_loadb(buf, len, JSON_DECODE_ANY, NULL);
+        if (!list || json_is_null(list)) {
+                if (ret_removed)
+                        *ret_removed = 0;
+                return list ? 0
+                            : tfw_error(e, EBADMSG, "runtime_unavailable",
+                                        "runsc list printed something that is not JSON");
+        }
+        if (!json_is_array(list))
+                return tfw_error(e, EBADMSG, "runtime_unavailable",
+                                 "runsc list printed something that is not a list");
+        json_array_foreach(list, i, c) {
+                const char *id = json_string_value(json_object_get(c, "id"));
+                const char *bundle = json_string_value(json_object_get(c, "bundle"));
+                _cleanup_free_ char *owner = NULL;
+                if (!id || !filename_is_valid(id))
+                        continue;
+                if (container_owner(rt, id, bundle, &owner) < 0 ||
+                    !streq(owner, rt->worker_name))
+                        continue; /* not ours: never touched */
+                r = runsc_delete_force(rt, id);
+                if (r < 0)
+                        return tfw_error(e, -r, "runtime_unavailable",
+                                         "cannot delete stale container '%s': %s", id,
+                                         strerror(-r));
+                (void) cgroup_job_remove_stale(id);
+                removed++;
+        }
+        if (ret_removed)
+                *ret_removed = removed;
+        return 0;
+}

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+/* The runsc driver: starting `runsc run` with exactly the intended descriptors, stopping and
+ * deleting containers, and the start-up removal of a killed predecessor's containers.
+ * Flags are those of runsc 0.0~20221219 (Debian 12): --root, --network=none, --platform,
+ * --ignore-cgroups (the worker owns the cgroup, capsule/cgroup.h), --log. */
+#pragma once
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "capsule/cgroup.h"
+#include "common/error.h"
+#include "common/time-util.h"
+#include "parser/config.h"
+
+typedef struct Runsc {
+        char *binary;      /* absolute path */
+        char *root;        /* --root: the worker's private runsc state directory */
+        char *platform;    /* --platform */
+        char *worker_name; /* the ownership annotation of its containers */
+} Runsc;
+
+/* Resolve the binary (config runtime.runsc, else "runsc" on PATH), remember root (created
+ * 0700 when missing). */
+int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e);
+void runsc_done(Runsc *rt);
+
+/* The container id of a job: "tfw-<name>-<id>". Caller frees. */
+int capsule_container_id(const char *worker_name, const char *job_id, char **ret);
+
+/* Start `runsc run --bundle B ID` in a new session. Security contract: the child holds
+ * exactly in_fd, out_fd and err_fd as its fds 0, 1 and 2 and nothing else (every other fd is
+ * closed with close_range before exec), has default signal dispositions and an empty signal
+ * mask, an environment of PATH only (nothing of the worker's), and has entered cg (when not
+ * NULL) before exec, so the sandbox and everything it starts is in the job's cgroup. */
+int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
+                    int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid);
+
+/* Run `runsc --root R ARGS...` to its end with stdio on /dev/null, killed after timeout.
+ * Returns its wait status in *ret_status. */
+int runsc_command(const Runsc *rt, const char *const *args, usec_t timeout, int *ret_status);
+
+/* `runsc delete --force ID`; a container that does not exist is success. */
+int runsc_delete_force(const Runsc *rt, const char *id);
+
+/* Does runsc still keep state for this container id in its root? Reads the root directory
+ * (runsc names its files "<id>_sandbox:<sandbox id>.*"); no exec. */
+int runsc_state_exists(const Runsc *rt, const char *id);
+
+/* Start-up cleanup: every container in the root whose owner annotation
+ * (CAPSULE_ANNOTATION_WORKER, read from its bundle's config.json or runsc's state file)
+ * equals this worker's name is force-deleted and its cgroup removed; any other container is
+ * left alone. */
+int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e);

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* The status of contract section 7 from how a capsule ended (capsule/job.h). */
+#define _GNU_SOURCE
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "capsule/job.h"
+#include "common/macro.h"
+
+static const char *const status_names[_CAPSULE_STATUS_MAX] = {
+        [CAPSULE_SUCCEEDED] = "succeeded", [CAPSULE_FAILED] = "failed",
+        [CAPSULE_TIMED_OUT] = "timed_out", [CAPSULE_KILLED] = "killed",
+        [CAPSULE_ERROR] = "error",
+};
+
+const char *capsule_status_to_string(CapsuleStatus s) {
+        return s >= 0 && s < _CAPSULE_STATUS_MAX ? status_names[s] : NULL;
+}
+
+static void set_msg(CapsuleResult *r, const char *fmt, ...) _printf_(2, 3);
+static void set_msg(CapsuleResult *r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->message, sizeof(r->message), fmt, ap);
+        va_end(ap);
+}
+
+void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
+        const CapsuleTrailer *t = &end->trailer;
+        bool died = !end->have_trailer || t->signal != 0;
+
+        r->exit_code = -1;
+        r->signal = 0;
+        r->reason = NULL;
+        r->message[0] = 0;
+
+        if (end->timed_out) {
+                r->status = CAPSULE_TIMED_OUT;
+                r->reason = "timeout";
+                set_msg(r, "timed out after %llu s; the capsule was killed",
+                        (unsigned long long) end->timeout_seconds);
+                return;
+        }
+        /* The kernel's own record wins when the job did not finish by itself. */
+        if (end->events.oom_kills > 0 && died) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "memory_limit";
+                r->signal = SIGKILL;
+                set_msg(r, "killed by the memory limit (%llu bytes)",
+                        (unsigned long long) end->memory);
+                return;
+        }
+        if (end->events.pids_max > 0 && !end->have_trailer) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "pids_limit";
+                r->signal = SIGKILL;
+                set_msg(r, "killed at the process limit (%llu)", (unsigned long long) end->pids);
+                return;
+        }
+        if (end->have_trailer) {
+                if (!WIFEXITED(end->runsc_status) ||
+                    WEXITSTATUS(end->runsc_status) != t->exit_code) {
+                        r->status = CAPSULE_ERROR;
+                        r->reason = "runtime_failed";
+                        set_msg(r, "runsc ended with wait status 0x%x although the capsule "
+                                   "reported exit %d",
+                                (unsigned) end->runsc_status, t->exit_code);
+                        return;
+                }
+                if (streq(t->init_error, CAPSULE_INIT_ERROR_SNAPSHOT)) {
+                        r->status = CAPSULE_ERROR;
+                        r->reason = "snapshot_copy";
+                        if (t->error == ENOSPC)
+                                set_msg(r, "the snapshot does not fit in /work "
+                                           "(limits.workspace_tmpfs)");
+                        else
+                                set_msg(r, "cannot copy the snapshot into /work: %s",
+                                        strerror(t->error));
+                        return;
+                }
+                if (!streq(t->init_error, CAPSULE_INIT_ERROR_NONE) &&
+                    !streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
+                        r->status = CAPSULE_ERROR;
+                        r->reason = "init_failed";
+                        set_msg(r, "the capsule's init failed (%s): %s", t->init_error,
+                                strerror(t->error));
+                        return;
+                }
+                if (t->signal != 0) {
+                        r->status = CAPSULE_KILLED;
+                        r->reason = "signal";
+                        r->signal = t->signal;
+                        set_msg(r, "killed by signal %d (%s)", t->signal, strsignal(t->signal));
+                        return;
+                }
+                r->exit_code = t->exit_code;
+                r->status = t->exit_code == 0 ? CAPSULE_SUCCEEDED : CAPSULE_FAILED;
+                if (streq(t->init_error, CAPSULE_INIT_ERROR_EXEC))
+                        set_msg(r, "cannot execute '%s': %s", end->argv0 ?: "?",
+                                strerror(t->error));
+                else if (end->events.oom_kills > 0)
+                        set_msg(r, "the memory limit killed %llu process(es) of the job",
+                                (unsigned long long) end->events.oom_kills);
+                return;
+        }
+        /* No word from init: it was killed (by a job process of the same uid, or with the
+         * whole sandbox), or the runtime failed. */
+        if (WIFEXITED(end->runsc_status) && WEXITSTATUS(end->runsc_status) > 128 &&
+            WEXITSTATUS(end->runsc_status) <= 128 + 64) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "signal";
+                r->signal = WEXITSTATUS(end->runsc_status) - 128;
+                set_msg(r, "the capsule ended by signal %d before its init reported",
+                        r->signal);
+                return;
+        }
+        r->status = CAPSULE_ERROR;
+        r->reason = "runtime_failed";
+        if (WIFSIGNALED(end->runsc_status))
+                set_msg(r, "runsc was killed by signal %d", WTERMSIG(end->runsc_status));
+        else
+                set_msg(r, "runsc exited with status %d before the capsule reported%s%s",
+                        WIFEXITED(end->runsc_status) ? WEXITSTATUS(end->runsc_status) : -1,
+                        end->runsc_error && *end->runsc_error ? ": " : "",
+                        end->runsc_error ?: "");
+}
+
