@@ -1,0 +1,566 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capsule/bundle.h"
+#include "capsule/job.h"
+#include "capsule/log-cap.h"
+#include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "parser/request.h"
+
+#define CHUNK (64 * 1024)
+/* After a timeout kill, how long runsc gets to notice and clean up before it is killed too. */
+#define KILL_GRACE_USEC (5 * USEC_PER_SEC)
+/* After runsc has exited, how long the channels may take to reach their end. */
+#define DRAIN_GRACE_USEC (5 * USEC_PER_SEC)
+
+static void set_msg(CapsuleResult *r, const char *fmt, ...) _printf_(2, 3);
+static void set_msg(CapsuleResult *r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->message, sizeof(r->message), fmt, ap);
+        va_end(ap);
+}
+
+/* ---- the run --------------------------------------------------------------------------- */
+
+typedef enum ArtState { ART_SCAN, ART_STREAM, ART_DISCARD } ArtState;
+
+typedef struct Run {
+        const CapsuleJobParams *p;
+        CapsuleResult *res;
+        uint8_t secret[CAPSULE_SECRET_SIZE];
+
+        LogCap *log;
+        TrailerSplitter splitter;
+        TokenScanner scanner;
+
+        int log_r, art_r, imp_w, pidfd;
+        pid_t runsc_pid;
+        bool runsc_done;
+        int runsc_status;
+
+        ArtState art_state;
+        uint8_t *pending;
+        size_t pending_off, pending_len;
+        bool art_eof;
+        ArtifactImport *import;
+        bool import_started;
+
+        bool timed_out;
+} Run;
+
+static void log_sink(void *userdata, const void *data, size_t len) {
+        Run *run = userdata;
+        if (run->log)
+                log_cap_feed(run->log, data, len);
+}
+
+static void art_error(Run *run, const char *code, const char *fmt, ...) _printf_(3, 4);
+static void art_error(Run *run, const char *code, const char *fmt, ...) {
+        va_list ap;
+        if (run->res->artifacts_error_code)
+                return; /* the first reason is the one to tell */
+        run->res->artifacts_error_code = code;
+        va_start(ap, fmt);
+        vsnprintf(run->res->artifacts_error, sizeof(run->res->artifacts_error), fmt, ap);
+        va_end(ap);
+}
+
+static void start_import(Run *run) {
+        int pfd[2];
+        TfwError e = {};
+        const ConfigLimits *l = &run->p->config->limits;
+        ArtifactLimits al = {
+                .max_bytes = l->max_artifact_bytes,
+                .max_entries = l->max_artifact_entries,
+                .unpriv_uid = run->p->unpriv_uid,
+                .unpriv_gid = run->p->unpriv_gid,
+                .group = run->p->config->container_gid,
+        };
+
+        if (run->p->staging_fd < 0) {
+                run->art_state = ART_DISCARD;
+                return;
+        }
+        if (pipe2(pfd, O_CLOEXEC) < 0) {
+                art_error(run, "artifact_import_failed", "pipe: %s", strerror(errno));
+                run->art_state = ART_DISCARD;
+                return;
+        }
+        int r = artifacts_import_start(pfd[0], run->p->staging_fd, &al, &run->import, &e);
+        safe_close(pfd[0]);
+        if (r < 0) {
+                safe_close(pfd[1]);
+                art_error(run, e.code ?: "artifact_import_failed", "%s", e.message);
+                run->art_state = ART_DISCARD;
+                return;
+        }
+        run->import_started = true;
+        (void) fcntl(pfd[1], F_SETFL, O_NONBLOCK);
+        run->imp_w = pfd[1];
+        run->art_state = ART_STREAM;
+}
+
+static void stop_streaming(Run *run) {
+        run->imp_w = safe_close(run->imp_w);
+        run->pending_len = run->pending_off = 0;
+        run->art_state = ART_DISCARD;
+}
+
+/* Push pending bytes to the importer. EPIPE: it stopped reading (a rule was broken); its
+ * verdict comes from artifacts_import_finish, the rest of the stream is drained and dropped
+ * so init never blocks. */
+static void flush_pending(Run *run) {
+        while (run->pending_off < run->pending_len) {
+                ssize_t k = write(run->imp_w, run->pending + run->pending_off,
+                                  run->pending_len - run->pending_off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && errno == EAGAIN)
+                        return;
+                if (k < 0) {
+                        stop_streaming(run);
+                        return;
+                }
+                run->pending_off += (size_t) k;
+        }
+        run->pending_off = run->pending_len = 0;
+}
+
+static void on_art_readable(Run *run) {
+        if (run->art_state == ART_STREAM && run->pending_len > 0)
+                return; /* back-pressure: the importer has not taken the last chunk yet */
+        ssize_t k = read(run->art_r, run->pending, CHUNK);
+        if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return;
+                k = 0;
+        }
+        if (k == 0) {
+                run->art_eof = true;
+                run->art_r = safe_close(run->art_r);
+                return;
+        }
+        switch (run->art_state) {
+        case ART_SCAN: {
+                ptrdiff_t off = token_scanner_feed(&run->scanner, run->pending, (size_t) k);
+                if (off < 0)
+                        return;
+                start_import(run);
+                if (run->art_state != ART_STREAM)
+                        return;
+                run->pending_off = (size_t) off;
+                run->pending_len = (size_t) k;
+                flush_pending(run);
+                return;
+        }
+        case ART_STREAM:
+                run->pending_off = 0;
+                run->pending_len = (size_t) k;
+                flush_pending(run);
+                return;
+        case ART_DISCARD:
+                return;
+        }
+}
+
+static void on_log_readable(Run *run) {
+        ssize_t k = read(run->log_r, run->pending + CHUNK, CHUNK);
+        if (k < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return;
+                k = 0;
+        }
+        if (k == 0) {
+                run->log_r = safe_close(run->log_r);
+                return;
+        }
+        trailer_splitter_feed(&run->splitter, run->pending + CHUNK, (size_t) k);
+}
+
+static void reap_runsc(Run *run, bool block) {
+        int st;
+        if (run->runsc_done)
+                return;
+        pid_t w;
+        do
+                w = waitpid(run->runsc_pid, &st, block ? 0 : WNOHANG);
+        while (w < 0 && errno == EINTR);
+        if (w == run->runsc_pid) {
+                run->runsc_done = true;
+                run->runsc_status = st;
+                run->pidfd = safe_close(run->pidfd);
+        }
+}
+
+static int poll_timeout(usec_t now, usec_t deadline) {
+        if (deadline <= now)
+                return 0;
+        usec_t ms = (deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        return (int) MIN(ms, (usec_t) 60000);
+}
+
+/* The event loop: both channels drained concurrently until runsc has exited and both
+ * reached their end; the timeout and the grace periods enforced on the way. */
+static void event_loop(Run *run, CgroupJob *cg) {
+        usec_t deadline = now_monotonic() + run->p->timeout_seconds * USEC_PER_SEC;
+        usec_t kill_deadline = 0, drain_deadline = 0;
+        bool drain_killed = false;
+
+        for (;;) {
+                bool art_open = run->art_r >= 0, log_open = run->log_r >= 0;
+                if (run->runsc_done && !art_open && !log_open)
+                        break;
+
+                struct pollfd pfd[4];
+                int n = 0, i_pid = -1, i_art = -1, i_log = -1, i_imp = -1;
+                if (!run->runsc_done && run->pidfd >= 0) {
+                        pfd[n] = (struct pollfd) { .fd = run->pidfd, .events = POLLIN };
+                        i_pid = n++;
+                }
+                if (art_open && !(run->art_state == ART_STREAM && run->pending_len > 0)) {
+                        pfd[n] = (struct pollfd) { .fd = run->art_r, .events = POLLIN };
+                        i_art = n++;
+                }
+                if (log_open) {
+                        pfd[n] = (struct pollfd) { .fd = run->log_r, .events = POLLIN };
+                        i_log = n++;
+                }
+                if (run->art_state == ART_STREAM && run->pending_len > 0) {
+                        pfd[n] = (struct pollfd) { .fd = run->imp_w, .events = POLLOUT };
+                        i_imp = n++;
+                }
+
+                usec_t now = now_monotonic(), next = deadline;
+                if (run->timed_out)
+                        next = run->runsc_done ? now + USEC_PER_SEC : kill_deadline;
+                if (run->runsc_done)
+                        next = drain_deadline;
+                /* Without a pidfd, look for runsc's exit now and then. */
+                int t = poll_timeout(now, next);
+                if (run->pidfd < 0 && !run->runsc_done)
+                        t = MIN(t, 20);
+                int k = poll(pfd, (nfds_t) n, t);
+                if (k < 0 && errno != EINTR)
+                        break;
+                if (k > 0) {
+                        if (i_log >= 0 && pfd[i_log].revents)
+                                on_log_readable(run);
+                        if (i_art >= 0 && pfd[i_art].revents)
+                                on_art_readable(run);
+                        if (i_imp >= 0 && pfd[i_imp].revents) {
+                                if (pfd[i_imp].revents & (POLLERR | POLLHUP))
+                                        stop_streaming(run);
+                                else
+                                        flush_pending(run);
+                        }
+                }
+                bool was_done = run->runsc_done;
+                if (i_pid < 0 || (k > 0 && pfd[i_pid].revents))
+                        reap_runsc(run, false);
+                now = now_monotonic();
+                if (run->runsc_done && !was_done)
+                        drain_deadline = now + DRAIN_GRACE_USEC;
+
+                /* The artifact stream ended: let the importer see the end. */
+                if (run->art_eof && run->art_state == ART_STREAM && run->pending_len == 0) {
+                        run->imp_w = safe_close(run->imp_w);
+                        run->art_state = ART_DISCARD;
+                }
+
+                if (!run->runsc_done && !run->timed_out && now >= deadline) {
+                        /* Kill the sandbox, spare runsc itself so it records the end and
+                         * removes the container. */
+                        run->timed_out = true;
+                        (void) cgroup_job_kill(cg, run->runsc_pid);
+                        kill_deadline = now + KILL_GRACE_USEC;
+                }
+                if (run->timed_out && !run->runsc_done && now >= kill_deadline) {
+                        (void) kill(run->runsc_pid, SIGKILL);
+                        (void) cgroup_job_kill(cg, 0);
+                        kill_deadline = now + KILL_GRACE_USEC;
+                }
+                if (run->runsc_done && now >= drain_deadline) {
+                        if (!drain_killed) {
+                                /* Something of the sandbox still holds a channel open. */
+                                (void) cgroup_job_kill(cg, 0);
+                                drain_killed = true;
+                                drain_deadline = now + DRAIN_GRACE_USEC;
+                        } else {
+                                run->art_r = safe_close(run->art_r);
+                                run->log_r = safe_close(run->log_r);
+                        }
+                }
+        }
+        if (run->import_started && run->imp_w >= 0)
+                run->imp_w = safe_close(run->imp_w);
+}
+
+static int make_pipe(int fds[2]) {
+        return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
+}
+
+int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) {
+        _cleanup_free_ char *id = NULL;
+        _cleanup_free_ uint8_t *buf = NULL;
+        _cleanup_log_cap_ LogCap *log = NULL;
+        CapsuleBundle *bundle = NULL;
+        CgroupJob *cg = NULL;
+        CapsuleResult res = { .exit_code = -1, .runsc_status = -1 };
+        CapsuleEnding end = {};
+        Run run = { .p = p, .res = &res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF,
+                    .pidfd = -EBADF };
+        int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
+        char runsc_error[512] = "";
+        sigset_t pipe_set, old_set;
+        usec_t t0 = 0;
+        int r;
+
+        if (!p || !p->config || !p->runtime || !p->job_id || !request_id_is_valid(p->job_id) ||
+            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir ||
+            !p->init_path || !p->scratch_path)
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
+
+        sigemptyset(&pipe_set);
+        sigaddset(&pipe_set, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+
+        res.started_at = now_realtime();
+        end.timeout_seconds = p->timeout_seconds;
+        end.memory = p->config->limits.memory;
+        end.pids = p->config->limits.pids;
+        end.argv0 = p->argv[0];
+
+        r = capsule_container_id(p->config->name, p->job_id, &id);
+        buf = malloc(2 * CHUNK);
+        if (r >= 0 && !buf)
+                r = -ENOMEM;
+        if (r >= 0)
+                r = log_cap_new(p->config->limits.max_log_bytes, &log);
+        if (r < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "cannot prepare job '%s': %s", p->job_id, strerror(-r));
+                goto finish;
+        }
+        run.pending = buf;
+        run.log = log;
+        if (getrandom(run.secret, sizeof(run.secret), 0) != (ssize_t) sizeof(run.secret)) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "getrandom: %s", strerror(errno));
+                goto finish;
+        }
+        token_scanner_init(&run.scanner, run.secret);
+        trailer_splitter_init(&run.splitter, run.secret + CAPSULE_TOKEN_SIZE, log_sink, &run);
+
+        /* The cgroup first, so nothing of the sandbox ever runs outside it. A leftover of the
+         * same name (a predecessor killed mid-job) is removed once. */
+        const ConfigLimits *l = &p->config->limits;
+        CgroupLimits cl = {
+                .memory = l->memory,
+                .memory_swap = l->memory_swap,
+                .pids = capsule_host_pids_limit(l->pids),
+                .cpu_quota_us = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000),
+                .cpu_period_us = CAPSULE_CPU_PERIOD_US,
+        };
+        TfwError ce = {};
+        r = cgroup_job_create(id, &cl, &cg, &ce);
+        if (r == -EEXIST && cgroup_job_remove_stale(id) >= 0)
+                r = cgroup_job_create(id, &cl, &cg, &ce);
+        if (r < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "%s", ce.message);
+                goto finish;
+        }
+
+        CapsuleSpecParams sp = {
+                .config = p->config,
+                .job_id = p->job_id,
+                .argv = p->argv,
+                .timeout_seconds = p->timeout_seconds,
+                .snapshot_dir = p->snapshot_dir,
+                .init_path = p->init_path,
+        };
+        TfwError be = {};
+        r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
+        if (r == -EEXIST && rm_rf_at(p->scratch_fd, id) >= 0)
+                r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
+        if (r < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "%s", be.message);
+                goto finish;
+        }
+        /* A leftover container of the same id would make `runsc run` fail. */
+        if (runsc_state_exists(p->runtime, id) > 0)
+                (void) runsc_delete_force(p->runtime, id);
+
+        if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "pipe: %s", strerror(-r));
+                goto finish;
+        }
+        /* The secret fits in the pipe buffer: written and closed before runsc exists. */
+        r = write_all(in[1], run.secret, sizeof(run.secret));
+        in[1] = safe_close(in[1]);
+        if (r < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "capsule_setup";
+                set_msg(&res, "cannot pass the channel secret: %s", strerror(-r));
+                goto finish;
+        }
+
+        t0 = now_monotonic();
+        res.started_at = now_realtime();
+        r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0], art[1], lg[1],
+                            cg, &run.runsc_pid);
+        in[0] = safe_close(in[0]);
+        art[1] = safe_close(art[1]);
+        lg[1] = safe_close(lg[1]);
+        if (r < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = "runtime_failed";
+                set_msg(&res, "cannot start runsc: %s", strerror(-r));
+                goto finish;
+        }
+        end.started = true;
+        run.art_r = TAKE_FD(art[0]);
+        run.log_r = TAKE_FD(lg[0]);
+        (void) fcntl(run.art_r, F_SETFL, O_NONBLOCK);
+        (void) fcntl(run.log_r, F_SETFL, O_NONBLOCK);
+        run.pidfd = (int) syscall(SYS_pidfd_open, run.runsc_pid, 0);
+        if (run.pidfd < 0)
+                run.pidfd = -EBADF;
+
+        event_loop(&run, cg);
+        reap_runsc(&run, true);
+        res.finished_at = now_realtime();
+        res.duration_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
+        res.runsc_status = run.runsc_status;
+
+        /* The kernel's record of limit kills, read before the cgroup goes. */
+        (void) cgroup_job_events(cg, &res.events);
+        end.runsc_status = run.runsc_status;
+        end.timed_out = run.timed_out;
+        end.events = res.events;
+        end.have_trailer = trailer_splitter_finish(&run.splitter, &end.trailer);
+        capsule_bundle_runsc_error(bundle, runsc_error, sizeof(runsc_error));
+        end.runsc_error = runsc_error;
+        capsule_classify(&end, &res);
+
+finish:
+        safe_close(in[0]);
+        safe_close(in[1]);
+        safe_close(art[0]);
+        safe_close(art[1]);
+        safe_close(lg[0]);
+        safe_close(lg[1]);
+        safe_close(run.art_r);
+        safe_close(run.log_r);
+        safe_close(run.imp_w);
+        safe_close(run.pidfd);
+
+        /* Step 4 of the contract: the container, its cgroup and its bundle, always. */
+        if (cg)
+                (void) cgroup_job_destroy(cg);
+        if (id && end.started && runsc_state_exists(p->runtime, id) > 0)
+                (void) runsc_delete_force(p->runtime, id);
+        if (bundle)
+                (void) capsule_bundle_remove(bundle);
+
+        /* The artifacts: the importer's verdict, or why there was no stream. */
+        res.artifact_junk_bytes = run.scanner.found ? run.scanner.discarded
+                                                    : run.scanner.discarded + run.scanner.n_carry;
+        if (run.import_started) {
+                TfwError ie = {};
+                r = artifacts_import_finish(run.import, &res.artifacts, &ie);
+                if (r < 0)
+                        art_error(&run, ie.code ?: "artifact_rejected", "%s", ie.message);
+                else if (end.have_trailer && !end.trailer.artifacts_ok)
+                        art_error(&run, "artifact_stream_failed",
+                                  "the capsule could not write all of /work/artifacts");
+        } else if (end.started && p->staging_fd >= 0)
+                art_error(&run, "no_artifact_stream",
+                          "the capsule ended before it sent its artifacts");
+        res.artifacts_ok = !res.artifacts_error_code;
+
+        if (log) {
+                res.log_bytes = log_cap_seen(log);
+                res.log_truncated = log_cap_truncated(log);
+                res.log_file_bytes = log_cap_size(log);
+                if (p->log_fd >= 0 && (r = log_cap_write(log, p->log_fd)) < 0 &&
+                    res.status != CAPSULE_ERROR) {
+                        res.status = CAPSULE_ERROR;
+                        res.reason = "capsule_setup";
+                        set_msg(&res, "cannot write job.log: %s", strerror(-r));
+                }
+        }
+        if (!res.finished_at)
+                res.finished_at = now_realtime();
+
+        /* A SIGPIPE raised while the importer went away must not outlive the mask. */
+        struct timespec zero = {};
+        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
+                ;
+        pthread_sigmask(SIG_SETMASK, &old_set, NULL);
+        explicit_bzero(run.secret, sizeof(run.secret));
+        *ret = res;
+        return 0;
+}
+
+int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e) {
+        _cleanup_free_ char *prefix = NULL;
+        unsigned removed = 0;
+        int r;
+
+        r = runsc_cleanup_stale(rt, &removed, e);
+        if (r < 0)
+                return r;
+        if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+
+        /* Bundles: a directory per container id in our private scratch. The id's job part
+         * never contains the worker name's separator ambiguity for our own scratch: nothing
+         * else writes there. */
+        int fd = fcntl(scratch_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                safe_close(fd);
+                return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
+        }
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
+                    !request_id_is_valid(de->d_name + strlen(prefix)))
+                        continue;
+                (void) cgroup_job_remove_stale(de->d_name);
+                if (rm_rf_at(scratch_fd, de->d_name) >= 0)
+                        removed++;
+        }
+        closedir(d);
+        if (ret_removed)
+                *ret_removed = removed;
+        return 0;
+}

@@ -1,0 +1,1057 @@
+/* SPDX-License-Identifier: MIT */
+/* The capsule, live: real runsc, real tentaflake-capsule-init, real jobs (issue 4).
+ *
+ * The jobs are this very binary, copied into the snapshot and run inside the capsule with
+ * "probe MODE ...": it is dynamically linked against libraries under /usr, which the default
+ * system mounts provide. Each probe asserts a wall from inside (threats 4-7) or attacks one
+ * (the channels, pid 1, the limits of threat 5); the host side asserts the outcome. After
+ * every test no container, cgroup or bundle may be left. Needs root and runsc; skips (77)
+ * without them, which TENTAFLAKE_MUST_WORK=1 turns into a failure. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "capsule/job.h"
+#include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "tests/unit/lib/tfw-test.h"
+
+#define JOB_UID 12345
+#define JOB_GID 12346
+#define MEMORY (512ULL << 20)
+#define WORK_TMPFS (64ULL << 20)
+#define TMP_TMPFS (16ULL << 20)
+#define MAX_LOG (1ULL << 20)
+#define PIDS 64
+#define UTF8_NAME "\xc3\xbcn\xc3\xaf" "code-\xe5\x90\x8d.txt"
+
+/* ======================================================================================= */
+/* Probes: run inside the capsule as the job.                                               */
+/* ======================================================================================= */
+
+static const char *errname(int ok, int err) {
+        static char buf[64];
+        if (ok)
+                return "ok";
+        snprintf(buf, sizeof(buf), "%s", strerrorname_np(err) ?: "?");
+        return buf;
+}
+
+/* "ok" or the errno name of a test; the errno is read after the expression (argument
+ * evaluation order would not guarantee it). */
+#define TRY(expr)                                                                                \
+        ({                                                                                       \
+                int _ok = (expr);                                                                \
+                errname(_ok, errno);                                                             \
+        })
+
+static void print_fds(const char *key, const char *dir) {
+        char line[4096] = "";
+        DIR *d = opendir(dir);
+        if (!d) {
+                printf("%s=%s\n", key, errname(0, errno));
+                return;
+        }
+        int self = dirfd(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (de->d_name[0] == '.')
+                        continue;
+                if (streq(dir, "/proc/self/fd") && atoi(de->d_name) == self)
+                        continue; /* the directory being read */
+                char p[PATH_MAX], target[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/%s", dir, de->d_name);
+                ssize_t n = readlink(p, target, sizeof(target) - 1);
+                target[n < 0 ? 0 : n] = 0;
+                size_t l = strlen(line);
+                snprintf(line + l, sizeof(line) - l, "%s%s>%.200s", l ? "," : "", de->d_name,
+                         target);
+        }
+        closedir(d);
+        printf("%s=%s\n", key, line);
+}
+
+static int cmp_str(const void *a, const void *b) {
+        return strcmp(*(char *const *) a, *(char *const *) b);
+}
+
+static void probe_walls(char **args) {
+        const char *port = args[0], *state_dir = args[1], *key_path = args[2];
+        struct stat st;
+        gid_t groups[64];
+        int n, fd;
+
+        printf("uid=%u\ngid=%u\n", (unsigned) getuid(), (unsigned) getgid());
+        n = getgroups(64, groups);
+        printf("ngroups_other=%d\n", n < 0 ? -1 : (int) (n - (n > 0 && groups[0] == getgid())));
+
+        FILE *f = fopen("/proc/self/status", "re");
+        char line[512];
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, "Cap", 3) == 0) {
+                        char *colon = strchr(line, ':');
+                        *colon = 0;
+                        char *v = colon + 1;
+                        while (*v == ' ' || *v == '\t')
+                                v++;
+                        printf("%s=%s", line, v);
+                }
+        if (f)
+                fclose(f);
+        printf("nnp=%d\n", prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0));
+
+        struct if_nameindex *ifs = if_nameindex(), *i;
+        char names[256] = "";
+        for (i = ifs; i && i->if_index; i++) {
+                size_t l = strlen(names);
+                snprintf(names + l, sizeof(names) - l, "%s%s", l ? "," : "", i->if_name);
+        }
+        if (ifs)
+                if_freenameindex(ifs);
+        printf("ifaces=%s\n", names);
+
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t) atoi(port)),
+                                  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        int r = fd >= 0 ? connect(fd, (struct sockaddr *) &sa, sizeof(sa)) : -1;
+        printf("connect_host=%s\n", TRY(r == 0));
+        safe_close(fd);
+        struct addrinfo *ai = NULL;
+        r = getaddrinfo("deb.debian.org", "80", NULL, &ai);
+        printf("dns=%s\n", r == 0 ? "ok" : "failed");
+        if (ai)
+                freeaddrinfo(ai);
+
+        printf("shadow=%s\n", TRY(stat("/etc/shadow", &st) == 0));
+        printf("root_home=%s\n", TRY(stat("/root", &st) == 0));
+        printf("state_dir=%s\n", TRY(stat(state_dir, &st) == 0));
+        printf("key=%s\n", TRY(stat(key_path, &st) == 0));
+
+        fd = open("/snapshot/rwdir/new", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        printf("snapshot_create=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        fd = open("/snapshot/rw.txt", O_WRONLY | O_CLOEXEC);
+        printf("snapshot_write=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        fd = open("/probe-created", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        printf("root_create=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        printf("root_mkdir=%s\n", TRY(mkdir("/probe-dir", 0755) == 0));
+        fd = open("/usr/probe-created", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        printf("usr_create=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        fd = open("/work/probe-created", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        printf("work_create=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        /* The copy of the snapshot in /work belongs to the job, not to the host's owner. */
+        printf("work_copy=%s\n", TRY(stat("/work/hello.txt", &st) == 0));
+        printf("work_copy_owner=%u:%u\n", (unsigned) st.st_uid, (unsigned) st.st_gid);
+
+        print_fds("selffd", "/proc/self/fd");
+        print_fds("initfd", "/proc/1/fd");
+
+        char env[4096] = "";
+        fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+        ssize_t k = fd >= 0 ? read(fd, env, sizeof(env) - 1) : -1;
+        safe_close(fd);
+        /* Sorted: the runtime does not keep the spec's order. */
+        char *vars[64];
+        int nv = 0;
+        for (ssize_t j = 0; j < k && nv < 64; j += (ssize_t) strlen(env + j) + 1)
+                vars[nv++] = env + j;
+        qsort(vars, (size_t) nv, sizeof(vars[0]), cmp_str);
+        printf("environ=");
+        for (int j = 0; j < nv; j++)
+                printf("%s|", vars[j]);
+        printf("\n");
+
+        struct utsname u;
+        uname(&u);
+        printf("hostname=%s\n", u.nodename);
+
+        fd = open("/proc/1/mem", O_RDONLY | O_CLOEXEC);
+        printf("init_mem=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        r = (int) ptrace(PTRACE_ATTACH, 1, 0, 0);
+        printf("init_ptrace=%s\n", TRY(r == 0));
+
+        /* Read-write mounts of anything but the capsule's own tmpfs/proc/devpts/sysfs. */
+        char rw[1024] = "";
+        f = fopen("/proc/self/mounts", "re");
+        while (f && fgets(line, sizeof(line), f)) {
+                char dev[256], mnt[256], type[64], opts[256];
+                if (sscanf(line, "%255s %255s %63s %255s", dev, mnt, type, opts) != 4)
+                        continue;
+                bool is_rw = strncmp(opts, "rw", 2) == 0 && (opts[2] == ',' || !opts[2]);
+                if (is_rw && !streq(type, "tmpfs") && !streq(type, "proc") &&
+                    !streq(type, "devpts") && !streq(type, "sysfs")) {
+                        size_t l = strlen(rw);
+                        snprintf(rw + l, sizeof(rw) - l, "%s%s:%s", l ? "," : "", mnt, type);
+                }
+        }
+        if (f)
+                fclose(f);
+        printf("rw_mounts=%s\n", rw);
+}
+
+/* A tar whose entries the importer must never see: a symlink to a host secret and a file
+ * through it (CVE-2021-31566 shape), and an absolute name. */
+static size_t hostile_tar(uint8_t *out, size_t cap) {
+        static const struct {
+                const char *name, *link;
+                char type;
+                const char *data;
+        } entries[] = {
+                { "escape", "/etc/shadow", '2', NULL },
+                { "escape/x", NULL, '0', "pwned\n" },
+                { "/abs", NULL, '0', "abs\n" },
+                { "../up", NULL, '0', "up\n" },
+        };
+        size_t n = 0;
+        memset(out, 0, cap);
+        for (size_t i = 0; i < ELEMENTSOF(entries); i++) {
+                uint8_t *h = out + n;
+                size_t dl = entries[i].data ? strlen(entries[i].data) : 0;
+                snprintf((char *) h, 100, "%s", entries[i].name);
+                snprintf((char *) h + 100, 8, "%07o", 0644);
+                snprintf((char *) h + 108, 8, "%07o", 0);
+                snprintf((char *) h + 116, 8, "%07o", 0);
+                snprintf((char *) h + 124, 12, "%011o", (unsigned) dl);
+                snprintf((char *) h + 136, 12, "%011o", 0);
+                h[156] = (uint8_t) entries[i].type;
+                if (entries[i].link)
+                        snprintf((char *) h + 157, 100, "%s", entries[i].link);
+                memcpy(h + 257, "ustar\0" "00", 8);
+                memset(h + 148, ' ', 8);
+                unsigned sum = 0;
+                for (int b = 0; b < 512; b++)
+                        sum += h[b];
+                snprintf((char *) h + 148, 8, "%06o", sum);
+                n += 512;
+                if (dl) {
+                        memcpy(out + n, entries[i].data, dl);
+                        n += (dl + 511) / 512 * 512;
+                }
+        }
+        return n + 1024; /* end-of-archive blocks */
+}
+
+static void forged_trailer(int fd, int exit_code) {
+        /* The token is secret: guess one. A trailer without the right one is log text. */
+        char buf[256];
+        int n = snprintf(buf, sizeof(buf),
+                         CAPSULE_TRAILER_TAG "%032x exit=%d signal=0 init_error=none errno=0 "
+                                             "skipped=0 artifacts=ok\n",
+                         0, exit_code);
+        (void) write_all(fd, buf, (size_t) n);
+}
+
+static int probe_forge(void) {
+        static uint8_t tar[16384];
+        size_t n = hostile_tar(tar, sizeof(tar));
+        int ch = open("/proc/1/fd/1", O_WRONLY | O_CLOEXEC);
+        printf("open_artifact_channel=%s\n", TRY(ch >= 0));
+        if (ch >= 0) {
+                /* Several times, so a token scan that mis-synchronised would still meet one. */
+                for (int i = 0; i < 3; i++)
+                        printf("write_artifact_channel=%s\n",
+                               TRY(write_all(ch, tar, n) == 0));
+                close(ch);
+        }
+        (void) write_all(STDOUT_FILENO, tar, n);
+        int lg = open("/proc/1/fd/2", O_WRONLY | O_CLOEXEC);
+        printf("open_log_channel=%s\n", TRY(lg >= 0));
+        if (lg >= 0) {
+                forged_trailer(lg, 0);
+                close(lg);
+        }
+        forged_trailer(STDOUT_FILENO, 0);
+        /* The real artifact, which must arrive. */
+        int a = open("/work/artifacts/real.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        (void) write_all(a, "real\n", 5);
+        close(a);
+        fflush(stdout);
+        return 3; /* the status the host must report, whatever the forged trailers say */
+}
+
+static int probe_forge_kill(void) {
+        int lg = open("/proc/1/fd/2", O_WRONLY | O_CLOEXEC);
+        if (lg >= 0)
+                forged_trailer(lg, 0);
+        forged_trailer(STDERR_FILENO, 0);
+        fflush(stdout);
+        kill(1, SIGKILL);
+        pause();
+        return 0;
+}
+
+static int probe_signals(void) {
+        int sigs[] = { SIGTERM, SIGHUP, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2, SIGPIPE, SIGALRM,
+                       SIGCHLD, SIGSEGV, SIGABRT, SIGTSTP, SIGTTIN, SIGTTOU };
+        for (size_t i = 0; i < ELEMENTSOF(sigs); i++)
+                printf("kill_%d=%s\n", sigs[i], TRY(kill(1, sigs[i]) == 0));
+        fflush(stdout);
+        return 0;
+}
+
+static int spam_fd = -1;
+
+/* Keep writing a hostile tar into init's artifact channel, forever. */
+static int spammer(void *arg) {
+        static uint8_t tar[16384];
+        size_t n = hostile_tar(tar, sizeof(tar));
+        int ready = *(int *) arg;
+        int ch = open("/proc/1/fd/1", O_WRONLY | O_CLOEXEC);
+        bool told = false;
+        for (;;) {
+                if (ch >= 0)
+                        (void) write_all(ch, tar, n);
+                if (!told) {
+                        (void) write_all(ready, "r", 1);
+                        told = true;
+                }
+        }
+        return 0;
+}
+
+static int probe_escape(void) {
+        /* Two processes that would outlive the job and keep writing into the artifact
+         * channel if init did not kill every process before it sends its tar: an orphan in
+         * a new session, and one in a new user and pid namespace (allowed to an
+         * unprivileged user). Without the sweep they also keep the log relay open, and the
+         * job never ends. */
+        static char stack[64 * 1024];
+        int rp[2];
+        if (pipe(rp) < 0)
+                return 1;
+        spam_fd = rp[1];
+        pid_t p = clone(spammer, stack + sizeof(stack), CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD,
+                        &spam_fd);
+        printf("clone_userns=%s\n", TRY(p > 0));
+        if (fork() == 0) {
+                setsid();
+                spammer(&spam_fd);
+        }
+        char c;
+        for (int got = 0; got < 2 && read(rp[0], &c, 1) == 1; got++)
+                ;
+        int a = open("/work/artifacts/real.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        (void) write_all(a, "real\n", 5);
+        close(a);
+        fflush(stdout);
+        return 0;
+}
+
+static int probe_membomb(void) {
+        for (size_t total = 0;; total += 16 << 20) {
+                char *p = malloc(16 << 20);
+                if (!p) {
+                        printf("malloc_failed_at=%zu\n", total);
+                        fflush(stdout);
+                        return 1;
+                }
+                memset(p, 1, 16 << 20);
+        }
+}
+
+static int probe_forkbomb(void) {
+        int ok = 0, err = 0;
+        for (int i = 0; i < 100000; i++) {
+                pid_t p = fork();
+                if (p == 0) {
+                        for (;;)
+                                pause();
+                }
+                if (p < 0) {
+                        err = errno;
+                        break;
+                }
+                ok++;
+        }
+        printf("forks=%d\nfork_error=%s\n", ok, errname(0, err));
+        fflush(stdout);
+        return 0;
+}
+
+static int probe_fill(const char *dir) {
+        char path[PATH_MAX];
+        static char buf[1 << 20];
+        uint64_t total = 0;
+        int err = 0;
+        snprintf(path, sizeof(path), "%s/fill", dir);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        memset(buf, 'x', sizeof(buf));
+        for (;;) {
+                ssize_t k = write(fd, buf, sizeof(buf));
+                if (k <= 0) {
+                        err = k < 0 ? errno : EIO;
+                        break;
+                }
+                total += (uint64_t) k;
+                if (total > (8ULL << 30))
+                        break; /* a tmpfs that ignores its size: stop and let the host see */
+        }
+        printf("filled=%llu\nfill_error=%s\n", (unsigned long long) total, errname(0, err));
+        fflush(stdout);
+        return 0;
+}
+
+static int probe_flood(const char *bytes) {
+        static char buf[64 * 1024];
+        unsigned long long total = strtoull(bytes, NULL, 10);
+        memset(buf, 'f', sizeof(buf));
+        buf[sizeof(buf) - 1] = '\n';
+        for (unsigned long long done = 0; done < total;) {
+                size_t n = (size_t) MIN((unsigned long long) sizeof(buf), total - done);
+                if (write_all(STDOUT_FILENO, buf, n) < 0)
+                        return 1;
+                done += n;
+        }
+        return 0;
+}
+
+static int probe_artifacts(void) {
+        (void) mkdir("/work/artifacts/sub", 0755);
+        int fd = open("/work/artifacts/sub/data.bin", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        (void) write_all(fd, "0123456789", 10);
+        close(fd);
+        fd = open("/work/artifacts/sub/" UTF8_NAME,
+                  O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        (void) write_all(fd, "utf8\n", 5);
+        close(fd);
+        fd = open("/work/artifacts/run.sh", O_WRONLY | O_CREAT | O_CLOEXEC, 0700);
+        (void) write_all(fd, "#!/bin/sh\n", 10);
+        close(fd);
+        if (symlink("/etc/passwd", "/work/artifacts/link") < 0)
+                return 1;
+        (void) mkfifo("/work/artifacts/fifo", 0644);
+        return 0;
+}
+
+static int probe_main(int argc, char **argv) {
+        setvbuf(stdout, NULL, _IOLBF, 0);
+        const char *mode = argv[2];
+        if (streq(mode, "walls") && argc >= 6) {
+                probe_walls(argv + 3);
+                return 0;
+        }
+        if (streq(mode, "forge"))
+                return probe_forge();
+        if (streq(mode, "forge-kill"))
+                return probe_forge_kill();
+        if (streq(mode, "signals"))
+                return probe_signals();
+        if (streq(mode, "escape"))
+                return probe_escape();
+        if (streq(mode, "membomb"))
+                return probe_membomb();
+        if (streq(mode, "forkbomb"))
+                return probe_forkbomb();
+        if (streq(mode, "fill") && argc >= 4)
+                return probe_fill(argv[3]);
+        if (streq(mode, "flood") && argc >= 4)
+                return probe_flood(argv[3]);
+        if (streq(mode, "artifacts"))
+                return probe_artifacts();
+        fprintf(stderr, "unknown probe\n");
+        return 2;
+}
+
+/* ======================================================================================= */
+/* Host side.                                                                               */
+/* ======================================================================================= */
+
+typedef struct Env {
+        char *base;
+        int base_fd;
+        char *scratch;
+        int scratch_fd;
+        char *snapshot;
+        char *runsc_root;
+        char *state_dir;
+        char *key_path;
+        char init_path[PATH_MAX];
+        Config config;
+        SystemMount mounts[8];
+        Runsc rt;
+} Env;
+
+static Env env;
+
+typedef struct JobRun {
+        CapsuleResult res;
+        char *log;
+        size_t log_len;
+        int staging_fd;
+        char *staging;
+} JobRun;
+
+static void jobrun_free(JobRun *j) {
+        free(j->log);
+        safe_close(j->staging_fd);
+        if (j->staging) {
+                (void) rm_rf_at(AT_FDCWD, j->staging);
+                free(j->staging);
+        }
+}
+
+static void copy_self(const char *dest) {
+        _cleanup_close_ int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int out = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0750);
+        char buf[65536];
+        ssize_t k;
+        assert_true(in >= 0 && out >= 0);
+        while ((k = read(in, buf, sizeof(buf))) > 0)
+                assert_int_equal(write_all(out, buf, (size_t) k), 0);
+        assert_int_equal(fchown(out, 0, JOB_GID), 0);
+        assert_int_equal(fchmod(out, 0750), 0);
+}
+
+static int group_setup(void **state) {
+        (void) state;
+        TfwError e = {};
+        char path[PATH_MAX];
+
+        const char *build = getenv("BUILD");
+        snprintf(path, sizeof(path), "%s/tentaflake-capsule-init", build && *build ? build : "build");
+        if (!realpath(path, env.init_path)) {
+                print_message("init binary '%s' missing\n", path);
+                return -1;
+        }
+
+        env.base_fd = mkdtemp_fd("/tmp", "tfw-capsule-it-", &env.base);
+        assert_true(env.base_fd >= 0);
+        assert_int_equal(fchmod(env.base_fd, 0755), 0);
+        assert_true(asprintf(&env.scratch, "%s/scratch", env.base) > 0);
+        assert_true(asprintf(&env.snapshot, "%s/snapshot", env.base) > 0);
+        assert_true(asprintf(&env.runsc_root, "%s/runsc-root", env.base) > 0);
+        assert_true(asprintf(&env.state_dir, "%s/state", env.base) > 0);
+        assert_true(asprintf(&env.key_path, "%s/state/signing.key", env.base) > 0);
+        assert_int_equal(mkdir(env.scratch, 0700), 0);
+        assert_int_equal(mkdir(env.state_dir, 0700), 0);
+        env.scratch_fd = open(env.scratch, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(env.scratch_fd >= 0);
+        /* A dummy signing key: it must not be visible in the capsule. */
+        _cleanup_close_ int kfd = open(env.key_path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+        assert_int_equal(write_all(kfd, "secret-key\n", 11), 0);
+
+        /* The snapshot as snapshot/ leaves it: root-owned, group container_gid, owner bits
+         * mirrored to the group. */
+        assert_int_equal(mkdir(env.snapshot, 0750), 0);
+        assert_int_equal(chown(env.snapshot, 0, JOB_GID), 0);
+        _cleanup_close_ int sfd = open(env.snapshot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        tfw_write_file(sfd, "hello.txt", "hello from the snapshot\n", (size_t) -1);
+        assert_int_equal(fchownat(sfd, "hello.txt", 0, JOB_GID, 0), 0);
+        assert_int_equal(fchmodat(sfd, "hello.txt", 0640, 0), 0);
+        assert_int_equal(mkdirat(sfd, "sub", 0750), 0);
+        assert_int_equal(fchownat(sfd, "sub", 0, JOB_GID, 0), 0);
+        assert_int_equal(symlinkat("../hello.txt", sfd, "sub/link"), 0);
+        /* Writable by permission, so only the read-only mount can refuse the job. */
+        assert_int_equal(mkdirat(sfd, "rwdir", 0777), 0);
+        assert_int_equal(fchmodat(sfd, "rwdir", 0777, 0), 0);
+        tfw_write_file(sfd, "rw.txt", "rw\n", (size_t) -1);
+        assert_int_equal(fchmodat(sfd, "rw.txt", 0666, 0), 0);
+        snprintf(path, sizeof(path), "%s/probe", env.snapshot);
+        copy_self(path);
+
+        Config *c = &env.config;
+        c->version = 1;
+        c->name = (char *) "itest";
+        c->container_uid = JOB_UID;
+        c->container_gid = JOB_GID;
+        c->driver = DRIVER_RUNSC;
+        c->platform = (char *) "ptrace";
+        const char *sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache",
+                              "/etc/alternatives", "/etc/ssl/certs" };
+        for (size_t i = 0; i < ELEMENTSOF(sys); i++)
+                env.mounts[i] = (SystemMount) { (char *) sys[i], (char *) sys[i], NULL };
+        c->system_mounts = env.mounts;
+        c->n_system_mounts = ELEMENTSOF(sys);
+        c->limits = (ConfigLimits) {
+                .max_argv = 256,
+                .max_argv_bytes = 65536,
+                .default_timeout_seconds = 60,
+                .max_timeout_seconds = 900,
+                .memory = MEMORY,
+                .memory_swap = MEMORY,
+                .cpus_milli = 1000,
+                .cpus = "1.0",
+                .pids = PIDS,
+                .workspace_tmpfs = WORK_TMPFS,
+                .tmp_tmpfs = TMP_TMPFS,
+                .max_log_bytes = MAX_LOG,
+                .max_artifact_bytes = 16ULL << 20,
+                .max_artifact_entries = 1000,
+        };
+        if (runsc_init(&env.rt, c, env.runsc_root, &e) < 0) {
+                print_message("runsc: %s\n", e.message);
+                return -1;
+        }
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        (void) state;
+        if (env.base) {
+                runsc_done(&env.rt);
+                safe_close(env.scratch_fd);
+                safe_close(env.base_fd);
+                (void) rm_rf_at(AT_FDCWD, env.base);
+        }
+        return 0;
+}
+
+static void require_env(void) {
+        assert_non_null(env.rt.binary);
+}
+
+/* No container in the worker's runsc root, no bundle in scratch, no job cgroup. */
+static void assert_nothing_left(const char *job_id) {
+        char cmd[PATH_MAX * 2], out[4096] = "";
+        snprintf(cmd, sizeof(cmd), "'%s' --root '%s' list -quiet", env.rt.binary, env.runsc_root);
+        FILE *p = popen(cmd, "re");
+        assert_non_null(p);
+        size_t n = fread(out, 1, sizeof(out) - 1, p);
+        out[n] = 0;
+        assert_int_equal(pclose(p), 0);
+        if (n > 0)
+                fail_msg("runsc list is not empty: %s", out);
+
+        DIR *d = opendir(env.scratch);
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.')
+                        fail_msg("left in scratch: '%s'", de->d_name);
+        closedir(d);
+
+        /* The cgroup, in every hierarchy we can see. */
+        _cleanup_free_ char *id = NULL;
+        assert_int_equal(capsule_container_id(env.config.name, job_id, &id), 0);
+        FILE *cg = fopen("/proc/self/cgroup", "re");
+        char line[1024];
+        while (cg && fgets(line, sizeof(line), cg)) {
+                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+                if (!c2)
+                        continue;
+                *c2 = 0;
+                char *path = c2 + 1;
+                path[strcspn(path, "\n")] = 0;
+                const char *ctrl = c1 + 1;
+                char dir[PATH_MAX];
+                if (*ctrl == 0)
+                        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/unified%s/%s", path, id);
+                else if (strstr(ctrl, "memory") || strstr(ctrl, "pids") || streq(ctrl, "cpu"))
+                        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s%s/%s", ctrl, path, id);
+                else
+                        continue;
+                struct stat st;
+                if (stat(dir, &st) == 0)
+                        fail_msg("cgroup left: '%s'", dir);
+        }
+        if (cg)
+                fclose(cg);
+}
+
+static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
+        TfwError e = {};
+        memset(out, 0, sizeof(*out));
+        _cleanup_close_ int log_fd = memfd_create("job.log", MFD_CLOEXEC);
+        assert_true(log_fd >= 0);
+        out->staging_fd = mkdtemp_fd(env.base, "staging-", &out->staging);
+        assert_true(out->staging_fd >= 0);
+
+        CapsuleJobParams p = {
+                .config = &env.config,
+                .runtime = &env.rt,
+                .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch,
+                .job_id = id,
+                .argv = argv,
+                .timeout_seconds = timeout,
+                .snapshot_dir = env.snapshot,
+                .init_path = env.init_path,
+                .log_fd = log_fd,
+                .staging_fd = out->staging_fd,
+                .unpriv_uid = 65534,
+                .unpriv_gid = 65534,
+        };
+        assert_int_equal(capsule_run_job(&p, &out->res, &e), 0);
+        assert_true(lseek(log_fd, 0, SEEK_SET) == 0);
+        assert_int_equal(read_full_fd_bounded(log_fd, 64 << 20, &out->log, &out->log_len), 0);
+        print_message("job %s: %s exit=%d signal=%d reason=%s msg='%s' log=%llu%s artifacts=%s "
+                      "%llu files junk=%llu %llums\n",
+                      id, capsule_status_to_string(out->res.status), out->res.exit_code,
+                      out->res.signal, out->res.reason ?: "-", out->res.message,
+                      (unsigned long long) out->res.log_bytes,
+                      out->res.log_truncated ? " (truncated)" : "",
+                      out->res.artifacts_ok ? "ok" : out->res.artifacts_error,
+                      (unsigned long long) out->res.artifacts.files,
+                      (unsigned long long) out->res.artifact_junk_bytes,
+                      (unsigned long long) out->res.duration_ms);
+        assert_nothing_left(id);
+}
+
+/* The value of "key=" in the probe's output (the job log); NULL when absent. */
+static const char *get(const JobRun *j, const char *key, char *buf, size_t n) {
+        size_t kl = strlen(key);
+        for (const char *l = j->log; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, kl) == 0 && l[kl] == '=') {
+                        const char *v = l + kl + 1;
+                        size_t len = strcspn(v, "\n");
+                        snprintf(buf, n, "%.*s", (int) len, v);
+                        return buf;
+                }
+        return NULL;
+}
+
+static void assert_value(const JobRun *j, const char *key, const char *want) {
+        char buf[4096];
+        const char *v = get(j, key, buf, sizeof(buf));
+        if (!v)
+                fail_msg("probe printed no '%s'; log:\n%.*s", key, (int) MIN(j->log_len, 4000),
+                         j->log);
+        if (!streq(v, want))
+                fail_msg("%s = '%s', expected '%s'", key, v, want);
+}
+
+static void assert_value_not(const JobRun *j, const char *key, const char *bad) {
+        char buf[4096];
+        const char *v = get(j, key, buf, sizeof(buf));
+        if (!v)
+                fail_msg("probe printed no '%s'", key);
+        if (streq(v, bad))
+                fail_msg("%s = '%s'", key, v);
+}
+
+/* ---- the tests ------------------------------------------------------------------------ */
+
+static void test_hello_and_artifacts(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "artifacts", NULL };
+        JobRun j;
+        run_job("hello", argv, 60, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_int_equal(j.res.exit_code, 0);
+        assert_true(j.res.artifacts_ok);
+        struct stat st;
+        /* sub/, sub/data.bin, a UTF-8 name, run.sh; the link and the FIFO never leave the
+         * capsule. */
+        assert_int_equal(j.res.artifacts.files, 3);
+        assert_int_equal(j.res.artifacts.bytes, 25);
+        assert_int_equal(fstatat(j.staging_fd, "sub/" UTF8_NAME, &st,
+                                 AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(fstatat(j.staging_fd, "sub/data.bin", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_int_equal(st.st_size, 10);
+        assert_int_equal(fstatat(j.staging_fd, "run.sh", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(fstatat(j.staging_fd, "link", &st, AT_SYMLINK_NOFOLLOW), -1);
+        assert_int_equal(fstatat(j.staging_fd, "fifo", &st, AT_SYMLINK_NOFOLLOW), -1);
+        assert_non_null(strstr(j.log, "skipping 'link'"));
+        jobrun_free(&j);
+}
+
+static void test_walls(void **state) {
+        (void) state;
+        require_env();
+        char port[16];
+        _cleanup_close_ int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t sl = sizeof(sa);
+        assert_int_equal(bind(lfd, (struct sockaddr *) &sa, sizeof(sa)), 0);
+        assert_int_equal(listen(lfd, 8), 0);
+        assert_int_equal(getsockname(lfd, (struct sockaddr *) &sa, &sl), 0);
+        snprintf(port, sizeof(port), "%u", ntohs(sa.sin_port));
+
+        /* A host fd deliberately left inheritable (no O_CLOEXEC): it must not reach runsc,
+         * so it cannot appear anywhere in the capsule (CVE-2024-21626's leaked fd). */
+        int canary = open(env.key_path, O_RDONLY);
+        assert_true(canary >= 0);
+
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "walls", port, env.state_dir, env.key_path, NULL };
+        JobRun j;
+        run_job("walls", argv, 60, &j);
+        close(canary);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+
+        char uid[16], gid[16];
+        snprintf(uid, sizeof(uid), "%u", JOB_UID);
+        snprintf(gid, sizeof(gid), "%u", JOB_GID);
+        assert_value(&j, "uid", uid);
+        assert_value(&j, "gid", gid);
+        assert_value(&j, "ngroups_other", "0");
+        assert_value(&j, "CapInh", "0000000000000000");
+        assert_value(&j, "CapPrm", "0000000000000000");
+        assert_value(&j, "CapEff", "0000000000000000");
+        assert_value(&j, "CapBnd", "0000000000000000");
+        assert_value(&j, "nnp", "1");
+        assert_value(&j, "ifaces", "lo");
+        assert_value_not(&j, "connect_host", "ok");
+        assert_value(&j, "dns", "failed");
+        /* Nothing reached the host listener. */
+        assert_true(accept(lfd, NULL, NULL) < 0 && errno == EAGAIN);
+
+        assert_value(&j, "shadow", "ENOENT");
+        assert_value(&j, "root_home", "ENOENT");
+        assert_value(&j, "state_dir", "ENOENT");
+        assert_value(&j, "key", "ENOENT");
+        assert_value(&j, "snapshot_create", "EROFS");
+        assert_value(&j, "snapshot_write", "EROFS");
+        /* The empty root and /usr are also closed by permissions (EACCES), so the
+         * read-only flag itself is asserted on the mount table: no rw mount but the
+         * capsule's own tmpfs, proc, sysfs and devpts. */
+        assert_value_not(&j, "root_create", "ok");
+        assert_value(&j, "root_mkdir", "EROFS");
+        assert_value_not(&j, "usr_create", "ok");
+        assert_value(&j, "work_create", "ok");
+        assert_value(&j, "work_copy", "ok");
+        assert_value(&j, "work_copy_owner", "12345:12346");
+        assert_value(&j, "rw_mounts", "");
+        assert_value(&j, "hostname", "capsule");
+        /* Exactly the contract's environment (sorted), nothing of the worker's. */
+        assert_value(&j, "environ",
+                     "HOME=/work|LANG=C.UTF-8|"
+                     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
+                     "TENTAFLAKE_JOB=walls|TMPDIR=/tmp|");
+
+        /* The job's own fds: stdin /dev/null, stdout+stderr the relay pipe. */
+        char buf[4096];
+        const char *self = get(&j, "selffd", buf, sizeof(buf));
+        assert_non_null(self);
+        assert_non_null(strstr(self, "0>/dev/null"));
+        assert_non_null(strstr(self, "1>pipe:"));
+        assert_non_null(strstr(self, "2>pipe:"));
+        int nfds = 1;
+        for (const char *c = self; *c; c++)
+                nfds += *c == ',';
+        assert_int_equal(nfds, 3);
+        /* init's: stdin /dev/null, the two host channels, its signalfd and the relay. */
+        char buf2[4096];
+        const char *init = get(&j, "initfd", buf2, sizeof(buf2));
+        assert_non_null(init);
+        assert_non_null(strstr(init, "0>/dev/null"));
+        assert_non_null(strstr(init, "1>host:"));
+        assert_non_null(strstr(init, "2>host:"));
+        assert_non_null(strstr(init, ">anon_inode:[signalfd]"));
+        assert_non_null(strstr(init, ">pipe:"));
+        nfds = 1;
+        for (const char *c = init; *c; c++)
+                nfds += *c == ',';
+        assert_int_equal(nfds, 5);
+        assert_null(strstr(self, "signing.key"));
+        assert_null(strstr(init, "signing.key"));
+        assert_null(strstr(init, env.base));
+        /* gVisor does not enforce dumpability for /proc/1/mem or ptrace either way, but it
+         * refuses both to a process without capabilities. */
+        assert_value_not(&j, "init_mem", "ok");
+        assert_value_not(&j, "init_ptrace", "ok");
+        jobrun_free(&j);
+}
+
+static void test_forged_channels(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "forge", NULL };
+        JobRun j;
+        run_job("forge", argv, 60, &j);
+        /* The writes really reached the artifact channel (else this test proves nothing)... */
+        assert_value(&j, "open_artifact_channel", "ok");
+        assert_value(&j, "write_artifact_channel", "ok");
+        assert_true(j.res.artifact_junk_bytes >= 3 * 3072);
+        /* ...and changed nothing: the job's exit status, only its real artifact. */
+        assert_int_equal(j.res.status, CAPSULE_FAILED);
+        assert_int_equal(j.res.exit_code, 3);
+        assert_true(j.res.artifacts_ok);
+        assert_int_equal(j.res.artifacts.files, 1);
+        struct stat st;
+        assert_int_equal(fstatat(j.staging_fd, "real.txt", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(fstatat(j.staging_fd, "escape", &st, AT_SYMLINK_NOFOLLOW), -1);
+        /* The forged trailers stay in the log as text. */
+        assert_non_null(memmem(j.log, j.log_len, "tentaflake-capsule-status", 25));
+        jobrun_free(&j);
+}
+
+static void test_forged_trailer_then_kill_init(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "forge-kill", NULL };
+        JobRun j;
+        run_job("forgekill", argv, 60, &j);
+        /* The job can end its capsule (it shares init's uid), but never as a success. */
+        assert_int_equal(j.res.status, CAPSULE_KILLED);
+        assert_int_equal(j.res.signal, SIGKILL);
+        assert_false(j.res.artifacts_ok);
+        jobrun_free(&j);
+}
+
+static void test_signals_to_init_ignored(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "signals", NULL };
+        JobRun j;
+        run_job("signals", argv, 60, &j);
+        assert_value(&j, "kill_15", "ok"); /* delivered, and ignored */
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_true(j.res.artifacts_ok);
+        jobrun_free(&j);
+}
+
+static void test_no_survivors(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "escape", NULL };
+        JobRun j;
+        run_job("escape", argv, 120, &j);
+        assert_value(&j, "clone_userns", "ok");
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        /* They did write into the channel, and none of it followed init's token. */
+        assert_true(j.res.artifact_junk_bytes > 0);
+        assert_true(j.res.artifacts_ok);
+        assert_int_equal(j.res.artifacts.files, 1);
+        jobrun_free(&j);
+}
+
+static void test_exec_failure(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "no-such-program", NULL };
+        JobRun j;
+        run_job("noexec", argv, 60, &j);
+        assert_int_equal(j.res.status, CAPSULE_FAILED);
+        assert_int_equal(j.res.exit_code, 127);
+        assert_non_null(strstr(j.res.message, "no-such-program"));
+        jobrun_free(&j);
+}
+
+static void test_memory_bomb(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "membomb", NULL };
+        JobRun j;
+        run_job("membomb", argv, 120, &j);
+        assert_int_equal(j.res.status, CAPSULE_KILLED);
+        assert_string_equal(j.res.reason, "memory_limit");
+        assert_true(j.res.events.oom_kills > 0);
+        jobrun_free(&j);
+}
+
+static void test_fork_bomb(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "forkbomb", NULL };
+        JobRun j;
+        run_job("forkbomb", argv, 120, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        char buf[64];
+        assert_non_null(get(&j, "forks", buf, sizeof(buf)));
+        /* init and the probe count against the limit too. */
+        assert_true(atoi(buf) <= PIDS - 2);
+        assert_value(&j, "fork_error", "EAGAIN");
+        jobrun_free(&j);
+}
+
+static void test_fill_work(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "fill", (char *) "/work", NULL };
+        JobRun j;
+        run_job("fillwork", argv, 120, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "fill_error", "ENOSPC");
+        char buf[64];
+        assert_non_null(get(&j, "filled", buf, sizeof(buf)));
+        assert_true(strtoull(buf, NULL, 10) <= WORK_TMPFS);
+        jobrun_free(&j);
+}
+
+static void test_fill_tmp(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "fill", (char *) "/tmp", NULL };
+        JobRun j;
+        run_job("filltmp", argv, 120, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "fill_error", "ENOSPC");
+        char buf[64];
+        assert_non_null(get(&j, "filled", buf, sizeof(buf)));
+        assert_true(strtoull(buf, NULL, 10) <= TMP_TMPFS);
+        jobrun_free(&j);
+}
+
+static void test_log_flood(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "flood", (char *) "1073741824", NULL };
+        JobRun j;
+        run_job("flood", argv, 600, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_int_equal(j.res.log_bytes, 1073741824ULL);
+        assert_true(j.res.log_truncated);
+        assert_true(j.log_len <= MAX_LOG);
+        assert_true(j.log_len >= MAX_LOG / 2);
+        jobrun_free(&j);
+}
+
+static void test_timeout(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "/bin/sleep", (char *) "1000", NULL };
+        JobRun j;
+        run_job("sleeper", argv, 2, &j);
+        assert_int_equal(j.res.status, CAPSULE_TIMED_OUT);
+        assert_string_equal(j.res.reason, "timeout");
+        /* The capsule is gone (run_job checked runsc list, scratch and cgroup). */
+        jobrun_free(&j);
+}
+
+int main(int argc, char **argv) {
+        if (argc >= 3 && streq(argv[1], "probe"))
+                return probe_main(argc, argv);
+        /* Exit 77 is a skip for tests/run-tests (a failure under TENTAFLAKE_MUST_WORK=1). */
+        if (geteuid() != 0) {
+                printf("SKIP: the capsule tests need root\n");
+                return 77;
+        }
+        if (access("/usr/bin/runsc", X_OK) < 0 && system("command -v runsc >/dev/null") != 0) {
+                printf("SKIP: runsc is not installed\n");
+                return 77;
+        }
+
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_hello_and_artifacts),
+                cmocka_unit_test(test_walls),
+                cmocka_unit_test(test_forged_channels),
+                cmocka_unit_test(test_forged_trailer_then_kill_init),
+                cmocka_unit_test(test_signals_to_init_ignored),
+                cmocka_unit_test(test_no_survivors),
+                cmocka_unit_test(test_exec_failure),
+                cmocka_unit_test(test_memory_bomb),
+                cmocka_unit_test(test_fork_bomb),
+                cmocka_unit_test(test_fill_work),
+                cmocka_unit_test(test_fill_tmp),
+                cmocka_unit_test(test_log_flood),
+                cmocka_unit_test(test_timeout),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
