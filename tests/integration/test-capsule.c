@@ -30,6 +30,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capsule/bundle.h"
 #include "capsule/job.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
@@ -1025,6 +1026,68 @@ static void test_timeout(void **state) {
         jobrun_free(&j);
 }
 
+static void test_startup_cleanup(void **state) {
+        (void) state;
+        require_env();
+        TfwError e = {};
+        _cleanup_free_ char *ours = NULL;
+        assert_int_equal(capsule_container_id(env.config.name, "stale", &ours), 0);
+
+        /* A worker killed in the middle of a job leaves its container running, its cgroup
+         * and its bundle. */
+        pid_t worker = fork();
+        assert_true(worker >= 0);
+        if (worker == 0) {
+                char *argv[] = { (char *) "/bin/sleep", (char *) "1000", NULL };
+                CapsuleJobParams p = {
+                        .config = &env.config, .runtime = &env.rt, .scratch_fd = env.scratch_fd,
+                        .scratch_path = env.scratch, .job_id = "stale", .argv = argv,
+                        .timeout_seconds = 600, .snapshot_dir = env.snapshot,
+                        .init_path = env.init_path, .log_fd = -1, .staging_fd = -1,
+                        .unpriv_uid = 65534, .unpriv_gid = 65534,
+                };
+                CapsuleResult r;
+                (void) capsule_run_job(&p, &r, &e);
+                _exit(0);
+        }
+        /* Wait for the event (runsc has state for the container), bounded. */
+        for (int i = 0; i < 600 && runsc_state_exists(&env.rt, ours) <= 0; i++)
+                usleep(50 * 1000);
+        assert_int_equal(runsc_state_exists(&env.rt, ours), 1);
+        assert_int_equal(kill(worker, SIGKILL), 0);
+        assert_int_equal(waitpid(worker, NULL, 0), worker);
+
+        /* Another worker's container in the same root: never touched. */
+        Config other = env.config;
+        other.name = (char *) "other";
+        char *argv[] = { (char *) "/bin/true", NULL };
+        CapsuleSpecParams sp = { .config = &other, .job_id = "foreign", .argv = argv,
+                                 .timeout_seconds = 5, .snapshot_dir = env.snapshot,
+                                 .init_path = env.init_path };
+        CapsuleBundle *fb = NULL;
+        assert_int_equal(capsule_bundle_create(env.base_fd, env.base, "tfw-other-foreign", &sp,
+                                               &fb, &e),
+                         0);
+        char cmd[PATH_MAX * 3];
+        snprintf(cmd, sizeof(cmd),
+                 "'%s' --root '%s' --network=none --ignore-cgroups run --detach --bundle '%s' "
+                 "tfw-other-foreign </dev/null >/dev/null 2>&1",
+                 env.rt.binary, env.runsc_root, fb->path);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(runsc_state_exists(&env.rt, "tfw-other-foreign"), 1);
+
+        unsigned removed = 0;
+        assert_int_equal(capsule_cleanup_stale(&env.rt, env.scratch_fd, &removed, &e), 0);
+        assert_true(removed >= 1);
+        assert_int_equal(runsc_state_exists(&env.rt, ours), 0);
+        assert_int_equal(runsc_state_exists(&env.rt, "tfw-other-foreign"), 1);
+
+        assert_int_equal(runsc_delete_force(&env.rt, "tfw-other-foreign"), 0);
+        assert_int_equal(capsule_bundle_remove(fb), 0);
+        /* The killed worker's container, cgroup and bundle are gone. */
+        assert_nothing_left("stale");
+}
+
 int main(int argc, char **argv) {
         if (argc >= 3 && streq(argv[1], "probe"))
                 return probe_main(argc, argv);
@@ -1052,6 +1115,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fill_tmp),
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_timeout),
+                cmocka_unit_test(test_startup_cleanup),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
