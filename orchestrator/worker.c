@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "common/fd-util.h"
+#include "common/log.h"
 #include "common/resolve.h"
 #include "orchestrator/worker.h"
 
@@ -30,5 +31,11 @@ void worker_close(Worker *w) {
 }
 
 int worker_audit(Worker *w, const char *event, json_t *fields, TfwError *e) {
-        return audit_append(w->audit, event, fields, e);
+        TfwError local = {0};
+        int r = audit_append(w->audit, event, fields, e ? e : &local);
+        /* Callers go on after a failed append (the job's result is more important than its
+         * audit line), so the failure is never silent: it reaches the journal here. */
+        if (r < 0)
+                log_error("audit: cannot record '%s': %s", event, (e ? e : &local)->message);
+        return r;
 }

@@ -22,5 +22,6 @@ typedef struct Worker {
 int worker_open(Worker *w, const Config *c, TfwError *e);
 void worker_close(Worker *w);
 
-/* Record an audit event; a failure is returned (callers decide whether it is fatal). */
+/* Record an audit event. A failure is logged here and returned; callers decide whether it is
+ * fatal (a job's result is published even when its audit line could not be written). */
 int worker_audit(Worker *w, const char *event, json_t *fields, TfwError *e);
