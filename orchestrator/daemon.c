@@ -267,9 +267,13 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                         continue;
                         }
                         CaptureOutcome o;
-                        int r = inbox_capture(&d->w, ev->name, &o, e);
-                        if (r < 0)
-                                return r;
+                        TfwError one = {0};
+                        if (inbox_capture(&d->w, ev->name, &o, &one) < 0) {
+                                /* The entry stays in the inbox for the next scan; the worker
+                                 * goes on with the others. */
+                                log_error("inbox entry '%s': %s", ev->name, one.message);
+                                continue;
+                        }
                         if (o == CAPTURE_QUEUED) {
                                 /* Arrival order is the order of capture. */
                                 void *nq = realloc(d->queue, (d->n_queue + 1) * sizeof(*d->queue));
@@ -440,9 +444,9 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         for (;;) {
                 if (d.rescan && !d.stopping) {
                         d.rescan = false;
-                        r = inbox_scan(&d.w, e);
-                        if (r < 0)
-                                goto out;
+                        TfwError one = {0};
+                        if (inbox_scan(&d.w, &one) < 0)
+                                log_error("inbox: %s", one.message);
                         d.reload_queue = true;
                 }
                 if (d.reload_queue) {

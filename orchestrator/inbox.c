@@ -319,7 +319,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
 }
 
 int inbox_scan(Worker *w, TfwError *e) {
-        int dfd = fcntl(w->inbox_fd, F_DUPFD_CLOEXEC, 3), handled = 0, r = 0;
+        int dfd = fcntl(w->inbox_fd, F_DUPFD_CLOEXEC, 3), handled = 0, first_error = 0;
         if (dfd < 0)
                 return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
         DIR *d = fdopendir(dfd);
@@ -331,13 +331,21 @@ int inbox_scan(Worker *w, TfwError *e) {
         struct dirent *de;
         while ((de = readdir(d))) {
                 CaptureOutcome o;
+                TfwError one = {0};
                 if (de->d_name[0] == '.')
                         continue;
-                r = inbox_capture(w, de->d_name, &o, e);
-                if (r < 0)
-                        break;
+                /* One entry the worker cannot handle now must not stop the others. */
+                int r = inbox_capture(w, de->d_name, &o, &one);
+                if (r < 0) {
+                        if (!first_error) {
+                                first_error = r;
+                                if (e)
+                                        *e = one;
+                        }
+                        continue;
+                }
                 handled += o != CAPTURE_IGNORED;
         }
         closedir(d);
-        return r < 0 ? r : handled;
+        return first_error < 0 ? first_error : handled;
 }

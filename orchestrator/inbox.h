@@ -36,5 +36,6 @@ int inbox_open(Worker *w, TfwError *e);
 
 int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e);
 
-/* Capture every entry present now. Returns the number of entries handled (not ignored). */
+/* Capture every entry present now. Returns the number of entries handled (not ignored), or
+ * the first entry's error after trying all the others; a failed entry stays in the inbox. */
 int inbox_scan(Worker *w, TfwError *e);
