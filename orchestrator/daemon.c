@@ -282,8 +282,12 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                 d->queue = nq;
                                 snprintf(d->queue[d->n_queue++], REQUEST_ID_MAX + 1, "%.*s",
                                          (int) (strlen(ev->name) - 5), ev->name);
-                        } else if (o == CAPTURE_PENDING)
-                                d->reload_queue = true; /* refresh the next expiry */
+                        } else if (o == CAPTURE_PENDING) {
+                                /* Captured just now: it expires one TTL from now. */
+                                usec_t exp = now_realtime() + (usec_t) d->w.config->pending_ttl_hours * 3600 * USEC_PER_SEC;
+                                if (d->next_expiry == 0 || exp < d->next_expiry)
+                                        d->next_expiry = exp;
+                        }
                 }
         }
 }
