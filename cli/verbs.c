@@ -17,6 +17,8 @@
 #include "orchestrator/retention.h"
 #include "orchestrator/worker.h"
 #include "parser/request.h"
+#include "validation/serve.h"
+#include "validation/signing.h"
 
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v) {
         for (int i = 1; i < argc; i++) {
@@ -317,14 +319,29 @@ static int verb_keygen(int argc, char **argv, const Config *config, const char *
                 return cli_usage_error("keygen", "unexpected argument '%s'", argv[optind]);
         if (!out || !identity)
                 return cli_usage_error("keygen", "--out FILE and --identity ID are required");
-        return not_built("keygen", "signing comes with the validation plane");
+        _cleanup_free_ char *pub = NULL;
+        TfwError e = {0};
+        if (signing_key_generate(out, identity, &pub, &e) < 0) {
+                log_error("keygen: %s", e.message);
+                return 1;
+        }
+        /* The policy snippet that trusts this key: JSON, so jansson quotes the identity. */
+        json_t *snippet = json_pack("{s:[{s:s, s:s}]}", "trusted_issuers", "identity", identity, "public_key", pub);
+        char *text = snippet ? json_dumps(snippet, JSON_INDENT(2)) : NULL;
+        json_decref(snippet);
+        if (!text) {
+                log_error("keygen '%s': out of memory", out);
+                return 1;
+        }
+        printf("%s\n", text);
+        free(text);
+        return 0;
 }
 
 static int verb_serve(int argc, char **argv, const Config *config, const char *config_path) {
-        (void) argc;
         (void) config;
         (void) config_path;
-        return not_built(argv[0], "the validation plane is not built yet");
+        return serve_main(argc, argv);
 }
 
 #define CONFIG_OPT "Requires --config FILE (before the command).\n"

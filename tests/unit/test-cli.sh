@@ -49,6 +49,9 @@ expect 2 "option '--config' needs a value" -- --config
 expect 2 'list: --config FILE is required' -- list
 expect 2 "keygen: this command does not take --config" -- --config "$tmp/good.json" keygen --out x --identity y
 expect 2 "keygen: --out FILE and --identity ID are required" -- keygen --out x
+expect 0 '"identity": "service:ci-1"' -- keygen --out "$tmp/ci.key" --identity service:ci-1
+expect 1 "keygen: '$tmp/ci.key' already exists; a key is never overwritten" -- keygen --out "$tmp/ci.key" --identity service:ci-1
+expect 1 "keygen: identity must be" -- keygen --out "$tmp/bad.key" --identity 'a b'
 expect 1 "config '$tmp/missing.json': .*No such file" -- --config "$tmp/missing.json" list
 expect 1 "config '$tmp/badkey.json': .*limits.memroy" -- --config "$tmp/badkey.json" list
 expect 1 "config '$tmp/badsize.json': .*limits.memory" -- --config "$tmp/badsize.json" run
