@@ -41,6 +41,27 @@ static int write_new_file(int dir_fd, const char *name, const char *data, mode_t
         return 0;
 }
 
+/* The empty root: nothing but etc/passwd and etc/group, nothing writable. */
+static int make_root(int dir_fd, const char *pw, const char *gr) {
+        int r;
+        if (mkdirat(dir_fd, "root", 0755) < 0)
+                return -errno;
+        _cleanup_close_ int root = open_dir_at(dir_fd, "root");
+        if (root < 0)
+                return root;
+        if (mkdirat(root, "etc", 0755) < 0)
+                return -errno;
+        _cleanup_close_ int etc = open_dir_at(root, "etc");
+        if (etc < 0)
+                return etc;
+        if ((r = write_new_file(etc, "passwd", pw, 0644)) < 0 ||
+            (r = write_new_file(etc, "group", gr, 0644)) < 0)
+                return r;
+        if (fchmod(etc, 0555) < 0 || fchmod(root, 0555) < 0)
+                return -errno;
+        return 0;
+}
+
 int capsule_bundle_create(int scratch_fd, const char *scratch_path, const char *container_id,
                           const CapsuleSpecParams *params, CapsuleBundle **ret, TfwError *e) {
         _cleanup_free_ char *root = NULL, *passwd = NULL, *group = NULL, *pw_text = NULL,
@@ -97,7 +118,7 @@ int capsule_bundle_create(int scratch_fd, const char *scratch_path, const char *
         if ((r = write_new_file(b->dir_fd, "config.json", text, 0600)) < 0 ||
             (r = write_new_file(b->dir_fd, "passwd", pw_text, 0644)) < 0 ||
             (r = write_new_file(b->dir_fd, "group", gr_text, 0644)) < 0 ||
-            (!p.config->rootfs && mkdirat(b->dir_fd, "root", 0555) < 0 && (r = -errno) < 0)) {
+            (!p.config->rootfs && (r = make_root(b->dir_fd, pw_text, gr_text)) < 0)) {
                 r = tfw_error(e, -r, "bundle_failed", "bundle '%s': %s", b->path, strerror(-r));
                 goto fail;
         }
@@ -151,8 +172,18 @@ int capsule_bundle_remove(CapsuleBundle *b) {
         if (!b)
                 return 0;
         if (b->scratch_fd >= 0 && b->name) {
+                /* The root and its etc are read-only even for their owner; a worker without
+                 * CAP_DAC_OVERRIDE could not empty them otherwise. */
+                _cleanup_close_ int root = open_dir_at(b->dir_fd, "root");
+                _cleanup_close_ int etc = root >= 0 ? open_dir_at(root, "etc") : -EBADF;
+                if (etc >= 0 && fchmod(etc, 0755) < 0)
+                        r = -errno;
+                if (root >= 0 && fchmod(root, 0755) < 0)
+                        r = -errno;
                 b->dir_fd = safe_close(b->dir_fd);
-                r = rm_rf_at(b->scratch_fd, b->name);
+                int k = rm_rf_at(b->scratch_fd, b->name);
+                if (k < 0)
+                        r = k;
         }
         bundle_free(b);
         return r;

@@ -2,8 +2,10 @@
 /* The OCI bundle of one capsule, in a private directory of the worker's scratch space:
  *
  *   <scratch>/<container id>/config.json   the spec (capsule/oci-spec.h), 0600
- *   <scratch>/<container id>/passwd, group the synthetic /etc files, 0644 (read by the job)
- *   <scratch>/<container id>/root/         the empty read-only root when rootfs is null
+ *   <scratch>/<container id>/passwd, group the synthetic /etc files, 0644 (read by the job),
+ *                                          bound over /etc of an image root
+ *   <scratch>/<container id>/root/         the read-only root when rootfs is null: empty but
+ *                                          for etc/passwd and etc/group
  *   <scratch>/<container id>/runsc.log     runsc's own log (--log), read for error messages
  *
  * Removed with everything in it after every ending (capsule_bundle_remove). */

@@ -195,9 +195,11 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
                               ro_bind_json(CAPSULE_SNAPSHOT_PATH, p->snapshot_dir, false, true));
         if (r >= 0)
                 r = add_mount(mounts, ro_bind_json(CAPSULE_INIT_PATH, p->init_path, false, false));
-        if (r >= 0)
+        /* With an image root the synthetic /etc files are bound over the image's; the empty
+         * root of the bundle carries them itself (two host mounts fewer). */
+        if (c->rootfs && r >= 0)
                 r = add_mount(mounts, ro_bind_json("/etc/passwd", p->passwd_path, false, true));
-        if (r >= 0)
+        if (c->rootfs && r >= 0)
                 r = add_mount(mounts, ro_bind_json("/etc/group", p->group_path, false, true));
         if (!c->rootfs)
                 for (size_t i = 0; r >= 0 && i < c->n_system_mounts; i++)
@@ -234,7 +236,9 @@ static bool params_valid(const CapsuleSpecParams *p) {
         if (!p->config || !p->job_id || !request_id_is_valid(p->job_id) || !p->argv ||
             !p->argv[0])
                 return false;
-        for (size_t i = 0; i < ELEMENTSOF(paths); i++)
+        /* passwd and group are host paths only with an image root. */
+        size_t n = p->config->rootfs ? ELEMENTSOF(paths) : 2;
+        for (size_t i = 0; i < n; i++)
                 if (!paths[i] || !path_is_absolute_normalized(paths[i]))
                         return false;
         if (!p->config->rootfs && (!p->root_dir || !path_is_absolute_normalized(p->root_dir)))

@@ -36,15 +36,16 @@ typedef struct CapsuleSpecParams {
         const char *root_dir;     /* empty private directory, used as root when rootfs is NULL */
         const char *snapshot_dir; /* mounted read-only at /snapshot */
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
-        const char *passwd_path;  /* synthetic files, mounted read-only over /etc */
-        const char *group_path;
+        const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
+        const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
 } CapsuleSpecParams;
 
 /* Build the spec. Accepts: params whose host paths are absolute and normalised, a valid job
  * id, a non-empty argv. Refuses (EINVAL, code "bad_capsule_spec") anything else. Guarantees:
  * the spec runs argv under CAPSULE_INIT_PATH as container_uid:container_gid with no
  * supplementary group, empty capability sets, no_new_privileges, a read-only root, read-only
- * bind mounts (snapshot, init, passwd/group, system mounts), bounded nosuid/nodev tmpfs on
+ * bind mounts (snapshot, init, system mounts or passwd/group over an image), bounded
+ * nosuid/nodev tmpfs on
  * /work and /tmp, fresh pid/ipc/uts/mount/network namespaces, the resource limits and the
  * constant environment. No host path is mounted writable. */
 int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e);

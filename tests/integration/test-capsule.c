@@ -12,10 +12,12 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,6 +188,13 @@ static void probe_walls(char **args) {
         for (int j = 0; j < nv; j++)
                 printf("%s|", vars[j]);
         printf("\n");
+
+        /* The synthetic passwd: the job user with HOME=/work, nothing of the host's. */
+        struct passwd *pw = getpwuid(getuid());
+        printf("pw_name=%s\npw_dir=%s\n", pw ? pw->pw_name : "-", pw ? pw->pw_dir : "-");
+        printf("host_user_daemon=%s\n", getpwnam("daemon") ? "present" : "absent");
+        struct group *gr = getgrgid(getgid());
+        printf("gr_name=%s\n", gr ? gr->gr_name : "-");
 
         struct utsname u;
         uname(&u);
@@ -830,6 +839,10 @@ static void test_walls(void **state) {
         assert_value(&j, "work_copy_owner", "12345:12346");
         assert_value(&j, "rw_mounts", "");
         assert_value(&j, "hostname", "capsule");
+        assert_value(&j, "pw_name", "tentaflake");
+        assert_value(&j, "pw_dir", "/work");
+        assert_value(&j, "gr_name", "tentaflake");
+        assert_value(&j, "host_user_daemon", "absent");
         /* Exactly the contract's environment (sorted), nothing of the worker's. */
         assert_value(&j, "environ",
                      "HOME=/work|LANG=C.UTF-8|"

@@ -312,6 +312,17 @@ static void test_bundle(void **state) {
         assert_int_equal(st.st_mode & 07777, 0644);
         assert_int_equal(fstatat(b->dir_fd, "root", &st, 0), 0);
         assert_true(S_ISDIR(st.st_mode));
+        assert_int_equal(st.st_mode & 07777, 0555);
+        /* The empty root holds the synthetic passwd and group, readable, nothing writable. */
+        assert_int_equal(fstatat(b->dir_fd, "root/etc", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0555);
+        assert_int_equal(fstatat(b->dir_fd, "root/etc/passwd", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0644);
+        assert_int_equal(fstatat(b->dir_fd, "root/etc/group", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0644);
+        _cleanup_close_ int pfd = openat(b->dir_fd, "root/etc/passwd", O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *pw = read_all(pfd);
+        assert_non_null(strstr(pw, "tentaflake:x:1000:1001:"));
 
         /* The spec names the bundle's own files. */
         _cleanup_close_ int cfd = openat(b->dir_fd, "config.json", O_RDONLY | O_CLOEXEC);
@@ -322,7 +333,7 @@ static void test_bundle(void **state) {
         snprintf(want, sizeof(want), "%s/tfw-coder-j1/root", d->path);
         assert_string_equal(json_string_value(json_object_get(json_object_get(spec, "root"), "path")),
                             want);
-        assert_non_null(strstr(text, "tfw-coder-j1/passwd"));
+        assert_null(strstr(text, "/etc/passwd"));
 
         /* A second bundle of the same id is refused; removal leaves nothing. */
         CapsuleBundle *b2 = NULL;

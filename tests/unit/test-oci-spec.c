@@ -248,6 +248,16 @@ static void test_root(void **state) {
         assert_null(find_mount(spec2, "/usr"));
         assert_null(find_mount(spec2, "/tools"));
         assert_non_null(find_mount(spec2, "/snapshot"));
+        /* The synthetic passwd and group, never the image's own, read-only. */
+        json_t *pw = find_mount(spec2, "/etc/passwd"), *gr = find_mount(spec2, "/etc/group");
+        assert_non_null(pw);
+        assert_non_null(gr);
+        assert_string_equal(json_string_value(json_object_get(pw, "source")),
+                            f.params.passwd_path);
+        assert_string_equal(json_string_value(json_object_get(gr, "source")),
+                            f.params.group_path);
+        assert_true(has_option(pw, "ro"));
+        assert_true(has_option(gr, "ro"));
 }
 
 static void test_mounts(void **state) {
@@ -320,13 +330,9 @@ static void test_mounts(void **state) {
                             f.params.init_path);
         assert_true(has_option(init, "ro"));
 
-        json_t *pw = find_mount(spec, "/etc/passwd"), *gr = find_mount(spec, "/etc/group");
-        assert_non_null(pw);
-        assert_non_null(gr);
-        assert_string_equal(json_string_value(json_object_get(pw, "source")),
-                            f.params.passwd_path);
-        assert_string_equal(json_string_value(json_object_get(gr, "source")),
-                            f.params.group_path);
+        /* The empty root carries passwd and group itself; no host mount for them. */
+        assert_null(find_mount(spec, "/etc/passwd"));
+        assert_null(find_mount(spec, "/etc/group"));
 
         json_t *tools = find_mount(spec, "/tools");
         assert_string_equal(json_string_value(json_object_get(tools, "source")), "/opt/tools");
