@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -556,6 +557,41 @@ int cgroup_job_remove_stale(const char *name) {
                 return r;
         }
         return cgroup_job_destroy(j);
+}
+
+int cgroup_remove_stale_prefix(const char *prefix, bool (*valid)(const char *rest),
+                                unsigned *ret_removed) {
+        TfwError e = {};
+        CgroupJob *j = job_new("x");
+        unsigned removed = 0;
+        int r;
+
+        if (!j)
+                return -ENOMEM;
+        r = job_open_parents(j, &e);
+        if (r < 0) {
+                job_free(j);
+                return r;
+        }
+        size_t pl = strlen(prefix);
+        for (size_t i = 0; i < j->n; i++) {
+                int fd = fcntl(j->parent_fd[i], F_DUPFD_CLOEXEC, 3);
+                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+                struct dirent *de;
+                if (!d) {
+                        safe_close(fd);
+                        continue;
+                }
+                while ((de = readdir(d)))
+                        if (de->d_type == DT_DIR && strncmp(de->d_name, prefix, pl) == 0 &&
+                            valid(de->d_name + pl) && cgroup_job_remove_stale(de->d_name) >= 0)
+                                removed++;
+                closedir(d);
+        }
+        job_free(j);
+        if (ret_removed)
+                *ret_removed = removed;
+        return 0;
 }
 
 const char *cgroup_mode_string(void) {

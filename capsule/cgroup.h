@@ -62,5 +62,11 @@ static inline void cgroup_job_destroyp(CgroupJob **j) {
  * cgroup is success. */
 int cgroup_job_remove_stale(const char *name);
 
+/* Remove every cgroup below the worker's own whose name is prefix + a string `valid`
+ * accepts (start-up cleanup of a predecessor killed between creating a cgroup and
+ * starting its container). */
+int cgroup_remove_stale_prefix(const char *prefix, bool (*valid)(const char *rest),
+                               unsigned *ret_removed);
+
 /* "v1" or "v2", or NULL when no usable hierarchy was found. */
 const char *cgroup_mode_string(void);

@@ -560,6 +560,10 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                         removed++;
         }
         closedir(d);
+        /* Cgroups without a bundle: a predecessor killed between the two. */
+        unsigned cg_removed = 0;
+        (void) cgroup_remove_stale_prefix(prefix, request_id_is_valid, &cg_removed);
+        removed += cg_removed;
         if (ret_removed)
                 *ret_removed = removed;
         return 0;

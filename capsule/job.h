@@ -81,7 +81,8 @@ typedef struct CapsuleResult {
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
 
 /* Remove what a killed predecessor left: containers of this worker in the runsc root (and
- * their cgroups) and bundle directories "tfw-<name>-*" in scratch. */
+ * their cgroups), bundle directories "tfw-<name>-<id>" in scratch and cgroups of that name
+ * below the worker's own. */
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e);
 
 /* ---- the status decision, separate so it is unit-tested ------------------------------- */

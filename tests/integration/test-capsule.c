@@ -1089,6 +1089,12 @@ static void test_startup_cleanup(void **state) {
         assert_int_equal(system(cmd), 0);
         assert_int_equal(runsc_state_exists(&env.rt, "tfw-other-foreign"), 1);
 
+        /* And a cgroup a worker made just before it was killed, with no bundle yet. */
+        CgroupJob *orphan = NULL;
+        CgroupLimits cl = { .memory = 64 << 20, .memory_swap = 64 << 20, .pids = 10 };
+        assert_int_equal(cgroup_job_create("tfw-itest-orphan", &cl, &orphan, &e), 0);
+        orphan = NULL; /* leaked on purpose, as by a killed worker */
+
         unsigned removed = 0;
         assert_int_equal(capsule_cleanup_stale(&env.rt, env.scratch_fd, &removed, &e), 0);
         assert_true(removed >= 1);
@@ -1099,6 +1105,7 @@ static void test_startup_cleanup(void **state) {
         assert_int_equal(capsule_bundle_remove(fb), 0);
         /* The killed worker's container, cgroup and bundle are gone. */
         assert_nothing_left("stale");
+        assert_nothing_left("orphan");
 }
 
 int main(int argc, char **argv) {
