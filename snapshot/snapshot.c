@@ -1,0 +1,687 @@
+/* SPDX-License-Identifier: MIT */
+/* The workspace snapshot: a descriptor-relative walk of a tree the agent controls, copied into
+ * a private directory and hashed as git trees in the same pass. See snapshot.h for the
+ * security contract and docs/snapshot.md for the reasoning. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "snapshot.h"
+
+/* One getdents64 buffer per directory level, reused across siblings. */
+#define DENTS_BUF_SIZE (32U * 1024U)
+/* The copy buffer: large enough that almost every file is one read and one write. */
+#define COPY_BUF_SIZE (256U * 1024U)
+/* Longest relative path the walk can build: every level at NAME_MAX, plus separators. */
+#define WALK_PATH_MAX ((SNAPSHOT_DEPTH_MAX + 1) * (NAME_MAX + 1) + 1)
+
+/* How often a name whose entry keeps being renamed away is looked up again. */
+#define OPEN_RETRIES 16
+
+#define CHILD_DIR_FLAGS (O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+/* O_NONBLOCK: a FIFO swapped in after readdir opens at once instead of waiting for a writer.
+ * O_NOCTTY: never acquire a controlling terminal. */
+#define CHILD_FILE_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
+#define RESOLVE_CHILD (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+#define RESOLVE_ROOT (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
+
+typedef struct Walk {
+        const SnapshotLimits *limits;
+        TfwError *e;
+        bool use_openat2;
+        SnapshotCopyMethod copy;
+        uid_t owner_uid;    /* owner of the workspace root */
+        mode_t umask;       /* the process umask, or (mode_t) -1 when unknown */
+        uint64_t bytes, entries, files, dirs, skipped_symlinks;
+        Sha256 *h;
+        uint8_t *buf;
+        char *path;         /* relative path of the entry being handled, for messages */
+        size_t path_len;
+        void *dents[SNAPSHOT_DEPTH_MAX + 1];
+} Walk;
+
+static void walk_done(Walk *w) {
+        sha256_free(w->h);
+        free(w->buf);
+        free(w->path);
+        for (size_t i = 0; i < ELEMENTSOF(w->dents); i++)
+                free(w->dents[i]);
+}
+
+static long sys_openat2(int dfd, const char *name, uint64_t flags, uint64_t resolve) {
+        struct open_how how = { .flags = flags, .resolve = resolve };
+        return syscall(SYS_openat2, dfd, name, &how, sizeof(how));
+}
+
+bool snapshot_openat2_usable(void) {
+        /* Open "/" the way the walk will: any failure means openat2 is missing or filtered
+         * (ENOSYS from the kernel or a modern filter, EPERM from older container profiles,
+         * EINVAL from a kernel without these flags). Falling back is never less strict. */
+        long fd = sys_openat2(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_ROOT);
+        if (fd < 0)
+                return false;
+        safe_close((int) fd);
+        return true;
+}
+
+/* A name as a message may show it: printable ASCII kept, every other byte (and the quote and
+ * backslash) as \xHH, cut with "..." when long. out_size must be at least 8. */
+static const char *printable(const char *s, char *out, size_t out_size) {
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (o + 4 + 3 + 1 > out_size) {
+                        memcpy(out + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '\'') {
+                        out[o++] = (char) *p;
+                } else {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[*p >> 4];
+                        out[o++] = hex[*p & 15];
+                }
+        }
+        out[o] = 0;
+        return out;
+}
+
+#define walk_fail(w, err, code, fmt, ...)                                                        \
+        ({                                                                                       \
+                char _p[512];                                                                    \
+                tfw_error((w)->e, (err), (code), fmt, printable((w)->path, _p, sizeof(_p)),      \
+                          ##__VA_ARGS__);                                                        \
+        })
+
+static int too_large(Walk *w, const char *what) {
+        return walk_fail(w, E2BIG, "snapshot_too_large", "workspace is too large at '%s': %s",
+                         what);
+}
+
+static void path_push(Walk *w, const char *name, size_t len, size_t *saved) {
+        *saved = w->path_len;
+        if (w->path_len > 0)
+                w->path[w->path_len++] = '/';
+        memcpy(w->path + w->path_len, name, len);
+        w->path_len += len;
+        w->path[w->path_len] = 0;
+}
+
+static void path_pop(Walk *w, size_t saved) {
+        w->path_len = saved;
+        w->path[saved] = 0;
+}
+
+/* Owner rw plus the source owner's x; the source owner's r and x copied onto the group. */
+static mode_t copy_mode(mode_t src) {
+        return 0600 | (src & 0100) | ((src & 0500) >> 3);
+}
+
+static int read_umask(mode_t *ret) {
+        _cleanup_close_ int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *s = NULL;
+        unsigned m;
+
+        if (fd < 0)
+                return -errno;
+        int r = read_full_fd_bounded(fd, 64 * 1024, &s, NULL);
+        if (r < 0)
+                return r;
+        const char *p = strstr(s, "\nUmask:");
+        if (!p || sscanf(p + 7, "%o", &m) != 1 || m > 0777)
+                return -ENODATA;
+        *ret = (mode_t) m;
+        return 0;
+}
+
+/* Group and mode on a file or directory this walk created (fd is ours, not the agent's). */
+static int set_owner_mode(Walk *w, int fd, mode_t mode) {
+        if (w->limits->group != (gid_t) -1 && fchown(fd, (uid_t) -1, w->limits->group) < 0)
+                return -errno;
+        /* The creating call already asked for mode; only the umask can have removed bits. */
+        if ((w->umask == (mode_t) -1 || (mode & w->umask) != 0) && fchmod(fd, mode) < 0)
+                return -errno;
+        return 0;
+}
+
+static int open_child(Walk *w, int dfd, const char *name, int flags) {
+        long fd;
+
+        if (w->use_openat2)
+                fd = sys_openat2(dfd, name, (uint64_t) flags, RESOLVE_CHILD);
+        else
+                fd = openat(dfd, name, flags);
+        return fd < 0 ? -errno : (int) fd;
+}
+
+/* Open the workspace root. Security contract: only absolute normalised paths; no symlink in
+ * any component (the last included); the result is checked to be a directory. */
+static int open_root(Walk *w, const char *path) {
+        if (!path_is_absolute_normalized(path))
+                return -EINVAL;
+
+        if (w->use_openat2) {
+                /* No O_NOFOLLOW: with it a final symlink fails as ENOTDIR; without it,
+                 * RESOLVE_NO_SYMLINKS refuses it (and every other symlink) with ELOOP. */
+                long fd = sys_openat2(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_ROOT);
+                return fd < 0 ? -errno : (int) fd;
+        }
+
+        _cleanup_close_ int fd = open("/", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (const char *s = path + 1; *s;) {
+                char comp[NAME_MAX + 1];
+                const char *slash = strchr(s, '/');
+                size_t n = slash ? (size_t) (slash - s) : strlen(s);
+
+                /* path_is_absolute_normalized() refused these already; the fallback refuses
+                 * them again rather than rely on a distant check. */
+                if (n == 0 || n > NAME_MAX || (n == 1 && s[0] == '.') ||
+                    (n == 2 && s[0] == '.' && s[1] == '.'))
+                        return -EINVAL;
+                memcpy(comp, s, n);
+                comp[n] = 0;
+                int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (next < 0)
+                        /* A symlink component fails with ENOTDIR under O_DIRECTORY; report
+                         * it as the loop it is, as openat2 does. */
+                {
+                        int err = errno;
+                        struct stat cst;
+                        if (err == ENOTDIR && fstatat(fd, comp, &cst, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                            S_ISLNK(cst.st_mode))
+                                return -ELOOP;
+                        return -err;
+                }
+                safe_close(fd);
+                fd = next;
+                s = slash ? slash + 1 : s + n;
+        }
+        return TAKE_FD(fd);
+}
+
+static bool is_special(mode_t m) {
+        return S_ISFIFO(m) || S_ISSOCK(m) || S_ISCHR(m) || S_ISBLK(m);
+}
+
+static const char *special_kind(mode_t m) {
+        return S_ISFIFO(m) ? "a FIFO" :
+               S_ISSOCK(m) ? "a socket" :
+               S_ISCHR(m)  ? "a character device" :
+               S_ISBLK(m)  ? "a block device" : "not a regular file or directory";
+}
+
+static mode_t dtype_to_mode(unsigned char t) {
+        switch (t) {
+        case DT_DIR: return S_IFDIR;
+        case DT_REG: return S_IFREG;
+        case DT_LNK: return S_IFLNK;
+        case DT_FIFO: return S_IFIFO;
+        case DT_SOCK: return S_IFSOCK;
+        case DT_CHR: return S_IFCHR;
+        case DT_BLK: return S_IFBLK;
+        default: return 0;
+        }
+}
+
+static int special_file(Walk *w, mode_t m) {
+        return walk_fail(w, ENOTSUP, "snapshot_special_file", "workspace entry '%s' is %s",
+                         special_kind(m));
+}
+
+static int io_error(Walk *w, int r, const char *what) {
+        return walk_fail(w, r, "snapshot_io", "workspace entry '%s': %s: %s", what, strerror(-r));
+}
+
+/* Read from src until end of file, hashing and writing each chunk; the header was hashed for
+ * `expected` bytes. Returns the number of bytes copied in *ret_total. */
+static int copy_read_write(Walk *w, int src, int dst, uint64_t expected, uint64_t budget,
+                           uint64_t *ret_total) {
+        uint64_t total = 0;
+        bool cleared_nonblock = false;
+        int r;
+
+        for (;;) {
+                uint64_t left = budget - total;
+                size_t cap = left >= COPY_BUF_SIZE ? COPY_BUF_SIZE : (size_t) left + 1;
+                ssize_t k = read(src, w->buf, cap);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        /* O_NONBLOCK was for FIFOs; a regular file on an odd filesystem may
+                         * honour it. Clear it once and retry. */
+                        if (errno == EAGAIN && !cleared_nonblock) {
+                                int fl = fcntl(src, F_GETFL);
+                                if (fl < 0 || fcntl(src, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                                        return -errno;
+                                cleared_nonblock = true;
+                                continue;
+                        }
+                        return io_error(w, -errno, "read");
+                }
+                if (k == 0)
+                        break;
+                total += (uint64_t) k;
+                if (total > budget)
+                        return too_large(w, "more file content than max_bytes");
+                r = sha256_update(w->h, w->buf, (size_t) k);
+                if (r < 0)
+                        return io_error(w, r, "hash");
+                r = write_all(dst, w->buf, (size_t) k);
+                if (r < 0)
+                        return io_error(w, r, "write copy");
+                /* A short read that ends exactly at the size fstat reported is the end of the
+                 * file; anything else reads on until read() says so. */
+                if ((size_t) k < cap && total == expected)
+                        break;
+        }
+        *ret_total = total;
+        return 0;
+}
+
+/* copy_file_range in the kernel; the bytes are hashed afterwards by reading the copy. Returns 1
+ * when this filesystem pair cannot do it and nothing was copied, so the caller falls back. */
+static int copy_range(Walk *w, int src, int dst, uint64_t expected, uint64_t budget,
+                      uint64_t *ret_total) {
+        uint64_t total = 0;
+
+        for (;;) {
+                uint64_t left = budget - total;
+                size_t cap = left >= (1U << 30) ? (1U << 30) : (size_t) left + 1;
+                ssize_t k = copy_file_range(src, NULL, dst, NULL, cap, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        if (total == 0 && (errno == EXDEV || errno == EOPNOTSUPP || errno == ENOSYS ||
+                                           errno == EINVAL || errno == EAGAIN))
+                                return 1;
+                        return io_error(w, -errno, "copy_file_range");
+                }
+                if (k == 0)
+                        break;
+                total += (uint64_t) k;
+                if (total > budget)
+                        return too_large(w, "more file content than max_bytes");
+                if ((size_t) k < cap && total == expected)
+                        break;
+        }
+        *ret_total = total;
+        return 0;
+}
+
+/* Hash the blob from our own copy (stable: nobody else can write it). */
+static int hash_copy(Walk *w, int dst, uint64_t total, uint8_t oid[static GIT_OID_SIZE]) {
+        int r = git_blob_hash_start(w->h, total);
+        if (r < 0)
+                return io_error(w, r, "hash");
+        for (uint64_t off = 0; off < total;) {
+                ssize_t k = pread(dst, w->buf, (size_t) MIN((uint64_t) COPY_BUF_SIZE, total - off),
+                                  (off_t) off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return io_error(w, k < 0 ? -errno : -EIO, "read back copy");
+                r = sha256_update(w->h, w->buf, (size_t) k);
+                if (r < 0)
+                        return io_error(w, r, "hash");
+                off += (uint64_t) k;
+        }
+        r = sha256_final(w->h, oid);
+        return r < 0 ? io_error(w, r, "hash") : 0;
+}
+
+/* Copy the regular file open at src (already fstat'ed into st) to dst_dir/name. Returns 0 and
+ * the blob id, 1 when name already exists in the copy (readdir returned it twice while the
+ * directory was changing: the first one stays), or a negative errno with w->e set. */
+static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const char *name,
+                     uint8_t oid[static GIT_OID_SIZE]) {
+        mode_t mode = copy_mode(st->st_mode);
+        uint64_t budget = w->limits->max_bytes - w->bytes, expected = (uint64_t) st->st_size, total = 0;
+        int r;
+
+        if (st->st_size < 0)
+                return io_error(w, -EIO, "negative size");
+        /* The file may claim any size; it is never trusted to bound a read, only to decide
+         * when a short read is the end. Refuse early what can never fit. */
+        if (expected > budget)
+                return too_large(w, "more file content than max_bytes");
+
+        _cleanup_close_ int dst = openat(dst_dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                         mode);
+        if (dst < 0)
+                return errno == EEXIST ? 1 : io_error(w, -errno, "create copy");
+        r = set_owner_mode(w, dst, mode);
+        if (r < 0)
+                return io_error(w, r, "set owner and mode");
+
+        bool hashed_inline = false;
+        if (w->copy == SNAPSHOT_COPY_FILE_RANGE) {
+                r = copy_range(w, src, dst, expected, budget, &total);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        w->copy = SNAPSHOT_COPY_READ_WRITE; /* not supported here: stop trying */
+        }
+        if (w->copy != SNAPSHOT_COPY_FILE_RANGE) {
+                r = git_blob_hash_start(w->h, expected);
+                if (r < 0)
+                        return io_error(w, r, "hash");
+                r = copy_read_write(w, src, dst, expected, budget, &total);
+                if (r < 0)
+                        return r;
+                if (total == expected) {
+                        r = sha256_final(w->h, oid);
+                        if (r < 0)
+                                return io_error(w, r, "hash");
+                        hashed_inline = true;
+                } else {
+                        /* The file changed size while we read it: the header was wrong. Drop
+                         * that state and hash what we actually copied. */
+                        uint8_t scratch[GIT_OID_SIZE];
+                        (void) sha256_final(w->h, scratch);
+                }
+        }
+        if (!hashed_inline) {
+                r = hash_copy(w, dst, total, oid);
+                if (r < 0)
+                        return r;
+        }
+        w->bytes += total;
+        w->files++;
+        return 0;
+}
+
+/* May this regular file be read on the agent's behalf? A hard link can make a file owned by
+ * someone else appear in the workspace (fs.protected_hardlinks=0, or a link made by another
+ * user); copying it would hand its bytes to the capsule. */
+static bool hardlink_allowed(const Walk *w, const struct stat *st) {
+        if (st->st_nlink <= 1)
+                return true;
+        if (w->owner_uid != 0 && st->st_uid == w->owner_uid)
+                return true;
+        return (st->st_mode & S_IROTH) != 0;
+}
+
+static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[static GIT_OID_SIZE],
+                    size_t *ret_n_entries);
+
+/* Handle one directory entry of src (level depth) named name, whose readdir type is dtype.
+ * Adds what it copied to tb. */
+static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *name, size_t len,
+                      unsigned char dtype, GitTreeBuilder *tb) {
+        _cleanup_close_ int fd = -EBADF;
+        mode_t kind = dtype_to_mode(dtype);
+        struct stat st;
+        int r;
+
+        if (kind == 0) {
+                /* DT_UNKNOWN: ask without following anything. The answer only chooses how to
+                 * open; what is opened is checked again below. */
+                if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return errno == ENOENT ? 0 : io_error(w, -errno, "stat");
+                kind = st.st_mode & S_IFMT;
+        }
+        if (S_ISLNK(kind)) {
+                w->skipped_symlinks++;
+                return 0;
+        }
+        /* Refused by their readdir type, without ever being opened. */
+        if (is_special(kind))
+                return special_file(w, kind);
+
+        for (unsigned attempt = 0;; attempt++) {
+                fd = open_child(w, src, name, S_ISDIR(kind) ? CHILD_DIR_FLAGS : CHILD_FILE_FLAGS);
+                if (fd == -ENOTDIR && S_ISDIR(kind))
+                        /* A directory at readdir time, something else now: open it the
+                         * careful way, which cannot fail with ENOTDIR, and let fstat say what
+                         * it is. */
+                        fd = open_child(w, src, name, CHILD_FILE_FLAGS);
+                /* openat2's scoped lookup ends with a check that the result is still beneath
+                 * the directory: EXDEV when the entry was renamed away while being opened
+                 * (EAGAIN when a rename raced the lookup itself). Look the name up again. */
+                if ((fd == -EXDEV || fd == -EAGAIN) && attempt < OPEN_RETRIES)
+                        continue;
+                break;
+        }
+        switch (fd) {
+        case -ELOOP: /* a symlink (now): never followed */
+                w->skipped_symlinks++;
+                return 0;
+        case -ENOENT: /* removed since readdir: nothing to copy */
+                return 0;
+        case -ENXIO: /* a socket opened as a file */
+                return special_file(w, S_IFSOCK);
+        default:
+                if (fd < 0)
+                        return io_error(w, fd, "open");
+        }
+
+        /* Trust the fd, not the name: whatever was opened is what gets handled. */
+        if (fstat(fd, &st) < 0)
+                return io_error(w, -errno, "fstat");
+
+        uint8_t oid[GIT_OID_SIZE];
+        if (S_ISDIR(st.st_mode)) {
+                if (depth + 1 > SNAPSHOT_DEPTH_MAX)
+                        return too_large(w, "directories nested too deep");
+                mode_t mode = copy_mode(st.st_mode);
+                if (mkdirat(dst, name, mode) < 0)
+                        return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
+                _cleanup_close_ int child_dst = openat(dst, name, CHILD_DIR_FLAGS);
+                if (child_dst < 0)
+                        return io_error(w, -errno, "open copy");
+                r = set_owner_mode(w, child_dst, mode);
+                if (r < 0)
+                        return io_error(w, r, "set owner and mode");
+                w->dirs++;
+                size_t n = 0;
+                r = walk_dir(w, fd, child_dst, depth + 1, oid, &n);
+                if (r < 0)
+                        return r;
+                /* git never records an empty tree: the directory is copied, not named. */
+                if (n == 0)
+                        return 0;
+                r = git_tree_builder_add(tb, name, len, GIT_MODE_TREE, oid);
+        } else if (S_ISREG(st.st_mode)) {
+                if (!hardlink_allowed(w, &st))
+                        return walk_fail(w, ENOTSUP, "snapshot_special_file",
+                                         "workspace entry '%s' is a hard link to a file owned by uid %u that the workspace owner may not read",
+                                         (unsigned) st.st_uid);
+                r = copy_file(w, fd, &st, dst, name, oid);
+                if (r < 0)
+                        return r;
+                if (r > 0)
+                        return 0;
+                r = git_tree_builder_add(tb, name, len,
+                                         (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, oid);
+        } else
+                return special_file(w, st.st_mode);
+
+        return r < 0 ? io_error(w, r, "record tree entry") : 0;
+}
+
+static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[static GIT_OID_SIZE],
+                    size_t *ret_n_entries) {
+        _cleanup_(git_tree_builder_done) GitTreeBuilder tb = GIT_TREE_BUILDER_INIT;
+        int r;
+
+        if (!w->dents[depth]) {
+                w->dents[depth] = malloc(DENTS_BUF_SIZE);
+                if (!w->dents[depth])
+                        return io_error(w, -ENOMEM, "allocate");
+        }
+        char *buf = w->dents[depth];
+
+        for (;;) {
+                ssize_t n = getdents64(src, buf, DENTS_BUF_SIZE);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return io_error(w, -errno, "read directory");
+                }
+                if (n == 0)
+                        break;
+                for (ssize_t off = 0; off < n;) {
+                        const struct dirent64 *d = (const struct dirent64 *) (buf + off);
+                        const char *name = d->d_name;
+                        size_t len;
+
+                        off += d->d_reclen;
+                        if (streq(name, ".") || streq(name, ".."))
+                                continue;
+                        if (depth == 0 && streq(name, SNAPSHOT_CONTROL_DIR))
+                                continue;
+                        if (++w->entries > w->limits->max_entries)
+                                return too_large(w, "more entries than max_entries");
+                        len = strnlen(name, NAME_MAX + 1);
+                        /* The kernel never returns these; a walk that relies on single
+                         * components checks anyway. */
+                        if (len > NAME_MAX || memchr(name, '/', len))
+                                return io_error(w, -ENAMETOOLONG, "invalid name");
+
+                        size_t saved;
+                        path_push(w, name, len, &saved);
+                        r = walk_entry(w, src, dst, depth, name, len, d->d_type, &tb);
+                        if (r < 0)
+                                return r;
+                        path_pop(w, saved);
+                }
+        }
+
+        *ret_n_entries = git_tree_builder_size(&tb);
+        r = git_tree_builder_finish(&tb, w->h, ret_oid);
+        if (r < 0)
+                return io_error(w, r, "build tree");
+        return 0;
+}
+
+/* Remove ACLs our new root directory may have inherited from dest_parent's default ACL, so
+ * that nothing below it inherits extra grants and the mode bits say everything. */
+static int drop_acls(int fd) {
+        if (fremovexattr(fd, "system.posix_acl_default") < 0 && errno != ENODATA &&
+            errno != EOPNOTSUPP)
+                return -errno;
+        if (fremovexattr(fd, "system.posix_acl_access") < 0 && errno != ENODATA &&
+            errno != EOPNOTSUPP)
+                return -errno;
+        return 0;
+}
+
+int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *dest_name,
+                  const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
+        _cleanup_close_ int root = -EBADF, dst = -EBADF;
+        Walk w = {
+                .limits = limits,
+                .e = e,
+                .copy = limits->copy == SNAPSHOT_COPY_FILE_RANGE ? SNAPSHOT_COPY_FILE_RANGE
+                                                                 : SNAPSHOT_COPY_READ_WRITE,
+                .umask = (mode_t) -1,
+        };
+        usec_t start = now_monotonic();
+        bool created = false;
+        struct stat st;
+        uint8_t tree[GIT_OID_SIZE];
+        int r;
+
+        tfw_error_clear(e);
+        if (!filename_is_valid(dest_name))
+                return tfw_error(e, EINVAL, "snapshot_destination", "invalid snapshot name");
+
+        w.path = malloc(WALK_PATH_MAX);
+        w.buf = malloc(COPY_BUF_SIZE);
+        if (!w.path || !w.buf) {
+                r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
+                goto out;
+        }
+        w.path[0] = 0;
+        r = sha256_new(&w.h);
+        if (r < 0) {
+                r = tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
+                goto out;
+        }
+        if (read_umask(&w.umask) < 0)
+                w.umask = (mode_t) -1; /* unknown: set every mode explicitly */
+
+        w.use_openat2 = snapshot_openat2_usable();
+        root = open_root(&w, workspace_path);
+        if (root < 0) {
+                char p[512];
+                r = tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
+                              printable(workspace_path, p, sizeof(p)), strerror(-root));
+                goto out;
+        }
+        if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                r = tfw_error(e, ENOTDIR, "snapshot_workspace", "workspace is not a directory");
+                goto out;
+        }
+        w.owner_uid = st.st_uid;
+
+        if (mkdirat(dest_parent_fd, dest_name, 0700) < 0) {
+                r = tfw_error(e, errno, "snapshot_destination", "cannot create snapshot '%s': %s",
+                              dest_name, strerror(errno));
+                goto out;
+        }
+        created = true;
+        dst = openat(dest_parent_fd, dest_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dst < 0) {
+                r = tfw_error(e, errno, "snapshot_destination", "cannot open snapshot '%s': %s",
+                              dest_name, strerror(errno));
+                goto out;
+        }
+        r = drop_acls(dst);
+        if (r < 0) {
+                r = tfw_error(e, r, "snapshot_destination", "cannot drop inherited ACLs: %s",
+                              strerror(-r));
+                goto out;
+        }
+
+        size_t n_entries = 0;
+        r = walk_dir(&w, root, dst, 0, tree, &n_entries);
+        if (r < 0)
+                goto out;
+
+        /* The root last: until now only root could enter the half-made copy. */
+        w.umask = (mode_t) -1;
+        r = set_owner_mode(&w, dst, copy_mode(st.st_mode));
+        if (r < 0) {
+                r = tfw_error(e, r, "snapshot_io", "cannot set owner and mode of the snapshot: %s",
+                              strerror(-r));
+                goto out;
+        }
+
+        *ret = (SnapshotSummary) {
+                .bytes = w.bytes,
+                .entries = w.entries,
+                .files = w.files,
+                .dirs = w.dirs,
+                .skipped_symlinks = w.skipped_symlinks,
+                .duration = now_monotonic() - start,
+                .resolver = w.use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
+        };
+        sha256_to_hex(tree, ret->tree);
+        r = 0;
+out:
+        if (r < 0 && created) {
+                dst = safe_close(dst);
+                (void) rm_rf_at(dest_parent_fd, dest_name);
+        }
+        walk_done(&w);
+        return r;
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+/* The workspace snapshot (contract section 6 step 1; threats 1 and 2).
+ *
+ * The root worker copies a directory tree that the agent owns and may change while it is being
+ * read. snapshot_take() copies it into a fresh private directory and, in the same pass,
+ * computes the git SHA-256 tree id of what it copied. docs/snapshot.md explains the design.
+ *
+ * Security contract of snapshot_take():
+ *   - Accepts only an absolute, normalised workspace path. It is opened with openat2
+ *     RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS (no symlink anywhere in it, including the
+ *     last component); when openat2 is missing or filtered it is opened one component at a
+ *     time from "/" with O_NOFOLLOW|O_DIRECTORY.
+ *   - Below the root every entry is opened by one name, relative to its parent's fd, with
+ *     openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|RESOLVE_NO_MAGICLINKS and O_NOFOLLOW (or
+ *     openat O_NOFOLLOW in the fallback), so no path can leave the tree opened at the start.
+ *     Each fd is fstat'ed and handled according to what it is, not what readdir said.
+ *   - Never follows or copies a symlink (they are counted as skipped). Never blocks on a FIFO
+ *     (regular files are opened O_NONBLOCK) and refuses FIFOs, sockets and devices with
+ *     "snapshot_special_file" naming the path. Refuses a multiply-linked file that the
+ *     workspace owner does not own and that is not world-readable (a hard link to someone
+ *     else's secret). Excludes "<root>/.tentaflake-worker".
+ *   - Ceilings: at most max_bytes of file content are read (one byte more is read to detect
+ *     the excess), at most max_entries directory entries are looked at, at most
+ *     SNAPSHOT_DEPTH_MAX levels; going over fails with "snapshot_too_large".
+ *   - The copy is owned by the caller (root in the worker) with group `group`; every file and
+ *     directory gets owner rw plus the source owner's x, the source owner's r and x mirrored
+ *     onto the group, and nothing else (no other bits, no setuid/setgid/sticky, no ACL).
+ *   - The tree id names exactly the bytes that were written into the copy, even when a file
+ *     changes size while it is read.
+ *   - On failure nothing is left at dest_parent_fd/dest_name (if this call created it), a
+ *     negative errno is returned and e->code says why. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+#include "common/time-util.h"
+#include "git-object.h"
+
+/* Deepest directory nesting copied (the root is level 0). Each level holds two fds open. */
+#define SNAPSHOT_DEPTH_MAX 256
+/* The control directory excluded at the root of every workspace. */
+#define SNAPSHOT_CONTROL_DIR ".tentaflake-worker"
+
+typedef enum SnapshotCopyMethod {
+        SNAPSHOT_COPY_AUTO = 0,      /* the measured-faster method (read/write) */
+        SNAPSHOT_COPY_READ_WRITE,    /* read into a buffer, hash, write: each byte read once */
+        SNAPSHOT_COPY_FILE_RANGE,    /* copy_file_range, then hash by reading the copy back */
+} SnapshotCopyMethod;
+
+typedef struct SnapshotLimits {
+        uint64_t max_bytes;   /* file content bytes */
+        uint64_t max_entries; /* directory entries looked at: files, directories, symlinks */
+        gid_t group;          /* group of every copied entry; (gid_t) -1 keeps the creator's */
+        SnapshotCopyMethod copy;
+} SnapshotLimits;
+
+typedef enum SnapshotResolver {
+        SNAPSHOT_RESOLVER_OPENAT2,
+        SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
+} SnapshotResolver;
+
+typedef struct SnapshotSummary {
+        uint64_t bytes;            /* file content bytes copied */
+        uint64_t entries;          /* directory entries looked at (files + dirs + symlinks) */
+        uint64_t files, dirs;      /* copied (dirs excludes the root) */
+        uint64_t skipped_symlinks;
+        char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */
+        usec_t duration;
+        SnapshotResolver resolver; /* which way paths were resolved */
+} SnapshotSummary;
+
+/* Copy the workspace at workspace_path into a new directory dest_parent_fd/dest_name, which
+ * must not exist yet. dest_parent_fd should be a directory only root can write to. See the
+ * contract above. Error codes in e->code:
+ *   snapshot_too_large     (-E2BIG)   a ceiling on bytes, entries or depth was exceeded
+ *   snapshot_special_file  (-ENOTSUP) FIFO, socket, device, or foreign hard link; message
+ *                                     names the path relative to the workspace
+ *   snapshot_workspace     (errno)    the workspace root cannot be opened safely (relative
+ *                                     path, a symlink in it: ELOOP, not a directory...)
+ *   snapshot_destination   (errno)    dest_name cannot be created
+ *   snapshot_io            (errno)    anything else (read or write errors, EMFILE...) */
+int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *dest_name,
+                  const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* Does openat2 work in this process? false when the kernel lacks it (ENOSYS) or a seccomp
+ * filter refuses it (ENOSYS or EPERM). Asked again on every call: a filter can appear at any
+ * time. Exposed for `doctor` and the tests. */
+bool snapshot_openat2_usable(void);
