@@ -260,10 +260,12 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                 continue;
                         if (ev->mask & IN_CREATE) {
                                 /* A regular file is taken when closed or renamed in; anything
-                                 * else (FIFO, socket, symlink, directory) now. */
+                                 * else (FIFO, socket, symlink, directory) now. So is a hard
+                                 * link: link() makes no IN_CLOSE_WRITE or IN_MOVED_TO, and
+                                 * waiting for one would leave it in the inbox until a rescan. */
                                 struct stat st;
                                 if (fstatat(d->w.inbox_fd, ev->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
-                                    S_ISREG(st.st_mode))
+                                    (S_ISREG(st.st_mode) && st.st_nlink == 1))
                                         continue;
                         }
                         CaptureOutcome o;

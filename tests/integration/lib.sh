@@ -50,3 +50,121 @@ finish() {
         echo "$(basename "$0"): $passes passed, $fails failed"
         [ "$fails" -eq 0 ]
 }
+
+# ---- The real daemon (issue 5 tests). Every wait below is a bounded harness timeout on an
+# ---- event (a file, a log line, a process ending), never a timing assertion.
+
+TFW_DAEMON_PID=
+
+tfw() { # tfw DIR ARGS...: the CLI on DIR's config
+        local dir=$1; shift
+        "$BIN" --config "$dir/config.json" "$@"
+}
+
+# wait_for SECONDS COMMAND...: poll until the command succeeds; 1 when the time is up.
+wait_for() {
+        local limit=$1 i=0; shift
+        until "$@"; do
+                i=$((i + 1))
+                [ $i -gt $((limit * 20)) ] && return 1
+                sleep 0.05
+        done
+}
+
+_count_lines() { local n; n=$(grep -c -- "$2" "$1" 2>/dev/null); echo "${n:-0}"; }
+_more_lines() { [ "$(_count_lines "$1" "$2")" -gt "$3" ]; }
+
+# start_daemon DIR [VERB]: `run` (or VERB) in the background, stderr appended to
+# DIR/daemon.log; TFW_DAEMON_PID is its pid. Returns once it has said it is watching the
+# inbox (its watch is in place), 1 when it died or never got there.
+start_daemon() {
+        local dir=$1 verb=${2:-run} n
+        n=$(_count_lines "$dir/daemon.log" ": watching '")
+        "$BIN" --config "$dir/config.json" "$verb" >>"$dir/daemon.log" 2>&1 &
+        TFW_DAEMON_PID=$!
+        if ! wait_for 60 _more_lines "$dir/daemon.log" ": watching '" "$n"; then
+                echo "start_daemon: the daemon did not come up; its log ends:"
+                tail -n 20 "$dir/daemon.log"
+                return 1
+        fi
+        if ! kill -0 "$TFW_DAEMON_PID" 2>/dev/null; then
+                echo "start_daemon: the daemon exited at once; its log ends:"
+                tail -n 20 "$dir/daemon.log"
+                return 1
+        fi
+}
+
+daemon_alive() { [ -n "$TFW_DAEMON_PID" ] && kill -0 "$TFW_DAEMON_PID" 2>/dev/null; }
+
+# stop_daemon [SIGNAL]: signal the daemon (TERM by default) and reap it; returns its exit
+# status (128+N for a signal).
+stop_daemon() {
+        local sig=${1:-TERM} rc=0
+        [ -n "$TFW_DAEMON_PID" ] || return 0
+        kill -"$sig" "$TFW_DAEMON_PID" 2>/dev/null
+        wait "$TFW_DAEMON_PID" || rc=$?
+        TFW_DAEMON_PID=
+        return $rc
+}
+
+# wait_result DIR ID [SECONDS]: the published result of ID.
+wait_result() { wait_file "$1/results/$2/result.json" "${3:-120}"; }
+
+_state_is() {
+        [ -e "$1/results/$2.state.json" ] &&
+                python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["state"] != sys.argv[2])' \
+                        "$1/results/$2.state.json" "$3" 2>/dev/null
+}
+# wait_state DIR ID STATE [SECONDS]: <id>.state.json says STATE (pending, queued, running).
+wait_state() { wait_for "${4:-60}" _state_is "$1" "$2" "$3"; }
+
+_gone() { [ ! -e "$1" ] && [ ! -L "$1" ]; }
+# wait_gone PATH [SECONDS]: the path (also a dangling symlink) no longer exists.
+wait_gone() { wait_for "${2:-60}" _gone "$1"; }
+
+# json_get FILE PY_EXPR: print a value of a JSON file, r being the document, e.g.
+# json_get f 'r["approval"]["by"]'; null prints as "null".
+json_get() {
+        python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); v=eval(sys.argv[2]); print("null" if v is None else v)' \
+                "$1" "$2"
+}
+
+# rejected_record DIR NAME: the .rejected/ record whose "name" is NAME (newest), or fail.
+rejected_record() {
+        python3 - "$1/results/.rejected" "$2" <<'PY'
+import json, os, sys
+d, name = sys.argv[1], sys.argv[2]
+best = None
+for f in sorted(os.listdir(d)):
+    p = os.path.join(d, f)
+    try:
+        r = json.load(open(p))
+    except Exception:
+        continue
+    if r.get("name") == name and (best is None or os.stat(p).st_mtime_ns >= os.stat(best).st_mtime_ns):
+        best = p
+if best is None:
+    sys.exit(1)
+print(best)
+PY
+}
+
+# audit_count DIR EVENT [ID]: how many audit lines of EVENT (for ID) across every audit file.
+audit_count() {
+        python3 - "$1/state/audit" "$2" "${3:-}" <<'PY'
+import json, os, sys
+d, ev, ident = sys.argv[1:4]
+n = 0
+for f in sorted(os.listdir(d)):
+    if not f.endswith(".jsonl"):
+        continue
+    for line in open(os.path.join(d, f), encoding="utf-8", errors="replace"):
+        try:
+            r = json.loads(line)
+        except ValueError:
+            continue
+        if r.get("event") == ev and (not ident or r.get("id") == ident):
+            n += 1
+print(n)
+PY
+}
