@@ -63,8 +63,11 @@ expect 2 "approve: --expect-sha256 'abc' is not 64 lowercase hex digits" -- --co
 expect 2 "deny: unexpected argument 'b'" -- --config "$tmp/good.json" deny a b
 expect 2 "list: unknown option '--yaml'" -- --config "$tmp/good.json" list --yaml
 expect 2 "audit: unknown subcommand 'fix'" -- --config "$tmp/good.json" audit fix
-# Verbs whose component is not built yet say so and fail; they never pretend to succeed.
-expect 1 "serve: not available in this build yet" -- serve --server http://127.0.0.1:1 --key k
+# serve: the token never comes from argv; without one the worker refuses to start.
+expect 2 "serve: the token is never taken from the command line" -- serve --server http://127.0.0.1:1 --key k --token t
+expect 2 "serve: --server URL and --key FILE are required" -- serve --key k
+expect 2 "serve: --server 'ftp://x' must be an http:// or https:// URL" -- serve --server ftp://x --key k
+expect 1 "serve: no token: set TENTAFLAKE_TOKEN or --token-file" -- serve --server http://127.0.0.1:1 --key k
 # A daemon whose workspace is missing names it (needs root: it creates the state directories).
 if [ "$(id -u)" -eq 0 ]; then
         expect 1 "drain: workspace '$tmp/ws' cannot be opened" -- --config "$tmp/good.json" drain

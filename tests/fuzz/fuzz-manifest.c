@@ -1,0 +1,58 @@
+/* SPDX-License-Identifier: MIT */
+/* libFuzzer target: the validation plane's parsers of server answers (threats 8 and 11): the
+ * claim (JOB + lease) and the tree manifest, then the path rules, the tree id recomputation
+ * and the symlink rule on whatever manifest was accepted. Any input must end in a clean
+ * success or a coded refusal, never a crash, leak or undefined behaviour. The first byte
+ * chooses the parser. */
+#include <stdint.h>
+#include <string.h>
+
+#include "validation/job.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+        TfwError e = {0};
+
+        if (size == 0)
+                return 0;
+        if (data[0] & 1) {
+                VJob *j = NULL;
+                int r = vjob_parse_claim((const char *) data + 1, size - 1, &j, &e);
+                if (r >= 0) {
+                        /* Accepted jobs keep the invariants the worker relies on. */
+                        if (!j || !vjob_url_segment_is_valid(j->id, VJOB_ID_MAX) || !vjob_repo_is_valid(j->repo) ||
+                            strlen(j->tree) != 64 || j->run.n_argv == 0 || !j->run.argv[0][0] ||
+                            j->run.argv[j->run.n_argv] || j->attempt < 1)
+                                __builtin_trap();
+                        vjob_free(j);
+                } else if (!e.code || j)
+                        __builtin_trap();
+                return 0;
+        }
+
+        VManifest *m = NULL;
+        int r = vmanifest_parse((const char *) data + 1, size - 1, &m, &e);
+        if (r < 0) {
+                if (!e.code || m)
+                        __builtin_trap();
+                return 0;
+        }
+        r = vmanifest_check_paths(m, &e);
+        if (r >= 0) {
+                /* A manifest that passes the path rules always yields a tree id. */
+                if (vmanifest_verify_tree(m, m->tree, &e) < 0 && !streq(e.code, "tree_mismatch"))
+                        __builtin_trap();
+                /* Use the paths themselves as symlink targets: exercises the resolver. */
+                char **targets = calloc(m->n_entries + 1, sizeof(char *));
+                if (targets) {
+                        for (size_t i = 0; i < m->n_entries; i++)
+                                targets[i] = m->entries[(i + 1) % m->n_entries].path;
+                        (void) vmanifest_check_symlinks(m, targets, &e);
+                        free(targets);
+                }
+        } else if (!streq(e.code, "invalid_path"))
+                __builtin_trap();
+        vmanifest_free(m);
+        return 0;
+}

@@ -1,0 +1,115 @@
+/* SPDX-License-Identifier: MIT */
+/* The server's answers, parsed strictly (contract section 8; threats 8 and 11): the claim
+ * (a JOB and its lease) and the tree manifest. Both come from the network and are untrusted.
+ *
+ * Security contract of both parsers: at most their byte ceiling is looked at; refused with
+ * EBADMSG and a stable code: anything json_load_object_strict refuses (NUL bytes, invalid
+ * UTF-8, duplicate keys, trailing data), unknown keys at any level, wrong types (a real where
+ * an integer is expected), values out of range, and strings with control characters. Ids
+ * that are put into URLs (job id, repo, blob ids) are restricted to characters that need no
+ * escaping, so a server cannot steer the worker's requests elsewhere. Every quantity is
+ * capped: argv count and bytes, env entries, manifest entries, path length. On success every
+ * field is set. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "common/macro.h"
+#include "snapshot/git-object.h"
+
+#define VJOB_CLAIM_MAX_BYTES (1U << 20)
+#define VJOB_ID_MAX 128
+#define VJOB_REPO_MAX 256
+#define VJOB_TEXT_MAX 256
+#define VJOB_ARGV_MAX 256
+#define VJOB_ARGV_BYTES_MAX (64U * 1024)
+#define VJOB_ENV_MAX 64
+#define VJOB_ENV_BYTES_MAX (32U * 1024)
+#define VJOB_ATTEMPT_MAX 1000
+#define VJOB_DIGEST_PREFIX "sha256:"
+#define VMANIFEST_MAX_BYTES (256U << 20)
+#define VMANIFEST_ENTRIES_MAX 1000000
+
+typedef struct VJobRun {
+        char **argv;          /* NULL-terminated */
+        size_t n_argv;
+        uint64_t timeout_secs; /* 0: the worker's default */
+        uint64_t memory_mb;    /* 0: default */
+        uint64_t max_pids;     /* 0: default */
+        char **env;           /* "NAME=VALUE", NULL-terminated, sorted by name */
+        size_t n_env;
+        bool network;
+        char *image;          /* NULL when none */
+        char *environment_digest; /* "sha256:<64 hex>" or NULL */
+} VJobRun;
+
+typedef struct VJob {
+        char *id;
+        char *repo;
+        char *proposal;
+        char *check;
+        char tree[GIT_OID_HEX_SIZE];
+        int64_t policy_version;
+        int64_t attempt;
+        VJobRun run;
+        char *lease_id;
+        char *lease_expires_at; /* as the server wrote it (RFC 3339) */
+} VJob;
+
+/* Parse the body of a 200 answer to POST /v1/jobs/claim: {"job": JOB, "lease": {"id",
+ * "expires_at"}}. Error codes: bad_json (and the json-util codes), unknown_field, bad_type,
+ * bad_value, out_of_range, missing_field. */
+int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e);
+VJob *vjob_free(VJob *j);
+static inline void vjob_freep(VJob **j) {
+        vjob_free(*j);
+}
+#define _cleanup_vjob_ _cleanup_(vjob_freep)
+
+/* Is s usable as one URL path segment: 1..max of [A-Za-z0-9._:-], not "." or ".."? */
+bool vjob_url_segment_is_valid(const char *s, size_t max);
+/* Is s "owner/name" style: 1..8 such segments joined by '/', at most VJOB_REPO_MAX bytes? */
+bool vjob_repo_is_valid(const char *s);
+
+typedef struct VManifestEntry {
+        char *path;
+        uint32_t mode;                 /* GIT_MODE_FILE, _EXECUTABLE or _SYMLINK */
+        uint8_t blob[GIT_OID_SIZE];
+} VManifestEntry;
+
+typedef struct VManifest {
+        char tree[GIT_OID_HEX_SIZE];
+        VManifestEntry *entries;
+        size_t n_entries;
+} VManifest;
+
+/* Parse the body of GET /v1/repos/{repo}/trees/{tree}: {"tree": hex, "entries": [{"path",
+ * "mode", "blob"}]}. mode is the octal string git writes ("100644", "100755", "120000");
+ * paths are only checked to be non-empty strings without control characters here:
+ * vmanifest_check_paths() applies the path rules. */
+int vmanifest_parse(const char *buf, size_t len, VManifest **ret, TfwError *e);
+VManifest *vmanifest_free(VManifest *m);
+static inline void vmanifest_freep(VManifest **m) {
+        vmanifest_free(*m);
+}
+#define _cleanup_vmanifest_ _cleanup_(vmanifest_freep)
+
+/* Path rules (threat 11): relative, no empty, "." or ".." component, no component longer than
+ * GIT_NAME_MAX, at most GIT_PATH_MAX bytes and GIT_PATH_DEPTH_MAX components, no duplicate,
+ * no path that is both a file and a directory. -EBADMSG (code invalid_path, naming the path)
+ * otherwise: a tree no worker will ever materialise. */
+int vmanifest_check_paths(const VManifest *m, TfwError *e);
+
+/* Recompute the tree id from the entries in git's SHA-256 format and compare it with want
+ * (64 hex). -EBADMSG with code tree_mismatch when it differs. */
+int vmanifest_verify_tree(const VManifest *m, const char *want, TfwError *e);
+
+/* Symlink rule: a symlink target (its blob's bytes, already verified) must resolve, within
+ * the tree described by m and following the tree's own symlinks (at most 40 hops), to a path
+ * inside the checkout. Absolute targets, targets that climb above the root (directly or
+ * through another symlink) and loops are refused with -ELOOP, code symlink_escape. targets[i]
+ * is the target of entry i when it is a symlink (NUL-terminated), else ignored. */
+int vmanifest_check_symlinks(const VManifest *m, char *const *targets, TfwError *e);
