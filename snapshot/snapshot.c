@@ -19,12 +19,14 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "blob-hasher.h"
 #include "snapshot.h"
 
 /* One getdents64 buffer per directory level, reused across siblings. */
 #define DENTS_BUF_SIZE (32U * 1024U)
-/* The copy buffer: large enough that almost every file is one read and one write. */
-#define COPY_BUF_SIZE (256U * 1024U)
+/* The copy buffer (the hasher's chunks are as large): almost every file is one read and one
+ * write. */
+#define COPY_BUF_SIZE BLOB_CHUNK_SIZE
 /* Longest relative path the walk can build: every level at NAME_MAX, plus separators. */
 #define WALK_PATH_MAX ((SNAPSHOT_DEPTH_MAX + 1) * (NAME_MAX + 1) + 1)
 
@@ -45,8 +47,12 @@ typedef struct Walk {
         SnapshotCopyMethod copy;
         uid_t owner_uid;    /* owner of the workspace root */
         mode_t umask;       /* the process umask, or (mode_t) -1 when unknown */
+        bool group_inherited, group_checked;
+        dev_t dst_dev;      /* the copy's root, which must not be found inside the workspace */
+        ino_t dst_ino;
         uint64_t bytes, entries, files, dirs, skipped_symlinks;
-        Sha256 *h;
+        Sha256 *h;          /* for trees and for re-reading a copy, on this thread */
+        BlobHasher *hasher; /* blob ids of what is copied, on a second thread */
         uint8_t *buf;
         char *path;         /* relative path of the entry being handled, for messages */
         size_t path_len;
@@ -54,6 +60,7 @@ typedef struct Walk {
 } Walk;
 
 static void walk_done(Walk *w) {
+        blob_hasher_free(w->hasher);
         sha256_free(w->h);
         free(w->buf);
         free(w->path);
@@ -150,14 +157,40 @@ static int read_umask(mode_t *ret) {
         return 0;
 }
 
-/* Group and mode on a file or directory this walk created (fd is ours, not the agent's). */
-static int set_owner_mode(Walk *w, int fd, mode_t mode) {
-        if (w->limits->group != (gid_t) -1 && fchown(fd, (uid_t) -1, w->limits->group) < 0)
+/* The group of a file or directory this walk created (fd is ours, not the agent's).
+ *
+ * The group normally comes for free: every directory of the copy carries the setgid bit while
+ * it is being filled, so what is created in it inherits its group, and one fchown per entry is
+ * saved. The first entry created is checked; on a filesystem that does not honour the bit,
+ * every entry gets an explicit fchown instead. Directories lose the setgid bit when they are
+ * finished (finish_dir()). */
+static int set_group(Walk *w, int fd) {
+        gid_t g = w->limits->group;
+
+        if (g == (gid_t) -1)
+                return 0;
+        if (!w->group_checked) {
+                struct stat st;
+                if (fstat(fd, &st) < 0)
+                        return -errno;
+                w->group_checked = true;
+                w->group_inherited = st.st_gid == g;
+        }
+        if (!w->group_inherited && fchown(fd, (uid_t) -1, g) < 0)
                 return -errno;
-        /* The creating call already asked for mode; only the umask can have removed bits. */
+        return 0;
+}
+
+/* The mode of a file this walk created with `mode`: only the umask can have removed bits. */
+static int fix_file_mode(Walk *w, int fd, mode_t mode) {
         if ((w->umask == (mode_t) -1 || (mode & w->umask) != 0) && fchmod(fd, mode) < 0)
                 return -errno;
         return 0;
+}
+
+/* A directory of the copy is complete: its final mode, which also drops the setgid bit. */
+static int finish_dir(int fd, mode_t mode) {
+        return fchmod(fd, mode) < 0 ? -errno : 0;
 }
 
 static int open_child(Walk *w, int dfd, const char *name, int flags) {
@@ -250,18 +283,21 @@ static int io_error(Walk *w, int r, const char *what) {
         return walk_fail(w, r, "snapshot_io", "workspace entry '%s': %s: %s", what, strerror(-r));
 }
 
-/* Read from src until end of file, hashing and writing each chunk; the header was hashed for
- * `expected` bytes. Returns the number of bytes copied in *ret_total. */
+/* Read from src until end of file; each chunk is read into a hasher buffer, written to the
+ * copy from it, and submitted for hashing, the header having been announced for `expected`
+ * bytes. The blob id goes to tb->entries[index] if the file had the expected size; otherwise
+ * it is dropped and the caller hashes the copy. Returns the bytes copied in *ret_total. */
 static int copy_read_write(Walk *w, int src, int dst, uint64_t expected, uint64_t budget,
-                           uint64_t *ret_total) {
+                           GitTreeBuilder *tb, size_t index, uint64_t *ret_total) {
         uint64_t total = 0;
-        bool cleared_nonblock = false;
+        bool cleared_nonblock = false, first = true;
         int r;
 
         for (;;) {
                 uint64_t left = budget - total;
                 size_t cap = left >= COPY_BUF_SIZE ? COPY_BUF_SIZE : (size_t) left + 1;
-                ssize_t k = read(src, w->buf, cap);
+                uint8_t *buf = blob_hasher_buffer(w->hasher);
+                ssize_t k = read(src, buf, cap);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -270,26 +306,33 @@ static int copy_read_write(Walk *w, int src, int dst, uint64_t expected, uint64_
                         if (errno == EAGAIN && !cleared_nonblock) {
                                 int fl = fcntl(src, F_GETFL);
                                 if (fl < 0 || fcntl(src, F_SETFL, fl & ~O_NONBLOCK) < 0)
-                                        return -errno;
+                                        return io_error(w, -errno, "clear O_NONBLOCK");
                                 cleared_nonblock = true;
                                 continue;
                         }
                         return io_error(w, -errno, "read");
                 }
-                if (k == 0)
+                if (k == 0) {
+                        r = blob_hasher_submit(w->hasher, 0, first, expected, true,
+                                               total == expected ? tb : NULL, index);
+                        if (r < 0)
+                                return io_error(w, r, "hash");
                         break;
+                }
                 total += (uint64_t) k;
                 if (total > budget)
                         return too_large(w, "more file content than max_bytes");
-                r = sha256_update(w->h, w->buf, (size_t) k);
-                if (r < 0)
-                        return io_error(w, r, "hash");
-                r = write_all(dst, w->buf, (size_t) k);
+                r = write_all(dst, buf, (size_t) k);
                 if (r < 0)
                         return io_error(w, r, "write copy");
                 /* A short read that ends exactly at the size fstat reported is the end of the
                  * file; anything else reads on until read() says so. */
-                if ((size_t) k < cap && total == expected)
+                bool last = (size_t) k < cap && total == expected;
+                r = blob_hasher_submit(w->hasher, (size_t) k, first, expected, last, tb, index);
+                if (r < 0)
+                        return io_error(w, r, "hash");
+                first = false;
+                if (last)
                         break;
         }
         *ret_total = total;
@@ -347,11 +390,13 @@ static int hash_copy(Walk *w, int dst, uint64_t total, uint8_t oid[static GIT_OI
         return r < 0 ? io_error(w, r, "hash") : 0;
 }
 
-/* Copy the regular file open at src (already fstat'ed into st) to dst_dir/name. Returns 0 and
- * the blob id, 1 when name already exists in the copy (readdir returned it twice while the
- * directory was changing: the first one stays), or a negative errno with w->e set. */
+/* Copy the regular file open at src (already fstat'ed into st) to dst_dir/name and add it to
+ * tb; its blob id arrives in the entry by the next blob_hasher_sync(). Returns 0, 1 when name
+ * already exists in the copy (readdir returned it twice while the directory was changing: the
+ * first one stays), or a negative errno with w->e set. */
 static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const char *name,
-                     uint8_t oid[static GIT_OID_SIZE]) {
+                     size_t name_len, GitTreeBuilder *tb) {
+        static const uint8_t pending[GIT_OID_SIZE] = {};
         mode_t mode = copy_mode(st->st_mode);
         uint64_t budget = w->limits->max_bytes - w->bytes, expected = (uint64_t) st->st_size, total = 0;
         int r;
@@ -367,11 +412,19 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                                          mode);
         if (dst < 0)
                 return errno == EEXIST ? 1 : io_error(w, -errno, "create copy");
-        r = set_owner_mode(w, dst, mode);
+        r = set_group(w, dst);
+        if (r >= 0)
+                r = fix_file_mode(w, dst, mode);
         if (r < 0)
                 return io_error(w, r, "set owner and mode");
 
-        bool hashed_inline = false;
+        size_t index = git_tree_builder_size(tb);
+        r = git_tree_builder_add(tb, name, name_len,
+                                 (st->st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, pending);
+        if (r < 0)
+                return io_error(w, r, "record tree entry");
+
+        bool hashed = false;
         if (w->copy == SNAPSHOT_COPY_FILE_RANGE) {
                 r = copy_range(w, src, dst, expected, budget, &total);
                 if (r < 0)
@@ -380,26 +433,15 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                         w->copy = SNAPSHOT_COPY_READ_WRITE; /* not supported here: stop trying */
         }
         if (w->copy != SNAPSHOT_COPY_FILE_RANGE) {
-                r = git_blob_hash_start(w->h, expected);
-                if (r < 0)
-                        return io_error(w, r, "hash");
-                r = copy_read_write(w, src, dst, expected, budget, &total);
+                r = copy_read_write(w, src, dst, expected, budget, tb, index, &total);
                 if (r < 0)
                         return r;
-                if (total == expected) {
-                        r = sha256_final(w->h, oid);
-                        if (r < 0)
-                                return io_error(w, r, "hash");
-                        hashed_inline = true;
-                } else {
-                        /* The file changed size while we read it: the header was wrong. Drop
-                         * that state and hash what we actually copied. */
-                        uint8_t scratch[GIT_OID_SIZE];
-                        (void) sha256_final(w->h, scratch);
-                }
+                /* Otherwise the file changed size while it was read: the header announced
+                 * the wrong length, and the hasher drops that id. */
+                hashed = total == expected;
         }
-        if (!hashed_inline) {
-                r = hash_copy(w, dst, total, oid);
+        if (!hashed) {
+                r = hash_copy(w, dst, total, tb->entries[index].oid);
                 if (r < 0)
                         return r;
         }
@@ -479,15 +521,19 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
 
         uint8_t oid[GIT_OID_SIZE];
         if (S_ISDIR(st.st_mode)) {
+                if (st.st_dev == w->dst_dev && st.st_ino == w->dst_ino)
+                        return walk_fail(w, ELOOP, "snapshot_destination",
+                                         "the snapshot is being written inside the workspace, at '%s'");
                 if (depth + 1 > SNAPSHOT_DEPTH_MAX)
                         return too_large(w, "directories nested too deep");
                 mode_t mode = copy_mode(st.st_mode);
-                if (mkdirat(dst, name, mode) < 0)
+                /* Only root can enter it while it is filled; finish_dir() opens it up. */
+                if (mkdirat(dst, name, 0700) < 0)
                         return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
                 _cleanup_close_ int child_dst = openat(dst, name, CHILD_DIR_FLAGS);
                 if (child_dst < 0)
                         return io_error(w, -errno, "open copy");
-                r = set_owner_mode(w, child_dst, mode);
+                r = set_group(w, child_dst);
                 if (r < 0)
                         return io_error(w, r, "set owner and mode");
                 w->dirs++;
@@ -495,6 +541,9 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 r = walk_dir(w, fd, child_dst, depth + 1, oid, &n);
                 if (r < 0)
                         return r;
+                r = finish_dir(child_dst, mode);
+                if (r < 0)
+                        return io_error(w, r, "set mode");
                 /* git never records an empty tree: the directory is copied, not named. */
                 if (n == 0)
                         return 0;
@@ -504,13 +553,8 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                         return walk_fail(w, ENOTSUP, "snapshot_special_file",
                                          "workspace entry '%s' is a hard link to a file owned by uid %u that the workspace owner may not read",
                                          (unsigned) st.st_uid);
-                r = copy_file(w, fd, &st, dst, name, oid);
-                if (r < 0)
-                        return r;
-                if (r > 0)
-                        return 0;
-                r = git_tree_builder_add(tb, name, len,
-                                         (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, oid);
+                r = copy_file(w, fd, &st, dst, name, len, tb);
+                return MIN(r, 0);
         } else
                 return special_file(w, st.st_mode);
 
@@ -565,6 +609,10 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[s
                 }
         }
 
+        /* Every blob id of this directory (and of its ancestors so far) into its entry. */
+        r = blob_hasher_sync(w->hasher);
+        if (r < 0)
+                return io_error(w, r, "hash");
         *ret_n_entries = git_tree_builder_size(&tb);
         r = git_tree_builder_finish(&tb, w->h, ret_oid);
         if (r < 0)
@@ -612,6 +660,8 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
         }
         w.path[0] = 0;
         r = sha256_new(&w.h);
+        if (r >= 0)
+                r = blob_hasher_new(true, &w.hasher);
         if (r < 0) {
                 r = tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
                 goto out;
@@ -645,11 +695,28 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                               dest_name, strerror(errno));
                 goto out;
         }
+        struct stat dst_st;
+        if (fstat(dst, &dst_st) < 0) {
+                r = tfw_error(e, errno, "snapshot_destination", "cannot stat snapshot '%s': %s",
+                              dest_name, strerror(errno));
+                goto out;
+        }
+        w.dst_dev = dst_st.st_dev;
+        w.dst_ino = dst_st.st_ino;
         r = drop_acls(dst);
         if (r < 0) {
                 r = tfw_error(e, r, "snapshot_destination", "cannot drop inherited ACLs: %s",
                               strerror(-r));
                 goto out;
+        }
+        if (limits->group != (gid_t) -1) {
+                /* The group and the setgid bit that hand it down (see set_group()). */
+                if (fchown(dst, (uid_t) -1, limits->group) < 0 || fchmod(dst, 0700 | S_ISGID) < 0) {
+                        r = tfw_error(e, errno, "snapshot_destination", "cannot set the snapshot's group: %s",
+                                      strerror(errno));
+                        goto out;
+                }
+                w.group_inherited = true;
         }
 
         size_t n_entries = 0;
@@ -658,8 +725,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 goto out;
 
         /* The root last: until now only root could enter the half-made copy. */
-        w.umask = (mode_t) -1;
-        r = set_owner_mode(&w, dst, copy_mode(st.st_mode));
+        r = finish_dir(dst, copy_mode(st.st_mode));
         if (r < 0) {
                 r = tfw_error(e, r, "snapshot_io", "cannot set owner and mode of the snapshot: %s",
                               strerror(-r));

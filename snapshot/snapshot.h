@@ -28,7 +28,8 @@
  *   - The tree id names exactly the bytes that were written into the copy, even when a file
  *     changes size while it is read.
  *   - On failure nothing is left at dest_parent_fd/dest_name (if this call created it), a
- *     negative errno is returned and e->code says why. */
+ *     negative errno is returned and e->code says why.
+ *   - Starts one thread (blob hashing, all signals blocked) and joins it before returning. */
 #pragma once
 
 #include <stdbool.h>

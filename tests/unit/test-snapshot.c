@@ -648,6 +648,25 @@ static void assert_never_opened(int ifd) {
         assert_int_equal(errno, EAGAIN);
 }
 
+/* A snapshot parent inside the workspace would copy the copy into itself. */
+static void test_destination_inside_workspace(void **state) {
+        TestDir *d = *state;
+        _cleanup_close_ int ws = ws_fd(d);
+        _cleanup_free_ char *wsp = ws_path(d);
+        SnapshotLimits l = default_limits();
+        SnapshotSummary s;
+        TfwError e = {};
+
+        put(ws, "f", "f", 1, 0644);
+        mkd(ws, "inner");
+        _cleanup_close_ int inner = openat(ws, "inner", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(inner >= 0);
+        assert_int_equal(snapshot_take(wsp, inner, "snap", &l, &s, &e), -ELOOP);
+        assert_string_equal(e.code, "snapshot_destination");
+        assert_non_null(strstr(e.message, "'inner/snap'"));
+        assert_false(exists_at(inner, "snap"));
+}
+
 static void test_fifo_refused(void **state) {
         TestDir *d = *state;
         _cleanup_close_ int ws = ws_fd(d);
@@ -1136,6 +1155,7 @@ int main(void) {
                 T(test_symlinks_skipped),
                 T(test_root_refusals),
                 T(test_destination),
+                T(test_destination_inside_workspace),
                 T(test_fifo_refused),
                 T(test_socket_refused),
                 T(test_devices_refused),
