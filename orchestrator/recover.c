@@ -12,8 +12,13 @@
 int recover_finish_unpublished(Worker *w, RequestRecord *rec, const char *status, const char *error,
                                const char *message, TfwError *e) {
         _cleanup_request_ Request *req = NULL;
+        char st[sizeof(rec->status)];
         int r;
 
+        /* status may be rec->status itself (a final record whose result was lost): copy it
+         * before rec->status is rewritten, snprintf from a buffer into itself is undefined. */
+        snprintf(st, sizeof(st), "%s", status);
+        status = st;
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (!publish_exists(&w->dirs, rec->id)) {
                 (void) store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, NULL);
