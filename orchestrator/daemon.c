@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -31,6 +32,8 @@
 
 #define INBOX_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR)
 #define RETENTION_MIN_INTERVAL (3600 * USEC_PER_SEC)
+/* How long a new daemon waits for the job processes of a predecessor that died to be gone. */
+#define JOBS_LOCK_WAIT (30 * USEC_PER_SEC)
 
 typedef struct Running {
         pid_t pid;
@@ -41,7 +44,8 @@ typedef struct Running {
 typedef struct Daemon {
         Worker w;
         DaemonOptions o;
-        int lock_fd, inotify_fd, signal_fd, timer_fd;
+        int lock_fd, jobs_lock_fd, inotify_fd, signal_fd, timer_fd;
+        pid_t pid;
         int inbox_wd, state_wd;
         Running running[64];
         unsigned n_running;
@@ -63,6 +67,31 @@ static int take_instance_lock(Daemon *d, TfwError *e) {
                                          "another worker for config '%s' is already running (lock '%s/daemon.lock')",
                                          d->w.config->name, d->w.config->state_dir);
                 return tfw_error(e, errno, "internal", "cannot lock '%s/daemon.lock': %m", d->w.config->state_dir);
+        }
+        return 0;
+}
+
+/* Job processes hold jobs.lock (the daemon's open file description of it, inherited across
+ * fork) for as long as any of them lives. They die with the daemon (PR_SET_PDEATHSIG), but a
+ * process that is being killed still completes the system call it is in (a rename publishing a
+ * result, a mkdir of its cgroup), so recovery and the start-up cleanup wait until the last job
+ * process of a predecessor is gone: otherwise a dying job could publish over `interrupted`, or
+ * make a capsule the cleanup has already looked for. Bounded; then the start fails. */
+static int take_jobs_lock(Daemon *d, TfwError *e) {
+        usec_t deadline = now_monotonic() + JOBS_LOCK_WAIT;
+
+        d->jobs_lock_fd = openat(d->w.dirs.state_fd, "jobs.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (d->jobs_lock_fd < 0)
+                return tfw_error(e, errno, "internal", "cannot open '%s/jobs.lock': %m", d->w.config->state_dir);
+        while (flock(d->jobs_lock_fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return tfw_error(e, errno, "internal", "cannot lock '%s/jobs.lock': %m", d->w.config->state_dir);
+                if (now_monotonic() >= deadline)
+                        return tfw_error(e, EBUSY, "busy",
+                                         "job processes of a previous worker for config '%s' are still running "
+                                         "(they hold '%s/jobs.lock')",
+                                         d->w.config->name, d->w.config->state_dir);
+                (void) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
         }
         return 0;
 }
@@ -98,7 +127,7 @@ static void status_notify(Daemon *d) {
 }
 
 static void close_daemon_fds(Daemon *d) {
-        d->lock_fd = safe_close(d->lock_fd);
+        d->lock_fd = safe_close(d->lock_fd); /* jobs_lock_fd stays with the job processes */
         d->inotify_fd = safe_close(d->inotify_fd);
         d->signal_fd = safe_close(d->signal_fd);
         d->timer_fd = safe_close(d->timer_fd);
@@ -108,6 +137,10 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
         TfwError e = {0};
         sigset_t all;
 
+        /* A job never outlives the daemon: if the daemon dies, the job is published as
+         * interrupted at the next start and must not be running meanwhile (threat 10). */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != d->pid)
+                _exit(0);
         /* The child must not hold the daemon's lock or event sources, and takes signals
          * normally again. Its own process group lets a shutdown kill it with its runtime. */
         close_daemon_fds(d);
@@ -403,13 +436,17 @@ static void audit_worker(Daemon *d, const char *event, const char *outcome) {
 }
 
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
-        Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF, .timer_fd = -EBADF};
+        Daemon d = {.o = *o, .lock_fd = -EBADF, .jobs_lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
+                    .timer_fd = -EBADF, .pid = getpid()};
         int r;
 
         r = worker_open(&d.w, c, e);
         if (r < 0)
                 return r;
         r = take_instance_lock(&d, e);
+        if (r < 0)
+                goto out;
+        r = take_jobs_lock(&d, e);
         if (r < 0)
                 goto out;
         r = inbox_open(&d.w, e);
@@ -523,6 +560,7 @@ out:
         (void) sd_notify(0, "STOPPING=1");
         free(d.queue);
         close_daemon_fds(&d);
+        d.jobs_lock_fd = safe_close(d.jobs_lock_fd);
         worker_close(&d.w);
         return r;
 }

@@ -168,3 +168,20 @@ for f in sorted(os.listdir(d)):
 print(n)
 PY
 }
+
+# worker_cleanup DIR: the EXIT trap of a daemon test: kill the daemon if it still runs, delete
+# what runsc still lists in DIR's runsc root, remove the (empty) cgroups named after the worker
+# and DIR itself (kept when TFW_KEEP is set, for a post-mortem).
+worker_cleanup() {
+        local dir=$1 name c
+        [ -n "$TFW_DAEMON_PID" ] && kill -KILL "$TFW_DAEMON_PID" 2>/dev/null
+        wait 2>/dev/null
+        if [ -d "$dir/state/runsc" ]; then
+                for c in $(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null); do
+                        runsc --root "$dir/state/runsc" delete -force "$c" >/dev/null 2>&1
+                done
+        fi
+        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$dir/config.json" 2>/dev/null)
+        [ -n "$name" ] && find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$name*" -exec rmdir {} + 2>/dev/null
+        if [ -n "${TFW_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
+}

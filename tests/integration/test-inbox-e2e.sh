@@ -16,14 +16,7 @@ BIN=$(realpath "$BIN")
 
 dir=$(mktemp -d /tmp/tfw-it-e2e.XXXXXX)
 chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
-cleanup() {
-        [ -n "$TFW_DAEMON_PID" ] && kill -KILL "$TFW_DAEMON_PID" 2>/dev/null
-        wait 2>/dev/null
-        [ -d "$dir/state/runsc" ] && runsc --root "$dir/state/runsc" list -quiet 2>/dev/null |
-                while read -r c; do runsc --root "$dir/state/runsc" delete -force "$c" >/dev/null 2>&1; done
-        rm -rf "$dir"
-}
-trap cleanup EXIT
+trap 'worker_cleanup "$dir"' EXIT
 
 new_worker "$dir" ', "concurrency": 2, "pending_ttl_hours": 1,
  "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128}'
