@@ -33,7 +33,8 @@ struct CgroupJob {
         bool v2;
         size_t n; /* hierarchies used: 3 under v1, 1 under v2 */
         char *name;
-        int parent_fd[_CG_MAX];
+        char *path; /* "/<group>/<name>" */
+        int group_fd[_CG_MAX];
         int dir_fd[_CG_MAX];
         int procs_fd[_CG_MAX];
 };
@@ -89,51 +90,6 @@ static int v1_mount_point(const char *controller, char **ret_mount, char **ret_r
         return -ENOENT;
 }
 
-/* Our own cgroup path in the hierarchy of `controller` (v1) or the unified one (NULL). */
-static int own_cgroup(const char *controller, char **ret) {
-        _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-        size_t len;
-        int r;
-
-        if (fd < 0)
-                return -errno;
-        r = read_full_fd_bounded(fd, 1U << 20, &buf, &len);
-        if (r < 0)
-                return r;
-        for (char *line = buf, *next; line && *line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                char *c1 = strchr(line, ':');
-                char *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                if (!c2)
-                        continue;
-                *c2 = 0;
-                const char *ctrls = c1 + 1, *path = c2 + 1;
-                bool match = false;
-                if (!controller)
-                        match = streq(line, "0") && *ctrls == 0;
-                else {
-                        _cleanup_free_ char *copy = strdup(ctrls);
-                        char *save = NULL;
-                        if (!copy)
-                                return -ENOMEM;
-                        for (char *o = strtok_r(copy, ",", &save); o && !match;
-                             o = strtok_r(NULL, ",", &save))
-                                match = streq(o, controller);
-                }
-                if (match) {
-                        char *p = strdup(path);
-                        if (!p)
-                                return -ENOMEM;
-                        *ret = p;
-                        return 0;
-                }
-        }
-        return -ENOENT;
-}
-
 static int write_at(int dir_fd, const char *file, const char *value) {
         _cleanup_close_ int fd = openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
@@ -167,27 +123,6 @@ static uint64_t read_key(int dir_fd, const char *file, const char *key) {
         return 0;
 }
 
-static int open_parent(const char *mount, const char *root, const char *own, int *ret_fd) {
-        _cleanup_free_ char *path = NULL;
-        const char *rel = own;
-
-        /* A hierarchy mounted with a non-root view (a container's): our path is relative to
-         * that view's root. */
-        if (!streq(root, "/")) {
-                size_t rl = strlen(root);
-                if (strncmp(own, root, rl) != 0 || (own[rl] != '/' && own[rl] != 0))
-                        return -EXDEV;
-                rel = own + rl;
-        }
-        if (asprintf(&path, "%s%s", mount, rel) < 0)
-                return -ENOMEM;
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        *ret_fd = fd;
-        return 0;
-}
-
 static bool has_controllers(int dir_fd, const char *file) {
         _cleanup_free_ char *buf = NULL;
         if (read_at(dir_fd, file, 4096, &buf) < 0)
@@ -207,36 +142,20 @@ static bool has_controllers(int dir_fd, const char *file) {
         return true;
 }
 
-/* v2: make sure children of parent_fd get memory, pids and cpu. When the parent holds
- * processes (us), the kernel refuses (EBUSY): move ourselves into a leaf first. */
-static int v2_delegate(int parent_fd, TfwError *e) {
-        int r;
-
-        if (has_controllers(parent_fd, "cgroup.subtree_control"))
+/* v2: children of dir_fd get memory, pids and cpu. dir_fd is the root (exempt from the
+ * no-internal-process rule) or the group, which never holds a process. */
+static int v2_enable(int dir_fd, const char *what, TfwError *e) {
+        if (has_controllers(dir_fd, "cgroup.subtree_control"))
                 return 0;
-        if (!has_controllers(parent_fd, "cgroup.controllers"))
+        if (!has_controllers(dir_fd, "cgroup.controllers"))
                 return tfw_error(e, EOPNOTSUPP, "cgroup_unavailable",
-                                 "cgroup v2: memory, pids and cpu are not all available to the "
-                                 "worker's cgroup (is the service delegated, Delegate=yes?)");
-        r = write_at(parent_fd, "cgroup.subtree_control", "+memory +pids +cpu");
-        if (r == -EBUSY) {
-                if (mkdirat(parent_fd, "supervisor", 0755) < 0 && errno != EEXIST)
-                        return tfw_error(e, errno, "cgroup_unavailable",
-                                         "cgroup v2: cannot create the supervisor cgroup: %s",
-                                         strerror(errno));
-                _cleanup_close_ int sup = open_dir_at(parent_fd, "supervisor");
-                if (sup < 0)
-                        return tfw_error(e, -sup, "cgroup_unavailable",
-                                         "cgroup v2: cannot open the supervisor cgroup: %s",
-                                         strerror(-sup));
-                r = write_at(sup, "cgroup.procs", "0");
-                if (r >= 0)
-                        r = write_at(parent_fd, "cgroup.subtree_control", "+memory +pids +cpu");
-        }
+                                 "cgroup v2: memory, pids and cpu are not all available in %s",
+                                 what);
+        int r = write_at(dir_fd, "cgroup.subtree_control", "+memory +pids +cpu");
         if (r < 0)
                 return tfw_error(e, -r, "cgroup_unavailable",
-                                 "cgroup v2: cannot enable memory, pids and cpu for the "
-                                 "worker's capsules: %s", strerror(-r));
+                                 "cgroup v2: cannot enable memory, pids and cpu in %s: %s", what,
+                                 strerror(-r));
         return 0;
 }
 
@@ -246,58 +165,79 @@ static void job_free(CgroupJob *j) {
         for (int i = 0; i < _CG_MAX; i++) {
                 safe_close(j->procs_fd[i]);
                 safe_close(j->dir_fd[i]);
-                safe_close(j->parent_fd[i]);
+                safe_close(j->group_fd[i]);
         }
         free(j->name);
+        free(j->path);
         free(j);
 }
 
-static CgroupJob *job_new(const char *name) {
+static CgroupJob *job_new(const char *group, const char *name) {
         CgroupJob *j = calloc(1, sizeof(*j));
         if (!j)
                 return NULL;
         for (int i = 0; i < _CG_MAX; i++)
-                j->parent_fd[i] = j->dir_fd[i] = j->procs_fd[i] = -EBADF;
+                j->group_fd[i] = j->dir_fd[i] = j->procs_fd[i] = -EBADF;
         j->name = strdup(name);
-        if (!j->name) {
+        if (!j->name || asprintf(&j->path, "/%s/%s", group, name) < 0) {
+                free(j->name);
                 free(j);
                 return NULL;
         }
         return j;
 }
 
-/* Open the parent directories (one per hierarchy) into j. */
-static int job_open_parents(CgroupJob *j, TfwError *e) {
+/* Open (creating when asked) the group directory in every hierarchy into j->group_fd. */
+static int job_open_group(CgroupJob *j, const char *group, bool create, TfwError *e) {
         int r;
 
         j->v2 = is_v2();
-        if (j->v2) {
-                _cleanup_free_ char *own = NULL;
-                r = own_cgroup(NULL, &own);
-                if (r < 0)
-                        return tfw_error(e, -r, "cgroup_unavailable",
-                                         "cgroup v2: cannot find the worker's own cgroup: %s",
-                                         strerror(-r));
-                j->n = 1;
-                r = open_parent(CGROUP_ROOT, "/", own, &j->parent_fd[0]);
-                if (r < 0)
-                        return tfw_error(e, -r, "cgroup_unavailable",
-                                         "cgroup v2: cannot open '%s': %s", own, strerror(-r));
-                return v2_delegate(j->parent_fd[0], e);
+        j->n = j->v2 ? 1 : _CG_MAX;
+        for (size_t i = 0; i < j->n; i++) {
+                _cleanup_free_ char *mount = NULL, *root = NULL;
+                _cleanup_close_ int root_fd = -EBADF;
+                const char *what = j->v2 ? "the unified hierarchy" : controller_names[i];
+
+                if (j->v2)
+                        root_fd = open(CGROUP_ROOT, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                else {
+                        r = v1_mount_point(controller_names[i], &mount, &root);
+                        if (r < 0)
+                                return tfw_error(e, -r, "cgroup_unavailable",
+                                                 "cgroup v1: no hierarchy carries the %s "
+                                                 "controller",
+                                                 controller_names[i]);
+                        root_fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                }
+                if (root_fd < 0)
+                        return tfw_error(e, errno, "cgroup_unavailable",
+                                         "cgroup: cannot open %s: %s", what, strerror(errno));
+                if (j->v2 && create && (r = v2_enable(root_fd, "the root cgroup", e)) < 0)
+                        return r;
+                if (create && mkdirat(root_fd, group, 0755) < 0 && errno != EEXIST)
+                        return tfw_error(e, errno, "cgroup_unavailable",
+                                         "cgroup '%s' (%s): cannot create it: %s", group, what,
+                                         strerror(errno));
+                j->group_fd[i] = open_dir_at(root_fd, group);
+                if (j->group_fd[i] < 0)
+                        return tfw_error(e, -j->group_fd[i], "cgroup_unavailable",
+                                         "cgroup '%s' (%s): %s", group, what,
+                                         strerror(-j->group_fd[i]));
+                if (j->v2 && create && (r = v2_enable(j->group_fd[i], group, e)) < 0)
+                        return r;
         }
-        j->n = _CG_MAX;
-        for (int i = 0; i < _CG_MAX; i++) {
-                _cleanup_free_ char *mount = NULL, *root = NULL, *own = NULL;
-                r = v1_mount_point(controller_names[i], &mount, &root);
-                if (r >= 0)
-                        r = own_cgroup(controller_names[i], &own);
-                if (r >= 0)
-                        r = open_parent(mount, root, own, &j->parent_fd[i]);
-                if (r < 0)
-                        return tfw_error(e, -r, "cgroup_unavailable",
-                                         "cgroup v1: the %s controller is not usable: %s",
-                                         controller_names[i], strerror(-r));
+        return 0;
+}
+
+int cgroup_group_name(const char *worker_name, char **ret) {
+        char *s;
+        if (asprintf(&s, "tentaflake-worker-%s", worker_name) < 0)
+                return -ENOMEM;
+        if (!filename_is_valid(s)) {
+                free(s);
+                return -EINVAL;
         }
+        *ret = s;
         return 0;
 }
 
@@ -365,42 +305,42 @@ static void remove_dirs(CgroupJob *j) {
         for (size_t i = 0; i < j->n; i++) {
                 j->procs_fd[i] = safe_close(j->procs_fd[i]);
                 j->dir_fd[i] = safe_close(j->dir_fd[i]);
-                if (j->parent_fd[i] >= 0)
-                        (void) unlinkat(j->parent_fd[i], j->name, AT_REMOVEDIR);
+                if (j->group_fd[i] >= 0)
+                        (void) unlinkat(j->group_fd[i], j->name, AT_REMOVEDIR);
         }
 }
 
-int cgroup_job_create(const char *name, const CgroupLimits *limits, CgroupJob **ret,
-                      TfwError *e) {
+int cgroup_job_create(const char *group, const char *name, const CgroupLimits *limits,
+                      CgroupJob **ret, TfwError *e) {
         CgroupJob *j;
         int r;
 
-        if (!filename_is_valid(name))
+        if (!filename_is_valid(group) || !filename_is_valid(name))
                 return tfw_error(e, EINVAL, "cgroup_unavailable", "invalid cgroup name");
         if (limits->memory_swap < limits->memory)
                 return tfw_error(e, EINVAL, "cgroup_unavailable",
                                  "cgroup '%s': memory+swap below memory", name);
-        j = job_new(name);
+        j = job_new(group, name);
         if (!j)
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
-        r = job_open_parents(j, e);
+        r = job_open_group(j, group, true, e);
         if (r < 0)
                 goto fail;
         for (size_t i = 0; i < j->n; i++) {
-                if (mkdirat(j->parent_fd[i], name, 0755) < 0) {
-                        r = tfw_error(e, errno, errno == EEXIST ? "cgroup_exists"
-                                                                : "cgroup_unavailable",
-                                      "cgroup '%s': cannot create it: %s", name,
+                if (mkdirat(j->group_fd[i], name, 0755) < 0) {
+                        r = tfw_error(e, errno,
+                                      errno == EEXIST ? "cgroup_exists" : "cgroup_unavailable",
+                                      "cgroup '%s': cannot create it: %s", j->path,
                                       strerror(errno));
                         /* Never remove a cgroup we did not create. */
                         for (size_t k = i; k < j->n; k++)
-                                j->parent_fd[k] = safe_close(j->parent_fd[k]);
+                                j->group_fd[k] = safe_close(j->group_fd[k]);
                         goto fail;
                 }
-                j->dir_fd[i] = open_dir_at(j->parent_fd[i], name);
+                j->dir_fd[i] = open_dir_at(j->group_fd[i], name);
                 if (j->dir_fd[i] < 0) {
                         r = tfw_error(e, -j->dir_fd[i], "cgroup_unavailable",
-                                      "cgroup '%s': cannot open it: %s", name,
+                                      "cgroup '%s': cannot open it: %s", j->path,
                                       strerror(-j->dir_fd[i]));
                         goto fail;
                 }
@@ -408,7 +348,7 @@ int cgroup_job_create(const char *name, const CgroupLimits *limits, CgroupJob **
                                         O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
                 if (j->procs_fd[i] < 0) {
                         r = tfw_error(e, errno, "cgroup_unavailable",
-                                      "cgroup '%s': cannot open cgroup.procs: %s", name,
+                                      "cgroup '%s': cannot open cgroup.procs: %s", j->path,
                                       strerror(errno));
                         goto fail;
                 }
@@ -424,6 +364,10 @@ fail:
         return r;
 }
 
+const char *cgroup_job_path(const CgroupJob *j) {
+        return j->path;
+}
+
 int cgroup_job_enter(const CgroupJob *j) {
         for (size_t i = 0; i < j->n; i++)
                 if (write(j->procs_fd[i], "0", 1) != 1)
@@ -431,11 +375,15 @@ int cgroup_job_enter(const CgroupJob *j) {
         return 0;
 }
 
-static int kill_in(int dir_fd, pid_t except) {
-        _cleanup_free_ char *buf = NULL;
-        int n = 0, r;
+static int cmp_pid(const void *a, const void *b) {
+        pid_t x = *(const pid_t *) a, y = *(const pid_t *) b;
+        return x < y ? -1 : x > y;
+}
 
-        r = read_at(dir_fd, "cgroup.procs", PROCS_MAX, &buf);
+/* Append the pids listed in dir_fd/cgroup.procs to *pids (bounded by PROCS_MAX bytes). */
+static int collect_pids(int dir_fd, pid_t **pids, size_t *n) {
+        _cleanup_free_ char *buf = NULL;
+        int r = read_at(dir_fd, "cgroup.procs", PROCS_MAX, &buf);
         if (r < 0)
                 return r;
         for (char *p = buf, *end; *p; p = end) {
@@ -444,23 +392,38 @@ static int kill_in(int dir_fd, pid_t except) {
                         break;
                 while (*end == '\n')
                         end++;
-                if (pid > 0 && pid != except && kill((pid_t) pid, SIGKILL) >= 0)
-                        n++;
+                if (pid <= 0)
+                        continue;
+                pid_t *np = realloc(*pids, (*n + 1) * sizeof(pid_t));
+                if (!np)
+                        return -ENOMEM;
+                *pids = np;
+                (*pids)[(*n)++] = (pid_t) pid;
         }
-        return n;
+        return 0;
 }
 
 int cgroup_job_kill(const CgroupJob *j, pid_t except) {
-        int total = 0;
+        _cleanup_free_ pid_t *pids = NULL;
+        size_t n = 0;
+        int killed = 0;
 
-        /* cgroup.kill (v2, Linux 5.14) would race nothing, but cannot spare `except`. */
+        /* Every hierarchy (a process is normally in all of them), each pid once.
+         * cgroup.kill (v2, Linux 5.14) would race nothing, but cannot spare `except`. */
         for (size_t i = 0; i < j->n; i++) {
-                int r = kill_in(j->dir_fd[i], except);
+                int r = collect_pids(j->dir_fd[i], &pids, &n);
                 if (r < 0)
                         return r;
-                total += r;
         }
-        return total;
+        if (n > 0)
+                qsort(pids, n, sizeof(pid_t), cmp_pid);
+        for (size_t i = 0; i < n; i++) {
+                if ((i > 0 && pids[i] == pids[i - 1]) || pids[i] == except)
+                        continue;
+                if (kill(pids[i], SIGKILL) >= 0)
+                        killed++;
+        }
+        return killed;
 }
 
 int cgroup_job_populated(const CgroupJob *j) {
@@ -505,7 +468,7 @@ int cgroup_job_destroy(CgroupJob *j) {
                 for (size_t i = 0; i < j->n; i++) {
                         j->procs_fd[i] = safe_close(j->procs_fd[i]);
                         j->dir_fd[i] = safe_close(j->dir_fd[i]);
-                        if (unlinkat(j->parent_fd[i], j->name, AT_REMOVEDIR) < 0 &&
+                        if (unlinkat(j->group_fd[i], j->name, AT_REMOVEDIR) < 0 &&
                             errno != ENOENT && r >= 0)
                                 r = -errno;
                 }
@@ -514,43 +477,42 @@ int cgroup_job_destroy(CgroupJob *j) {
         return r;
 }
 
-int cgroup_job_remove_stale(const char *name) {
+int cgroup_job_remove_stale(const char *group, const char *name) {
         TfwError e = {};
         CgroupJob *j;
         int r;
 
-        if (!filename_is_valid(name))
+        if (!filename_is_valid(group) || !filename_is_valid(name))
                 return -EINVAL;
-        j = job_new(name);
+        j = job_new(group, name);
         if (!j)
                 return -ENOMEM;
-        r = job_open_parents(j, &e);
+        r = job_open_group(j, group, false, &e);
+        if (r == -ENOENT) {
+                job_free(j);
+                return 0; /* no group: nothing of ours to remove */
+        }
         if (r < 0) {
                 job_free(j);
                 return r;
         }
-        for (size_t i = 0; i < j->n; i++) {
-                j->dir_fd[i] = open_dir_at(j->parent_fd[i], name);
-                if (j->dir_fd[i] == -ENOENT) {
-                        /* Keep the array dense for the helpers: reuse the parent as a
-                         * harmless stand-in that is never removed. */
-                        j->parent_fd[i] = safe_close(j->parent_fd[i]);
-                        j->dir_fd[i] = -EBADF;
-                }
-        }
-        /* Only hierarchies where it exists. */
+        /* Keep only the hierarchies where it exists, dense, for the helpers. */
         size_t k = 0;
-        for (size_t i = 0; i < j->n; i++)
-                if (j->dir_fd[i] >= 0) {
-                        j->dir_fd[k] = j->dir_fd[i];
-                        j->parent_fd[k] = j->parent_fd[i];
-                        if (k != i)
-                                j->dir_fd[i] = j->parent_fd[i] = -EBADF;
-                        k++;
-                } else if (j->dir_fd[i] != -EBADF) {
-                        r = j->dir_fd[i];
-                        j->dir_fd[i] = -EBADF;
+        for (size_t i = 0; i < j->n; i++) {
+                int fd = open_dir_at(j->group_fd[i], name);
+                if (fd < 0) {
+                        j->group_fd[i] = safe_close(j->group_fd[i]);
+                        if (fd != -ENOENT && r >= 0)
+                                r = fd;
+                        continue;
                 }
+                j->dir_fd[k] = fd;
+                if (k != i) {
+                        j->group_fd[k] = j->group_fd[i];
+                        j->group_fd[i] = -EBADF;
+                }
+                k++;
+        }
         j->n = k;
         if (r < 0) {
                 job_free(j);
@@ -559,32 +521,35 @@ int cgroup_job_remove_stale(const char *name) {
         return cgroup_job_destroy(j);
 }
 
-int cgroup_remove_stale_prefix(const char *prefix, bool (*valid)(const char *rest),
-                                unsigned *ret_removed) {
+int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
         TfwError e = {};
-        CgroupJob *j = job_new("x");
+        CgroupJob *j = job_new(group, "x");
         unsigned removed = 0;
         int r;
 
         if (!j)
                 return -ENOMEM;
-        r = job_open_parents(j, &e);
+        r = job_open_group(j, group, false, &e);
         if (r < 0) {
                 job_free(j);
-                return r;
+                if (ret_removed)
+                        *ret_removed = 0;
+                return r == -ENOENT ? 0 : r;
         }
-        size_t pl = strlen(prefix);
         for (size_t i = 0; i < j->n; i++) {
-                int fd = fcntl(j->parent_fd[i], F_DUPFD_CLOEXEC, 3);
+                int fd = fcntl(j->group_fd[i], F_DUPFD_CLOEXEC, 3);
                 DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
                 struct dirent *de;
                 if (!d) {
                         safe_close(fd);
                         continue;
                 }
+                struct stat st;
+                /* Under v1 a job appears in every hierarchy; count it where it still is. */
                 while ((de = readdir(d)))
-                        if (de->d_type == DT_DIR && strncmp(de->d_name, prefix, pl) == 0 &&
-                            valid(de->d_name + pl) && cgroup_job_remove_stale(de->d_name) >= 0)
+                        if (de->d_type == DT_DIR && filename_is_valid(de->d_name) &&
+                            fstatat(j->group_fd[i], de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 &&
+                            cgroup_job_remove_stale(group, de->d_name) >= 0)
                                 removed++;
                 closedir(d);
         }

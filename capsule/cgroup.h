@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* One cgroup per capsule, owned by the worker (not by runsc, which runs with
- * --ignore-cgroups). Owning it lets the driver (1) choose what the host pids limit means, (2)
- * read the kernel's own record of a memory or pids kill after the sandbox is gone, and (3)
- * SIGKILL everything the sandbox started, whatever runsc does.
+/* One cgroup per capsule, created and limited by the worker before runsc starts, and named
+ * to runsc as the spec's linux.cgroupsPath. runsc 20221219 joins a cgroup that already exists
+ * without touching its limits or removing it (checked), and reads its memory limit for the
+ * sandbox's MemTotal. Owning it lets the driver (1) choose what the host pids limit means
+ * (runsc would apply the guest's process count to the sentry's host threads, which crashes
+ * the sentry far below the guest limit), (2) read the kernel's own record of a memory or pids
+ * kill after the sandbox is gone, and (3) SIGKILL everything the sandbox started.
  *
- * cgroup v1 (each controller its own hierarchy, as on this project's Debian 12 test host)
- * and v2 (unified) are both handled. The job cgroup lives below the worker's own cgroup of
- * each controller, so limits given to the worker's service bound its capsules too. Under v2
- * the worker needs a delegated subtree (systemd Delegate=yes); when its own cgroup holds
- * processes, it moves itself into a "supervisor" child first (the no-internal-process rule). */
+ * Layout, the same path in every hierarchy (cgroupsPath is one path for all controllers):
+ *   <hierarchy root>/<group>/<name>     group "tentaflake-worker-<worker name>", name the
+ *                                       container id
+ * cgroup v1 (a hierarchy per controller, as on this project's Debian 12 test host) and v2
+ * (unified; the root's controllers are delegated to the group) are both handled. */
 #pragma once
 
 #include <stdbool.h>
@@ -32,11 +35,17 @@ typedef struct CgroupEvents {
 
 typedef struct CgroupJob CgroupJob;
 
-/* Create the cgroup `name` (a valid file name) with the limits. Refuses an existing cgroup
- * of that name (EEXIST: a predecessor's leftover is the caller's to remove first). On
- * failure nothing is left behind. */
-int cgroup_job_create(const char *name, const CgroupLimits *limits, CgroupJob **ret,
-                      TfwError *e);
+/* The group of a worker's capsules: "tentaflake-worker-<worker name>". Caller frees. */
+int cgroup_group_name(const char *worker_name, char **ret);
+
+/* Create <group>/<name> (both valid file names) with the limits, the group if missing.
+ * Refuses an existing cgroup of that name (EEXIST, code "cgroup_exists": a predecessor's
+ * leftover is the caller's to remove first). On failure nothing of the job is left. */
+int cgroup_job_create(const char *group, const char *name, const CgroupLimits *limits,
+                      CgroupJob **ret, TfwError *e);
+
+/* "/<group>/<name>": the spec's linux.cgroupsPath. */
+const char *cgroup_job_path(const CgroupJob *j);
 
 /* Move the calling process into the job cgroup. Only raw syscalls on fds opened by
  * cgroup_job_create: safe between fork and exec. */
@@ -53,20 +62,13 @@ int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret);
 
 /* Kill what is left, wait (bounded) until empty and remove the cgroup. Frees j. */
 int cgroup_job_destroy(CgroupJob *j);
-static inline void cgroup_job_destroyp(CgroupJob **j) {
-        if (*j)
-                (void) cgroup_job_destroy(*j);
-}
 
-/* Remove a leftover cgroup of that name (start-up cleanup), killing what is in it. A missing
- * cgroup is success. */
-int cgroup_job_remove_stale(const char *name);
+/* Remove <group>/<name> left by a predecessor, killing what is in it. Missing: success. */
+int cgroup_job_remove_stale(const char *group, const char *name);
 
-/* Remove every cgroup below the worker's own whose name is prefix + a string `valid`
- * accepts (start-up cleanup of a predecessor killed between creating a cgroup and
- * starting its container). */
-int cgroup_remove_stale_prefix(const char *prefix, bool (*valid)(const char *rest),
-                               unsigned *ret_removed);
+/* Start-up cleanup: remove every job cgroup in the group (all of them belong to this worker
+ * and none runs yet). */
+int cgroup_group_remove_stale(const char *group, unsigned *ret_removed);
 
 /* "v1" or "v2", or NULL when no usable hierarchy was found. */
 const char *cgroup_mode_string(void);

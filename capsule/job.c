@@ -318,7 +318,7 @@ static int make_pipe(int fds[2]) {
 }
 
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) {
-        _cleanup_free_ char *id = NULL;
+        _cleanup_free_ char *id = NULL, *group = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
         _cleanup_log_cap_ LogCap *log = NULL;
         CapsuleBundle *bundle = NULL;
@@ -382,9 +382,13 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .cpu_period_us = CAPSULE_CPU_PERIOD_US,
         };
         TfwError ce = {};
-        r = cgroup_job_create(id, &cl, &cg, &ce);
-        if (r == -EEXIST && cgroup_job_remove_stale(id) >= 0)
-                r = cgroup_job_create(id, &cl, &cg, &ce);
+        r = cgroup_group_name(p->config->name, &group);
+        if (r < 0)
+                r = tfw_error(&ce, -r, "capsule_setup", "invalid cgroup group");
+        if (r >= 0)
+                r = cgroup_job_create(group, id, &cl, &cg, &ce);
+        if (r == -EEXIST && cgroup_job_remove_stale(group, id) >= 0)
+                r = cgroup_job_create(group, id, &cl, &cg, &ce);
         if (r < 0) {
                 res.status = CAPSULE_ERROR;
                 res.reason = "capsule_setup";
@@ -399,6 +403,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
                 .init_path = p->init_path,
+                .cgroups_path = cgroup_job_path(cg),
         };
         TfwError be = {};
         r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
@@ -529,8 +534,8 @@ finish:
 }
 
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e) {
-        _cleanup_free_ char *prefix = NULL;
-        unsigned removed = 0;
+        _cleanup_free_ char *prefix = NULL, *group = NULL;
+        unsigned removed = 0, cg_removed = 0;
         int r;
 
         r = runsc_cleanup_stale(rt, &removed, e);
@@ -539,9 +544,7 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
         if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
 
-        /* Bundles: a directory per container id in our private scratch. The id's job part
-         * never contains the worker name's separator ambiguity for our own scratch: nothing
-         * else writes there. */
+        /* Bundles: a directory per container id in our private scratch. */
         int fd = fcntl(scratch_fd, F_DUPFD_CLOEXEC, 3);
         if (fd < 0)
                 return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
@@ -555,14 +558,13 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                 if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
                     !request_id_is_valid(de->d_name + strlen(prefix)))
                         continue;
-                (void) cgroup_job_remove_stale(de->d_name);
                 if (rm_rf_at(scratch_fd, de->d_name) >= 0)
                         removed++;
         }
         closedir(d);
-        /* Cgroups without a bundle: a predecessor killed between the two. */
-        unsigned cg_removed = 0;
-        (void) cgroup_remove_stale_prefix(prefix, request_id_is_valid, &cg_removed);
+        /* Every cgroup of this worker's group: none of its jobs runs yet. */
+        if (cgroup_group_name(rt->worker_name, &group) >= 0)
+                (void) cgroup_group_remove_stale(group, &cg_removed);
         removed += cg_removed;
         if (ret_removed)
                 *ret_removed = removed;

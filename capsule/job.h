@@ -80,9 +80,9 @@ typedef struct CapsuleResult {
  * while it runs. */
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
 
-/* Remove what a killed predecessor left: containers of this worker in the runsc root (and
- * their cgroups), bundle directories "tfw-<name>-<id>" in scratch and cgroups of that name
- * below the worker's own. */
+/* Start-up only (no job of this worker may be running): remove what a killed predecessor
+ * left, that is containers of this worker in the runsc root, bundle directories
+ * "tfw-<name>-<id>" in scratch and every cgroup of the worker's group. */
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e);
 
 /* ---- the status decision, separate so it is unit-tested ------------------------------- */

@@ -217,8 +217,9 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
         const ConfigLimits *l = &p->config->limits;
         /* A CPU quota of cpus_milli thousandths of a CPU per period. */
         uint64_t quota = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000);
+        json_t *lx;
 
-        return json_pack(
+        lx = json_pack(
                 "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}],"
                 " s:{s:{s:I, s:I}, s:{s:I}, s:{s:I, s:I}, s:[{s:b, s:s}]}}",
                 "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
@@ -228,6 +229,13 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
                 "pids", "limit", (json_int_t) l->pids,
                 "cpu", "quota", (json_int_t) quota, "period", (json_int_t) CAPSULE_CPU_PERIOD_US,
                 "devices", "allow", 0, "access", "rwm");
+        /* The cgroup the driver created and limited: runsc joins it as it is. */
+        if (lx && p->cgroups_path &&
+            json_object_set_new(lx, "cgroupsPath", json_string(p->cgroups_path)) < 0) {
+                json_decref(lx);
+                return NULL;
+        }
+        return lx;
 }
 
 static bool params_valid(const CapsuleSpecParams *p) {
@@ -244,6 +252,8 @@ static bool params_valid(const CapsuleSpecParams *p) {
         if (!p->config->rootfs && (!p->root_dir || !path_is_absolute_normalized(p->root_dir)))
                 return false;
         if (p->config->container_uid == 0 || p->config->container_gid == 0)
+                return false;
+        if (p->cgroups_path && !path_is_absolute_normalized(p->cgroups_path))
                 return false;
         return true;
 }

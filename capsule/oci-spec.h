@@ -38,6 +38,8 @@ typedef struct CapsuleSpecParams {
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
+        const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
+                                   * none (the runtime then makes its own) */
 } CapsuleSpecParams;
 
 /* Build the spec. Accepts: params whose host paths are absolute and normalised, a valid job

@@ -151,8 +151,9 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         if (asprintf(&platform, "--platform=%s", rt->platform) < 0 ||
             asprintf(&log, "--log=%s", log_path) < 0)
                 return -ENOMEM;
+        /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2). */
         char *argv[] = { rt->binary, (char *) "--root", rt->root, (char *) "--network=none",
-                         platform, (char *) "--ignore-cgroups", log, (char *) "run",
+                         platform, (char *) "--cpu-num-from-quota", log, (char *) "run",
                          (char *) "--bundle", (char *) bundle, (char *) id, NULL };
         return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
 }
@@ -350,7 +351,9 @@ int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e) {
                         return tfw_error(e, -r, "runtime_unavailable",
                                          "cannot delete stale container '%s': %s", id,
                                          strerror(-r));
-                (void) cgroup_job_remove_stale(id);
+                _cleanup_free_ char *group = NULL;
+                if (cgroup_group_name(rt->worker_name, &group) >= 0)
+                        (void) cgroup_job_remove_stale(group, id);
                 removed++;
         }
         if (ret_removed)

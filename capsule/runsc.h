@@ -2,7 +2,8 @@
 /* The runsc driver: starting `runsc run` with exactly the intended descriptors, stopping and
  * deleting containers, and the start-up removal of a killed predecessor's containers.
  * Flags are those of runsc 0.0~20221219 (Debian 12): --root, --network=none, --platform,
- * --ignore-cgroups (the worker owns the cgroup, capsule/cgroup.h), --log. */
+ * --cpu-num-from-quota, --log. The cgroup is the worker's (capsule/cgroup.h), named in the
+ * spec's linux.cgroupsPath. */
 #pragma once
 
 #include <stdbool.h>

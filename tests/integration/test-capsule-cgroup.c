@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,30 +21,12 @@
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
 
-/* The directory of cgroup `name` in the hierarchy of `ctrl` (v1), below our own cgroup. */
+#define GROUP "tentaflake-worker-cgtest"
+
+/* The directory of job cgroup `name` in the v1 hierarchy of `ctrl`. */
 static bool cgroup_dir(const char *ctrl, const char *name, char *buf, size_t n) {
-        FILE *f = fopen("/proc/self/cgroup", "re");
-        char line[1024];
-        bool found = false;
-        while (f && !found && fgets(line, sizeof(line), f)) {
-                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                if (!c2)
-                        continue;
-                *c2 = 0;
-                char *path = c2 + 1;
-                path[strcspn(path, "\n")] = 0;
-                char *save = NULL, *copy = strdup(c1 + 1);
-                for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-                        if (streq(t, ctrl)) {
-                                snprintf(buf, n, "/sys/fs/cgroup/%s%s/%s", ctrl,
-                                         streq(path, "/") ? "" : path, name);
-                                found = true;
-                        }
-                free(copy);
-        }
-        if (f)
-                fclose(f);
-        return found;
+        snprintf(buf, n, "/sys/fs/cgroup/%s/" GROUP "/%s", ctrl, name);
+        return true;
 }
 
 static char *read_file(const char *dir, const char *file) {
@@ -76,7 +59,7 @@ static void test_limits_applied(void **state) {
                            .cpu_quota_us = 50000, .cpu_period_us = 100000 };
         char mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX];
 
-        assert_int_equal(cgroup_job_create("tfw-cgtest-limits", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-limits", &l, &j, &e), 0);
         assert_true(cgroup_dir("memory", "tfw-cgtest-limits", mem, sizeof(mem)));
         assert_true(cgroup_dir("pids", "tfw-cgtest-limits", pids, sizeof(pids)));
         assert_true(cgroup_dir("cpu", "tfw-cgtest-limits", cpu, sizeof(cpu)));
@@ -98,7 +81,7 @@ static void test_limits_applied(void **state) {
 
         /* A second one of the same name is refused, not adopted. */
         CgroupJob *j2 = NULL;
-        assert_int_equal(cgroup_job_create("tfw-cgtest-limits", &l, &j2, &e), -EEXIST);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-limits", &l, &j2, &e), -EEXIST);
         assert_string_equal(e.code, "cgroup_exists");
 
         assert_int_equal(cgroup_job_destroy(j), 0);
@@ -114,6 +97,11 @@ static pid_t spawn_in(CgroupJob *j, int (*fn)(void)) {
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
+                /* Never outlive the test, never hold its output open. */
+                (void) prctl(PR_SET_PDEATHSIG, SIGKILL);
+                int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+                (void) dup2(null, STDOUT_FILENO);
+                (void) dup2(null, STDERR_FILENO);
                 close(sync[0]);
                 if (cgroup_job_enter(j) < 0)
                         _exit(90);
@@ -166,7 +154,7 @@ static void test_oom_recorded(void **state) {
         CgroupEvents ev;
         int st;
 
-        assert_int_equal(cgroup_job_create("tfw-cgtest-oom", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-oom", &l, &j, &e), 0);
         pid_t pid = spawn_in(j, eat_memory);
         assert_int_equal(waitpid(pid, &st, 0), pid);
         assert_true(WIFSIGNALED(st));
@@ -186,7 +174,7 @@ static void test_pids_recorded(void **state) {
         CgroupEvents ev;
         int st;
 
-        assert_int_equal(cgroup_job_create("tfw-cgtest-pids", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-pids", &l, &j, &e), 0);
         pid_t pid = spawn_in(j, fork_many);
         assert_int_equal(waitpid(pid, &st, 0), pid);
         assert_true(WIFEXITED(st));
@@ -206,7 +194,7 @@ static void test_kill_spares_and_destroy(void **state) {
         CgroupLimits l = { .memory = 256ULL << 20, .memory_swap = 256ULL << 20, .pids = 10 };
         int st;
 
-        assert_int_equal(cgroup_job_create("tfw-cgtest-kill", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-kill", &l, &j, &e), 0);
         pid_t a = spawn_in(j, sleep_forever), b = spawn_in(j, sleep_forever);
         assert_int_equal(cgroup_job_kill(j, a), 1);
         assert_int_equal(waitpid(b, &st, 0), b);
@@ -219,18 +207,47 @@ static void test_kill_spares_and_destroy(void **state) {
         assert_int_equal(cgroup_job_destroy(j), 0);
 
         /* Start-up cleanup of a leftover that still holds a process. */
-        assert_int_equal(cgroup_job_create("tfw-cgtest-stale", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-stale", &l, &j, &e), 0);
         pid_t c = spawn_in(j, sleep_forever);
         /* Forget j as a killed worker would (leak its fds on purpose), then clean up. */
         j = NULL;
-        assert_int_equal(cgroup_job_remove_stale("tfw-cgtest-stale"), 0);
+        assert_int_equal(cgroup_job_remove_stale(GROUP, "tfw-cgtest-stale"), 0);
         assert_int_equal(waitpid(c, &st, 0), c);
         assert_true(WIFSIGNALED(st));
         char mem[PATH_MAX];
         struct stat sb;
         assert_true(cgroup_dir("memory", "tfw-cgtest-stale", mem, sizeof(mem)));
         assert_int_equal(stat(mem, &sb), -1);
-        assert_int_equal(cgroup_job_remove_stale("tfw-cgtest-stale"), 0); /* already gone */
+        assert_int_equal(cgroup_job_remove_stale(GROUP, "tfw-cgtest-stale"), 0); /* already gone */
+
+        /* The whole group at start-up: every job cgroup in it, whatever its name. */
+        pid_t d1, d2;
+        assert_int_equal(cgroup_job_create(GROUP, "a", &l, &j, &e), 0);
+        d1 = spawn_in(j, sleep_forever);
+        j = NULL;
+        assert_int_equal(cgroup_job_create(GROUP, "b", &l, &j, &e), 0);
+        d2 = spawn_in(j, sleep_forever);
+        j = NULL;
+        unsigned removed = 0;
+        assert_int_equal(cgroup_group_remove_stale(GROUP, &removed), 0);
+        assert_int_equal(removed, 2);
+        assert_int_equal(waitpid(d1, &st, 0), d1);
+        assert_int_equal(waitpid(d2, &st, 0), d2);
+        assert_true(cgroup_dir("pids", "a", mem, sizeof(mem)));
+        assert_int_equal(stat(mem, &sb), -1);
+        assert_int_equal(cgroup_group_remove_stale("tentaflake-worker-nonexistent", &removed), 0);
+        assert_int_equal(removed, 0);
+}
+
+static int group_teardown(void **state) {
+        (void) state;
+        const char *ctrls[] = { "memory", "pids", "cpu" };
+        char p[PATH_MAX];
+        for (size_t i = 0; i < ELEMENTSOF(ctrls); i++) {
+                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/" GROUP, ctrls[i]);
+                (void) rmdir(p);
+        }
+        return 0;
 }
 
 int main(void) {
@@ -244,5 +261,5 @@ int main(void) {
                 cmocka_unit_test(test_pids_recorded),
                 cmocka_unit_test(test_kill_spares_and_destroy),
         };
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        return cmocka_run_group_tests(tests, NULL, group_teardown);
 }

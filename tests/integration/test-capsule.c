@@ -196,6 +196,16 @@ static void probe_walls(char **args) {
         struct group *gr = getgrgid(getgid());
         printf("gr_name=%s\n", gr ? gr->gr_name : "-");
 
+        /* The memory limit as the job sees it (runsc reads it from the job's cgroup). */
+        f = fopen("/proc/meminfo", "re");
+        unsigned long long memtotal = 0;
+        while (f && fgets(line, sizeof(line), f))
+                if (sscanf(line, "MemTotal: %llu kB", &memtotal) == 1)
+                        break;
+        if (f)
+                fclose(f);
+        printf("memtotal_kb=%llu\n", memtotal);
+
         struct utsname u;
         uname(&u);
         printf("hostname=%s\n", u.nodename);
@@ -623,6 +633,13 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
         (void) state;
+        const char *dirs[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
+                               "/sys/fs/cgroup/cpu", "/sys/fs/cgroup" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                char p[PATH_MAX];
+                snprintf(p, sizeof(p), "%s/tentaflake-worker-itest", dirs[i]);
+                (void) rmdir(p); /* empty by now, or the test failed and says so */
+        }
         if (env.base) {
                 runsc_done(&env.rt);
                 safe_close(env.scratch_fd);
@@ -655,32 +672,22 @@ static void assert_nothing_left(const char *job_id) {
                         fail_msg("left in scratch: '%s'", de->d_name);
         closedir(d);
 
-        /* The cgroup, in every hierarchy we can see. */
+        /* The cgroup, in every hierarchy. */
         _cleanup_free_ char *id = NULL;
         assert_int_equal(capsule_container_id(env.config.name, job_id, &id), 0);
-        FILE *cg = fopen("/proc/self/cgroup", "re");
-        char line[1024];
-        while (cg && fgets(line, sizeof(line), cg)) {
-                char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
-                if (!c2)
-                        continue;
-                *c2 = 0;
-                char *path = c2 + 1;
-                path[strcspn(path, "\n")] = 0;
-                const char *ctrl = c1 + 1;
+        const char *dirs[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
+                               "/sys/fs/cgroup/cpu", "/sys/fs/cgroup" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
                 char dir[PATH_MAX];
-                if (*ctrl == 0)
-                        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/unified%s/%s", path, id);
-                else if (strstr(ctrl, "memory") || strstr(ctrl, "pids") || streq(ctrl, "cpu"))
-                        snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s%s/%s", ctrl, path, id);
-                else
-                        continue;
                 struct stat st;
+                snprintf(dir, sizeof(dir), "%s/tentaflake-worker-itest/%s", dirs[i], id);
                 if (stat(dir, &st) == 0)
                         fail_msg("cgroup left: '%s'", dir);
+                /* Nor one runsc would have made by itself (its default is /<id>). */
+                snprintf(dir, sizeof(dir), "%s/%s", dirs[i], id);
+                if (stat(dir, &st) == 0)
+                        fail_msg("runsc made its own cgroup: '%s'", dir);
         }
-        if (cg)
-                fclose(cg);
 }
 
 static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
@@ -839,6 +846,9 @@ static void test_walls(void **state) {
         assert_value(&j, "work_copy_owner", "12345:12346");
         assert_value(&j, "rw_mounts", "");
         assert_value(&j, "hostname", "capsule");
+        char memkb[32];
+        snprintf(memkb, sizeof(memkb), "%llu", MEMORY / 1024);
+        assert_value(&j, "memtotal_kb", memkb);
         assert_value(&j, "pw_name", "tentaflake");
         assert_value(&j, "pw_dir", "/work");
         assert_value(&j, "gr_name", "tentaflake");
@@ -1092,7 +1102,7 @@ static void test_startup_cleanup(void **state) {
         /* And a cgroup a worker made just before it was killed, with no bundle yet. */
         CgroupJob *orphan = NULL;
         CgroupLimits cl = { .memory = 64 << 20, .memory_swap = 64 << 20, .pids = 10 };
-        assert_int_equal(cgroup_job_create("tfw-itest-orphan", &cl, &orphan, &e), 0);
+        assert_int_equal(cgroup_job_create("tentaflake-worker-itest", "tfw-itest-orphan", &cl, &orphan, &e), 0);
         orphan = NULL; /* leaked on purpose, as by a killed worker */
 
         unsigned removed = 0;

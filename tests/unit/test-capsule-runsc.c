@@ -163,7 +163,8 @@ static void test_spawn_only_stdio(void **state) {
                 fail_msg("runsc was given:\n%s", o);
         assert_non_null(strstr(o, "arg --network=none\n"));
         assert_non_null(strstr(o, "arg --platform=ptrace\n"));
-        assert_non_null(strstr(o, "arg --ignore-cgroups\n"));
+        assert_non_null(strstr(o, "arg --cpu-num-from-quota\n"));
+        assert_null(strstr(o, "--ignore-cgroups"));
         assert_non_null(strstr(o, "arg --log=/b/runsc.log\n"));
         assert_non_null(strstr(o, "arg run\narg --bundle\narg /b/tfw-coder-j1\narg tfw-coder-j1\n"));
         assert_non_null(strstr(o, "stdin secret\n"));

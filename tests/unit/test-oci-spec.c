@@ -57,6 +57,7 @@ static void fixture_init(Fixture *f) {
                 .init_path = "/usr/libexec/tentaflake-worker/tentaflake-capsule-init",
                 .passwd_path = "/var/lib/tfw/scratch/b1/passwd",
                 .group_path = "/var/lib/tfw/scratch/b1/group",
+                .cgroups_path = "/tentaflake-worker-coder-1/tfw-coder-1-cargo_test_1",
         };
 }
 
@@ -349,8 +350,11 @@ static void test_linux(void **state) {
         size_t i;
 
         /* No uidMappings, no seccomp override, no sysctl, no devices passed. */
-        const char *lkeys[] = { "namespaces", "resources", NULL };
+        const char *lkeys[] = { "namespaces", "resources", "cgroupsPath", NULL };
         assert_keys_exactly(lx, lkeys, "linux");
+        /* The cgroup the driver made and limited, under this worker's group. */
+        assert_string_equal(json_string_value(json_object_get(lx, "cgroupsPath")),
+                            "/tentaflake-worker-coder-1/tfw-coder-1-cargo_test_1");
 
         /* Fresh namespaces only: a "path" would join an existing (host) namespace. */
         const char *want[] = { "pid", "ipc", "uts", "mount", "network" };
@@ -425,6 +429,10 @@ static void test_rejects_bad_params(void **state) {
 
         fixture_init(&f);
         f.params.init_path = "/usr/../tmp/init";
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+
+        fixture_init(&f);
+        f.params.cgroups_path = "relative/cg";
         assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
 
         fixture_init(&f);
