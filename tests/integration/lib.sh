@@ -56,6 +56,8 @@ finish() {
 
 TFW_DAEMON_PID=
 
+quiet() { "$@" >/dev/null; } # a check on a command whose stdout is not wanted
+
 tfw() { # tfw DIR ARGS...: the CLI on DIR's config
         local dir=$1; shift
         "$BIN" --config "$dir/config.json" "$@"

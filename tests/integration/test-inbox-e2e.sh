@@ -47,7 +47,6 @@ field_is() { # field_is ID PY_EXPR VALUE
         if [ "$got" = "$3" ]; then passes=$((passes + 1)); else
                 echo "FAIL: $1: $2 is '$got', want '$3'"; fails=$((fails + 1)); fi
 }
-quiet() { "$@" >/dev/null; }
 log_has() { grep -q -- "$2" "$res/$1/job.log"; }
 
 # ---------------------------------------------------------------------------------------------

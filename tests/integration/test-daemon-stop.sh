@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Graceful stop of the inbox daemon (issue 5, contract section 7): on SIGTERM it stops taking
+# new work and lets the running job finish, then exits 0, leaving queued requests queued and
+# new inbox entries in the inbox for the next start; a second signal (SIGINT here) kills the
+# running job at once, which is then published as `interrupted`, never re-run, its capsule
+# removed. Real daemon, real runsc.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(mktemp -d /tmp/tfw-it-stop.XXXXXX)
+trap 'worker_cleanup "$dir"' EXIT
+new_worker "$dir" ', "concurrency": 1, "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
+inbox="$dir/ws/.tentaflake-worker/inbox"
+res="$dir/results"
+drop() { # drop ID ARGV_JSON
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s,"timeout_seconds":900}' "$1" "$2" \
+                >"$inbox/.$1.tmp"
+        mv "$inbox/.$1.tmp" "$inbox/$1.json"
+}
+in_capsule() { # in_capsule ID: runsc lists the job's container as running
+        runsc --root "$dir/state/runsc" list 2>/dev/null | grep -q -- "-$1 .* running "
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+# reap_daemon: wait (bounded) for the daemon to exit by itself; its exit status.
+reap_daemon() {
+        local rc=0
+        wait_for 120 gone "$TFW_DAEMON_PID" || { echo "FAIL: the daemon did not exit"; return 99; }
+        wait "$TFW_DAEMON_PID" || rc=$?
+        TFW_DAEMON_PID=
+        return $rc
+}
+
+echo "-- SIGTERM: the running job finishes, the queue waits, the daemon exits 0"
+start_daemon "$dir" || exit 1
+drop stop1 '["sh","-c","echo begun; sleep 3; echo finished-ok"]'
+drop stop2 '["echo","second"]'
+check "stop1 runs in its capsule" wait_for 60 in_capsule stop1
+check "stop2 waits its turn" _state_is "$dir" stop2 queued
+kill -TERM "$TFW_DAEMON_PID"
+drop late1 '["echo","late"]'
+check "the daemon is still up while stop1 finishes" daemon_alive
+reap_daemon
+rc=$?
+check "the daemon exits 0 after SIGTERM (exit $rc)" test "$rc" = 0
+check "stop1 was published" test -e "$res/stop1/result.json"
+check "stop1 finished normally" test "$(json_get "$res/stop1/result.json" 'r["status"]')" = succeeded
+check "stop1's log is complete" grep -q finished-ok "$res/stop1/job.log"
+check "stop2 was not started" test "$(audit_count "$dir" started stop2)" = 0
+check "stop2 is still queued" _state_is "$dir" stop2 queued
+check "late1 was not taken while stopping" test -e "$inbox/late1.json"
+check "the stop was audited" test "$(audit_count "$dir" worker-stop)" = 1
+check "no capsule is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+
+echo "-- the next start runs what was left"
+start_daemon "$dir" || exit 1
+check "stop2 published" wait_result "$dir" stop2
+check "late1 published" wait_result "$dir" late1
+check "stop2 succeeded" test "$(json_get "$res/stop2/result.json" 'r["status"]')" = succeeded
+check "late1 succeeded" test "$(json_get "$res/late1/result.json" 'r["status"]')" = succeeded
+
+echo "-- a second signal kills the running job: interrupted"
+drop stop3 '["sh","-c","echo begun; exec sleep 600"]'
+check "stop3 runs in its capsule" wait_for 60 in_capsule stop3
+kill -TERM "$TFW_DAEMON_PID"
+check "after one SIGTERM the daemon waits for the job" daemon_alive
+check "  ... whose capsule is still there" in_capsule stop3
+kill -INT "$TFW_DAEMON_PID"
+reap_daemon
+rc=$?
+check "the daemon exits 0 after the second signal (exit $rc)" test "$rc" = 0
+check "stop3 was published" test -e "$res/stop3/result.json"
+check "stop3 is interrupted" test "$(json_get "$res/stop3/result.json" 'r["status"]')" = interrupted
+check "stop3 audited as interrupted" test "$(audit_count "$dir" interrupted stop3)" = 1
+check "stop3 started once" test "$(audit_count "$dir" started stop3)" = 1
+check "no capsule is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no scratch is left" test -z "$(ls -A "$dir/state/scratch")"
+check "no staging directory is left" test -z "$(ls -A "$res/.staging")"
+
+echo "-- and it is never re-run"
+start_daemon "$dir" || exit 1
+check "the daemon stops" stop_daemon TERM
+check "stop3 still started once" test "$(audit_count "$dir" started stop3)" = 1
+check "stop3 is still interrupted" test "$(json_get "$res/stop3/result.json" 'r["status"]')" = interrupted
+check "audit verify passes" quiet tfw "$dir" audit verify 2>/dev/null
+finish
