@@ -90,6 +90,66 @@ static int v1_mount_point(const char *controller, char **ret_mount, char **ret_r
         return -ENOENT;
 }
 
+/* Under v1: the mount points of the other hierarchies (cpuset, cpuacct, devices, freezer,
+ * blkio, the named systemd one, ...). runsc creates the job's path in each of them, owns and
+ * normally removes it; a runsc that was killed leaves it behind. NULL-terminated. */
+static int v1_other_mounts(char ***ret) {
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        char **l = NULL;
+        size_t n = 0, len;
+        int r;
+
+        if (fd < 0)
+                return -errno;
+        r = read_full_fd_bounded(fd, 4U << 20, &buf, &len);
+        if (r < 0)
+                return r;
+        for (char *line = buf, *next; line && *line; line = next) {
+                next = strchr(line, '\n');
+                if (next)
+                        *next++ = 0;
+                char *f[5] = {}, *save = NULL, *tok = strtok_r(line, " ", &save);
+                for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, " ", &save))
+                        f[i] = tok;
+                while (tok && !streq(tok, "-"))
+                        tok = strtok_r(NULL, " ", &save);
+                if (!tok || !f[4])
+                        continue;
+                char *fstype = strtok_r(NULL, " ", &save);
+                (void) strtok_r(NULL, " ", &save);
+                char *super = strtok_r(NULL, " ", &save);
+                if (!fstype || !super || !streq(fstype, "cgroup"))
+                        continue;
+                bool ours = false;
+                char *s2 = NULL;
+                for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
+                        for (int c = 0; c < _CG_MAX; c++)
+                                ours = ours || streq(o, controller_names[c]);
+                if (ours || n >= 64)
+                        continue;
+                char **nl = realloc(l, (n + 2) * sizeof(char *));
+                if (!nl) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+                l = nl;
+                l[n] = strdup(f[4]);
+                l[++n] = NULL;
+                if (!l[n - 1]) {
+                        strv_free(l);
+                        return -ENOMEM;
+                }
+        }
+        if (!l) {
+                l = calloc(1, sizeof(char *));
+                if (!l)
+                        return -ENOMEM;
+        }
+        *ret = l;
+        return 0;
+}
+
 static int write_at(int dir_fd, const char *file, const char *value) {
         _cleanup_close_ int fd = openat(dir_fd, file, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
@@ -451,8 +511,42 @@ int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret) {
         return 0;
 }
 
+/* v1: remove <group>/<name> from the hierarchies runsc created it in (killing anything
+ * still listed there first). Best effort: a leftover here limits nothing. */
+static void v1_sweep_others(const char *group, const char *name) {
+        _cleanup_strv_free_ char **mounts = NULL;
+
+        if (v1_other_mounts(&mounts) < 0)
+                return;
+        for (char **m = mounts; *m; m++) {
+                _cleanup_close_ int root = open(*m, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                _cleanup_close_ int g = root >= 0 ? open_dir_at(root, group) : -EBADF;
+                _cleanup_close_ int d = g >= 0 ? open_dir_at(g, name) : -EBADF;
+                if (d < 0)
+                        continue;
+                _cleanup_free_ pid_t *pids = NULL;
+                size_t n = 0;
+                if (collect_pids(d, &pids, &n) >= 0)
+                        for (size_t i = 0; i < n; i++)
+                                (void) kill(pids[i], SIGKILL);
+                d = safe_close(d);
+                for (int tries = 0; tries < 100; tries++) {
+                        if (unlinkat(g, name, AT_REMOVEDIR) >= 0 || errno != EBUSY)
+                                break;
+                        nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
+                }
+        }
+}
+
 int cgroup_job_destroy(CgroupJob *j) {
         int r = 0;
+
+        if (!j->v2) {
+                /* path is "/<group>/<name>" */
+                _cleanup_free_ char *group = strndup(j->path + 1, strlen(j->path) - strlen(j->name) - 2);
+                if (group)
+                        v1_sweep_others(group, j->name);
+        }
 
         /* Processes leave a cgroup when they exit; an unkillable moment (a task in the middle
          * of exiting) is short. Bounded: 10 s, then give up and report EBUSY. */
@@ -553,6 +647,24 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                                 removed++;
                 closedir(d);
         }
+        /* Leaves only runsc made (in the other v1 hierarchies), for a job whose own cgroup
+         * is already gone. */
+        _cleanup_strv_free_ char **mounts = NULL;
+        if (!j->v2 && v1_other_mounts(&mounts) >= 0)
+                for (char **m = mounts; *m; m++) {
+                        _cleanup_close_ int root = open(*m, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                        int gfd = root >= 0 ? open_dir_at(root, group) : -EBADF;
+                        DIR *d = gfd >= 0 ? fdopendir(gfd) : NULL;
+                        struct dirent *de;
+                        if (!d) {
+                                safe_close(gfd);
+                                continue;
+                        }
+                        while ((de = readdir(d)))
+                                if (de->d_type == DT_DIR && filename_is_valid(de->d_name))
+                                        v1_sweep_others(group, de->d_name);
+                        closedir(d);
+                }
         job_free(j);
         if (ret_removed)
                 *ret_removed = removed;

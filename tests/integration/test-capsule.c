@@ -633,13 +633,20 @@ static int group_setup(void **state) {
 
 static int group_teardown(void **state) {
         (void) state;
-        const char *dirs[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
-                               "/sys/fs/cgroup/cpu", "/sys/fs/cgroup" };
-        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        /* The group itself stays between jobs (runsc recreates it anyway); the test removes
+         * it from every hierarchy, empty by now or the test failed and said so. */
+        DIR *h = opendir("/sys/fs/cgroup");
+        struct dirent *de;
+        while (h && (de = readdir(h))) {
                 char p[PATH_MAX];
-                snprintf(p, sizeof(p), "%s/tentaflake-worker-itest", dirs[i]);
-                (void) rmdir(p); /* empty by now, or the test failed and says so */
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/tentaflake-worker-itest", de->d_name);
+                (void) rmdir(p);
         }
+        if (h)
+                closedir(h);
+        (void) rmdir("/sys/fs/cgroup/tentaflake-worker-itest");
         if (env.base) {
                 runsc_done(&env.rt);
                 safe_close(env.scratch_fd);
@@ -672,22 +679,32 @@ static void assert_nothing_left(const char *job_id) {
                         fail_msg("left in scratch: '%s'", de->d_name);
         closedir(d);
 
-        /* The cgroup, in every hierarchy. */
+        /* The cgroup, in every hierarchy (runsc makes the job's path in the v1 hierarchies
+         * the worker does not limit, and a killed runsc would leave those). */
         _cleanup_free_ char *id = NULL;
         assert_int_equal(capsule_container_id(env.config.name, job_id, &id), 0);
-        const char *dirs[] = { "/sys/fs/cgroup/memory", "/sys/fs/cgroup/pids",
-                               "/sys/fs/cgroup/cpu", "/sys/fs/cgroup" };
-        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+        DIR *h = opendir("/sys/fs/cgroup");
+        assert_non_null(h);
+        while ((de = readdir(h))) {
                 char dir[PATH_MAX];
                 struct stat st;
-                snprintf(dir, sizeof(dir), "%s/tentaflake-worker-itest/%s", dirs[i], id);
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s/tentaflake-worker-itest/%s",
+                         de->d_name, id);
                 if (stat(dir, &st) == 0)
                         fail_msg("cgroup left: '%s'", dir);
                 /* Nor one runsc would have made by itself (its default is /<id>). */
-                snprintf(dir, sizeof(dir), "%s/%s", dirs[i], id);
+                snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s/%s", de->d_name, id);
                 if (stat(dir, &st) == 0)
                         fail_msg("runsc made its own cgroup: '%s'", dir);
         }
+        closedir(h);
+        struct stat st2;
+        char v2dir[PATH_MAX];
+        snprintf(v2dir, sizeof(v2dir), "/sys/fs/cgroup/tentaflake-worker-itest/%s", id);
+        if (stat(v2dir, &st2) == 0)
+                fail_msg("cgroup left: '%s'", v2dir);
 }
 
 static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
