@@ -32,8 +32,8 @@ int capsule_container_id(const char *worker_name, const char *job_id, char **ret
 /* Start `runsc run --bundle B ID` in a new session. Security contract: the child holds
  * exactly in_fd, out_fd and err_fd as its fds 0, 1 and 2 and nothing else (every other fd is
  * closed with close_range before exec), has default signal dispositions and an empty signal
- * mask, an environment of PATH only (nothing of the worker's), and has entered cg (when not
- * NULL) before exec, so the sandbox and everything it starts is in the job's cgroup. */
+ * mask, an environment of PATH only (nothing of the worker's), and has entered cg before exec
+ * when cg is not NULL (NULL: runsc joins the spec's linux.cgroupsPath itself). */
 int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
                     int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid);
 
