@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blob-hasher.h"
 #include "common/macro.h"
@@ -23,8 +24,9 @@
 
 typedef struct Slot {
         uint8_t *data;
+        int fd;             /* >= 0: hash the first len bytes of this file, then close it */
         size_t len;
-        uint64_t header_len;
+        uint64_t header_len; /* first chunk, or the file's length for an fd job */
         bool first, last;
         GitTreeBuilder *tb; /* where the id goes (last chunk only); NULL: dropped */
         size_t index;
@@ -46,11 +48,43 @@ struct BlobHasher {
         Slot slots[SLOTS];
 };
 
-/* Hash one chunk; at the end of a wanted blob, leave its id in the slot. */
+/* Hash a whole blob from a file the caller wrote and nobody else can change, reading it into
+ * the slot's buffer. */
+static int process_fd(BlobHasher *h, Slot *s) {
+        int r = git_blob_hash_start(h->h, s->header_len);
+
+        for (uint64_t off = 0; r >= 0 && off < s->header_len;) {
+                size_t want = (size_t) MIN((uint64_t) BLOB_CHUNK_SIZE, s->header_len - off);
+                ssize_t k = pread(s->fd, s->data, want, (off_t) off);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        r = k < 0 ? -errno : -EIO; /* the copy is shorter than what was copied */
+                else {
+                        r = sha256_update(h->h, s->data, (size_t) k);
+                        off += (uint64_t) k;
+                }
+        }
+        s->fd = safe_close(s->fd);
+        if (r < 0) {
+                uint8_t scratch[GIT_OID_SIZE];
+                (void) sha256_final(h->h, scratch); /* reset for the next blob */
+                return r;
+        }
+        r = sha256_final(h->h, s->oid);
+        if (r < 0)
+                return r;
+        s->has_result = s->tb != NULL;
+        return 0;
+}
+
+/* Hash one chunk (or one file); at the end of a wanted blob, leave its id in the slot. */
 static int process(BlobHasher *h, Slot *s) {
         int r;
 
         s->has_result = false;
+        if (s->fd >= 0)
+                return process_fd(h, s);
         if (s->first) {
                 r = git_blob_hash_start(h->h, s->header_len);
                 if (r < 0)
@@ -132,6 +166,7 @@ int blob_hasher_new(bool threaded, BlobHasher **ret) {
         if (r < 0)
                 goto fail;
         for (size_t i = 0; i < SLOTS; i++) {
+                h->slots[i].fd = -EBADF;
                 h->slots[i].data = malloc(BLOB_CHUNK_SIZE);
                 if (!h->slots[i].data) {
                         r = -ENOMEM;
@@ -163,8 +198,10 @@ void blob_hasher_free(BlobHasher *h) {
                 wake(&h->lock, &h->work);
                 pthread_join(h->thread, NULL);
         }
-        for (size_t i = 0; i < SLOTS; i++)
+        for (size_t i = 0; i < SLOTS; i++) {
+                safe_close(h->slots[i].fd);
                 free(h->slots[i].data);
+        }
         sha256_free(h->h);
         pthread_cond_destroy(&h->room);
         pthread_cond_destroy(&h->work);
@@ -198,6 +235,14 @@ uint8_t *blob_hasher_buffer(BlobHasher *h) {
         return h->slots[s % SLOTS].data;
 }
 
+/* Walk side: hand slot n to the hasher. */
+static int publish(BlobHasher *h, uint64_t n) {
+        atomic_store(&h->submitted, n + 1);
+        if (atomic_load(&h->hasher_sleeping) && n + 1 - atomic_load(&h->consumed) >= WAKE_BATCH)
+                wake(&h->lock, &h->work);
+        return 0;
+}
+
 int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_len, bool last,
                        GitTreeBuilder *tb, size_t index) {
         uint64_t n = h->threaded ? atomic_load(&h->submitted) : 0;
@@ -205,6 +250,7 @@ int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_le
 
         if (len > BLOB_CHUNK_SIZE)
                 return -EINVAL;
+        s->fd = -EBADF;
         s->len = len;
         s->first = first;
         s->header_len = header_len;
@@ -220,10 +266,30 @@ int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_le
                 return 0;
         }
 
-        atomic_store(&h->submitted, n + 1);
-        if (atomic_load(&h->hasher_sleeping) && n + 1 - atomic_load(&h->consumed) >= WAKE_BATCH)
-                wake(&h->lock, &h->work);
-        return 0;
+        return publish(h, n);
+}
+
+int blob_hasher_submit_fd(BlobHasher *h, int fd, uint64_t len, GitTreeBuilder *tb, size_t index) {
+        /* The slot is free once blob_hasher_buffer() returned; its buffer serves the hasher. */
+        (void) blob_hasher_buffer(h);
+        uint64_t n = h->threaded ? atomic_load(&h->submitted) : 0;
+        Slot *s = &h->slots[n % SLOTS];
+
+        s->fd = fd;
+        s->len = 0;
+        s->first = s->last = true;
+        s->header_len = len;
+        s->tb = tb;
+        s->index = index;
+
+        if (!h->threaded) {
+                int r = process(h, s);
+                if (r < 0)
+                        return r;
+                store(s);
+                return 0;
+        }
+        return publish(h, n);
 }
 
 int blob_hasher_sync(BlobHasher *h) {

@@ -53,7 +53,6 @@ typedef struct Walk {
         uint64_t bytes, entries, files, dirs, skipped_symlinks;
         Sha256 *h;          /* for trees and for re-reading a copy, on this thread */
         BlobHasher *hasher; /* blob ids of what is copied, on a second thread */
-        uint8_t *buf;
         char *path;         /* relative path of the entry being handled, for messages */
         size_t path_len;
         void *dents[SNAPSHOT_DEPTH_MAX + 1];
@@ -62,7 +61,6 @@ typedef struct Walk {
 static void walk_done(Walk *w) {
         blob_hasher_free(w->hasher);
         sha256_free(w->h);
-        free(w->buf);
         free(w->path);
         for (size_t i = 0; i < ELEMENTSOF(w->dents); i++)
                 free(w->dents[i]);
@@ -339,8 +337,9 @@ static int copy_read_write(Walk *w, int src, int dst, uint64_t expected, uint64_
         return 0;
 }
 
-/* copy_file_range in the kernel; the bytes are hashed afterwards by reading the copy. Returns 1
- * when this filesystem pair cannot do it and nothing was copied, so the caller falls back. */
+/* copy_file_range: the kernel copies (or shares extents, where the filesystem can), and the
+ * hasher reads the copy afterwards. Returns 1 when this filesystem pair cannot do it and
+ * nothing was copied, so the caller falls back to read/write. */
 static int copy_range(Walk *w, int src, int dst, uint64_t expected, uint64_t budget,
                       uint64_t *ret_total) {
         uint64_t total = 0;
@@ -367,27 +366,6 @@ static int copy_range(Walk *w, int src, int dst, uint64_t expected, uint64_t bud
         }
         *ret_total = total;
         return 0;
-}
-
-/* Hash the blob from our own copy (stable: nobody else can write it). */
-static int hash_copy(Walk *w, int dst, uint64_t total, uint8_t oid[static GIT_OID_SIZE]) {
-        int r = git_blob_hash_start(w->h, total);
-        if (r < 0)
-                return io_error(w, r, "hash");
-        for (uint64_t off = 0; off < total;) {
-                ssize_t k = pread(dst, w->buf, (size_t) MIN((uint64_t) COPY_BUF_SIZE, total - off),
-                                  (off_t) off);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return io_error(w, k < 0 ? -errno : -EIO, "read back copy");
-                r = sha256_update(w->h, w->buf, (size_t) k);
-                if (r < 0)
-                        return io_error(w, r, "hash");
-                off += (uint64_t) k;
-        }
-        r = sha256_final(w->h, oid);
-        return r < 0 ? io_error(w, r, "hash") : 0;
 }
 
 /* Copy the regular file open at src (already fstat'ed into st) to dst_dir/name and add it to
@@ -424,26 +402,30 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
         if (r < 0)
                 return io_error(w, r, "record tree entry");
 
-        bool hashed = false;
         if (w->copy == SNAPSHOT_COPY_FILE_RANGE) {
                 r = copy_range(w, src, dst, expected, budget, &total);
                 if (r < 0)
                         return r;
-                if (r > 0)
-                        w->copy = SNAPSHOT_COPY_READ_WRITE; /* not supported here: stop trying */
+                if (r == 0) {
+                        /* The kernel copied; the hasher reads the copy, which only we can
+                         * write, so its id names exactly what was copied. */
+                        r = blob_hasher_submit_fd(w->hasher, TAKE_FD(dst), total, tb, index);
+                        if (r < 0)
+                                return io_error(w, r, "hash");
+                } else
+                        w->copy = SNAPSHOT_COPY_READ_WRITE; /* not here: stop trying */
         }
-        if (w->copy != SNAPSHOT_COPY_FILE_RANGE) {
+        if (w->copy == SNAPSHOT_COPY_READ_WRITE) {
                 r = copy_read_write(w, src, dst, expected, budget, tb, index, &total);
                 if (r < 0)
                         return r;
-                /* Otherwise the file changed size while it was read: the header announced
-                 * the wrong length, and the hasher drops that id. */
-                hashed = total == expected;
-        }
-        if (!hashed) {
-                r = hash_copy(w, dst, total, tb->entries[index].oid);
-                if (r < 0)
-                        return r;
+                /* The file changed size while it was read: the header announced the wrong
+                 * length and the hasher dropped that id. Hash the copy instead. */
+                if (total != expected) {
+                        r = blob_hasher_submit_fd(w->hasher, TAKE_FD(dst), total, tb, index);
+                        if (r < 0)
+                                return io_error(w, r, "hash");
+                }
         }
         w->bytes += total;
         w->files++;
@@ -638,8 +620,8 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
         Walk w = {
                 .limits = limits,
                 .e = e,
-                .copy = limits->copy == SNAPSHOT_COPY_FILE_RANGE ? SNAPSHOT_COPY_FILE_RANGE
-                                                                 : SNAPSHOT_COPY_READ_WRITE,
+                .copy = limits->copy == SNAPSHOT_COPY_READ_WRITE ? SNAPSHOT_COPY_READ_WRITE
+                                                                 : SNAPSHOT_COPY_FILE_RANGE,
                 .umask = (mode_t) -1,
         };
         usec_t start = now_monotonic();
@@ -653,8 +635,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 return tfw_error(e, EINVAL, "snapshot_destination", "invalid snapshot name");
 
         w.path = malloc(WALK_PATH_MAX);
-        w.buf = malloc(COPY_BUF_SIZE);
-        if (!w.path || !w.buf) {
+        if (!w.path) {
                 r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
                 goto out;
         }

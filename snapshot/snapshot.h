@@ -46,9 +46,10 @@
 #define SNAPSHOT_CONTROL_DIR ".tentaflake-worker"
 
 typedef enum SnapshotCopyMethod {
-        SNAPSHOT_COPY_AUTO = 0,      /* the measured-faster method (read/write) */
-        SNAPSHOT_COPY_READ_WRITE,    /* read into a buffer, hash, write: each byte read once */
-        SNAPSHOT_COPY_FILE_RANGE,    /* copy_file_range, then hash by reading the copy back */
+        SNAPSHOT_COPY_AUTO = 0,      /* the measured-faster method: FILE_RANGE */
+        SNAPSHOT_COPY_READ_WRITE,    /* read into a buffer, write it, hash the same buffer */
+        SNAPSHOT_COPY_FILE_RANGE,    /* copy_file_range, then the hasher reads the copy;
+                                      * read/write where the filesystems cannot */
 } SnapshotCopyMethod;
 
 typedef struct SnapshotLimits {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -249,6 +250,10 @@ static void run_hasher(bool threaded) {
                 snprintf(name, sizeof(name), "f%zu", i);
                 lens[i] = i % 50 == 7 ? sizeof(data) : i % 9 == 0 ? 0 : (size_t) rand_r(&seed) % 70000;
                 assert_int_equal(git_tree_builder_add(&tb, name, strlen(name), GIT_MODE_FILE, zero), 0);
+                /* Entry n + i receives the id of the same bytes submitted as a file (below), or
+                 * is dropped from the check when no file job is made for it. */
+                snprintf(name, sizeof(name), "g%zu", i);
+                assert_int_equal(git_tree_builder_add(&tb, name, strlen(name), GIT_MODE_FILE, zero), 0);
 
                 /* Every 10th blob is first announced with a wrong length and dropped, the way
                  * the walk drops a file that changed size; the next blob must not suffer. */
@@ -265,9 +270,16 @@ static void run_hasher(bool threaded) {
                         memcpy(b, data + off, k);
                         off += k;
                         bool last = off == lens[i];
-                        assert_int_equal(blob_hasher_submit(h, k, first, lens[i], last, &tb, i), 0);
+                        assert_int_equal(blob_hasher_submit(h, k, first, lens[i], last, &tb, 2 * i), 0);
                         first = false;
                 } while (off < lens[i]);
+                /* Every 4th blob is also submitted as a whole file, as after copy_file_range. */
+                if (i % 4 == 1) {
+                        int fd = memfd_create("blob", MFD_CLOEXEC);
+                        assert_true(fd >= 0);
+                        assert_int_equal(write_all(fd, data, lens[i]), 0);
+                        assert_int_equal(blob_hasher_submit_fd(h, fd, lens[i], &tb, 2 * i + 1), 0);
+                }
                 if (i == n / 2)
                         assert_int_equal(blob_hasher_sync(h), 0);
         }
@@ -275,9 +287,20 @@ static void run_hasher(bool threaded) {
         for (size_t i = 0; i < n; i++) {
                 uint8_t want[GIT_OID_SIZE];
                 assert_int_equal(git_blob_id(data, lens[i], want), 0);
-                assert_memory_equal(tb.entries[i].oid, want, GIT_OID_SIZE);
+                assert_memory_equal(tb.entries[2 * i].oid, want, GIT_OID_SIZE);
+                assert_memory_equal(tb.entries[2 * i + 1].oid, i % 4 == 1 ? want : zero, GIT_OID_SIZE);
         }
         assert_int_equal(blob_hasher_submit(h, BLOB_CHUNK_SIZE + 1, true, 0, true, NULL, 0), -EINVAL);
+
+        /* A file shorter than announced is an error, reported by the next sync (inline: at
+         * once), and the next blob is still right. */
+        int fd = memfd_create("short", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write_all(fd, "abc", 3), 0);
+        int r = blob_hasher_submit_fd(h, fd, 4, &tb, 0);
+        if (r == 0)
+                r = blob_hasher_sync(h);
+        assert_int_equal(r, -EIO);
 }
 
 static void test_blob_hasher_threaded(void **state) {

@@ -346,21 +346,30 @@ static void test_empty_trees(void **state) {
         assert_true(S_ISDIR(mode_at(d, "out/s2/e3")));
 }
 
-static void test_copy_file_range_method(void **state) {
+/* Both copy methods (and the default) give the same copy and the same tree id. */
+static void test_copy_methods(void **state) {
         TestDir *d = *state;
         _cleanup_close_ int ws = ws_fd(d);
-        SnapshotSummary a, b;
-        SnapshotLimits l = default_limits();
-        TfwError e = {};
+        const SnapshotCopyMethod methods[] = { SNAPSHOT_COPY_AUTO, SNAPSHOT_COPY_READ_WRITE,
+                                               SNAPSHOT_COPY_FILE_RANGE };
+        _cleanup_free_ char *want = NULL;
 
         make_mixed_tree(ws);
-        take_ok(d, "rw", &a);
-        l.copy = SNAPSHOT_COPY_FILE_RANGE;
-        assert_int_equal(take_with(d, "range", &l, &b, &e), 0);
-        assert_string_equal(a.tree, b.tree);
-        assert_int_equal(a.bytes, b.bytes);
-        _cleanup_free_ char *diff = run("diff -r '%s/ws' '%s/out/range' && echo same", d->path, d->path);
-        assert_string_equal(diff, "same");
+        want = git_tree(d, "ws");
+        for (size_t i = 0; i < ELEMENTSOF(methods); i++) {
+                SnapshotLimits l = default_limits();
+                SnapshotSummary s;
+                TfwError e = {};
+                char name[16];
+
+                l.copy = methods[i];
+                snprintf(name, sizeof(name), "m%zu", i);
+                assert_int_equal(take_with(d, name, &l, &s, &e), 0);
+                assert_string_equal(s.tree, want);
+                assert_int_equal(s.files, 11);
+                _cleanup_free_ char *diff = run("diff -r '%s/ws' '%s/out/%s' && echo same", d->path, d->path, name);
+                assert_string_equal(diff, "same");
+        }
 }
 
 /* ---- modes and ownership -------------------------------------------------------------- */
@@ -1147,7 +1156,7 @@ int main(void) {
                 T(test_tree_matches_git),
                 T(test_tree_matches_git_generated),
                 T(test_empty_trees),
-                T(test_copy_file_range_method),
+                T(test_copy_methods),
                 T(test_modes),
                 T(test_restrictive_umask),
                 T(test_ownership),
