@@ -9,6 +9,7 @@
  * drift hits both alike. Prints every sample, the medians and the ratio driver/bare. Needs
  * root and runsc. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -183,5 +184,19 @@ int main(int argc, char **argv) {
                mb, md, md / mb, runs);
         runsc_done(&rt);
         (void) rm_rf_at(AT_FDCWD, base);
+        /* The worker's cgroup group (empty now) in every hierarchy, and the one runsc made
+         * for the bare runs' ids is removed by runsc itself. */
+        DIR *h = opendir("/sys/fs/cgroup");
+        struct dirent *de;
+        while (h && (de = readdir(h))) {
+                char g[PATH_MAX];
+                if (de->d_name[0] == '.')
+                        continue;
+                snprintf(g, sizeof(g), "/sys/fs/cgroup/%s/tentaflake-worker-bench", de->d_name);
+                (void) rmdir(g);
+        }
+        if (h)
+                closedir(h);
+        (void) rmdir("/sys/fs/cgroup/tentaflake-worker-bench");
         return 0;
 }
