@@ -641,6 +641,17 @@ static Outcome run_job(Lane *l, VJob *j) {
         _cleanup_free_ char *body = NULL;
         _cleanup_vmanifest_ VManifest *m = NULL;
         _cleanup_close_ int lane_fd = -EBADF, co_fd = -EBADF, log_fd = -EBADF;
+        /* Every owned resource is declared here: the gotos below jump forward over the code
+         * that fills them, and a cleanup attribute must never see an uninitialised value. */
+        _cleanup_json_ json_t *desc = NULL, *st = NULL, *env = NULL, *res = NULL;
+        _cleanup_free_ char **argv = NULL;
+        _cleanup_free_ char *cid = NULL, *tail = NULL;
+        CheckoutSummary cs = {};
+        CapsuleResult cr = {};
+        Config jc;
+        char digest[ENV_DIGEST_SIZE] = "";
+        char local_id[64];
+        uint64_t timeout = 0;
         size_t len = 0;
         long status = 0;
         int r;
@@ -719,7 +730,6 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end;
         }
 
-        CheckoutSummary cs = {};
         r = checkout_materialise(l->http, j->repo, m, co_fd, s->config->container_gid,
                                  (uint64_t) s->o.max_checkout_mb << 20, &cs, &e);
         if (r < 0) {
@@ -736,21 +746,20 @@ static Outcome run_job(Lane *l, VJob *j) {
         }
 
         /* The job's walls: the policy's limits within the ceilings, 0 meaning the default. */
-        Config jc = *s->config;
-        uint64_t timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
+        jc = *s->config;
+        timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
         jc.limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
         jc.limits.memory_swap = jc.limits.memory;
         jc.limits.pids = j->run.max_pids ? j->run.max_pids : (uint64_t) s->o.default_pids;
 
-        _cleanup_json_ json_t *desc = env_description(&jc, timeout, jc.limits.max_log_bytes, j->run.env, s->runtime_version);
-        char digest[ENV_DIGEST_SIZE];
+        desc = env_description(&jc, timeout, jc.limits.max_log_bytes, j->run.env, s->runtime_version);
         if (!desc || env_digest(desc, digest) < 0) {
                 fault = "cannot compute the environment digest";
                 goto end;
         }
 
         /* argv, without a shell; the policy's env through env(1) after the constant one. */
-        _cleanup_free_ char **argv = calloc(j->run.n_argv + j->run.n_env + 3, sizeof(char *));
+        argv = calloc(j->run.n_argv + j->run.n_env + 3, sizeof(char *));
         if (!argv) {
                 fault = "out of memory";
                 goto end;
@@ -765,7 +774,6 @@ static Outcome run_job(Lane *l, VJob *j) {
                 argv[k++] = j->run.argv[i];
         argv[k] = NULL;
 
-        char local_id[64];
         uint8_t h[SHA256_DIGEST_SIZE];
         char hex[SHA256_HEX_SIZE];
         sha256_buffer(j->id, strlen(j->id), h);
@@ -784,7 +792,6 @@ static Outcome run_job(Lane *l, VJob *j) {
                 fault = msg;
                 goto end;
         }
-        _cleanup_free_ char *cid = NULL;
         (void) capsule_container_id(jc.name, local_id, &cid);
 
         pthread_mutex_lock(&l->lock);
@@ -794,7 +801,6 @@ static Outcome run_job(Lane *l, VJob *j) {
         l->rt = &rt;
         pthread_mutex_unlock(&l->lock);
 
-        CapsuleResult cr = {};
         if (!stop_now) {
                 CapsuleJobParams p = {
                         .config = &jc, .runtime = &rt, .scratch_fd = lane_fd, .scratch_path = lane_path,
@@ -825,7 +831,7 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end_nofail;
         }
         if (stale) {
-                _cleanup_json_ json_t *res = json_pack("{s:s}", "status", "stale");
+                res = json_pack("{s:s}", "status", "stale");
                 out = send_complete(l, j, "stale", NULL, res);
                 goto end_nofail;
         }
@@ -854,13 +860,13 @@ static Outcome run_job(Lane *l, VJob *j) {
                 .environment_digest = digest, .worker = l->label, .started_at = cr.started_at,
                 .finished_at = cr.finished_at,
         };
-        _cleanup_json_ json_t *st = attest_validation_statement(&f, s->key->identity), *env = NULL;
+        st = attest_validation_statement(&f, s->key->identity);
         if (!st || attest_sign_statement(s->key, st, &env, &e) < 0) {
                 fault = "cannot sign the attestation";
                 goto end;
         }
-        _cleanup_free_ char *tail = read_tail(log_fd, LOG_TAIL_BYTES);
-        _cleanup_json_ json_t *res = json_pack(
+        tail = read_tail(log_fd, LOG_TAIL_BYTES);
+        res = json_pack(
                 "{s:s, s:s, s:s?, s:s?, s:I, s:s, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:b, s:s}}",
                 "status", capsule_status_to_string(cr.status), "result", pass ? "pass" : "fail", "reason", cr.reason,
                 "message", cr.message[0] ? cr.message : NULL, "duration_ms", (json_int_t) cr.duration_ms,

@@ -1,0 +1,265 @@
+#!/usr/bin/env bash
+# The validation plane end to end (contract section 8; threats 7 and 11): real workers
+# (`tentaflake-worker serve`, real runsc) against the test-double forge of tests/server/,
+# which serves a real `git init --object-format=sha256` repository.
+#   - a passing and a failing check end as a signed pass and a signed fail, each verified by
+#     an implementation that is not ours (Python's DSSE PAE + `openssl pkeyutl -verify -rawin`)
+#     and naming the right tree and environment digest;
+#   - every misbehaviour of the server ends as the CI worker page's table says, and nothing is
+#     signed for a worker fault: wrong blob / wrong manifest -> retried, never signed, failed
+#     after 5 attempts; a ".." path and an outward symlink -> permanent failure; stale ->
+#     completed as stale without attestation; lease lost -> check killed, result dropped, job
+#     handed out again; 401 -> the worker stops with the server's message;
+#   - ceilings, network and a pinned digest the worker does not produce -> fail with retry;
+#   - the token and the key never reach the check (threat 7);
+#   - kill -9 mid-check: the lease expires, a second worker gets the job, exactly one
+#     attestation is accepted;
+#   - two lanes, many jobs: no job completed by a lane that did not claim it, no conflicts;
+#   - SIGTERM finishes the running check; a second signal hands the job back and exits.
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+command -v openssl >/dev/null || { echo "SKIP: openssl is not installed"; exit 77; }
+BIN=$(realpath "$BIN")
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+tmp=$(mktemp -d /tmp/tfw-serve.XXXXXX)
+pids=()
+MAIN=$BASHPID
+cleanup() {
+        [ "$BASHPID" = "$MAIN" ] || return 0  # never from a subshell
+        for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+        wait 2>/dev/null
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+cd "$tmp"
+
+# ---- the repository: a good tree and one with a symlink leaving the checkout --------------
+git init -q --object-format=sha256 repo
+(cd repo && echo hello >ok.txt && mkdir d && echo sub >d/f && ln -s d/f inlink &&
+        printf '#!/bin/sh\necho script-ran\n' >run.sh && chmod 755 run.sh &&
+        printf '#!/bin/sh\ntr "\\000" "\\n" </proc/self/environ; cat /proc/self/mountinfo; ls -la /proc/self/fd; ls "$1" 2>&1\n' >probe.sh &&
+        chmod 755 probe.sh &&
+        git add -A && git -c user.name=t -c user.email=t@t commit -qm good)
+TREE=$(git -C repo rev-parse 'HEAD^{tree}')
+(cd repo && ln -s ../../etc/shadow evil && git add -A && git -c user.name=t -c user.email=t@t commit -qm evil)
+EVIL=$(git -C repo rev-parse 'HEAD^{tree}')
+
+TOKEN=tok-$RANDOM-$RANDOM-secret
+echo "$TOKEN" >token
+python3 "$SRC/tests/server/forge.py" --repo repo --token-file token --port-file port --retry-scale 0 \
+        >forge.log 2>&1 &
+pids+=($!)
+wait_file port 30 || { echo "FAIL: the test server did not start"; exit 1; }
+URL=http://127.0.0.1:$(cat port)
+"$BIN" keygen --out "$tmp/ci.key" --identity service:ci-1 >keygen.json
+PUB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trusted_issuers"][0]["public_key"])' keygen.json)
+
+# start_worker NAME [FLAGS...]: a worker labelled NAME-$RUN in the background, its pid in
+# $wpid (the run id keeps container and cgroup names apart from a concurrent run)
+RUN=r$RANDOM
+start_worker() {
+        local name=$1; shift
+        TENTAFLAKE_TOKEN=$TOKEN "$BIN" serve --server "$URL" --key "$tmp/ci.key" --label "$name-$RUN" \
+                --state-dir "$tmp/state-$name" --lease-secs 6 --wait-secs 1 --retry-after-secs 1 \
+                --system-mounts-identity debian-12 "$@" >"$name.log" 2>&1 &
+        wpid=$!
+        pids+=($wpid)
+}
+
+# enqueue ID TREE RUN_JSON [SWITCHES_JSON]
+enqueue() {
+        curl -sf -X POST "$URL/test/jobs" \
+                -d "{\"id\":\"$1\",\"tree\":\"$2\",\"run\":$3,\"switches\":${4:-[]}}" >/dev/null
+}
+state() { curl -sf "$URL/test/state" >"$tmp/state.json" || { echo "FAIL: the test server is gone"; exit 1; }; }
+# q PYTHON_EXPR: evaluate with jobs = {id: job} from the server's state
+q() {
+        state
+        python3 -c "import json,sys; jobs={j['id']: j for j in json.load(open('$tmp/state.json'))['jobs']}; print($1)"
+}
+# wait_until PYTHON_CONDITION [SECONDS]: poll the server's state (a harness timeout, not a
+# timing assertion)
+wait_until() {
+        local cond=$1 limit=${2:-120} i=0
+        while [ "$(q "$cond")" != True ]; do
+                i=$((i + 1))
+                [ $i -gt $((limit * 4)) ] && { echo "timeout waiting for: $cond"; return 1; }
+                sleep 0.25
+        done
+}
+final() { wait_until "jobs['$1']['state'] in ('done', 'failed')" "${2:-120}"; }
+events() { q "[h['event'] for h in jobs['$1']['history']]"; }
+# attestation ID FILE: the attestation of the job's (single) completion into FILE
+attestation() {
+        state
+        python3 -c "
+import json,sys
+j={j['id']: j for j in json.load(open('$tmp/state.json'))['jobs']}[sys.argv[1]]
+c=[h for h in j['history'] if h['event']=='complete']
+json.dump(c[-1]['attestation'], open(sys.argv[2],'w'))" "$1" "$2"
+}
+verify() { python3 "$SRC/tests/server/verify_attestation.py" "$PUB" "$@" >/dev/null; }
+no_attestation() { [ "$(q "sum(1 for h in jobs['$1']['history'] if h.get('attestation'))")" = 0 ]; }
+
+start_worker ci-1
+W1=$wpid
+
+# ---- 1. pass and fail, verified independently -------------------------------------------
+enqueue pass1 "$TREE" '{"argv":["sh","-c","cat ok.txt inlink && ./run.sh"],"timeout_secs":60,"env":{"FOO":"bar"}}'
+final pass1
+check "pass1 completed as pass" [ "$(q "jobs['pass1']['history'][-1].get('status')")" = pass ]
+attestation pass1 pass1.att
+DIGEST=$(q "jobs['pass1']['history'][-1]['result']['environment_digest']")
+check "pass1 attestation verifies (python PAE + openssl) and names the tree, pass and the digest" \
+        verify pass1.att --expect "subject.gitTree=$TREE" --expect predicate.result=pass \
+        --expect "predicate.environment_digest=$DIGEST" --expect predicate.job=pass1 --expect predicate.worker=ci-1-$RUN \
+        --expect predicate.issuer=service:ci-1
+check "pass1 ran the tree's files and the symlink inside it" \
+        [ "$(q "'hello\nsub\nscript-ran' in jobs['pass1']['history'][-1]['result']['log']['tail']")" = True ]
+check "an attestation does not verify with another key" \
+        bash -c "! python3 '$SRC/tests/server/verify_attestation.py' AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= pass1.att >/dev/null 2>&1"
+
+enqueue fail1 "$TREE" '{"argv":["sh","-c","echo failing; exit 3"],"timeout_secs":60,"env":{"FOO":"bar"}}'
+final fail1
+check "fail1 completed as fail" [ "$(q "jobs['fail1']['history'][-1].get('status')")" = fail ]
+attestation fail1 fail1.att
+check "fail1 attestation verifies and says fail with exit 3 and the same digest (same walls)" \
+        verify fail1.att --expect "subject.gitTree=$TREE" --expect predicate.result=fail \
+        --expect predicate.exit_code=3 --expect "predicate.environment_digest=$DIGEST"
+
+enqueue timeout1 "$TREE" '{"argv":["sleep","30"],"timeout_secs":2}'
+final timeout1
+attestation timeout1 timeout1.att
+check "a check running out of time is a signed fail (timed_out)" \
+        verify timeout1.att --expect predicate.result=fail --expect predicate.status=timed_out
+
+# ---- 2. threat 7: the token and the key path never reach the check ------------------------
+enqueue secrets "$TREE" "{\"argv\":[\"./probe.sh\",\"$tmp\"],\"timeout_secs\":60}"
+final secrets
+TAIL=$(q "jobs['secrets']['history'][-1]['result']['log']['tail']")
+check "the check ran and listed its environment" grep -q "HOME=/work" <<<"$TAIL"
+check "the token is not in the check's environment, mounts or fds" bash -c "! grep -q -- '$TOKEN' <<<\"\$0\"" "$TAIL"
+check "the key file is not visible in the check" bash -c "! grep -q 'ci.key' <<<\"\$0\"" "$TAIL"
+
+# ---- 3. the server misbehaves -------------------------------------------------------------
+for sw in wrong_blob wrong_manifest; do
+        enqueue "$sw" "$TREE" '{"argv":["true"]}' "[\"$sw\"]"
+        final "$sw"
+        check "$sw: failed after 5 attempts" [ "$(q "(jobs['$sw']['state'], jobs['$sw']['attempt'])")" = "('failed', 5)" ]
+        check "$sw: every failure asks for a retry" \
+                [ "$(q "all(not h['permanent'] for h in jobs['$sw']['history'] if h['event']=='fail')")" = True ]
+        check "$sw: nothing was signed or completed" [ "$(q "'complete' in [h['event'] for h in jobs['$sw']['history']]")" = False ]
+        no_attestation "$sw" || { echo "FAIL: $sw has an attestation"; fails=$((fails + 1)); }
+done
+check "wrong_blob: the reason names the blob hash" \
+        [ "$(q "'does not hash to' in jobs['wrong_blob']['history'][1]['reason']")" = True ]
+check "wrong_manifest: the reason names the tree mismatch" \
+        [ "$(q "'tree_mismatch' in jobs['wrong_manifest']['history'][1]['reason'] or 'give tree' in jobs['wrong_manifest']['history'][1]['reason']")" = True ]
+
+enqueue dotdot "$TREE" '{"argv":["true"]}' '["dotdot"]'
+final dotdot
+check "a '..' path fails permanently at the first attempt, unsigned" \
+        [ "$(q "(jobs['dotdot']['state'], jobs['dotdot']['attempt'], jobs['dotdot']['history'][-1]['permanent'])")" = "('failed', 1, True)" ]
+enqueue evil "$EVIL" '{"argv":["true"]}'
+final evil
+check "an outward symlink fails permanently, unsigned" \
+        [ "$(q "(jobs['evil']['state'], jobs['evil']['attempt'], jobs['evil']['history'][-1]['permanent'], 'outside the checkout' in jobs['evil']['history'][-1]['reason'])")" = "('failed', 1, True, True)" ]
+
+enqueue stale "$TREE" '{"argv":["sleep","60"],"timeout_secs":120}' '["stale"]'
+final stale 60
+check "stale: completed as stale without attestation, the check stopped early" \
+        [ "$(q "(jobs['stale']['history'][-1]['event'], jobs['stale']['history'][-1]['status'], jobs['stale']['history'][-1]['attestation'])")" = "('complete', 'stale', None)" ]
+
+enqueue lost "$TREE" '{"argv":["sh","-c","sleep 8; echo done"],"timeout_secs":120}' '["lease_lost"]'
+wait_until "'heartbeat_conflict' in [h['event'] for h in jobs['lost']['history']]" 60
+# The worker has dropped the job; let the server hand it out again, well behaved this time.
+curl -sf -X POST "$URL/test/switch" -d '{"job":"lost","switch":"lease_lost","on":false}' >/dev/null
+curl -sf -X POST "$URL/test/expire" -d '{"job":"lost"}' >/dev/null
+final lost 90
+check "lease lost: the first attempt's result was dropped, the second completed, one attestation" \
+        [ "$(q "(jobs['lost']['attempt'], [h['event'] for h in jobs['lost']['history']].count('complete'), sum(1 for h in jobs['lost']['history'] if h['event'].startswith('complete') and h.get('attestation')))")" = "(2, 1, 1)" ]
+
+# ---- 4. refusals before download and the pinned digest -----------------------------------
+enqueue bigmem "$TREE" '{"argv":["true"],"memory_mb":999999}'
+enqueue net "$TREE" '{"argv":["true"],"network":true}'
+enqueue pinned "$TREE" '{"argv":["true"],"environment_digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000"}'
+final bigmem; final net; final pinned
+check "memory above the ceiling: fail with retry, never run, unsigned" \
+        [ "$(q "(jobs['bigmem']['state'], all(h['event'] in ('claim','fail') and not h.get('permanent') for h in jobs['bigmem']['history']), 'ceiling' in jobs['bigmem']['history'][1]['reason'])")" = "('failed', True, True)" ]
+check "network on a worker that does not allow it: fail with retry" \
+        [ "$(q "(jobs['net']['state'], 'network' in jobs['net']['history'][1]['reason'], jobs['net']['history'][1]['permanent'])")" = "('failed', True, False)" ]
+check "a pinned digest this worker does not produce: fail with retry showing both digests" \
+        [ "$(q "(__import__('re').search('pins environment_digest sha256:0{64}; this worker produces sha256:[0-9a-f]{64}', jobs['pinned']['history'][1]['reason']) is not None, jobs['pinned']['history'][1]['permanent'])")" = "(True, False)" ]
+no_attestation pinned || { echo "FAIL: pinned was signed"; fails=$((fails + 1)); }
+enqueue pinned_ok "$TREE" "{\"argv\":[\"true\"],\"env\":{\"FOO\":\"bar\"},\"timeout_secs\":60,\"environment_digest\":\"$DIGEST\"}"
+final pinned_ok
+check "the digest of pass1's walls, pinned, is satisfied by the same configuration" \
+        [ "$(q "jobs['pinned_ok']['history'][-1].get('status')")" = pass ]
+
+# ---- 5. SIGTERM finishes the running check; a second signal hands it back -----------------
+enqueue term1 "$TREE" '{"argv":["sh","-c","sleep 3; echo finished"],"timeout_secs":60}'
+wait_until "jobs['term1']['state'] == 'claimed'" 60
+kill -TERM "$W1"
+wait "$W1"; rc=$?
+check "after SIGTERM the worker exits 0" [ "$rc" = 0 ]
+check "after SIGTERM the running check finished and passed" [ "$(q "jobs['term1']['history'][-1].get('status')")" = pass ]
+
+start_worker ci-2 --shutdown-grace-secs 20
+W2=$wpid
+enqueue term2 "$TREE" '{"argv":["sleep","100"],"timeout_secs":200}'
+wait_until "jobs['term2']['state'] == 'claimed' and jobs['term2']['history'][-1]['worker'] == 'ci-2-$RUN'" 60
+wait_until "jobs['term2'].get('heartbeats', 0) >= 1" 30
+kill -TERM "$W2"; kill -INT "$W2"
+wait "$W2"; rc=$?
+check "after a second signal the worker exits" [ "$rc" = 0 ]
+check "the interrupted job was handed back with fail (retry), unsigned" \
+        [ "$(q "(jobs['term2']['history'][-1]['event'], jobs['term2']['history'][-1]['permanent'], jobs['term2']['state'])")" = "('fail', False, 'queued')" ]
+curl -sf -X POST "$URL/test/switch" -d '{"job":"term2","switch":"unauthorized","on":true}' >/dev/null
+
+# ---- 6. 401 stops the worker with the server's message -------------------------------------
+start_worker ci-3
+W3=$wpid
+wait "$W3"; rc=$?
+check "401: the worker stops with exit 1" [ "$rc" = 1 ]
+check "401: the server's message is shown" grep -q "token revoked by the test server" ci-3.log
+TENTAFLAKE_TOKEN=wrong "$BIN" serve --server "$URL" --key "$tmp/ci.key" --label "ci-4-$RUN" --state-dir "$tmp/state-ci-4" \
+        --wait-secs 1 >ci-4.log 2>&1
+rc=$?
+check "a wrong token: the worker stops with exit 1 and 'invalid token'" bash -c "[ $rc = 1 ] && grep -q 'invalid token' ci-4.log"
+check "the token never appears in a worker's log" bash -c "! grep -q -- '$TOKEN' ci-*.log"
+curl -sf -X POST "$URL/test/switch" -d '{"job":"term2","switch":"unauthorized","on":false}' >/dev/null
+curl -sf -X POST "$URL/test/switch" -d '{"job":"term2","switch":"dotdot","on":true}' >/dev/null
+
+# ---- 7. kill -9 mid-check: the lease expires, another worker completes, one attestation -----
+start_worker ci-5
+W5=$wpid
+final term2 60   # drained (fails permanently with dotdot)
+enqueue k9 "$TREE" '{"argv":["sh","-c","sleep 5; echo survived"],"timeout_secs":60}'
+wait_until "jobs['k9']['state'] == 'claimed' and jobs['k9']['history'][-1]['worker'] == 'ci-5-$RUN'" 60
+kill -9 "$W5"
+wait "$W5" 2>/dev/null
+start_worker ci-6
+W6=$wpid
+final k9 90
+check "kill -9: the lease expired and a second worker completed the job" \
+        [ "$(q "([h['event'] for h in jobs['k9']['history']].count('expire') >= 1, jobs['k9']['history'][-1]['worker'], jobs['k9']['history'][-1].get('status'))")" = "(True, 'ci-6-$RUN', 'pass')" ]
+check "kill -9: exactly one attestation was accepted" \
+        [ "$(q "sum(1 for h in jobs['k9']['history'] if h['event']=='complete' and h.get('attestation'))")" = 1 ]
+kill -TERM "$W6"; wait "$W6"
+# The killed worker's container is removed by its successor's start-up cleanup.
+start_worker ci-5
+W5=$wpid
+kill -TERM "$W5"; wait "$W5"
+
+# ---- 8. two lanes, many jobs ------------------------------------------------------------------
+start_worker lanes --concurrency 2
+WL=$wpid
+for i in $(seq 1 8); do enqueue "many$i" "$TREE" '{"argv":["sh","-c","sleep 1"],"timeout_secs":60}'; done
+wait_until "all(jobs['many%d' % i]['state'] == 'done' for i in range(1, 9))" 180
+check "two lanes: each job completed by the lane that claimed it, no conflicts, both lanes used" \
+        [ "$(q "(all([h for h in jobs['many%d' % i]['history'] if h['event']=='claim'][-1]['worker'] == [h for h in jobs['many%d' % i]['history'] if h['event']=='complete'][-1]['worker'] for i in range(1, 9)), sum(1 for i in range(1, 9) for h in jobs['many%d' % i]['history'] if 'conflict' in h['event']), sorted(set(h['worker'] for i in range(1, 9) for h in jobs['many%d' % i]['history'] if h['event']=='complete')))")" = "(True, 0, ['lanes-$RUN-1', 'lanes-$RUN-2'])" ]
+kill -TERM "$WL"; wait "$WL"
+
+finish
