@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: MIT */
+/* validation/inbox-attest (the inbox plane's attestation.json, contract section 7) checked
+ * by the independent verifier, and validation/envdigest (contract section 8): one digest per
+ * worker configuration and check, changed by every wall it records. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "tests/unit/lib/tfw-test.h"
+#include "validation/envdigest.h"
+#include "validation/inbox-attest.h"
+#include "validation/signing.h"
+
+#define TREE "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
+#define REQ "0000000000000000000000000000000000000000000000000000000000000001"
+
+static int verifier(const char *pub, const char *path, const char *extra) {
+        _cleanup_free_ char *cmd = NULL;
+        assert_true(asprintf(&cmd, "python3 tests/server/verify_attestation.py '%s' '%s' %s >/dev/null", pub, path,
+                             extra) > 0);
+        int st = system(cmd);
+        assert_true(WIFEXITED(st));
+        return WEXITSTATUS(st);
+}
+
+static void test_inbox_attestation(void **state) {
+        TestDir *d = *state;
+        _cleanup_free_ char *key = NULL, *pub = NULL, *att = NULL, *cmd = NULL;
+        TfwError e = {0};
+
+        if (system("command -v openssl >/dev/null && command -v python3 >/dev/null") != 0)
+                tfw_skip("openssl or python3 is not installed");
+        assert_true(asprintf(&key, "%s/k", d->path) > 0);
+        assert_int_equal(signing_key_generate(key, "worker:demo", &pub, &e), 0);
+        Config c = {.name = (char *) "demo", .signing_key = key, .signing_identity = (char *) "worker:demo",
+                    .container_gid = getgid()};
+
+        assert_int_equal(mkdirat(d->fd, "res", 0700), 0);
+        _cleanup_close_ int rfd = open_dir_at(d->fd, "res");
+        assert_int_equal(mkdirat(rfd, "artifacts", 0700), 0);
+        _cleanup_close_ int afd = open_dir_at(rfd, "artifacts");
+        assert_int_equal(mkdirat(afd, "sub", 0700), 0);
+        tfw_write_file(afd, "b.txt", "hello", (size_t) -1);
+        tfw_write_file(afd, "sub/a.txt", "", 0);
+        assert_int_equal(symlinkat("/etc/passwd", afd, "link"), 0); /* never followed, never listed */
+
+        _cleanup_json_ json_t *res = json_pack("{s:s, s:s, s:s, s:n, s:s, s:i, s:n, s:s, s:{s:s}, s:n}", "id", "job_1",
+                                               "status", "succeeded", "request_sha256", REQ, "approval",
+                                               "environment_digest", "sha256:ab", "exit_code", 0, "signal",
+                                               "finished_at", "2026-11-29T15:00:00Z", "snapshot", "tree", TREE,
+                                               "attestation");
+        assert_int_equal(inbox_attest_result(&c, rfd, res, &e), 0);
+        assert_string_equal(json_string_value(json_object_get(res, "attestation")), "attestation.json");
+        struct stat st;
+        assert_int_equal(fstatat(rfd, "attestation.json", &st, 0), 0);
+        assert_int_equal(st.st_mode & 07777, 0640);
+
+        assert_true(asprintf(&att, "%s/res/attestation.json", d->path) > 0);
+        assert_int_equal(verifier(pub, att,
+                                  "--expect subject.gitTree=" TREE " --expect predicate.status=succeeded"
+                                  " --expect predicate.request_sha256=" REQ " --expect predicate.issuer=worker:demo"
+                                  " --expect predicate.approval=null"),
+                         0);
+        /* The artifacts' digests, sorted by path, symlink excluded. */
+        assert_true(asprintf(&cmd,
+                             "python3 tests/server/verify_attestation.py '%s' '%s' | python3 -c 'import json,sys; "
+                             "a=json.load(sys.stdin)[\"predicate\"][\"artifacts\"]; "
+                             "sys.exit(0 if a==[{\"path\":\"b.txt\",\"sha256\":\"2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824\"},"
+                             "{\"path\":\"sub/a.txt\",\"sha256\":\"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\"}] else 1)'",
+                             pub, att) > 0);
+        assert_int_equal(system(cmd), 0);
+
+        /* No signing key: nothing is written, the result is unchanged. */
+        assert_int_equal(unlinkat(rfd, "attestation.json", 0), 0);
+        json_object_set_new(res, "attestation", json_null());
+        c.signing_key = NULL;
+        assert_int_equal(inbox_attest_result(&c, rfd, res, &e), 0);
+        assert_true(json_is_null(json_object_get(res, "attestation")));
+        assert_int_equal(faccessat(rfd, "attestation.json", F_OK, 0), -1);
+}
+
+static void test_inbox_attestation_without_snapshot(void **state) {
+        TestDir *d = *state;
+        _cleanup_free_ char *key = NULL, *pub = NULL, *att = NULL;
+        TfwError e = {0};
+
+        if (system("command -v openssl >/dev/null && command -v python3 >/dev/null") != 0)
+                tfw_skip("openssl or python3 is not installed");
+        assert_true(asprintf(&key, "%s/k", d->path) > 0);
+        assert_int_equal(signing_key_generate(key, "worker:demo", &pub, &e), 0);
+        Config c = {.name = (char *) "demo", .signing_key = key, .container_gid = getgid()};
+        _cleanup_json_ json_t *res = json_pack("{s:s, s:s, s:s, s:n}", "id", "x", "status", "rejected",
+                                               "request_sha256", REQ, "snapshot");
+        assert_int_equal(inbox_attest_result(&c, d->fd, res, &e), 0);
+        assert_true(asprintf(&att, "%s/attestation.json", d->path) > 0);
+        assert_int_equal(verifier(pub, att, "--expect predicate.status=rejected"), 0);
+        /* A tampered copy does not verify. */
+        _cleanup_free_ char *cmd = NULL;
+        assert_true(asprintf(&cmd,
+                             "python3 -c 'import base64,json,sys; p=sys.argv[1]; e=json.load(open(p)); "
+                             "s=bytearray(base64.b64decode(e[\"signatures\"][0][\"sig\"])); s[0]^=1; "
+                             "e[\"signatures\"][0][\"sig\"]=base64.b64encode(bytes(s)).decode(); "
+                             "json.dump(e,open(p,\"w\"))' '%s'",
+                             att) > 0);
+        assert_int_equal(system(cmd), 0);
+        assert_int_not_equal(verifier(pub, att, ""), 0);
+}
+
+static Config *config_of(const char *extra) {
+        _cleanup_free_ char *text = NULL;
+        Config *c = NULL;
+        TfwError e = {0};
+        assert_true(asprintf(&text,
+                             "{\"version\":1,\"name\":\"d\",\"workspace\":\"/nonexistent/ws\",\"container_uid\":10,"
+                             "\"container_gid\":10%s}",
+                             extra) > 0);
+        if (config_parse_buffer(text, strlen(text), &c, &e) < 0)
+                fail_msg("config: %s", e.message);
+        return c;
+}
+
+static void digest_of(const char *extra, uint64_t timeout, char *const *env, char out[ENV_DIGEST_SIZE]) {
+        _cleanup_config_ Config *c = config_of(extra);
+        _cleanup_json_ json_t *desc = env_description(c, timeout, 8 << 20, env, "runsc version test");
+        assert_non_null(desc);
+        assert_int_equal(env_digest(desc, out), 0);
+        assert_int_equal(strlen(out), 71);
+        assert_true(strncmp(out, "sha256:", 7) == 0);
+}
+
+static void test_env_digest(void **state) {
+        (void) state;
+        char a[ENV_DIGEST_SIZE], b[ENV_DIGEST_SIZE];
+        char *env1[] = {(char *) "A=1", NULL}, *env2[] = {(char *) "A=2", NULL};
+
+        digest_of("", 60, NULL, a);
+        digest_of("", 60, NULL, b);
+        assert_string_equal(a, b); /* same walls, same digest */
+        digest_of("", 61, NULL, b);
+        assert_string_not_equal(a, b);
+        digest_of(",\"limits\":{\"memory\":\"1g\"}", 60, NULL, b);
+        assert_string_not_equal(a, b);
+        digest_of(",\"limits\":{\"pids\":100}", 60, NULL, b);
+        assert_string_not_equal(a, b);
+        digest_of("", 60, env1, b);
+        assert_string_not_equal(a, b);
+        digest_of("", 60, env2, a);
+        assert_string_not_equal(a, b);
+        /* A mount's identity replaces its host path; a different identity is another digest. */
+        digest_of(",\"runtime\":{\"system_mounts\":[\"/usr=os-1\"]}", 60, NULL, a);
+        digest_of(",\"runtime\":{\"system_mounts\":[\"/usr=os-2\"]}", 60, NULL, b);
+        assert_string_not_equal(a, b);
+        digest_of(",\"runtime\":{\"platform\":\"systrap\"}", 60, NULL, b);
+        digest_of("", 60, NULL, a);
+        assert_string_not_equal(a, b);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_inbox_attestation, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_inbox_attestation_without_snapshot, tfw_tmpdir_setup,
+                                                tfw_tmpdir_teardown),
+                cmocka_unit_test(test_env_digest),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
