@@ -45,6 +45,7 @@ typedef enum ArtState { ART_SCAN, ART_STREAM, ART_DISCARD } ArtState;
 typedef struct Run {
         const CapsuleJobParams *p;
         CapsuleResult *res;
+        const char *cid; /* the container's name */
         uint8_t secret[CAPSULE_SECRET_SIZE];
 
         LogCap *log;
@@ -217,6 +218,21 @@ static int poll_timeout(usec_t now, usec_t deadline) {
         return (int) MIN(ms, (usec_t) 60000);
 }
 
+/* Stop the capsule: stage 0 at the timeout (spares the runtime's front process so it records
+ * the end), 1 when that did not end it, 2 when something still holds a channel open after
+ * the front process exited. The engine drivers have no cgroup of ours: the engine kills. */
+static void kill_capsule(Run *run, CgroupJob *cg, int stage) {
+        if (run->p->engine) {
+                (void) engine_kill(run->p->engine, run->cid);
+                if (stage == 1)
+                        (void) kill(run->runsc_pid, SIGKILL);
+                return;
+        }
+        if (stage == 1)
+                (void) kill(run->runsc_pid, SIGKILL);
+        (void) cgroup_job_kill(cg, stage == 0 ? run->runsc_pid : 0);
+}
+
 /* The event loop: both channels drained concurrently until runsc has exited and both
  * reached their end; the timeout and the grace periods enforced on the way. */
 static void event_loop(Run *run, CgroupJob *cg) {
@@ -289,18 +305,17 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         /* Kill the sandbox, spare runsc itself so it records the end and
                          * removes the container. */
                         run->timed_out = true;
-                        (void) cgroup_job_kill(cg, run->runsc_pid);
+                        kill_capsule(run, cg, 0);
                         kill_deadline = now + KILL_GRACE_USEC;
                 }
                 if (run->timed_out && !run->runsc_done && now >= kill_deadline) {
-                        (void) kill(run->runsc_pid, SIGKILL);
-                        (void) cgroup_job_kill(cg, 0);
+                        kill_capsule(run, cg, 1);
                         kill_deadline = now + KILL_GRACE_USEC;
                 }
                 if (run->runsc_done && now >= drain_deadline) {
                         if (!drain_killed) {
                                 /* Something of the sandbox still holds a channel open. */
-                                (void) cgroup_job_kill(cg, 0);
+                                kill_capsule(run, cg, 2);
                                 drain_killed = true;
                                 drain_deadline = now + DRAIN_GRACE_USEC;
                         } else {
@@ -333,7 +348,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         usec_t t0 = 0;
         int r;
 
-        if (!p || !p->config || !p->runtime || !p->job_id || !request_id_is_valid(p->job_id) ||
+        if (!p || !p->config || !(p->runtime || p->engine) || !p->job_id || !request_id_is_valid(p->job_id) ||
             !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir ||
             !p->init_path || !p->scratch_path)
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
@@ -382,10 +397,13 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .cpu_period_us = CAPSULE_CPU_PERIOD_US,
         };
         TfwError ce = {};
+        run.cid = id;
         r = cgroup_group_name(p->config->name, &group);
-        if (r < 0)
+        if (p->engine)
+                r = 0; /* the engine makes and limits the container's cgroup */
+        else if (r < 0)
                 r = tfw_error(&ce, -r, "capsule_setup", "invalid cgroup group");
-        if (r >= 0)
+        if (r >= 0 && !p->engine)
                 r = cgroup_job_create(group, id, &cl, &cg, &ce);
         if (r == -EEXIST && cgroup_job_remove_stale(group, id) >= 0)
                 r = cgroup_job_create(group, id, &cl, &cg, &ce);
@@ -403,9 +421,17 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
                 .init_path = p->init_path,
-                .cgroups_path = cgroup_job_path(cg),
+                .cgroups_path = cg ? cgroup_job_path(cg) : NULL,
         };
         TfwError be = {};
+        /* The engine drivers: the pinned image must be in the local store; never a pull. */
+        if (p->engine && engine_image_check(p->engine, &be) < 0) {
+                res.status = CAPSULE_ERROR;
+                res.reason = be.code && streq(be.code, "image_missing") ? "image_missing"
+                                                                         : "runtime_failed";
+                set_msg(&res, "%s", be.message);
+                goto finish;
+        }
         r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
         if (r == -EEXIST && rm_rf_at(p->scratch_fd, id) >= 0)
                 r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
@@ -416,7 +442,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 goto finish;
         }
         /* A leftover container of the same id would make `runsc run` fail. */
-        if (runsc_state_exists(p->runtime, id) > 0)
+        if (!p->engine && runsc_state_exists(p->runtime, id) > 0)
                 (void) runsc_delete_force(p->runtime, id);
 
         if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
@@ -440,15 +466,25 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         /* runsc joins the cgroup named in the spec before it starts the sandbox and the gofer
          * (they inherit it) and then leaves it; entering it here as well would cost one more
          * cgroup migration, an RCU grace period under v1 (4 to 16 ms measured). */
-        r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0], art[1], lg[1],
-                            NULL, &run.runsc_pid);
+        if (p->engine) {
+                _cleanup_free_ char *pw = NULL, *gr = NULL;
+                r = asprintf(&pw, "%s/passwd", bundle->path) < 0 ||
+                                    asprintf(&gr, "%s/group", bundle->path) < 0
+                            ? -ENOMEM
+                            : engine_spawn_run(p->engine, p->config, id, p->job_id, p->argv,
+                                               p->snapshot_dir, p->init_path, pw, gr, in[0],
+                                               art[1], lg[1], &run.runsc_pid);
+        } else
+                r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0],
+                                    art[1], lg[1], NULL, &run.runsc_pid);
         in[0] = safe_close(in[0]);
         art[1] = safe_close(art[1]);
         lg[1] = safe_close(lg[1]);
         if (r < 0) {
                 res.status = CAPSULE_ERROR;
                 res.reason = "runtime_failed";
-                set_msg(&res, "cannot start runsc: %s", strerror(-r));
+                set_msg(&res, "cannot start %s: %s", p->engine ? p->engine->binary : "runsc",
+                        strerror(-r));
                 goto finish;
         }
         end.started = true;
@@ -467,7 +503,10 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         res.runsc_status = run.runsc_status;
 
         /* The kernel's record of limit kills, read before the cgroup goes. */
-        (void) cgroup_job_events(cg, &res.events);
+        if (cg)
+                (void) cgroup_job_events(cg, &res.events);
+        else if (p->engine && engine_oom_killed(p->engine, id) > 0)
+                res.events.oom_kills = 1; /* the engine's record of the kernel's kill */
         end.runsc_status = run.runsc_status;
         end.timed_out = run.timed_out;
         end.events = res.events;
@@ -491,7 +530,9 @@ finish:
         /* Step 4 of the contract: the container, its cgroup and its bundle, always. */
         if (cg)
                 (void) cgroup_job_destroy(cg);
-        if (id && end.started && runsc_state_exists(p->runtime, id) > 0)
+        if (id && end.started && p->engine)
+                (void) engine_remove(p->engine, id);
+        else if (id && end.started && runsc_state_exists(p->runtime, id) > 0)
                 (void) runsc_delete_force(p->runtime, id);
         if (bundle)
                 (void) capsule_bundle_remove(bundle);

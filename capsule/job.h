@@ -12,6 +12,7 @@
 #include "artifacts/import.h"
 #include "capsule/cgroup.h"
 #include "capsule/channel.h"
+#include "capsule/docker.h"
 #include "capsule/runsc.h"
 #include "common/error.h"
 #include "common/time-util.h"
@@ -30,7 +31,9 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 
 typedef struct CapsuleJobParams {
         const Config *config;
-        const Runsc *runtime;
+        const Runsc *runtime;     /* the runsc driver, or: */
+        const Engine *engine;     /* the docker/podman driver (capsule/docker.h); then the
+                                   * engine makes the cgroup and runtime is unused */
         int scratch_fd;           /* private directory for the bundle */
         const char *scratch_path; /* its absolute path */
         const char *job_id;
@@ -50,7 +53,7 @@ typedef struct CapsuleResult {
         int signal;          /* 0 when none */
         const char *reason;  /* stable word: NULL, "signal", "memory_limit", "pids_limit",
                               * "timeout", "runtime_failed", "snapshot_copy", "init_failed",
-                              * "capsule_setup" */
+                              * "capsule_setup", "image_missing" */
         char message[1024];  /* one line; empty for succeeded/failed */
 
         usec_t started_at;   /* realtime */

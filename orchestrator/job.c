@@ -64,6 +64,30 @@ static int runsc_root(Worker *w, char *buf, size_t size) {
         return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
 }
 
+/* The docker/podman drivers: this job's container, or at start-up every container labelled
+ * with this worker's name (and no other). */
+static void engine_job_cleanup(Worker *w, const char *id) {
+        Engine en = {};
+        TfwError e = {0};
+
+        if (engine_init(&en, w->config, NULL, &e) < 0) {
+                log_warning("cleanup: %s", e.message);
+                return;
+        }
+        if (id) {
+                _cleanup_free_ char *cid = NULL;
+                if (capsule_container_id(w->config->name, id, &cid) >= 0)
+                        (void) engine_remove(&en, cid);
+        } else {
+                unsigned removed = 0;
+                if (engine_cleanup_stale(&en, &removed, &e) < 0)
+                        log_warning("start-up cleanup: %s", e.message);
+                else if (removed)
+                        log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
+        }
+        engine_done(&en);
+}
+
 void job_cleanup(Worker *w, const char *id) {
         Runsc rt = {};
         char root[PATH_MAX];
@@ -71,7 +95,11 @@ void job_cleanup(Worker *w, const char *id) {
 
         if (id)
                 (void) rm_rf_at(w->dirs.scratch_fd, id);
-        if (w->config->driver != DRIVER_RUNSC || runsc_root(w, root, sizeof(root)) < 0 ||
+        if (w->config->driver != DRIVER_RUNSC) {
+                engine_job_cleanup(w, id);
+                return;
+        }
+        if (runsc_root(w, root, sizeof(root)) < 0 ||
             runsc_init(&rt, w->config, root, &e) < 0)
                 return;
         if (id) {
@@ -182,8 +210,10 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (r >= 0)
                 r = runsc_root(w, root, sizeof(root));
         Runsc rt = {};
+        Engine en = {};
+        bool engine = w->config->driver != DRIVER_RUNSC;
         if (r >= 0)
-                r = runsc_init(&rt, w->config, root, e);
+                r = engine ? engine_init(&en, w->config, NULL, e) : runsc_init(&rt, w->config, root, e);
         if (r < 0) {
                 (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
                 run = (ResultRun){.snapshot = snap};
@@ -192,7 +222,8 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
 
         CapsuleJobParams p = {
                 .config = w->config,
-                .runtime = &rt,
+                .runtime = engine ? NULL : &rt,
+                .engine = engine ? &en : NULL,
                 .scratch_fd = scratch,
                 .scratch_path = scratch_path,
                 .job_id = rec->id,
@@ -208,6 +239,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         CapsuleResult cr = {};
         r = capsule_run_job(&p, &cr, e);
         runsc_done(&rt);
+        engine_done(&en);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (r < 0)
                 return r;
