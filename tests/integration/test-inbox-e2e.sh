@@ -322,7 +322,8 @@ check "  ... and says it was denied, by whom" grep -q "approve 'ad1': it was alr
 check "ad1 published" wait_result "$dir" ad1
 field_is ad1 'r["status"]' denied
 check "ad1 never started" test "$(audit_count "$dir" started ad1)" = 0
-check "approve da1" quiet env SUDO_USER=alice "$BIN" --config "$dir/config.json" approve da1
+out=$(SUDO_USER=alice tfw "$dir" approve da1 --wait)
+check "approve --wait da1 waits for the result and prints it: $out" grep -q "^status: succeeded, exit code 0" <<<"$out"
 out=$(SUDO_USER=bob tfw "$dir" deny da1 2>&1)
 check "deny after approve fails (exit 1)" test $? = 1
 check "  ... and says it was approved, by whom" grep -q "deny 'da1': it was already approved by alice at" <<<"$out"
@@ -337,11 +338,14 @@ done
 for i in 0 1 2 3 4 5; do
         check "race$i pending" wait_state "$dir" "race$i" pending
 done
+racers=()
 for i in 0 1 2 3 4 5; do
         (SUDO_USER=alice "$BIN" --config "$dir/config.json" approve "race$i" >/dev/null 2>&1; echo $? >"$dir/race$i.approve") &
+        racers+=($!)
         (SUDO_USER=bob "$BIN" --config "$dir/config.json" deny "race$i" >/dev/null 2>&1; echo $? >"$dir/race$i.deny") &
+        racers+=($!)
 done
-wait $(jobs -p | grep -vx "$TFW_DAEMON_PID") 2>/dev/null
+wait "${racers[@]}"
 for i in 0 1 2 3 4 5; do
         a=$(cat "$dir/race$i.approve") d=$(cat "$dir/race$i.deny")
         check "race$i: exactly one of approve ($a) and deny ($d) won" test "$((a == 0 ? 1 : 0))$((d == 0 ? 1 : 0))" = 10 -o "$((a == 0 ? 1 : 0))$((d == 0 ? 1 : 0))" = 01

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Benchmark of the inbox daemon (issue 5). With a real daemon (`run`, concurrency 2, the
+# runsc driver, an empty workspace):
+#   1. latency: rename of a /bin/true request into the inbox until <id>/ appears in the
+#      results, against a bare `runsc run` of /bin/true with a minimal bundle; alternating,
+#      median of BENCH_RUNS (default 11); target ratio <= 1.3;
+#   2. throughput: BENCH_BURST (default 200) requests at once at concurrency 2, against as
+#      many bare runs two at a time; target ratio <= 1.3;
+#   3. idle: the daemon's RSS (fresh, and after the load) and its wake-ups over
+#      BENCH_IDLE_SECONDS (default 60): context switches and system calls counted by
+#      `perf stat` when it works here, else /proc/PID/status context switch counters;
+#      target <= 4 MiB and 0 wake-ups.
+# Prints every number; never fails because a target is missed (benchmarks report).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+RUNS=${BENCH_RUNS:-11}
+BURST=${BENCH_BURST:-200}
+IDLE=${BENCH_IDLE_SECONDS:-60}
+BENCH=$BUILD/tests/bench/bench-orchestrator
+BIN=$BUILD/tentaflake-worker
+for f in "$BENCH" "$BIN" "$BUILD/tentaflake-capsule-init"; do
+        [ -x "$f" ] || { echo "orchestrator.sh: $f missing (make bench builds it)" >&2; exit 1; }
+done
+if [ "$(id -u)" -ne 0 ]; then
+        echo "orchestrator.sh: SKIP: the worker and runsc need root"
+        exit 0
+fi
+command -v runsc >/dev/null || { echo "orchestrator.sh: runsc missing" >&2; exit 1; }
+BIN=$(realpath "$BIN")
+
+base=$(mktemp -d /tmp/tfw-bench-orch.XXXXXX)
+chmod 0755 "$base"
+daemon=
+cleanup() {
+        [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+        local r c
+        for r in "$base/state/runsc" "$base/bare-root"; do
+                [ -d "$r" ] || continue
+                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
+        done
+        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-orch*' -exec rmdir {} + 2>/dev/null
+        rm -rf "$base"
+}
+trap cleanup EXIT
+
+mkdir -p "$base/ws"
+chown 12345:12345 "$base/ws"
+cat >"$base/config.json" <<JSON
+{"version": 1, "name": "bench-orch", "workspace": "$base/ws",
+ "container_uid": 12345, "container_gid": 12345, "concurrency": 2,
+ "state_dir": "$base/state", "results_dir": "$base/results"}
+JSON
+"$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
+daemon=$!
+for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
+grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "orchestrator.sh: the daemon did not start" >&2; exit 1; }
+
+status_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$daemon/status"; }
+echo "idle (fresh): RSS $(status_kb VmRSS) kB (anonymous $(status_kb RssAnon) kB, file-backed $(status_kb RssFile) kB)"
+
+"$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" "$BURST"
+
+# Idle after the load: nothing is queued or running, no request is pending.
+ctx() { echo $(( $(status_kb voluntary_ctxt_switches) + $(status_kb nonvoluntary_ctxt_switches) )); }
+c0=$(ctx)
+perf_out=
+if command -v perf >/dev/null; then
+        perf_out=$(perf stat -x, -e context-switches -e 'syscalls:sys_enter_*' -p "$daemon" -- sleep "$IDLE" 2>&1 >/dev/null) || perf_out=
+else
+        sleep "$IDLE"
+fi
+c1=$(ctx)
+echo "idle (after the load): RSS $(status_kb VmRSS) kB (anonymous $(status_kb RssAnon) kB, file-backed $(status_kb RssFile) kB), peak $(status_kb VmHWM) kB"
+echo "idle: $((c1 - c0)) context switches in ${IDLE} s (/proc/$daemon/status), $(( (c1 - c0) * 60 / IDLE )) per minute"
+if [ -n "$perf_out" ]; then
+        awk -F, -v s="$IDLE" '
+                $3 == "context-switches" && $1 ~ /^[0-9]+$/ { cs = $1 }
+                $3 ~ /^syscalls:sys_enter_/ && $1 ~ /^[0-9]+$/ { sc += $1; if ($1 > 0) { sub(/^syscalls:sys_enter_/, "", $3); names = names " " $3 "=" $1 } }
+                END { printf "idle (perf stat, %d s): %d context switches, %d system calls%s\n", s, cs, sc, names }' <<<"$perf_out"
+fi
+echo "idle targets: RSS <= 4096 kB, 0 wake-ups"
