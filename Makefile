@@ -136,10 +136,25 @@ demo: install-deps
 install-deps:
 	scripts/install-deps
 
+# systemd units (ExecStart names $(BINDIR)) and, for the per-controller files an operator writes
+# (workspace drop-ins, the tmpfiles line of the results directory), templates with @NAME@,
+# @WORKSPACE@ and @GROUP@ placeholders: docs/install.md.
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+PKGDATADIR     ?= $(PREFIX)/share/tentaflake-worker
+UNIT_IN    := $(wildcard systemd/*.service.in)
+UNIT_PLAIN := $(wildcard systemd/*.path)
+UNIT_TMPL  := $(wildcard systemd/controller-*.conf.in)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tentaflake-worker
 	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PKGDATADIR)
+	set -e; for u in $(UNIT_IN); do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' "$$u" >"$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
+		chmod 0644 "$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
+	done
+	install -m 0644 $(UNIT_PLAIN) $(DESTDIR)$(SYSTEMDUNITDIR)/
+	install -m 0644 $(UNIT_TMPL) $(DESTDIR)$(PKGDATADIR)/
 
 clean:
 	rm -rf build build-asan build-fuzz

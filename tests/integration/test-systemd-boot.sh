@@ -1,0 +1,199 @@
+#!/usr/bin/env bash
+# The units under a real systemd, with the real worker and real runsc capsules.
+#
+# systemd is not pid 1 on the machines this runs on, so the test boots one: systemd-nspawn
+# starts the host's own systemd as pid 1 of a container whose root is a throw-away overlay of
+# the host's root (--volatile=overlay), with `make install`'s files bound into /usr/local and a
+# controller "it" set up as docs/install.md says (config, workspace drop-ins, tmpfiles line).
+# One thing differs from a host: nspawn mounts the cgroup v1 controller hierarchies read-only
+# inside a container, where the worker needs to create one cgroup per capsule, so the test
+# remounts them writable in the container (on a host they are writable for root).
+#
+# Checked, each through systemctl and the files the worker publishes:
+#  - the tmpfiles line made the results directory at boot (root:10000 02750);
+#  - tentaflake-worker@it.service starts (Type=notify) and its process really is sandboxed
+#    (no_new_privs, a seccomp filter, the unit's capability bounding set, a read-only root,
+#    the workspace/state/results writable, /home hidden, a private /tmp);
+#  - jobs run in capsules under all that: output, artifacts, modes 02750/0640 with the
+#    controller's group, a workspace file only its owner may read, a timeout;
+#  - a one-second watchdog (a test drop-in) never fires: the daemon pings while it works;
+#  - `systemctl stop` lets a running job finish (KillMode=mixed; control-group kills it);
+#  - the path unit starts `drain` for each request, eight in a row without a start-rate
+#    limit disabling the queue (with the default limit the sixth fails: tested by hand, see
+#    docs/install.md), and starting the daemon stops the path unit (Conflicts).
+set -uo pipefail
+BUILD=${BUILD:-build}
+cd "$(dirname "$0")/../.."
+source tests/integration/lib.sh
+require_root
+for tool in systemd-nspawn nsenter unshare runsc; do
+        if ! command -v "$tool" >/dev/null; then
+                echo "SKIP: $tool is not installed (scripts/install-deps installs systemd-container and runsc)"
+                exit 77
+        fi
+done
+
+tmp=$(mktemp -d)
+chmod 0755 "$tmp" # the controller (uid 10000) reaches its workspace below it
+nspawn_pid= leader=
+cleanup() {
+        if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
+                kill -TERM "$nspawn_pid" 2>/dev/null # nspawn asks the container's systemd to halt
+                for _ in $(seq 100); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.1; done
+                kill -KILL "$nspawn_pid" 2>/dev/null
+                wait "$nspawn_pid" 2>/dev/null
+        fi
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
+die() { echo "FAIL: $*"; [ -n "$leader" ] && ct journalctl --no-pager -n 40 -o cat 2>/dev/null | sed 's/^/    /'; exit 1; }
+
+# ---- the installed files, the controller "it" ----------------------------------------------
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$tmp/dest" PREFIX=/usr/local \
+        BUILD="$BUILD" >"$tmp/install.log" 2>&1; then
+        cat "$tmp/install.log"; die "make install"
+fi
+share=$tmp/dest/usr/local/share/tentaflake-worker
+etc=$tmp/etc
+ws=$tmp/ws
+mkdir -p "$tmp/root" "$ws/priv" "$etc/tentaflake/workers" "$etc/tmpfiles.d" "$etc/system"
+echo "only the controller may read this" >"$ws/priv/secret"
+chmod 0700 "$ws/priv"; chmod 0600 "$ws/priv/secret"
+chown -R 10000:10000 "$ws"
+cat >"$etc/tentaflake/workers/it.json" <<'JSON'
+{"version": 1, "name": "it", "workspace": "/srv/tfw-ws", "container_uid": 10000, "container_gid": 10000,
+ "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128}}
+JSON
+sub() { sed -e "s|@NAME@|it|g; s|@WORKSPACE@|/srv/tfw-ws|g; s|@GROUP@|10000|g" "$share/$1"; }
+for u in 'tentaflake-worker@it.service.d' 'tentaflake-worker-queue@it.service.d'; do
+        mkdir -p "$etc/system/$u"
+        sub controller-workspace.conf.in >"$etc/system/$u/workspace.conf"
+done
+# The test's own drop-in: a watchdog the daemon must feed every half second.
+printf '[Service]\nWatchdogSec=1s\n' >"$etc/system/tentaflake-worker@it.service.d/zz-test-watchdog.conf"
+mkdir -p "$etc/system/tentaflake-worker-queue@it.path.d"
+sub controller-inbox.conf.in >"$etc/system/tentaflake-worker-queue@it.path.d/inbox.conf"
+sub controller-tmpfiles.conf.in >"$etc/tmpfiles.d/tentaflake-worker-it.conf"
+# Boot only what the test needs: sysinit.target (tmpfiles at boot, journald).
+printf '[Unit]\nDescription=tentaflake test boot\nRequires=sysinit.target\nAfter=sysinit.target\n' \
+        >"$etc/system/tfw-test.target"
+
+binds=(--bind-ro="$tmp/dest/usr/local:/usr/local" --bind-ro="$etc/tentaflake:/etc/tentaflake"
+       --bind-ro="$etc/tmpfiles.d/tentaflake-worker-it.conf:/etc/tmpfiles.d/tentaflake-worker-it.conf"
+       --bind="$ws:/srv/tfw-ws")
+for f in "$etc/system"/*; do binds+=(--bind-ro="$f:/etc/systemd/system/$(basename "$f")"); done
+
+# ---- boot -----------------------------------------------------------------------------------
+# The host's root, bound (without its submounts) in a private mount namespace, is the
+# container's lower layer; nothing the container writes reaches the host.
+unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
+        systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --volatile=overlay \
+        --console=pipe --capability=all "${binds[@]}" -b systemd.unit=tfw-test.target \
+        </dev/null >"$tmp/console.log" 2>&1 &
+nspawn_pid=$!
+for _ in $(seq 300); do
+        for c in $(cat "/proc/$nspawn_pid/task/$nspawn_pid/children" 2>/dev/null); do
+                [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && leader=$c
+        done
+        [ -n "$leader" ] && break
+        kill -0 "$nspawn_pid" 2>/dev/null || break
+        sleep 0.1
+done
+[ -n "$leader" ] || { cat "$tmp/console.log"; die "the container's systemd did not start"; }
+ct() { nsenter -t "$leader" -a "$@"; }
+for _ in $(seq 600); do # /run/systemd/system and the bus appear a moment after pid 1 does
+        state=$(timeout 120 nsenter -t "$leader" -a systemctl is-system-running --wait 2>&1)
+        case $state in offline|*"Failed to connect"*) sleep 0.1 ;; *) break ;; esac
+done
+check "systemd booted as the container's pid 1 ($state)" test "$state" = running -o "$state" = degraded
+for h in /sys/fs/cgroup/*/; do
+        case $h in */systemd/|*/unified/) continue ;; esac
+        ct mount -o remount,bind,rw "$h" || die "cannot make $h writable in the container"
+done
+
+check "tmpfiles made the results directory at boot: root:10000 02750" \
+        test "$(ct stat -c '%a %u:%g' /run/tentaflake-worker-it/results)" = "2750 0:10000"
+
+# ---- the daemon -----------------------------------------------------------------------------
+inbox=$ws/.tentaflake-worker/inbox
+submit() { # submit ID JSON_BODY, as the controller (uid 10000): a dot-file, then a rename
+        setpriv --reuid 10000 --regid 10000 --clear-groups sh -c \
+                'printf "%s" "$2" >"$1/.$0.tmp" && mv "$1/.$0.tmp" "$1/$0.json"' "$1" "$inbox" "$2"
+}
+result() { # result ID FIELD: wait (bounded) for the result, print one field of it
+        local i
+        for i in $(seq 600); do ct test -e "/run/tentaflake-worker-it/results/$1/result.json" && break; sleep 0.1; done
+        ct cat "/run/tentaflake-worker-it/results/$1/result.json" 2>/dev/null |
+                python3 -c 'import json,sys; v=json.load(sys.stdin)[sys.argv[1]]; print("null" if v is None else v)' "$2"
+}
+show() { ct systemctl show -p "$2" --value "$1"; }
+
+ct systemctl start 'tentaflake-worker@it.service' || die "tentaflake-worker@it.service did not start"
+check "the daemon is active (it sent READY=1)" test "$(show 'tentaflake-worker@it.service' ActiveState)" = active
+check "it created the inbox for the controller" test -d "$inbox" -a "$(stat -c %u "$inbox")" = 10000
+
+pid=$(show 'tentaflake-worker@it.service' MainPID)
+status=$(ct cat "/proc/$pid/status")
+check "the worker runs with no_new_privs" grep -qP '^NoNewPrivs:\t1$' <<<"$status"
+check "the worker runs under a seccomp filter" grep -qP '^Seccomp:\t2$' <<<"$status"
+caps=$(sed -n 's/^CapabilityBoundingSet=//p' systemd/tentaflake-worker@.service.in)
+want=$(for c in $caps; do awk -v c="$c" '$1 == "#define" && $2 == c { print $3 }' /usr/include/linux/capability.h; done |
+        awk '{ m += 2 ^ $1 } END { printf "%016x", m }')
+check "its capability bounding set is the unit's ($want)" grep -qP "^CapBnd:\t$want$" <<<"$status"
+mounts=$(ct cat "/proc/$pid/mountinfo")
+mnt_opts() { awk -v p="$1" '$5 == p { o = $6 } END { print o }' <<<"$mounts"; }
+check "its / is read-only (ProtectSystem=strict)" grep -q '^ro' <<<"$(mnt_opts /)"
+check "its /usr/local is read-only" grep -q '^ro' <<<"$(mnt_opts /usr/local)"
+check "its workspace is writable" grep -q '^rw' <<<"$(mnt_opts /srv/tfw-ws)"
+check "its state directory is writable" grep -q '^rw' <<<"$(mnt_opts /var/lib/tentaflake-worker-it)"
+check "its runtime directory is writable" grep -q '^rw' <<<"$(mnt_opts /run/tentaflake-worker-it)"
+check "/home is hidden (ProtectHome)" grep -q '^ro' <<<"$(mnt_opts /home)"
+check "it has a /tmp of its own (PrivateTmp)" test "$(ct stat -c %i "/proc/$pid/root/tmp")" != "$(ct stat -c %i /tmp)"
+
+submit j1 '{"version":1,"id":"j1","action_class":"local-reversible","argv":["sh","-c","echo hello from the capsule; cat priv/secret; id -u; mkdir -p artifacts/d; echo one > artifacts/d/a.txt; echo two > artifacts/b"]}'
+check "a job runs in a capsule under the unit (status)" test "$(result j1 status)" = succeeded
+log=$(ct cat /run/tentaflake-worker-it/results/j1/job.log)
+check "its output is in job.log" grep -qx 'hello from the capsule' <<<"$log"
+check "the snapshot read the controller's private file" grep -qx 'only the controller may read this' <<<"$log"
+check "the job ran as the controller's uid" grep -qx 10000 <<<"$log"
+check "artifacts were imported (the parser could drop its capabilities)" \
+        test "$(ct cat /run/tentaflake-worker-it/results/j1/artifacts/d/a.txt)" = one
+modes=$(ct sh -c 'cd /run/tentaflake-worker-it/results && stat -c "%a %u:%g %n" j1 j1/result.json j1/job.log j1/artifacts j1/artifacts/b j1/artifacts/d')
+check "published modes 02750/0640, root:10000 ($(tr '\n' ' ' <<<"$modes"))" test "$modes" = "2750 0:10000 j1
+640 0:10000 j1/result.json
+640 0:10000 j1/job.log
+2750 0:10000 j1/artifacts
+640 0:10000 j1/artifacts/b
+2750 0:10000 j1/artifacts/d"
+
+submit j2 '{"version":1,"id":"j2","action_class":"local-reversible","argv":["sleep","60"],"timeout_seconds":2}'
+check "a timeout ends the capsule" test "$(result j2 status)" = timed_out
+
+# Stop while a job runs: the job finishes, the worker exits cleanly.
+submit j3 '{"version":1,"id":"j3","action_class":"local-reversible","argv":["sh","-c","sleep 3; echo finished"]}'
+for _ in $(seq 300); do ct grep -q '"running"' /run/tentaflake-worker-it/results/j3.state.json 2>/dev/null && break; sleep 0.1; done
+check "j3 is running before the stop" ct grep -q '"running"' /run/tentaflake-worker-it/results/j3.state.json
+check "the watchdog never fired (NRestarts=0)" test "$(show 'tentaflake-worker@it.service' NRestarts)" = 0
+ct systemctl stop 'tentaflake-worker@it.service'
+check "the stop was clean (Result=success)" test "$(show 'tentaflake-worker@it.service' Result)" = success
+check "the job running at stop finished (KillMode=mixed)" test "$(result j3 status)" = succeeded
+check "no watchdog timeout in the journal" bash -c "! nsenter -t $leader -a journalctl -u 'tentaflake-worker@it.service' -o cat | grep -qi watchdog"
+
+# ---- path activation --------------------------------------------------------------------------
+ct systemctl start 'tentaflake-worker-queue@it.path' || die "the path unit did not start"
+for i in 1 2 3 4 5 6 7 8; do
+        submit "f$i" "{\"version\":1,\"id\":\"f$i\",\"action_class\":\"forbidden\",\"argv\":[\"true\"]}"
+        check "request f$i was drained by a path-activated drain" test "$(result "f$i" status)" = rejected
+done
+submit p1 '{"version":1,"id":"p1","action_class":"local-reversible","argv":["echo","drained"]}'
+check "a job runs through drain" test "$(result p1 status)" = succeeded
+check "the path unit is still active after nine activations" test "$(show 'tentaflake-worker-queue@it.path' ActiveState)" = active
+for _ in $(seq 100); do [ "$(show 'tentaflake-worker-queue@it.service' ActiveState)" = inactive ] && break; sleep 0.1; done
+check "drain exited when idle, successfully" test "$(show 'tentaflake-worker-queue@it.service' ActiveState) $(show 'tentaflake-worker-queue@it.service' Result)" = "inactive success"
+starts=$(ct journalctl -u 'tentaflake-worker-queue@it.service' -o cat | grep -c '^Starting ')
+check "drain was started once per request or fewer ($starts)" test "$starts" -ge 1 -a "$starts" -le 9
+ct systemctl start 'tentaflake-worker@it.service'
+check "starting the daemon stops the path unit (Conflicts)" test "$(show 'tentaflake-worker-queue@it.path' ActiveState)" = inactive
+ct systemctl stop 'tentaflake-worker@it.service'
+
+finish

@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The systemd units as `make install` installs them, checked offline:
+#  - make install puts the three units (ExecStart naming the installed binary) and the
+#    per-controller templates where SYSTEMDUNITDIR and PKGDATADIR say;
+#  - systemd-analyze verify accepts every unit with a controller's drop-ins, and refuses the
+#    daemon when the installed binary is missing and the path unit without its inbox drop-in;
+#  - systemd-analyze security --offline=yes: the exposure of both services is at most
+#    MAX_EXPOSURE (docs/install.md), and much higher without the sandboxing block;
+#  - the sandboxing block is the same in both services, and each hardening setting the issue
+#    asks for is either set or explained by a comment on the line before;
+#  - the settings the worker's behaviour depends on (Type=notify, watchdog, stop timeout above
+#    the 60 s grace, KillMode=mixed, Delegate, no start-rate limit, Conflicts);
+#  - the tmpfiles template creates the results directory root:<gid> 02750 (as root).
+# What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
+set -uo pipefail
+BUILD=${BUILD:-build}
+MAX_EXPOSURE=3.3
+cd "$(dirname "$0")/../.."
+source tests/integration/lib.sh
+
+if ! command -v systemd-analyze >/dev/null; then
+        echo "SKIP: systemd-analyze is not installed"
+        exit 77
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+root=$tmp/root
+units=$root/usr/local/lib/systemd/system
+share=$root/usr/local/share/tentaflake-worker
+
+# 1. make install (a nested make: drop the outer make's jobserver).
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$root" PREFIX=/usr/local \
+        BUILD="$BUILD" >"$tmp/install.log" 2>&1; then
+        echo "FAIL: make install:"; cat "$tmp/install.log"; exit 1
+fi
+for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaflake-worker-queue@.path'; do
+        check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
+done
+for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in; do
+        check "make install installs the template $t" test -f "$share/$t"
+done
+check "ExecStart names the installed binary (run)" \
+        grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json run' "$units/tentaflake-worker@.service"
+check "ExecStart names the installed binary (drain)" \
+        grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json drain' "$units/tentaflake-worker-queue@.service"
+check "no placeholder is left in the installed units" bash -c "! grep -q '@[A-Z]*@' '$units'/*"
+
+# A controller "demo", set up as docs/install.md says, plus the distribution's own units
+# (sysinit.target, ...) so that verify can resolve the dependencies inside the root.
+sysunits=/usr/lib/systemd/system
+[ -d "$sysunits" ] || sysunits=/lib/systemd/system
+mkdir -p "$root/usr/lib/systemd" "$root/etc/systemd/system" "$root/etc/tmpfiles.d"
+cp -a "$sysunits" "$root/usr/lib/systemd/"
+sub() { sed -e "s|@NAME@|demo|g; s|@WORKSPACE@|/srv/demo/ws|g; s|@GROUP@|10000|g" "$share/$1"; }
+for u in 'tentaflake-worker@demo.service.d' 'tentaflake-worker-queue@demo.service.d'; do
+        mkdir -p "$root/etc/systemd/system/$u"
+        sub controller-workspace.conf.in >"$root/etc/systemd/system/$u/workspace.conf"
+done
+mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d"
+sub controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d/inbox.conf"
+sub controller-tmpfiles.conf.in >"$root/etc/tmpfiles.d/tentaflake-worker-demo.conf"
+
+# 2. verify: clean, and able to fail.
+all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path')
+out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
+check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
+mv "$root/usr/local/bin/tentaflake-worker" "$tmp/bin"
+out=$(systemd-analyze verify --root="$root" 'tentaflake-worker@demo.service' 2>&1)
+check "verify refuses the daemon without its binary" grep -q 'tentaflake-worker is not executable' <<<"$out"
+mv "$tmp/bin" "$root/usr/local/bin/tentaflake-worker"
+mv "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d" "$tmp/path.d"
+out=$(systemd-analyze verify --root="$root" 'tentaflake-worker-queue@demo.path' 2>&1)
+check "without the inbox drop-in the path unit refuses to load" grep -q 'lacks path setting' <<<"$out"
+mv "$tmp/path.d" "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d"
+
+# 3. security: at most MAX_EXPOSURE, and the measure moves when the sandboxing goes.
+exposure() { # exposure UNIT: the overall exposure as printed, e.g. 3.3
+        systemd-analyze security --offline=yes --root="$root" "$1" 2>&1 |
+                sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p'
+}
+le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
+for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service'; do
+        e=$(exposure "$u")
+        echo "exposure of $u: $e (at most $MAX_EXPOSURE)"
+        check "exposure of $u ($e) at most $MAX_EXPOSURE" le "$e" "$MAX_EXPOSURE"
+done
+check "security --threshold agrees" systemd-analyze security --offline=yes --root="$root" \
+        --threshold="$(awk -v m="$MAX_EXPOSURE" 'BEGIN { print int(m * 10 + 0.5) }')" \
+        'tentaflake-worker@demo.service' >/dev/null 2>&1
+cp "$units/tentaflake-worker@.service" "$tmp/unit.bak"
+sed -i '/^# ---- sandboxing/,/^# ---- end of sandboxing/d' "$units/tentaflake-worker@.service"
+e=$(exposure 'tentaflake-worker@demo.service')
+check "without the sandboxing block the exposure is far higher ($e)" le 8.0 "$e"
+cp "$tmp/unit.bak" "$units/tentaflake-worker@.service"
+
+# 4. The sandboxing block: one text in both services; every wanted setting set or explained.
+block() { sed -n '/^# ---- sandboxing/,/^# ---- end of sandboxing/p' "$1"; }
+check "the sandboxing block is present" test "$(block 'systemd/tentaflake-worker@.service.in' | wc -l)" -gt 40
+check "the sandboxing block is the same in both services" \
+        cmp -s <(block 'systemd/tentaflake-worker@.service.in') <(block 'systemd/tentaflake-worker-queue@.service.in')
+explained() { # explained KEY=VALUE: set so, or (set otherwise / absent) with a comment naming it
+        local key=${1%%=*} want=${1#*=} f=systemd/tentaflake-worker@.service.in
+        local line; line=$(grep -n "^$key=" "$f" | head -1)
+        if [ -n "$line" ] && [ "${line#*:$key=}" = "$want" ]; then return 0; fi
+        if [ -n "$line" ]; then
+                # the line before it must be a comment
+                sed -n "$(( ${line%%:*} - 1 ))p" "$f" | grep -q '^#'
+        else
+                grep -q "^#.*$key" "$f"
+        fi
+}
+for s in ProtectSystem=strict ProtectHome=yes PrivateTmp=yes RestrictSUIDSGID=yes LockPersonality=yes \
+         ProtectKernelTunables=yes ProtectKernelModules=yes ProtectKernelLogs=yes ProtectClock=yes \
+         RestrictRealtime=yes SystemCallArchitectures=native UMask=0077 NoNewPrivileges=yes \
+         PrivateDevices=yes PrivateNetwork=yes ProtectControlGroups=yes ProcSubset=pid \
+         MemoryDenyWriteExecute=yes ProtectHostname=yes PrivateIPC=yes PrivateMounts=yes \
+         ProtectProc=invisible RestrictAddressFamilies=AF_UNIX IPAddressDeny=any; do
+        check "$s is set, or the unit says why not" explained "$s"
+done
+
+# 5. What the worker's behaviour relies on (its effect: test-systemd-boot.sh).
+d=systemd/tentaflake-worker@.service.in q=systemd/tentaflake-worker-queue@.service.in
+p=systemd/tentaflake-worker-queue@.path
+check "daemon: Type=notify" grep -qx 'Type=notify' "$d"
+check "daemon: a watchdog" grep -qE '^WatchdogSec=[1-9][0-9]*s$' "$d"
+for f in "$d" "$q"; do
+        stop=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)s$/\1/p' "$f")
+        check "$f: TimeoutStopSec ($stop s) exceeds the 60 s the worker gives running jobs" test "${stop:-0}" -gt 60
+        check "$f: SIGTERM to the worker only (KillMode=mixed)" grep -qx 'KillMode=mixed' "$f"
+        check "$f: restart on failure after a delay" grep -qx 'Restart=on-failure' "$f"
+        check "$f: RestartSec" grep -qE '^RestartSec=[1-9][0-9]*s$' "$f"
+        check "$f: no start-rate limit" grep -qx 'StartLimitIntervalSec=0' "$f"
+        check "$f: Delegate=yes (one cgroup per capsule)" grep -qx 'Delegate=yes' "$f"
+done
+check "drain: oneshot" grep -qx 'Type=oneshot' "$q"
+check "daemon and drain conflict" grep -qx 'Conflicts=tentaflake-worker-queue@%i.path tentaflake-worker-queue@%i.service' "$d"
+check "drain conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$q"
+check "path conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$p"
+
+# 6. The tmpfiles template, applied (owner and group need root).
+if [ "$(id -u)" -eq 0 ]; then
+        check "systemd-tmpfiles applies the template" \
+                systemd-tmpfiles --create --root="$root" "$root/etc/tmpfiles.d/tentaflake-worker-demo.conf"
+        check "results directory root:10000 02750" \
+                test "$(stat -c '%a %u:%g' "$root/run/tentaflake-worker-demo/results" 2>/dev/null)" = "2750 0:10000"
+        check "its parent root 0755" \
+                test "$(stat -c '%a %u:%g' "$root/run/tentaflake-worker-demo" 2>/dev/null)" = "755 0:0"
+fi
+
+finish
