@@ -191,6 +191,11 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
 
         /* The walls. */
         add2(&a, "--runtime", p->runtime);
+        /* Docker hands runsc --network=none through daemon.json's runtimeArgs; podman 4.3
+         * would start runsc in the host's network namespace without it ("cannot run with
+         * network enabled in root network namespace"), so it is passed per container. */
+        if (p->driver == DRIVER_PODMAN)
+                add2(&a, "--runtime-flag", "network=none");
         add2(&a, "--network", "none");
         add2(&a, "--ipc", "private");
         add(&a, "--user");
@@ -202,9 +207,16 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         if (p->apparmor && p->driver == DRIVER_DOCKER)
                 add2(&a, "--security-opt", "apparmor=" ENGINE_APPARMOR_PROFILE);
         add(&a, "--read-only");
+        /* /work belongs to the job user: docker passes uid=/gid= to the tmpfs, podman 4.3
+         * refuses them and spells it "U" (chown to the container's user). */
         add(&a, "--tmpfs");
-        addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u", CAPSULE_WORK_PATH,
-             (unsigned long long) l->workspace_tmpfs, (unsigned) p->uid, (unsigned) p->gid);
+        if (p->driver == DRIVER_PODMAN)
+                addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,U", CAPSULE_WORK_PATH,
+                     (unsigned long long) l->workspace_tmpfs);
+        else
+                addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u",
+                     CAPSULE_WORK_PATH, (unsigned long long) l->workspace_tmpfs,
+                     (unsigned) p->uid, (unsigned) p->gid);
         add(&a, "--tmpfs");
         addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=1777", CAPSULE_TMP_PATH,
              (unsigned long long) l->tmp_tmpfs);
@@ -232,6 +244,11 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         add2(&a, "--env", CAPSULE_ENV_LANG);
         add(&a, "--env");
         addf(&a, "TENTAFLAKE_JOB=%s", p->job_id);
+        /* podman adds TERM and container=podman of its own (containers.conf). */
+        if (p->driver == DRIVER_PODMAN) {
+                add2(&a, "--unsetenv", "TERM");
+                add2(&a, "--unsetenv", "container");
+        }
 
         /* Its only mounts, all read-only. */
         add_ro_bind(&a, p->snapshot_dir, CAPSULE_SNAPSHOT_PATH);
@@ -312,7 +329,7 @@ int engine_spawn(const Engine *en, char *const *args, int in_fd, int out_fd, int
 
 static int wait_bounded(pid_t pid, usec_t timeout, int *ret_status) {
         usec_t deadline = now_monotonic() + timeout;
-        int st;
+        int st = 0;
 
         for (;;) {
                 pid_t w = waitpid(pid, &st, WNOHANG);
@@ -338,7 +355,7 @@ int engine_command(const Engine *en, const char *const *args, usec_t timeout, in
         _cleanup_close_ int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         _cleanup_close_ int memfd = -EBADF;
         pid_t pid;
-        int st, r;
+        int st = 0, r;
 
         if (null < 0)
                 return -errno;

@@ -3,7 +3,7 @@
  * runsc registered as a runtime (scripts/start-dockerd), a test image built locally from a
  * root filesystem with a static busybox (tests/integration/docker-image.sh) and pinned by
  * the id the engine reports, the real tentaflake-capsule-init bind-mounted read-only, real
- * jobs. The probes are busybox shell scripts that print key=value lines into the job log;
+ * jobs, through docker and then podman. The probes are busybox shell scripts that print key=value lines into the job log;
  * each asserts one wall from inside (threats 4-7) or attacks one (threat 5). After every
  * test no container labelled for this worker may exist. Needs root, runsc and docker.io;
  * skips (77) without them, which TENTAFLAKE_MUST_WORK=1 turns into a failure. */
@@ -323,7 +323,9 @@ static void test_memory_bomb(void **state) {
                          NULL };
         run_job("membomb", argv, 120, &j);
         assert_int_equal(j.res.status, CAPSULE_KILLED);
-        assert_string_equal(j.res.reason, "memory_limit");
+        /* podman 4.3 with runsc never sets State.OOMKilled (conmon does not see the kill),
+         * so there the kill is reported as a signal (docs/capsule-engines.md). */
+        assert_string_equal(j.res.reason, env.driver == DRIVER_DOCKER ? "memory_limit" : "signal");
         assert_null(strstr(j.log, "survived="));
         jobrun_free(&j);
 }
@@ -422,9 +424,10 @@ static void test_startup_cleanup(void **state) {
         /* A container of ours left by a killed worker (running), one of another worker and
          * one without a label: only ours goes. */
         snprintf(cmd, sizeof(cmd),
-                 "%s run -d --name tfw-ditest-stale --label %s=ditest --runtime runsc "
+                 "%s run -d --name tfw-ditest-stale --label %s=ditest --runtime runsc %s "
                  "--network none --entrypoint /bin/sleep %s 1000",
-                 bin, ENGINE_LABEL_WORKER, env.image);
+                 bin, ENGINE_LABEL_WORKER,
+                 env.driver == DRIVER_PODMAN ? "--runtime-flag network=none" : "", env.image);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
         snprintf(cmd, sizeof(cmd),
                  "%s create --name tfw-other-foreign --label %s=other --entrypoint /bin/true %s",
@@ -485,11 +488,15 @@ int main(void) {
         }
         env.driver = DRIVER_DOCKER;
         int failed = cmocka_run_group_tests_name("docker", tests, group_setup, group_teardown);
-        /* podman: only where it can run runsc on this host (docs/capsule-engines.md). */
-        const char *podman = getenv("TFW_TEST_PODMAN");
-        if (podman && streq(podman, "1")) {
+        /* podman (rootful, no daemon): the same suite when it is installed. */
+        if (system("command -v podman >/dev/null") == 0) {
                 env.driver = DRIVER_PODMAN;
                 failed += cmocka_run_group_tests_name("podman", tests, group_setup, group_teardown);
+        } else {
+                const char *must = getenv("TENTAFLAKE_MUST_WORK");
+                printf("SKIP: podman is not installed (scripts/install-deps)\n");
+                if (must && streq(must, "1"))
+                        failed++;
         }
         return failed ? 1 : 0;
 }

@@ -257,6 +257,24 @@ static void test_refusals(void **state) {
         assert_null(args);
 }
 
+static void test_podman_runsc_network_none(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f, DRIVER_PODMAN);
+        _cleanup_strv_free_ char **args = build(&f);
+        assert_string_equal(values_of(args, "--runtime-flag"), "network=none");
+        assert_string_equal(values_of(args, "--unsetenv"), "TERM|container");
+        assert_string_equal(values_of(args, "--tmpfs"),
+                            "/work:rw,exec,nosuid,nodev,size=1073741824,mode=0700,U|"
+                            "/tmp:rw,exec,nosuid,nodev,size=268435456,mode=1777");
+        assert_string_equal(values_of(args, "--network"), "none");
+        fixture_init(&f, DRIVER_DOCKER);
+        _cleanup_strv_free_ char **dargs = build(&f);
+        /* docker has no such flag: its daemon.json carries it (scripts/start-dockerd). */
+        assert_false(has_flag(dargs, "--runtime-flag"));
+        assert_false(has_flag(dargs, "--unsetenv"));
+}
+
 static void test_runtime_name_configurable(void **state) {
         (void) state;
         Fixture f;
@@ -272,6 +290,7 @@ int main(void) {
                 cmocka_unit_test(test_forbidden_absent),
                 cmocka_unit_test(test_image_and_entrypoint_last),
                 cmocka_unit_test(test_refusals),
+                cmocka_unit_test(test_podman_runsc_network_none),
                 cmocka_unit_test(test_runtime_name_configurable),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
