@@ -1,0 +1,308 @@
+# The NixOS module's logic, in builtins only (no nixpkgs, no lib): from the declared agents to
+# the worker config files, the systemd drop-ins, the tmpfiles rules, the groups and the
+# assertions. nixos/module.nix declares the options and hands the values here; the tests
+# (tests/unit/test-nix.sh) evaluate this file alone with `nix-instantiate --eval --strict`.
+#
+# An agent here is the attribute set of one `tentaflake.worker.agents.<name>` entry with every
+# option present (the module fills in defaults; `withDefaults` does the same for tests).
+let
+  inherit (builtins)
+    attrNames concatLists concatStringsSep elem filter foldl' genList head length listToAttrs
+    match stringLength substring toJSON toString typeOf;
+
+  # ---- small helpers (builtins only) ----------------------------------------------------
+  optional = cond: x: if cond then [ x ] else [ ];
+  optionalAttrs = cond: set: if cond then set else { };
+  removeNulls = set: listToAttrs (map (n: { name = n; value = set.${n}; })
+    (filter (n: set.${n} != null) (attrNames set)));
+  unique = foldl' (acc: x: if elem x acc then acc else acc ++ [ x ]) [ ];
+  hasPrefix = p: s: substring 0 (stringLength p) s == p;
+  # Is `inner` equal to or below `outer`, by whole path components?
+  isInside = inner: outer: inner == outer || hasPrefix (outer + "/") inner;
+
+  # The worker's own spelling rules (docs/config.md).
+  nameIsValid = name: match "[a-z0-9][a-z0-9-]{0,47}" name != null;
+  # Absolute and normalised: starts with '/', not '/' itself, no empty, '.' or '..' component,
+  # no trailing '/'.
+  pathIsNormalized = p:
+    typeOf p == "string" && hasPrefix "/" p && p != "/"
+    && match ".*(//|/\\./|/\\.\\./).*" (p + "/") == null
+    && match ".*/\\.{1,2}" p == null && match ".*/" p == null;
+
+  # A size as the worker reads it: a byte count, or digits with k, m or g (binary). null when
+  # it is not one (the worker would refuse it; the assertion says so first).
+  parseSize = v:
+    if typeOf v == "int" then (if v >= 0 then v else null)
+    else if typeOf v != "string" then null
+    else
+      let m = match "0*([0-9]+)([kmg]?)" v;
+      in if m == null || stringLength (head m) > 13 then null
+      else
+        let
+          n = builtins.fromJSON (head m);
+          unit = builtins.elemAt m 1;
+        in n * (if unit == "k" then 1024 else if unit == "m" then 1048576
+                else if unit == "g" then 1073741824 else 1);
+
+  showSize = v: if typeOf v == "int" then toString v else "'${v}'";
+
+  # ---- defaults: the worker's own (contract section 2), as option values -----------------
+  defaults = name: {
+    enable = true;
+    workspace = null;          # required
+    containerUid = null;       # required
+    containerGid = null;       # required
+    hostGroup = null;
+    activation = "daemon";     # "daemon": tentaflake-worker@NAME.service runs `run`;
+                               # "path": tentaflake-worker-queue@NAME.path starts `drain`
+    stateDir = "/var/lib/tentaflake-worker-${name}";
+    resultsDir = "/run/tentaflake-worker-${name}/results";
+    concurrency = 1;
+    retentionDays = 14;
+    auditGenerations = 14;
+    pendingTtlHours = 72;
+    driver = "runsc";
+    runsc = null;
+    platform = "ptrace";
+    rootfs = null;
+    systemMounts = null;       # null: the worker's default list
+    image = null;
+    maxRequestBytes = "64k";
+    maxArgv = 256;
+    maxArgvBytes = "64k";
+    defaultTimeoutSeconds = 300;
+    maxTimeoutSeconds = 900;
+    maxSnapshotBytes = "1g";
+    maxSnapshotEntries = 200000;
+    memory = "2g";
+    memorySwap = "2g";
+    cpus = "2.0";
+    pidsLimit = 512;
+    workspaceTmpfsSize = "2g";
+    tmpTmpfsSize = "256m";
+    maxLogBytes = "8m";
+    maxArtifactBytes = "1g";
+    maxArtifactEntries = 200000;
+    signingKeyFile = null;
+    signingIdentity = null;
+    package = null;            # the module passes the package (a derivation or store path)
+  };
+
+  withDefaults = name: agent: defaults name // agent;
+
+  # The worker refuses a timeout above one week (parser/config.c).
+  workerMaxTimeout = 604800;
+
+  # ---- the config file ---------------------------------------------------------------------
+  configOf = name: a:
+    let runscDriver = a.driver == "runsc";
+    in removeNulls {
+      version = 1;
+      inherit name;
+      workspace = a.workspace;
+      state_dir = a.stateDir;
+      results_dir = a.resultsDir;
+      container_uid = a.containerUid;
+      container_gid = a.containerGid;
+      concurrency = a.concurrency;
+      retention_days = a.retentionDays;
+      audit_generations = a.auditGenerations;
+      pending_ttl_hours = a.pendingTtlHours;
+      # docker and podman refuse the runsc-only keys even as null: leave them out. An image
+      # with runsc is written as given: the assertion refuses it, and so would the worker.
+      runtime = removeNulls ({ driver = a.driver; image = a.image; }
+        // optionalAttrs runscDriver {
+          runsc = a.runsc;
+          platform = a.platform;
+          rootfs = a.rootfs;
+          system_mounts = a.systemMounts;
+        });
+      limits = {
+        max_request_bytes = a.maxRequestBytes;
+        max_argv = a.maxArgv;
+        max_argv_bytes = a.maxArgvBytes;
+        default_timeout_seconds = a.defaultTimeoutSeconds;
+        max_timeout_seconds = a.maxTimeoutSeconds;
+        max_snapshot_bytes = a.maxSnapshotBytes;
+        max_snapshot_entries = a.maxSnapshotEntries;
+        memory = a.memory;
+        memory_swap = a.memorySwap;
+        cpus = a.cpus;
+        pids = a.pidsLimit;
+        workspace_tmpfs = a.workspaceTmpfsSize;
+        tmp_tmpfs = a.tmpTmpfsSize;
+        max_log_bytes = a.maxLogBytes;
+        max_artifact_bytes = a.maxArtifactBytes;
+        max_artifact_entries = a.maxArtifactEntries;
+      };
+      signing_key = a.signingKeyFile;
+      signing_identity = a.signingIdentity;
+    };
+
+  configPath = name: "/etc/tentaflake/workers/${name}.json";
+
+  # ---- groups ------------------------------------------------------------------------------
+  # The group that owns the results: an existing hostGroup, nogroup for 65534, else one
+  # deterministic tfw-gid-<gid> per gid.
+  groupOf = a:
+    if a.hostGroup != null then a.hostGroup
+    else if a.containerGid == 65534 then "nogroup"
+    else "tfw-gid-${toString a.containerGid}";
+  makesGroup = a: a.hostGroup == null && a.containerGid != 65534;
+
+  # ---- assertions --------------------------------------------------------------------------
+  # agents: enabled agents by name; groups: the system's users.groups (name -> { gid }).
+  assertionsOf = agents: groups:
+    let
+      names = attrNames agents;   # sorted: deterministic messages
+      opt = name: o: "tentaflake.worker.agents.${name}.${o}";
+      one = name:
+        let
+          a = agents.${name};
+          mem = parseSize a.memory;
+          swap = parseSize a.memorySwap;
+          snap = parseSize a.maxSnapshotBytes;
+          wtmp = parseSize a.workspaceTmpfsSize;
+          sizeKeys = [ "maxRequestBytes" "maxArgvBytes" "maxSnapshotBytes" "memory" "memorySwap"
+                       "workspaceTmpfsSize" "tmpTmpfsSize" "maxLogBytes" "maxArtifactBytes" ];
+          hg = a.hostGroup;
+          hgGid = if hg != null && groups ? ${hg} then groups.${hg}.gid or null else null;
+        in [
+          { assertion = nameIsValid name;
+            message = "tentaflake.worker.agents: the name '${name}' is not a worker name "
+              + "(^[a-z0-9][a-z0-9-]{0,47}$): it is used in paths and unit names"; }
+          { assertion = a.workspace != null && hasPrefix "/" a.workspace;
+            message = "${opt name "workspace"} must be an absolute path, got "
+              + (if a.workspace == null then "nothing" else "'${a.workspace}'"); }
+          { assertion = a.workspace == null || !(hasPrefix "/" a.workspace) || pathIsNormalized a.workspace;
+            message = "${opt name "workspace"} '${toString a.workspace}' is not normalised "
+              + "(no trailing '/', no empty, '.' or '..' component, not '/')"; }
+          { assertion = a.containerUid != null && a.containerUid != 0 && a.containerUid != 4294967295;
+            message = "${opt name "containerUid"} must be set and must not be 0 (root) or 4294967295: "
+              + "the job runs as this uid"; }
+          { assertion = a.containerGid != null && a.containerGid != 0 && a.containerGid != 4294967295;
+            message = "${opt name "containerGid"} must be set and must not be 0 (root) or 4294967295: "
+              + "the job runs with this gid and the controller reads its results through it"; }
+          { assertion = hg == null || groups ? ${hg};
+            message = "${opt name "hostGroup"} '${toString hg}' is not declared in users.groups"; }
+          { assertion = hg == null || !(groups ? ${hg}) || hgGid == a.containerGid;
+            message = "${opt name "hostGroup"} '${toString hg}' has "
+              + (if hgGid == null then "no explicit gid" else "gid ${toString hgGid}")
+              + " in users.groups, but containerGid is ${toString a.containerGid}: they must be equal"; }
+          { assertion = mem == null || swap == null || swap >= mem;
+            message = "${opt name "memorySwap"} (${showSize a.memorySwap}) is below "
+              + "${opt name "memory"} (${showSize a.memory}): memorySwap counts memory plus swap"; }
+          { assertion = a.maxTimeoutSeconds <= workerMaxTimeout;
+            message = "${opt name "maxTimeoutSeconds"} (${toString a.maxTimeoutSeconds}) is above the "
+              + "worker's maximum of ${toString workerMaxTimeout} seconds (one week)"; }
+          { assertion = a.defaultTimeoutSeconds <= a.maxTimeoutSeconds;
+            message = "${opt name "defaultTimeoutSeconds"} (${toString a.defaultTimeoutSeconds}) is above "
+              + "${opt name "maxTimeoutSeconds"} (${toString a.maxTimeoutSeconds})"; }
+          { assertion = snap == null || wtmp == null || snap <= wtmp;
+            message = "${opt name "maxSnapshotBytes"} (${showSize a.maxSnapshotBytes}) is above "
+              + "${opt name "workspaceTmpfsSize"} (${showSize a.workspaceTmpfsSize}): the snapshot is "
+              + "copied into the capsule's /work"; }
+          { assertion = a.driver == "runsc" || a.image != null;
+            message = "${opt name "image"} is required with the ${a.driver} driver "
+              + "(sha256:<64 hex> or name@sha256:<64 hex>, already in the local store)"; }
+          { assertion = a.driver != "runsc" || a.image == null;
+            message = "${opt name "image"} is only for the docker and podman drivers"; }
+          { assertion = (a.signingKeyFile == null) == (a.signingIdentity == null);
+            message = "${opt name "signingKeyFile"} and ${opt name "signingIdentity"} are set together "
+              + "or not at all"; }
+        ] ++ map (k: {
+          assertion = parseSize a.${k} != null;
+          message = "${opt name k} (${showSize a.${k}}) is not a size: a byte count, or digits "
+            + "followed by k, m or g";
+        }) sizeKeys;
+
+      # Pairs (i < j) of agents, for what two controllers must not share.
+      pairs = concatLists (genList (i: genList (j: {
+        a = builtins.elemAt names i;
+        b = builtins.elemAt names (i + j + 1);
+      }) (length names - i - 1)) (length names));
+      pairAssertions = concatLists (map (p:
+        let
+          wa = agents.${p.a}.workspace; wb = agents.${p.b}.workspace;
+          usable = wa != null && wb != null;
+        in [
+          { assertion = !usable || wa != wb;
+            message = "tentaflake.worker.agents: '${p.a}' and '${p.b}' share the workspace '${toString wa}'; "
+              + "each controller needs its own"; }
+          { assertion = !usable || wa == wb || !(isInside wa wb || isInside wb wa);
+            message = "tentaflake.worker.agents: the workspace of '${p.a}' ('${toString wa}') and of "
+              + "'${p.b}' ('${toString wb}') are nested; one controller would see the other's inbox"; }
+          { assertion = agents.${p.a}.stateDir != agents.${p.b}.stateDir;
+            message = "tentaflake.worker.agents: '${p.a}' and '${p.b}' share the state directory "
+              + "'${agents.${p.a}.stateDir}'"; }
+          { assertion = agents.${p.a}.resultsDir != agents.${p.b}.resultsDir;
+            message = "tentaflake.worker.agents: '${p.a}' and '${p.b}' share the results directory "
+              + "'${agents.${p.a}.resultsDir}'"; }
+        ]) pairs);
+    in concatLists (map one names) ++ pairAssertions;
+
+  # ---- systemd -----------------------------------------------------------------------------
+  # The units themselves come from the package (systemd/*.service.in, installed by
+  # `make install`); each agent gets drop-ins with what the template cannot know.
+  homes = [ "/home" "/root" "/run/user" ];
+  underHome = p: builtins.any (h: isInside p h) homes;
+
+  serviceDropIn = name: a: verb: wanted:
+    let
+      defaultState = a.stateDir == "/var/lib/tentaflake-worker-${name}";
+      defaultResults = isInside a.resultsDir "/run/tentaflake-worker-${name}";
+    in {
+      overrideStrategy = "asDropin";
+      wantedBy = optional wanted "multi-user.target";
+      restartTriggers = [ (toJSON (configOf name a)) ];
+      serviceConfig = {
+        ExecStart = [ "" "${a.package}/bin/tentaflake-worker --config ${configPath name} ${verb}" ];
+        # The workspace as a whole (see systemd/controller-workspace.conf.in); the state and
+        # results directories only when they are not the ones the unit already makes.
+        ReadWritePaths = [ a.workspace ]
+          ++ optional (!defaultState) a.stateDir
+          ++ optional (!defaultResults) a.resultsDir;
+      } // optionalAttrs (underHome a.workspace) {
+        # ProtectHome=yes hides /home entirely, and ReadWritePaths cannot reach below it.
+        ProtectHome = "read-only";
+      };
+    };
+
+  pathDropIn = name: a: {
+    overrideStrategy = "asDropin";
+    wantedBy = optional (a.activation == "path") "paths.target";
+    pathConfig.DirectoryNotEmpty = "${a.workspace}/.tentaflake-worker/inbox";
+  };
+
+  # ---- everything ----------------------------------------------------------------------------
+  evaluate = { agents, groups ? { } }:
+    let
+      names = attrNames agents;
+      assertions = assertionsOf agents groups;
+      byName = f: listToAttrs (map (n: { name = n; value = f n agents.${n}; }) names);
+      renamed = prefix: f: listToAttrs (map (n: { name = "${prefix}@${n}"; value = f n agents.${n}; }) names);
+      gids = unique (map (n: agents.${n}.containerGid) (filter (n: makesGroup agents.${n}) names));
+    in {
+      inherit assertions;
+      failed = map (x: x.message) (filter (x: !x.assertion) assertions);
+      configs = byName (n: a: configOf n a);
+      etc = listToAttrs (map (n: {
+        name = "tentaflake/workers/${n}.json";
+        value = { text = toJSON (configOf n agents.${n}); };
+      }) names);
+      groups = listToAttrs (map (g: { name = "tfw-gid-${toString g}"; value = { gid = g; }; }) gids);
+      tmpfiles = concatLists (map (n:
+        let a = agents.${n}; in [
+          "d /run/tentaflake-worker-${n} 0755 root root -"
+          "d ${a.resultsDir} 2750 root ${groupOf a} -"
+        ]) names);
+      services =
+        renamed "tentaflake-worker" (n: a: serviceDropIn n a "run" (a.activation == "daemon"))
+        // renamed "tentaflake-worker-queue" (n: a: serviceDropIn n a "drain" false);
+      paths = renamed "tentaflake-worker-queue" pathDropIn;
+      groupNames = byName (n: a: groupOf a);
+    };
+in {
+  inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
+    nameIsValid workerMaxTimeout;
+}

@@ -1,0 +1,153 @@
+# NixOS module: tentaflake.worker.agents.<name> runs a tentaflake-worker for one controller.
+# This file declares the options; what they turn into (the config file, the systemd drop-ins,
+# tmpfiles rules, groups and assertions) is computed by ./logic.nix, which uses builtins only so
+# that tests can evaluate it without nixpkgs. No `with lib;`: a misspelt name fails to parse.
+{ config, lib, pkgs, ... }:
+let
+  logic = import ./logic.nix;
+  inherit (lib) mkOption types;
+  cfg = config.tentaflake.worker;
+
+  # A size as the worker reads it: a byte count, or digits with k, m or g (1k = 1024).
+  size = types.either types.ints.unsigned (types.strMatching "[0-9]+[kmg]?");
+  absPath = types.strMatching "/.*";
+
+  agentModule = { name, config, ... }:
+    let
+      d = logic.defaults name;
+      opt = type: default: description: mkOption { inherit type default description; };
+    in {
+      options = {
+        enable = mkOption {
+          type = types.bool;
+          default = false;
+          example = true;
+          description = "Run a tentaflake-worker for this controller.";
+        };
+        workspace = mkOption {
+          type = types.str;
+          example = "/var/lib/hermes-coding/workspace";
+          description = ''
+            The controller's workspace (absolute). The controller submits requests into
+            `<workspace>/.tentaflake-worker/inbox`; the worker snapshots the workspace for
+            every job and never writes into it otherwise.
+          '';
+        };
+        containerUid = mkOption {
+          type = types.ints.u32;
+          description = "The controller's numeric uid; jobs run as it. Never 0.";
+        };
+        containerGid = mkOption {
+          type = types.ints.u32;
+          description = ''
+            The controller's numeric gid; jobs run with it and results are readable through
+            it. A group `tfw-gid-<gid>` is created for it, `nogroup` is used for 65534, or
+            set `hostGroup`.
+          '';
+        };
+        hostGroup = mkOption {
+          type = types.nullOr types.str;
+          default = null;
+          description = ''
+            An existing group (declared in `users.groups` with an explicit gid equal to
+            `containerGid`) to own the results instead of `tfw-gid-<gid>`.
+          '';
+        };
+        activation = mkOption {
+          type = types.enum [ "daemon" "path" ];
+          default = d.activation;
+          description = ''
+            `daemon`: tentaflake-worker@<name>.service runs `run` (Type=notify, watchdog).
+            `path`: tentaflake-worker-queue@<name>.path starts a oneshot `drain` whenever the
+            inbox has an entry.
+          '';
+        };
+        package = mkOption {
+          type = types.package;
+          default = cfg.package;
+          defaultText = lib.literalExpression "config.tentaflake.worker.package";
+          description = "The tentaflake-worker package this agent's units run.";
+        };
+        stateDir = opt absPath d.stateDir "Root's private state (root 0700).";
+        resultsDir = opt absPath d.resultsDir
+          "Published results (root, the controller's group, 02750).";
+        concurrency = opt (types.ints.between 1 64) d.concurrency "Jobs run at once.";
+        retentionDays = opt types.ints.positive d.retentionDays "Days results and used ids are kept.";
+        auditGenerations = opt types.ints.positive d.auditGenerations "Daily audit files kept.";
+        pendingTtlHours = opt types.ints.positive d.pendingTtlHours
+          "Hours an unapproved request waits before it expires.";
+        driver = opt (types.enum [ "runsc" "docker" "podman" ]) d.driver "The capsule driver.";
+        runsc = mkOption {
+          type = types.nullOr types.str;
+          default = if config.driver == "runsc" then "${pkgs.gvisor}/bin/runsc" else null;
+          defaultText = lib.literalExpression ''"''${pkgs.gvisor}/bin/runsc" (runsc driver)'';
+          description = "The runsc binary (runsc driver only).";
+        };
+        platform = opt (types.enum [ "ptrace" "systrap" "kvm" ]) d.platform
+          "runsc --platform (runsc driver only). kvm also needs /dev/kvm in the unit.";
+        rootfs = opt (types.nullOr types.str) d.rootfs
+          "The capsule's root filesystem (runsc driver); null: host paths from systemMounts.";
+        systemMounts = opt (types.nullOr (types.listOf types.str)) d.systemMounts ''
+          Read-only mounts `HOST[:SANDBOX][=IDENTITY]` when rootfs is null; null keeps the
+          worker's default (/usr, /bin, ...), which on NixOS holds little: give the store and
+          a toolchain, e.g. [ "/nix/store" "''${env}/bin:/usr/bin" ].
+        '';
+        image = opt (types.nullOr types.str) d.image
+          "docker/podman only: sha256:<64 hex> or name@sha256:<64 hex>, already loaded.";
+        maxRequestBytes = opt size d.maxRequestBytes "Largest inbox request.";
+        maxArgv = opt types.ints.positive d.maxArgv "Most argv entries.";
+        maxArgvBytes = opt size d.maxArgvBytes "Most argv bytes.";
+        defaultTimeoutSeconds = opt types.ints.positive d.defaultTimeoutSeconds
+          "Timeout of a request that gives none.";
+        maxTimeoutSeconds = opt types.ints.positive d.maxTimeoutSeconds
+          "Largest timeout a request may ask for (at most 604800).";
+        maxSnapshotBytes = opt size d.maxSnapshotBytes "Snapshot byte ceiling.";
+        maxSnapshotEntries = opt types.ints.positive d.maxSnapshotEntries "Snapshot entry ceiling.";
+        memory = opt size d.memory "Capsule memory.";
+        memorySwap = opt size d.memorySwap "Capsule memory plus swap (at least memory).";
+        cpus = opt (types.strMatching "[0-9]+(\\.[0-9]{1,3})?") d.cpus "CPU quota, e.g. \"2.0\".";
+        pidsLimit = opt types.ints.positive d.pidsLimit "Capsule process/thread limit.";
+        workspaceTmpfsSize = opt size d.workspaceTmpfsSize "The capsule's /work.";
+        tmpTmpfsSize = opt size d.tmpTmpfsSize "The capsule's /tmp.";
+        maxLogBytes = opt size d.maxLogBytes "job.log cap.";
+        maxArtifactBytes = opt size d.maxArtifactBytes "Artifact import byte ceiling.";
+        maxArtifactEntries = opt types.ints.positive d.maxArtifactEntries
+          "Artifact import entry ceiling.";
+        signingKeyFile = opt (types.nullOr absPath) d.signingKeyFile
+          "ed25519 key made by `tentaflake-worker keygen`; every result is then signed.";
+        signingIdentity = opt (types.nullOr types.str) d.signingIdentity
+          "The identity named in signed results (with signingKeyFile).";
+      };
+    };
+
+  enabled = lib.filterAttrs (_: a: a.enable) cfg.agents;
+  out = logic.evaluate {
+    agents = enabled;
+    groups = config.users.groups;
+  };
+in {
+  options.tentaflake.worker = {
+    package = mkOption {
+      type = types.package;
+      default = pkgs.callPackage ./package.nix { };
+      defaultText = lib.literalExpression "pkgs.callPackage ./package.nix { }";
+      description = "The tentaflake-worker package (its units are installed from it).";
+    };
+    agents = mkOption {
+      type = types.attrsOf (types.submodule agentModule);
+      default = { };
+      description = "One worker per controller, keyed by the controller's name.";
+    };
+  };
+
+  config = lib.mkIf (enabled != { }) {
+    assertions = out.assertions;
+    environment.etc = out.etc;
+    users.groups = out.groups;
+    systemd.tmpfiles.rules = out.tmpfiles;
+    systemd.packages = [ cfg.package ];
+    systemd.services = out.services;
+    systemd.paths = out.paths;
+    environment.systemPackages = [ cfg.package ];
+  };
+}

@@ -1,0 +1,144 @@
+# Agent sets for nixos/logic.nix, evaluated by tests/unit/test-nix.sh (builtins only) and, as
+# module definitions, by tests/unit/test-nix-module.sh (lib.evalModules).
+#
+# good: one system with several agents; every assertion holds. Its configs must equal
+# tests/data/nix/expected/<name>.json and be accepted by the worker's parser.
+# bad.<case>: { agents; expect; parserRejects; typeError?; }: exactly one assertion fails, with
+# a message containing `expect` (under the module, an option type may refuse it first: then
+# the evaluation fails with `typeError`). parserRejects: the worker's own parser refuses the
+# generated config too (the assertion only says it earlier); false where only the module can
+# know (groups, two agents).
+let
+  package = "/nix/store/00000000000000000000000000000000-tentaflake-worker-0.1.0";
+  h64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  groups = {
+    nogroup = { gid = 65534; };
+    builders = { gid = 30000; };
+    nogid = { gid = null; };
+  };
+
+  # The agents as a user writes them (only what differs from the defaults).
+  hermes = {
+    workspace = "/var/lib/hermes-coding/workspace";
+    containerUid = 10000;
+    containerGid = 10000;
+    # the seed's example, with integer sizes
+    maxSnapshotBytes = 1024 * 1024 * 1024;
+    maxSnapshotEntries = 200000;
+    maxTimeoutSeconds = 900;
+    memory = "2g";
+    memorySwap = "2g";
+    cpus = "2.0";
+    pidsLimit = 512;
+    workspaceTmpfsSize = "2g";
+    tmpTmpfsSize = "256m";
+  };
+  good = {
+    hermes-coding = hermes;
+    # shares gid 10000 with hermes-coding: one tfw-gid-10000 group for both
+    hermes-review = {
+      workspace = "/var/lib/hermes-review/workspace";
+      containerUid = 10001;
+      containerGid = 10000;
+    };
+    zeroclaw = {
+      workspace = "/var/lib/zeroclaw-zeroclaw/data";
+      containerUid = 65534;
+      containerGid = 65534;
+      activation = "path";
+    };
+    builder = {
+      workspace = "/home/builder/ws";
+      containerUid = 30000;
+      containerGid = 30000;
+      hostGroup = "builders";
+      stateDir = "/srv/tfw/builder-state";
+      resultsDir = "/srv/tfw/builder-results";
+      runsc = "/usr/bin/runsc";
+      systemMounts = [ "/nix/store=nixpkgs-24.05" "/opt/tools/bin:/usr/bin" ];
+      concurrency = 2;
+      memory = "4g";
+      memorySwap = "6g";
+      cpus = "1.5";
+      maxTimeoutSeconds = 3600;
+      defaultTimeoutSeconds = 600;
+      signingKeyFile = "/srv/tfw/builder-state/signing.key";
+      signingIdentity = "builder@ci.example";
+    };
+    docker-one = {
+      workspace = "/srv/docker-one/ws";
+      containerUid = 1001;
+      containerGid = 1001;
+      driver = "docker";
+      image = "sha256:${h64}";
+    };
+  };
+
+  one = name: extra: { agents = { ${name} = hermes // extra; }; };
+  bad = {
+    uid-zero = one "a" { containerUid = 0; } // {
+      expect = "tentaflake.worker.agents.a.containerUid must be set and must not be 0 (root)";
+      parserRejects = true; };
+    gid-zero = one "a" { containerGid = 0; } // {
+      expect = "tentaflake.worker.agents.a.containerGid must be set and must not be 0 (root)";
+      parserRejects = true; };
+    hostgroup-gid-differs = one "a" { hostGroup = "builders"; } // {
+      expect = "tentaflake.worker.agents.a.hostGroup 'builders' has gid 30000 in users.groups, but containerGid is 10000";
+      parserRejects = false; };
+    hostgroup-without-gid = one "a" { hostGroup = "nogid"; } // {
+      expect = "tentaflake.worker.agents.a.hostGroup 'nogid' has no explicit gid in users.groups";
+      parserRejects = false; };
+    hostgroup-undeclared = one "a" { hostGroup = "staff"; } // {
+      expect = "tentaflake.worker.agents.a.hostGroup 'staff' is not declared in users.groups";
+      parserRejects = false; };
+    workspace-relative = one "a" { workspace = "var/lib/a/ws"; } // {
+      expect = "tentaflake.worker.agents.a.workspace must be an absolute path, got 'var/lib/a/ws'";
+      parserRejects = true; };
+    workspace-not-normalised = one "a" { workspace = "/var/lib/a/../ws"; } // {
+      expect = "tentaflake.worker.agents.a.workspace '/var/lib/a/../ws' is not normalised";
+      parserRejects = true; };
+    swap-below-memory = one "a" { memory = "4g"; memorySwap = "2g"; } // {
+      expect = "tentaflake.worker.agents.a.memorySwap ('2g') is below tentaflake.worker.agents.a.memory ('4g')";
+      parserRejects = true; };
+    timeout-above-worker-maximum = one "a" { maxTimeoutSeconds = 604801; } // {
+      expect = "tentaflake.worker.agents.a.maxTimeoutSeconds (604801) is above the worker's maximum of 604800 seconds";
+      parserRejects = true; };
+    default-timeout-above-maximum = one "a" { maxTimeoutSeconds = 120; } // {
+      expect = "tentaflake.worker.agents.a.defaultTimeoutSeconds (300) is above tentaflake.worker.agents.a.maxTimeoutSeconds (120)";
+      parserRejects = true; };
+    snapshot-above-tmpfs = one "a" { maxSnapshotBytes = "3g"; } // {
+      expect = "tentaflake.worker.agents.a.maxSnapshotBytes ('3g') is above tentaflake.worker.agents.a.workspaceTmpfsSize ('2g')";
+      parserRejects = true; };
+    not-a-size = one "a" { tmpTmpfsSize = "256 MB"; } // {
+      expect = "tentaflake.worker.agents.a.tmpTmpfsSize ('256 MB') is not a size";
+      parserRejects = true;
+      # the module's option type refuses it before any assertion runs
+      typeError = "tentaflake.worker.agents.a.tmpTmpfsSize' is not of type"; };
+    bad-name = one "Hermes_1" { } // {
+      expect = "the name 'Hermes_1' is not a worker name";
+      parserRejects = true; };
+    docker-without-image = one "a" { driver = "docker"; } // {
+      expect = "tentaflake.worker.agents.a.image is required with the docker driver";
+      parserRejects = true; };
+    runsc-with-image = one "a" { image = "sha256:${h64}"; } // {
+      expect = "tentaflake.worker.agents.a.image is only for the docker and podman drivers";
+      parserRejects = true; };
+    signing-key-alone = one "a" { signingKeyFile = "/var/lib/tentaflake-worker-a/key"; } // {
+      expect = "tentaflake.worker.agents.a.signingKeyFile and tentaflake.worker.agents.a.signingIdentity are set together";
+      parserRejects = true; };
+    shared-workspace = {
+      agents = { a = hermes; b = hermes // { containerUid = 10001; }; };
+      expect = "tentaflake.worker.agents: 'a' and 'b' share the workspace '/var/lib/hermes-coding/workspace'";
+      parserRejects = false; };
+    nested-workspace = {
+      agents = { a = hermes; b = hermes // { workspace = "/var/lib/hermes-coding/workspace/sub"; }; };
+      expect = "tentaflake.worker.agents: the workspace of 'a' ('/var/lib/hermes-coding/workspace') and of 'b' ('/var/lib/hermes-coding/workspace/sub') are nested";
+      parserRejects = false; };
+    shared-state-dir = {
+      agents = { a = hermes; b = hermes // { workspace = "/srv/b"; stateDir = "/var/lib/tentaflake-worker-a"; }; };
+      expect = "tentaflake.worker.agents: 'a' and 'b' share the state directory '/var/lib/tentaflake-worker-a'";
+      parserRejects = false; };
+  };
+in {
+  inherit package groups good bad;
+}

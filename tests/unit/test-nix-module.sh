@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# nixos/module.nix under nixpkgs' lib.evalModules, when NIXPKGS_LIB names a nixpkgs `lib`
+# directory (a nixpkgs checkout's lib/, or the lib-only mirror nix-community/nixpkgs.lib):
+#  - the good agents of tests/data/nix/cases.nix: no failed assertion, the same configs as
+#    tests/data/nix/expected/ (plus runsc from pkgs.gvisor, the module's default), the groups,
+#    tmpfiles rules and drop-ins the logic gives;
+#  - each bad case: exactly its assertion message;
+#  - a misspelt option name and wrong option types are refused by the module system.
+# Without NIXPKGS_LIB it says SKIP and exits 0: no Debian package ships nixpkgs, so this one
+# is exempt from TENTAFLAKE_MUST_WORK (the builtins-only half is tests/unit/test-nix.sh).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+
+if [ -z "${NIXPKGS_LIB:-}" ]; then
+        echo "SKIP: NIXPKGS_LIB is not set (point it at a nixpkgs lib/ directory to evaluate the module with lib.evalModules); not counted as a failure"
+        exit 0
+fi
+if [ ! -f "$NIXPKGS_LIB/default.nix" ] || [ ! -f "$NIXPKGS_LIB/modules.nix" ]; then
+        echo "FAIL: NIXPKGS_LIB='$NIXPKGS_LIB' is not a nixpkgs lib directory (no default.nix and modules.nix)"
+        exit 1
+fi
+if ! command -v nix-instantiate >/dev/null; then
+        echo "FAIL: NIXPKGS_LIB is set but nix-instantiate is not installed"
+        exit 1
+fi
+lib=$(realpath "$NIXPKGS_LIB")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+
+evalm() { # evalm OUT ARGS...: evaluate module-eval.nix; stderr to OUT.err
+        local out=$1; shift
+        nix-instantiate --readonly-mode --eval --strict --json tests/data/nix/module-eval.nix \
+                --arg libPath "$lib" "$@" >"$out" 2>"$out.err"
+}
+
+# The good system, compared with the builtins-only logic's expectations.
+if evalm "$tmp/good.json"; then
+        python3 - "$tmp/good.json" >"$tmp/py.out" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+def check(cond, what): print(("ok " if cond else "FAIL ") + what)
+pkg = "/nix/store/00000000000000000000000000000000-tentaflake-worker-0.1.0"
+check(d["failed"] == [], "good agents: no failed assertion (%s)" % d["failed"])
+exp_dir = "tests/data/nix/expected"
+for f in sorted(os.listdir(exp_dir)):
+    n = f[:-5]; want = json.load(open(os.path.join(exp_dir, f)))
+    got = d["configs"].get(n)
+    # The module's one default the logic leaves to the worker: runsc from pkgs.gvisor.
+    if want["runtime"]["driver"] == "runsc" and "runsc" not in want["runtime"]:
+        want["runtime"]["runsc"] = d["gvisor"] + "/bin/runsc"
+    check(got == want, "module config of %s equals %s (+ runsc from pkgs.gvisor)" % (n, f))
+check(sorted(d["configs"]) == sorted(f[:-5] for f in os.listdir(exp_dir)), "one config per enabled agent")
+check(d["groups"].get("tfw-gid-10000") == 10000 and d["groups"].get("tfw-gid-1001") == 1001
+      and not any(g.startswith("tfw-gid-65534") or g == "tfw-gid-30000" for g in d["groups"]),
+      "users.groups: tfw-gid-10000 and tfw-gid-1001 only (%s)" % d["groups"])
+check("d /run/tentaflake-worker-zeroclaw/results 2750 root nogroup -" in d["tmpfiles"], "tmpfiles rule of zeroclaw")
+check(d["packages"] == [pkg], "systemd.packages installs the package's units")
+h = d["services"]["tentaflake-worker@hermes-coding"]
+check(h["overrideStrategy"] == "asDropin" and h["wantedBy"] == ["multi-user.target"]
+      and h["serviceConfig"]["ExecStart"][1] == pkg + "/bin/tentaflake-worker --config /etc/tentaflake/workers/hermes-coding.json run",
+      "hermes-coding: daemon drop-in")
+check(d["paths"]["tentaflake-worker-queue@zeroclaw"]["wantedBy"] == ["paths.target"], "zeroclaw: path unit wanted")
+check(d["services"]["tentaflake-worker@builder"]["serviceConfig"]["ProtectHome"] == "read-only", "builder: ProtectHome=read-only")
+PY
+        while read -r status what; do
+                if [ "$status" = ok ]; then ok; else bad "$what"; fi
+        done <"$tmp/py.out"
+else
+        bad "the good agents do not evaluate:"; sed 's/^/    /' "$tmp/good.json.err"
+fi
+
+# Each bad case: exactly its own assertion.
+mapfile -t cases < <(nix-instantiate --readonly-mode --eval --strict --json \
+        -E 'builtins.attrNames (import ./tests/data/nix/cases.nix).bad' 2>/dev/null | python3 -c 'import json,sys; print("\n".join(json.load(sys.stdin)))')
+[ ${#cases[@]} -ge 15 ] && ok || bad "expected the bad cases of cases.nix, got ${#cases[@]}"
+for c in "${cases[@]}"; do
+        expect=$(nix-instantiate --readonly-mode --eval --strict --json \
+                -E "(import ./tests/data/nix/cases.nix).bad.\"$c\".expect" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin))')
+        typeerr=$(nix-instantiate --readonly-mode --eval --strict --json \
+                -E "(import ./tests/data/nix/cases.nix).bad.\"$c\".typeError or \"\"" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin))')
+        if [ -n "$typeerr" ]; then
+                if ! evalm "$tmp/$c.json" --argstr case "$c" && grep -q -- "$typeerr" "$tmp/$c.json.err"; then
+                        ok
+                else
+                        bad "bad case $c: wanted the type error '$typeerr'"; grep -v nixbld "$tmp/$c.json.err" | head -5
+                fi
+                continue
+        fi
+        if evalm "$tmp/$c.json" --argstr case "$c" &&
+           python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["failed"]; sys.exit(0 if len(f)==1 and sys.argv[2] in f[0] else 1)' "$tmp/$c.json" "$expect"; then
+                ok
+        else
+                bad "bad case $c: wanted exactly the assertion '$expect'"; sed 's/^/    /' "$tmp/$c.json" "$tmp/$c.json.err" | head -5
+        fi
+done
+
+# The module system itself refuses unknown option names and wrong types.
+reject() { # reject NAME EXTRA PATTERN
+        if evalm "$tmp/$1.json" --arg extra "$2"; then
+                bad "$1: '$2' was accepted"
+        elif grep -q -- "$3" "$tmp/$1.json.err"; then
+                ok
+        else
+                bad "$1: '$2' failed without /$3/:"; grep -v nixbld "$tmp/$1.json.err" | head -5 | sed 's/^/    /'
+        fi
+}
+reject misspelt-option '{ memroy = "2g"; }' "option .tentaflake.worker.agents.a.memroy' does not exist"
+reject uid-as-string '{ containerUid = "10000"; }' "tentaflake.worker.agents.a.containerUid' is not of type"
+reject uid-negative '{ containerUid = -1; }' "tentaflake.worker.agents.a.containerUid' is not of type"
+reject size-with-space '{ memory = "2 GB"; }' "tentaflake.worker.agents.a.memory' is not of type"
+reject cpus-as-number '{ cpus = 2; }' "tentaflake.worker.agents.a.cpus' is not of type"
+reject unknown-driver '{ driver = "lxc"; }' "tentaflake.worker.agents.a.driver' is not of type"
+reject unknown-activation '{ activation = "cron"; }' "tentaflake.worker.agents.a.activation' is not of type"
+reject relative-state-dir '{ stateDir = "var/lib/x"; }' "tentaflake.worker.agents.a.stateDir' is not of type"
+reject concurrency-zero '{ concurrency = 0; }' "tentaflake.worker.agents.a.concurrency' is not of type"
+# and a good extra value is accepted (the harness itself can succeed)
+if evalm "$tmp/extra-ok.json" --arg extra '{ memory = "3g"; memorySwap = "3g"; }' &&
+   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["failed"]==[] and d["configs"]["a"]["limits"]["memory"]=="3g" else 1)' "$tmp/extra-ok.json"; then
+        ok
+else
+        bad "a valid extra option value was refused"; head -5 "$tmp/extra-ok.json.err"
+fi
+
+echo "nix module (lib.evalModules, $lib): $passes passed, $fails failed"
+[ "$fails" -eq 0 ]
