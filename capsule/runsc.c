@@ -128,6 +128,10 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd,
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         (void) setsid();
+        /* runsc creates the capsule's mount points (such as /.tentaflake in the empty root)
+         * with its caller's umask, and the job, neither their owner nor in their group, must
+         * traverse them: a service's UMask=0077 would lock it out of its own init. */
+        (void) umask(022);
         char *env[] = { (char *) RUNSC_ENV_PATH, NULL };
         execve(rt->binary, argv, env);
         _exit(127);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "common/log.h"
@@ -61,6 +62,10 @@ int main(int argc, char **argv) {
         const char *config_path = NULL;
         _cleanup_config_ Config *config = NULL;
         int c;
+
+        /* Every mode the worker creates is chosen in the code (results are group-readable by
+         * design); never "other" bits, whatever umask the caller or a unit's UMask= gave. */
+        (void) umask(0027);
 
         /* '+': stop at the verb, whose own options are parsed by the verb. */
         opterr = 0;

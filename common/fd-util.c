@@ -192,6 +192,21 @@ int rm_rf_at(int dir_fd, const char *name) {
         return r;
 }
 
+int ensure_owner_mode(int fd, uid_t uid, gid_t gid, mode_t mode) {
+        struct stat st;
+
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((st.st_uid != uid || st.st_gid != gid) && fchown(fd, uid, gid) < 0)
+                return -errno;
+        /* chown may clear set-id bits: look again before deciding about the mode. */
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)
+                return -errno;
+        return 0;
+}
+
 bool fd_is_open(int fd) {
         return fcntl(fd, F_GETFD) >= 0;
 }

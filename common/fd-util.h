@@ -34,6 +34,11 @@ int mkdtemp_fd(const char *base, const char *prefix, char **ret_path);
  * symlinks; a missing entry is success. Depth is bounded. */
 int rm_rf_at(int dir_fd, const char *name);
 
+/* Make fd's owner and mode exactly uid:gid mode, calling fchown/fchmod only when they differ
+ * (a setgid directory that inherited the right group and bit needs neither, which matters
+ * where chmod of a setgid mode is forbidden, as under systemd's RestrictSUIDSGID=). */
+int ensure_owner_mode(int fd, uid_t uid, gid_t gid, mode_t mode);
+
 /* Is fd an already-open descriptor? */
 bool fd_is_open(int fd);
 

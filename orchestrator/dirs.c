@@ -72,18 +72,18 @@ static int ensure_dir(const char *key, const char *path, uid_t uid, gid_t gid, m
  * owner drifted (only root can have changed it, and the worker is its sole user). */
 static int ensure_subdir(int parent_fd, const char *parent_key, const char *name, gid_t gid,
                          mode_t mode, TfwError *e) {
-        struct stat st;
 
-        if (mkdirat(parent_fd, name, 0700) < 0 && errno != EEXIST)
+        /* Created with the final permission bits: in a setgid parent it inherits the group
+         * and the setgid bit, so no chmod of a setgid mode is needed. */
+        if (mkdirat(parent_fd, name, mode & 0777) < 0 && errno != EEXIST)
                 return tfw_error(e, errno, "bad_directory", "key '%s': cannot create '%s': %m",
                                  parent_key, name);
         int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return tfw_error(e, errno, "bad_directory", "key '%s': cannot open '%s': %m",
                                  parent_key, name);
-        if (fstat(fd, &st) < 0 || ((st.st_uid != 0 || st.st_gid != gid) && fchown(fd, 0, gid) < 0) ||
-            ((st.st_mode & 07777) != mode && fchmod(fd, mode) < 0)) {
-                int r = -errno;
+        int r = ensure_owner_mode(fd, 0, gid, mode);
+        if (r < 0) {
                 safe_close(fd);
                 return tfw_error(e, -r, "bad_directory", "key '%s': cannot set up '%s': %s",
                                  parent_key, name, strerror(-r));
@@ -116,7 +116,7 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
         r = d.scratch_fd = ensure_subdir(d.state_fd, "state_dir", "scratch", 0, 0700, e);
         if (r < 0)
                 goto fail;
-        r = d.staging_fd = ensure_subdir(d.results_fd, "results_dir", ".staging", 0, 0700, e);
+        r = d.staging_fd = ensure_subdir(d.results_fd, "results_dir", ".staging", c->container_gid, 02700, e);
         if (r < 0)
                 goto fail;
         r = d.rejected_fd = ensure_subdir(d.results_fd, "results_dir", ".rejected", c->container_gid,

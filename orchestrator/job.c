@@ -198,9 +198,10 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
 
         /* 2-4. The capsule: run, drain log and artifacts, clean up. */
         log_fd = openat(staging, "job.log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-        if (log_fd < 0 || fchown(log_fd, 0, w->config->container_gid) < 0)
+        /* The mode explicitly: a service's UMask= must not make the log unreadable. */
+        if (log_fd < 0 || ensure_owner_mode(log_fd, 0, w->config->container_gid, 0640) < 0)
                 return tfw_error(e, errno, "internal", "cannot create job.log of '%s': %m", rec->id);
-        if (mkdirat(staging, "artifacts", 0700) < 0)
+        if (mkdirat(staging, "artifacts", 0750) < 0)
                 return tfw_error(e, errno, "internal", "cannot create the artifacts directory of '%s': %m", rec->id);
         art_fd = open_dir_at(staging, "artifacts");
         if (art_fd < 0)
@@ -244,8 +245,10 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (r < 0)
                 return r;
 
-        if (fchown(art_fd, 0, w->config->container_gid) < 0 || fchmod(art_fd, 02750) < 0)
-                return tfw_error(e, errno, "internal", "cannot set the mode of the artifacts of '%s': %m", rec->id);
+        r = ensure_owner_mode(art_fd, 0, w->config->container_gid, 02750);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot set the mode of the artifacts of '%s': %s", rec->id,
+                                 strerror(-r));
 
         _cleanup_(json_decrefp) json_t *logj =
                 json_pack("{s:I, s:b}", "bytes", (json_int_t) cr.log_bytes, "truncated", cr.log_truncated);

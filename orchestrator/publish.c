@@ -38,7 +38,10 @@ int publish_stage_begin(const WorkerDirs *d, const char *id, TfwError *e) {
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot clear the staging area of '%s': %s", id,
                                  strerror(-r));
-        if (mkdirat(d->staging_fd, id, 0700) < 0)
+        /* 0750 in the setgid staging area: the directory inherits the controller's group and
+         * the setgid bit, so publishing needs no chmod of a setgid mode (which systemd's
+         * RestrictSUIDSGID= refuses). The staging area itself (02700) hides it meanwhile. */
+        if (mkdirat(d->staging_fd, id, 0750) < 0)
                 return tfw_error(e, errno, "internal", "cannot create the staging area of '%s': %m", id);
         int fd = open_dir_at(d->staging_fd, id);
         if (fd < 0)
@@ -64,8 +67,10 @@ int publish_commit(const WorkerDirs *d, gid_t gid, const char *id, json_t *resul
         r = write_file_atomic_at(fd, "result.json", s, len + 1, 0640, 0, gid);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot write the result of '%s': %s", id, strerror(-r));
-        if (fchown(fd, 0, gid) < 0 || fchmod(fd, 02750) < 0)
-                return tfw_error(e, errno, "internal", "cannot set the mode of the result of '%s': %m", id);
+        r = ensure_owner_mode(fd, 0, gid, 02750);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot set the mode of the result of '%s': %s", id,
+                                 strerror(-r));
         r = fsync_fd(fd);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot fsync the result of '%s'", id);

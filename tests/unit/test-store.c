@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <seccomp.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -73,7 +74,7 @@ static void test_dirs_created(void **state) {
         assert_owner_mode(AT_FDCWD, f->state, 0, 0, 0700);
         assert_owner_mode(AT_FDCWD, f->results, 0, GID, 02750);
         assert_owner_mode(f->dirs.state_fd, "requests", 0, 0, 0700);
-        assert_owner_mode(f->dirs.results_fd, ".staging", 0, 0, 0700);
+        assert_owner_mode(f->dirs.results_fd, ".staging", 0, GID, 02700);
         assert_owner_mode(f->dirs.results_fd, ".rejected", 0, GID, 02750);
         /* Opening again accepts what it made. */
         worker_dirs_close(&f->dirs);
@@ -271,6 +272,66 @@ static void test_publish(void **state) {
         json_decref(res);
 }
 
+/* systemd's RestrictSUIDSGID= refuses any chmod to a set-id mode. With the results directory
+ * made 02750 beforehand (by tmpfiles), the worker must still set up its directories and
+ * publish complete results with their 02750 mode, inherited rather than chmod'ed. */
+static void test_publish_without_setgid_chmod(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        require_root();
+        assert_int_equal(mkdirat(f->dir->fd, "run", 0755), 0);
+        assert_int_equal(mkdirat(f->dir->fd, "run/tfw-demo", 0755), 0);
+        assert_int_equal(mkdir(f->results, 0750), 0);
+        assert_int_equal(chown(f->results, 0, GID), 0);
+        assert_int_equal(chmod(f->results, 02750), 0);
+
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+                if (!ctx)
+                        _exit(10);
+                /* As systemd does: refuse chmod-family calls whose mode has S_ISUID or S_ISGID. */
+                for (mode_t bit = S_ISUID; bit >= S_ISGID; bit >>= 1) {
+                        if (seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(chmod), 1,
+                                             SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)) < 0 ||
+                            seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmod), 1,
+                                             SCMP_A1(SCMP_CMP_MASKED_EQ, bit, bit)) < 0 ||
+                            seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(fchmodat), 1,
+                                             SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)) < 0 ||
+                            seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mkdirat), 1,
+                                             SCMP_A2(SCMP_CMP_MASKED_EQ, bit, bit)) < 0)
+                                _exit(11);
+                }
+                if (seccomp_load(ctx) < 0)
+                        _exit(12);
+                WorkerDirs d = WORKER_DIRS_NULL;
+                TfwError ce = {0};
+                if (worker_dirs_open(&f->config, &d, &ce) < 0) {
+                        fprintf(stderr, "dirs: %s\n", ce.message);
+                        _exit(13);
+                }
+                int sfd = publish_stage_begin(&d, "s1", &ce);
+                if (sfd < 0)
+                        _exit(14);
+                json_t *res = json_pack("{s:s}", "status", "succeeded");
+                if (publish_commit(&d, GID, "s1", res, &ce) < 0) {
+                        fprintf(stderr, "publish: %s\n", ce.message);
+                        _exit(15);
+                }
+                _exit(0);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+        assert_owner_mode(f->dirs.results_fd, "s1", 0, GID, 02750);
+        assert_owner_mode(f->dirs.results_fd, "s1/result.json", 0, GID, 0640);
+        assert_owner_mode(f->dirs.results_fd, ".staging", 0, GID, 02700);
+        assert_owner_mode(f->dirs.results_fd, ".rejected", 0, GID, 02750);
+}
+
 static void test_rejected_record(void **state) {
         Fixture *f = *state;
         TfwError e = {0};
@@ -301,6 +362,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_store_capture_race, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_rejected_record, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_publish_without_setgid_chmod, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
