@@ -503,14 +503,16 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         res.runsc_status = run.runsc_status;
 
         /* The kernel's record of limit kills, read before the cgroup goes. */
+        end.have_trailer = trailer_splitter_finish(&run.splitter, &end.trailer);
         if (cg)
                 (void) cgroup_job_events(cg, &res.events);
-        else if (p->engine && engine_oom_killed(p->engine, id) > 0)
-                res.events.oom_kills = 1; /* the engine's record of the kernel's kill */
+        else if (p->engine && !end.have_trailer && engine_oom_killed(p->engine, id) > 0)
+                res.events.oom_kills = 1; /* the engine's record of the kernel's kill; asked
+                                           * only when init did not report (a host OOM kill
+                                           * takes the whole sandbox) */
         end.runsc_status = run.runsc_status;
         end.timed_out = run.timed_out;
         end.events = res.events;
-        end.have_trailer = trailer_splitter_finish(&run.splitter, &end.trailer);
         capsule_bundle_runsc_error(bundle, runsc_error, sizeof(runsc_error));
         end.runsc_error = runsc_error;
         capsule_classify(&end, &res);
