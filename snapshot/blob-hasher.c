@@ -18,9 +18,11 @@
 #include "blob-hasher.h"
 #include "common/macro.h"
 
-/* Enough chunks in flight to ride out a burst of small files while the hasher is busy. */
-#define SLOTS 16
-#define WAKE_BATCH 8
+/* Jobs in flight: enough that the walk rarely waits for a hasher that is short of CPU. Each
+ * holds at most a chunk buffer (read/write copies, allocated on first use) or an fd (copies
+ * made with copy_file_range). */
+#define SLOTS 64
+#define WAKE_BATCH 16
 
 typedef struct Slot {
         uint8_t *data;
@@ -44,6 +46,7 @@ struct BlobHasher {
         atomic_int error;
         uint64_t applied; /* walk only: results of slots below this are stored */
         Sha256 *h;        /* used only by whoever hashes: the thread, or the walk when inline */
+        uint8_t *fd_buf;  /* the same: where fd jobs are read */
         pthread_t thread;
         Slot slots[SLOTS];
 };
@@ -55,13 +58,13 @@ static int process_fd(BlobHasher *h, Slot *s) {
 
         for (uint64_t off = 0; r >= 0 && off < s->header_len;) {
                 size_t want = (size_t) MIN((uint64_t) BLOB_CHUNK_SIZE, s->header_len - off);
-                ssize_t k = pread(s->fd, s->data, want, (off_t) off);
+                ssize_t k = pread(s->fd, h->fd_buf, want, (off_t) off);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k <= 0)
                         r = k < 0 ? -errno : -EIO; /* the copy is shorter than what was copied */
                 else {
-                        r = sha256_update(h->h, s->data, (size_t) k);
+                        r = sha256_update(h->h, h->fd_buf, (size_t) k);
                         off += (uint64_t) k;
                 }
         }
@@ -165,14 +168,13 @@ int blob_hasher_new(bool threaded, BlobHasher **ret) {
         r = sha256_new(&h->h);
         if (r < 0)
                 goto fail;
-        for (size_t i = 0; i < SLOTS; i++) {
-                h->slots[i].fd = -EBADF;
-                h->slots[i].data = malloc(BLOB_CHUNK_SIZE);
-                if (!h->slots[i].data) {
-                        r = -ENOMEM;
-                        goto fail;
-                }
+        h->fd_buf = malloc(BLOB_CHUNK_SIZE);
+        if (!h->fd_buf) {
+                r = -ENOMEM;
+                goto fail;
         }
+        for (size_t i = 0; i < SLOTS; i++)
+                h->slots[i].fd = -EBADF;
 
         if (threaded) {
                 /* The thread must not take signals meant for the process's main loop. */
@@ -202,6 +204,7 @@ void blob_hasher_free(BlobHasher *h) {
                 safe_close(h->slots[i].fd);
                 free(h->slots[i].data);
         }
+        free(h->fd_buf);
         sha256_free(h->h);
         pthread_cond_destroy(&h->room);
         pthread_cond_destroy(&h->work);
@@ -224,15 +227,23 @@ static void wait_consumed(BlobHasher *h, uint64_t target) {
         pthread_mutex_unlock(&h->lock);
 }
 
-uint8_t *blob_hasher_buffer(BlobHasher *h) {
+/* Walk side: the next slot, once the hasher is done with it. */
+static Slot *next_slot(BlobHasher *h) {
         if (!h->threaded)
-                return h->slots[0].data;
+                return &h->slots[0];
         uint64_t s = atomic_load(&h->submitted);
         if (s >= SLOTS)
                 wait_consumed(h, s - SLOTS + 1);
         /* The slot about to be reused may still hold an id to store. */
         apply_results(h);
-        return h->slots[s % SLOTS].data;
+        return &h->slots[s % SLOTS];
+}
+
+uint8_t *blob_hasher_buffer(BlobHasher *h) {
+        Slot *s = next_slot(h);
+        if (!s->data)
+                s->data = malloc(BLOB_CHUNK_SIZE);
+        return s->data;
 }
 
 /* Walk side: hand slot n to the hasher. */
@@ -248,7 +259,7 @@ int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_le
         uint64_t n = h->threaded ? atomic_load(&h->submitted) : 0;
         Slot *s = &h->slots[n % SLOTS];
 
-        if (len > BLOB_CHUNK_SIZE)
+        if (len > BLOB_CHUNK_SIZE || !s->data)
                 return -EINVAL;
         s->fd = -EBADF;
         s->len = len;
@@ -270,10 +281,8 @@ int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_le
 }
 
 int blob_hasher_submit_fd(BlobHasher *h, int fd, uint64_t len, GitTreeBuilder *tb, size_t index) {
-        /* The slot is free once blob_hasher_buffer() returned; its buffer serves the hasher. */
-        (void) blob_hasher_buffer(h);
+        Slot *s = next_slot(h);
         uint64_t n = h->threaded ? atomic_load(&h->submitted) : 0;
-        Slot *s = &h->slots[n % SLOTS];
 
         s->fd = fd;
         s->len = 0;

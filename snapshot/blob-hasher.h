@@ -14,8 +14,8 @@
  *
  * The job that ends a blob names the tree-builder entry that receives the id. Ids are stored
  * into their entries only by blob_hasher_sync() (or when a slot is reused), on the walk's
- * thread, so the builders are never touched concurrently; the walk syncs before it finishes
- * each tree. When no thread can be started, everything is hashed inline on submission: same
+ * thread, so the builders are never touched concurrently; the walk syncs once, before it
+ * builds the trees. When no thread can be started, everything is hashed inline on submission: same
  * results, no overlap. */
 #pragma once
 
@@ -25,7 +25,7 @@
 
 #include "git-object.h"
 
-#define BLOB_CHUNK_SIZE (256U * 1024U)
+#define BLOB_CHUNK_SIZE (128U * 1024U)
 
 typedef struct BlobHasher BlobHasher;
 
@@ -37,7 +37,8 @@ static inline void blob_hasher_freep(BlobHasher **h) {
         blob_hasher_free(*h);
 }
 
-/* The buffer (BLOB_CHUNK_SIZE bytes) for the next chunk; waits until one is free. */
+/* The buffer (BLOB_CHUNK_SIZE bytes) for the next chunk; waits until one is free. NULL when
+ * out of memory. */
 uint8_t *blob_hasher_buffer(BlobHasher *h);
 
 /* Submit len bytes of the buffer last returned. tb may be NULL (with last): the id is
@@ -47,7 +48,7 @@ int blob_hasher_submit(BlobHasher *h, size_t len, bool first, uint64_t header_le
 
 /* Hash the first len bytes of the file open at fd, which the caller has just written and no
  * one else can change (the copy itself): the id goes to tb->entries[index]. Takes ownership of
- * fd, which is closed once hashed (fd jobs keep at most 16 fds open). Between the chunks of one
+ * fd, which is closed once hashed (at most 64 jobs, so fds, are in flight). Between the chunks of one
  * blob nothing else may be submitted. */
 int blob_hasher_submit_fd(BlobHasher *h, int fd, uint64_t len, GitTreeBuilder *tb, size_t index);
 

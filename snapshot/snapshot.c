@@ -40,6 +40,29 @@
 #define RESOLVE_CHILD (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 #define RESOLVE_ROOT (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 
+/* The tree object of one directory of the copy. Trees are hashed only after the whole walk
+ * (children before parents), so the walk never waits for the hashing thread in between. */
+typedef struct Tree {
+        GitTreeBuilder b;
+        struct Tree *parent; /* NULL for the root */
+        size_t parent_index; /* our entry in parent->b */
+        struct Tree *next;   /* the completed trees, in the order they completed */
+} Tree;
+
+static Tree *tree_free(Tree *t) {
+        if (t) {
+                git_tree_builder_done(&t->b);
+                free(t);
+        }
+        return NULL;
+}
+static void tree_freep(Tree **t) {
+        tree_free(*t);
+}
+static void tree_done(Tree *t) {
+        git_tree_builder_done(&t->b);
+}
+
 typedef struct Walk {
         const SnapshotLimits *limits;
         TfwError *e;
@@ -53,13 +76,20 @@ typedef struct Walk {
         uint64_t bytes, entries, files, dirs, skipped_symlinks;
         Sha256 *h;          /* for trees and for re-reading a copy, on this thread */
         BlobHasher *hasher; /* blob ids of what is copied, on a second thread */
+        Tree *done, **done_tail; /* non-empty directories whose walk is complete */
         char *path;         /* relative path of the entry being handled, for messages */
         size_t path_len;
         void *dents[SNAPSHOT_DEPTH_MAX + 1];
 } Walk;
 
 static void walk_done(Walk *w) {
+        /* First the hasher: it may still point into the trees. */
         blob_hasher_free(w->hasher);
+        while (w->done) {
+                Tree *next = w->done->next;
+                tree_free(w->done);
+                w->done = next;
+        }
         sha256_free(w->h);
         free(w->path);
         for (size_t i = 0; i < ELEMENTSOF(w->dents); i++)
@@ -295,6 +325,8 @@ static int copy_read_write(Walk *w, int src, int dst, uint64_t expected, uint64_
                 uint64_t left = budget - total;
                 size_t cap = left >= COPY_BUF_SIZE ? COPY_BUF_SIZE : (size_t) left + 1;
                 uint8_t *buf = blob_hasher_buffer(w->hasher);
+                if (!buf)
+                        return io_error(w, -ENOMEM, "allocate");
                 ssize_t k = read(src, buf, cap);
                 if (k < 0) {
                         if (errno == EINTR)
@@ -443,13 +475,12 @@ static bool hardlink_allowed(const Walk *w, const struct stat *st) {
         return (st->st_mode & S_IROTH) != 0;
 }
 
-static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[static GIT_OID_SIZE],
-                    size_t *ret_n_entries);
+static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t);
 
 /* Handle one directory entry of src (level depth) named name, whose readdir type is dtype.
  * Adds what it copied to tb. */
 static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *name, size_t len,
-                      unsigned char dtype, GitTreeBuilder *tb) {
+                      unsigned char dtype, Tree *t) {
         _cleanup_close_ int fd = -EBADF;
         mode_t kind = dtype_to_mode(dtype);
         struct stat st;
@@ -501,7 +532,6 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         if (fstat(fd, &st) < 0)
                 return io_error(w, -errno, "fstat");
 
-        uint8_t oid[GIT_OID_SIZE];
         if (S_ISDIR(st.st_mode)) {
                 if (st.st_dev == w->dst_dev && st.st_ino == w->dst_ino)
                         return walk_fail(w, ELOOP, "snapshot_destination",
@@ -519,23 +549,32 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 if (r < 0)
                         return io_error(w, r, "set owner and mode");
                 w->dirs++;
-                size_t n = 0;
-                r = walk_dir(w, fd, child_dst, depth + 1, oid, &n);
+                _cleanup_(tree_freep) Tree *child = calloc(1, sizeof(Tree));
+                if (!child)
+                        return io_error(w, -ENOMEM, "allocate");
+                r = walk_dir(w, fd, child_dst, depth + 1, child);
                 if (r < 0)
                         return r;
                 r = finish_dir(child_dst, mode);
                 if (r < 0)
                         return io_error(w, r, "set mode");
                 /* git never records an empty tree: the directory is copied, not named. */
-                if (n == 0)
+                if (git_tree_builder_size(&child->b) == 0)
                         return 0;
-                r = git_tree_builder_add(tb, name, len, GIT_MODE_TREE, oid);
+                static const uint8_t pending[GIT_OID_SIZE] = {};
+                child->parent = t;
+                child->parent_index = git_tree_builder_size(&t->b);
+                r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, pending);
+                if (r >= 0) {
+                        *w->done_tail = TAKE_PTR(child);
+                        w->done_tail = &(*w->done_tail)->next;
+                }
         } else if (S_ISREG(st.st_mode)) {
                 if (!hardlink_allowed(w, &st))
                         return walk_fail(w, ENOTSUP, "snapshot_special_file",
                                          "workspace entry '%s' is a hard link to a file owned by uid %u that the workspace owner may not read",
                                          (unsigned) st.st_uid);
-                r = copy_file(w, fd, &st, dst, name, len, tb);
+                r = copy_file(w, fd, &st, dst, name, len, &t->b);
                 return MIN(r, 0);
         } else
                 return special_file(w, st.st_mode);
@@ -543,9 +582,8 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         return r < 0 ? io_error(w, r, "record tree entry") : 0;
 }
 
-static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[static GIT_OID_SIZE],
-                    size_t *ret_n_entries) {
-        _cleanup_(git_tree_builder_done) GitTreeBuilder tb = GIT_TREE_BUILDER_INIT;
+/* Copy the directory open at src into dst, recording its entries in t. */
+static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
         int r;
 
         if (!w->dents[depth]) {
@@ -584,22 +622,29 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, uint8_t ret_oid[s
 
                         size_t saved;
                         path_push(w, name, len, &saved);
-                        r = walk_entry(w, src, dst, depth, name, len, d->d_type, &tb);
+                        r = walk_entry(w, src, dst, depth, name, len, d->d_type, t);
                         if (r < 0)
                                 return r;
                         path_pop(w, saved);
                 }
         }
 
-        /* Every blob id of this directory (and of its ancestors so far) into its entry. */
-        r = blob_hasher_sync(w->hasher);
+        return 0;
+}
+
+/* After the walk: every blob id into its entry, then every tree, children first (the list is
+ * in completion order), each id into its parent's entry; the root's id last. */
+static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
+        int r = blob_hasher_sync(w->hasher);
         if (r < 0)
                 return io_error(w, r, "hash");
-        *ret_n_entries = git_tree_builder_size(&tb);
-        r = git_tree_builder_finish(&tb, w->h, ret_oid);
-        if (r < 0)
-                return io_error(w, r, "build tree");
-        return 0;
+        for (Tree *t = w->done; t; t = t->next) {
+                r = git_tree_builder_finish(&t->b, w->h, t->parent->b.entries[t->parent_index].oid);
+                if (r < 0)
+                        return io_error(w, r, "build tree");
+        }
+        r = git_tree_builder_finish(&root->b, w->h, ret);
+        return r < 0 ? io_error(w, r, "build tree") : 0;
 }
 
 /* Remove ACLs our new root directory may have inherited from dest_parent's default ACL, so
@@ -617,6 +662,8 @@ static int drop_acls(int fd) {
 int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *dest_name,
                   const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_close_ int root = -EBADF, dst = -EBADF;
+        /* Declared before w: its cleanup runs after walk_done() stopped the hasher. */
+        _cleanup_(tree_done) Tree root_tree = {};
         Walk w = {
                 .limits = limits,
                 .e = e,
@@ -624,6 +671,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                                                                  : SNAPSHOT_COPY_FILE_RANGE,
                 .umask = (mode_t) -1,
         };
+        w.done_tail = &w.done;
         usec_t start = now_monotonic();
         bool created = false;
         struct stat st;
@@ -700,8 +748,9 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 w.group_inherited = true;
         }
 
-        size_t n_entries = 0;
-        r = walk_dir(&w, root, dst, 0, tree, &n_entries);
+        r = walk_dir(&w, root, dst, 0, &root_tree);
+        if (r >= 0)
+                r = build_trees(&w, &root_tree, tree);
         if (r < 0)
                 goto out;
 

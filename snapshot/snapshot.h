@@ -40,7 +40,8 @@
 #include "common/time-util.h"
 #include "git-object.h"
 
-/* Deepest directory nesting copied (the root is level 0). Each level holds two fds open. */
+/* Deepest directory nesting copied (the root is level 0). Each level holds two fds open, and
+ * the hashing thread up to 64 more: about 600 fds at worst. */
 #define SNAPSHOT_DEPTH_MAX 256
 /* The control directory excluded at the root of every workspace. */
 #define SNAPSHOT_CONTROL_DIR ".tentaflake-worker"
