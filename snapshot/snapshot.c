@@ -739,13 +739,23 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 goto out;
         }
         if (limits->group != (gid_t) -1) {
-                /* The group and the setgid bit that hand it down (see set_group()). */
-                if (fchown(dst, (uid_t) -1, limits->group) < 0 || fchmod(dst, 0700 | S_ISGID) < 0) {
+                /* The group and the setgid bit that hand it down (see set_group()). Where a
+                 * set-id chmod is refused (systemd's RestrictSUIDSGID=), every entry gets its
+                 * group by fchown instead. */
+                if (fchown(dst, (uid_t) -1, limits->group) < 0) {
                         r = tfw_error(e, errno, "snapshot_destination", "cannot set the snapshot's group: %s",
                                       strerror(errno));
                         goto out;
                 }
-                w.group_inherited = true;
+                if (fchmod(dst, 0700 | S_ISGID) >= 0)
+                        w.group_inherited = true;
+                else if (errno == EPERM)
+                        w.group_checked = true; /* and w.group_inherited stays false */
+                else {
+                        r = tfw_error(e, errno, "snapshot_destination", "cannot set the snapshot's group: %s",
+                                      strerror(errno));
+                        goto out;
+                }
         }
 
         r = walk_dir(&w, root, dst, 0, &root_tree);

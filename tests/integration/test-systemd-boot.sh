@@ -152,6 +152,7 @@ check "it has a /tmp of its own (PrivateTmp)" test "$(ct stat -c %i "/proc/$pid/
 
 submit j1 '{"version":1,"id":"j1","action_class":"local-reversible","argv":["sh","-c","echo hello from the capsule; cat priv/secret; id -u; mkdir -p artifacts/d; echo one > artifacts/d/a.txt; echo two > artifacts/b"]}'
 check "a job runs in a capsule under the unit (status)" test "$(result j1 status)" = succeeded
+[ "$(result j1 status)" = succeeded ] || echo "  j1 ended $(result j1 status): $(result j1 error): $(result j1 message)"
 log=$(ct cat /run/tentaflake-worker-it/results/j1/job.log)
 check "its output is in job.log" grep -qx 'hello from the capsule' <<<"$log"
 check "the snapshot read the controller's private file" grep -qx 'only the controller may read this' <<<"$log"
