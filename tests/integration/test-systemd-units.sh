@@ -14,7 +14,7 @@
 # What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
 set -uo pipefail
 BUILD=${BUILD:-build}
-MAX_EXPOSURE=3.3
+MAX_EXPOSURE=3.1
 cd "$(dirname "$0")/../.."
 source tests/integration/lib.sh
 
