@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <stdint.h>
 #include <unistd.h>
 
 #include "capsule/oci-spec.h"
@@ -125,6 +126,18 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd,
         for (int s = 1; s < NSIG; s++)
                 if (s != SIGKILL && s != SIGSTOP)
                         (void) sigaction(s, &dfl, NULL);
+        /* glibc's sigaction() refuses its two internal real-time signals (32 and 33), so an
+         * ignore inherited from whoever started the worker would reach runsc: reset them
+         * with the raw system call. */
+        for (int s = 32; s < SIGRTMIN; s++) {
+                struct {
+                        void *handler;
+                        unsigned long flags;
+                        void *restorer;
+                        uint64_t mask;
+                } k = {.handler = SIG_DFL};
+                (void) syscall(SYS_rt_sigaction, s, &k, NULL, sizeof(k.mask));
+        }
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         (void) setsid();
