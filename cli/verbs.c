@@ -14,6 +14,7 @@
 #include "common/sha256.h"
 #include "orchestrator/audit.h"
 #include "orchestrator/daemon.h"
+#include "orchestrator/doctor.h"
 #include "orchestrator/retention.h"
 #include "orchestrator/worker.h"
 #include "parser/request.h"
@@ -30,11 +31,6 @@ bool cli_verb_help_requested(int argc, char **argv, const Verb *v) {
                 }
         }
         return false;
-}
-
-static int not_built(const char *verb, const char *what) {
-        log_error("%s: not available in this build yet (%s)", verb, what);
-        return 1;
 }
 
 /* Parse options for verbs with the shape VERB [ID] [options]. id_required: 1 exactly one ID,
@@ -235,10 +231,16 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
                 {},
         };
         VerbArgs a = {};
-        (void) config;
         (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 0, &a);
-        return r ? r : not_built(argv[0], "the doctor comes with the docker/podman drivers");
+        if (r)
+                return r;
+        r = doctor_run(config, a.json, stdout);
+        if (r < 0) {
+                log_error("doctor: cannot run: %s", strerror(-r));
+                return 1;
+        }
+        return r;
 }
 
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {

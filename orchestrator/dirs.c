@@ -29,23 +29,12 @@ static int mkdir_parents(const char *path) {
         return 0;
 }
 
-/* Open (or create) an absolute directory and check its owner and mode. */
-static int ensure_dir(const char *key, const char *path, uid_t uid, gid_t gid, mode_t mode,
-                      TfwError *e) {
+/* Open an existing absolute directory without following a symlink in its last component and
+ * check its owner, group and mode; the fd on success. Shared by worker_dirs_open and doctor. */
+static int check_dir(const char *key, const char *path, uid_t uid, gid_t gid, mode_t mode,
+                     TfwError *e) {
         struct stat st;
         int r;
-
-        r = mkdir_parents(path);
-        if (r < 0)
-                return tfw_error(e, r, "bad_directory", "key '%s': cannot create the parents of '%s': %s",
-                                 key, path, strerror(-r));
-        if (mkdir(path, 0700) >= 0) {
-                /* New: set owner first, then the mode (chown clears setgid). */
-                if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
-                        return tfw_error(e, errno, "bad_directory", "key '%s': cannot set up '%s': %m",
-                                         key, path);
-        } else if (errno != EEXIST)
-                return tfw_error(e, errno, "bad_directory", "key '%s': cannot create '%s': %m", key, path);
 
         int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
@@ -66,6 +55,26 @@ static int ensure_dir(const char *key, const char *path, uid_t uid, gid_t gid, m
                                  (unsigned) mode);
         }
         return fd;
+}
+
+/* Open (or create) an absolute directory and check its owner and mode. */
+static int ensure_dir(const char *key, const char *path, uid_t uid, gid_t gid, mode_t mode,
+                      TfwError *e) {
+        int r;
+
+        r = mkdir_parents(path);
+        if (r < 0)
+                return tfw_error(e, r, "bad_directory", "key '%s': cannot create the parents of '%s': %s",
+                                 key, path, strerror(-r));
+        if (mkdir(path, 0700) >= 0) {
+                /* New: set owner first, then the mode (chown clears setgid). */
+                if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
+                        return tfw_error(e, errno, "bad_directory", "key '%s': cannot set up '%s': %m",
+                                         key, path);
+        } else if (errno != EEXIST)
+                return tfw_error(e, errno, "bad_directory", "key '%s': cannot create '%s': %m", key, path);
+
+        return check_dir(key, path, uid, gid, mode, e);
 }
 
 /* A subdirectory the worker owns outright: created if missing, and repaired if its mode or
@@ -104,10 +113,11 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
         WorkerDirs d = WORKER_DIRS_NULL;
         int r;
 
-        r = d.state_fd = ensure_dir("state_dir", c->state_dir, 0, 0, 0700, e);
+        r = d.state_fd = ensure_dir("state_dir", c->state_dir, 0, 0, STATE_DIR_MODE, e);
         if (r < 0)
                 goto fail;
-        r = d.results_fd = ensure_dir("results_dir", c->results_dir, 0, c->container_gid, 02750, e);
+        r = d.results_fd = ensure_dir("results_dir", c->results_dir, 0, c->container_gid,
+                                      RESULTS_DIR_MODE, e);
         if (r < 0)
                 goto fail;
         r = d.requests_fd = ensure_subdir(d.state_fd, "state_dir", "requests", 0, 0700, e);
@@ -128,4 +138,13 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
 fail:
         worker_dirs_close(&d);
         return r;
+}
+
+int worker_dir_check(const Config *c, bool results, TfwError *e) {
+        int fd = results ? check_dir("results_dir", c->results_dir, 0, c->container_gid, RESULTS_DIR_MODE, e)
+                         : check_dir("state_dir", c->state_dir, 0, 0, STATE_DIR_MODE, e);
+        if (fd < 0)
+                return fd;
+        safe_close(fd);
+        return 0;
 }

@@ -13,6 +13,8 @@
  * .rejected/ (02750). Each is opened without following a symlink. */
 #pragma once
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "parser/config.h"
 
@@ -29,5 +31,11 @@ typedef struct WorkerDirs {
         { .state_fd = -EBADF, .requests_fd = -EBADF, .scratch_fd = -EBADF, .results_fd = -EBADF, \
           .staging_fd = -EBADF, .rejected_fd = -EBADF }
 
+#define STATE_DIR_MODE 0700
+#define RESULTS_DIR_MODE 02750
+
 int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e);
+/* For doctor: check state_dir (results false) or results_dir against the rules above, without
+ * creating or repairing anything. Missing or wrong: a negative errno and code "bad_directory". */
+int worker_dir_check(const Config *c, bool results, TfwError *e);
 void worker_dirs_close(WorkerDirs *d);

@@ -34,7 +34,7 @@ static int path_join(char *buf, size_t size, const char *a, const char *b) {
 
 /* The in-capsule init: beside this executable (a build tree), else the installed libexec
  * copy. It is mounted into every capsule, so it must be root's and writable by nobody else. */
-static int find_init(char *buf, size_t size, TfwError *e) {
+int job_find_init(char *buf, size_t size, TfwError *e) {
         char exe[PATH_MAX];
         struct stat st;
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
@@ -207,7 +207,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (art_fd < 0)
                 return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
 
-        r = find_init(init_path, sizeof(init_path), e);
+        r = job_find_init(init_path, sizeof(init_path), e);
         if (r >= 0)
                 r = runsc_root(w, root, sizeof(root));
         Runsc rt = {};

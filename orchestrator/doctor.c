@@ -1,0 +1,615 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "capsule/cgroup.h"
+#include "capsule/docker.h"
+#include "capsule/job.h"
+#include "capsule/runsc.h"
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "common/resolve.h"
+#include "common/size.h"
+#include "orchestrator/dirs.h"
+#include "orchestrator/doctor.h"
+#include "orchestrator/job.h"
+
+static void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
+
+#define PROBE_LOG_MAX (1U << 20)
+#define VERSION_TIMEOUT_USEC (20 * USEC_PER_SEC)
+
+typedef struct Doctor {
+        const Config *config;
+        bool json;
+        FILE *out;
+        json_t *checks; /* the array of {"check","ok","detail"} */
+        bool failed;
+
+        /* the probe environment */
+        char *base;
+        int scratch_fd;
+        char scratch[PATH_MAX], snapshot[PATH_MAX], runsc_root[PATH_MAX], init_path[PATH_MAX];
+        Runsc rt;
+        Engine en;
+        bool have_runtime;
+} Doctor;
+
+static void report(Doctor *d, const char *check, bool ok, const char *fmt, ...) _printf_(4, 5);
+static void report(Doctor *d, const char *check, bool ok, const char *fmt, ...) {
+        char detail[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        detail[strcspn(detail, "\n")] = 0; /* one line per check, whatever a tool printed */
+        if (!ok)
+                d->failed = true;
+        (void) json_array_append_new(d->checks,
+                                     json_pack("{s:s, s:b, s:s}", "check", check, "ok", ok, "detail", detail));
+        if (!d->json) {
+                fprintf(d->out, "%s %s: %s\n", ok ? "✓" : "✗", check, detail);
+                fflush(d->out);
+        }
+}
+
+/* ---- static checks ------------------------------------------------------------------- */
+
+/* The runsc binary: present, executable, and `runsc --version` answers (bounded). */
+static bool check_runsc(Doctor *d) {
+        const Config *c = d->config;
+        _cleanup_free_ char *out = NULL;
+        struct stat st;
+        int status, r;
+
+        if (stat(d->rt.binary, &st) < 0 || !S_ISREG(st.st_mode) || access(d->rt.binary, X_OK) < 0) {
+                report(d, "runtime", false, "runsc '%s' is missing or not executable%s", d->rt.binary,
+                       c->runsc ? " (runtime.runsc)" : "");
+                return false;
+        }
+        /* engine_command runs "BINARY ARGS" bounded, with an environment of PATH only and stdout
+         * captured; a stand-in Engine names the runsc binary. */
+        Engine tool = {.driver = DRIVER_RUNSC, .binary = d->rt.binary};
+        const char *args[] = {"--version", NULL};
+        r = engine_command(&tool, args, VERSION_TIMEOUT_USEC, &status, &out);
+        if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out || !out[0]) {
+                report(d, "runtime", false, "'%s --version' failed%s%s", d->rt.binary, r < 0 ? ": " : "",
+                       r < 0 ? strerror(-r) : "");
+                return false;
+        }
+        report(d, "runtime", true, "%s: %.*s", d->rt.binary, (int) strcspn(out, "\n"), out);
+        return true;
+}
+
+/* docker/podman: the engine answers, knows the runtime, holds the image locally. */
+static bool check_engine(Doctor *d) {
+        _cleanup_free_ char *version = NULL;
+        TfwError e = {0};
+        bool ok = true;
+
+        if (engine_server_version(&d->en, &version, &e) < 0) {
+                report(d, "runtime", false, "%s", e.message);
+                return false;
+        }
+        report(d, "runtime", true, "%s %s answers (server version %s)", driver_to_string(d->en.driver),
+               d->en.binary, version);
+
+        int k = engine_runtime_known(&d->en);
+        if (k > 0)
+                report(d, "engine_runtime", true, "runtime '%s' is registered with %s%s", d->en.runtime,
+                       driver_to_string(d->en.driver),
+                       d->en.driver == DRIVER_PODMAN ? " (resolved at run time; the probe job proves it)" : "");
+        else {
+                report(d, "engine_runtime", false, "%s does not know the runtime '%s'%s%s",
+                       driver_to_string(d->en.driver), d->en.runtime, k < 0 ? ": " : "",
+                       k < 0 ? strerror(-k) : "");
+                ok = false;
+        }
+
+        e = (TfwError){0};
+        if (engine_image_check(&d->en, &e) < 0) {
+                report(d, "image", false, "%s", e.message);
+                ok = false;
+        } else
+                report(d, "image", true, "'%s' is in the local %s store", d->en.image,
+                       driver_to_string(d->en.driver));
+        return ok;
+}
+
+static void check_openat2(Doctor *d) {
+        if (openat2_usable())
+                report(d, "openat2", true, "openat2 with RESOLVE_NO_SYMLINKS is used");
+        else
+                report(d, "openat2", true,
+                       "openat2 is unavailable or filtered: the O_NOFOLLOW component-by-component fallback is in use");
+}
+
+/* A controller is available when /proc/cgroups lists it enabled and it is mounted: in the
+ * unified hierarchy's cgroup.controllers (v2) or as a v1 hierarchy (mountinfo). */
+static bool controller_available(const char *mode, const char *name, char *why, size_t n) {
+        _cleanup_fclose_ FILE *f = fopen("/proc/cgroups", "re");
+        char line[512];
+        bool enabled = false;
+
+        if (!f) {
+                snprintf(why, n, "cannot read /proc/cgroups: %m");
+                return false;
+        }
+        while (fgets(line, sizeof(line), f)) {
+                char sub[64];
+                unsigned hier, num, en;
+                if (sscanf(line, "%63s %u %u %u", sub, &hier, &num, &en) == 4 && streq(sub, name))
+                        enabled = en == 1;
+        }
+        if (!enabled) {
+                snprintf(why, n, "the kernel has the %s controller disabled or missing (/proc/cgroups)", name);
+                return false;
+        }
+        if (streq(mode, "v2")) {
+                _cleanup_fclose_ FILE *cf = fopen("/sys/fs/cgroup/cgroup.controllers", "re");
+                if (!cf || !fgets(line, sizeof(line), cf)) {
+                        snprintf(why, n, "cannot read /sys/fs/cgroup/cgroup.controllers");
+                        return false;
+                }
+                for (char *save = NULL, *t = strtok_r(line, " \n", &save); t; t = strtok_r(NULL, " \n", &save))
+                        if (streq(t, name))
+                                return true;
+                snprintf(why, n, "'%s' is not in /sys/fs/cgroup/cgroup.controllers", name);
+                return false;
+        }
+        _cleanup_fclose_ FILE *mi = fopen("/proc/self/mountinfo", "re");
+        char buf[4096];
+        if (!mi) {
+                snprintf(why, n, "cannot read /proc/self/mountinfo: %m");
+                return false;
+        }
+        while (fgets(buf, sizeof(buf), mi)) {
+                char *sep = strstr(buf, " - cgroup ");
+                if (!sep)
+                        continue;
+                /* " - cgroup SOURCE OPTIONS": the controller is one of the comma-separated options */
+                char *opts = strrchr(sep, ' ');
+                if (!opts)
+                        continue;
+                opts++;
+                opts[strcspn(opts, "\n")] = 0;
+                for (char *save = NULL, *t = strtok_r(opts, ",", &save); t; t = strtok_r(NULL, ",", &save))
+                        if (streq(t, name))
+                                return true;
+        }
+        snprintf(why, n, "no cgroup v1 hierarchy has the %s controller mounted", name);
+        return false;
+}
+
+static void check_cgroups(Doctor *d) {
+        const char *mode = cgroup_mode_string();
+        static const char *const names[] = {"memory", "pids"};
+
+        for (size_t i = 0; i < ELEMENTSOF(names); i++) {
+                char check[32], why[256];
+                snprintf(check, sizeof(check), "cgroup_%s", names[i]);
+                if (!mode)
+                        report(d, check, false, "no usable cgroup hierarchy under /sys/fs/cgroup");
+                else if (controller_available(mode, names[i], why, sizeof(why)))
+                        report(d, check, true, "the %s controller is available (cgroup %s)", names[i], mode);
+                else
+                        report(d, check, false, "%s", why);
+        }
+}
+
+static void check_dirs(Doctor *d) {
+        const Config *c = d->config;
+        TfwError e = {0};
+
+        if (worker_dir_check(c, false, &e) < 0)
+                report(d, "state_dir", false, "%s", e.message);
+        else
+                report(d, "state_dir", true, "'%s' is root:root mode %04o", c->state_dir, STATE_DIR_MODE);
+        e = (TfwError){0};
+        if (worker_dir_check(c, true, &e) < 0)
+                report(d, "results_dir", false, "%s", e.message);
+        else
+                report(d, "results_dir", true, "'%s' is root:%u mode %04o", c->results_dir,
+                       (unsigned) c->container_gid, RESULTS_DIR_MODE);
+}
+
+static void check_group(Doctor *d) {
+        gid_t gid = d->config->container_gid;
+        errno = 0;
+        struct group *g = getgrgid(gid);
+        if (g)
+                report(d, "container_gid", true, "group %u is '%s'", (unsigned) gid, g->gr_name);
+        else
+                report(d, "container_gid", false, "no group entry for container_gid %u%s%s", (unsigned) gid,
+                       errno ? ": " : "", errno ? strerror(errno) : "");
+}
+
+/* ---- the probe jobs ----------------------------------------------------------------- */
+
+/* A private directory: scratch for bundles, a runsc root (the worker's own is never used: a
+ * running worker is not disturbed) and a snapshot with one file writable by permission, so
+ * only the read-only mount can refuse a write to it. */
+static int probe_setup(Doctor *d) {
+        const Config *c = d->config;
+        _cleanup_close_ int base = -EBADF, snap = -EBADF, f = -EBADF;
+        int r;
+
+        base = mkdtemp_fd("/tmp", "tfw-doctor-", &d->base);
+        if (base < 0)
+                return base;
+        if (fchmod(base, 0755) < 0)
+                return -errno;
+        if (snprintf(d->scratch, sizeof(d->scratch), "%s/scratch", d->base) >= (int) sizeof(d->scratch) ||
+            snprintf(d->snapshot, sizeof(d->snapshot), "%s/snapshot", d->base) >= (int) sizeof(d->snapshot) ||
+            snprintf(d->runsc_root, sizeof(d->runsc_root), "%s/runsc", d->base) >= (int) sizeof(d->runsc_root))
+                return -ENAMETOOLONG;
+        if (mkdirat(base, "scratch", 0700) < 0 || mkdirat(base, "snapshot", 0750) < 0)
+                return -errno;
+        d->scratch_fd = open_dir_at(base, "scratch");
+        if (d->scratch_fd < 0)
+                return d->scratch_fd;
+        snap = open_dir_at(base, "snapshot");
+        if (snap < 0)
+                return snap;
+        r = ensure_owner_mode(snap, 0, c->container_gid, 0750);
+        if (r < 0)
+                return r;
+        f = openat(snap, "rw.txt", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (f < 0)
+                return -errno;
+        if (write_all(f, "doctor\n", 7) < 0)
+                return -EIO;
+        return ensure_owner_mode(f, 0, c->container_gid, 0666);
+}
+
+typedef struct Probe {
+        CapsuleResult res;
+        char *log;
+        size_t log_len;
+} Probe;
+
+static void probe_free(Probe *p) {
+        free(p->log);
+        p->log = NULL;
+}
+
+static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, Probe *ret) {
+        _cleanup_close_ int log_fd = memfd_create("doctor-probe.log", MFD_CLOEXEC);
+        char id[64];
+        TfwError e = {0};
+        int r;
+
+        if (log_fd < 0)
+                return -errno;
+        snprintf(id, sizeof(id), "doctor-%d-%s", (int) getpid(), what);
+        CapsuleJobParams p = {
+                .config = c,
+                .runtime = c->driver == DRIVER_RUNSC ? &d->rt : NULL,
+                .engine = c->driver == DRIVER_RUNSC ? NULL : &d->en,
+                .scratch_fd = d->scratch_fd,
+                .scratch_path = d->scratch,
+                .job_id = id,
+                .argv = argv,
+                .timeout_seconds = timeout,
+                .snapshot_dir = d->snapshot,
+                .init_path = d->init_path,
+                .log_fd = log_fd,
+                .staging_fd = -1,
+                .unpriv_uid = 65534,
+                .unpriv_gid = 65534,
+        };
+        *ret = (Probe){};
+        r = capsule_run_job(&p, &ret->res, &e);
+        if (r < 0)
+                return r;
+        if (lseek(log_fd, 0, SEEK_SET) < 0)
+                return -errno;
+        return read_full_fd_bounded(log_fd, PROBE_LOG_MAX, &ret->log, &ret->log_len);
+}
+
+/* The value of the last "key=value" line the probe printed, or NULL. */
+static const char *probe_get(const Probe *p, const char *key, char *buf, size_t n) {
+        size_t kl = strlen(key);
+        const char *found = NULL;
+
+        for (const char *l = p->log; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, key, kl) == 0 && l[kl] == '=')
+                        found = l + kl + 1;
+        if (!found)
+                return NULL;
+        snprintf(buf, n, "%.*s", (int) strcspn(found, "\n"), found);
+        /* trailing blanks from `tr '\n' ' '` */
+        for (size_t k = strlen(buf); k > 0 && buf[k - 1] == ' '; k--)
+                buf[k - 1] = 0;
+        return buf;
+}
+
+static const char *result_text(const Probe *p, char *buf, size_t n) {
+        snprintf(buf, n, "%s%s%s%s%s", capsule_status_to_string(p->res.status), p->res.reason ? " (" : "",
+                 p->res.reason ?: "", p->res.reason ? ")" : "", "");
+        if (p->res.message[0]) {
+                size_t k = strlen(buf);
+                snprintf(buf + k, n - k, ": %s", p->res.message);
+        }
+        return buf;
+}
+
+static char *sh_argv[] = {(char *) "/bin/sh", (char *) "-c", NULL, NULL};
+
+static bool probe_platform(Doctor *d) {
+        const Config *c = d->config;
+        Probe p;
+        char buf[1200];
+        char *argv[4];
+        int r;
+
+        memcpy(argv, sh_argv, sizeof(argv));
+        argv[2] = (char *) "echo sandbox=started";
+        r = run_probe(d, c, "start", argv, DOCTOR_START_TIMEOUT_SECONDS, &p);
+        const char *what = c->driver == DRIVER_RUNSC ? c->platform : driver_to_string(c->driver);
+        if (r < 0) {
+                report(d, "platform", false, "%s: the probe job could not run: %s", what, strerror(-r));
+                return false;
+        }
+        bool ok = p.res.status == CAPSULE_SUCCEEDED && probe_get(&p, "sandbox", buf, sizeof(buf)) &&
+                  streq(buf, "started");
+        if (ok)
+                report(d, "platform", true, "%s%s started a sandbox in %llu ms", c->driver == DRIVER_RUNSC ? "platform " : "",
+                       what, (unsigned long long) p.res.duration_ms);
+        else if (p.res.status == CAPSULE_TIMED_OUT)
+                report(d, "platform", false, "%s%s did not start a sandbox within %d s (killed)",
+                       c->driver == DRIVER_RUNSC ? "platform " : "", what, DOCTOR_START_TIMEOUT_SECONDS);
+        else
+                report(d, "platform", false, "%s%s did not run a trivial job: %s",
+                       c->driver == DRIVER_RUNSC ? "platform " : "", what, result_text(&p, buf, sizeof(buf)));
+        probe_free(&p);
+        return ok;
+}
+
+static bool is_zero_caps(const char *v) {
+        return v && strlen(v) == 16 && strspn(v, "0") == 16;
+}
+
+static void probe_walls(Doctor *d) {
+        const Config *c = d->config;
+        char script[2048], buf[1200], want[64], cap[64];
+        Probe p;
+        char *argv[4];
+        int r;
+
+        /* gVisor's /proc/self/status has no NoNewPrivs line: prctl(PR_GET_NO_NEW_PRIVS) is read
+         * through perl's syscall() (the host's perl under the runsc driver) or the image's
+         * nnp-probe; the status line is used where the kernel shows it. */
+        snprintf(script, sizeof(script),
+                 "echo ids=$(id -u):$(id -g) groups=$(id -G);"
+                 "for k in CapPrm CapEff CapBnd; do echo $k=$(sed -n \"s/^$k:[[:space:]]*//p\" /proc/self/status); done;"
+                 "echo nnp_status=$(sed -n 's/^NoNewPrivs:[[:space:]]*//p' /proc/self/status);"
+                 "if command -v perl >/dev/null 2>&1; then echo nnp_prctl=$(perl -e 'print syscall(%ld, %d, 0, 0, 0, 0)'); "
+                 "elif command -v nnp-probe >/dev/null 2>&1; then echo nnp_prctl=$(nnp-probe | sed -n 's/^NoNewPrivs=//p'); fi;"
+                 "echo ifaces=$(sed -n '3,$s/^ *\\([^:]*\\):.*/\\1/p' /proc/net/dev | sort | tr '\\n' ' ');"
+                 "(: >/.tentaflake-doctor) 2>/dev/null && echo root_write=ok || echo root_write=refused;"
+                 "(echo x >>/snapshot/rw.txt) 2>/dev/null && echo snap_write=ok || echo snap_write=refused",
+                 (long) SYS_prctl, 39 /* PR_GET_NO_NEW_PRIVS */);
+        memcpy(argv, sh_argv, sizeof(argv));
+        argv[2] = script;
+        r = run_probe(d, c, "walls", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        if (r < 0 || p.res.status != CAPSULE_SUCCEEDED) {
+                report(d, "probe_walls", false, "the walls probe job did not complete: %s",
+                       r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf)));
+                probe_free(&p);
+                return;
+        }
+
+        snprintf(want, sizeof(want), "%u:%u groups=%u", (unsigned) c->container_uid, (unsigned) c->container_gid,
+                 (unsigned) c->container_gid);
+        const char *v = probe_get(&p, "ids", buf, sizeof(buf));
+        if (v && streq(v, want))
+                report(d, "probe_uid_gid", true, "uid:gid %s, no other group", want);
+        else
+                report(d, "probe_uid_gid", false, "the job ran as '%s', expected %s", v ?: "(nothing printed)", want);
+
+        bool caps_ok = true;
+        char caps[256] = "";
+        static const char *const capk[] = {"CapPrm", "CapEff", "CapBnd"};
+        for (size_t i = 0; i < ELEMENTSOF(capk); i++) {
+                v = probe_get(&p, capk[i], cap, sizeof(cap));
+                if (!is_zero_caps(v))
+                        caps_ok = false;
+                size_t k = strlen(caps);
+                snprintf(caps + k, sizeof(caps) - k, "%s%s=%s", i ? " " : "", capk[i], v && *v ? v : "?");
+        }
+        report(d, "probe_capabilities", caps_ok, "%s%s", caps, caps_ok ? "" : " (all must be 0)");
+
+        char st[32], pr[32];
+        const char *nst = probe_get(&p, "nnp_status", st, sizeof(st));
+        const char *npr = probe_get(&p, "nnp_prctl", pr, sizeof(pr));
+        if (npr && *npr)
+                report(d, "probe_no_new_privs", streq(npr, "1"), "prctl(PR_GET_NO_NEW_PRIVS) = %s inside the capsule%s",
+                       npr, streq(npr, "1") ? "" : " (must be 1)");
+        else if (nst && *nst)
+                report(d, "probe_no_new_privs", streq(nst, "1"), "/proc/self/status NoNewPrivs: %s%s", nst,
+                       streq(nst, "1") ? "" : " (must be 1)");
+        else
+                report(d, "probe_no_new_privs", false,
+                       "cannot prove it: the status has no NoNewPrivs line and neither perl nor nnp-probe is in the capsule");
+
+        v = probe_get(&p, "ifaces", buf, sizeof(buf));
+        report(d, "probe_network", v && streq(v, "lo"), "interfaces in /proc/net/dev: %s%s", v && *v ? v : "(none)",
+               v && streq(v, "lo") ? "" : " (only lo is allowed)");
+
+        v = probe_get(&p, "root_write", buf, sizeof(buf));
+        report(d, "probe_readonly_root", v && streq(v, "refused"), "a write to / was %s",
+               v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
+        v = probe_get(&p, "snap_write", buf, sizeof(buf));
+        report(d, "probe_readonly_snapshot", v && streq(v, "refused"), "a write to /snapshot (mode 0666) was %s",
+               v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
+        probe_free(&p);
+}
+
+/* The pids limit and the /work tmpfs size, with small overrides of the configured limits. */
+static void probe_pids_tmpfs(Doctor *d) {
+        Config c = *d->config;
+        char script[1024], buf[1200];
+        Probe p;
+        char *argv[4];
+        int r;
+
+        c.limits.pids = DOCTOR_PIDS_LIMIT;
+        c.limits.workspace_tmpfs = DOCTOR_TMPFS_LIMIT;
+        snprintf(script, sizeof(script),
+                 "dd if=/dev/zero of=/work/fill bs=65536 count=%llu 2>/tmp/dd.err;"
+                 "echo fill_size=$(wc -c </work/fill);"
+                 "grep -q 'No space left' /tmp/dd.err && echo fill_error=ENOSPC || echo fill_error=none;"
+                 "rm -f /work/fill;"
+                 "i=0; while [ $i -lt %d ]; do sleep 30 & i=$((i+1)); echo forks=$i; done; echo fork_bomb=survived",
+                 (unsigned long long) (2 * DOCTOR_TMPFS_LIMIT / 65536), 4 * DOCTOR_PIDS_LIMIT);
+        memcpy(argv, sh_argv, sizeof(argv));
+        argv[2] = script;
+        r = run_probe(d, &c, "limits", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        if (r < 0 || p.res.status == CAPSULE_ERROR || p.res.status == CAPSULE_TIMED_OUT) {
+                const char *why = r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf));
+                report(d, "probe_pids_limit", false, "the limits probe job did not complete: %s", why);
+                report(d, "probe_tmpfs_limit", false, "the limits probe job did not complete: %s", why);
+                probe_free(&p);
+                return;
+        }
+
+        const char *v = probe_get(&p, "fill_size", buf, sizeof(buf));
+        uint64_t size = v ? strtoull(v, NULL, 10) : 0;
+        char err[32];
+        const char *fe = probe_get(&p, "fill_error", err, sizeof(err));
+        bool ok = v && fe && streq(fe, "ENOSPC") && size > 0 && size <= DOCTOR_TMPFS_LIMIT;
+        report(d, "probe_tmpfs_limit", ok, "writing %llu MiB into /work with workspace_tmpfs %llu MiB %s after %llu bytes",
+               (unsigned long long) (2 * DOCTOR_TMPFS_LIMIT >> 20), (unsigned long long) (DOCTOR_TMPFS_LIMIT >> 20),
+               fe && streq(fe, "ENOSPC") ? "stopped with ENOSPC" : "did not fail with ENOSPC", (unsigned long long) size);
+
+        v = probe_get(&p, "forks", buf, sizeof(buf));
+        unsigned long forks = v ? strtoul(v, NULL, 10) : 0;
+        bool survived = probe_get(&p, "fork_bomb", err, sizeof(err)) != NULL;
+        ok = !survived && forks < DOCTOR_PIDS_LIMIT;
+        report(d, "probe_pids_limit", ok, "a fork bomb under pids %d %s after %lu processes", DOCTOR_PIDS_LIMIT,
+               survived ? "was not stopped" : "was stopped", forks);
+        probe_free(&p);
+}
+
+static void probe_memory(Doctor *d) {
+        Config c = *d->config;
+        char prog[256], buf[1200];
+        Probe p;
+        int r;
+
+        c.limits.memory = c.limits.memory_swap = DOCTOR_MEMORY_LIMIT;
+        snprintf(prog, sizeof(prog),
+                 "BEGIN { s = \"a\"; for (i = 0; i < %d; i++) s = s s; print \"survived=\" length(s) }",
+                 DOCTOR_MEMORY_ALLOC_SHIFT);
+        char *argv[] = {(char *) "awk", prog, NULL};
+        r = run_probe(d, &c, "memory", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        if (r < 0) {
+                report(d, "probe_memory_limit", false, "the memory probe job could not run: %s", strerror(-r));
+                return;
+        }
+        bool ok = p.res.status == CAPSULE_KILLED && !probe_get(&p, "survived", buf, sizeof(buf));
+        if (ok)
+                report(d, "probe_memory_limit", true, "allocating %llu MiB under a %llu MiB limit was killed (%s)",
+                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), DOCTOR_MEMORY_LIMIT >> 20, p.res.reason ?: "signal");
+        else
+                report(d, "probe_memory_limit", false,
+                       "allocating %llu MiB under a %llu MiB limit was not killed: the job ended %s",
+                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), DOCTOR_MEMORY_LIMIT >> 20,
+                       result_text(&p, buf, sizeof(buf)));
+        probe_free(&p);
+}
+
+/* ---- the whole --------------------------------------------------------------------- */
+
+static void doctor_done(Doctor *d) {
+        d->scratch_fd = safe_close(d->scratch_fd);
+        if (d->base)
+                (void) rm_rf_at(AT_FDCWD, d->base);
+        free(d->base);
+        d->base = NULL;
+        runsc_done(&d->rt);
+        engine_done(&d->en);
+        json_decref(d->checks);
+}
+
+int doctor_run(const Config *c, bool json, FILE *out) {
+        Doctor d = {.config = c, .json = json, .out = out, .scratch_fd = -EBADF};
+        TfwError e = {0};
+        bool runtime_ok;
+        int r;
+
+        d.checks = json_array();
+        if (!d.checks)
+                return -ENOMEM;
+        r = probe_setup(&d);
+        if (r < 0) {
+                doctor_done(&d);
+                return r;
+        }
+
+        if (c->driver == DRIVER_RUNSC) {
+                runtime_ok = runsc_init(&d.rt, c, d.runsc_root, &e) >= 0;
+                if (!runtime_ok)
+                        report(&d, "runtime", false, "%s", e.message);
+                else
+                        runtime_ok = check_runsc(&d);
+        } else {
+                runtime_ok = engine_init(&d.en, c, NULL, &e) >= 0;
+                if (!runtime_ok)
+                        report(&d, "runtime", false, "%s", e.message);
+                else
+                        runtime_ok = check_engine(&d);
+        }
+        check_openat2(&d);
+        check_cgroups(&d);
+        check_dirs(&d);
+        check_group(&d);
+
+        e = (TfwError){0};
+        bool have_init = job_find_init(d.init_path, sizeof(d.init_path), &e) >= 0;
+        if (!have_init)
+                report(&d, "capsule_init", false, "%s", e.message);
+
+        if (!runtime_ok || !have_init)
+                report(&d, "probe", false, "not run: %s", !runtime_ok ? "the runtime is unavailable" : "no capsule init");
+        else if (probe_platform(&d)) {
+                probe_walls(&d);
+                probe_pids_tmpfs(&d);
+                probe_memory(&d);
+        } else
+                report(&d, "probe", false, "not run: no sandbox started");
+
+        if (json) {
+                char *s = json_dumps(d.checks, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                if (!s) {
+                        doctor_done(&d);
+                        return -ENOMEM;
+                }
+                fprintf(out, "%s\n", s);
+                free(s);
+                fflush(out);
+        }
+        bool failed = d.failed;
+        doctor_done(&d);
+        return failed ? 1 : 0;
+}
