@@ -344,8 +344,8 @@ static const char *probe_get(const Probe *p, const char *key, char *buf, size_t 
 }
 
 static const char *result_text(const Probe *p, char *buf, size_t n) {
-        snprintf(buf, n, "%s%s%s%s%s", capsule_status_to_string(p->res.status), p->res.reason ? " (" : "",
-                 p->res.reason ?: "", p->res.reason ? ")" : "", "");
+        snprintf(buf, n, "%s%s%s%s", capsule_status_to_string(p->res.status), p->res.reason ? " (" : "",
+                 p->res.reason ?: "", p->res.reason ? ")" : "");
         if (p->res.message[0]) {
                 size_t k = strlen(buf);
                 snprintf(buf + k, n - k, ": %s", p->res.message);
@@ -473,15 +473,17 @@ static void probe_pids_tmpfs(Doctor *d) {
         char *argv[4];
         int r;
 
-        c.limits.pids = DOCTOR_PIDS_LIMIT;
-        c.limits.workspace_tmpfs = DOCTOR_TMPFS_LIMIT;
+        /* Never looser than configured: the probe proves the mechanism, not a number. */
+        c.limits.pids = MIN(c.limits.pids, (uint64_t) DOCTOR_PIDS_LIMIT);
+        c.limits.workspace_tmpfs = MIN(c.limits.workspace_tmpfs, DOCTOR_TMPFS_LIMIT);
+        uint64_t pids = c.limits.pids, tmpfs = c.limits.workspace_tmpfs;
         snprintf(script, sizeof(script),
                  "dd if=/dev/zero of=/work/fill bs=65536 count=%llu 2>/tmp/dd.err;"
                  "echo fill_size=$(wc -c </work/fill);"
                  "grep -q 'No space left' /tmp/dd.err && echo fill_error=ENOSPC || echo fill_error=none;"
                  "rm -f /work/fill;"
                  "i=0; while [ $i -lt %d ]; do sleep 30 & i=$((i+1)); echo forks=$i; done; echo fork_bomb=survived",
-                 (unsigned long long) (2 * DOCTOR_TMPFS_LIMIT / 65536), 4 * DOCTOR_PIDS_LIMIT);
+                 (unsigned long long) (2 * tmpfs / 65536), (int) (4 * pids));
         memcpy(argv, sh_argv, sizeof(argv));
         argv[2] = script;
         r = run_probe(d, &c, "limits", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
@@ -497,16 +499,16 @@ static void probe_pids_tmpfs(Doctor *d) {
         uint64_t size = v ? strtoull(v, NULL, 10) : 0;
         char err[32];
         const char *fe = probe_get(&p, "fill_error", err, sizeof(err));
-        bool ok = v && fe && streq(fe, "ENOSPC") && size > 0 && size <= DOCTOR_TMPFS_LIMIT;
-        report(d, "probe_tmpfs_limit", ok, "writing %llu MiB into /work with workspace_tmpfs %llu MiB %s after %llu bytes",
-               (unsigned long long) (2 * DOCTOR_TMPFS_LIMIT >> 20), (unsigned long long) (DOCTOR_TMPFS_LIMIT >> 20),
+        bool ok = v && fe && streq(fe, "ENOSPC") && size > 0 && size <= tmpfs;
+        report(d, "probe_tmpfs_limit", ok, "writing %llu bytes into /work with workspace_tmpfs %llu bytes %s after %llu bytes",
+               (unsigned long long) (2 * tmpfs), (unsigned long long) tmpfs,
                fe && streq(fe, "ENOSPC") ? "stopped with ENOSPC" : "did not fail with ENOSPC", (unsigned long long) size);
 
         v = probe_get(&p, "forks", buf, sizeof(buf));
         unsigned long forks = v ? strtoul(v, NULL, 10) : 0;
         bool survived = probe_get(&p, "fork_bomb", err, sizeof(err)) != NULL;
-        ok = !survived && forks < DOCTOR_PIDS_LIMIT;
-        report(d, "probe_pids_limit", ok, "a fork bomb under pids %d %s after %lu processes", DOCTOR_PIDS_LIMIT,
+        ok = !survived && forks < pids;
+        report(d, "probe_pids_limit", ok, "a fork bomb under pids %llu %s after %lu processes", (unsigned long long) pids,
                survived ? "was not stopped" : "was stopped", forks);
         probe_free(&p);
 }
@@ -517,7 +519,8 @@ static void probe_memory(Doctor *d) {
         Probe p;
         int r;
 
-        c.limits.memory = c.limits.memory_swap = DOCTOR_MEMORY_LIMIT;
+        c.limits.memory = c.limits.memory_swap = MIN(c.limits.memory, DOCTOR_MEMORY_LIMIT);
+        uint64_t limit = c.limits.memory;
         snprintf(prog, sizeof(prog),
                  "BEGIN { s = \"a\"; for (i = 0; i < %d; i++) s = s s; print \"survived=\" length(s) }",
                  DOCTOR_MEMORY_ALLOC_SHIFT);
@@ -530,11 +533,12 @@ static void probe_memory(Doctor *d) {
         bool ok = p.res.status == CAPSULE_KILLED && !probe_get(&p, "survived", buf, sizeof(buf));
         if (ok)
                 report(d, "probe_memory_limit", true, "allocating %llu MiB under a %llu MiB limit was killed (%s)",
-                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), DOCTOR_MEMORY_LIMIT >> 20, p.res.reason ?: "signal");
+                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), (unsigned long long) (limit >> 20),
+                       p.res.reason ?: "signal");
         else
                 report(d, "probe_memory_limit", false,
                        "allocating %llu MiB under a %llu MiB limit was not killed: the job ended %s",
-                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), DOCTOR_MEMORY_LIMIT >> 20,
+                       1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), (unsigned long long) (limit >> 20),
                        result_text(&p, buf, sizeof(buf)));
         probe_free(&p);
 }

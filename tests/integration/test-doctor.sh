@@ -19,9 +19,10 @@ tmp=$(mktemp -d /tmp/tfw-doctortest-XXXXXX)
 probe_dirs() { ls -d /tmp/tfw-doctor-* 2>/dev/null; }
 probe_dirs_before=$(probe_dirs)
 chmod 0755 "$tmp"
-image=
+image= pimage=
 cleanup() {
         [ -n "$image" ] && docker rmi "$image" >/dev/null 2>&1
+        [ -n "$pimage" ] && podman rmi "$pimage" >/dev/null 2>&1
         rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -160,6 +161,21 @@ elif [ "${TENTAFLAKE_MUST_WORK:-}" = 1 ]; then
         check "docker engine and test image available (TENTAFLAKE_MUST_WORK=1)" false
 else
         echo "SKIP (part): no docker engine; the docker driver's doctor is not tested"
+fi
+
+# ---- podman driver (rootful), where it runs ----------------------------------------------
+if command -v podman >/dev/null &&
+        pimage=$(tests/integration/docker-image.sh podman 2>/dev/null) && [ "${pimage#sha256:}" != "$pimage" ]; then
+        config pod "{\"driver\": \"podman\", \"image\": \"$pimage\"}"
+        quiet tfw "$tmp/pod" list
+        doctor pod
+        check "podman: exit 0 (was $rc)" [ "$rc" -eq 0 ]
+        check "podman: every line ✓" every_line_passes
+        check "podman: ✓ probe_memory_limit" has "^✓ probe_memory_limit: "
+        check "podman: no container of the doctor left" \
+                [ -z "$(podman ps -aq --filter label=org.tentaflake.worker=doc-pod)" ]
+else
+        echo "SKIP (part): no podman; the podman driver's doctor is not tested"
 fi
 
 finish
