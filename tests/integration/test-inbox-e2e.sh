@@ -386,7 +386,11 @@ check "approve an expired request fails" sh -c "! '$BIN' --config '$dir/config.j
 # ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] owner and modes of everything published (contract section 3)"
 check "results_dir is root:10000 02750" test "$(stat -c %u:%g:%a "$res")" = "0:10000:2750"
-check "the staging area is root-only" test "$(stat -c %u:%g:%a "$res/.staging")" = "0:0:700"
+# root:container_gid 02700: what is built there inherits the group, and the controller,
+# whose group has no bits on it, cannot look in.
+check "the staging area is closed to the controller" test "$(stat -c %u:%g:%a "$res/.staging")" = "0:10000:2700"
+check "the controller cannot list the staging area" \
+        bash -c "! setpriv --reuid 10000 --regid 10000 --clear-groups ls '$res/.staging' >/dev/null 2>&1"
 bad=$(find "$res" -path "$res/.staging" -prune -o -mindepth 1 \
         \( -type d ! -perm 2750 -o -type f ! -perm 0640 -o ! -user 0 -o ! -group 10000 -o ! -type d ! -type f \) -print)
 check "every published directory is root:10000 02750 and every file 0640 ${bad:+(not: $bad)}" test -z "$bad"
