@@ -132,33 +132,75 @@ static int verb_run(int argc, char **argv, const Config *config, const char *con
         return 0;
 }
 
+/* The operator verbs share one shape: parse, open the worker's state, act, close. */
+typedef int (*OperatorAction)(Worker *w, const VerbArgs *a, TfwError *e);
+
+static int run_operator_verb(int argc, char **argv, const Config *config, const struct option *opts,
+                             int n_ids, OperatorAction act) {
+        VerbArgs a = {};
+        Worker w;
+        TfwError e = {0};
+        int r = parse_verb_args(argc, argv, opts, n_ids, &a);
+        if (r)
+                return r;
+        if ((r = open_worker(&w, config)))
+                return r;
+        if (act(&w, &a, &e) < 0)
+                return fail(&w, &e);
+        worker_close(&w);
+        return 0;
+}
+
+static int act_approve(Worker *w, const VerbArgs *a, TfwError *e) {
+        char who[128];
+        decide_operator_identity(who, sizeof(who));
+        int r = decide_approve(w, a->id, a->expect_sha256, who, e);
+        if (r < 0)
+                return r;
+        printf("approve '%s': approved by %s; queued\n", a->id, who);
+        if (!a->wait)
+                return 0;
+        fflush(stdout);
+        return report_wait_result(w, a->id, stdout, e);
+}
+
+static int act_deny(Worker *w, const VerbArgs *a, TfwError *e) {
+        char who[128];
+        decide_operator_identity(who, sizeof(who));
+        int r = decide_deny(w, a->id, a->reason, who, e);
+        if (r >= 0)
+                printf("deny '%s': denied by %s\n", a->id, who);
+        return r;
+}
+
+static int act_list(Worker *w, const VerbArgs *a, TfwError *e) {
+        return report_list(w, a->all, a->json, stdout, e);
+}
+
+static int act_show(Worker *w, const VerbArgs *a, TfwError *e) {
+        return report_show(w, a->id, a->json, stdout, e);
+}
+
+static int act_gc(Worker *w, const VerbArgs *a, TfwError *e) {
+        (void) a;
+        int expired = decide_expire_pending(w, now_realtime(), e);
+        if (expired < 0)
+                return expired;
+        int removed = retention_run(w, now_realtime(), true, NULL, e);
+        if (removed < 0)
+                return removed;
+        printf("gc: %d result(s) removed, %d pending request(s) expired, audit log rotated\n", removed, expired);
+        return 0;
+}
+
 static int verb_approve(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
                 {"expect-sha256", required_argument, NULL, OPT_EXPECT},
                 {"wait", no_argument, NULL, OPT_WAIT},
                 {},
         };
-        VerbArgs a = {};
-        Worker w;
-        TfwError e = {0};
-        char who[128];
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 1, &a);
-        if (r)
-                return r;
-        if ((r = open_worker(&w, config)))
-                return r;
-        decide_operator_identity(who, sizeof(who));
-        if (decide_approve(&w, a.id, a.expect_sha256, who, &e) < 0)
-                return fail(&w, &e);
-        printf("approve '%s': approved by %s; queued\n", a.id, who);
-        if (a.wait) {
-                fflush(stdout);
-                if (report_wait_result(&w, a.id, stdout, &e) < 0)
-                        return fail(&w, &e);
-        }
-        worker_close(&w);
-        return 0;
+        return run_operator_verb(argc, argv, config, opts, 1, act_approve);
 }
 
 static int verb_deny(int argc, char **argv, const Config *config, const char *config_path) {
@@ -166,22 +208,8 @@ static int verb_deny(int argc, char **argv, const Config *config, const char *co
                 {"reason", required_argument, NULL, OPT_REASON},
                 {},
         };
-        VerbArgs a = {};
-        Worker w;
-        TfwError e = {0};
-        char who[128];
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 1, &a);
-        if (r)
-                return r;
-        if ((r = open_worker(&w, config)))
-                return r;
-        decide_operator_identity(who, sizeof(who));
-        if (decide_deny(&w, a.id, a.reason, who, &e) < 0)
-                return fail(&w, &e);
-        printf("deny '%s': denied by %s\n", a.id, who);
-        worker_close(&w);
-        return 0;
+        return run_operator_verb(argc, argv, config, opts, 1, act_deny);
 }
 
 static int verb_list(int argc, char **argv, const Config *config, const char *config_path) {
@@ -190,19 +218,8 @@ static int verb_list(int argc, char **argv, const Config *config, const char *co
                 {"all", no_argument, NULL, OPT_ALL},
                 {},
         };
-        VerbArgs a = {};
-        Worker w;
-        TfwError e = {0};
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 0, &a);
-        if (r)
-                return r;
-        if ((r = open_worker(&w, config)))
-                return r;
-        if (report_list(&w, a.all, a.json, stdout, &e) < 0)
-                return fail(&w, &e);
-        worker_close(&w);
-        return 0;
+        return run_operator_verb(argc, argv, config, opts, 0, act_list);
 }
 
 static int verb_show(int argc, char **argv, const Config *config, const char *config_path) {
@@ -210,19 +227,8 @@ static int verb_show(int argc, char **argv, const Config *config, const char *co
                 {"json", no_argument, NULL, OPT_JSON},
                 {},
         };
-        VerbArgs a = {};
-        Worker w;
-        TfwError e = {0};
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 1, &a);
-        if (r)
-                return r;
-        if ((r = open_worker(&w, config)))
-                return r;
-        if (report_show(&w, a.id, a.json, stdout, &e) < 0)
-                return fail(&w, &e);
-        worker_close(&w);
-        return 0;
+        return run_operator_verb(argc, argv, config, opts, 1, act_show);
 }
 
 static int verb_doctor(int argc, char **argv, const Config *config, const char *config_path) {
@@ -245,24 +251,8 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
 
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {{}};
-        VerbArgs a = {};
-        Worker w;
-        TfwError e = {0};
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 0, &a);
-        if (r)
-                return r;
-        if ((r = open_worker(&w, config)))
-                return r;
-        int expired = decide_expire_pending(&w, now_realtime(), &e);
-        if (expired < 0)
-                return fail(&w, &e);
-        int removed = retention_run(&w, now_realtime(), true, NULL, &e);
-        if (removed < 0)
-                return fail(&w, &e);
-        printf("gc: %d result(s) removed, %d pending request(s) expired, audit log rotated\n", removed, expired);
-        worker_close(&w);
-        return 0;
+        return run_operator_verb(argc, argv, config, opts, 0, act_gc);
 }
 
 static int verb_audit(int argc, char **argv, const Config *config, const char *config_path) {
