@@ -11,6 +11,7 @@
 #include "approve/decide.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "orchestrator/finish.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
 #include "orchestrator/store.h"
@@ -127,26 +128,6 @@ out:
         return 0;
 }
 
-/* End a pending request without running it: denied or expired. Called with the lock held
- * and rec already updated; publishes the result. */
-static int finish_unrun(Worker *w, RequestRecord *rec, const char *status, const char *error,
-                        const char *message, TfwError *e) {
-        _cleanup_request_ Request *req = NULL;
-        int r;
-
-        (void) store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, NULL);
-        _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, NULL);
-        _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, rec->id, e);
-        if (sfd < 0)
-                return sfd;
-        r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
-        if (r < 0)
-                return r;
-        rec->state = STATE_FINAL;
-        snprintf(rec->status, sizeof(rec->status), "%s", status);
-        return store_save(w->dirs.requests_fd, rec, e);
-}
-
 int decide_deny(Worker *w, const char *id, const char *reason, const char *approver, TfwError *e) {
         RequestRecord rec;
         char msg[1200];
@@ -162,7 +143,7 @@ int decide_deny(Worker *w, const char *id, const char *reason, const char *appro
                 snprintf(rec.reason, sizeof(rec.reason), "%s", reason ? reason : "");
                 rec.decided_at = rec.updated_at = now_realtime();
                 snprintf(msg, sizeof(msg), "denied by %s%s%s", approver, reason ? ": " : "", reason ? reason : "");
-                r = finish_unrun(w, &rec, "denied", "denied", msg, e);
+                r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, e);
         }
         store_unlock(lock);
         if (r < 0)
@@ -190,7 +171,7 @@ int decide_expire_pending(Worker *w, usec_t now, TfwError *e) {
                 rec->decided_at = rec->updated_at = now;
                 snprintf(msg, sizeof(msg), "not approved within pending_ttl_hours (%u)",
                          w->config->pending_ttl_hours);
-                r = finish_unrun(w, rec, "expired", "expired", msg, e);
+                r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, e);
                 if (r >= 0) {
                         expired++;
                         audit_decision(w, "expired", rec, NULL);

@@ -13,6 +13,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
+#include "orchestrator/finish.h"
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
@@ -121,31 +122,12 @@ static json_t *snapshot_json(const SnapshotSummary *s) {
                          "skipped_symlinks", (json_int_t) s->skipped_symlinks, "tree", s->tree);
 }
 
-/* Publish, mark final, audit: the one way a job ends. */
 static int finish(Worker *w, RequestRecord *rec, const Request *req, const char *status, const char *error,
-                  const char *message, const ResultRun *run, int exit_code, TfwError *e) {
-        _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, run);
-        int r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
-        if (r < 0)
-                return r;
-        rec->state = STATE_FINAL;
-        snprintf(rec->status, sizeof(rec->status), "%s", status);
-        rec->updated_at = now_realtime();
-        r = store_save(w->dirs.requests_fd, rec, e);
-        if (r < 0)
-                return r;
-        _cleanup_(json_decrefp) json_t *f = json_pack(
-                "{s:s, s:s, s:s, s:s?, s:s?}", "id", rec->id, "request_sha256", rec->sha256, "outcome", status,
-                "error", error, "message", message);
-        if (run && run->has_exit_code)
-                json_object_set_new(f, "exit_code", json_integer(exit_code));
-        if (run && run->signal)
-                json_object_set_new(f, "signal", json_integer(run->signal));
-        if (run && run->started_at && run->finished_at >= run->started_at)
-                json_object_set_new(f, "duration_ms",
-                                    json_integer((json_int_t) ((run->finished_at - run->started_at) / USEC_PER_MSEC)));
-        (void) worker_audit(w, "finished", f, NULL);
-        return 0;
+                  const char *message, const ResultRun *run, TfwError *e) {
+        int r = finish_request(w, rec, req, status, error, message, run, e);
+        if (r >= 0)
+                finish_audit(w, "finished", rec, error, message, run);
+        return r;
 }
 
 int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
@@ -191,7 +173,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
                 (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
                 run = (ResultRun){};
                 return finish(w, rec, req, refused ? "rejected" : "error", se.code ? se.code : "snapshot_io",
-                              se.message, &run, 0, e);
+                              se.message, &run, e);
         }
         _cleanup_(json_decrefp) json_t *snap = snapshot_json(&sum);
         run.snapshot = snap;
@@ -218,7 +200,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (r < 0) {
                 (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
                 run = (ResultRun){.snapshot = snap};
-                return finish(w, rec, req, "error", e->code ? e->code : "capsule_setup", e->message, &run, 0, e);
+                return finish(w, rec, req, "error", e->code ? e->code : "capsule_setup", e->message, &run, e);
         }
 
         CapsuleJobParams p = {
@@ -269,5 +251,5 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         run.runtime = rtj;
         run.ran = true;
         return finish(w, rec, req, capsule_status_to_string(cr.status), cr.reason,
-                      cr.message[0] ? cr.message : NULL, &run, cr.exit_code, e);
+                      cr.message[0] ? cr.message : NULL, &run, e);
 }

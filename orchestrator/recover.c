@@ -5,44 +5,18 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "orchestrator/finish.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/recover.h"
 #include "orchestrator/result.h"
 
 int recover_finish_unpublished(Worker *w, RequestRecord *rec, const char *status, const char *error,
                                const char *message, TfwError *e) {
-        _cleanup_request_ Request *req = NULL;
-        char st[sizeof(rec->status)];
-        int r;
-
-        /* status may be rec->status itself (a final record whose result was lost): copy it
-         * before rec->status is rewritten, snprintf from a buffer into itself is undefined. */
-        snprintf(st, sizeof(st), "%s", status);
-        status = st;
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
-        if (!publish_exists(&w->dirs, rec->id)) {
-                (void) store_read_request(w->dirs.requests_fd, rec->id, &w->policy, &req, NULL);
-                _cleanup_(json_decrefp) json_t *res = result_build(w->config, rec, req, status, error, message, NULL);
-                /* Keep what the job already wrote (its log) if a staging directory survived. */
-                _cleanup_close_ int sfd = open_dir_at(w->dirs.staging_fd, rec->id);
-                if (sfd < 0)
-                        sfd = publish_stage_begin(&w->dirs, rec->id, e);
-                if (sfd < 0)
-                        return sfd;
-                r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
-                if (r < 0)
-                        return r;
-        }
-        rec->state = STATE_FINAL;
-        snprintf(rec->status, sizeof(rec->status), "%s", status);
-        rec->updated_at = now_realtime();
-        r = store_save(w->dirs.requests_fd, rec, e);
+        int r = finish_request(w, rec, NULL, status, error, message, NULL, e);
         if (r < 0)
                 return r;
-        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "id", rec->id, "request_sha256",
-                                                      rec->sha256, "outcome", status, "error", error,
-                                                      "message", message);
-        (void) worker_audit(w, streq(status, "interrupted") ? "interrupted" : "error", f, NULL);
+        finish_audit(w, streq(rec->status, "interrupted") ? "interrupted" : "error", rec, error, message, NULL);
         return 0;
 }
 
