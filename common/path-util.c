@@ -1,4 +1,5 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
 #include <limits.h>
 #include <string.h>
 
@@ -49,4 +50,14 @@ bool filename_is_valid(const char *name) {
         if (n == 0 || n > NAME_MAX || strchr(name, '/'))
                 return false;
         return !streq(name, ".") && !streq(name, "..");
+}
+
+int path_join_buf(char *buf, size_t size, const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        if (la + 1 + lb + 1 > size)
+                return -ENAMETOOLONG;
+        memcpy(buf, a, la);
+        buf[la] = '/';
+        memcpy(buf + la + 1, b, lb + 1);
+        return 0;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <stdbool.h>
+#include <stddef.h>
 
 /* Absolute and normalised: starts with '/', no empty, "." or ".." component, no trailing '/'
  * (except "/" itself), no control characters, shorter than PATH_MAX. */
@@ -11,6 +12,9 @@ bool path_is_absolute_normalized(const char *p);
 
 /* Is child equal to parent or below it (both normalised absolute paths)? */
 bool path_is_below_or_equal(const char *child, const char *parent);
+
+/* a + "/" + b into buf; -ENAMETOOLONG when it does not fit. */
+int path_join_buf(char *buf, size_t size, const char *a, const char *b);
 
 /* A single file name: non-empty, no '/', not "." or "..", shorter than NAME_MAX. */
 bool filename_is_valid(const char *name);

@@ -26,6 +26,7 @@
 #include "common/size.h"
 #include "orchestrator/dirs.h"
 #include "orchestrator/doctor.h"
+#include "capsule/init-path.h"
 #include "orchestrator/job.h"
 
 static void fclosep(FILE **f) {
@@ -590,7 +591,7 @@ int doctor_run(const Config *c, bool json, FILE *out) {
         check_group(&d);
 
         e = (TfwError){0};
-        bool have_init = job_find_init(d.init_path, sizeof(d.init_path), &e) >= 0;
+        bool have_init = capsule_find_init(d.init_path, sizeof(d.init_path), &e) >= 0;
         if (!have_init)
                 report(&d, "capsule_init", false, "%s", e.message);
 

@@ -8,11 +8,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capsule/init-path.h"
 #include "capsule/job.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
+#include "common/path-util.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
@@ -23,42 +25,7 @@
 #define ARTIFACT_PARSER_UID 65534
 #define ARTIFACT_PARSER_GID 65534
 
-static int path_join(char *buf, size_t size, const char *a, const char *b) {
-        size_t la = strlen(a), lb = strlen(b);
-        if (la + 1 + lb + 1 > size)
-                return -ENAMETOOLONG;
-        memcpy(buf, a, la);
-        buf[la] = '/';
-        memcpy(buf + la + 1, b, lb + 1);
-        return 0;
-}
 
-/* The in-capsule init: beside this executable (a build tree), else the installed libexec
- * copy. It is mounted into every capsule, so it must be root's and writable by nobody else. */
-int job_find_init(char *buf, size_t size, TfwError *e) {
-        char exe[PATH_MAX];
-        struct stat st;
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-
-        buf[0] = 0;
-        if (n > 0) {
-                exe[n] = 0;
-                char *slash = strrchr(exe, '/');
-                if (slash) {
-                        *slash = 0;
-                        if (path_join(buf, size, exe, "tentaflake-capsule-init") < 0 || stat(buf, &st) < 0)
-                                buf[0] = 0;
-                }
-        }
-        if (!buf[0] && path_join(buf, size, TFW_LIBEXECDIR, "tentaflake-capsule-init") < 0)
-                return tfw_error(e, ENAMETOOLONG, "capsule_setup", "the capsule init path is too long");
-        if (stat(buf, &st) < 0)
-                return tfw_error(e, errno, "capsule_setup", "the capsule init '%s' is missing: %m", buf);
-        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-                return tfw_error(e, EPERM, "capsule_setup",
-                                 "the capsule init '%s' must be a root-owned file writable only by root", buf);
-        return 0;
-}
 
 static int runsc_root(Worker *w, char *buf, size_t size) {
         int n = snprintf(buf, size, "%s/runsc", w->config->state_dir);
@@ -156,9 +123,9 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (scratch < 0)
                 return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", rec->id);
         char scratch_base[PATH_MAX];
-        if (path_join(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
-            path_join(scratch_path, sizeof(scratch_path), scratch_base, rec->id) < 0 ||
-            path_join(snap_path, sizeof(snap_path), scratch_path, "snapshot") < 0)
+        if (path_join_buf(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
+            path_join_buf(scratch_path, sizeof(scratch_path), scratch_base, rec->id) < 0 ||
+            path_join_buf(snap_path, sizeof(snap_path), scratch_path, "snapshot") < 0)
                 return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", rec->id);
 
         /* 1. Snapshot. A workspace the worker will not copy rejects the job before it runs. */
@@ -189,7 +156,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         if (art_fd < 0)
                 return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
 
-        r = job_find_init(init_path, sizeof(init_path), e);
+        r = capsule_find_init(init_path, sizeof(init_path), e);
         if (r >= 0)
                 r = runsc_root(w, root, sizeof(root));
         Runsc rt = {};

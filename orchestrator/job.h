@@ -10,10 +10,6 @@
 
 int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
 
-/* The absolute path of tentaflake-capsule-init: beside this executable (a build tree), else
- * the installed libexec copy; refused unless a root-owned regular file writable only by root
- * (it is mounted into every capsule). Also used by doctor. */
-int job_find_init(char *buf, size_t size, TfwError *e);
 
 /* Remove everything a job of this worker may have left: scratch (snapshot, bundle) and, through
  * the capsule driver, the container. Used at start-up and after a killed job. */

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capsule/init-path.h"
+#include "common/path-util.h"
+
+#define INIT_NAME "tentaflake-capsule-init"
+
+int capsule_find_init(char *buf, size_t size, TfwError *e) {
+        char exe[PATH_MAX];
+        struct stat st;
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+        buf[0] = 0;
+        if (n > 0) {
+                exe[n] = 0;
+                char *slash = strrchr(exe, '/');
+                if (slash) {
+                        *slash = 0;
+                        if (path_join_buf(buf, size, exe, INIT_NAME) < 0 || stat(buf, &st) < 0)
+                                buf[0] = 0;
+                }
+        }
+        if (!buf[0] && path_join_buf(buf, size, TFW_LIBEXECDIR, INIT_NAME) < 0)
+                return tfw_error(e, ENAMETOOLONG, "capsule_setup", "the capsule init path is too long");
+        if (stat(buf, &st) < 0)
+                return tfw_error(e, errno, "capsule_setup", "the capsule init '%s' is missing: %m", buf);
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
+                return tfw_error(e, EPERM, "capsule_setup",
+                                 "the capsule init '%s' must be a root-owned file writable only by root", buf);
+        return 0;
+}
