@@ -100,6 +100,18 @@ j={j['id']: j for j in json.load(open('$tmp/state.json'))['jobs']}[sys.argv[1]]
 c=[h for h in j['history'] if h['event']=='complete']
 json.dump(c[-1]['attestation'], open(sys.argv[2],'w'))" "$1" "$2"
 }
+# wait_ready NAME: the worker has started its lanes (a signal sent before that could reach the
+# shell's child before it execs the worker, and be lost)
+wait_ready() { wait_log "$1" "claiming from"; }
+# wait_log NAME PATTERN: the worker's log has a line matching PATTERN
+wait_log() {
+        local i=0
+        until grep -q "$2" "$1.log" 2>/dev/null; do
+                i=$((i + 1))
+                [ $i -gt 400 ] && { echo "timeout waiting for $1 to start"; return 1; }
+                sleep 0.25
+        done
+}
 verify() { python3 "$SRC/tests/server/verify_attestation.py" "$PUB" "$@" >/dev/null; }
 no_attestation() { [ "$(q "sum(1 for h in jobs['$1']['history'] if h.get('attestation'))")" = 0 ]; }
 
@@ -211,7 +223,11 @@ W2=$wpid
 enqueue term2 "$TREE" '{"argv":["sleep","100"],"timeout_secs":200}'
 wait_until "jobs['term2']['state'] == 'claimed' and jobs['term2']['history'][-1]['worker'] == 'ci-2-$RUN'" 60
 wait_until "jobs['term2'].get('heartbeats', 0) >= 1" 30
-kill -TERM "$W2"; kill -INT "$W2"
+# Two TERMs (a background job of a non-interactive shell has SIGINT ignored), the second once
+# the first was taken (two pending signals of one kind would merge).
+kill -TERM "$W2"
+wait_log ci-2 "finishing the running checks"
+kill -TERM "$W2"
 wait "$W2"; rc=$?
 check "after a second signal the worker exits" [ "$rc" = 0 ]
 check "the interrupted job was handed back with fail (retry), unsigned" \
@@ -251,6 +267,7 @@ kill -TERM "$W6"; wait "$W6"
 # The killed worker's container is removed by its successor's start-up cleanup.
 start_worker ci-5
 W5=$wpid
+wait_ready ci-5
 kill -TERM "$W5"; wait "$W5"
 
 # ---- 8. two lanes, many jobs ------------------------------------------------------------------
