@@ -50,7 +50,9 @@ int open_dir_path_nofollow(const char *path, bool use_openat2) {
         if (!path_is_absolute_normalized(path))
                 return -EINVAL;
         if (use_openat2) {
-                long fd = sys_openat2(AT_FDCWD, path, flags, RESOLVE_PATH);
+                /* No O_NOFOLLOW: with it a final symlink fails as ENOTDIR; without it,
+                 * RESOLVE_NO_SYMLINKS refuses it (and every other symlink) with ELOOP. */
+                long fd = sys_openat2(AT_FDCWD, path, flags & ~O_NOFOLLOW, RESOLVE_PATH);
                 return fd < 0 ? -errno : (int) fd;
         }
 

@@ -19,6 +19,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/resolve.h"
 #include "blob-hasher.h"
 #include "snapshot.h"
 
@@ -37,8 +38,6 @@
 /* O_NONBLOCK: a FIFO swapped in after readdir opens at once instead of waiting for a writer.
  * O_NOCTTY: never acquire a controlling terminal. */
 #define CHILD_FILE_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
-#define RESOLVE_CHILD (RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
-#define RESOLVE_ROOT (RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)
 
 /* The tree object of one directory of the copy. Trees are hashed only after the whole walk
  * (children before parents), so the walk never waits for the hashing thread in between. */
@@ -96,20 +95,9 @@ static void walk_done(Walk *w) {
                 free(w->dents[i]);
 }
 
-static long sys_openat2(int dfd, const char *name, uint64_t flags, uint64_t resolve) {
-        struct open_how how = { .flags = flags, .resolve = resolve };
-        return syscall(SYS_openat2, dfd, name, &how, sizeof(how));
-}
 
 bool snapshot_openat2_usable(void) {
-        /* Open "/" the way the walk will: any failure means openat2 is missing or filtered
-         * (ENOSYS from the kernel or a modern filter, EPERM from older container profiles,
-         * EINVAL from a kernel without these flags). Falling back is never less strict. */
-        long fd = sys_openat2(AT_FDCWD, "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_ROOT);
-        if (fd < 0)
-                return false;
-        safe_close((int) fd);
-        return true;
+        return openat2_usable();
 }
 
 /* A name as a message may show it: printable ASCII kept, every other byte (and the quote and
@@ -222,60 +210,13 @@ static int finish_dir(int fd, mode_t mode) {
 }
 
 static int open_child(Walk *w, int dfd, const char *name, int flags) {
-        long fd;
-
-        if (w->use_openat2)
-                fd = sys_openat2(dfd, name, (uint64_t) flags, RESOLVE_CHILD);
-        else
-                fd = openat(dfd, name, flags);
-        return fd < 0 ? -errno : (int) fd;
+        return openat_child(dfd, name, flags, w->use_openat2);
 }
 
 /* Open the workspace root. Security contract: only absolute normalised paths; no symlink in
  * any component (the last included); the result is checked to be a directory. */
 static int open_root(Walk *w, const char *path) {
-        if (!path_is_absolute_normalized(path))
-                return -EINVAL;
-
-        if (w->use_openat2) {
-                /* No O_NOFOLLOW: with it a final symlink fails as ENOTDIR; without it,
-                 * RESOLVE_NO_SYMLINKS refuses it (and every other symlink) with ELOOP. */
-                long fd = sys_openat2(AT_FDCWD, path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, RESOLVE_ROOT);
-                return fd < 0 ? -errno : (int) fd;
-        }
-
-        _cleanup_close_ int fd = open("/", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return -errno;
-        for (const char *s = path + 1; *s;) {
-                char comp[NAME_MAX + 1];
-                const char *slash = strchr(s, '/');
-                size_t n = slash ? (size_t) (slash - s) : strlen(s);
-
-                /* path_is_absolute_normalized() refused these already; the fallback refuses
-                 * them again rather than rely on a distant check. */
-                if (n == 0 || n > NAME_MAX || (n == 1 && s[0] == '.') ||
-                    (n == 2 && s[0] == '.' && s[1] == '.'))
-                        return -EINVAL;
-                memcpy(comp, s, n);
-                comp[n] = 0;
-                int next = openat(fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (next < 0)
-                        /* A symlink component fails with ENOTDIR under O_DIRECTORY; report
-                         * it as the loop it is, as openat2 does. */
-                {
-                        int err = errno;
-                        struct stat cst;
-                        if (err == ENOTDIR && fstatat(fd, comp, &cst, AT_SYMLINK_NOFOLLOW) >= 0 &&
-                            S_ISLNK(cst.st_mode))
-                                return -ELOOP;
-                        return -err;
-                }
-                safe_close(fd);
-                fd = next;
-                s = slash ? slash + 1 : s + n;
-        }
-        return TAKE_FD(fd);
+        return open_dir_path_nofollow(path, w->use_openat2);
 }
 
 static bool is_special(mode_t m) {
