@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <stdint.h>
+#include <spawn.h>
 #include <unistd.h>
 
 #include "capsule/oci-spec.h"
@@ -376,4 +377,38 @@ int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e) {
         if (ret_removed)
                 *ret_removed = removed;
         return 0;
+}
+
+void runsc_version(const Runsc *rt, char *buf, size_t size) {
+        int pfd[2];
+        pid_t pid;
+        posix_spawn_file_actions_t fa;
+        char *argv[] = {rt->binary, (char *) "--version", NULL};
+        char *envp[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+
+        snprintf(buf, size, "unknown");
+        if (pipe2(pfd, O_CLOEXEC) < 0)
+                return;
+        posix_spawn_file_actions_init(&fa);
+        posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
+        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+        int r = posix_spawn(&pid, rt->binary, &fa, NULL, argv, envp);
+        posix_spawn_file_actions_destroy(&fa);
+        safe_close(pfd[1]);
+        if (r == 0) {
+                char out[1024];
+                size_t n = 0;
+                ssize_t m;
+                while (n < sizeof(out) - 1 && (m = read(pfd[0], out + n, sizeof(out) - 1 - n)) > 0)
+                        n += (size_t) m;
+                out[n] = 0;
+                char *nl = strchr(out, '\n');
+                if (nl)
+                        *nl = 0;
+                if (out[0])
+                        snprintf(buf, size, "%.200s", out);
+                (void) waitpid(pid, NULL, 0);
+        }
+        safe_close(pfd[0]);
 }

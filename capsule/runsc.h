@@ -26,6 +26,10 @@ typedef struct Runsc {
 int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e);
 void runsc_done(Runsc *rt);
 
+/* The first line of `runsc --version` into buf ("unknown" when it cannot be had): the
+ * runtime's identity in results and in the environment digest. */
+void runsc_version(const Runsc *rt, char *buf, size_t size);
+
 /* The container id of a job: "tfw-<name>-<id>". Caller frees. */
 int capsule_container_id(const char *worker_name, const char *job_id, char **ret);
 

@@ -19,7 +19,7 @@
 #include "orchestrator/worker.h"
 #include "parser/request.h"
 #include "validation/serve.h"
-#include "validation/signing.h"
+#include "artifacts/signing.h"
 
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v) {
         for (int i = 1; i < argc; i++) {

@@ -3,6 +3,7 @@
 #include <stdio.h>
 
 #include "common/fd-util.h"
+#include "artifacts/inbox-attest.h"
 #include "common/json-util.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/publish.h"
@@ -24,6 +25,11 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
                         sfd = publish_stage_begin(&w->dirs, rec->id, e);
                 if (sfd < 0)
                         return sfd;
+                /* With a signing key, every final result is signed (contract section 7):
+                 * attestation.json joins the staging directory before it is published. */
+                r = inbox_attest_result(w->config, sfd, res, e);
+                if (r < 0)
+                        return r;
                 r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
                 if (r < 0)
                         return r;

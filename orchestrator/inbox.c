@@ -12,6 +12,7 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "common/resolve.h"
+#include "orchestrator/finish.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
@@ -135,12 +136,7 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
                 } else if (r < 0)
                         return r;
                 else {
-                        _cleanup_(json_decrefp) json_t *res =
-                                result_build(w->config, &rec, NULL, "rejected", code, message, NULL);
-                        _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, owner_id, e);
-                        if (sfd < 0)
-                                return sfd;
-                        r = publish_commit(&w->dirs, w->config->container_gid, owner_id, res, e);
+                        r = finish_request(w, &rec, NULL, "rejected", code, message, NULL, e);
                         if (r < 0)
                                 return r;
                         audit_rejection(w, name, owner_id, sha, code, message);
@@ -293,12 +289,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
 
         if (pol == ACTION_POLICY_REJECT) {
                 snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
-                _cleanup_(json_decrefp) json_t *res =
-                        result_build(w->config, &rec, req, "rejected", "forbidden", msg, NULL);
-                _cleanup_close_ int sfd = publish_stage_begin(&w->dirs, req->id, e);
-                if (sfd < 0)
-                        return sfd;
-                r = publish_commit(&w->dirs, w->config->container_gid, req->id, res, e);
+                r = finish_request(w, &rec, req, "rejected", "forbidden", msg, NULL, e);
                 if (r < 0)
                         return r;
                 audit_rejection(w, name, req->id, req->sha256, "forbidden", msg);

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "artifacts/envdigest.h"
 #include "capsule/init-path.h"
 #include "capsule/job.h"
 #include "capsule/runsc.h"
@@ -188,6 +189,15 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         };
         CapsuleResult cr = {};
         r = capsule_run_job(&p, &cr, e);
+        /* The runtime's identity, for the result and the environment digest. */
+        char version[256] = "unknown";
+        if (engine) {
+                _cleanup_free_ char *v = NULL;
+                TfwError ve = {0};
+                if (engine_server_version(&en, &v, &ve) >= 0 && v)
+                        snprintf(version, sizeof(version), "%s", v);
+        } else
+                runsc_version(&rt, version, sizeof(version));
         runsc_done(&rt);
         engine_done(&en);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
@@ -206,8 +216,14 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
                 (json_int_t) cr.artifacts.bytes, "truncated", false, "error",
                 cr.artifacts_ok ? NULL : (cr.artifacts_error[0] ? cr.artifacts_error : cr.artifacts_error_code));
         _cleanup_(json_decrefp) json_t *rtj =
-                json_pack("{s:s, s:s?, s:s}", "driver", driver_to_string(w->config->driver), "version", NULL,
+                json_pack("{s:s, s:s, s:s}", "driver", driver_to_string(w->config->driver), "version", version,
                           "platform", w->config->platform);
+        /* What the job ran in, never what it ran: the same for every job of this config. */
+        _cleanup_(json_decrefp) json_t *desc =
+                env_description(w->config, req->timeout_seconds, w->config->limits.max_log_bytes, NULL, version);
+        char digest[ENV_DIGEST_SIZE];
+        if (desc && env_digest(desc, digest) >= 0)
+                run.environment_digest = digest;
         run.started_at = cr.started_at;
         run.finished_at = cr.finished_at;
         run.has_exit_code = cr.exit_code >= 0;

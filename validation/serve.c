@@ -30,19 +30,20 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule/init-path.h"
 #include "capsule/job.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
 #include "common/path-util.h"
-#include "validation/attest.h"
+#include "artifacts/attest.h"
 #include "validation/checkout.h"
-#include "validation/envdigest.h"
+#include "artifacts/envdigest.h"
 #include "validation/http.h"
 #include "validation/job.h"
 #include "validation/serve.h"
-#include "validation/signing.h"
+#include "artifacts/signing.h"
 
 #define TOKEN_MAX 4096
 #define MAX_MOUNTS 32
@@ -115,72 +116,8 @@ static bool wait_or_stop(Serve *s, double secs) {
         return atomic_load(&s->stopping) > 0;
 }
 
-static int path_join(char *buf, size_t size, const char *a, const char *b) {
-        int n = snprintf(buf, size, "%s/%s", a, b);
-        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
-}
 
-/* The in-capsule init, as orchestrator/job.c finds it: beside this executable, else libexec;
- * root's and writable by nobody else, because every capsule mounts it. */
-static int find_init(char *buf, size_t size, TfwError *e) {
-        char exe[PATH_MAX];
-        struct stat st;
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 
-        buf[0] = 0;
-        if (n > 0) {
-                exe[n] = 0;
-                char *slash = strrchr(exe, '/');
-                if (slash) {
-                        *slash = 0;
-                        if (path_join(buf, size, exe, "tentaflake-capsule-init") < 0 || stat(buf, &st) < 0)
-                                buf[0] = 0;
-                }
-        }
-        if (!buf[0] && path_join(buf, size, TFW_LIBEXECDIR, "tentaflake-capsule-init") < 0)
-                return tfw_error(e, ENAMETOOLONG, "capsule_setup", "the capsule init path is too long");
-        if (stat(buf, &st) < 0)
-                return tfw_error(e, errno, "capsule_setup", "the capsule init '%s' is missing: %m", buf);
-        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
-                return tfw_error(e, EPERM, "capsule_setup",
-                                 "the capsule init '%s' must be a root-owned file writable only by root", buf);
-        return 0;
-}
-
-/* First line of `runsc --version`: part of the environment digest. */
-static void runtime_version(const Runsc *rt, char *buf, size_t size) {
-        int pfd[2];
-        pid_t pid;
-        posix_spawn_file_actions_t fa;
-        char *argv[] = {rt->binary, (char *) "--version", NULL};
-        char *envp[] = {(char *) "PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
-
-        snprintf(buf, size, "unknown");
-        if (pipe2(pfd, O_CLOEXEC) < 0)
-                return;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_adddup2(&fa, pfd[1], 1);
-        posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-        int r = posix_spawn(&pid, rt->binary, &fa, NULL, argv, envp);
-        posix_spawn_file_actions_destroy(&fa);
-        safe_close(pfd[1]);
-        if (r == 0) {
-                char out[1024];
-                size_t n = 0;
-                ssize_t m;
-                while (n < sizeof(out) - 1 && (m = read(pfd[0], out + n, sizeof(out) - 1 - n)) > 0)
-                        n += (size_t) m;
-                out[n] = 0;
-                char *nl = strchr(out, '\n');
-                if (nl)
-                        *nl = 0;
-                if (out[0])
-                        snprintf(buf, size, "%.200s", out);
-                (void) waitpid(pid, NULL, 0);
-        }
-        safe_close(pfd[0]);
-}
 
 /* ---- flags ---------------------------------------------------------------------------------- */
 
@@ -724,8 +661,8 @@ static Outcome run_job(Lane *l, VJob *j) {
                 fault = msg;
                 goto end;
         }
-        if (path_join(lane_path, sizeof(lane_path), s->scratch_path, lane_dir) < 0 ||
-            path_join(snap_path, sizeof(snap_path), lane_path, "checkout") < 0) {
+        if (path_join_buf(lane_path, sizeof(lane_path), s->scratch_path, lane_dir) < 0 ||
+            path_join_buf(snap_path, sizeof(snap_path), lane_path, "checkout") < 0) {
                 fault = "the scratch path is too long";
                 goto end;
         }
@@ -1060,8 +997,8 @@ int serve_main(int argc, char **argv) {
                 log_error("serve: cannot create --state-dir '%s': %m", s->o.state_dir);
                 goto out;
         }
-        if (path_join(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
-            path_join(s->runsc_root, sizeof(s->runsc_root), s->o.state_dir, "runsc") < 0) {
+        if (path_join_buf(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
+            path_join_buf(s->runsc_root, sizeof(s->runsc_root), s->o.state_dir, "runsc") < 0) {
                 log_error("serve: --state-dir '%s' is too long", s->o.state_dir);
                 goto out;
         }
@@ -1070,7 +1007,7 @@ int serve_main(int argc, char **argv) {
                 log_error("serve: cannot open '%s': %m", s->scratch_path);
                 goto out;
         }
-        if (find_init(s->init_path, sizeof(s->init_path), &e) < 0) {
+        if (capsule_find_init(s->init_path, sizeof(s->init_path), &e) < 0) {
                 log_error("serve: %s", e.message);
                 goto out;
         }
@@ -1080,7 +1017,7 @@ int serve_main(int argc, char **argv) {
                         log_error("serve: sandbox unavailable: %s", e.message);
                         goto out;
                 }
-                runtime_version(&rt, s->runtime_version, sizeof(s->runtime_version));
+                runsc_version(&rt, s->runtime_version, sizeof(s->runtime_version));
                 unsigned removed = 0;
                 if (capsule_cleanup_stale(&rt, s->scratch_fd, &removed, &e) < 0)
                         log_warning("serve: start-up cleanup: %s", e.message);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* validation/inbox-attest (the inbox plane's attestation.json, contract section 7) checked
- * by the independent verifier, and validation/envdigest (contract section 8): one digest per
+/* artifacts/inbox-attest (the inbox plane's attestation.json, contract section 7) checked
+ * by the independent verifier, and artifacts/envdigest (contract section 8): one digest per
  * worker configuration and check, changed by every wall it records. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,9 +16,9 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
-#include "validation/envdigest.h"
-#include "validation/inbox-attest.h"
-#include "validation/signing.h"
+#include "artifacts/envdigest.h"
+#include "artifacts/inbox-attest.h"
+#include "artifacts/signing.h"
 
 #define TREE "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
 #define REQ "0000000000000000000000000000000000000000000000000000000000000001"

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* validation/signing and validation/attest: key files (0600, never overwritten, strictly
+/* artifacts/signing and artifacts/attest: key files (0600, never overwritten, strictly
  * parsed), the DSSE pre-authentication encoding, signing and verification, and verification
  * of a signed in-toto Statement by an implementation that is not ours
  * (tests/server/verify_attestation.py: Python's own PAE and `openssl pkeyutl -verify
@@ -18,8 +18,8 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
-#include "validation/attest.h"
-#include "validation/signing.h"
+#include "artifacts/attest.h"
+#include "artifacts/signing.h"
 
 static char *path_in(TestDir *d, const char *name) {
         char *p = NULL;

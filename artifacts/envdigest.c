@@ -6,7 +6,7 @@
 #include "capsule/oci-spec.h"
 #include "common/json-util.h"
 #include "common/sha256.h"
-#include "validation/envdigest.h"
+#include "artifacts/envdigest.h"
 
 json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t output_bytes, char *const *env,
                         const char *runtime_version) {

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "common/json-util.h"
-#include "validation/attest.h"
+#include "artifacts/attest.h"
 
 static json_t *time_json(usec_t t) {
         char buf[RFC3339_MAX];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The inbox plane's signature (contract section 7): when a worker config sets signing_key,
  * every final result carries attestation.json, a DSSE envelope over an in-toto v1 Statement
- * (predicateType ATTEST_PREDICATE_INBOX of validation/attest.h) naming the snapshot tree (or,
+ * (predicateType ATTEST_PREDICATE_INBOX of artifacts/attest.h) naming the snapshot tree (or,
  * when nothing was snapshotted, the request's sha256), the request sha256, the approval, the
  * environment digest, the status, exit code and signal, and the sha256 of every artifact. */
 #pragma once

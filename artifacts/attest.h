@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The in-toto v1 Statements the worker signs (contract sections 7 and 8), wrapped in DSSE
- * envelopes by validation/signing.h.
+ * envelopes by artifacts/signing.h.
  *
  * Validation plane: subject = the candidate tree ({"name": "<repo>", "digest": {"gitTree":
  * "<hex>"}}), predicateType ATTEST_PREDICATE_VALIDATION, predicate = check, repo, proposal,
@@ -23,7 +23,7 @@
 
 #include "common/error.h"
 #include "common/time-util.h"
-#include "validation/signing.h"
+#include "artifacts/signing.h"
 
 #define INTOTO_STATEMENT_TYPE "https://in-toto.io/Statement/v1"
 #define ATTEST_PREDICATE_VALIDATION "https://tentaflake.dev/attestation/validation/v1"

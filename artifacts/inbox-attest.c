@@ -11,9 +11,9 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/sha256.h"
-#include "validation/attest.h"
-#include "validation/inbox-attest.h"
-#include "validation/signing.h"
+#include "artifacts/attest.h"
+#include "artifacts/inbox-attest.h"
+#include "artifacts/signing.h"
 
 #define DEPTH_MAX 256
 

@@ -12,7 +12,7 @@
 
 #include "common/fd-util.h"
 #include "common/sha256.h"
-#include "validation/signing.h"
+#include "artifacts/signing.h"
 
 static int sodium_ready(void) {
         /* Idempotent and thread-safe: 0 first time, 1 afterwards, -1 on failure. */
