@@ -17,6 +17,7 @@
 #include "capsule/protocol.h"
 #include "common/exec-path.h"
 #include "common/fd-util.h"
+#include "common/process.h"
 #include "common/macro.h"
 #include "common/path-util.h"
 #include "parser/request.h"
@@ -327,28 +328,6 @@ int engine_spawn(const Engine *en, char *const *args, int in_fd, int out_fd, int
         return spawn_argv(en, args, in_fd, out_fd, err_fd, ret_pid);
 }
 
-static int wait_bounded(pid_t pid, usec_t timeout, int *ret_status) {
-        usec_t deadline = now_monotonic() + timeout;
-        int st = 0;
-
-        for (;;) {
-                pid_t w = waitpid(pid, &st, WNOHANG);
-                if (w == pid)
-                        break;
-                if (w < 0 && errno != EINTR)
-                        return -errno;
-                if (now_monotonic() >= deadline) {
-                        (void) kill(pid, SIGKILL);
-                        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                                ;
-                        *ret_status = st;
-                        return -ETIMEDOUT;
-                }
-                nanosleep(&(struct timespec) { .tv_nsec = 2 * 1000 * 1000 }, NULL);
-        }
-        *ret_status = st;
-        return 0;
-}
 
 int engine_command(const Engine *en, const char *const *args, usec_t timeout, int *ret_status,
                    char **ret_out) {
@@ -367,7 +346,7 @@ int engine_command(const Engine *en, const char *const *args, usec_t timeout, in
         r = spawn_argv(en, (char *const *) args, null, memfd >= 0 ? memfd : null, null, &pid);
         if (r < 0)
                 return r;
-        r = wait_bounded(pid, timeout, &st);
+        r = waitpid_bounded(pid, timeout, &st);
         if (r < 0)
                 return r;
         if (ret_out) {

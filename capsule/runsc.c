@@ -21,6 +21,7 @@
 #include "capsule/oci-spec.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
+#include "common/process.h"
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
@@ -176,30 +177,6 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
 }
 
-/* Wait for pid until deadline (monotonic); then SIGKILL it and reap. */
-static int wait_bounded(pid_t pid, usec_t timeout, int *ret_status) {
-        usec_t deadline = now_monotonic() + timeout;
-        int st;
-
-        for (;;) {
-                pid_t w = waitpid(pid, &st, WNOHANG);
-                if (w == pid)
-                        break;
-                if (w < 0 && errno != EINTR)
-                        return -errno;
-                if (now_monotonic() >= deadline) {
-                        (void) kill(pid, SIGKILL);
-                        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                                ;
-                        *ret_status = st;
-                        return -ETIMEDOUT;
-                }
-                /* Short, bounded runsc subcommands: a poll on a pidfd would save little. */
-                nanosleep(&(struct timespec) { .tv_nsec = 2 * 1000 * 1000 }, NULL);
-        }
-        *ret_status = st;
-        return 0;
-}
 
 static int run_capture(const Runsc *rt, const char *const *args, usec_t timeout, int out_fd,
                        int *ret_status) {
@@ -224,7 +201,7 @@ static int run_capture(const Runsc *rt, const char *const *args, usec_t timeout,
         r = spawn(rt, argv, null, out_fd >= 0 ? out_fd : null, null, NULL, &pid);
         if (r < 0)
                 return r;
-        return wait_bounded(pid, timeout, ret_status);
+        return waitpid_bounded(pid, timeout, ret_status);
 }
 
 int runsc_command(const Runsc *rt, const char *const *args, usec_t timeout, int *ret_status) {
