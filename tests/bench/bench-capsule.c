@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Benchmark of the capsule driver (issue 4): a bare `runsc run` of /bin/true against the
- * driver running the same command through cgroup and bundle creation, the in-capsule init
- * (snapshot copy, relay, empty artifact tar, trailer), the confined importer and cleanup.
+/* Benchmark of the capsule drivers: a bare `runsc run` of /bin/true against the driver
+ * running the same command through cgroup and bundle creation, the in-capsule init (snapshot
+ * copy, relay, empty artifact tar, trailer), the confined importer and cleanup (issue 4);
+ * or, with an engine, `ENGINE run -i` with every wall in the locally built busybox test image
+ * (tests/integration/docker-image.sh), the image check and the OOM record (issue 6).
  *
- *   bench-capsule RUNS
+ *   bench-capsule RUNS                      the runsc driver (target ratio <= 1.15)
+ *   bench-capsule RUNS docker|podman IMAGE  an engine driver (target ratio <= 2.5)
  *
  * Runs alternate (bare, driver, bare, driver, ...) after one untimed warm-up of each, so
  * drift hits both alike. Prints every sample, the medians and the ratio driver/bare. Needs
@@ -13,6 +16,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,12 +25,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capsule/docker.h"
 #include "capsule/job.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/time-util.h"
 
+static Engine en;
+static bool use_engine;
 static char base[256], scratch[PATH_MAX], snapshot[PATH_MAX], root[PATH_MAX],
         bare_bundle[PATH_MAX], init_path[PATH_MAX];
 static Config config;
@@ -102,7 +109,8 @@ static usec_t run_driver(unsigned i) {
                 die("staging", errno);
         int staging_fd = open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         CapsuleJobParams p = {
-                .config = &config, .runtime = &rt, .scratch_fd = scratch_fd,
+                .config = &config, .runtime = use_engine ? NULL : &rt,
+                .engine = use_engine ? &en : NULL, .scratch_fd = scratch_fd,
                 .scratch_path = scratch, .job_id = id, .argv = argv, .timeout_seconds = 60,
                 .snapshot_dir = snapshot, .init_path = init_path, .log_fd = log_fd,
                 .staging_fd = staging_fd, .unpriv_uid = 65534, .unpriv_gid = 65534,
@@ -126,6 +134,16 @@ static int cmp(const void *a, const void *b) {
 
 int main(int argc, char **argv) {
         unsigned runs = argc > 1 ? (unsigned) atoi(argv[1]) : 11;
+        const char *label = "capsule", *target = "1.15";
+        if (argc > 2) {
+                if (argc != 4 || (!streq(argv[2], "docker") && !streq(argv[2], "podman"))) {
+                        fprintf(stderr, "usage: bench-capsule RUNS [docker|podman IMAGE]\n");
+                        return 2;
+                }
+                use_engine = true;
+                label = argv[2];
+                target = "2.5";
+        }
         const char *build = getenv("BUILD");
         char p[PATH_MAX];
         TfwError e = {};
@@ -153,13 +171,19 @@ int main(int argc, char **argv) {
                             .container_gid = 12345, .platform = (char *) "ptrace",
                             .system_mounts = mounts, .n_system_mounts = ELEMENTSOF(sys) };
         config.limits = (ConfigLimits) { .memory = 2ULL << 30, .memory_swap = 2ULL << 30,
-                                         .cpus_milli = 2000, .pids = 512,
+                                         .cpus_milli = 2000, .cpus = "2.0", .pids = 512,
                                          .workspace_tmpfs = 2ULL << 30,
                                          .tmp_tmpfs = 256ULL << 20, .max_log_bytes = 8 << 20,
                                          .max_artifact_bytes = 1ULL << 30,
                                          .max_artifact_entries = 200000 };
         if (runsc_init(&rt, &config, root, &e) < 0)
                 die(e.message, e.error);
+        if (use_engine) {
+                config.driver = streq(label, "docker") ? DRIVER_DOCKER : DRIVER_PODMAN;
+                config.image = argv[3];
+                if (engine_init(&en, &config, NULL, &e) < 0)
+                        die(e.message, e.error);
+        }
         write_bare_bundle();
 
         usec_t *bare = calloc(runs, sizeof(usec_t)), *drv = calloc(runs, sizeof(usec_t));
@@ -179,10 +203,12 @@ int main(int argc, char **argv) {
         qsort(bare, runs, sizeof(usec_t), cmp);
         qsort(drv, runs, sizeof(usec_t), cmp);
         double mb = (double) bare[runs / 2] / 1000.0, md = (double) drv[runs / 2] / 1000.0;
-        printf("capsule: bare runsc run median %.1f ms, driver median %.1f ms, ratio %.3f "
-               "(target <= 1.15), %u runs each\n",
-               mb, md, md / mb, runs);
+        printf("%s: bare runsc run median %.1f ms, driver median %.1f ms, ratio %.3f "
+               "(target <= %s), %u runs each\n",
+               label, mb, md, md / mb, target, runs);
         runsc_done(&rt);
+        if (use_engine)
+                engine_done(&en);
         (void) rm_rf_at(AT_FDCWD, base);
         /* The worker's cgroup group (empty now) in every hierarchy, and the one runsc made
          * for the bare runs' ids is removed by runsc itself. */

@@ -9,7 +9,7 @@ set -euo pipefail
 
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-10}
-BIN=$BUILD/tests/bench/bench-engines
+BIN=$BUILD/tests/bench/bench-capsule
 [ -x "$BIN" ] || { echo "engines.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
 if [ "$(id -u)" -ne 0 ]; then
         echo "engines.sh: SKIP: the engines need root"
@@ -19,6 +19,6 @@ scripts/start-dockerd
 for engine in docker podman; do
         command -v "$engine" >/dev/null || { echo "engines.sh: $engine missing" >&2; exit 1; }
         image=$(tests/integration/docker-image.sh "$engine")
-        BUILD=$BUILD "$BIN" "$engine" "$image" "$RUNS" || { "$engine" rmi "$image" >/dev/null; exit 1; }
+        BUILD=$BUILD "$BIN" "$RUNS" "$engine" "$image" || { "$engine" rmi "$image" >/dev/null; exit 1; }
         "$engine" rmi "$image" >/dev/null
 done
