@@ -457,6 +457,8 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 goto out;
         audit_worker(&d, "worker-start", o->drain ? "drain" : "run");
 
+        job_cache_runtime_version(&d.w);
+
         /* Recovery before anything new happens: nothing that was running is ever re-run. */
         job_cleanup(&d.w, NULL);
         r = recover_at_start(&d.w, e);

@@ -85,6 +85,34 @@ void job_cleanup(Worker *w, const char *id) {
         runsc_done(&rt);
 }
 
+static void runtime_version_of(const Runsc *rt, const Engine *en, char *buf, size_t size) {
+        snprintf(buf, size, "unknown");
+        if (en) {
+                _cleanup_free_ char *v = NULL;
+                TfwError ve = {0};
+                if (engine_server_version(en, &v, &ve) >= 0 && v)
+                        snprintf(buf, size, "%s", v);
+        } else if (rt)
+                runsc_version(rt, buf, size);
+}
+
+void job_cache_runtime_version(Worker *w) {
+        char root[PATH_MAX];
+        TfwError e = {0};
+
+        if (w->config->driver == DRIVER_RUNSC) {
+                Runsc rt = {};
+                if (runsc_root(w, root, sizeof(root)) >= 0 && runsc_init(&rt, w->config, root, &e) >= 0)
+                        runtime_version_of(&rt, NULL, w->runtime_version, sizeof(w->runtime_version));
+                runsc_done(&rt);
+        } else {
+                Engine en = {};
+                if (engine_init(&en, w->config, NULL, &e) >= 0)
+                        runtime_version_of(NULL, &en, w->runtime_version, sizeof(w->runtime_version));
+                engine_done(&en);
+        }
+}
+
 static json_t *snapshot_json(const SnapshotSummary *s) {
         return json_pack("{s:I, s:I, s:I, s:s}", "bytes", (json_int_t) s->bytes, "entries", (json_int_t) s->entries,
                          "skipped_symlinks", (json_int_t) s->skipped_symlinks, "tree", s->tree);
@@ -190,14 +218,10 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
         CapsuleResult cr = {};
         r = capsule_run_job(&p, &cr, e);
         /* The runtime's identity, for the result and the environment digest. */
-        char version[256] = "unknown";
-        if (engine) {
-                _cleanup_free_ char *v = NULL;
-                TfwError ve = {0};
-                if (engine_server_version(&en, &v, &ve) >= 0 && v)
-                        snprintf(version, sizeof(version), "%s", v);
-        } else
-                runsc_version(&rt, version, sizeof(version));
+        if (!w->runtime_version[0])
+                runtime_version_of(engine ? NULL : &rt, engine ? &en : NULL, w->runtime_version,
+                                   sizeof(w->runtime_version));
+        const char *version = w->runtime_version;
         runsc_done(&rt);
         engine_done(&en);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);

@@ -8,6 +8,10 @@
 #include "orchestrator/store.h"
 #include "orchestrator/worker.h"
 
+/* Ask the runtime for its version once (a `runsc --version` costs a Go program's start-up)
+ * and keep it in w, so the jobs forked afterwards record it without asking again. */
+void job_cache_runtime_version(Worker *w);
+
 int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
 
 

@@ -16,6 +16,7 @@ typedef struct Worker {
         Audit *audit;
         int inbox_fd;        /* <workspace>/.tentaflake-worker/inbox, or -EBADF */
         bool use_openat2;
+        char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */
 } Worker;
 
 /* Open the worker's directories and audit log (not the inbox). */
