@@ -61,3 +61,28 @@ int path_join_buf(char *buf, size_t size, const char *a, const char *b) {
         memcpy(buf + la + 1, b, lb + 1);
         return 0;
 }
+
+/* A name as a message may show it: printable ASCII kept, every other byte (and the quote and
+ * backslash) as \xHH, cut with "..." when long. out_size must be at least 8. */
+const char *printable_name(const char *s, char *out, size_t out_size) {
+        static const char hex[] = "0123456789abcdef";
+        size_t o = 0;
+
+        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
+                if (o + 4 + 3 + 1 > out_size) {
+                        memcpy(out + o, "...", 3);
+                        o += 3;
+                        break;
+                }
+                if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '\'') {
+                        out[o++] = (char) *p;
+                } else {
+                        out[o++] = '\\';
+                        out[o++] = 'x';
+                        out[o++] = hex[*p >> 4];
+                        out[o++] = hex[*p & 15];
+                }
+        }
+        out[o] = 0;
+        return out;
+}

@@ -16,5 +16,10 @@ bool path_is_below_or_equal(const char *child, const char *parent);
 /* a + "/" + b into buf; -ENAMETOOLONG when it does not fit. */
 int path_join_buf(char *buf, size_t size, const char *a, const char *b);
 
+/* A name as a message may show it: printable ASCII kept, every other byte (and the quote
+ * and backslash) as \xHH, cut with "..." when long. Never invalid UTF-8 or a control
+ * character, whatever the input. out_size must be at least 8. Returns out. */
+const char *printable_name(const char *s, char *out, size_t out_size);
+
 /* A single file name: non-empty, no '/', not "." or "..", shorter than NAME_MAX. */
 bool filename_is_valid(const char *name);

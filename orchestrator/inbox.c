@@ -99,7 +99,10 @@ static void unlink_entry(Worker *w, const char *name, const struct stat *seen) {
 
 static void audit_rejection(Worker *w, const char *name, const char *id, const char *sha,
                             const char *code, const char *message) {
-        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "name", name,
+        char pname[256];
+        /* The name is the controller's bytes: only a printable form goes into JSON. */
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "name",
+                                                      printable_name(name, pname, sizeof(pname)),
                                                       "id", id, "request_sha256", sha, "outcome",
                                                       "rejected", "error", code, "message", message);
         (void) worker_audit(w, "rejected", f, NULL);
@@ -166,13 +169,17 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         *ret = CAPTURE_IGNORED;
         if (name[0] == '.' || !filename_is_valid(name))
                 return 0;
+        /* Messages and records show the name in a printable form: the raw bytes need not be
+         * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */
+        char pname[256];
+        printable_name(name, pname, sizeof(pname));
         if (fstatat(w->inbox_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : tfw_error(e, errno, "inbox", "inbox entry '%s': %m", name);
+                return errno == ENOENT ? 0 : tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         owner_id = name_to_id(name, id_buf) ? id_buf : NULL;
 
         if (!S_ISREG(st.st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
-                         name, type_name(st.st_mode));
+                         pname, type_name(st.st_mode));
                 r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
                 if (r >= 0)
                         unlink_entry(w, name, &st);
@@ -184,7 +191,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 if (errno == ENOENT)
                         return 0;
                 /* ELOOP: a symlink swapped in after the check; ENXIO: a socket. */
-                snprintf(msg, sizeof(msg), "inbox entry '%.200s' changed while it was opened (%s)", name,
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' changed while it was opened (%s)", pname,
                          strerror(errno));
                 r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
                 if (r >= 0)
@@ -192,10 +199,10 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 return r;
         }
         if (fstat(fd, &fst) < 0)
-                return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", name);
+                return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         if (!S_ISREG(fst.st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
-                         name, type_name(fst.st_mode));
+                         pname, type_name(fst.st_mode));
                 r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
                 if (r >= 0)
                         unlink_entry(w, name, &fst);
@@ -204,7 +211,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         if (fst.st_nlink != 1) {
                 snprintf(msg, sizeof(msg),
                          "inbox entry '%.200s' has %ju hard links; a request must be a file of its own",
-                         name, (uintmax_t) fst.st_nlink);
+                         pname, (uintmax_t) fst.st_nlink);
                 r = reject(w, name, NULL, NULL, 0, "hard_link", msg, ret, e);
                 if (r >= 0)
                         unlink_entry(w, name, &fst);
@@ -230,10 +237,10 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 return r;
         }
         if (r < 0)
-                return tfw_error(e, r, "inbox", "inbox entry '%s': %s", name, strerror(-r));
+                return tfw_error(e, r, "inbox", "inbox entry '%s': %s", pname, strerror(-r));
 
         if (!owner_id) {
-                snprintf(msg, sizeof(msg), "inbox entry '%.200s' is not named <id>.json with a valid id", name);
+                snprintf(msg, sizeof(msg), "inbox entry '%.200s' is not named <id>.json with a valid id", pname);
                 r = reject(w, name, NULL, bytes, len, "bad_name", msg, ret, e);
                 if (r >= 0)
                         unlink_entry(w, name, &fst);

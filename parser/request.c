@@ -5,6 +5,7 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/path-util.h"
 #include "parser/request.h"
 
 const RequestPolicy request_policy_default = {
@@ -164,7 +165,7 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
                                  "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
         if (expected_id && !streq(s, expected_id))
                 return tfw_error(e, EBADMSG, "id_mismatch",
-                                 "field 'id' is '%s' but the file is named '%.80s.json'", s,
+                                 "field 'id' is '%s' but the file is named '%s.json'", s,
                                  expected_id);
         req->id = strdup(s);
         if (!req->id)
@@ -174,9 +175,12 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
         if (r < 0)
                 return r;
         r = action_class_from_string(s);
-        if (r < 0)
+        if (r < 0) {
+                char p[80];
                 return tfw_error(e, EBADMSG, "bad_action_class",
-                                 "field 'action_class' is '%.64s', not a known action class", s);
+                                 "field 'action_class' is '%s', not a known action class",
+                                 printable_name(s, p, sizeof(p)));
+        }
         req->action_class = (ActionClass) r;
 
         r = parse_argv(obj, policy, req, e);

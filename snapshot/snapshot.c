@@ -100,35 +100,11 @@ bool snapshot_openat2_usable(void) {
         return openat2_usable();
 }
 
-/* A name as a message may show it: printable ASCII kept, every other byte (and the quote and
- * backslash) as \xHH, cut with "..." when long. out_size must be at least 8. */
-static const char *printable(const char *s, char *out, size_t out_size) {
-        static const char hex[] = "0123456789abcdef";
-        size_t o = 0;
-
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (o + 4 + 3 + 1 > out_size) {
-                        memcpy(out + o, "...", 3);
-                        o += 3;
-                        break;
-                }
-                if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '\'') {
-                        out[o++] = (char) *p;
-                } else {
-                        out[o++] = '\\';
-                        out[o++] = 'x';
-                        out[o++] = hex[*p >> 4];
-                        out[o++] = hex[*p & 15];
-                }
-        }
-        out[o] = 0;
-        return out;
-}
 
 #define walk_fail(w, err, code, fmt, ...)                                                        \
         ({                                                                                       \
                 char _p[512];                                                                    \
-                tfw_error((w)->e, (err), (code), fmt, printable((w)->path, _p, sizeof(_p)),      \
+                tfw_error((w)->e, (err), (code), fmt, printable_name((w)->path, _p, sizeof(_p)),      \
                           ##__VA_ARGS__);                                                        \
         })
 
@@ -644,7 +620,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
         if (root < 0) {
                 char p[512];
                 r = tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
-                              printable(workspace_path, p, sizeof(p)), strerror(-root));
+                              printable_name(workspace_path, p, sizeof(p)), strerror(-root));
                 goto out;
         }
         if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {

@@ -207,6 +207,19 @@ static void test_bad_names_anonymous(void **state) {
         assert_false(inbox_has(f, "noext"));
 }
 
+/* A name that is not UTF-8 is still consumed exactly once: messages and records show it in a
+ * printable form (a raw name made the rejection record unwritable and the entry stayed). */
+static void test_non_utf8_names_consumed(void **state) {
+        Fixture *f = fixture(state);
+        drop(f, "\xff\xfe.json", req_json("x", "local-reversible"));
+        assert_int_equal(mkfifoat(f->w.inbox_fd, "\xc3", 0666), 0);
+        assert_int_equal(capture(f, "\xff\xfe.json"), CAPTURE_REJECTED_ANON);
+        assert_int_equal(capture(f, "\xc3"), CAPTURE_REJECTED_ANON);
+        assert_false(inbox_has(f, "\xff\xfe.json"));
+        assert_false(inbox_has(f, "\xc3"));
+        assert_int_equal(count_rejected(f), 2);
+}
+
 static void test_dotfiles_ignored(void **state) {
         Fixture *f = fixture(state);
         drop(f, ".job2.json.tmp", "{");
@@ -361,6 +374,7 @@ int main(void) {
                 T(test_forbidden_rejected),
                 T(test_invalid_request_owns_its_id),
                 T(test_bad_names_anonymous),
+                T(test_non_utf8_names_consumed),
                 T(test_dotfiles_ignored),
                 T(test_fifo_rejected_without_blocking),
                 T(test_symlink_to_secret_rejected),
