@@ -118,12 +118,15 @@ int decide_approve(Worker *w, const char *id, const char *expect_sha256, const c
         snprintf(rec.approver, sizeof(rec.approver), "%s", approver);
         rec.decided_at = rec.updated_at = now_realtime();
         r = store_save(w->dirs.requests_fd, &rec, e);
+        /* Still under the lock: once it is released the daemon may start and even finish
+         * the job, and a "queued" state file written afterwards would outlive its result. */
+        if (r >= 0)
+                (void) publish_state(&w->dirs, w->config->container_gid, id, STATE_QUEUED, rec.updated_at, NULL);
 out:
         store_unlock(lock);
         if (r < 0)
                 return r;
         audit_decision(w, "approved", &rec, NULL);
-        (void) publish_state(&w->dirs, w->config->container_gid, id, STATE_QUEUED, rec.updated_at, NULL);
         decide_wake_daemon(w);
         return 0;
 }

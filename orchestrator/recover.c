@@ -13,6 +13,11 @@
 int recover_finish_unpublished(Worker *w, RequestRecord *rec, const char *status, const char *error,
                                const char *message, TfwError *e) {
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+        /* The job.log of a cut-short run is kept; artifacts it may have half imported are not
+         * (nobody checked or normalised them, and a signature must not cover them). */
+        _cleanup_close_ int sfd = open_dir_at(w->dirs.staging_fd, rec->id);
+        if (sfd >= 0)
+                (void) rm_rf_at(sfd, "artifacts");
         int r = finish_request(w, rec, NULL, status, error, message, NULL, e);
         if (r < 0)
                 return r;
@@ -28,6 +33,7 @@ int recover_at_start(Worker *w, TfwError *e) {
         int lock = r = store_lock(w->dirs.requests_fd);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot lock the request store");
+        (void) store_remove_incomplete(w->dirs.requests_fd);
         r = store_list(w->dirs.requests_fd, &list, &n, e);
         for (size_t i = 0; r >= 0 && i < n; i++) {
                 RequestRecord *rec = &list[i];

@@ -288,12 +288,8 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
         rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
-                if (de->d_name[0] == '.') {
-                        /* A capture that crashed before its rename: never visible, remove. */
-                        if (strncmp(de->d_name, ".capture-", 9) == 0)
-                                (void) rm_rf_at(requests_fd, de->d_name);
-                        continue;
-                }
+                if (de->d_name[0] == '.')
+                        continue; /* a capture in progress, or one a crash left (see below) */
                 if (!request_id_is_valid(de->d_name))
                         continue;
                 if (n == alloc) {
@@ -315,6 +311,24 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
         *ret = TAKE_PTR(list);
         *ret_n = n;
         return 0;
+}
+
+int store_remove_incomplete(int requests_fd) {
+        int dfd = fcntl(requests_fd, F_DUPFD_CLOEXEC, 3), removed = 0;
+        if (dfd < 0)
+                return -errno;
+        DIR *d = fdopendir(dfd);
+        if (!d) {
+                safe_close(dfd);
+                return -errno;
+        }
+        rewinddir(d);
+        struct dirent *de;
+        while ((de = readdir(d)))
+                if (strncmp(de->d_name, ".capture-", 9) == 0 && rm_rf_at(requests_fd, de->d_name) >= 0)
+                        removed++;
+        closedir(d);
+        return removed;
 }
 
 int store_remove(int requests_fd, const char *id) {

@@ -65,8 +65,11 @@ int store_save(int requests_fd, const RequestRecord *rec, TfwError *e);
 int store_read_request(int requests_fd, const char *id, const RequestPolicy *policy,
                        Request **ret, TfwError *e);
 
-/* Every record, sorted by seq. Incomplete captures (hidden directories left by a crash) are
- * removed on the way. */
+/* Every record, sorted by seq. Hidden directories (captures in progress) are skipped. */
 int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e);
 
 int store_remove(int requests_fd, const char *id);
+
+/* Remove the hidden directories of captures that a crash interrupted before their rename.
+ * Only with the store locked and no capture possibly in progress (start-up recovery). */
+int store_remove_incomplete(int requests_fd);
