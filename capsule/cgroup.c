@@ -44,22 +44,23 @@ static bool is_v2(void) {
         return statfs(CGROUP_ROOT, &s) >= 0 && s.f_type == CGROUP2_SUPER_MAGIC;
 }
 
-/* Under v1: the mount point of the hierarchy carrying `controller`, from mountinfo. */
-static int v1_mount_point(const char *controller, char **ret_mount, char **ret_root) {
-        _cleanup_free_ char *buf = NULL;
+/* Read /proc/self/mountinfo (bounded) into *ret_buf. */
+static int read_mountinfo(char **ret_buf) {
         _cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        size_t len;
-        int r;
-
         if (fd < 0)
                 return -errno;
-        r = read_full_fd_bounded(fd, 4U << 20, &buf, &len);
-        if (r < 0)
-                return r;
-        for (char *line = buf, *next; line && *line; line = next) {
+        return read_full_fd_bounded(fd, 4U << 20, ret_buf, NULL);
+}
+
+/* The next cgroup (v1) mount of the mountinfo text at *cursor, which it consumes: its mount
+ * point, the root of the hierarchy it shows, and its super options (the controllers, comma
+ * separated). Pointers into the buffer. Returns false at the end. */
+static bool next_v1_mount(char **cursor, char **ret_mount, char **ret_root, char **ret_super) {
+        for (char *line = *cursor, *next; line && *line; line = next) {
                 next = strchr(line, '\n');
                 if (next)
                         *next++ = 0;
+                *cursor = next;
                 /* id parent maj:min root mountpoint opts [optional...] - fstype source super */
                 char *f[5] = {}, *save = NULL, *tok = strtok_r(line, " ", &save);
                 for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, " ", &save))
@@ -73,20 +74,43 @@ static int v1_mount_point(const char *controller, char **ret_mount, char **ret_r
                 char *super = strtok_r(NULL, " ", &save);
                 if (!fstype || !super || !streq(fstype, "cgroup"))
                         continue;
-                char *s2 = NULL;
-                for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
-                        if (streq(o, controller)) {
-                                char *m = strdup(f[4]), *rt = strdup(f[3]);
-                                if (!m || !rt) {
-                                        free(m);
-                                        free(rt);
-                                        return -ENOMEM;
-                                }
-                                *ret_mount = m;
-                                *ret_root = rt;
-                                return 0;
-                        }
+                *ret_mount = f[4];
+                *ret_root = f[3];
+                *ret_super = super;
+                return true;
         }
+        *cursor = NULL;
+        return false;
+}
+
+static bool options_contain(char *super, const char *controller) {
+        char *save = NULL;
+        for (char *o = strtok_r(super, ",", &save); o; o = strtok_r(NULL, ",", &save))
+                if (streq(o, controller))
+                        return true;
+        return false;
+}
+
+/* Under v1: the mount point of the hierarchy carrying `controller`, from mountinfo. */
+static int v1_mount_point(const char *controller, char **ret_mount, char **ret_root) {
+        _cleanup_free_ char *buf = NULL;
+        char *cursor, *mount, *root, *super;
+        int r = read_mountinfo(&buf);
+
+        if (r < 0)
+                return r;
+        for (cursor = buf; next_v1_mount(&cursor, &mount, &root, &super);)
+                if (options_contain(super, controller)) {
+                        char *m = strdup(mount), *rt = strdup(root);
+                        if (!m || !rt) {
+                                free(m);
+                                free(rt);
+                                return -ENOMEM;
+                        }
+                        *ret_mount = m;
+                        *ret_root = rt;
+                        return 0;
+                }
         return -ENOENT;
 }
 
@@ -95,32 +119,13 @@ static int v1_mount_point(const char *controller, char **ret_mount, char **ret_r
  * normally removes it; a runsc that was killed leaves it behind. NULL-terminated. */
 static int v1_other_mounts(char ***ret) {
         _cleanup_free_ char *buf = NULL;
-        _cleanup_close_ int fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-        char **l = NULL;
-        size_t n = 0, len;
-        int r;
+        char **l = NULL, *cursor, *mount, *root, *super;
+        size_t n = 0;
+        int r = read_mountinfo(&buf);
 
-        if (fd < 0)
-                return -errno;
-        r = read_full_fd_bounded(fd, 4U << 20, &buf, &len);
         if (r < 0)
                 return r;
-        for (char *line = buf, *next; line && *line; line = next) {
-                next = strchr(line, '\n');
-                if (next)
-                        *next++ = 0;
-                char *f[5] = {}, *save = NULL, *tok = strtok_r(line, " ", &save);
-                for (int i = 0; i < 5 && tok; i++, tok = strtok_r(NULL, " ", &save))
-                        f[i] = tok;
-                while (tok && !streq(tok, "-"))
-                        tok = strtok_r(NULL, " ", &save);
-                if (!tok || !f[4])
-                        continue;
-                char *fstype = strtok_r(NULL, " ", &save);
-                (void) strtok_r(NULL, " ", &save);
-                char *super = strtok_r(NULL, " ", &save);
-                if (!fstype || !super || !streq(fstype, "cgroup"))
-                        continue;
+        for (cursor = buf; next_v1_mount(&cursor, &mount, &root, &super);) {
                 bool ours = false;
                 char *s2 = NULL;
                 for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
@@ -134,7 +139,7 @@ static int v1_other_mounts(char ***ret) {
                         return -ENOMEM;
                 }
                 l = nl;
-                l[n] = strdup(f[4]);
+                l[n] = strdup(mount);
                 l[++n] = NULL;
                 if (!l[n - 1]) {
                         strv_free(l);
