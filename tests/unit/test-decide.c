@@ -15,69 +15,8 @@
 #include "orchestrator/inbox.h"
 #include "orchestrator/store.h"
 #include "tests/unit/lib/tfw-test.h"
+#include "tests/unit/lib/worker-fixture.h"
 
-#define UID 10000
-#define GID 10000
-
-typedef struct Fixture {
-        TestDir *dir;
-        Config config;
-        char ws[512], state[512], results[512];
-        Worker w;
-} Fixture;
-
-static int setup(void **state) {
-        Fixture *f = calloc(1, sizeof(*f));
-        void *d = NULL;
-        TfwError e = {0};
-
-        *state = NULL;
-        if (geteuid() != 0)
-                return 0;
-        if (!f || tfw_tmpdir_setup(&d) < 0)
-                return -1;
-        f->dir = d;
-        snprintf(f->ws, sizeof(f->ws), "%s/ws", f->dir->path);
-        snprintf(f->state, sizeof(f->state), "%s/state", f->dir->path);
-        snprintf(f->results, sizeof(f->results), "%s/results", f->dir->path);
-        if (mkdir(f->ws, 0755) < 0)
-                return -1;
-        f->config.name = (char *) "demo";
-        f->config.workspace = f->ws;
-        f->config.state_dir = f->state;
-        f->config.results_dir = f->results;
-        f->config.container_uid = UID;
-        f->config.container_gid = GID;
-        f->config.audit_generations = 14;
-        f->config.pending_ttl_hours = 72;
-        f->config.limits.max_request_bytes = 64 * 1024;
-        f->config.limits.max_argv = 256;
-        f->config.limits.max_argv_bytes = 64 * 1024;
-        f->config.limits.default_timeout_seconds = 300;
-        f->config.limits.max_timeout_seconds = 900;
-        strcpy(f->config.limits.cpus, "2.0");
-        if (worker_open(&f->w, &f->config, &e) < 0 || inbox_open(&f->w, &e) < 0)
-                return -1;
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state) {
-        Fixture *f = *state;
-        if (!f)
-                return 0;
-        void *d = f->dir;
-        worker_close(&f->w);
-        tfw_tmpdir_teardown(&d);
-        free(f);
-        return 0;
-}
-
-static Fixture *fixture(void **state) {
-        if (!*state)
-                tfw_skip("needs root: the worker's directories are root-owned");
-        return *state;
-}
 
 static void submit(Fixture *f, const char *id, const char *cls) {
         char name[80], body[256];
@@ -109,7 +48,7 @@ static char *result_of(Fixture *f, const char *id) {
 }
 
 static void test_approve_queues(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         submit(f, "a1", "irreversible");
         assert_int_equal(decide_approve(&f->w, "a1", NULL, "alice", &e), 0);
@@ -125,7 +64,7 @@ static void test_approve_queues(void **state) {
 }
 
 static void test_approve_unknown(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         assert_int_equal(decide_approve(&f->w, "nope", NULL, "alice", &e), -ENOENT);
         assert_string_equal(e.message, "approve 'nope': no pending request with that id");
@@ -137,7 +76,7 @@ static void test_approve_unknown(void **state) {
 }
 
 static void test_expect_sha256(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         submit(f, "s1", "financial");
         RequestRecord r = load(f, "s1");
@@ -151,7 +90,7 @@ static void test_expect_sha256(void **state) {
 
 /* Threat 9: tampering with the private copy after capture is caught at approval. */
 static void test_tampered_copy_refused(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         submit(f, "t1", "production");
         const char *evil = "{\"version\":1,\"id\":\"t1\",\"action_class\":\"production\",\"argv\":[\"evil\"]}";
@@ -163,7 +102,7 @@ static void test_tampered_copy_refused(void **state) {
 }
 
 static void test_deny_publishes(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         submit(f, "d1", "communicative");
         assert_int_equal(decide_deny(&f->w, "d1", "not today", "carol", &e), 0);
@@ -189,7 +128,7 @@ static void test_deny_publishes(void **state) {
 
 /* Threat 9: approve and deny racing: exactly one wins, every time. */
 static void test_approve_deny_race(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         for (int round = 0; round < 30; round++) {
                 char id[16];
                 pid_t pids[4];
@@ -228,7 +167,7 @@ static void test_approve_deny_race(void **state) {
 }
 
 static void test_expiry(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         submit(f, "old1", "financial");
         submit(f, "auto2", "local-reversible");
@@ -258,7 +197,7 @@ static void test_identity(void **state) {
 }
 
 int main(void) {
-#define T(x) cmocka_unit_test_setup_teardown(x, setup, teardown)
+#define T(x) cmocka_unit_test_setup_teardown(x, worker_fixture_setup, worker_fixture_teardown)
         const struct CMUnitTest tests[] = {
                 T(test_approve_queues), T(test_approve_unknown), T(test_expect_sha256),
                 T(test_tampered_copy_refused), T(test_deny_publishes), T(test_approve_deny_race),

@@ -19,73 +19,8 @@
 #include "orchestrator/inbox.h"
 #include "orchestrator/store.h"
 #include "tests/unit/lib/tfw-test.h"
+#include "tests/unit/lib/worker-fixture.h"
 
-#define UID 10000
-#define GID 10000
-
-typedef struct Fixture {
-        TestDir *dir;
-        Config config;
-        char ws[512], state[512], results[512], platform[8], cpus[8];
-        Worker w;
-} Fixture;
-
-static int setup(void **state) {
-        Fixture *f = calloc(1, sizeof(*f));
-        void *d = NULL;
-        TfwError e = {0};
-
-        if (geteuid() != 0) {
-                *state = NULL;
-                return 0;
-        }
-        if (!f || tfw_tmpdir_setup(&d) < 0)
-                return -1;
-        f->dir = d;
-        snprintf(f->ws, sizeof(f->ws), "%s/ws", f->dir->path);
-        snprintf(f->state, sizeof(f->state), "%s/state", f->dir->path);
-        snprintf(f->results, sizeof(f->results), "%s/results", f->dir->path);
-        if (mkdir(f->ws, 0755) < 0 || chown(f->ws, UID, GID) < 0)
-                return -1;
-        f->config.name = (char *) "demo";
-        f->config.workspace = f->ws;
-        f->config.state_dir = f->state;
-        f->config.results_dir = f->results;
-        f->config.container_uid = UID;
-        f->config.container_gid = GID;
-        f->config.audit_generations = 14;
-        f->config.limits.max_request_bytes = 64 * 1024;
-        f->config.limits.max_argv = 256;
-        f->config.limits.max_argv_bytes = 64 * 1024;
-        f->config.limits.default_timeout_seconds = 300;
-        f->config.limits.max_timeout_seconds = 900;
-        f->config.limits.memory = 2ULL << 30;
-        f->config.limits.pids = 512;
-        strcpy(f->config.limits.cpus, "2.0");
-        if (worker_open(&f->w, &f->config, &e) < 0 || inbox_open(&f->w, &e) < 0) {
-                fprintf(stderr, "setup: %s\n", e.message);
-                return -1;
-        }
-        *state = f;
-        return 0;
-}
-
-static int teardown(void **state) {
-        Fixture *f = *state;
-        if (!f)
-                return 0;
-        void *d = f->dir;
-        worker_close(&f->w);
-        tfw_tmpdir_teardown(&d);
-        free(f);
-        return 0;
-}
-
-static Fixture *fixture(void **state) {
-        if (!*state)
-                tfw_skip("needs root: the worker's directories are root-owned");
-        return *state;
-}
 
 static const char *req_json(const char *id, const char *cls) {
         static char buf[512];
@@ -135,16 +70,16 @@ static CaptureOutcome capture(Fixture *f, const char *name) {
 }
 
 static void test_inbox_created_for_controller(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         struct stat st;
         assert_int_equal(fstat(f->w.inbox_fd, &st), 0);
-        assert_int_equal(st.st_uid, UID);
-        assert_int_equal(st.st_gid, GID);
+        assert_int_equal(st.st_uid, FIXTURE_UID);
+        assert_int_equal(st.st_gid, FIXTURE_GID);
         assert_true(S_ISDIR(st.st_mode));
 }
 
 static void test_local_reversible_queued(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         RequestRecord rec;
         TfwError e = {0};
         drop(f, "job1.json", req_json("job1", "local-reversible"));
@@ -157,7 +92,7 @@ static void test_local_reversible_queued(void **state) {
 }
 
 static void test_approval_classes_pending(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         const char *classes[] = {"external-reversible", "irreversible", "financial", "production",
                                  "communicative", "privileged"};
         for (size_t i = 0; i < ELEMENTSOF(classes); i++) {
@@ -174,7 +109,7 @@ static void test_approval_classes_pending(void **state) {
 }
 
 static void test_forbidden_rejected(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         drop(f, "nope.json", req_json("nope", "forbidden"));
         assert_int_equal(capture(f, "nope.json"), CAPTURE_REJECTED);
         _cleanup_free_ char *res = read_result(f, "nope");
@@ -185,7 +120,7 @@ static void test_forbidden_rejected(void **state) {
 }
 
 static void test_invalid_request_owns_its_id(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         drop(f, "bad1.json", "{\"version\":1,\"id\":\"bad1\",\"action_class\":\"local-reversible\",\"argv\":[],\"x\":1}");
         assert_int_equal(capture(f, "bad1.json"), CAPTURE_REJECTED);
         _cleanup_free_ char *res = read_result(f, "bad1");
@@ -198,7 +133,7 @@ static void test_invalid_request_owns_its_id(void **state) {
 }
 
 static void test_bad_names_anonymous(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         drop(f, "Upper.json", req_json("upper", "local-reversible"));
         drop(f, "noext", req_json("noext", "local-reversible"));
         assert_int_equal(capture(f, "Upper.json"), CAPTURE_REJECTED_ANON);
@@ -210,7 +145,7 @@ static void test_bad_names_anonymous(void **state) {
 /* A name that is not UTF-8 is still consumed exactly once: messages and records show it in a
  * printable form (a raw name made the rejection record unwritable and the entry stayed). */
 static void test_non_utf8_names_consumed(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         drop(f, "\xff\xfe.json", req_json("x", "local-reversible"));
         assert_int_equal(mkfifoat(f->w.inbox_fd, "\xc3", 0666), 0);
         assert_int_equal(capture(f, "\xff\xfe.json"), CAPTURE_REJECTED_ANON);
@@ -221,7 +156,7 @@ static void test_non_utf8_names_consumed(void **state) {
 }
 
 static void test_dotfiles_ignored(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         drop(f, ".job2.json.tmp", "{");
         assert_int_equal(capture(f, ".job2.json.tmp"), CAPTURE_IGNORED);
         assert_true(inbox_has(f, ".job2.json.tmp"));
@@ -229,7 +164,7 @@ static void test_dotfiles_ignored(void **state) {
 
 /* Threat 2: a FIFO must never be opened for reading (it would block the worker). */
 static void test_fifo_rejected_without_blocking(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         assert_int_equal(mkfifoat(f->w.inbox_fd, "fifo1.json", 0666), 0);
         assert_int_equal(capture(f, "fifo1.json"), CAPTURE_REJECTED_ANON);
         assert_false(inbox_has(f, "fifo1.json"));
@@ -237,7 +172,7 @@ static void test_fifo_rejected_without_blocking(void **state) {
 
 /* Threat 2: a symlink to a root secret is never followed. */
 static void test_symlink_to_secret_rejected(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         char secret[600];
         snprintf(secret, sizeof(secret), "%s/secret.json", f->dir->path);
         int sfd = open(secret, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -255,7 +190,7 @@ static void test_symlink_to_secret_rejected(void **state) {
 }
 
 static void test_socket_directory_device_rejected(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         char path[600];
         snprintf(path, sizeof(path), "%s/ws/.tentaflake-worker/inbox/sock1.json", f->dir->path);
@@ -280,7 +215,7 @@ static void test_socket_directory_device_rejected(void **state) {
 
 /* Threat 2: a hard link to a file outside the inbox (here a root-only file) is refused. */
 static void test_hardlink_rejected(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         char secret[600];
         snprintf(secret, sizeof(secret), "%s/ws/shadow-copy", f->dir->path);
         int sfd = open(secret, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -296,7 +231,7 @@ static void test_hardlink_rejected(void **state) {
 }
 
 static void test_oversize_rejected(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         size_t n = f->w.policy.max_request_bytes + 1;
         _cleanup_free_ char *big = malloc(n);
         memset(big, ' ', n);
@@ -310,7 +245,7 @@ static void test_oversize_rejected(void **state) {
 /* Threat 9: the private copy is what counts; rewriting the inbox afterwards changes nothing,
  * and the same id again (with other bytes) is a duplicate that leaves the first untouched. */
 static void test_duplicate_and_rewrite(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         RequestRecord rec, again;
         TfwError e = {0};
         drop(f, "dup1.json", req_json("dup1", "irreversible"));
@@ -326,7 +261,7 @@ static void test_duplicate_and_rewrite(void **state) {
 
 /* A crash between capture and unlink: the same bytes again are just unlinked. */
 static void test_replay_after_crash(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         const char *body = req_json("re1", "local-reversible");
         drop(f, "re1.json", body);
         assert_int_equal(capture(f, "re1.json"), CAPTURE_QUEUED);
@@ -337,7 +272,7 @@ static void test_replay_after_crash(void **state) {
 }
 
 static void test_scan(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         drop(f, "s1.json", req_json("s1", "local-reversible"));
         drop(f, "s2.json", req_json("s2", "financial"));
@@ -350,7 +285,7 @@ static void test_scan(void **state) {
 
 /* The agent owns the workspace: a symlinked control directory is refused, not followed. */
 static void test_control_dir_symlink_refused(void **state) {
-        Fixture *f = fixture(state);
+        Fixture *f = worker_fixture(state);
         TfwError e = {0};
         char elsewhere[600];
         snprintf(elsewhere, sizeof(elsewhere), "%s/elsewhere", f->dir->path);
@@ -366,7 +301,7 @@ static void test_control_dir_symlink_refused(void **state) {
 }
 
 int main(void) {
-#define T(x) cmocka_unit_test_setup_teardown(x, setup, teardown)
+#define T(x) cmocka_unit_test_setup_teardown(x, worker_fixture_setup, worker_fixture_teardown)
         const struct CMUnitTest tests[] = {
                 T(test_inbox_created_for_controller),
                 T(test_local_reversible_queued),
