@@ -37,6 +37,9 @@ struct CgroupJob {
         int group_fd[_CG_MAX];
         int dir_fd[_CG_MAX];
         int procs_fd[_CG_MAX];
+        int acct_fd; /* where the CPU time used is read: the cpu directory (v2, or v1 with cpu
+                      * and cpuacct mounted together) or our own cpuacct directory (v1) */
+        int acct_group_fd; /* v1 with a separate cpuacct hierarchy: its group directory */
 };
 
 static bool is_v2(void) {
@@ -232,6 +235,8 @@ static void job_free(CgroupJob *j) {
                 safe_close(j->dir_fd[i]);
                 safe_close(j->group_fd[i]);
         }
+        safe_close(j->acct_fd);
+        safe_close(j->acct_group_fd);
         free(j->name);
         free(j->path);
         free(j);
@@ -243,6 +248,7 @@ static CgroupJob *job_new(const char *group, const char *name) {
                 return NULL;
         for (int i = 0; i < _CG_MAX; i++)
                 j->group_fd[i] = j->dir_fd[i] = j->procs_fd[i] = -EBADF;
+        j->acct_fd = j->acct_group_fd = -EBADF;
         j->name = strdup(name);
         if (!j->name || asprintf(&j->path, "/%s/%s", group, name) < 0) {
                 free(j->name);
@@ -366,7 +372,144 @@ static int apply_limits(CgroupJob *j, const CgroupLimits *l, TfwError *e) {
         return 0;
 }
 
+/* Where the CPU time is read. v2: cpu.stat of the job's directory. v1: cpuacct.usage, in
+ * the cpu hierarchy when cpuacct is mounted with it, else in a directory of the same path we
+ * create in the cpuacct hierarchy (runsc joins the spec's path in every hierarchy, so the
+ * sandbox is accounted there; the v1 sweep of the other hierarchies removes it). */
+static int open_accounting(CgroupJob *j, const char *group, TfwError *e) {
+        struct stat st;
+        if (j->v2 || fstatat(j->dir_fd[CG_CPU], "cpuacct.usage", &st, AT_SYMLINK_NOFOLLOW) >= 0) {
+                j->acct_fd = fcntl(j->dir_fd[j->v2 ? 0 : CG_CPU], F_DUPFD_CLOEXEC, 3);
+                return j->acct_fd < 0 ? tfw_error(e, errno, "cgroup_unavailable", "cgroup '%s': %s", j->path,
+                                                  strerror(errno))
+                                      : 0;
+        }
+        _cleanup_free_ char *mount = NULL, *root = NULL;
+        int r = v1_mount_point("cpuacct", &mount, &root);
+        if (r < 0)
+                return tfw_error(e, -r, "cgroup_unavailable", "cgroup v1: no hierarchy carries the cpuacct controller");
+        _cleanup_close_ int root_fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (root_fd < 0)
+                return tfw_error(e, errno, "cgroup_unavailable", "cgroup: cannot open %s: %s", mount, strerror(errno));
+        if (mkdirat(root_fd, group, 0755) < 0 && errno != EEXIST)
+                return tfw_error(e, errno, "cgroup_unavailable", "cgroup '%s' (cpuacct): cannot create it: %s", group,
+                                 strerror(errno));
+        j->acct_group_fd = open_dir_at(root_fd, group);
+        if (j->acct_group_fd < 0)
+                return tfw_error(e, -j->acct_group_fd, "cgroup_unavailable", "cgroup '%s' (cpuacct): %s", group,
+                                 strerror(-j->acct_group_fd));
+        if (mkdirat(j->acct_group_fd, j->name, 0755) < 0) {
+                j->acct_group_fd = safe_close(j->acct_group_fd); /* not ours: never removed */
+                return tfw_error(e, errno, errno == EEXIST ? "cgroup_exists" : "cgroup_unavailable",
+                                 "cgroup '%s' (cpuacct): cannot create it: %s", j->path, strerror(errno));
+        }
+        j->acct_fd = open_dir_at(j->acct_group_fd, j->name);
+        if (j->acct_fd < 0)
+                return tfw_error(e, -j->acct_fd, "cgroup_unavailable", "cgroup '%s' (cpuacct): %s", j->path,
+                                 strerror(-j->acct_fd));
+        return 0;
+}
+
+static int read_u64_file(int dir_fd, const char *file, uint64_t *ret) {
+        _cleanup_free_ char *buf = NULL;
+        int r = read_at(dir_fd, file, 64, &buf);
+        if (r < 0)
+                return r;
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(buf, &end, 10);
+        if (errno || end == buf || (*end && *end != '\n'))
+                return -EBADMSG;
+        *ret = v;
+        return 0;
+}
+
+/* CPU time in µs from a directory: v2 cpu.stat usage_usec, v1 cpuacct.usage (ns). */
+static int cpu_usage_at(int dir_fd, bool v2, uint64_t *ret_usec) {
+        if (v2) {
+                _cleanup_free_ char *buf = NULL;
+                int r = read_at(dir_fd, "cpu.stat", 64 * 1024, &buf);
+                if (r < 0)
+                        return r;
+                for (char *l = buf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                        if (strncmp(l, "usage_usec ", 11) == 0) {
+                                *ret_usec = strtoull(l + 11, NULL, 10);
+                                return 0;
+                        }
+                return -ENODATA;
+        }
+        uint64_t ns;
+        int r = read_u64_file(dir_fd, "cpuacct.usage", &ns);
+        if (r >= 0)
+                *ret_usec = ns / 1000;
+        return r;
+}
+
+int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec) {
+        if (j->acct_fd < 0)
+                return -EBADF;
+        return cpu_usage_at(j->acct_fd, j->v2, ret_usec);
+}
+
+int cgroup_cpu_usage_of_pid(pid_t pid, uint64_t *ret_usec) {
+        char path[64], *save = NULL;
+        _cleanup_free_ char *buf = NULL;
+        bool v2 = is_v2();
+        int r;
+
+        if (pid <= 0)
+                return -EINVAL;
+        snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        r = read_full_fd_bounded(fd, 64 * 1024, &buf, NULL);
+        if (r < 0)
+                return r;
+        /* "N:controllers:/path" lines; v2 has the one "0::/path". */
+        for (char *line = strtok_r(buf, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+                char *c = strchr(line, ':'), *p = c ? strchr(c + 1, ':') : NULL;
+                if (!p || p[1] != '/')
+                        continue;
+                *p++ = 0;
+                c++;
+                bool hit = v2 ? *c == 0 : false;
+                if (!v2) {
+                        char *s2 = NULL;
+                        for (char *o = strtok_r(c, ",", &s2); o && !hit; o = strtok_r(NULL, ",", &s2))
+                                hit = streq(o, "cpuacct");
+                }
+                if (!hit)
+                        continue;
+                _cleanup_free_ char *mount = NULL, *root = NULL;
+                if (!v2 && (r = v1_mount_point("cpuacct", &mount, &root)) < 0)
+                        return r;
+                /* The path is relative to the hierarchy's root as this mount shows it. */
+                const char *rel = p;
+                if (!v2 && !streq(root, "/")) {
+                        size_t rl = strlen(root);
+                        if (strncmp(p, root, rl) != 0 || (p[rl] != '/' && p[rl] != 0))
+                                return -ENOENT;
+                        rel = p + rl;
+                }
+                _cleanup_close_ int base = open(v2 ? CGROUP_ROOT : mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (base < 0)
+                        return -errno;
+                while (*rel == '/')
+                        rel++;
+                _cleanup_close_ int dir = *rel ? openat(base, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
+                                               : fcntl(base, F_DUPFD_CLOEXEC, 3);
+                if (dir < 0)
+                        return -errno;
+                return cpu_usage_at(dir, v2, ret_usec);
+        }
+        return -ENOENT;
+}
+
 static void remove_dirs(CgroupJob *j) {
+        j->acct_fd = safe_close(j->acct_fd);
+        if (j->acct_group_fd >= 0)
+                (void) unlinkat(j->acct_group_fd, j->name, AT_REMOVEDIR);
         for (size_t i = 0; i < j->n; i++) {
                 j->procs_fd[i] = safe_close(j->procs_fd[i]);
                 j->dir_fd[i] = safe_close(j->dir_fd[i]);
@@ -419,6 +562,8 @@ int cgroup_job_create(const char *group, const char *name, const CgroupLimits *l
                 }
         }
         r = apply_limits(j, limits, e);
+        if (r >= 0)
+                r = open_accounting(j, group, e);
         if (r < 0)
                 goto fail;
         *ret = j;

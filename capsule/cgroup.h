@@ -60,6 +60,14 @@ int cgroup_job_populated(const CgroupJob *j);
 
 int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret);
 
+/* CPU time (user + system, µs) used so far by everything in the job's cgroup: the job, and
+ * the sandbox kernel working for it. Kernel accounting: nothing inside can hide from it. */
+int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec);
+
+/* The same for the cgroup a host process is in (the engine drivers' containers, whose
+ * cgroup the engine made): from /proc/PID/cgroup, the cpuacct (v1) or unified (v2) line. */
+int cgroup_cpu_usage_of_pid(pid_t pid, uint64_t *ret_usec);
+
 /* Kill what is left, wait (bounded) until empty and remove the cgroup. Frees j. */
 int cgroup_job_destroy(CgroupJob *j);
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "capsule/docker.h"
+#include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
 #include "common/exec-path.h"
@@ -171,7 +172,7 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
             !mount_path_ok(p->passwd_path) || !mount_path_ok(p->group_path) || !p->argv ||
             !p->argv[0] || p->uid == 0 || p->gid == 0 ||
             (p->driver != DRIVER_DOCKER && p->driver != DRIVER_PODMAN) ||
-            strchr(p->runtime, '=') || p->runtime[0] == '-')
+            strchr(p->runtime, '=') || p->runtime[0] == '-' || !capsule_extra_env_is_valid(p->extra_env))
                 return -EINVAL;
         l = p->limits;
         if (l->memory == 0 || l->memory_swap < l->memory || l->pids == 0 || !l->cpus[0] ||
@@ -245,6 +246,10 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         add2(&a, "--env", CAPSULE_ENV_LANG);
         add(&a, "--env");
         addf(&a, "TENTAFLAKE_JOB=%s", p->job_id);
+        /* The caller's variables, each NAME=VALUE (a bare NAME would copy the engine CLI's
+         * own variable: refused by capsule_env_is_valid). */
+        for (char *const *v = p->extra_env; v && *v; v++)
+                add2(&a, "--env", *v);
         /* podman adds TERM and container=podman of its own (containers.conf). */
         if (p->driver == DRIVER_PODMAN) {
                 add2(&a, "--unsetenv", "TERM");
@@ -485,6 +490,27 @@ int engine_oom_killed(const Engine *en, const char *name) {
         return strncmp(out, "true", 4) == 0;
 }
 
+int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid) {
+        const char *args[] = { "inspect", "--type", "container", "--format", "{{.State.Pid}}", name, NULL };
+        _cleanup_free_ char *out = NULL;
+        int st, r;
+
+        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, &out);
+        if (r < 0)
+                return r;
+        if (!exited_zero(st) || !out)
+                return -ENOENT;
+        char *end;
+        errno = 0;
+        long pid = strtol(out, &end, 10);
+        if (errno || end == out || (*end && *end != '\n'))
+                return -EBADMSG;
+        if (pid <= 0)
+                return -ESRCH; /* created, not running (yet, or any more) */
+        *ret_pid = (pid_t) pid;
+        return 0;
+}
+
 int engine_list_owned(const Engine *en, char **ret) {
         _cleanup_free_ char *filter = NULL;
         if (asprintf(&filter, "label=%s=%s", ENGINE_LABEL_WORKER, en->worker_name) < 0)
@@ -519,9 +545,9 @@ int engine_cleanup_stale(const Engine *en, unsigned *ret_removed, TfwError *e) {
 }
 
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
-                     char *const *argv, const char *snapshot_dir, const char *init_path,
-                     const char *passwd_path, const char *group_path, int in_fd, int out_fd,
-                     int err_fd, pid_t *ret_pid) {
+                     char *const *argv, char *const *extra_env, const char *snapshot_dir,
+                     const char *init_path, const char *passwd_path, const char *group_path,
+                     int in_fd, int out_fd, int err_fd, pid_t *ret_pid) {
         _cleanup_strv_free_ char **args = NULL;
         EngineRunPlan plan = {
                 .driver = en->driver,
@@ -539,6 +565,7 @@ int engine_spawn_run(const Engine *en, const Config *c, const char *name, const 
                 .passwd_path = passwd_path,
                 .group_path = group_path,
                 .argv = argv,
+                .extra_env = extra_env,
         };
         int r = engine_run_args(&plan, &args);
         if (r < 0)

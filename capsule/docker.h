@@ -61,6 +61,7 @@ typedef struct EngineRunPlan {
         const char *passwd_path;   /* bound read-only over /etc/passwd, /etc/group */
         const char *group_path;
         char *const *argv;         /* the job's argv, NULL-terminated, non-empty */
+        char *const *extra_env;    /* NAME=VALUE after the constant environment; NULL: none */
 } EngineRunPlan;
 
 /* The arguments after the engine binary ("run", ...), NULL-terminated, caller frees with
@@ -104,6 +105,8 @@ int engine_runtime_known(const Engine *en);
 int engine_kill(const Engine *en, const char *name);
 /* `ENGINE rm -f -v NAME`; a container that does not exist is success. */
 int engine_remove(const Engine *en, const char *name);
+/* The host pid of the container's sandbox (State.Pid): -ESRCH while it is not running. */
+int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid);
 /* Did the kernel's OOM killer end the container (State.OOMKilled)? 1, 0, or negative. */
 int engine_oom_killed(const Engine *en, const char *name);
 /* Start-up cleanup: every container labelled ENGINE_LABEL_WORKER=<this worker> is removed,
@@ -115,6 +118,6 @@ int engine_list_owned(const Engine *en, char **ret);
 /* Build the run arguments for one job (engine_run_args with this engine's runtime, image,
  * AppArmor choice and the config's limits and identity) and spawn them (engine_spawn). */
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
-                     char *const *argv, const char *snapshot_dir, const char *init_path,
+                     char *const *argv, char *const *extra_env, const char *snapshot_dir, const char *init_path,
                      const char *passwd_path, const char *group_path, int in_fd, int out_fd,
                      int err_fd, pid_t *ret_pid);

@@ -65,7 +65,28 @@ typedef struct Run {
         bool import_started;
 
         bool timed_out;
+        bool output_exceeded;
+        bool cpu_exceeded;
+        pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time */
 } Run;
+
+/* The worker is ending the capsule (timeout, output or CPU limit). */
+static bool run_cut(const Run *run) {
+        return run->timed_out || run->output_exceeded || run->cpu_exceeded;
+}
+
+/* CPU time used so far by the capsule: our job cgroup (runsc), or the cgroup the engine made
+ * for the container (found through its sandbox's pid, asked once it runs). */
+static int capsule_cpu_usage(Run *run, CgroupJob *cg, uint64_t *ret_usec) {
+        if (cg)
+                return cgroup_job_cpu_usage(cg, ret_usec);
+        if (run->sandbox_pid <= 0) {
+                int r = engine_container_pid(run->p->engine, run->cid, &run->sandbox_pid);
+                if (r < 0)
+                        return r;
+        }
+        return cgroup_cpu_usage_of_pid(run->sandbox_pid, ret_usec);
+}
 
 static void log_sink(void *userdata, const void *data, size_t len) {
         Run *run = userdata;
@@ -238,6 +259,8 @@ static void kill_capsule(Run *run, CgroupJob *cg, int stage) {
 static void event_loop(Run *run, CgroupJob *cg) {
         usec_t deadline = now_monotonic() + run->p->timeout_seconds * USEC_PER_SEC;
         usec_t kill_deadline = 0, drain_deadline = 0;
+        usec_t cpu_check = run->p->cpu_seconds ? now_monotonic() + CAPSULE_CPU_CHECK_USEC : 0;
+        uint64_t max_log = run->p->config->limits.max_log_bytes;
         bool drain_killed = false;
 
         for (;;) {
@@ -265,7 +288,9 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 }
 
                 usec_t now = now_monotonic(), next = deadline;
-                if (run->timed_out)
+                if (cpu_check && cpu_check < next)
+                        next = cpu_check;
+                if (run_cut(run))
                         next = run->runsc_done ? now + USEC_PER_SEC : kill_deadline;
                 if (run->runsc_done)
                         next = drain_deadline;
@@ -301,14 +326,27 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         run->art_state = ART_DISCARD;
                 }
 
-                if (!run->runsc_done && !run->timed_out && now >= deadline) {
-                        /* Kill the sandbox, spare runsc itself so it records the end and
-                         * removes the container. */
-                        run->timed_out = true;
-                        kill_capsule(run, cg, 0);
-                        kill_deadline = now + KILL_GRACE_USEC;
+                /* The worker's limits: time, output, CPU. The first one met ends the capsule;
+                 * the kill spares runsc itself so it records the end and removes the
+                 * container. */
+                if (!run->runsc_done && !run_cut(run)) {
+                        if (now >= deadline)
+                                run->timed_out = true;
+                        else if (run->p->end_on_log_limit && log_cap_seen(run->log) > max_log)
+                                run->output_exceeded = true;
+                        else if (cpu_check && now >= cpu_check) {
+                                uint64_t used;
+                                if (capsule_cpu_usage(run, cg, &used) >= 0 &&
+                                    used >= run->p->cpu_seconds * USEC_PER_SEC)
+                                        run->cpu_exceeded = true;
+                                cpu_check = now_monotonic() + CAPSULE_CPU_CHECK_USEC;
+                        }
+                        if (run_cut(run)) {
+                                kill_capsule(run, cg, 0);
+                                kill_deadline = now + KILL_GRACE_USEC;
+                        }
                 }
-                if (run->timed_out && !run->runsc_done && now >= kill_deadline) {
+                if (run_cut(run) && !run->runsc_done && now >= kill_deadline) {
                         kill_capsule(run, cg, 1);
                         kill_deadline = now + KILL_GRACE_USEC;
                 }
@@ -359,6 +397,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 
         res.started_at = now_realtime();
         end.timeout_seconds = p->timeout_seconds;
+        end.output_bytes = p->config->limits.max_log_bytes;
+        end.cpu_seconds = p->cpu_seconds;
         end.memory = p->config->limits.memory;
         end.pids = p->config->limits.pids;
         end.argv0 = p->argv[0];
@@ -418,6 +458,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .config = p->config,
                 .job_id = p->job_id,
                 .argv = p->argv,
+                .extra_env = p->extra_env,
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
                 .init_path = p->init_path,
@@ -472,7 +513,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                                     asprintf(&gr, "%s/group", bundle->path) < 0
                             ? -ENOMEM
                             : engine_spawn_run(p->engine, p->config, id, p->job_id, p->argv,
-                                               p->snapshot_dir, p->init_path, pw, gr, in[0],
+                                               p->extra_env, p->snapshot_dir, p->init_path, pw, gr, in[0],
                                                art[1], lg[1], &run.runsc_pid);
         } else
                 r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0],
@@ -512,6 +553,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                                            * takes the whole sandbox) */
         end.runsc_status = run.runsc_status;
         end.timed_out = run.timed_out;
+        end.output_exceeded = run.output_exceeded;
+        end.cpu_exceeded = run.cpu_exceeded;
         end.events = res.events;
         capsule_bundle_runsc_error(bundle, runsc_error, sizeof(runsc_error));
         end.runsc_error = runsc_error;

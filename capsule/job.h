@@ -29,6 +29,10 @@ typedef enum CapsuleStatus {
 
 const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract section 7 */
 
+/* How often the CPU time of a capsule with a cpu_seconds limit is read: the limit can be
+ * overrun by this much wall time times the CPUs it may use. */
+#define CAPSULE_CPU_CHECK_USEC (200 * USEC_PER_MSEC)
+
 typedef struct CapsuleJobParams {
         const Config *config;
         const Runsc *runtime;     /* the runsc driver, or: */
@@ -38,7 +42,12 @@ typedef struct CapsuleJobParams {
         const char *scratch_path; /* its absolute path */
         const char *job_id;
         char *const *argv;        /* NULL-terminated */
+        char *const *extra_env;   /* NAME=VALUE after the constant environment (capsule/env.h) */
         uint64_t timeout_seconds;
+        uint64_t cpu_seconds;     /* CPU time of the capsule's cgroup (job and sandbox kernel),
+                                   * checked every CAPSULE_CPU_CHECK_USEC; 0: no such limit */
+        bool end_on_log_limit;    /* output beyond limits.max_log_bytes ends the job (killed,
+                                   * "output_limit"); false: the log is only cut */
         const char *snapshot_dir; /* absolute; mounted read-only at /snapshot */
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
         int log_fd;               /* the bounded job.log is written here; -1: not kept */
@@ -53,7 +62,8 @@ typedef struct CapsuleResult {
         int signal;          /* 0 when none */
         const char *reason;  /* stable word: NULL, "signal", "memory_limit", "pids_limit",
                               * "timeout", "runtime_failed", "snapshot_copy", "init_failed",
-                              * "capsule_setup", "image_missing" */
+                              * "capsule_setup", "image_missing", "output_limit",
+                              * "cpu_limit" */
         char message[1024];  /* one line; empty for succeeded/failed */
 
         usec_t started_at;   /* realtime */
@@ -94,11 +104,15 @@ typedef struct CapsuleEnding {
         bool started;               /* runsc was spawned */
         int runsc_status;           /* its wait status */
         bool timed_out;
+        bool output_exceeded;       /* ended for end_on_log_limit */
+        bool cpu_exceeded;          /* ended for cpu_seconds */
         bool have_trailer;
         CapsuleTrailer trailer;
         CgroupEvents events;
         const char *runsc_error;    /* last message of runsc's log, may be "" */
         uint64_t timeout_seconds;
+        uint64_t output_bytes;      /* limits.max_log_bytes */
+        uint64_t cpu_seconds;
         uint64_t memory;
         uint64_t pids;
         const char *argv0;

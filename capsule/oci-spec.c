@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
 #include "common/macro.h"
@@ -140,6 +141,17 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                         return NULL;
                 }
 
+        json_t *envj = strv_json(env);
+        for (char *const *v = p->extra_env; envj && v && *v; v++)
+                if (json_array_append_new(envj, json_string(*v)) < 0) {
+                        json_decref(envj);
+                        envj = NULL;
+                }
+        if (!envj) {
+                json_decref(args);
+                return NULL;
+        }
+
         proc = json_pack(
                 "{s:b, s:{s:I, s:I, s:[]}, s:o, s:o, s:s,"
                 " s:{s:o, s:o, s:o, s:o, s:o},"
@@ -148,7 +160,7 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 "user", "uid", (json_int_t) c->container_uid, "gid",
                 (json_int_t) c->container_gid, "additionalGids",
                 "args", args,
-                "env", strv_json(env),
+                "env", envj,
                 "cwd", CAPSULE_WORK_PATH,
                 "capabilities", "bounding", strv_json(none), "effective", strv_json(none),
                 "inheritable", strv_json(none), "permitted", strv_json(none), "ambient",
@@ -254,6 +266,8 @@ static bool params_valid(const CapsuleSpecParams *p) {
         if (p->config->container_uid == 0 || p->config->container_gid == 0)
                 return false;
         if (p->cgroups_path && !path_is_absolute_normalized(p->cgroups_path))
+                return false;
+        if (!capsule_extra_env_is_valid(p->extra_env))
                 return false;
         return true;
 }

@@ -38,6 +38,8 @@ typedef struct CapsuleSpecParams {
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
+        char *const *extra_env;   /* NAME=VALUE after the constant environment (capsule/env.h);
+                                   * NULL: none */
         const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
                                    * none (the runtime then makes its own) */
 } CapsuleSpecParams;

@@ -44,7 +44,24 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
                         (unsigned long long) end->timeout_seconds);
                 return;
         }
-        /* The kernel's own record wins when the job did not finish by itself. */
+        /* The worker's own kills, then the kernel's record, when the job did not finish by
+         * itself. */
+        if (end->output_exceeded) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "output_limit";
+                r->signal = SIGKILL;
+                set_msg(r, "ended: the job wrote more than %llu bytes of output",
+                        (unsigned long long) end->output_bytes);
+                return;
+        }
+        if (end->cpu_exceeded) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "cpu_limit";
+                r->signal = SIGKILL;
+                set_msg(r, "ended: the capsule used more than %llu s of CPU time",
+                        (unsigned long long) end->cpu_seconds);
+                return;
+        }
         if (end->events.oom_kills > 0 && died) {
                 r->status = CAPSULE_KILLED;
                 r->reason = "memory_limit";

@@ -9,6 +9,7 @@
 #include "common/json-util.h"
 #include "common/sha256.h"
 #include "common/time-util.h"
+#include "capsule/env.h"
 #include "validation/job.h"
 
 #define SHOW_MAX 64
@@ -74,26 +75,6 @@ static bool is_lower_hex64(const char *s) {
                 if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
                         return false;
         return true;
-}
-
-static bool env_name_is_valid(const char *s, size_t n) {
-        if (n == 0 || n > 128 || !((s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z') || s[0] == '_'))
-                return false;
-        for (size_t i = 1; i < n; i++)
-                if (!((s[i] >= 'A' && s[i] <= 'Z') || (s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') ||
-                      s[i] == '_'))
-                        return false;
-        return true;
-}
-
-/* Names the worker sets itself: a policy cannot replace them. */
-static bool env_name_is_reserved(const char *s) {
-        static const char *const reserved[] = {"PATH", "HOME", "TMPDIR", "LANG", "CI", "TENTAFLAKE_JOB",
-                                               "TENTAFLAKE_CHECK", NULL};
-        for (const char *const *r = reserved; *r; r++)
-                if (streq(s, *r))
-                        return true;
-        return false;
 }
 
 static int get_text(json_t *o, const char *key, const char *field, size_t max, char **ret, TfwError *e) {
@@ -183,10 +164,10 @@ static int parse_run(json_t *run, VJobRun *out, TfwError *e) {
                 if (!out->env)
                         return tfw_error(e, ENOMEM, "oom", "out of memory");
                 json_object_foreach(env, k, v) {
-                        if (!env_name_is_valid(k, strlen(k)))
+                        if (!capsule_env_name_is_valid(k, strlen(k)))
                                 return tfw_error(e, EBADMSG, "bad_value", "job.run.env: '%s' is not a variable name",
                                                  show(k, shown));
-                        if (env_name_is_reserved(k))
+                        if (capsule_env_name_is_reserved(k, strlen(k)))
                                 return tfw_error(e, EBADMSG, "bad_value",
                                                  "job.run.env: '%s' is set by the worker and cannot be replaced", k);
                         if (!json_is_string(v))

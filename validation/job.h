@@ -16,6 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "capsule/env.h"
 #include "common/error.h"
 #include "common/macro.h"
 #include "snapshot/git-object.h"
@@ -26,8 +27,8 @@
 #define VJOB_TEXT_MAX 256
 #define VJOB_ARGV_MAX 256
 #define VJOB_ARGV_BYTES_MAX (64U * 1024)
-#define VJOB_ENV_MAX 64
-#define VJOB_ENV_BYTES_MAX (32U * 1024)
+#define VJOB_ENV_MAX CAPSULE_EXTRA_ENV_MAX
+#define VJOB_ENV_BYTES_MAX CAPSULE_EXTRA_ENV_BYTES
 #define VJOB_ATTEMPT_MAX 1000
 #define VJOB_DIGEST_PREFIX "sha256:"
 #define VMANIFEST_MAX_BYTES (256U << 20)

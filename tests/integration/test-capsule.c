@@ -451,6 +451,15 @@ static int probe_flood(const char *bytes) {
         return 0;
 }
 
+/* Four processes burning CPU for ever: only accounting of the whole job stops them. */
+static _noreturn_ void probe_spin(void) {
+        for (int i = 0; i < 3; i++)
+                if (fork() == 0)
+                        break;
+        for (volatile unsigned long x = 0;; x++)
+                ;
+}
+
 static int probe_artifacts(void) {
         (void) mkdir("/work/artifacts/sub", 0755);
         int fd = open("/work/artifacts/sub/data.bin", O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
@@ -492,6 +501,8 @@ static int probe_main(int argc, char **argv) {
                 return probe_fill(argv[3]);
         if (streq(mode, "flood") && argc >= 4)
                 return probe_flood(argv[3]);
+        if (streq(mode, "spin"))
+                probe_spin();
         if (streq(mode, "artifacts"))
                 return probe_artifacts();
         fprintf(stderr, "unknown probe\n");
@@ -707,7 +718,13 @@ static void assert_nothing_left(const char *job_id) {
                 fail_msg("cgroup left: '%s'", v2dir);
 }
 
-static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
+typedef struct JobOptions {
+        char *const *extra_env;
+        uint64_t cpu_seconds;
+        bool end_on_log_limit;
+} JobOptions;
+
+static void run_job_with(const char *id, char **argv, uint64_t timeout, const JobOptions *o, JobRun *out) {
         TfwError e = {};
         memset(out, 0, sizeof(*out));
         _cleanup_close_ int log_fd = memfd_create("job.log", MFD_CLOEXEC);
@@ -729,6 +746,9 @@ static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) 
                 .staging_fd = out->staging_fd,
                 .unpriv_uid = 65534,
                 .unpriv_gid = 65534,
+                .extra_env = o ? o->extra_env : NULL,
+                .cpu_seconds = o ? o->cpu_seconds : 0,
+                .end_on_log_limit = o && o->end_on_log_limit,
         };
         assert_int_equal(capsule_run_job(&p, &out->res, &e), 0);
         assert_true(lseek(log_fd, 0, SEEK_SET) == 0);
@@ -744,6 +764,10 @@ static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) 
                       (unsigned long long) out->res.artifact_junk_bytes,
                       (unsigned long long) out->res.duration_ms);
         assert_nothing_left(id);
+}
+
+static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
+        run_job_with(id, argv, timeout, NULL, out);
 }
 
 /* The value of "key=" in the probe's output (the job log); NULL when absent. */
@@ -1054,6 +1078,72 @@ static void test_log_flood(void **state) {
         jobrun_free(&j);
 }
 
+/* The validation plane's rule: output beyond the cap ends the job (a signed fail). */
+static void test_output_limit(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "flood", (char *) "1073741824", NULL };
+        JobOptions o = { .end_on_log_limit = true };
+        JobRun j;
+        run_job_with("floodcut", argv, 600, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_KILLED);
+        assert_string_equal(j.res.reason, "output_limit");
+        assert_non_null(strstr(j.res.message, "output"));
+        /* Ended soon after the cap, not after the gigabyte. */
+        assert_true(j.res.log_bytes > MAX_LOG);
+        assert_true(j.res.log_bytes < (256ULL << 20));
+        assert_true(j.log_len <= MAX_LOG);
+        jobrun_free(&j);
+}
+
+/* CPU seconds of the whole capsule: four spinning processes under cpus 1.0 meet 2 s of CPU
+ * in about 2 s of wall time; without the limit they would run into the 120 s timeout. */
+static void test_cpu_limit(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "spin", NULL };
+        JobOptions o = { .cpu_seconds = 2 };
+        JobRun j;
+        run_job_with("spinner", argv, 120, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_KILLED);
+        assert_string_equal(j.res.reason, "cpu_limit");
+        assert_true(j.res.duration_ms >= 1500);
+        assert_true(j.res.duration_ms < 60000);
+        jobrun_free(&j);
+}
+
+/* A caller's variables reach the job after the constant environment, which they cannot
+ * replace (capsule/env.h refuses the spec). */
+static void test_extra_env(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "/usr/bin/env", NULL };
+        char *extra[] = { (char *) "RUST_BACKTRACE=1", (char *) "GREETING=hello world=yes", NULL };
+        JobOptions o = { .extra_env = extra };
+        JobRun j;
+        run_job_with("envjob", argv, 60, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "RUST_BACKTRACE", "1");
+        assert_value(&j, "GREETING", "hello world=yes");
+        assert_value(&j, "HOME", "/work");
+        assert_value(&j, "TENTAFLAKE_JOB", "envjob");
+        jobrun_free(&j);
+
+        TfwError e = {};
+        CapsuleResult r;
+        char *bad[] = { (char *) "PATH=/tmp", NULL };
+        CapsuleJobParams p = {
+                .config = &env.config, .runtime = &env.rt, .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch, .job_id = "envbad", .argv = argv, .extra_env = bad,
+                .timeout_seconds = 60, .snapshot_dir = env.snapshot, .init_path = env.init_path,
+                .log_fd = -1, .staging_fd = -1, .unpriv_uid = 65534, .unpriv_gid = 65534,
+        };
+        assert_int_equal(capsule_run_job(&p, &r, &e), 0);
+        assert_int_equal(r.status, CAPSULE_ERROR);
+        assert_string_equal(r.reason, "capsule_setup");
+        assert_nothing_left("envbad");
+}
+
 static void test_timeout(void **state) {
         (void) state;
         require_env();
@@ -1161,6 +1251,9 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fill_work),
                 cmocka_unit_test(test_fill_tmp),
                 cmocka_unit_test(test_log_flood),
+                cmocka_unit_test(test_output_limit),
+                cmocka_unit_test(test_cpu_limit),
+                cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_timeout),
                 cmocka_unit_test(test_startup_cleanup),
         };

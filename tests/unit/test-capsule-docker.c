@@ -257,6 +257,32 @@ static void test_refusals(void **state) {
         assert_null(args);
 }
 
+/* The caller's variables come after the constant ones, each with its '=' (a bare NAME would
+ * copy the CLI's own variable); the constant ones cannot be replaced. */
+static void test_extra_env(void **state) {
+        (void) state;
+        Fixture f;
+        char **bad = NULL;
+        char *extra[] = { (char *) "RUST_BACKTRACE=1", (char *) "MSG=a b=c", NULL };
+        fixture_init(&f, DRIVER_DOCKER);
+        f.plan.extra_env = extra;
+        _cleanup_strv_free_ char **args = build(&f);
+        assert_string_equal(values_of(args, "--env"),
+                            CAPSULE_ENV_PATH "|" CAPSULE_ENV_HOME "|" CAPSULE_ENV_TMPDIR "|" CAPSULE_ENV_LANG
+                            "|TENTAFLAKE_JOB=job_1|RUST_BACKTRACE=1|MSG=a b=c");
+
+        char *refused[][2] = { { (char *) "TOKEN", NULL },      { (char *) "PATH=/tmp", NULL },
+                               { (char *) "HOME=/", NULL },     { (char *) "TENTAFLAKE_JOB=x", NULL },
+                               { (char *) "1X=y", NULL },       { (char *) "=y", NULL },
+                               { (char *) "A-B=y", NULL } };
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                fixture_init(&f, DRIVER_DOCKER);
+                f.plan.extra_env = refused[i];
+                assert_int_equal(engine_run_args(&f.plan, &bad), -EINVAL);
+        }
+        assert_null(bad);
+}
+
 static void test_podman_runsc_network_none(void **state) {
         (void) state;
         Fixture f;
@@ -290,6 +316,7 @@ int main(void) {
                 cmocka_unit_test(test_forbidden_absent),
                 cmocka_unit_test(test_image_and_entrypoint_last),
                 cmocka_unit_test(test_refusals),
+                cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_podman_runsc_network_none),
                 cmocka_unit_test(test_runtime_name_configurable),
         };

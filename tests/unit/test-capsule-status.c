@@ -81,6 +81,31 @@ static void test_timeout_wins(void **state) {
         assert_string_equal(capsule_status_to_string(r.status), "timed_out");
 }
 
+/* The worker's own kills for output and CPU name their limit, whatever else happened. */
+static void test_output_and_cpu_limits(void **state) {
+        (void) state;
+        CapsuleResult r;
+        CapsuleEnding e = ending();
+        e.output_exceeded = true;
+        e.output_bytes = 8 << 20;
+        e.runsc_status = EXITED(137);
+        e.events.oom_kills = 1;
+        capsule_classify(&e, &r);
+        assert_int_equal(r.status, CAPSULE_KILLED);
+        assert_string_equal(r.reason, "output_limit");
+        assert_non_null(strstr(r.message, "8388608 bytes"));
+
+        /* Even when init reported an exit: the run was cut, it did not pass. */
+        e = with_trailer(0, 0);
+        e.cpu_exceeded = true;
+        e.cpu_seconds = 600;
+        capsule_classify(&e, &r);
+        assert_int_equal(r.status, CAPSULE_KILLED);
+        assert_string_equal(r.reason, "cpu_limit");
+        assert_non_null(strstr(r.message, "600 s"));
+        assert_int_equal(r.exit_code, -1);
+}
+
 static void test_memory_and_pids(void **state) {
         (void) state;
         CapsuleResult r;
@@ -186,6 +211,7 @@ int main(void) {
                 cmocka_unit_test(test_exit_codes),
                 cmocka_unit_test(test_signal),
                 cmocka_unit_test(test_timeout_wins),
+                cmocka_unit_test(test_output_and_cpu_limits),
                 cmocka_unit_test(test_memory_and_pids),
                 cmocka_unit_test(test_no_trailer),
                 cmocka_unit_test(test_trailer_disagrees_with_runsc),

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
 #include "common/json-util.h"
@@ -435,10 +436,47 @@ static void test_rejects_bad_params(void **state) {
         f.params.cgroups_path = "relative/cg";
         assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
 
+        /* Added variables cannot replace the constant environment, nor come without '='. */
+        char *env_path[] = { (char *) "PATH=/tmp/evil", NULL };
+        char *env_bare[] = { (char *) "SECRET", NULL };
+        char *env_job[] = { (char *) "TENTAFLAKE_JOB=other", NULL };
+        char **bad_envs[] = { env_path, env_bare, env_job };
+        for (size_t i = 0; i < ELEMENTSOF(bad_envs); i++) {
+                fixture_init(&f);
+                f.params.extra_env = bad_envs[i];
+                assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+        }
+        char *many[CAPSULE_EXTRA_ENV_MAX + 2];
+        for (size_t i = 0; i <= CAPSULE_EXTRA_ENV_MAX; i++)
+                many[i] = (char *) "A=1";
+        many[CAPSULE_EXTRA_ENV_MAX + 1] = NULL;
+        fixture_init(&f);
+        f.params.extra_env = many;
+        assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
+
         fixture_init(&f);
         f.config.container_uid = 0;
         assert_int_equal(capsule_spec_build(&f.params, &spec, &e), -EINVAL);
         assert_null(spec);
+}
+
+/* A caller's variables follow the constant environment, in their order. */
+static void test_extra_env(void **state) {
+        (void) state;
+        Fixture f;
+        char *extra[] = { (char *) "RUST_BACKTRACE=1", (char *) "MSG=a b=c", NULL };
+        fixture_init(&f);
+        f.params.extra_env = extra;
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *env = json_object_get(json_object_get(spec, "process"), "env");
+        const char *want_env[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8", "TENTAFLAKE_JOB=cargo_test_1",
+                "RUST_BACKTRACE=1", "MSG=a b=c",
+        };
+        assert_int_equal(json_array_size(env), ELEMENTSOF(want_env));
+        for (size_t i = 0; i < ELEMENTSOF(want_env); i++)
+                assert_string_equal(json_string_value(json_array_get(env, i)), want_env[i]);
 }
 
 static void test_host_pids(void **state) {
@@ -461,6 +499,7 @@ int main(void) {
                 cmocka_unit_test(test_linux),
                 cmocka_unit_test(test_passwd_group),
                 cmocka_unit_test(test_rejects_bad_params),
+                cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_host_pids),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
