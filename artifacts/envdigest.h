@@ -15,11 +15,12 @@
 #define ENV_DIGEST_SIZE (7 + 64 + 1)
 
 /* The description (caller owns). cfg is the job's effective config (limits already set to the
- * job's), timeout_secs the wall clock, env the NULL-terminated variables as the job gets them
- * beyond the constant ones (may be NULL), runtime_version the first line of
- * `runsc --version`. */
-json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t output_bytes, char *const *env,
-                        const char *runtime_version);
+ * job's; for docker/podman its image is the one the job runs), timeout_secs the wall clock,
+ * output_bytes the output cap, cpu_secs the CPU-time limit (0: none, recorded as null), env
+ * the NULL-terminated variables as the job gets them beyond the constant ones (may be NULL),
+ * runtime_version the first line of `runsc --version` or the engine's server version. */
+json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t output_bytes, uint64_t cpu_secs,
+                        char *const *env, const char *runtime_version);
 
 /* "sha256:<hex>" of the canonical form of desc into out. */
 int env_digest(const json_t *desc, char out[static ENV_DIGEST_SIZE]);

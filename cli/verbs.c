@@ -391,7 +391,19 @@ const Verb verbs[] = {
          "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n\n"
          "Claim validation jobs from a server, verify the candidate tree, run the check in a\n"
          "capsule and sign an attestation. The token comes from TENTAFLAKE_TOKEN or\n"
-         "--token-file, never from the command line.\n",
+         "--token-file, never from the command line.\n\n"
+         "  --sandbox runsc|docker|podman   the capsule's driver (default runsc)\n"
+         "  --image NAME@sha256:<hex>       docker/podman: the pinned, local image\n"
+         "  --engine-runtime NAME           docker/podman: the engine's gVisor runtime\n"
+         "  --label L --concurrency N       worker name and lanes\n"
+         "  --max-{timeout,cpu}-secs --max-memory-mb --max-pids       ceilings\n"
+         "  --default-{timeout,cpu}-secs --default-memory-mb --default-pids\n"
+         "  --output-mb --tmp-mb --max-checkout-mb --allow-network\n"
+         "  --mount HOST[:SANDBOX][=ID] --no-system-mounts --system-mounts-identity ID\n"
+         "  --lease-secs --wait-secs --retry-after-secs --backoff-max-secs\n"
+         "  --client-timeout-secs --shutdown-grace-secs --state-dir --runsc --platform\n"
+         "  --sandbox-uid --sandbox-gid --token-file FILE\n"
+         "See docs/validation.md.\n",
          false, verb_serve},
         {},
 };

@@ -244,7 +244,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
                           "platform", w->config->platform);
         /* What the job ran in, never what it ran: the same for every job of this config. */
         _cleanup_(json_decrefp) json_t *desc =
-                env_description(w->config, req->timeout_seconds, w->config->limits.max_log_bytes, NULL, version);
+                env_description(w->config, req->timeout_seconds, w->config->limits.max_log_bytes, 0, NULL, version);
         char digest[ENV_DIGEST_SIZE];
         if (desc && env_digest(desc, digest) >= 0)
                 run.environment_digest = digest;

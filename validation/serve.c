@@ -32,6 +32,7 @@
 
 #include "capsule/init-path.h"
 #include "capsule/job.h"
+#include "capsule/docker.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -51,6 +52,7 @@
 
 typedef struct Options {
         const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
+        const char *image, *engine_runtime; /* --sandbox docker|podman */
         const char *mounts[MAX_MOUNTS];
         size_t n_mounts;
         bool no_system_mounts, allow_network;
@@ -126,7 +128,7 @@ enum {
         OPT_MAX_MEMORY, OPT_MAX_CPU, OPT_MAX_PIDS, OPT_DEF_TIMEOUT, OPT_DEF_MEMORY, OPT_DEF_PIDS, OPT_DEF_CPU,
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
-        OPT_UID, OPT_GID, OPT_TOKEN,
+        OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME,
 };
 
 static const struct option serve_opts[] = {
@@ -163,6 +165,8 @@ static const struct option serve_opts[] = {
         {"platform", required_argument, NULL, OPT_PLATFORM},
         {"sandbox-uid", required_argument, NULL, OPT_UID},
         {"sandbox-gid", required_argument, NULL, OPT_GID},
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"engine-runtime", required_argument, NULL, OPT_ENGINE_RUNTIME},
         {},
 };
 
@@ -198,7 +202,7 @@ static void clamp(const char *flag, long *v, long lo, long hi) {
 
 static void options_default(Options *o) {
         *o = (Options){
-                .label = NULL, .sandbox = "runsc", .platform = "ptrace", .concurrency = 1,
+                .label = NULL, .sandbox = "runsc", .concurrency = 1,
                 .max_timeout_secs = 3600, .max_memory_mb = 8192, .max_cpu_secs = 3600, .max_pids = 4096,
                 .default_timeout_secs = 600, .default_memory_mb = 2048, .default_pids = 512, .default_cpu_secs = 600,
                 .output_mb = 8, .tmp_mb = 512, .lease_secs = 120, .wait_secs = 20, .retry_after_secs = 10,
@@ -232,6 +236,8 @@ static int parse_options(int argc, char **argv, Options *o) {
                 case OPT_STATE_DIR: o->state_dir = optarg; break;
                 case OPT_RUNSC: o->runsc = optarg; break;
                 case OPT_PLATFORM: o->platform = optarg; break;
+                case OPT_IMAGE: o->image = optarg; break;
+                case OPT_ENGINE_RUNTIME: o->engine_runtime = optarg; break;
                 case OPT_ALLOW_NET: o->allow_network = true; break;
                 case OPT_NO_SYS: o->no_system_mounts = true; break;
                 case OPT_SYS_ID: o->system_mounts_identity = optarg; break;
@@ -274,6 +280,22 @@ static int parse_options(int argc, char **argv, Options *o) {
                 return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
         if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
                 return cli_like_usage("--sandbox must be runsc, docker or podman");
+        if (streq(o->sandbox, "runsc")) {
+                if (o->image || o->engine_runtime)
+                        return cli_like_usage("--image and --engine-runtime are for --sandbox docker or podman");
+        } else {
+                /* The image is the root: nothing of the host is mounted but the tree and init. */
+                if (!o->image)
+                        return cli_like_usage("--sandbox %s needs --image NAME@sha256:<digest> (already in the "
+                                              "engine's local store; never pulled)",
+                                              o->sandbox);
+                if (o->n_mounts || o->system_mounts_identity || o->runsc || o->platform)
+                        return cli_like_usage("--mount, --system-mounts-identity, --runsc and --platform are for "
+                                              "--sandbox runsc; with %s the image is the root",
+                                              o->sandbox);
+        }
+        if (!o->platform && streq(o->sandbox, "runsc"))
+                o->platform = "ptrace";
         clamp("concurrency", &o->concurrency, 1, 64);
         clamp("lease-secs", &o->lease_secs, 5, 3600);
         clamp("wait-secs", &o->wait_secs, 0, 30);
@@ -324,7 +346,8 @@ static int build_config(Serve *s, TfwError *e) {
 
         if (!mounts)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        if (!o->no_system_mounts)
+        bool engine = !streq(o->sandbox, "runsc");
+        if (!o->no_system_mounts && !engine)
                 for (const char *const *d = defaults; *d; d++) {
                         struct stat st;
                         char m[PATH_MAX + 300];
@@ -347,7 +370,9 @@ static int build_config(Serve *s, TfwError *e) {
                         s->key->identity);
         if (!cfg)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        json_t *rt = json_pack("{s:s, s:s, s:O}", "driver", o->sandbox, "platform", o->platform, "system_mounts", mounts);
+        json_t *rt = engine ? json_pack("{s:s, s:s}", "driver", o->sandbox, "image", o->image)
+                            : json_pack("{s:s, s:s, s:O}", "driver", o->sandbox, "platform", o->platform,
+                                        "system_mounts", mounts);
         if (rt && o->runsc)
                 json_object_set_new(rt, "runsc", json_string(o->runsc));
         json_object_set_new(cfg, "runtime", rt);
@@ -399,14 +424,19 @@ typedef struct Lane {
         bool stale, lost, unauthorized, interrupted;
         char container_id[256];
         const VJob *job;
-        Runsc *rt;
+        Runsc *rt;        /* the job's driver while it runs: runsc, or */
+        const Engine *en; /* docker/podman */
 } Lane;
 
 static void lane_kill_container(Lane *l) {
-        /* Called with l->lock held. Force-deleting the container makes `runsc run` return;
-         * capsule_run_job then cleans up as after any other ending. */
-        if (l->rt && l->container_id[0])
+        /* Called with l->lock held. Force-deleting the container makes `runsc run` (or the
+         * engine's `run`) return; capsule_run_job then cleans up as after any other ending. */
+        if (!l->container_id[0])
+                return;
+        if (l->rt)
                 (void) runsc_delete_force(l->rt, l->container_id);
+        else if (l->en)
+                (void) engine_kill(l->en, l->container_id); /* `podman rm -f` waits on the attached run */
 }
 
 static int post_json(Lane *l, Http *h, const char *path, json_t *body, long *status, json_t **ret, TfwError *e) {
@@ -546,10 +576,24 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
                 return snprintf(msg, size, "the policy asks for network, which this worker does not allow"), 1;
         if (j->run.network)
                 return snprintf(msg, size, "the policy asks for network; this worker's capsule has none"), 1;
-        if (j->run.image)
+        if (j->run.image && l->s->config->driver == DRIVER_RUNSC)
                 return snprintf(msg, size, "the policy pins image '%s'; the runsc sandbox runs no images", j->run.image), 1;
-        if (j->run.n_env && j->run.argv[0] && strchr(j->run.argv[0], '='))
-                return snprintf(msg, size, "argv[0] contains '=' and cannot follow env assignments"), 1;
+        if (j->run.image && !engine_image_is_pinned(j->run.image))
+                return snprintf(msg, size, "the policy's image '%s' is not pinned by digest (NAME@sha256:<64 hex>)",
+                                j->run.image), 1;
+        if (j->run.image) {
+                /* Present in the engine's local store: this worker never pulls. */
+                Engine en = {};
+                Config c = *l->s->config;
+                TfwError e = {};
+                c.image = j->run.image;
+                int r = engine_init(&en, &c, o->engine_runtime, &e);
+                if (r >= 0)
+                        r = engine_image_check(&en, &e);
+                engine_done(&en);
+                if (r < 0)
+                        return snprintf(msg, size, "the policy's image cannot run here: %s", e.message), 1;
+        }
         return 0;
 }
 
@@ -599,12 +643,15 @@ static Outcome run_job(Lane *l, VJob *j) {
         /* The heartbeat runs from here on: fetching a big tree takes time too. */
         pthread_t hb;
         Runsc rt = {};
+        Engine en = {};
+        bool engine = s->config->driver != DRIVER_RUNSC;
         pthread_mutex_lock(&l->lock);
         l->job = j;
         l->running = true;
         l->done = l->stale = l->lost = l->unauthorized = l->interrupted = false;
         l->container_id[0] = 0;
         l->rt = NULL;
+        l->en = NULL;
         pthread_mutex_unlock(&l->lock);
         bool hb_started = pthread_create(&hb, NULL, heartbeat_main, l) == 0;
         Outcome out = OUT_FAILED;
@@ -688,28 +735,24 @@ static Outcome run_job(Lane *l, VJob *j) {
         jc.limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
         jc.limits.memory_swap = jc.limits.memory;
         jc.limits.pids = j->run.max_pids ? j->run.max_pids : (uint64_t) s->o.default_pids;
+        if (engine && j->run.image)
+                jc.image = j->run.image;
 
-        desc = env_description(&jc, timeout, jc.limits.max_log_bytes, j->run.env, s->runtime_version);
+        desc = env_description(&jc, timeout, jc.limits.max_log_bytes, (uint64_t) s->o.default_cpu_secs, j->run.env,
+                               s->runtime_version);
         if (!desc || env_digest(desc, digest) < 0) {
                 fault = "cannot compute the environment digest";
                 goto end;
         }
 
-        /* argv, without a shell; the policy's env through env(1) after the constant one. */
-        argv = calloc(j->run.n_argv + j->run.n_env + 3, sizeof(char *));
+        /* argv, without a shell; the policy's env goes after the constant one (extra_env). */
+        argv = calloc(j->run.n_argv + 1, sizeof(char *));
         if (!argv) {
                 fault = "out of memory";
                 goto end;
         }
-        size_t k = 0;
-        if (j->run.n_env) {
-                argv[k++] = (char *) "/usr/bin/env";
-                for (size_t i = 0; i < j->run.n_env; i++)
-                        argv[k++] = j->run.env[i];
-        }
         for (size_t i = 0; i < j->run.n_argv; i++)
-                argv[k++] = j->run.argv[i];
-        argv[k] = NULL;
+                argv[i] = j->run.argv[i];
 
         uint8_t h[SHA256_DIGEST_SIZE];
         char hex[SHA256_HEX_SIZE];
@@ -723,7 +766,7 @@ static Outcome run_job(Lane *l, VJob *j) {
                 fault = msg;
                 goto end;
         }
-        r = runsc_init(&rt, &jc, s->runsc_root, &e);
+        r = engine ? engine_init(&en, &jc, s->o.engine_runtime, &e) : runsc_init(&rt, &jc, s->runsc_root, &e);
         if (r < 0) {
                 snprintf(msg, sizeof(msg), "sandbox unavailable: %s", e.message);
                 fault = msg;
@@ -735,15 +778,20 @@ static Outcome run_job(Lane *l, VJob *j) {
         bool stop_now = l->stale || l->lost || l->unauthorized || l->interrupted;
         if (cid)
                 snprintf(l->container_id, sizeof(l->container_id), "%s", cid);
-        l->rt = &rt;
+        l->rt = engine ? NULL : &rt;
+        l->en = engine ? &en : NULL;
         pthread_mutex_unlock(&l->lock);
 
         if (!stop_now) {
+                /* The seed's rules: output beyond --output-mb and CPU beyond the CPU seconds end
+                 * the check (a signed fail), like time, memory and processes. */
                 CapsuleJobParams p = {
-                        .config = &jc, .runtime = &rt, .scratch_fd = lane_fd, .scratch_path = lane_path,
-                        .job_id = local_id, .argv = argv, .timeout_seconds = timeout, .snapshot_dir = snap_path,
-                        .init_path = s->init_path, .log_fd = log_fd, .staging_fd = -1, .unpriv_uid = 65534,
-                        .unpriv_gid = 65534,
+                        .config = &jc, .runtime = engine ? NULL : &rt, .engine = engine ? &en : NULL,
+                        .scratch_fd = lane_fd, .scratch_path = lane_path, .job_id = local_id, .argv = argv,
+                        .extra_env = j->run.env, .timeout_seconds = timeout,
+                        .cpu_seconds = (uint64_t) s->o.default_cpu_secs, .end_on_log_limit = true,
+                        .snapshot_dir = snap_path, .init_path = s->init_path, .log_fd = log_fd, .staging_fd = -1,
+                        .unpriv_uid = 65534, .unpriv_gid = 65534,
                 };
                 r = capsule_run_job(&p, &cr, &e);
                 if (r < 0) {
@@ -753,10 +801,14 @@ static Outcome run_job(Lane *l, VJob *j) {
         }
         pthread_mutex_lock(&l->lock);
         l->rt = NULL;
+        l->en = NULL;
         l->container_id[0] = 0;
         bool lost = l->lost, stale = l->stale, unauth = l->unauthorized, interrupted = l->interrupted;
         pthread_mutex_unlock(&l->lock);
-        runsc_done(&rt);
+        if (engine)
+                engine_done(&en);
+        else
+                runsc_done(&rt);
 
         if (unauth) {
                 out = OUT_FATAL;
@@ -977,15 +1029,11 @@ int serve_main(int argc, char **argv) {
                 snprintf(state_default, sizeof(state_default), "/var/lib/tentaflake-worker-%s", s->name);
                 s->o.state_dir = state_default;
         }
-        if (!streq(s->o.sandbox, "runsc")) {
-                log_error("serve: --sandbox %s: not available in this build yet (only runsc)", s->o.sandbox);
-                goto out;
-        }
         if (geteuid() != 0) {
-                log_error("serve: the runsc sandbox needs root");
+                log_error("serve: the %s sandbox needs root", s->o.sandbox);
                 goto out;
         }
-        if (!s->o.system_mounts_identity && !s->o.no_system_mounts)
+        if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 log_warning("serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
         if (build_config(s, &e) < 0) {
@@ -1011,7 +1059,31 @@ int serve_main(int argc, char **argv) {
                 log_error("serve: %s", e.message);
                 goto out;
         }
-        {
+        if (s->config->driver != DRIVER_RUNSC) {
+                /* The engine answers, knows the runtime and holds the image, or no start. */
+                Engine en = {};
+                _cleanup_free_ char *version = NULL;
+                int r = engine_init(&en, s->config, s->o.engine_runtime, &e);
+                if (r >= 0)
+                        r = engine_server_version(&en, &version, &e);
+                if (r >= 0 && engine_runtime_known(&en) <= 0)
+                        r = tfw_error(&e, ENOENT, "runtime_unavailable", "%s does not know the runtime '%s'",
+                                      s->o.sandbox, en.runtime);
+                if (r >= 0)
+                        r = engine_image_check(&en, &e);
+                if (r < 0) {
+                        log_error("serve: sandbox unavailable: %s", e.message);
+                        engine_done(&en);
+                        goto out;
+                }
+                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s", version ? version : "unknown");
+                unsigned removed = 0;
+                if (engine_cleanup_stale(&en, &removed, &e) < 0)
+                        log_warning("serve: start-up cleanup: %s", e.message);
+                else if (removed)
+                        log_notice("serve: removed %u container(s) left by a previous run", removed);
+                engine_done(&en);
+        } else {
                 Runsc rt = {};
                 if (runsc_init(&rt, s->config, s->runsc_root, &e) < 0) {
                         log_error("serve: sandbox unavailable: %s", e.message);

@@ -148,10 +148,11 @@ check "a check running out of time is a signed fail (timed_out)" \
         verify timeout1.att --expect predicate.result=fail --expect predicate.status=timed_out
 
 # ---- 2. threat 7: the token and the key path never reach the check ------------------------
-enqueue secrets "$TREE" "{\"argv\":[\"./probe.sh\",\"$tmp\"],\"timeout_secs\":60}"
+enqueue secrets "$TREE" "{\"argv\":[\"./probe.sh\",\"$tmp\"],\"timeout_secs\":60,\"env\":{\"GREETING\":\"hello world=1\"}}"
 final secrets
 TAIL=$(q "jobs['secrets']['history'][-1]['result']['log']['tail']")
 check "the check ran and listed its environment" grep -q "HOME=/work" <<<"$TAIL"
+check "the policy's env reaches the check as given" grep -qx "GREETING=hello world=1" <<<"$TAIL"
 check "the token is not in the check's environment, mounts or fds" bash -c "! grep -q -- '$TOKEN' <<<\"\$0\"" "$TAIL"
 check "the key file is not visible in the check" bash -c "! grep -q 'ci.key' <<<\"\$0\"" "$TAIL"
 
@@ -217,6 +218,24 @@ kill -TERM "$W1"
 wait "$W1"; rc=$?
 check "after SIGTERM the worker exits 0" [ "$rc" = 0 ]
 check "after SIGTERM the running check finished and passed" [ "$(q "jobs['term1']['history'][-1].get('status')")" = pass ]
+
+# ---- 5b. output and CPU time end the check: signed fails naming the limit ------------------
+start_worker ci-7 --output-mb 1 --default-cpu-secs 2
+W7=$wpid
+enqueue flood "$TREE" '{"argv":["sh","-c","yes flooding | head -c 200000000; echo never-here"],"timeout_secs":120}'
+enqueue spin "$TREE" '{"argv":["sh","-c","while :; do :; done & while :; do :; done"],"timeout_secs":120}'
+final flood 120; final spin 120
+for j in flood spin; do
+        attestation "$j" "$j.att"
+        check "$j: a signed fail, status killed" verify "$j.att" --expect predicate.result=fail --expect predicate.status=killed
+done
+check "flood: ended for output beyond --output-mb, soon after the limit" \
+        [ "$(q "(jobs['flood']['history'][-1]['result']['reason'], jobs['flood']['history'][-1]['result']['log']['bytes'] < 50000000)")" = "('output_limit', True)" ]
+check "spin: ended at 2 CPU seconds, long before its 120 s" \
+        [ "$(q "(jobs['spin']['history'][-1]['result']['reason'], jobs['spin']['history'][-1]['result']['duration_ms'] < 60000)")" = "('cpu_limit', True)" ]
+check "the CPU-seconds limit is in the environment digest" \
+        [ "$(q "jobs['spin']['history'][-1]['result']['environment_digest'] != '$DIGEST'")" = True ]
+kill -TERM "$W7"; wait "$W7" || { echo "ci-7 log:"; tail -20 ci-7.log; }
 
 start_worker ci-2 --shutdown-grace-secs 20
 W2=$wpid

@@ -285,6 +285,7 @@ class Handler(BaseHTTPRequestHandler):
             for j in self.st.jobs.values():
                 if j["tree"] == tree and j["state"] == "claimed":
                     sw |= set(j["switches"])
+                    j["downloads"] = j.get("downloads", 0) + 1  # manifest fetches while claimed
         entries = self.st.git.manifest(tree)
         if entries is None:
             return self.send_json(404, {"error": "no such tree"})

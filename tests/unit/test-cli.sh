@@ -68,6 +68,11 @@ expect 2 "serve: the token is never taken from the command line" -- serve --serv
 expect 2 "serve: --server URL and --key FILE are required" -- serve --key k
 expect 2 "serve: --server 'ftp://x' must be an http:// or https:// URL" -- serve --server ftp://x --key k
 expect 1 "serve: no token: set TENTAFLAKE_TOKEN or --token-file" -- serve --server http://127.0.0.1:1 --key k
+# serve's engine drivers: the image is required; runsc
+# flags are refused with an engine and engine flags with runsc.
+expect 2 "serve: --sandbox docker needs --image NAME@sha256:<digest> \\(already in the engine.s local store; never pulled\\)" -- serve --server http://127.0.0.1:1 --key k --sandbox docker
+expect 2 "serve: --mount, --system-mounts-identity, --runsc and --platform are for --sandbox runsc; with podman the image is the root" -- serve --server http://127.0.0.1:1 --key k --sandbox podman --image sha256:1111111111111111111111111111111111111111111111111111111111111111 --platform ptrace
+expect 2 "serve: --image and --engine-runtime are for --sandbox docker or podman" -- serve --server http://127.0.0.1:1 --key k --image sha256:1111111111111111111111111111111111111111111111111111111111111111
 # A daemon whose workspace is missing names it (needs root: it creates the state directories).
 if [ "$(id -u)" -eq 0 ]; then
         expect 1 "drain: workspace '$tmp/ws' cannot be opened" -- --config "$tmp/good.json" drain
