@@ -28,8 +28,22 @@ OPT      ?= -O2 -g
 SANFLAGS ?=
 PKG_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS) 2>/dev/null) -lpthread
+# The worker itself links only these: libarchive, libcurl and libcrypto are loaded with dlopen
+# by the paths that use them (artifact import, serve, streaming SHA-256), so the idle daemon
+# maps none of them (issue 5; common/dlopen-util.h). Tests still link everything (they build
+# tars with libarchive); dlopen then returns the library already loaded.
+PKGS_LINKED := jansson libsodium libseccomp libsystemd
+BIN_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS_LINKED) 2>/dev/null) -lpthread
+# The absolute path of a library to dlopen: pkg-config's libdir and the SONAME of the library
+# it would link ($(1): pkg-config module, $(2): library name), so the build fixes which file
+# is loaded, as the linker does for the others.
+dl_path = $(shell lib=$$($(PKG_CONFIG) --variable=libdir $(1) 2>/dev/null) && \
+	objdump -p "$$lib/$(2).so" 2>/dev/null | awk -v d="$$lib" '$$1 == "SONAME" {print d "/" $$2}')
+DL_DEFS := -DTFW_LIBARCHIVE='"$(call dl_path,libarchive,libarchive)"' \
+	-DTFW_LIBCURL='"$(call dl_path,libcurl,libcurl)"' \
+	-DTFW_LIBCRYPTO='"$(call dl_path,openssl,libcrypto)"'
 CFLAGS_ALL  = $(WARN) $(OPT) $(HARDEN) $(SANFLAGS) -I. -DTFW_VERSION='"$(VERSION)"' \
-	-DTFW_LIBEXECDIR='"$(LIBEXECDIR)"' $(PKG_CFLAGS) $(CFLAGS)
+	-DTFW_LIBEXECDIR='"$(LIBEXECDIR)"' $(DL_DEFS) $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(HARDEN_LD) $(SANFLAGS) $(LDFLAGS)
 
 # Every .c directly in a component folder goes into the library; main() lives in cli/.
@@ -72,7 +86,7 @@ $(BUILD)/libtfw.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
 $(BIN): $(CLI_OBJ) $(BUILD)/libtfw.a
-	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS)
+	$(CC) $(LDFLAGS_ALL) -o $@ $(CLI_OBJ) $(BUILD)/libtfw.a $(BIN_LIBS)
 
 $(BUILD)/tentaflake-capsule-init: $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
 	$(CC) -static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections $(SANFLAGS) -o $@ $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(INIT_LIBS)

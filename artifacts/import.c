@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "artifacts/archive-dl.h"
 #include "artifacts/import-internal.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
@@ -104,15 +105,15 @@ static ssize_t stream_read(struct archive *a, void *userdata, const void **ret) 
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0) {
-                        archive_set_error(a, errno, "reading the stream: %s", strerror(errno));
+                        sym_archive_set_error(a, errno, "reading the stream: %s", strerror(errno));
                         return -1;
                 }
                 s->total += (uint64_t) n;
                 if (s->total > s->cap) {
-                        archive_set_error(a, E2BIG,
-                                          "tar stream longer than %" PRIu64
-                                          " bytes, more than the limits allow",
-                                          s->cap);
+                        sym_archive_set_error(a, E2BIG,
+                                              "tar stream longer than %" PRIu64
+                                              " bytes, more than the limits allow",
+                                              s->cap);
                         return -1;
                 }
                 *ret = s->buf;
@@ -170,10 +171,10 @@ static _noreturn_ void parser_main(int stream_fd, int chan_fd, const ArtifactLim
         if (artifacts_test_parser_hook)
                 artifacts_test_parser_hook();
 
-        if (archive_read_open(a, &in, NULL, stream_read, NULL) != ARCHIVE_OK) {
-                const char *m = archive_error_string(a);
+        if (sym_archive_read_open(a, &in, NULL, stream_read, NULL) != ARCHIVE_OK) {
+                const char *m = sym_archive_error_string(a);
                 (void) frame_out_fail(&o,
-                                      archive_errno(a) == E2BIG ? FRAME_FAIL_TOO_LARGE
+                                      sym_archive_errno(a) == E2BIG ? FRAME_FAIL_TOO_LARGE
                                                                 : FRAME_FAIL_REJECTED,
                                       "malformed tar stream: %s", m ? m : "unknown error");
                 r = -EBADMSG;
@@ -378,6 +379,12 @@ int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimi
             limits->unpriv_uid == (uid_t) -1 || limits->unpriv_gid == (gid_t) -1)
                 return tfw_error(e, EINVAL, ARTIFACT_CODE_FAILED,
                                  "artifacts: the tar parser must not run as root");
+        /* Here, in the caller: the parser inherits the mapping and is confined before it could
+         * open the library itself. */
+        TfwError dl = {};
+        r = dlopen_libarchive(&dl);
+        if (r < 0)
+                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: %s", dl.message);
         imp = calloc(1, sizeof(*imp));
         if (!imp)
                 return tfw_error(e, ENOMEM, ARTIFACT_CODE_FAILED, "artifacts: out of memory");
@@ -488,6 +495,10 @@ int artifacts_import_buffer(const void *buf, size_t len, int staging_dir_fd,
                 e = &local;
         FeedCtx ctx = { .w = &w, .e = e };
 
+        TfwError dl = {};
+        r = dlopen_libarchive(&dl);
+        if (r < 0)
+                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: %s", dl.message);
         r = artifact_writer_init(&w, staging_dir_fd, limits, (uid_t) -1, limits->group, e);
         if (r < 0)
                 return r;
@@ -499,8 +510,8 @@ int artifacts_import_buffer(const void *buf, size_t len, int staging_dir_fd,
                 goto finish;
         }
         /* A FAIL frame the parser emits becomes the writer's error through the same path. */
-        if (archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
-                const char *m = archive_error_string(a);
+        if (sym_archive_read_open_memory(a, buf, len) != ARCHIVE_OK) {
+                const char *m = sym_archive_error_string(a);
                 r = frame_out_fail(&o, FRAME_FAIL_REJECTED, "malformed tar stream: %s",
                                    m ? m : "unknown error");
         } else {
@@ -517,7 +528,7 @@ int artifacts_import_buffer(const void *buf, size_t len, int staging_dir_fd,
                 r = tfw_error(e, r, ARTIFACT_CODE_REJECTED, "artifacts: malformed tar stream");
 finish:
         if (a)
-                archive_read_free(a);
+                sym_archive_read_free(a);
         frame_out_done(&o);
         artifact_writer_done(&w);
         if (r < 0) {

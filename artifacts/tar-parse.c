@@ -5,26 +5,30 @@
 #include <errno.h>
 #include <string.h>
 
+#include "artifacts/archive-dl.h"
 #include "artifacts/import-internal.h"
 #include "common/macro.h"
 
 static void archive_read_freep(struct archive **a) {
         if (*a)
-                archive_read_free(*a);
+                sym_archive_read_free(*a);
 }
 #define _cleanup_archive_read_ _cleanup_(archive_read_freep)
 
 int artifact_archive_new(struct archive **ret) {
-        struct archive *a = archive_read_new();
+        int r = dlopen_libarchive(NULL);
+        if (r < 0)
+                return r;
 
+        struct archive *a = sym_archive_read_new();
         if (!a)
                 return -ENOMEM;
         /* The tar reader covers v7, ustar, pax and GNU tar. No compression filter is enabled:
          * the channel is local, and every decompressor is more parser and a bomb to bound. */
         /* "empty" accepts a stream of zero bytes only: no artifacts. */
-        if (archive_read_support_format_tar(a) != ARCHIVE_OK ||
-            archive_read_support_format_empty(a) != ARCHIVE_OK) {
-                archive_read_free(a);
+        if (sym_archive_read_support_format_tar(a) != ARCHIVE_OK ||
+            sym_archive_read_support_format_empty(a) != ARCHIVE_OK) {
+                sym_archive_read_free(a);
                 return -EIO;
         }
         *ret = a;
@@ -46,11 +50,11 @@ static int emit_data(FrameOut *o, int64_t offset, const uint8_t *p, size_t size)
 }
 
 static int fail_archive(FrameOut *o, struct archive *a, const char *what) {
-        const char *msg = archive_error_string(a);
+        const char *msg = sym_archive_error_string(a);
         int r;
 
         /* E2BIG is what the parser's read callback says when the stream outgrows the limits. */
-        if (archive_errno(a) == E2BIG)
+        if (sym_archive_errno(a) == E2BIG)
                 r = frame_out_fail(o, FRAME_FAIL_TOO_LARGE, "%s", msg ? msg : "stream too long");
         else
                 r = frame_out_fail(o, FRAME_FAIL_REJECTED, "malformed tar stream (%s): %s", what,
@@ -64,7 +68,7 @@ int artifact_parse_tar(struct archive *a, FrameOut *o) {
         for (;;) {
                 struct archive_entry *ae;
 
-                r = archive_read_next_header(a, &ae);
+                r = sym_archive_read_next_header(a, &ae);
                 if (r == ARCHIVE_EOF)
                         return 0;
                 /* A warning means libarchive dropped or mangled something (a name it could not
@@ -72,15 +76,15 @@ int artifact_parse_tar(struct archive *a, FrameOut *o) {
                 if (r != ARCHIVE_OK)
                         return fail_archive(o, a, "header");
 
-                const char *name = archive_entry_pathname(ae);
+                const char *name = sym_archive_entry_pathname(ae);
                 if (!name)
                         name = "";
                 /* Send one byte more than the writer accepts so it can name the refusal. */
                 size_t len = strnlen(name, ARTIFACT_NAME_MAX + 1);
-                uint32_t head[2] = { (uint32_t) archive_entry_filetype(ae), 0 };
-                if (archive_entry_hardlink(ae))
+                uint32_t head[2] = { (uint32_t) sym_archive_entry_filetype(ae), 0 };
+                if (sym_archive_entry_hardlink(ae))
                         head[1] |= ENTRY_FLAG_HARDLINK;
-                if (archive_entry_symlink(ae))
+                if (sym_archive_entry_symlink(ae))
                         head[1] |= ENTRY_FLAG_SYMLINK;
                 r = frame_out_put(o, FRAME_ENTRY, head, sizeof(head), name, len);
                 if (r < 0)
@@ -93,7 +97,7 @@ int artifact_parse_tar(struct archive *a, FrameOut *o) {
                                 size_t n;
                                 int64_t off;
 
-                                r = archive_read_data_block(a, &buf, &n, &off);
+                                r = sym_archive_read_data_block(a, &buf, &n, &off);
                                 if (r == ARCHIVE_EOF) {
                                         /* libarchive reports the entry's logical size here
                                          * (a sparse entry can end in a hole). */
@@ -120,37 +124,39 @@ static int discard(void *userdata _unused_, const uint8_t *buf _unused_, size_t 
 
 static void archive_write_freep(struct archive **a) {
         if (*a)
-                archive_write_free(*a);
+                sym_archive_write_free(*a);
 }
 
 void artifact_parser_warm_up(void) {
-        _cleanup_(archive_write_freep) struct archive *w = archive_write_new();
+        if (dlopen_libarchive(NULL) < 0)
+                return;
+        _cleanup_(archive_write_freep) struct archive *w = sym_archive_write_new();
         _cleanup_archive_read_ struct archive *a = NULL;
         static char buf[16384];
         size_t used = 0;
         FrameOut o;
 
-        if (!w || archive_write_set_format_pax(w) != ARCHIVE_OK ||
-            archive_write_open_memory(w, buf, sizeof(buf), &used) != ARCHIVE_OK)
+        if (!w || sym_archive_write_set_format_pax(w) != ARCHIVE_OK ||
+            sym_archive_write_open_memory(w, buf, sizeof(buf), &used) != ARCHIVE_OK)
                 return;
         /* A non-ASCII name and a pax header: the paths that set up charset conversion. */
         static const char *const names[] = { "warm-up/\xc3\xa9t\xc3\xa9", "warm-up/plain" };
         for (size_t i = 0; i < ELEMENTSOF(names); i++) {
-                struct archive_entry *ae = archive_entry_new();
+                struct archive_entry *ae = sym_archive_entry_new();
                 if (!ae)
                         return;
-                archive_entry_copy_pathname(ae, names[i]);
-                archive_entry_set_filetype(ae, AE_IFREG);
-                archive_entry_set_perm(ae, 0644);
-                archive_entry_set_size(ae, 1);
-                if (archive_write_header(w, ae) == ARCHIVE_OK)
-                        (void) archive_write_data(w, "x", 1);
-                archive_entry_free(ae);
+                sym_archive_entry_copy_pathname(ae, names[i]);
+                sym_archive_entry_set_filetype(ae, AE_IFREG);
+                sym_archive_entry_set_perm(ae, 0644);
+                sym_archive_entry_set_size(ae, 1);
+                if (sym_archive_write_header(w, ae) == ARCHIVE_OK)
+                        (void) sym_archive_write_data(w, "x", 1);
+                sym_archive_entry_free(ae);
         }
-        if (archive_write_close(w) != ARCHIVE_OK)
+        if (sym_archive_write_close(w) != ARCHIVE_OK)
                 return;
 
-        if (artifact_archive_new(&a) < 0 || archive_read_open_memory(a, buf, used) != ARCHIVE_OK)
+        if (artifact_archive_new(&a) < 0 || sym_archive_read_open_memory(a, buf, used) != ARCHIVE_OK)
                 return;
         if (frame_out_init(&o, discard, NULL) < 0)
                 return;

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* SHA-256 through OpenSSL's EVP interface: it uses the CPU's SHA extensions, measured here at
- * about four times libsodium's portable code, which matters for snapshots and tree checks. */
+/* Streaming SHA-256 (Sha256) through OpenSSL's EVP interface: it uses the CPU's SHA extensions,
+ * measured here at about four times libsodium's portable code, which matters for snapshots and
+ * tree checks. libcrypto is loaded by the first sha256_new() (common/dlopen-util.h), so the idle
+ * daemon does not map it. One-shot sha256_buffer() digests small inputs with libsodium. */
 #pragma once
 
 #include <stddef.h>

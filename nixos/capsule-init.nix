@@ -1,13 +1,13 @@
 # tentaflake-capsule-init, the capsule's static pid 1, built with pkgsStatic (musl):
 #   pkgsStatic.callPackage ./capsule-init.nix { src = ...; version = ...; }
 # It links only common/ (fd-util) and libarchive, so only common/ goes into the library here.
-{ stdenv, pkg-config, libarchive, jansson, openssl, src, version }:
+{ stdenv, pkg-config, libarchive, jansson, openssl, libsodium, src, version }:
 stdenv.mkDerivation {
   pname = "tentaflake-capsule-init";
   inherit version src;
 
   nativeBuildInputs = [ pkg-config ];
-  buildInputs = [ libarchive jansson openssl ];
+  buildInputs = [ libarchive jansson openssl libsodium ];
 
   makeFlags = [ "CC=${stdenv.cc.targetPrefix}cc" "LIB_DIRS=common" ];
   buildFlags = [ "build/tentaflake-capsule-init" ];

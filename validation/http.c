@@ -9,6 +9,7 @@
 
 #include "common/fd-util.h"
 #include "snapshot/git-object.h"
+#include "validation/curl-dl.h"
 #include "validation/http.h"
 
 struct Http {
@@ -19,18 +20,21 @@ struct Http {
         char errbuf[CURL_ERROR_SIZE];
 };
 
-int http_global_init(void) {
-        return curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : -EIO;
+int http_global_init(TfwError *e) {
+        int r = dlopen_libcurl(e);
+        if (r < 0)
+                return r;
+        return sym_curl_global_init(CURL_GLOBAL_DEFAULT) == CURLE_OK ? 0 : tfw_error(e, EIO, "internal", "curl_global_init failed");
 }
 
 Http *http_free(Http *h) {
         if (!h)
                 return NULL;
         if (h->curl)
-                curl_easy_cleanup(h->curl);
+                sym_curl_easy_cleanup(h->curl);
         for (struct curl_slist *s = h->auth; s; s = s->next)
                 explicit_bzero(s->data, strlen(s->data));
-        curl_slist_free_all(h->auth);
+        sym_curl_slist_free_all(h->auth);
         free(h->base);
         free(h);
         return NULL;
@@ -44,14 +48,14 @@ int http_new(const char *base, const char *token, long timeout_secs, Http **ret,
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         h->timeout = timeout_secs;
         h->base = strdup(base);
-        h->curl = curl_easy_init();
+        h->curl = sym_curl_easy_init();
         if (asprintf(&hdr, "Authorization: Bearer %s", token) < 0)
                 hdr = NULL;
         if (!h->base || !h->curl || !hdr) {
                 http_free(h);
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         }
-        h->auth = curl_slist_append(NULL, hdr);
+        h->auth = sym_curl_slist_append(NULL, hdr);
         explicit_bzero(hdr, strlen(hdr));
         if (!h->auth) {
                 http_free(h);
@@ -95,29 +99,29 @@ static int setup(Http *h, const char *path, long timeout_secs, struct curl_slist
 
         if (asprintf(&url, "%s%s", h->base, path) < 0)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        curl_easy_reset(c);
+        sym_curl_easy_reset(c);
         h->errbuf[0] = 0;
-        if (curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
-            curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
+        if (sym_curl_easy_setopt(c, CURLOPT_URL, url) != CURLE_OK ||
+            sym_curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
                 return tfw_error(e, EINVAL, "http", "the server URL is not usable");
-        curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
-        curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(c, CURLOPT_PROXY, "");
-        curl_easy_setopt(c, CURLOPT_NETRC, (long) CURL_NETRC_IGNORED);
-        curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_secs > 0 ? timeout_secs : h->timeout);
-        curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, MIN(h->timeout, 30L));
-        curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-        curl_easy_setopt(c, CURLOPT_USERAGENT, "tentaflake-worker/" TFW_VERSION);
+        sym_curl_easy_setopt(c, CURLOPT_ERRORBUFFER, h->errbuf);
+        sym_curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+        sym_curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+        sym_curl_easy_setopt(c, CURLOPT_PROXY, "");
+        sym_curl_easy_setopt(c, CURLOPT_NETRC, (long) CURL_NETRC_IGNORED);
+        sym_curl_easy_setopt(c, CURLOPT_TIMEOUT, timeout_secs > 0 ? timeout_secs : h->timeout);
+        sym_curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, MIN(h->timeout, 30L));
+        sym_curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+        sym_curl_easy_setopt(c, CURLOPT_USERAGENT, "tentaflake-worker/" TFW_VERSION);
         return 0;
 }
 
 static int perform(Http *h, const char *what, long *ret_status, TfwError *e) {
-        CURLcode cc = curl_easy_perform(h->curl);
+        CURLcode cc = sym_curl_easy_perform(h->curl);
         long status = 0;
         if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
-                return tfw_error(e, EIO, "http", "%s: %s", what, h->errbuf[0] ? h->errbuf : curl_easy_strerror(cc));
-        curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
+                return tfw_error(e, EIO, "http", "%s: %s", what, h->errbuf[0] ? h->errbuf : sym_curl_easy_strerror(cc));
+        sym_curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
         *ret_status = status;
         return cc == CURLE_WRITE_ERROR ? -ECANCELED : 0;
 }
@@ -143,14 +147,14 @@ int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, lo
                 json = body ? json_dumps(body, JSON_COMPACT) : strdup("{}");
                 if (!json)
                         return tfw_error(e, ENOMEM, "oom", "out of memory");
-                curl_easy_setopt(h->curl, CURLOPT_POST, 1L);
-                curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, json);
-                curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE, (long) strlen(json));
+                sym_curl_easy_setopt(h->curl, CURLOPT_POST, 1L);
+                sym_curl_easy_setopt(h->curl, CURLOPT_POSTFIELDS, json);
+                sym_curl_easy_setopt(h->curl, CURLOPT_POSTFIELDSIZE, (long) strlen(json));
         }
-        curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, sink_write);
-        curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, sink_write);
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
         r = perform(h, path, &status, e);
-        curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+        sym_curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
         if (r == -ECANCELED) {
                 free(s.buf);
                 if (s.too_big)
@@ -189,7 +193,7 @@ static size_t blob_write(char *p, size_t size, size_t n, void *userdata) {
         size_t len = size * n;
 
         if (b->status == 0)
-                curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &b->status);
+                sym_curl_easy_getinfo(b->curl, CURLINFO_RESPONSE_CODE, &b->status);
         if (b->status != 200) {
                 /* An error answer: keep a little of it for the message, nothing on disk. */
                 if (b->mem.len + len <= 4096)
@@ -203,7 +207,7 @@ static size_t blob_write(char *p, size_t size, size_t n, void *userdata) {
         *b->budget -= len;
         if (b->announced < 0) {
                 curl_off_t cl = -1;
-                curl_easy_getinfo(b->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
+                sym_curl_easy_getinfo(b->curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &cl);
                 b->announced = cl;
                 if (cl >= 0 && git_blob_hash_start(b->h, (uint64_t) cl) >= 0)
                         b->hashing = true;
@@ -243,10 +247,10 @@ int http_get_blob(Http *h, const char *path, int fd, char **ret_mem, size_t *ret
         r = setup(h, path, 0, &auth, e);
         if (r < 0)
                 return r;
-        curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, blob_write);
-        curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, blob_write);
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &b);
         r = perform(h, path, &status, e);
-        curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+        sym_curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
         if (r == -ECANCELED || b.too_big || b.io_error) {
                 free(b.mem.buf);
                 if (b.too_big)

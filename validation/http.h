@@ -44,5 +44,6 @@ int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, lo
 int http_get_blob(Http *h, const char *path, int fd, char **ret_mem, size_t *ret_mem_len, uint64_t *budget,
                   uint8_t ret_oid[static SHA256_DIGEST_SIZE], uint64_t *ret_size, long *ret_status, TfwError *e);
 
-/* The global libcurl initialisation; call once from main before any thread starts. */
-int http_global_init(void);
+/* Load libcurl (the daemon does not link it: common/dlopen-util.h) and run its global
+ * initialisation; call once from main before any thread starts. */
+int http_global_init(TfwError *e);

@@ -1097,8 +1097,8 @@ int serve_main(int argc, char **argv) {
                         log_notice("serve: removed %u container(s) left by a previous run", removed);
                 runsc_done(&rt);
         }
-        if (http_global_init() < 0) {
-                log_error("serve: libcurl cannot be initialised");
+        if (http_global_init(&e) < 0) {
+                log_error("serve: libcurl cannot be initialised: %s", e.message);
                 goto out;
         }
 

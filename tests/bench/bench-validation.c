@@ -31,7 +31,7 @@ int main(int argc, char **argv) {
                 return 2;
         }
         usec_t t0 = now_monotonic();
-        if (http_global_init() < 0 || http_new(argv[1], getenv("TENTAFLAKE_TOKEN"), 120, &h, &e) < 0)
+        if (http_global_init(&e) < 0 || http_new(argv[1], getenv("TENTAFLAKE_TOKEN"), 120, &h, &e) < 0)
                 goto fail;
         snprintf(path, sizeof(path), "/v1/repos/%s/trees/%s", argv[2], argv[3]);
         if (http_call(h, false, path, NULL, VMANIFEST_MAX_BYTES, 0, &status, &body, &len, &e) < 0)
