@@ -39,9 +39,21 @@ BIN_LIBS   := $(shell $(PKG_CONFIG) --libs $(PKGS_LINKED) 2>/dev/null) -lpthread
 # is loaded, as the linker does for the others.
 dl_path = $(shell lib=$$($(PKG_CONFIG) --variable=libdir $(1) 2>/dev/null) && \
 	objdump -p "$$lib/$(2).so" 2>/dev/null | awk -v d="$$lib" '$$1 == "SONAME" {print d "/" $$2}')
-DL_DEFS := -DTFW_LIBARCHIVE='"$(call dl_path,libarchive,libarchive)"' \
-	-DTFW_LIBCURL='"$(call dl_path,libcurl,libcurl)"' \
-	-DTFW_LIBCRYPTO='"$(call dl_path,openssl,libcrypto)"'
+DL_LIBARCHIVE := $(call dl_path,libarchive,libarchive)
+DL_LIBCURL    := $(call dl_path,libcurl,libcurl)
+DL_LIBCRYPTO  := $(call dl_path,openssl,libcrypto)
+# An empty path would only fail at run time, on the first job: refuse to build instead. Not
+# for goals that compile nothing themselves (check, bench and demo install the packages first,
+# then run make again).
+NO_COMPILE_GOALS := check bench demo install-deps clean
+ifneq ($(or $(if $(MAKECMDGOALS),,all),$(filter-out $(NO_COMPILE_GOALS),$(MAKECMDGOALS))),)
+ifeq ($(and $(DL_LIBARCHIVE),$(DL_LIBCURL),$(DL_LIBCRYPTO)),)
+$(error cannot find the shared libraries to dlopen (libarchive '$(DL_LIBARCHIVE)', libcurl '$(DL_LIBCURL)', libcrypto '$(DL_LIBCRYPTO)'): run scripts/install-deps (pkg-config, the -dev packages and objdump from binutils are needed))
+endif
+endif
+DL_DEFS := -DTFW_LIBARCHIVE='"$(DL_LIBARCHIVE)"' \
+	-DTFW_LIBCURL='"$(DL_LIBCURL)"' \
+	-DTFW_LIBCRYPTO='"$(DL_LIBCRYPTO)"'
 CFLAGS_ALL  = $(WARN) $(OPT) $(HARDEN) $(SANFLAGS) -I. -DTFW_VERSION='"$(VERSION)"' \
 	-DTFW_LIBEXECDIR='"$(LIBEXECDIR)"' $(DL_DEFS) $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(HARDEN_LD) $(SANFLAGS) $(LDFLAGS)
