@@ -476,22 +476,9 @@ int engine_remove(const Engine *en, const char *name) {
         return left[strspn(left, " \r\n")] ? -EBUSY : 0;
 }
 
-int engine_oom_killed(const Engine *en, const char *name) {
-        const char *args[] = { "inspect", "--type", "container", "--format",
-                               "{{.State.OOMKilled}}", name, NULL };
-        _cleanup_free_ char *out = NULL;
-        int st, r;
-
-        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, &out);
-        if (r < 0)
-                return r;
-        if (!exited_zero(st))
-                return -ENOENT;
-        return strncmp(out, "true", 4) == 0;
-}
-
-int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid) {
-        const char *args[] = { "inspect", "--type", "container", "--format", "{{.State.Pid}}", name, NULL };
+/* One field of a container (a Go template of `inspect`) into *ret; -ENOENT: no such container. */
+static int inspect_container(const Engine *en, const char *name, const char *format, char **ret) {
+        const char *args[] = { "inspect", "--type", "container", "--format", format, name, NULL };
         _cleanup_free_ char *out = NULL;
         int st, r;
 
@@ -500,6 +487,23 @@ int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid) {
                 return r;
         if (!exited_zero(st) || !out)
                 return -ENOENT;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
+int engine_oom_killed(const Engine *en, const char *name) {
+        _cleanup_free_ char *out = NULL;
+        int r = inspect_container(en, name, "{{.State.OOMKilled}}", &out);
+        if (r < 0)
+                return r;
+        return strncmp(out, "true", 4) == 0;
+}
+
+int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid) {
+        _cleanup_free_ char *out = NULL;
+        int r = inspect_container(en, name, "{{.State.Pid}}", &out);
+        if (r < 0)
+                return r;
         char *end;
         errno = 0;
         long pid = strtol(out, &end, 10);
