@@ -137,6 +137,15 @@ int mkdtemp_fd(const char *base, const char *prefix, char **ret_path) {
         return fd;
 }
 
+/* Something is mounted on dir_fd/name: never recursed into by rm_rf (another file system's
+ * files are not ours to delete). From statx's attribute, without syncing (a FUSE server behind
+ * it could block). */
+static bool is_mount_root(int dir_fd, const char *name) {
+        struct statx sx;
+        return statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) >= 0 &&
+               (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+}
+
 static int rm_rf_children(int fd, unsigned depth) {
         _cleanup_close_ int dfd = -EBADF;
         DIR *d;
@@ -157,19 +166,25 @@ static int rm_rf_children(int fd, unsigned depth) {
                         continue;
                 if (unlinkat(fd, de->d_name, 0) >= 0 || errno == ENOENT)
                         continue;
+                /* The first error is the one returned (an EXDEV deep down, not the ENOTEMPTY
+                 * it causes on the way up). */
                 if (errno != EISDIR && errno != EPERM) {
-                        r = -errno;
+                        r = r < 0 ? r : -errno;
+                        continue;
+                }
+                if (is_mount_root(fd, de->d_name)) {
+                        r = r < 0 ? r : -EXDEV;
                         continue;
                 }
                 _cleanup_close_ int sub = open_dir_at(fd, de->d_name);
                 if (sub < 0) {
-                        r = sub;
+                        r = r < 0 ? r : sub;
                         continue;
                 }
                 int k = rm_rf_children(sub, depth + 1);
-                if (k < 0)
+                if (k < 0 && r >= 0)
                         r = k;
-                if (unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                if (unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && r >= 0)
                         r = -errno;
         }
         if (errno != 0 && r >= 0)
@@ -183,6 +198,8 @@ int rm_rf_at(int dir_fd, const char *name) {
                 return 0;
         if (errno != EISDIR && errno != EPERM)
                 return -errno;
+        if (is_mount_root(dir_fd, name))
+                return -EXDEV;
         _cleanup_close_ int fd = open_dir_at(dir_fd, name);
         if (fd < 0)
                 return fd == -ENOENT ? 0 : fd;

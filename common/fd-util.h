@@ -31,7 +31,8 @@ int open_dir_at(int dir_fd, const char *name);
 int mkdtemp_fd(const char *base, const char *prefix, char **ret_path);
 
 /* Remove everything below dir_fd/name and the entry itself, fd-relative, never following
- * symlinks; a missing entry is success. Depth is bounded. */
+ * symlinks and never entering a mount point (-EXDEV, what is mounted is left untouched); a
+ * missing entry is success. Depth is bounded. */
 int rm_rf_at(int dir_fd, const char *name);
 
 /* Make fd's owner and mode exactly uid:gid mode, calling fchown/fchmod only when they differ

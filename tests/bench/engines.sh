@@ -16,9 +16,23 @@ if [ "$(id -u)" -ne 0 ]; then
         exit 0
 fi
 scripts/start-dockerd
+# The engine's own cost: a bare `ENGINE run --rm` of the same image and command with runsc and
+# no network, nothing of ours; the driver's share is the difference.
+bare_engine() { # bare_engine ENGINE IMAGE -> median ms of RUNS runs
+        local engine=$1 image=$2 i t0 t1 extra=()
+        [ "$engine" = podman ] && extra=(--runtime-flag network=none)
+        for ((i = 0; i < RUNS; i++)); do
+                t0=$(date +%s%N)
+                "$engine" run --rm -i --runtime runsc "${extra[@]}" --network none --pull never --log-driver none \
+                        --entrypoint /bin/true "$image" </dev/null >/dev/null
+                t1=$(date +%s%N)
+                echo $(((t1 - t0) / 1000))
+        done | sort -n | awk '{v[NR] = $1} END {printf "%.1f", v[int(NR / 2) + 1] / 1000}'
+}
 for engine in docker podman; do
         command -v "$engine" >/dev/null || { echo "engines.sh: $engine missing" >&2; exit 1; }
         image=$(tests/integration/docker-image.sh "$engine")
         BUILD=$BUILD "$BIN" "$RUNS" "$engine" "$image" || { "$engine" rmi "$image" >/dev/null; exit 1; }
+        echo "$engine: bare '$engine run --rm --runtime runsc' of /bin/true, median $(bare_engine "$engine" "$image") ms ($RUNS runs)"
         "$engine" rmi "$image" >/dev/null
 done

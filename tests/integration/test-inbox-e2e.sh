@@ -3,7 +3,7 @@
 # real daemon (`run` in the background) and real runsc capsules, driven as a controller and an
 # operator would. Covers every action class, every rejection code of contract section 4
 # reaching the inbox, hostile inbox entries (FIFO, symlink to a root-only secret, socket,
-# directory, device, hard link, oversize), a request rewritten after capture, an id used twice,
+# directory, device, hard link, oversize, a mount point), a request rewritten after capture, an id used twice,
 # approve after deny and deny after approve (and the two racing), pending expiry, and the owner
 # and modes of everything published. After every hostile entry the daemon must still be alive.
 set -uo pipefail
@@ -16,7 +16,7 @@ BIN=$(realpath "$BIN")
 
 dir=$(mktemp -d /tmp/tfw-it-e2e.XXXXXX)
 chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
-trap 'worker_cleanup "$dir"' EXIT
+trap 'umount -l "$dir/ws/.tentaflake-worker/inbox/mnt1.json" 2>/dev/null; worker_cleanup "$dir"' EXIT
 
 new_worker "$dir" ', "concurrency": 2, "pending_ttl_hours": 1,
  "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128}'
@@ -256,6 +256,23 @@ check "the hard-linked request did not run" test ! -e "$res/hl1"
 check "the hard link's target is intact" grep -q "$marker" "$dir/outside/hl1.json"
 check "no secret byte reached the results or the state" \
         sh -c "! grep -rqa -- '$marker' '$res' '$dir/state' '$dir/daemon.log'"
+
+# Something mounted over an inbox entry (a bind mount here; a FUSE file system would block any
+# stat or open that reaches its server): rejected from statx's mount-root attribute, nothing
+# behind it is stat'ed, read or removed. A mount makes no inotify event: the start-up scan
+# meets it.
+stop_daemon
+mkdir "$inbox/mnt1.json" "$dir/victim"
+req mnt1 local-reversible '["true"]' >"$dir/victim/inner.json"
+mount --bind "$dir/victim" "$inbox/mnt1.json"
+start_daemon "$dir" || exit 1
+check "a mount point in the inbox is rejected" wait_for 30 quiet rejected_record "$dir" mnt1.json
+rec=$(rejected_record "$dir" mnt1.json)
+check "its record says it is a mount point" grep -q "is a mount point" "$rec"
+check "what is mounted there is untouched" test -s "$dir/victim/inner.json"
+check "the request behind the mount did not run" test ! -e "$res/mnt1"
+alive "a mount point in the inbox"
+umount "$inbox/mnt1.json" && rmdir "$inbox/mnt1.json"
 
 req after-hostile local-reversible '["echo","still working"]' >"$dir/fx/after-hostile"
 put after-hostile.json "$dir/fx/after-hostile"

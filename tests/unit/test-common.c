@@ -3,11 +3,14 @@
  * fd-relative removal and the strict JSON loader. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -188,6 +191,55 @@ static void test_atomic_write_and_rm(void **state) {
         assert_int_equal(rm_rf_at(d->fd, "missing"), 0);
 }
 
+/* rm_rf_at never enters a mount point: a directory bind-mounted inside the tree (or a FUSE
+ * file system there) is left whole and the removal says EXDEV. Needs CAP_SYS_ADMIN; the mount
+ * is made in a private mount namespace of a child, so nothing outlives the test. */
+static void test_rm_rf_stops_at_mounts(void **state) {
+        TestDir *d = *state;
+        if (geteuid() != 0)
+                tfw_skip("bind mounts need root");
+        assert_int_equal(mkdirat(d->fd, "victim", 0755), 0);
+        tfw_write_file(d->fd, "victim/precious", "x", 1);
+        assert_int_equal(mkdirat(d->fd, "t", 0755), 0);
+        assert_int_equal(mkdirat(d->fd, "t/sub", 0755), 0);
+        assert_int_equal(mkdirat(d->fd, "t/sub/mnt", 0755), 0);
+        assert_int_equal(mkdirat(d->fd, "top", 0755), 0);
+        char victim[PATH_MAX], mnt[PATH_MAX], top[PATH_MAX];
+        snprintf(victim, sizeof(victim), "%s/victim", d->path);
+        snprintf(mnt, sizeof(mnt), "%s/t/sub/mnt", d->path);
+        snprintf(top, sizeof(top), "%s/top", d->path);
+
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct stat st;
+                if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                        _exit(10);
+                if (mount(victim, mnt, NULL, MS_BIND, NULL) < 0 || mount(victim, top, NULL, MS_BIND, NULL) < 0)
+                        _exit(11);
+                /* An fd of this namespace (d->fd still sees the parent's mounts). */
+                int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                if (fd < 0)
+                        _exit(15);
+                if (rm_rf_at(fd, "t") != -EXDEV)
+                        _exit(12);
+                if (rm_rf_at(fd, "top") != -EXDEV)
+                        _exit(13);
+                /* Everything around the mount went; the mounted tree is whole. */
+                if (fstatat(fd, "t/sub/mnt/precious", &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                    fstatat(fd, "top/precious", &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        _exit(14);
+                _exit(0);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        struct stat st;
+        assert_int_equal(fstatat(d->fd, "victim/precious", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(rm_rf_at(d->fd, "t"), 0); /* no mount any more */
+}
+
 static void test_close_all_fds_except(void **state) {
         (void) state;
         pid_t pid = fork();
@@ -275,6 +327,7 @@ int main(void) {
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test_setup_teardown(test_read_bounded, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_write_and_rm, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_rm_rf_stops_at_mounts, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_close_all_fds_except),
                 cmocka_unit_test(test_json_strict),
         };
