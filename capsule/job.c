@@ -67,17 +67,23 @@ typedef struct Run {
         bool timed_out;
         bool output_exceeded;
         bool cpu_exceeded;
+        bool cpu_unreadable; /* the limit could not be checked: ended, never left unenforced */
+        int cpu_error;
         pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time */
 } Run;
 
 /* The worker is ending the capsule (timeout, output or CPU limit). */
 static bool run_cut(const Run *run) {
-        return run->timed_out || run->output_exceeded || run->cpu_exceeded;
+        return run->timed_out || run->output_exceeded || run->cpu_exceeded || run->cpu_unreadable;
 }
 
 /* CPU time used so far by the capsule: our job cgroup (runsc), or the cgroup the engine made
  * for the container (found through its sandbox's pid, asked once it runs). */
+int (*capsule_test_cpu_usage_hook)(uint64_t *ret_usec) = NULL;
+
 static int capsule_cpu_usage(Run *run, CgroupJob *cg, uint64_t *ret_usec) {
+        if (capsule_test_cpu_usage_hook)
+                return capsule_test_cpu_usage_hook(ret_usec);
         if (cg)
                 return cgroup_job_cpu_usage(cg, ret_usec);
         if (run->sandbox_pid <= 0) {
@@ -260,6 +266,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
         usec_t deadline = now_monotonic() + run->p->timeout_seconds * USEC_PER_SEC;
         usec_t kill_deadline = 0, drain_deadline = 0;
         usec_t cpu_check = run->p->cpu_seconds ? now_monotonic() + CAPSULE_CPU_CHECK_USEC : 0;
+        usec_t cpu_failing_since = 0;
         uint64_t max_log = run->p->config->limits.max_log_bytes;
         bool drain_killed = false;
 
@@ -336,9 +343,19 @@ static void event_loop(Run *run, CgroupJob *cg) {
                                 run->output_exceeded = true;
                         else if (cpu_check && now >= cpu_check) {
                                 uint64_t used;
-                                if (capsule_cpu_usage(run, cg, &used) >= 0 &&
-                                    used >= run->p->cpu_seconds * USEC_PER_SEC)
-                                        run->cpu_exceeded = true;
+                                int cr = capsule_cpu_usage(run, cg, &used);
+                                if (cr >= 0) {
+                                        cpu_failing_since = 0;
+                                        if (used >= run->p->cpu_seconds * USEC_PER_SEC)
+                                                run->cpu_exceeded = true;
+                                } else if (!cpu_failing_since)
+                                        cpu_failing_since = now;
+                                else if (now - cpu_failing_since >= CAPSULE_CPU_UNREADABLE_USEC) {
+                                        /* Fail closed: a limit that cannot be checked ends
+                                         * the job as the worker's fault. */
+                                        run->cpu_unreadable = true;
+                                        run->cpu_error = -cr;
+                                }
                                 cpu_check = now_monotonic() + CAPSULE_CPU_CHECK_USEC;
                         }
                         if (run_cut(run)) {
@@ -555,6 +572,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         end.timed_out = run.timed_out;
         end.output_exceeded = run.output_exceeded;
         end.cpu_exceeded = run.cpu_exceeded;
+        end.cpu_unreadable = run.cpu_unreadable;
+        end.cpu_error = run.cpu_error;
         end.events = res.events;
         capsule_bundle_runsc_error(bundle, runsc_error, sizeof(runsc_error));
         end.runsc_error = runsc_error;

@@ -32,6 +32,9 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 /* How often the CPU time of a capsule with a cpu_seconds limit is read: the limit can be
  * overrun by this much wall time times the CPUs it may use. */
 #define CAPSULE_CPU_CHECK_USEC (200 * USEC_PER_MSEC)
+/* How long the CPU time may stay unreadable (an engine's container not running yet) before
+ * the capsule is ended as an error rather than left without its limit. */
+#define CAPSULE_CPU_UNREADABLE_USEC (10 * USEC_PER_SEC)
 
 typedef struct CapsuleJobParams {
         const Config *config;
@@ -93,6 +96,10 @@ typedef struct CapsuleResult {
  * while it runs. */
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
 
+/* Tests only (no configuration reaches it): replaces the reading of the capsule's CPU time,
+ * to show that a limit that cannot be checked ends the job. */
+extern int (*capsule_test_cpu_usage_hook)(uint64_t *ret_usec);
+
 /* Start-up only (no job of this worker may be running): remove what a killed predecessor
  * left, that is containers of this worker in the runsc root, bundle directories
  * "tfw-<name>-<id>" in scratch and every cgroup of the worker's group. */
@@ -106,6 +113,8 @@ typedef struct CapsuleEnding {
         bool timed_out;
         bool output_exceeded;       /* ended for end_on_log_limit */
         bool cpu_exceeded;          /* ended for cpu_seconds */
+        bool cpu_unreadable;        /* ended: the CPU time could not be read */
+        int cpu_error;              /* why (errno) */
         bool have_trailer;
         CapsuleTrailer trailer;
         CgroupEvents events;

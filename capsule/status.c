@@ -54,6 +54,15 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
                         (unsigned long long) end->output_bytes);
                 return;
         }
+        if (end->cpu_unreadable) {
+                r->status = CAPSULE_ERROR;
+                r->reason = "runtime_failed";
+                set_msg(r, "the capsule's CPU time could not be read for %llu s (%s); it was "
+                           "ended rather than run without its CPU-time limit",
+                        (unsigned long long) (CAPSULE_CPU_UNREADABLE_USEC / USEC_PER_SEC),
+                        strerror(end->cpu_error));
+                return;
+        }
         if (end->cpu_exceeded) {
                 r->status = CAPSULE_KILLED;
                 r->reason = "cpu_limit";

@@ -1112,6 +1112,29 @@ static void test_cpu_limit(void **state) {
         jobrun_free(&j);
 }
 
+static int unreadable_cpu(uint64_t *ret_usec) {
+        (void) ret_usec;
+        return -EIO;
+}
+
+/* A CPU limit that cannot be checked ends the job as an error after
+ * CAPSULE_CPU_UNREADABLE_USEC; without that rule the spinner would run into its timeout. */
+static void test_cpu_limit_unreadable(void **state) {
+        (void) state;
+        require_env();
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "spin", NULL };
+        JobOptions o = { .cpu_seconds = 600 };
+        JobRun j;
+        capsule_test_cpu_usage_hook = unreadable_cpu;
+        run_job_with("cpublind", argv, 120, &o, &j);
+        capsule_test_cpu_usage_hook = NULL;
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_string_equal(j.res.reason, "runtime_failed");
+        assert_non_null(strstr(j.res.message, "CPU time could not be read"));
+        assert_true(j.res.duration_ms < 60000);
+        jobrun_free(&j);
+}
+
 /* A caller's variables reach the job after the constant environment, which they cannot
  * replace (capsule/env.h refuses the spec). */
 static void test_extra_env(void **state) {
@@ -1253,6 +1276,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_output_limit),
                 cmocka_unit_test(test_cpu_limit),
+                cmocka_unit_test(test_cpu_limit_unreadable),
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_timeout),
                 cmocka_unit_test(test_startup_cleanup),

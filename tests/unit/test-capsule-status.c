@@ -104,6 +104,15 @@ static void test_output_and_cpu_limits(void **state) {
         assert_string_equal(r.reason, "cpu_limit");
         assert_non_null(strstr(r.message, "600 s"));
         assert_int_equal(r.exit_code, -1);
+
+        /* A CPU limit that could not be checked is the worker's failure, never a pass. */
+        e = with_trailer(0, 0);
+        e.cpu_unreadable = true;
+        e.cpu_error = ENOENT;
+        capsule_classify(&e, &r);
+        assert_int_equal(r.status, CAPSULE_ERROR);
+        assert_string_equal(r.reason, "runtime_failed");
+        assert_non_null(strstr(r.message, "CPU time could not be read"));
 }
 
 static void test_memory_and_pids(void **state) {
