@@ -9,6 +9,7 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/replace-file.h"
 #include "orchestrator/publish.h"
 
 #define STATE_SUFFIX ".state.json"
@@ -27,7 +28,12 @@ int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState s
         s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!s)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
-        r = write_file_atomic_at(d->results_fd, name, s, strlen(s), 0640, 0, gid);
+        /* Not fsynced: the state file is a hint for the controller that recovery rewrites
+         * from the durable store at every start (queued and pending ones rewritten, running
+         * ones published as interrupted, final ones removed), so a power loss can cost it
+         * nothing a guarantee rests on; its two fsyncs were on every request's path twice
+         * (issue 5). Still renamed into place: a reader never sees half of it. */
+        r = write_file_replace_at(d->results_fd, name, s, strlen(s), 0640, 0, gid);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot write '%s': %s", name, strerror(-r));
         return 0;

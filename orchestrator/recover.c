@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -58,8 +60,14 @@ int recover_at_start(Worker *w, TfwError *e) {
                         r = publish_state(&w->dirs, w->config->container_gid, rec->id, rec->state,
                                           rec->updated_at, e);
                 }
-                if (rec->state == STATE_FINAL)
+                if (rec->state == STATE_FINAL) {
                         (void) rm_rf_at(w->dirs.staging_fd, rec->id);
+                        /* A state file is written without fsync (publish_state): one a power
+                         * loss brought back next to a final result goes. */
+                        char sname[REQUEST_ID_MAX + sizeof(".state.json")];
+                        snprintf(sname, sizeof(sname), "%s.state.json", rec->id);
+                        (void) unlinkat(w->dirs.results_fd, sname, 0);
+                }
         }
         store_unlock(lock);
         return r < 0 ? r : interrupted;

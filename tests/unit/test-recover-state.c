@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: MIT */
+/* <id>.state.json is written without fsync (orchestrator/publish.c, issue 5): recovery at
+ * start-up must repair whatever a power loss leaves of it. A final request keeps no state
+ * file; a queued one gets a complete one back. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "orchestrator/store.h"
+#include "orchestrator/recover.h"
+#include "tests/unit/lib/tfw-test.h"
+#include "tests/unit/lib/worker-fixture.h"
+
+static void capture(Fixture *f, const char *id, const char *cls, CaptureOutcome want) {
+        char name[80], body[256];
+        CaptureOutcome o;
+        TfwError e = {0};
+        snprintf(name, sizeof(name), "%s.json", id);
+        snprintf(body, sizeof(body),
+                 "{\"version\":1,\"id\":\"%s\",\"action_class\":\"%s\",\"argv\":[\"true\"]}", id, cls);
+        tfw_write_file(f->w.inbox_fd, name, body, (size_t) -1);
+        if (inbox_capture(&f->w, name, &o, &e) < 0)
+                fail_msg("capture '%s': %s", name, e.message);
+        assert_int_equal(o, want);
+}
+
+static bool state_file_exists(Fixture *f, const char *id) {
+        char name[80];
+        struct stat st;
+        snprintf(name, sizeof(name), "%s.state.json", id);
+        return fstatat(f->w.dirs.results_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+/* What a power loss can leave of an unsynced state file: the name, no content. */
+static void truncate_state_file(Fixture *f, const char *id) {
+        char name[80];
+        snprintf(name, sizeof(name), "%s.state.json", id);
+        _cleanup_close_ int fd = openat(f->w.dirs.results_fd, name,
+                                        O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0640);
+        assert_true(fd >= 0);
+}
+
+static void test_final_request_loses_stale_state_file(void **state) {
+        Fixture *f = worker_fixture(state);
+        TfwError e = {0};
+
+        capture(f, "fin1", "forbidden", CAPTURE_REJECTED);
+        assert_false(state_file_exists(f, "fin1"));
+        truncate_state_file(f, "fin1"); /* brought back by a power loss */
+        assert_true(recover_at_start(&f->w, &e) >= 0);
+        assert_false(state_file_exists(f, "fin1"));
+}
+
+static void test_queued_request_gets_complete_state_file(void **state) {
+        Fixture *f = worker_fixture(state);
+        TfwError e = {0};
+        _cleanup_free_ char *buf = NULL;
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        size_t len;
+
+        capture(f, "q1", "local-reversible", CAPTURE_QUEUED);
+        truncate_state_file(f, "q1");
+        assert_true(recover_at_start(&f->w, &e) >= 0);
+        _cleanup_close_ int fd = openat(f->w.dirs.results_fd, "q1.state.json", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        assert_true(fd >= 0);
+        assert_int_equal(read_full_fd_bounded(fd, 4096, &buf, &len), 0);
+        assert_int_equal(json_load_object_strict(buf, len, "state", &j, NULL), 0);
+        assert_string_equal(json_string_value(json_object_get(j, "state")), "queued");
+}
+
+int main(void) {
+#define T(x) cmocka_unit_test_setup_teardown(x, worker_fixture_setup, worker_fixture_teardown)
+        const struct CMUnitTest tests[] = {
+                T(test_final_request_loses_stale_state_file),
+                T(test_queued_request_gets_complete_state_file),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
