@@ -448,16 +448,26 @@ static int cpu_usage_at(int dir_fd, bool v2, uint64_t *ret_usec) {
 int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec) {
         if (j->acct_fd < 0)
                 return -EBADF;
+        if (j->acct_group_fd >= 0) {
+                /* Our own cpuacct directory counts only if the sandbox really joined it: empty
+                 * while the memory cgroup holds processes would read 0 for ever. */
+                _cleanup_free_ char *procs = NULL, *mem = NULL;
+                int r = read_at(j->acct_fd, "cgroup.procs", PROCS_MAX, &procs);
+                if (r < 0)
+                        return r;
+                if (!procs[0] && read_at(j->dir_fd[CG_MEMORY], "cgroup.procs", PROCS_MAX, &mem) >= 0 && mem[0])
+                        return -ENODATA;
+        }
         return cpu_usage_at(j->acct_fd, j->v2, ret_usec);
 }
 
-int cgroup_cpu_usage_of_pid(pid_t pid, uint64_t *ret_usec) {
+int cgroup_cpu_usage_of_pid(pid_t pid, const char *owner_id, uint64_t *ret_usec) {
         char path[64], *save = NULL;
         _cleanup_free_ char *buf = NULL;
         bool v2 = is_v2();
         int r;
 
-        if (pid <= 0)
+        if (pid <= 0 || !owner_id || strlen(owner_id) < 12)
                 return -EINVAL;
         snprintf(path, sizeof(path), "/proc/%d/cgroup", (int) pid);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -497,6 +507,12 @@ int cgroup_cpu_usage_of_pid(pid_t pid, uint64_t *ret_usec) {
                         return -errno;
                 while (*rel == '/')
                         rel++;
+                /* The container's own cgroup, or nothing: its last component names the
+                 * container (docker: /docker/<id>, docker-<id>.scope; podman: libpod-<id>),
+                 * so a reused pid or a process in a shared cgroup is never measured. */
+                const char *last = strrchr(p, '/');
+                if (!last || !strstr(last, owner_id) || strstr(rel, ".."))
+                        return -ESTALE;
                 _cleanup_close_ int dir = *rel ? openat(base, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW)
                                                : fcntl(base, F_DUPFD_CLOEXEC, 3);
                 if (dir < 0)
@@ -709,6 +725,11 @@ int cgroup_job_destroy(CgroupJob *j) {
                 nanosleep(&(struct timespec) { .tv_nsec = 10 * 1000 * 1000 }, NULL);
         }
         if (r >= 0) {
+                /* Our cpuacct directory (v1, separate hierarchy): the sweep above ran while the
+                 * sandbox may still have been in it. */
+                j->acct_fd = safe_close(j->acct_fd);
+                if (j->acct_group_fd >= 0)
+                        (void) unlinkat(j->acct_group_fd, j->name, AT_REMOVEDIR);
                 for (size_t i = 0; i < j->n; i++) {
                         j->procs_fd[i] = safe_close(j->procs_fd[i]);
                         j->dir_fd[i] = safe_close(j->dir_fd[i]);

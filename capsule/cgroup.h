@@ -65,8 +65,10 @@ int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret);
 int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec);
 
 /* The same for the cgroup a host process is in (the engine drivers' containers, whose
- * cgroup the engine made): from /proc/PID/cgroup, the cpuacct (v1) or unified (v2) line. */
-int cgroup_cpu_usage_of_pid(pid_t pid, uint64_t *ret_usec);
+ * cgroup the engine made): from /proc/PID/cgroup, the cpuacct (v1) or unified (v2) line.
+ * Only a cgroup whose last path component contains owner_id (the container's full id) is
+ * read; another one (a reused pid, a shared cgroup) is -ESTALE. */
+int cgroup_cpu_usage_of_pid(pid_t pid, const char *owner_id, uint64_t *ret_usec);
 
 /* Kill what is left, wait (bounded) until empty and remove the cgroup. Frees j. */
 int cgroup_job_destroy(CgroupJob *j);

@@ -209,6 +209,12 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         if (p->apparmor && p->driver == DRIVER_DOCKER)
                 add2(&a, "--security-opt", "apparmor=" ENGINE_APPARMOR_PROFILE);
         add(&a, "--read-only");
+        /* The image's own metadata never acts: no HEALTHCHECK exec'd into the running capsule
+         * by the engine, and (podman) no anonymous volume for a VOLUME line; docker has no such
+         * switch, so engine_image_check refuses an image that declares one. */
+        add(&a, "--no-healthcheck");
+        if (p->driver == DRIVER_PODMAN)
+                add2(&a, "--image-volume", "ignore");
         /* /work belongs to the job user: docker passes uid=/gid= to the tmpfs, podman 4.3
          * refuses them and spells it "U" (chown to the container's user). */
         add(&a, "--tmpfs");
@@ -392,7 +398,7 @@ int engine_server_version(const Engine *en, char **ret, TfwError *e) {
 }
 
 int engine_image_check(const Engine *en, TfwError *e) {
-        const char *args[] = { "image", "inspect", "--format", "{{.Id}}", en->image, NULL };
+        const char *args[] = { "image", "inspect", "--format", "{{.Id}} {{json .Config.Volumes}}", en->image, NULL };
         _cleanup_free_ char *out = NULL;
         int st, r;
 
@@ -404,9 +410,20 @@ int engine_image_check(const Engine *en, TfwError *e) {
                 return tfw_error(e, ENOENT, "image_missing",
                                  "image '%s' is not in the local %s store (it is never pulled)",
                                  en->image, driver_to_string(en->driver));
+        out[strcspn(out, "\r\n")] = 0;
+        /* A VOLUME line would give docker's container a writable anonymous volume on the
+         * host's disk, outside the tmpfs sizes: such an image is not run (podman ignores it). */
+        char *vol = strchr(out, ' ');
+        if (vol) {
+                *vol++ = 0;
+                if (en->driver == DRIVER_DOCKER && !streq(vol, "null") && !streq(vol, "{}"))
+                        return tfw_error(e, EPERM, "image_refused",
+                                         "image '%s' declares volumes (%.200s): docker would mount them writable "
+                                         "from the host's disk",
+                                         en->image, vol);
+        }
         /* A local id must be the image's own id, not a prefix the engine resolved. */
         if (strncmp(en->image, "sha256:", 7) == 0) {
-                out[strcspn(out, "\r\n")] = 0;
                 const char *id = strncmp(out, "sha256:", 7) == 0 ? out + 7 : out;
                 if (!streq(id, en->image + 7))
                         return tfw_error(e, ENOENT, "image_missing",
@@ -477,12 +494,12 @@ int engine_remove(const Engine *en, const char *name) {
 }
 
 /* One field of a container (a Go template of `inspect`) into *ret; -ENOENT: no such container. */
-static int inspect_container(const Engine *en, const char *name, const char *format, char **ret) {
+static int inspect_container(const Engine *en, const char *name, const char *format, usec_t timeout, char **ret) {
         const char *args[] = { "inspect", "--type", "container", "--format", format, name, NULL };
         _cleanup_free_ char *out = NULL;
         int st, r;
 
-        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, &out);
+        r = engine_command(en, args, timeout, &st, &out);
         if (r < 0)
                 return r;
         if (!exited_zero(st) || !out)
@@ -493,24 +510,31 @@ static int inspect_container(const Engine *en, const char *name, const char *for
 
 int engine_oom_killed(const Engine *en, const char *name) {
         _cleanup_free_ char *out = NULL;
-        int r = inspect_container(en, name, "{{.State.OOMKilled}}", &out);
+        int r = inspect_container(en, name, "{{.State.OOMKilled}}", ENGINE_COMMAND_TIMEOUT_USEC, &out);
         if (r < 0)
                 return r;
         return strncmp(out, "true", 4) == 0;
 }
 
-int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid) {
+int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid, char ret_id[static ENGINE_ID_MAX + 1]) {
         _cleanup_free_ char *out = NULL;
-        int r = inspect_container(en, name, "{{.State.Pid}}", &out);
+        /* Asked while the job runs, from its event loop: a short bound. */
+        int r = inspect_container(en, name, "{{.State.Pid}} {{.Id}}", ENGINE_INSPECT_PID_TIMEOUT_USEC, &out);
         if (r < 0)
                 return r;
         char *end;
         errno = 0;
         long pid = strtol(out, &end, 10);
-        if (errno || end == out || (*end && *end != '\n'))
+        if (errno || end == out || *end != ' ')
+                return -EBADMSG;
+        const char *id = end + 1;
+        size_t n = strcspn(id, "\r\n");
+        if (n < 12 || n > ENGINE_ID_MAX || strspn(id, "0123456789abcdef") < n)
                 return -EBADMSG;
         if (pid <= 0)
                 return -ESRCH; /* created, not running (yet, or any more) */
+        memcpy(ret_id, id, n);
+        ret_id[n] = 0;
         *ret_pid = (pid_t) pid;
         return 0;
 }

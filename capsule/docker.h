@@ -105,8 +105,12 @@ int engine_runtime_known(const Engine *en);
 int engine_kill(const Engine *en, const char *name);
 /* `ENGINE rm -f -v NAME`; a container that does not exist is success. */
 int engine_remove(const Engine *en, const char *name);
-/* The host pid of the container's sandbox (State.Pid): -ESRCH while it is not running. */
-int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid);
+/* The host pid of the container's sandbox (State.Pid) and the container's full id (lowercase
+ * hex): -ESRCH while it is not running, -ENOENT while it does not exist. Bounded by
+ * ENGINE_INSPECT_PID_TIMEOUT_USEC (asked from a job's event loop). */
+#define ENGINE_ID_MAX 128
+#define ENGINE_INSPECT_PID_TIMEOUT_USEC (2 * USEC_PER_SEC)
+int engine_container_pid(const Engine *en, const char *name, pid_t *ret_pid, char ret_id[static ENGINE_ID_MAX + 1]);
 /* Did the kernel's OOM killer end the container (State.OOMKilled)? 1, 0, or negative. */
 int engine_oom_killed(const Engine *en, const char *name);
 /* Start-up cleanup: every container labelled ENGINE_LABEL_WORKER=<this worker> is removed,

@@ -14,8 +14,9 @@ bool capsule_env_name_is_valid(const char *s, size_t n) {
 }
 
 bool capsule_env_name_is_reserved(const char *s, size_t n) {
+        /* TERM and container: podman unsets them after every --env (capsule/docker.c). */
         static const char *const reserved[] = {"PATH", "HOME", "TMPDIR", "LANG", "CI", "TENTAFLAKE_JOB",
-                                               "TENTAFLAKE_CHECK", NULL};
+                                               "TENTAFLAKE_CHECK", "TERM", "container", NULL};
         for (const char *const *r = reserved; *r; r++)
                 if (strlen(*r) == n && memcmp(s, *r, n) == 0)
                         return true;

@@ -69,7 +69,8 @@ typedef struct Run {
         bool cpu_exceeded;
         bool cpu_unreadable; /* the limit could not be checked: ended, never left unenforced */
         int cpu_error;
-        pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time */
+        pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time, */
+        char sandbox_id[ENGINE_ID_MAX + 1]; /* and the container's full id */
 } Run;
 
 /* The worker is ending the capsule (timeout, output or CPU limit). */
@@ -77,9 +78,11 @@ static bool run_cut(const Run *run) {
         return run->timed_out || run->output_exceeded || run->cpu_exceeded || run->cpu_unreadable;
 }
 
-/* CPU time used so far by the capsule: our job cgroup (runsc), or the cgroup the engine made
- * for the container (found through its sandbox's pid, asked once it runs). */
 int (*capsule_test_cpu_usage_hook)(uint64_t *ret_usec) = NULL;
+
+/* CPU time used so far by the capsule: our job cgroup (runsc), or the cgroup the engine made
+ * for the container (found through its sandbox's pid, asked once it runs, and accepted only
+ * when it names the container). -EAGAIN: the container does not run yet (nothing to count). */
 
 static int capsule_cpu_usage(Run *run, CgroupJob *cg, uint64_t *ret_usec) {
         if (capsule_test_cpu_usage_hook)
@@ -87,11 +90,13 @@ static int capsule_cpu_usage(Run *run, CgroupJob *cg, uint64_t *ret_usec) {
         if (cg)
                 return cgroup_job_cpu_usage(cg, ret_usec);
         if (run->sandbox_pid <= 0) {
-                int r = engine_container_pid(run->p->engine, run->cid, &run->sandbox_pid);
+                int r = engine_container_pid(run->p->engine, run->cid, &run->sandbox_pid, run->sandbox_id);
+                if (r == -ESRCH || r == -ENOENT)
+                        return -EAGAIN;
                 if (r < 0)
                         return r;
         }
-        return cgroup_cpu_usage_of_pid(run->sandbox_pid, ret_usec);
+        return cgroup_cpu_usage_of_pid(run->sandbox_pid, run->sandbox_id, ret_usec);
 }
 
 static void log_sink(void *userdata, const void *data, size_t len) {
@@ -348,7 +353,9 @@ static void event_loop(Run *run, CgroupJob *cg) {
                                         cpu_failing_since = 0;
                                         if (used >= run->p->cpu_seconds * USEC_PER_SEC)
                                                 run->cpu_exceeded = true;
-                                } else if (!cpu_failing_since)
+                                } else if (cr == -EAGAIN)
+                                        ; /* the engine has not started it: no CPU used */
+                                else if (!cpu_failing_since)
                                         cpu_failing_since = now;
                                 else if (now - cpu_failing_since >= CAPSULE_CPU_UNREADABLE_USEC) {
                                         /* Fail closed: a limit that cannot be checked ends
@@ -485,8 +492,9 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         /* The engine drivers: the pinned image must be in the local store; never a pull. */
         if (p->engine && engine_image_check(p->engine, &be) < 0) {
                 res.status = CAPSULE_ERROR;
-                res.reason = be.code && streq(be.code, "image_missing") ? "image_missing"
-                                                                         : "runtime_failed";
+                res.reason = be.code && streq(be.code, "image_missing")   ? "image_missing"
+                             : be.code && streq(be.code, "image_refused") ? "image_refused"
+                                                                          : "runtime_failed";
                 set_msg(&res, "%s", be.message);
                 goto finish;
         }
@@ -556,6 +564,15 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 
         event_loop(&run, cg);
         reap_runsc(&run, true);
+        /* A job that went past a limit between two checks and then ended by itself was not
+         * within it either. */
+        if (p->end_on_log_limit && !run_cut(&run) && log_cap_seen(log) > l->max_log_bytes)
+                run.output_exceeded = true;
+        if (p->cpu_seconds && cg && !run_cut(&run) && !capsule_test_cpu_usage_hook) {
+                uint64_t used;
+                if (cgroup_job_cpu_usage(cg, &used) >= 0 && used >= p->cpu_seconds * USEC_PER_SEC)
+                        run.cpu_exceeded = true;
+        }
         res.finished_at = now_realtime();
         res.duration_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
         res.runsc_status = run.runsc_status;

@@ -65,7 +65,8 @@ typedef struct CapsuleResult {
         int signal;          /* 0 when none */
         const char *reason;  /* stable word: NULL, "signal", "memory_limit", "pids_limit",
                               * "timeout", "runtime_failed", "snapshot_copy", "init_failed",
-                              * "capsule_setup", "image_missing", "output_limit",
+                              * "capsule_setup", "image_missing", "image_refused",
+                              * "output_limit",
                               * "cpu_limit" */
         char message[1024];  /* one line; empty for succeeded/failed */
 

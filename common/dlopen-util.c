@@ -20,6 +20,10 @@ int dlopen_many_sym_sentinel(void **dlp, const char *filename, TfwError *e, ...)
         if (!filename || filename[0] != '/')
                 return tfw_error(e, EINVAL, "internal", "library '%s' is not an absolute path",
                                  filename ? filename : "");
+        /* Loaded already: no lock (a child forked while another thread held it would wait
+         * for ever). */
+        if (__atomic_load_n(dlp, __ATOMIC_ACQUIRE))
+                return 0;
         pthread_mutex_lock(&dl_lock);
         if (*dlp)
                 goto out;
@@ -58,7 +62,7 @@ int dlopen_many_sym_sentinel(void **dlp, const char *filename, TfwError *e, ...)
         }
         for (size_t i = 0; i < n; i++)
                 *slots[i] = values[i];
-        *dlp = dl;
+        __atomic_store_n(dlp, dl, __ATOMIC_RELEASE); /* after the symbols: a reader of *dlp sees them */
 out:
         pthread_mutex_unlock(&dl_lock);
         return r;

@@ -137,13 +137,13 @@ int mkdtemp_fd(const char *base, const char *prefix, char **ret_path) {
         return fd;
 }
 
-/* Something is mounted on dir_fd/name: never recursed into by rm_rf (another file system's
- * files are not ours to delete). From statx's attribute, without syncing (a FUSE server behind
- * it could block). */
-static bool is_mount_root(int dir_fd, const char *name) {
+int mount_root_at(int dir_fd, const char *name) {
         struct statx sx;
-        return statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) >= 0 &&
-               (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+        /* No field asked for: a FUSE file system without allow_other answers EACCES to a
+         * getattr even for root, and an empty mask never reaches it. */
+        if (statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, 0, &sx) < 0)
+                return -errno;
+        return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
 static int rm_rf_children(int fd, unsigned depth) {
@@ -172,7 +172,7 @@ static int rm_rf_children(int fd, unsigned depth) {
                         r = r < 0 ? r : -errno;
                         continue;
                 }
-                if (is_mount_root(fd, de->d_name)) {
+                if (mount_root_at(fd, de->d_name) > 0) {
                         r = r < 0 ? r : -EXDEV;
                         continue;
                 }
@@ -198,7 +198,7 @@ int rm_rf_at(int dir_fd, const char *name) {
                 return 0;
         if (errno != EISDIR && errno != EPERM)
                 return -errno;
-        if (is_mount_root(dir_fd, name))
+        if (mount_root_at(dir_fd, name) > 0)
                 return -EXDEV;
         _cleanup_close_ int fd = open_dir_at(dir_fd, name);
         if (fd < 0)

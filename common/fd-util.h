@@ -30,6 +30,11 @@ int open_dir_at(int dir_fd, const char *name);
  * path in *ret_path (caller frees) and an O_DIRECTORY fd. */
 int mkdtemp_fd(const char *base, const char *prefix, char **ret_path);
 
+/* Is something mounted on dir_fd/name (the root of a mount)? From statx's attribute, asking for
+ * no field and without syncing, so a FUSE server behind it is never called. 1 yes, 0 no (or a
+ * kernel before 5.8 that cannot tell), negative errno. */
+int mount_root_at(int dir_fd, const char *name);
+
 /* Remove everything below dir_fd/name and the entry itself, fd-relative, never following
  * symlinks and never entering a mount point (-EXDEV, what is mounted is left untouched); a
  * missing entry is success. Depth is bounded. */

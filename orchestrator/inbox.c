@@ -74,17 +74,6 @@ static const char *type_name(mode_t m) {
         return "not a regular file";
 }
 
-/* Is the entry the root of a mount (something mounted over a name in the inbox)? Read from
- * statx's attributes without syncing: a FUSE server behind the mount could block a stat or an
- * open that reaches it, and a directory mounted there must never be recursed into. 1 yes, 0 no
- * (or a kernel before 5.8 that cannot say), negative errno. */
-static int entry_is_mount_root(int dir_fd, const char *name) {
-        struct statx sx;
-        if (statx(dir_fd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_STATX_DONT_SYNC, STATX_TYPE, &sx) < 0)
-                return -errno;
-        return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
-}
-
 /* The id an entry name can own: "<id>.json" with a valid id, else NULL. */
 static bool name_to_id(const char *name, char id[static REQUEST_ID_MAX + 1]) {
         size_t n = strlen(name);
@@ -184,7 +173,9 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
          * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */
         char pname[256];
         printable_name(name, pname, sizeof(pname));
-        r = entry_is_mount_root(w->inbox_fd, name);
+        /* Something mounted over the name (a FUSE file system could block any stat or open that
+         * reaches its server; a directory there must never be recursed into). */
+        r = mount_root_at(w->inbox_fd, name);
         if (r == -ENOENT)
                 return 0;
         if (r < 0)

@@ -1076,7 +1076,10 @@ int serve_main(int argc, char **argv) {
                         engine_done(&en);
                         goto out;
                 }
-                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s", version ? version : "unknown");
+                /* The engine's version and the runtime it is asked for: another --engine-runtime is
+                 * another environment digest. */
+                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s, runtime %s",
+                         version ? version : "unknown", en.runtime);
                 unsigned removed = 0;
                 if (engine_cleanup_stale(&en, &removed, &e) < 0)
                         log_warning("serve: start-up cleanup: %s", e.message);

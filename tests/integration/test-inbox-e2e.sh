@@ -272,6 +272,11 @@ check "its record says it is a mount point" grep -q "is a mount point" "$rec"
 check "what is mounted there is untouched" test -s "$dir/victim/inner.json"
 check "the request behind the mount did not run" test ! -e "$res/mnt1"
 alive "a mount point in the inbox"
+# It cannot be unlinked while mounted; `drain` must not wait for it for ever.
+stop_daemon
+check "drain ends although a mount point stays in the inbox" \
+        bash -c "timeout 60 '$BIN' --config '$dir/config.json' drain >>'$dir/drain.log' 2>&1"
+start_daemon "$dir" || exit 1
 umount "$inbox/mnt1.json" && rmdir "$inbox/mnt1.json"
 
 req after-hostile local-reversible '["echo","still working"]' >"$dir/fx/after-hostile"

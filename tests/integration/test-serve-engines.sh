@@ -90,6 +90,17 @@ for en in "${engines[@]}"; do
         check "$en: a policy image not in the local store: fail with retry naming it, unsigned" \
                 [ "$(q "(jobs['$en-absent']['state'], '$MISSING' in jobs['$en-absent']['history'][1]['reason'], jobs['$en-absent']['history'][1]['permanent'])")" = "('failed', True, False)" ]
         no_attestation "$en-unpinned" && no_attestation "$en-absent" || { echo "FAIL: $en: a refusal was signed"; fails=$((fails + 1)); }
+        if [ "$en" = docker ]; then
+                # An image with a VOLUME line: docker would give the capsule a writable volume on
+                # the host's disk (podman is told to ignore such lines: --image-volume ignore).
+                docker create --name "tfw-volimg-$RUN" "$IMG" /bin/true >/dev/null
+                VOLIMG=$(docker commit --change 'VOLUME /data' "tfw-volimg-$RUN")
+                docker rm "tfw-volimg-$RUN" >/dev/null
+                enqueue "$en-volume" "$TREE" "{\"argv\":[\"true\"],\"image\":\"$VOLIMG\"}"
+                final "$en-volume"
+                check "$en: a policy image declaring a VOLUME is refused before download, unsigned" \
+                        [ "$(q "(jobs['$en-volume']['state'], 'declares volumes' in jobs['$en-volume']['history'][1]['reason'], jobs['$en-volume'].get('downloads', 0))")" = "('failed', True, 0)" ]
+        fi
         enqueue "$en-own" "$TREE" "{\"argv\":[\"true\"],\"image\":\"$IMG\"}"
         final "$en-own"
         check "$en: the policy naming the worker's own pinned image runs" \
@@ -108,6 +119,8 @@ for en in "${engines[@]}"; do
                 [ "$(q "(jobs['$en-stale']['history'][-1]['status'], jobs['$en-stale']['history'][-1]['attestation'])")" = "('stale', None)" ]
 
         kill -TERM "$W"; wait "$W"
+        # (removing the committed image also removes its untagged parent, the test image)
+        [ "$en" = docker ] && docker rmi "$VOLIMG" >/dev/null
         check "$en: no container of the worker is left" \
                 [ -z "$("$en" ps -aq --filter "label=org.tentaflake.worker=serve-$en-$RUN")" ]
 done

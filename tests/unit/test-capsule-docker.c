@@ -125,6 +125,9 @@ static void test_walled_in(void **state) {
          * kept by never naming one. */
         assert_string_equal(values_of(args, "--security-opt"), "no-new-privileges");
         assert_true(has_flag(args, "--read-only"));
+        /* The image's HEALTHCHECK never runs a command in the capsule. */
+        assert_true(has_flag(args, "--no-healthcheck"));
+        assert_string_equal(values_of(args, "--image-volume"), "");
         assert_string_equal(values_of(args, "--tmpfs"),
                             "/work:rw,exec,nosuid,nodev,size=1073741824,mode=0700,uid=10000,"
                             "gid=10001|/tmp:rw,exec,nosuid,nodev,size=268435456,mode=1777");
@@ -274,7 +277,7 @@ static void test_extra_env(void **state) {
         char *refused[][2] = { { (char *) "TOKEN", NULL },      { (char *) "PATH=/tmp", NULL },
                                { (char *) "HOME=/", NULL },     { (char *) "TENTAFLAKE_JOB=x", NULL },
                                { (char *) "1X=y", NULL },       { (char *) "=y", NULL },
-                               { (char *) "A-B=y", NULL } };
+                               { (char *) "A-B=y", NULL },      { (char *) "TERM=xterm", NULL } };
         for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
                 fixture_init(&f, DRIVER_DOCKER);
                 f.plan.extra_env = refused[i];
@@ -301,6 +304,17 @@ static void test_podman_runsc_network_none(void **state) {
         assert_false(has_flag(dargs, "--unsetenv"));
 }
 
+/* podman is told to ignore an image's VOLUME lines (docker refuses such an image instead,
+ * engine_image_check). */
+static void test_podman_ignores_image_volumes(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f, DRIVER_PODMAN);
+        _cleanup_strv_free_ char **args = build(&f);
+        assert_string_equal(values_of(args, "--image-volume"), "ignore");
+        assert_true(has_flag(args, "--no-healthcheck"));
+}
+
 static void test_runtime_name_configurable(void **state) {
         (void) state;
         Fixture f;
@@ -318,6 +332,7 @@ int main(void) {
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_podman_runsc_network_none),
+                cmocka_unit_test(test_podman_ignores_image_volumes),
                 cmocka_unit_test(test_runtime_name_configurable),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
