@@ -82,8 +82,10 @@ int fsync_fd(int fd) {
         return 0;
 }
 
-int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
-                         uid_t uid, gid_t gid) {
+/* Write through a temporary name renamed over name; durable: fsync the file before and the
+ * directory after the rename. */
+static int write_file_renamed_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
+                                 uid_t uid, gid_t gid, bool durable) {
         char tmp[NAME_MAX + 1];
         uint64_t rnd;
         int r;
@@ -103,7 +105,7 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
                 r = -errno;
         if (r >= 0 && fchmod(fd, mode) < 0)
                 r = -errno;
-        if (r >= 0)
+        if (r >= 0 && durable)
                 r = fsync_fd(fd);
         if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
                 r = -errno;
@@ -111,7 +113,17 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
                 (void) unlinkat(dir_fd, tmp, 0);
                 return r;
         }
-        return fsync_fd(dir_fd);
+        return durable ? fsync_fd(dir_fd) : 0;
+}
+
+int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
+                         uid_t uid, gid_t gid) {
+        return write_file_renamed_at(dir_fd, name, data, len, mode, uid, gid, true);
+}
+
+int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
+                          uid_t uid, gid_t gid) {
+        return write_file_renamed_at(dir_fd, name, data, len, mode, uid, gid, false);
 }
 
 int open_dir_at(int dir_fd, const char *name) {

@@ -9,7 +9,6 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
-#include "common/replace-file.h"
 #include "orchestrator/publish.h"
 
 #define STATE_SUFFIX ".state.json"
