@@ -14,6 +14,7 @@
 
 #include "fd-util.h"
 #include "macro.h"
+#include "resolve.h"
 
 int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
@@ -184,11 +185,7 @@ static int rm_rf_children(int fd, unsigned depth) {
                         r = r < 0 ? r : -errno;
                         continue;
                 }
-                if (mount_root_at(fd, de->d_name) > 0) {
-                        r = r < 0 ? r : -EXDEV;
-                        continue;
-                }
-                _cleanup_close_ int sub = open_dir_at(fd, de->d_name);
+                _cleanup_close_ int sub = openat_child_same_mount(fd, de->d_name, O_RDONLY | O_DIRECTORY);
                 if (sub < 0) {
                         r = r < 0 ? r : sub;
                         continue;
@@ -210,9 +207,12 @@ int rm_rf_at(int dir_fd, const char *name) {
                 return 0;
         if (errno != EISDIR && errno != EPERM)
                 return -errno;
-        if (mount_root_at(dir_fd, name) > 0)
-                return -EXDEV;
-        _cleanup_close_ int fd = open_dir_at(dir_fd, name);
+        /* A path (callers' own directories, "/tmp/x"): its last component is still checked. */
+        _cleanup_close_ int fd = -EBADF;
+        if (strchr(name, '/'))
+                fd = mount_root_at(dir_fd, name) > 0 ? -EXDEV : open_dir_at(dir_fd, name);
+        else
+                fd = openat_child_same_mount(dir_fd, name, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return fd == -ENOENT ? 0 : fd;
         int r = rm_rf_children(fd, 0);

@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "fd-util.h"
 #include "macro.h"
 #include "path-util.h"
 #include "resolve.h"
@@ -41,6 +42,25 @@ int openat_child(int dfd, const char *name, int flags, bool use_openat2) {
                 fd = sys_openat2(dfd, name, (uint64_t) (flags | O_NOFOLLOW | O_CLOEXEC), RESOLVE_CHILD);
         else
                 fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
+        return fd < 0 ? -errno : (int) fd;
+}
+
+int openat_child_same_mount(int dfd, const char *name, int flags) {
+        if (!filename_is_valid(name))
+                return -EINVAL;
+        long fd = sys_openat2(dfd, name, (uint64_t) (flags | O_NOFOLLOW | O_CLOEXEC), RESOLVE_CHILD | RESOLVE_NO_XDEV);
+        if (fd >= 0)
+                return (int) fd;
+        if (errno != ENOSYS && errno != EPERM)
+                return -errno;
+        /* No openat2: the mount-root attribute first (never reaching what is mounted), then
+         * the open; a mount made in between is not caught here. */
+        int r = mount_root_at(dfd, name);
+        if (r > 0)
+                return -EXDEV;
+        if (r < 0 && r != -ENOSYS && r != -EINVAL)
+                return r;
+        fd = openat(dfd, name, flags | O_NOFOLLOW | O_CLOEXEC);
         return fd < 0 ? -errno : (int) fd;
 }
 

@@ -15,3 +15,8 @@
 bool openat2_usable(void);
 int open_dir_path_nofollow(const char *path, bool use_openat2);
 int openat_child(int dfd, const char *name, int flags, bool use_openat2);
+/* openat_child that also never crosses into a mount (RESOLVE_NO_XDEV, atomically): a name with
+ * something mounted on it is -EXDEV, and nothing of the mounted file system is reached (a FUSE
+ * server is never called). Without openat2 the check is mount_root_at() just before the open.
+ * flags may include O_PATH. */
+int openat_child_same_mount(int dfd, const char *name, int flags);

@@ -87,7 +87,9 @@ static bool name_to_id(const char *name, char id[static REQUEST_ID_MAX + 1]) {
 /* Remove the entry, but only if it is still the object we looked at. */
 static void unlink_entry(Worker *w, const char *name, const struct stat *seen) {
         struct stat now;
-        if (fstatat(w->inbox_fd, name, &now, AT_SYMLINK_NOFOLLOW) < 0)
+        /* Looked at through an O_PATH fd that cannot cross into a mount made meanwhile. */
+        _cleanup_close_ int pfd = openat_child_same_mount(w->inbox_fd, name, O_PATH);
+        if (pfd < 0 || fstat(pfd, &now) < 0)
                 return;
         if (now.st_dev != seen->st_dev || now.st_ino != seen->st_ino)
                 return; /* replaced meanwhile: the new entry gets its own turn */
@@ -173,22 +175,25 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
          * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */
         char pname[256];
         printable_name(name, pname, sizeof(pname));
-        /* Something mounted over the name (a FUSE file system could block any stat or open that
-         * reaches its server; a directory there must never be recursed into). */
-        r = mount_root_at(w->inbox_fd, name);
-        if (r == -ENOENT)
-                return 0;
-        if (r < 0)
-                return tfw_error(e, -r, "inbox", "inbox entry '%s': %s", pname, strerror(-r));
-        if (r > 0) {
-                /* Left in place: it cannot be unlinked while mounted, and nothing behind it is
-                 * touched (no stat, no open, no removal). */
-                snprintf(msg, sizeof(msg),
-                         "inbox entry '%.200s' is a mount point; only regular files are accepted", pname);
-                return reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
+        /* Looked at through an O_PATH fd that never crosses into a mount: something mounted
+         * over the name (a FUSE file system could block any stat or open that reaches its
+         * server; a directory there must never be recursed into) is -EXDEV, atomically. */
+        {
+                _cleanup_close_ int pfd = openat_child_same_mount(w->inbox_fd, name, O_PATH);
+                if (pfd == -ENOENT)
+                        return 0;
+                if (pfd == -EXDEV) {
+                        /* Left in place: it cannot be unlinked while mounted, and nothing behind
+                         * it is touched (no stat, no open, no removal). */
+                        snprintf(msg, sizeof(msg),
+                                 "inbox entry '%.200s' is a mount point; only regular files are accepted", pname);
+                        return reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
+                }
+                if (pfd < 0)
+                        return tfw_error(e, -pfd, "inbox", "inbox entry '%s': %s", pname, strerror(-pfd));
+                if (fstat(pfd, &st) < 0)
+                        return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         }
-        if (fstatat(w->inbox_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return errno == ENOENT ? 0 : tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         owner_id = name_to_id(name, id_buf) ? id_buf : NULL;
 
         if (!S_ISREG(st.st_mode)) {
@@ -200,13 +205,13 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 return r;
         }
 
-        fd = openat(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        fd = openat_child_same_mount(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
-                if (errno == ENOENT)
+                if (fd == -ENOENT)
                         return 0;
-                /* ELOOP: a symlink swapped in after the check; ENXIO: a socket. */
+                /* ELOOP: a symlink swapped in after the check; ENXIO: a socket; EXDEV: a mount. */
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' changed while it was opened (%s)", pname,
-                         strerror(errno));
+                         strerror(-fd));
                 r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
                 if (r >= 0)
                         unlink_entry(w, name, &st);

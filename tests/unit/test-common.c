@@ -17,6 +17,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/path-util.h"
+#include "common/resolve.h"
 #include "common/sha256.h"
 #include "common/size.h"
 #include "common/time-util.h"
@@ -221,6 +222,15 @@ static void test_rm_rf_stops_at_mounts(void **state) {
                 int fd = open(d->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 if (fd < 0)
                         _exit(15);
+                /* Opening through the mount is refused, even as O_PATH (nothing behind it is
+                 * reached); a plain child opens. */
+                if (openat_child_same_mount(fd, "top", O_PATH) != -EXDEV ||
+                    openat_child_same_mount(fd, "top", O_RDONLY | O_DIRECTORY) != -EXDEV)
+                        _exit(16);
+                int plain = openat_child_same_mount(fd, "victim", O_RDONLY | O_DIRECTORY);
+                if (plain < 0)
+                        _exit(17);
+                close(plain);
                 if (rm_rf_at(fd, "t") != -EXDEV)
                         _exit(12);
                 if (rm_rf_at(fd, "top") != -EXDEV)
