@@ -69,6 +69,7 @@ typedef struct Run {
         bool cpu_exceeded;
         bool cpu_unreadable; /* the limit could not be checked: ended, never left unenforced */
         int cpu_error;
+        uint64_t log_flushed; /* log_cap_seen() when job.log was last written */
         pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time, */
         char sandbox_id[ENGINE_ID_MAX + 1]; /* and the container's full id */
 } Run;
@@ -243,6 +244,27 @@ static void reap_runsc(Run *run, bool block) {
         }
 }
 
+/* job.log, rewritten whole from its start: the head, the marker and the tail as they are now. */
+static int rewrite_log(const LogCap *log, int fd) {
+        if (lseek(fd, 0, SEEK_SET) < 0 || ftruncate(fd, 0) < 0)
+                return -errno;
+        return log_cap_write(log, fd);
+}
+
+/* While the job runs: the same, plus the newest bytes the trailer splitter still holds back
+ * (job output: init's trailer only comes after the job), when they fit in the cap. */
+static void flush_running_log(Run *run) {
+        if (rewrite_log(run->log, run->p->log_fd) < 0)
+                return;
+        if (run->splitter.n_tail > 0 && !log_cap_truncated(run->log) &&
+            log_cap_size(run->log) + run->splitter.n_tail <= run->p->config->limits.max_log_bytes)
+                (void) write_all(run->p->log_fd, run->splitter.tail, run->splitter.n_tail);
+}
+
+static uint64_t log_pending(const Run *run) {
+        return log_cap_seen(run->log) + run->splitter.n_tail;
+}
+
 static int poll_timeout(usec_t now, usec_t deadline) {
         if (deadline <= now)
                 return 0;
@@ -272,6 +294,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
         usec_t kill_deadline = 0, drain_deadline = 0;
         usec_t cpu_check = run->p->cpu_seconds ? now_monotonic() + CAPSULE_CPU_CHECK_USEC : 0;
         usec_t cpu_failing_since = 0;
+        usec_t log_flush = now_monotonic() + CAPSULE_LOG_FLUSH_USEC;
         uint64_t max_log = run->p->config->limits.max_log_bytes;
         bool drain_killed = false;
 
@@ -302,6 +325,9 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 usec_t now = now_monotonic(), next = deadline;
                 if (cpu_check && cpu_check < next)
                         next = cpu_check;
+                bool log_dirty = run->p->log_fd >= 0 && log_pending(run) != run->log_flushed;
+                if (log_dirty && log_flush < next)
+                        next = log_flush;
                 if (run_cut(run))
                         next = run->runsc_done ? now + USEC_PER_SEC : kill_deadline;
                 if (run->runsc_done)
@@ -338,6 +364,13 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         run->art_state = ART_DISCARD;
                 }
 
+                /* What the job wrote so far reaches job.log now and then: a worker that dies
+                 * mid-job (its job processes die with it) leaves the output up to here. */
+                if (log_dirty && now >= log_flush) {
+                        flush_running_log(run);
+                        run->log_flushed = log_pending(run);
+                        log_flush = now + CAPSULE_LOG_FLUSH_USEC;
+                }
                 /* The worker's limits: time, output, CPU. The first one met ends the capsule;
                  * the kill spares runsc itself so it records the end and removes the
                  * container. */
@@ -638,7 +671,7 @@ finish:
                 res.log_bytes = log_cap_seen(log);
                 res.log_truncated = log_cap_truncated(log);
                 res.log_file_bytes = log_cap_size(log);
-                if (p->log_fd >= 0 && (r = log_cap_write(log, p->log_fd)) < 0 &&
+                if (p->log_fd >= 0 && (r = rewrite_log(log, p->log_fd)) < 0 &&
                     res.status != CAPSULE_ERROR) {
                         res.status = CAPSULE_ERROR;
                         res.reason = "capsule_setup";

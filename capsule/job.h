@@ -35,6 +35,8 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 /* How long the CPU time may stay unreadable (an engine's container not running yet) before
  * the capsule is ended as an error rather than left without its limit. */
 #define CAPSULE_CPU_UNREADABLE_USEC (10 * USEC_PER_SEC)
+/* How often a running job's output so far is written to job.log (kept if the worker dies). */
+#define CAPSULE_LOG_FLUSH_USEC (2 * USEC_PER_SEC)
 
 typedef struct CapsuleJobParams {
         const Config *config;
@@ -53,7 +55,9 @@ typedef struct CapsuleJobParams {
                                    * "output_limit"); false: the log is only cut */
         const char *snapshot_dir; /* absolute; mounted read-only at /snapshot */
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
-        int log_fd;               /* the bounded job.log is written here; -1: not kept */
+        int log_fd;               /* the bounded job.log is written here (rewritten from its
+                                   * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
+                                   * at its end); -1: not kept */
         int staging_fd;           /* empty directory receiving the artifacts; -1: discarded */
         uid_t unpriv_uid;         /* the artifact parser drops to this uid/gid */
         gid_t unpriv_gid;

@@ -86,5 +86,20 @@ start_daemon "$dir" || exit 1
 check "the daemon stops" stop_daemon TERM
 check "stop3 still started once" test "$(audit_count "$dir" started stop3)" = 1
 check "stop3 is still interrupted" test "$(json_get "$res/stop3/result.json" 'r["status"]')" = interrupted
+
+echo "-- kill -9 mid-job: interrupted at the next start, with the output it had written"
+start_daemon "$dir" || exit 1
+drop stop4 '["sh","-c","echo begun-stop4; exec sleep 600"]'
+check "stop4 runs in its capsule" wait_for 60 in_capsule stop4
+# The running job's output reaches its job.log every 2 s (a harness wait, bounded).
+check "stop4's output so far is in its job.log while it runs" \
+        wait_for 30 grep -qs begun-stop4 "$res/.staging/stop4/job.log"
+kill -KILL "$TFW_DAEMON_PID"
+reap_daemon
+start_daemon "$dir" || exit 1
+check "stop4 published" wait_result "$dir" stop4
+check "stop4 is interrupted" test "$(json_get "$res/stop4/result.json" 'r["status"]')" = interrupted
+check "stop4's job.log keeps what it wrote before the worker died" grep -q begun-stop4 "$res/stop4/job.log"
+check "the daemon stops" stop_daemon TERM
 check "audit verify passes" quiet tfw "$dir" audit verify 2>/dev/null
 finish
