@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -18,6 +19,7 @@
 #include "capsule/protocol.h"
 #include "common/exec-path.h"
 #include "common/fd-util.h"
+#include "common/json-util.h"
 #include "common/process.h"
 #include "common/macro.h"
 #include "common/path-util.h"
@@ -433,24 +435,38 @@ int engine_image_check(const Engine *en, TfwError *e) {
         return 0;
 }
 
-int engine_runtime_known(const Engine *en) {
-        _cleanup_free_ char *out = NULL, *needle = NULL;
+int engine_runtime_entry(const Engine *en, char **ret) {
+        _cleanup_free_ char *out = NULL;
         int st, r;
 
-        if (en->driver == DRIVER_PODMAN) {
-                /* podman resolves the name through containers.conf at run time; the probe
-                 * job is the proof. */
-                return 1;
-        }
+        *ret = NULL;
+        if (en->driver == DRIVER_PODMAN)
+                return 0; /* resolved through containers.conf at run time: not listed */
         const char *args[] = { "info", "--format", "{{json .Runtimes}}", NULL };
         r = engine_command(en, args, 20 * USEC_PER_SEC, &st, &out);
         if (r < 0)
                 return r;
         if (!exited_zero(st))
                 return -EIO;
-        if (asprintf(&needle, "\"%s\"", en->runtime) < 0)
-                return -ENOMEM;
-        return strstr(out, needle) ? 1 : 0;
+        json_error_t err;
+        _cleanup_(json_decrefp) json_t *all = json_loads(out, JSON_REJECT_DUPLICATES, &err);
+        json_t *entry = json_object_get(all, en->runtime);
+        if (!json_is_object(entry))
+                return -ENOENT;
+        *ret = json_dumps(entry, JSON_COMPACT | JSON_SORT_KEYS);
+        return *ret ? 1 : -ENOMEM;
+}
+
+int engine_runtime_known(const Engine *en) {
+        _cleanup_free_ char *entry = NULL;
+        /* podman resolves the name through containers.conf at run time; the probe job is the
+         * proof. */
+        if (en->driver == DRIVER_PODMAN)
+                return 1;
+        int r = engine_runtime_entry(en, &entry);
+        if (r == -ENOENT)
+                return 0;
+        return r < 0 ? r : 1;
 }
 
 int engine_kill(const Engine *en, const char *name) {

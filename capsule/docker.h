@@ -99,6 +99,10 @@ int engine_server_version(const Engine *en, char **ret, TfwError *e);
 /* The configured image is in the local store (never pulled). Error code "image_missing"
  * naming the image when it is not. */
 int engine_image_check(const Engine *en, TfwError *e);
+/* docker: the engine's registration of the runtime (its entry of `docker info .Runtimes`:
+ * path and runtimeArgs) as compact JSON into *ret (caller frees), 1; -ENOENT when it has none.
+ * podman: 0 and *ret NULL (podman does not list it). */
+int engine_runtime_entry(const Engine *en, char **ret);
 /* Does the engine know the runtime (docker info .Runtimes)? 1 yes, 0 no. */
 int engine_runtime_known(const Engine *en);
 /* `ENGINE kill NAME` (bounded). */

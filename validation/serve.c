@@ -76,7 +76,7 @@ typedef struct Serve {
         char scratch_path[PATH_MAX];
         int scratch_fd;
         char runsc_root[PATH_MAX];
-        char runtime_version[256];
+        char runtime_version[1024];
         atomic_int stopping;  /* 1: finish current jobs; 2: kill them */
         atomic_int fatal;     /* a lane hit 401/403 or another fatal error */
         char fatal_message[2600];
@@ -1078,8 +1078,10 @@ int serve_main(int argc, char **argv) {
                 }
                 /* The engine's version and the runtime it is asked for: another --engine-runtime is
                  * another environment digest. */
-                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s, runtime %s",
-                         version ? version : "unknown", en.runtime);
+                _cleanup_free_ char *entry = NULL;
+                (void) engine_runtime_entry(&en, &entry);
+                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s, runtime %s%s%s",
+                         version ? version : "unknown", en.runtime, entry ? " " : "", entry ? entry : "");
                 unsigned removed = 0;
                 if (engine_cleanup_stale(&en, &removed, &e) < 0)
                         log_warning("serve: start-up cleanup: %s", e.message);
