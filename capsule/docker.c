@@ -288,7 +288,7 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
 /* ---- running the CLI ------------------------------------------------------------------ */
 
 static _noreturn_ void exec_child(const Engine *en, char *const *argv, int in_fd, int out_fd,
-                                  int err_fd) {
+                                  int err_fd, const char *workdir) {
         int fds[3] = { in_fd, out_fd, err_fd };
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         sigset_t none;
@@ -310,13 +310,17 @@ static _noreturn_ void exec_child(const Engine *en, char *const *argv, int in_fd
         sigemptyset(&none);
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         (void) setsid();
+        /* podman's conmon writes an "oom" file into its working directory when the kernel
+         * kills the container for memory: never into the worker's. */
+        if (workdir && chdir(workdir) < 0)
+                _exit(127);
         char *env[] = { (char *) ENGINE_ENV_PATH, NULL };
         execve(en->binary, argv, env);
         _exit(127);
 }
 
 static int spawn_argv(const Engine *en, char *const *args, int in_fd, int out_fd, int err_fd,
-                      pid_t *ret_pid) {
+                      const char *workdir, pid_t *ret_pid) {
         _cleanup_free_ char **argv = NULL;
         size_t n = 0;
 
@@ -331,14 +335,14 @@ static int spawn_argv(const Engine *en, char *const *args, int in_fd, int out_fd
         if (pid < 0)
                 return -errno;
         if (pid == 0)
-                exec_child(en, argv, in_fd, out_fd, err_fd);
+                exec_child(en, argv, in_fd, out_fd, err_fd, workdir);
         *ret_pid = pid;
         return 0;
 }
 
 int engine_spawn(const Engine *en, char *const *args, int in_fd, int out_fd, int err_fd,
-                 pid_t *ret_pid) {
-        return spawn_argv(en, args, in_fd, out_fd, err_fd, ret_pid);
+                 const char *workdir, pid_t *ret_pid) {
+        return spawn_argv(en, args, in_fd, out_fd, err_fd, workdir, ret_pid);
 }
 
 
@@ -356,7 +360,7 @@ int engine_command(const Engine *en, const char *const *args, usec_t timeout, in
                 if (memfd < 0)
                         return -errno;
         }
-        r = spawn_argv(en, (char *const *) args, null, memfd >= 0 ? memfd : null, null, &pid);
+        r = spawn_argv(en, (char *const *) args, null, memfd >= 0 ? memfd : null, null, NULL, &pid);
         if (r < 0)
                 return r;
         r = waitpid_bounded(pid, timeout, &st);
@@ -591,7 +595,7 @@ int engine_cleanup_stale(const Engine *en, unsigned *ret_removed, TfwError *e) {
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
                      char *const *argv, char *const *extra_env, const char *snapshot_dir,
                      const char *init_path, const char *passwd_path, const char *group_path,
-                     int in_fd, int out_fd, int err_fd, pid_t *ret_pid) {
+                     const char *workdir, int in_fd, int out_fd, int err_fd, pid_t *ret_pid) {
         _cleanup_strv_free_ char **args = NULL;
         EngineRunPlan plan = {
                 .driver = en->driver,
@@ -614,5 +618,5 @@ int engine_spawn_run(const Engine *en, const Config *c, const char *name, const 
         int r = engine_run_args(&plan, &args);
         if (r < 0)
                 return r;
-        return engine_spawn(en, args, in_fd, out_fd, err_fd, ret_pid);
+        return engine_spawn(en, args, in_fd, out_fd, err_fd, workdir, ret_pid);
 }

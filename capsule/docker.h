@@ -84,9 +84,11 @@ bool engine_image_is_pinned(const char *image);
 
 /* Spawn `ENGINE run ...` (args from engine_run_args). Security contract: the child holds
  * exactly in_fd, out_fd, err_fd as 0, 1, 2 and nothing else, default signal state, its own
- * session, and an environment of PATH only: no credential of the worker reaches the CLI. */
+ * session, and an environment of PATH only: no credential of the worker reaches the CLI. It
+ * runs in workdir (a private directory of the job: podman's conmon writes files there), or
+ * the caller's directory when NULL. */
 int engine_spawn(const Engine *en, char *const *args, int in_fd, int out_fd, int err_fd,
-                 pid_t *ret_pid);
+                 const char *workdir, pid_t *ret_pid);
 
 /* Run `ENGINE ARGS...` to its end (killed after timeout), stdout captured into *ret_out
  * (bounded by ENGINE_OUTPUT_MAX; NULL: discarded), stderr discarded. Returns the wait status
@@ -127,5 +129,5 @@ int engine_list_owned(const Engine *en, char **ret);
  * AppArmor choice and the config's limits and identity) and spawn them (engine_spawn). */
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
                      char *const *argv, char *const *extra_env, const char *snapshot_dir, const char *init_path,
-                     const char *passwd_path, const char *group_path, int in_fd, int out_fd,
-                     int err_fd, pid_t *ret_pid);
+                     const char *passwd_path, const char *group_path, const char *workdir, int in_fd,
+                     int out_fd, int err_fd, pid_t *ret_pid);

@@ -571,7 +571,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                                     asprintf(&gr, "%s/group", bundle->path) < 0
                             ? -ENOMEM
                             : engine_spawn_run(p->engine, p->config, id, p->job_id, p->argv,
-                                               p->extra_env, p->snapshot_dir, p->init_path, pw, gr, in[0],
+                                               p->extra_env, p->snapshot_dir, p->init_path, pw, gr,
+                                               bundle->path, in[0],
                                                art[1], lg[1], &run.runsc_pid);
         } else
                 r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0],
