@@ -289,27 +289,8 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
 
 static _noreturn_ void exec_child(const Engine *en, char *const *argv, int in_fd, int out_fd,
                                   int err_fd, const char *workdir) {
-        int fds[3] = { in_fd, out_fd, err_fd };
-        struct sigaction dfl = { .sa_handler = SIG_DFL };
-        sigset_t none;
-
-        for (int i = 0; i < 3; i++) {
-                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-                if (fd < 0)
-                        _exit(127);
-                fds[i] = fd;
-        }
-        for (int i = 0; i < 3; i++)
-                if (dup2(fds[i], i) < 0)
-                        _exit(127);
-        if (close_all_fds_except(3, NULL, 0) < 0)
+        if (child_setup_stdio(in_fd, out_fd, err_fd) < 0)
                 _exit(127);
-        for (int s = 1; s < NSIG; s++)
-                if (s != SIGKILL && s != SIGSTOP)
-                        (void) sigaction(s, &dfl, NULL);
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        (void) setsid();
         /* podman's conmon writes an "oom" file into its working directory when the kernel
          * kills the container for memory: never into the worker's. */
         if (workdir && chdir(workdir) < 0)

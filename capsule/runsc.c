@@ -11,10 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <stdint.h>
 #include <spawn.h>
 #include <unistd.h>
 
@@ -103,46 +101,13 @@ int capsule_container_id(const char *worker_name, const char *job_id, char **ret
         return 0;
 }
 
-/* Between fork and exec: raw syscalls only. Put the three fds at 0..2 even when some of
- * them already sit there or overlap, close the rest, clean the signal state. */
+/* Between fork and exec: raw syscalls only (common/process.h). */
 static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd, int out_fd,
                                   int err_fd, const CgroupJob *cg) {
-        int fds[3] = { in_fd, out_fd, err_fd };
-        struct sigaction dfl = { .sa_handler = SIG_DFL };
-        sigset_t none;
-
         if (cg && cgroup_job_enter(cg) < 0)
                 _exit(127);
-        /* Move every source above 2 first, so a dup2 never clobbers a later source. */
-        for (int i = 0; i < 3; i++) {
-                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-                if (fd < 0)
-                        _exit(127);
-                fds[i] = fd;
-        }
-        for (int i = 0; i < 3; i++)
-                if (dup2(fds[i], i) < 0) /* dup2 clears O_CLOEXEC on the target */
-                        _exit(127);
-        if (close_all_fds_except(3, NULL, 0) < 0)
+        if (child_setup_stdio(in_fd, out_fd, err_fd) < 0)
                 _exit(127);
-        for (int s = 1; s < NSIG; s++)
-                if (s != SIGKILL && s != SIGSTOP)
-                        (void) sigaction(s, &dfl, NULL);
-        /* glibc's sigaction() refuses its two internal real-time signals (32 and 33), so an
-         * ignore inherited from whoever started the worker would reach runsc: reset them
-         * with the raw system call. */
-        for (int s = 32; s < SIGRTMIN; s++) {
-                struct {
-                        void *handler;
-                        unsigned long flags;
-                        void *restorer;
-                        uint64_t mask;
-                } k = {.handler = SIG_DFL};
-                (void) syscall(SYS_rt_sigaction, s, &k, NULL, sizeof(k.mask));
-        }
-        sigemptyset(&none);
-        (void) sigprocmask(SIG_SETMASK, &none, NULL);
-        (void) setsid();
         /* runsc creates the capsule's mount points (such as /.tentaflake in the empty root)
          * with its caller's umask, and the job, neither their owner nor in their group, must
          * traverse them: a service's UMask=0077 would lock it out of its own init. */

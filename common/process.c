@@ -1,11 +1,55 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "fd-util.h"
 #include "process.h"
+
+int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
+        int fds[3] = { in_fd, out_fd, err_fd };
+        struct sigaction dfl = { .sa_handler = SIG_DFL };
+        sigset_t none;
+
+        /* Move every source above 2 first, so a dup2 never clobbers a later source. */
+        for (int i = 0; i < 3; i++) {
+                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
+                if (fd < 0)
+                        return -errno;
+                fds[i] = fd;
+        }
+        for (int i = 0; i < 3; i++)
+                if (dup2(fds[i], i) < 0) /* dup2 clears O_CLOEXEC on the target */
+                        return -errno;
+        int r = close_all_fds_except(3, NULL, 0);
+        if (r < 0)
+                return r;
+        for (int s = 1; s < NSIG; s++)
+                if (s != SIGKILL && s != SIGSTOP)
+                        (void) sigaction(s, &dfl, NULL);
+        /* glibc's sigaction() refuses its two internal real-time signals (32 and 33), so an
+         * ignore inherited from whoever started the worker would reach the child: reset them
+         * with the raw system call. */
+        for (int s = 32; s < SIGRTMIN; s++) {
+                struct {
+                        void *handler;
+                        unsigned long flags;
+                        void *restorer;
+                        uint64_t mask;
+                } k = {.handler = SIG_DFL};
+                (void) syscall(SYS_rt_sigaction, s, &k, NULL, sizeof(k.mask));
+        }
+        sigemptyset(&none);
+        (void) sigprocmask(SIG_SETMASK, &none, NULL);
+        (void) setsid();
+        return 0;
+}
 
 int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status) {
         usec_t deadline = now_monotonic() + timeout;

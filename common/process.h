@@ -10,3 +10,9 @@
  * status either way. Returns 0, or -ETIMEDOUT when it had to be killed. Polls every 2 ms:
  * meant for short runtime subcommands, not for jobs. */
 int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status);
+
+/* Between fork and exec, for the runtime and engine CLIs: in_fd, out_fd and err_fd become 0, 1
+ * and 2 even when they overlap or already sit there, every other fd is closed, every signal is
+ * back to its default disposition (glibc's internal 32 and 33 too, through the raw system call)
+ * and unblocked, and the process leads a new session. Raw system calls only. */
+int child_setup_stdio(int in_fd, int out_fd, int err_fd);
