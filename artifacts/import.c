@@ -348,14 +348,9 @@ static void import_freep(ArtifactImport **imp) {
 }
 
 static int dir_is_empty(int dir_fd) {
-        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_fd(dir_fd);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return -ENOMEM;
-        }
         struct dirent *de;
         int r = 1;
         while ((de = readdir(d)))

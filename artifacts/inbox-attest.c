@@ -46,14 +46,9 @@ static int hash_fd(int fd, char hex[static SHA256_HEX_SIZE]) {
 static int walk(int dfd, const char *prefix, unsigned depth, json_t *out, TfwError *e) {
         if (depth > DEPTH_MAX)
                 return tfw_error(e, E2BIG, "attestation", "artifacts nest deeper than %d levels", DEPTH_MAX);
-        int dup = fcntl(dfd, F_DUPFD_CLOEXEC, 3);
-        if (dup < 0)
+        DIR *d = opendir_fd(dfd);
+        if (!d)
                 return tfw_error(e, errno, "attestation", "cannot read the artifacts: %m");
-        DIR *d = fdopendir(dup);
-        if (!d) {
-                safe_close(dup);
-                return tfw_error(e, errno, "attestation", "cannot read the artifacts: %m");
-        }
         struct dirent *de;
         int r = 0;
         while ((de = readdir(d))) {

@@ -533,15 +533,9 @@ int artifact_dir_empty(int dir_fd) {
         /* Removing entries while reading the directory may make readdir skip some: repeat
          * until a pass finds nothing (each pass removes what it sees). */
         for (unsigned pass = 0; pass < 8; pass++) {
-                int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-                if (fd < 0)
+                DIR *d = opendir_fd(dir_fd);
+                if (!d)
                         return -errno;
-                DIR *d = fdopendir(fd);
-                if (!d) {
-                        r = -errno;
-                        safe_close(fd);
-                        return r;
-                }
                 struct dirent *de;
                 unsigned seen = 0;
                 r = 0;

@@ -802,13 +802,10 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                 return r == -ENOENT ? 0 : r;
         }
         for (size_t i = 0; i < j->n; i++) {
-                int fd = fcntl(j->group_fd[i], F_DUPFD_CLOEXEC, 3);
-                DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+                DIR *d = opendir_fd(j->group_fd[i]);
                 struct dirent *de;
-                if (!d) {
-                        safe_close(fd);
+                if (!d)
                         continue;
-                }
                 struct stat st;
                 /* Under v1 a job appears in every hierarchy; count it where it still is. */
                 while ((de = readdir(d)))

@@ -704,14 +704,9 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
 
         /* Bundles: a directory per container id in our private scratch. */
-        int fd = fcntl(scratch_fd, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
+        DIR *d = opendir_fd(scratch_fd);
+        if (!d)
                 return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                safe_close(fd);
-                return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
-        }
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||

@@ -127,6 +127,21 @@ int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t
         return write_file_renamed_at(dir_fd, name, data, len, mode, uid, gid, false);
 }
 
+DIR *opendir_fd(int dir_fd) {
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return NULL;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                int saved = errno;
+                safe_close(fd);
+                errno = saved;
+                return NULL;
+        }
+        rewinddir(d); /* the copy shares dir_fd's position */
+        return d;
+}
+
 int open_dir_at(int dir_fd, const char *name) {
         int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         return fd < 0 ? -errno : fd;
@@ -160,20 +175,15 @@ int mount_root_at(int dir_fd, const char *name) {
 }
 
 static int rm_rf_children(int fd, unsigned depth) {
-        _cleanup_close_ int dfd = -EBADF;
         DIR *d;
         struct dirent *de;
         int r = 0;
 
         if (depth > 4096)
                 return -ELOOP;
-        dfd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0)
-                return -errno;
-        d = fdopendir(dfd);
+        d = opendir_fd(fd);
         if (!d)
                 return -errno;
-        TAKE_FD(dfd);
         while ((errno = 0, de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;

@@ -2,6 +2,7 @@
 /* File descriptor helpers. Every fd the project opens is O_CLOEXEC from birth. */
 #pragma once
 
+#include <dirent.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,6 +30,10 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
  * <id>.state.json hints); anything a guarantee rests on uses write_file_atomic_at(). */
 int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
                           uid_t uid, gid_t gid);
+
+/* A DIR stream over dir_fd's directory from its first entry, on a copy of the descriptor: dir_fd
+ * stays open. NULL with errno set on failure. */
+DIR *opendir_fd(int dir_fd);
 
 /* Open a directory relative to dir_fd without following a symlink in the last component. */
 int open_dir_at(int dir_fd, const char *name);

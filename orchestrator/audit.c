@@ -665,15 +665,9 @@ static int list_rotated(int dir_fd, Rotated **ret, size_t *ret_n) {
         struct dirent *de;
         int r = 0;
 
-        int fd = openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd < 0)
+        DIR *d = opendir_fd(dir_fd);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                safe_close(fd);
-                return r;
-        }
         while ((errno = 0, de = readdir(d))) {
                 uint32_t date;
                 unsigned k;

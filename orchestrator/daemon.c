@@ -328,15 +328,9 @@ static int handle_inotify(Daemon *d, TfwError *e) {
 }
 
 static bool inbox_is_empty(Daemon *d) {
-        int dfd = fcntl(d->w.inbox_fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0)
+        DIR *dir = opendir_fd(d->w.inbox_fd);
+        if (!dir)
                 return true;
-        DIR *dir = fdopendir(dfd);
-        if (!dir) {
-                safe_close(dfd);
-                return true;
-        }
-        rewinddir(dir);
         struct dirent *de;
         bool empty = true;
         while ((de = readdir(dir)))

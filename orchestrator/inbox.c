@@ -336,15 +336,10 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
 }
 
 int inbox_scan(Worker *w, TfwError *e) {
-        int dfd = fcntl(w->inbox_fd, F_DUPFD_CLOEXEC, 3), handled = 0, first_error = 0;
-        if (dfd < 0)
+        int handled = 0, first_error = 0;
+        DIR *d = opendir_fd(w->inbox_fd);
+        if (!d)
                 return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 CaptureOutcome o;

@@ -23,15 +23,10 @@ static void note_next(usec_t *next, usec_t t) {
 
 /* Entries of results_dir (or .rejected/) that no record owns and that are older than keep. */
 static int sweep_dir(int dir_fd, bool ids_only, int requests_fd, usec_t now, usec_t keep, usec_t *next) {
-        int dfd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3), removed = 0;
-        if (dfd < 0)
+        int removed = 0;
+        DIR *d = opendir_fd(dir_fd);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return -errno;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 struct stat st;

@@ -287,15 +287,9 @@ static int cmp_seq(const void *a, const void *b) {
 int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e) {
         _cleanup_free_ RequestRecord *list = NULL;
         size_t n = 0, alloc = 0;
-        int dfd = fcntl(requests_fd, F_DUPFD_CLOEXEC, 3);
-        if (dfd < 0)
+        DIR *d = opendir_fd(requests_fd);
+        if (!d)
                 return tfw_error(e, errno, "internal", "cannot read the request store: %m");
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return tfw_error(e, errno, "internal", "cannot read the request store: %m");
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (de->d_name[0] == '.')
@@ -324,15 +318,10 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
 }
 
 int store_remove_incomplete(int requests_fd) {
-        int dfd = fcntl(requests_fd, F_DUPFD_CLOEXEC, 3), removed = 0;
-        if (dfd < 0)
+        int removed = 0;
+        DIR *d = opendir_fd(requests_fd);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(dfd);
-        if (!d) {
-                safe_close(dfd);
-                return -errno;
-        }
-        rewinddir(d);
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".capture-", 9) == 0 && rm_rf_at(requests_fd, de->d_name) >= 0)

@@ -193,15 +193,9 @@ static int copy_tree(int src, int dst, unsigned depth) {
 
         if (depth > MAX_DEPTH)
                 return -ELOOP;
-        int fd = fcntl(src, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
+        DIR *d = opendir_fd(src);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
         struct dirent *de;
         while ((errno = 0, de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
@@ -470,15 +464,9 @@ static int tar_tree(struct archive *a, int dir, char *path, size_t len, unsigned
                 skipped++;
                 return 0;
         }
-        int fd = fcntl(dir, F_DUPFD_CLOEXEC, 3);
-        if (fd < 0)
+        DIR *d = opendir_fd(dir);
+        if (!d)
                 return -errno;
-        DIR *d = fdopendir(fd);
-        if (!d) {
-                r = -errno;
-                close(fd);
-                return r;
-        }
         struct dirent *de;
         while (r >= 0 && (errno = 0, de = readdir(d))) {
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
