@@ -157,6 +157,16 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
         return 0;
 }
 
+/* Reject an entry and take it out of the inbox (if it is still the object seen). */
+static int reject_consumed(Worker *w, const char *name, const char *owner_id, const char *bytes, size_t len,
+                           const char *code, const char *message, const struct stat *seen, CaptureOutcome *ret,
+                           TfwError *e) {
+        int r = reject(w, name, owner_id, bytes, len, code, message, ret, e);
+        if (r >= 0)
+                unlink_entry(w, name, seen);
+        return r;
+}
+
 int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e) {
         char id_buf[REQUEST_ID_MAX + 1], msg[1100];
         const char *owner_id;
@@ -199,10 +209,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         if (!S_ISREG(st.st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
                          pname, type_name(st.st_mode));
-                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &st);
-                return r;
+                return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &st, ret, e);
         }
 
         fd = openat_child_same_mount(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
@@ -212,58 +219,40 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 /* ELOOP: a symlink swapped in after the check; ENXIO: a socket; EXDEV: a mount. */
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' changed while it was opened (%s)", pname,
                          strerror(-fd));
-                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &st);
-                return r;
+                return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &st, ret, e);
         }
         if (fstat(fd, &fst) < 0)
                 return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         if (!S_ISREG(fst.st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
                          pname, type_name(fst.st_mode));
-                r = reject(w, name, NULL, NULL, 0, "not_regular_file", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &fst, ret, e);
         }
         if (fst.st_nlink != 1) {
                 snprintf(msg, sizeof(msg),
                          "inbox entry '%.200s' has %ju hard links; a request must be a file of its own",
                          pname, (uintmax_t) fst.st_nlink);
-                r = reject(w, name, NULL, NULL, 0, "hard_link", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, NULL, NULL, 0, "hard_link", msg, &fst, ret, e);
         }
         if ((uint64_t) fst.st_size > w->policy.max_request_bytes) {
                 snprintf(msg, sizeof(msg), "request is larger than %" PRIu64 " bytes",
                          w->policy.max_request_bytes);
                 /* Not read at all; a result under its id still tells the controller why. */
-                r = reject(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, &fst, ret, e);
         }
 
         r = read_full_fd_bounded(fd, w->policy.max_request_bytes, &bytes, &len);
         if (r == -E2BIG) {
                 snprintf(msg, sizeof(msg), "request is larger than %" PRIu64 " bytes",
                          w->policy.max_request_bytes);
-                r = reject(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, &fst, ret, e);
         }
         if (r < 0)
                 return tfw_error(e, r, "inbox", "inbox entry '%s': %s", pname, strerror(-r));
 
         if (!owner_id) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is not named <id>.json with a valid id", pname);
-                r = reject(w, name, NULL, bytes, len, "bad_name", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, NULL, bytes, len, "bad_name", msg, &fst, ret, e);
         }
 
         r = request_parse_buffer(bytes, len, owner_id, &w->policy, &req, &pe);
@@ -297,10 +286,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                         return 0;
                 }
                 snprintf(msg, sizeof(msg), "id '%s' is already used by another request within retention", req->id);
-                r = reject(w, name, NULL, bytes, len, "duplicate_id", msg, ret, e);
-                if (r >= 0)
-                        unlink_entry(w, name, &fst);
-                return r;
+                return reject_consumed(w, name, NULL, bytes, len, "duplicate_id", msg, &fst, ret, e);
         }
         if (r < 0)
                 return r;
