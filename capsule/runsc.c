@@ -75,7 +75,7 @@ int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e) {
                                  strerror(-r));
         }
         n.root = strdup(root);
-        n.platform = strdup(c->platform ? c->platform : "ptrace");
+        n.platform = strdup(c->platform ? c->platform : CONFIG_DEFAULT_PLATFORM);
         n.worker_name = strdup(c->name);
         if (!n.root || !n.platform || !n.worker_name) {
                 runsc_done(&n);

@@ -63,7 +63,7 @@ let
     pendingTtlHours = 72;
     driver = "runsc";
     runsc = null;
-    platform = "ptrace";
+    platform = "systrap";
     rootfs = null;
     systemMounts = null;       # null: the worker's default list
     image = null;

@@ -83,7 +83,7 @@ let
           defaultText = lib.literalExpression ''"''${pkgs.gvisor}/bin/runsc" (runsc driver)'';
           description = "The runsc binary (runsc driver only).";
         };
-        platform = opt (types.enum [ "ptrace" "systrap" "kvm" ]) d.platform
+        platform = opt (types.enum [ "systrap" "ptrace" "kvm" ]) d.platform
           "runsc --platform (runsc driver only). kvm also needs /dev/kvm in the unit.";
         rootfs = opt (types.nullOr types.str) d.rootfs
           "The capsule's root filesystem (runsc driver); null: host paths from systemMounts.";

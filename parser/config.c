@@ -33,7 +33,7 @@ static const char *const driver_table[_DRIVER_MAX] = {
         [DRIVER_PODMAN] = "podman",
 };
 
-static const char *const platforms[] = { "ptrace", "systrap", "kvm", NULL };
+static const char *const platforms[] = { "systrap", "ptrace", "kvm", NULL };
 
 static const char *const default_system_mounts[] = {
         "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alternatives",
@@ -457,7 +457,7 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
         int r;
 
         c->driver = DRIVER_RUNSC;
-        if (strdup_to(&c->platform, "ptrace") < 0)
+        if (strdup_to(&c->platform, CONFIG_DEFAULT_PLATFORM) < 0)
                 return oom(e);
 
         if (rt) {
@@ -494,7 +494,7 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                                 ok = ok || streq(*p, s);
                         if (!ok)
                                 return key_error(e, EBADMSG, "bad_value", "runtime.platform",
-                                                 "'%s' is not one of ptrace, systrap, kvm",
+                                                 "'%s' is not one of systrap, ptrace, kvm",
                                                  show(s, shown));
                         if (strdup_to(&c->platform, s) < 0)
                                 return oom(e);

@@ -24,6 +24,9 @@
 #define CONFIG_PATH_MAX 1024          /* bytes of any configured path */
 #define CONFIG_MAX_SYSTEM_MOUNTS 64
 #define CONFIG_IDENTITY_MAX 256       /* a system mount's IDENTITY, signing_identity */
+/* runsc --platform when the config names none (contract section 2): systrap, which runsc has
+ * had since 2023; ptrace stays accepted for a runsc without it. */
+#define CONFIG_DEFAULT_PLATFORM "systrap"
 
 typedef enum RuntimeDriver {
         DRIVER_RUNSC,
@@ -73,7 +76,7 @@ typedef struct Config {
 
         RuntimeDriver driver;
         char *runsc;             /* NULL: look up "runsc" on PATH when used */
-        char *platform;          /* "ptrace", "systrap" or "kvm" */
+        char *platform;          /* "systrap" (CONFIG_DEFAULT_PLATFORM), "ptrace" or "kvm" */
         char *rootfs;            /* NULL: host system mounts */
         SystemMount *system_mounts;
         size_t n_system_mounts;

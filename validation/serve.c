@@ -295,7 +295,7 @@ static int parse_options(int argc, char **argv, Options *o) {
                                               o->sandbox);
         }
         if (!o->platform && streq(o->sandbox, "runsc"))
-                o->platform = "ptrace";
+                o->platform = CONFIG_DEFAULT_PLATFORM;
         clamp("concurrency", &o->concurrency, 1, 64);
         clamp("lease-secs", &o->lease_secs, 5, 3600);
         clamp("wait-secs", &o->wait_secs, 0, 30);

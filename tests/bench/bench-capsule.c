@@ -87,7 +87,7 @@ static usec_t run_bare(unsigned i) {
                 dup2(null, 0);
                 dup2(null, 1);
                 dup2(null, 2);
-                execl(rt.binary, rt.binary, rootflag, "--network=none", "--platform=ptrace",
+                execl(rt.binary, rt.binary, rootflag, "--network=none", "--platform=" CONFIG_DEFAULT_PLATFORM,
                       "run", "--bundle", bare_bundle, id, (char *) NULL);
                 _exit(127);
         }
@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < ELEMENTSOF(sys); i++)
                 mounts[i] = (SystemMount) { (char *) sys[i], (char *) sys[i], NULL };
         config = (Config) { .version = 1, .name = (char *) "bench", .container_uid = 12345,
-                            .container_gid = 12345, .platform = (char *) "ptrace",
+                            .container_gid = 12345, .platform = (char *) CONFIG_DEFAULT_PLATFORM,
                             .system_mounts = mounts, .n_system_mounts = ELEMENTSOF(sys) };
         config.limits = (ConfigLimits) { .memory = 2ULL << 30, .memory_swap = 2ULL << 30,
                                          .cpus_milli = 2000, .cpus = "2.0", .pids = 512,

@@ -26,6 +26,7 @@
 
 #include "common/macro.h"
 #include "common/time-util.h"
+#include "parser/config.h"
 
 static const char *inbox, *results, *base;
 static char bundle[PATH_MAX], root[PATH_MAX];
@@ -80,7 +81,7 @@ static pid_t spawn_bare(unsigned i) {
                 dup2(null, 0);
                 dup2(null, 1);
                 dup2(log, 2);
-                execlp("runsc", "runsc", rootflag, "--network=none", "--platform=ptrace", "run", "--bundle",
+                execlp("runsc", "runsc", rootflag, "--network=none", "--platform=" CONFIG_DEFAULT_PLATFORM, "run", "--bundle",
                        bundle, id, (char *) NULL);
                 _exit(127);
         }

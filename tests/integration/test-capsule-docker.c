@@ -117,7 +117,7 @@ static int group_setup(void **state) {
         c->container_uid = JOB_UID;
         c->container_gid = JOB_GID;
         c->driver = env.driver;
-        c->platform = (char *) "ptrace";
+        c->platform = (char *) CONFIG_DEFAULT_PLATFORM;
         c->image = env.image;
         c->limits = (ConfigLimits) {
                 .max_argv = 256,

@@ -612,7 +612,7 @@ static int group_setup(void **state) {
         c->container_uid = JOB_UID;
         c->container_gid = JOB_GID;
         c->driver = DRIVER_RUNSC;
-        c->platform = (char *) "ptrace";
+        c->platform = (char *) CONFIG_DEFAULT_PLATFORM;
         const char *sys[] = { "/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache",
                               "/etc/alternatives", "/etc/ssl/certs" };
         for (size_t i = 0; i < ELEMENTSOF(sys); i++)

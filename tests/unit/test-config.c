@@ -359,7 +359,7 @@ static const Case static_cases[] = {
            "runtime.runsc", "\"/usr/bin/runsc\""),
 
         /* runtime.platform */
-        DEFAULT("platform_default", "runtime.platform", "ptrace"),
+        DEFAULT("platform_default", "runtime.platform", "systrap"),
         OK("platform_systrap", "runtime.platform", "systrap", "runtime.platform", "\"systrap\""),
         OK("platform_kvm", "runtime.platform", "kvm", "runtime.platform", "\"kvm\""),
         OK("platform_ptrace", "runtime.platform", "ptrace", "runtime.platform", "\"ptrace\""),
@@ -925,7 +925,7 @@ static void test_minimal_all_defaults(void **state) {
         assert_int_equal(c->pending_ttl_hours, 72);
         assert_int_equal(c->driver, DRIVER_RUNSC);
         assert_null(c->runsc);
-        assert_string_equal(c->platform, "ptrace");
+        assert_string_equal(c->platform, "systrap");
         assert_null(c->rootfs);
         assert_int_equal(c->n_system_mounts, 8);
         for (size_t i = 0; i < c->n_system_mounts; i++) {
@@ -1029,7 +1029,7 @@ static void test_docker_fixture(void **state) {
         assert_null(c->system_mounts);
         assert_null(c->runsc);
         assert_null(c->rootfs);
-        assert_string_equal(c->platform, "ptrace");
+        assert_string_equal(c->platform, "systrap");
         assert_int_equal(c->limits.memory, 4ULL << 30);
         assert_int_equal(c->limits.memory_swap, 4ULL << 30);
         assert_int_equal(c->limits.cpus_milli, 1500);

@@ -43,7 +43,7 @@ static void test_hermes_coding(void **state) {
         assert_int_equal(c->container_uid, 10000);
         assert_int_equal(c->container_gid, 10000);
         assert_int_equal(c->driver, DRIVER_RUNSC);
-        assert_string_equal(c->platform, "ptrace");
+        assert_string_equal(c->platform, "systrap");
         assert_null(c->runsc);
         assert_null(c->image);
         assert_null(c->signing_key);
