@@ -677,6 +677,13 @@ int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret) {
         return 0;
 }
 
+int cgroup_job_peak_memory(const CgroupJob *j, uint64_t *ret_bytes) {
+        /* v1: memory.max_usage_in_bytes; v2: memory.peak (kernel 5.19 and later). */
+        if (j->v2)
+                return read_u64_file(j->dir_fd[0], "memory.peak", ret_bytes);
+        return read_u64_file(j->dir_fd[CG_MEMORY], "memory.max_usage_in_bytes", ret_bytes);
+}
+
 /* v1: remove <group>/<name> from the hierarchies runsc created it in (killing anything
  * still listed there first). Best effort: a leftover here limits nothing. */
 static void v1_sweep_others(const char *group, const char *name) {

@@ -60,6 +60,9 @@ int cgroup_job_populated(const CgroupJob *j);
 
 int cgroup_job_events(const CgroupJob *j, CgroupEvents *ret);
 
+/* The most memory the cgroup ever held, in bytes (the kernel's high-water mark). */
+int cgroup_job_peak_memory(const CgroupJob *j, uint64_t *ret_bytes);
+
 /* CPU time (user + system, µs) used so far by everything in the job's cgroup: the job, and
  * the sandbox kernel working for it. Kernel accounting: nothing inside can hide from it. */
 int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "capsule/docker.h"
+#include "parser/image-ref.h"
 #include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
@@ -23,7 +24,7 @@
 #include "common/process.h"
 #include "common/macro.h"
 #include "common/path-util.h"
-#include "parser/request.h"
+#include "capsule/id.h"
 
 #define ENGINE_ENV_PATH "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 #define ENGINE_ARGS_MAX 128 /* our own flags; the job's argv comes on top (capped by policy) */
@@ -84,22 +85,7 @@ static bool is_hex64(const char *s) {
 }
 
 bool engine_image_is_pinned(const char *image) {
-        const char *at;
-
-        if (!image)
-                return false;
-        if (strncmp(image, "sha256:", 7) == 0)
-                return is_hex64(image + 7);
-        at = strstr(image, "@sha256:");
-        if (!at || at == image || !is_hex64(at + 8))
-                return false;
-        /* The name part: a reference's characters only, never a flag. */
-        if (image[0] == '-')
-                return false;
-        for (const char *p = image; p < at; p++)
-                if (!strchr("abcdefghijklmnopqrstuvwxyz0123456789._-/:", *p))
-                        return false;
-        return true;
+        return image_ref_is_pinned(image);
 }
 
 /* A host path spelled inside a --mount value: absolute, normalised, and free of the
@@ -169,7 +155,7 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         if (!p || !p->limits || !p->runtime || !*p->runtime || !p->name ||
             !filename_is_valid(p->name) || !p->worker_name ||
             !config_name_is_valid(p->worker_name) || !p->job_id ||
-            !request_id_is_valid(p->job_id) || !engine_image_is_pinned(p->image) ||
+            !capsule_job_id_is_valid(p->job_id) || !engine_image_is_pinned(p->image) ||
             !mount_path_ok(p->snapshot_dir) || !mount_path_ok(p->init_path) ||
             !mount_path_ok(p->passwd_path) || !mount_path_ok(p->group_path) || !p->argv ||
             !p->argv[0] || p->uid == 0 || p->gid == 0 ||
@@ -584,7 +570,7 @@ int engine_spawn_run(const Engine *en, const Config *c, const char *name, const 
                 .name = name,
                 .worker_name = c->name,
                 .job_id = job_id,
-                .image = en->image,
+                .image = c->image ? c->image : en->image, /* a policy's pinned image */
                 .apparmor = en->apparmor,
                 .limits = &c->limits,
                 .uid = c->container_uid,

@@ -22,7 +22,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
-#include "parser/request.h"
+#include "capsule/id.h"
 
 #define CHUNK (64 * 1024)
 /* After a timeout kill, how long runsc gets to notice and clean up before it is killed too. */
@@ -70,8 +70,7 @@ typedef struct Run {
         bool cpu_unreadable; /* the limit could not be checked: ended, never left unenforced */
         int cpu_error;
         uint64_t log_flushed; /* log_cap_seen() when job.log was last written */
-        pid_t sandbox_pid; /* engine drivers: the container's sandbox, for its CPU time, */
-        char sandbox_id[ENGINE_ID_MAX + 1]; /* and the container's full id */
+        CapsuleCpuProbe cpu_probe; /* the driver's state for reading the CPU time */
 } Run;
 
 /* The worker is ending the capsule (timeout, output or CPU limit). */
@@ -88,16 +87,7 @@ int (*capsule_test_cpu_usage_hook)(uint64_t *ret_usec) = NULL;
 static int capsule_cpu_usage(Run *run, CgroupJob *cg, uint64_t *ret_usec) {
         if (capsule_test_cpu_usage_hook)
                 return capsule_test_cpu_usage_hook(ret_usec);
-        if (cg)
-                return cgroup_job_cpu_usage(cg, ret_usec);
-        if (run->sandbox_pid <= 0) {
-                int r = engine_container_pid(run->p->engine, run->cid, &run->sandbox_pid, run->sandbox_id);
-                if (r == -ESRCH || r == -ENOENT)
-                        return -EAGAIN;
-                if (r < 0)
-                        return r;
-        }
-        return cgroup_cpu_usage_of_pid(run->sandbox_pid, run->sandbox_id, ret_usec);
+        return run->p->driver->ops->cpu_usage(run->p->driver, run->cid, cg, &run->cpu_probe, ret_usec);
 }
 
 static void log_sink(void *userdata, const void *data, size_t len) {
@@ -274,17 +264,9 @@ static int poll_timeout(usec_t now, usec_t deadline) {
 
 /* Stop the capsule: stage 0 at the timeout (spares the runtime's front process so it records
  * the end), 1 when that did not end it, 2 when something still holds a channel open after
- * the front process exited. The engine drivers have no cgroup of ours: the engine kills. */
+ * the front process exited (capsule/driver.h). */
 static void kill_capsule(Run *run, CgroupJob *cg, int stage) {
-        if (run->p->engine) {
-                (void) engine_kill(run->p->engine, run->cid);
-                if (stage == 1)
-                        (void) kill(run->runsc_pid, SIGKILL);
-                return;
-        }
-        if (stage == 1)
-                (void) kill(run->runsc_pid, SIGKILL);
-        (void) cgroup_job_kill(cg, stage == 0 ? run->runsc_pid : 0);
+        run->p->driver->ops->kill(run->p->driver, run->cid, run->runsc_pid, cg, stage);
 }
 
 /* The event loop: both channels drained concurrently until runsc has exited and both
@@ -443,7 +425,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         usec_t t0 = 0;
         int r;
 
-        if (!p || !p->config || !(p->runtime || p->engine) || !p->job_id || !request_id_is_valid(p->job_id) ||
+        if (!p || !p->config || !p->driver || !p->driver->ops || !p->job_id || !capsule_job_id_is_valid(p->job_id) ||
             !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir ||
             !p->init_path || !p->scratch_path)
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
@@ -495,12 +477,13 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         };
         TfwError ce = {};
         run.cid = id;
+        const CapsuleDriverOps *ops = p->driver->ops;
         r = cgroup_group_name(p->config->name, &group);
-        if (p->engine)
+        if (!ops->worker_cgroup)
                 r = 0; /* the engine makes and limits the container's cgroup */
         else if (r < 0)
                 r = tfw_error(&ce, -r, "capsule_setup", "invalid cgroup group");
-        if (r >= 0 && !p->engine)
+        if (r >= 0 && ops->worker_cgroup)
                 r = cgroup_job_create(group, id, &cl, &cg, &ce);
         if (r == -EEXIST && cgroup_job_remove_stale(group, id) >= 0)
                 r = cgroup_job_create(group, id, &cl, &cg, &ce);
@@ -522,8 +505,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .cgroups_path = cg ? cgroup_job_path(cg) : NULL,
         };
         TfwError be = {};
-        /* The engine drivers: the pinned image must be in the local store; never a pull. */
-        if (p->engine && engine_image_check(p->engine, &be) < 0) {
+        /* What the driver needs first (the engines: the pinned image is local; never a pull). */
+        if (ops->prepare(p->driver, p->config, &be) < 0) {
                 res.status = CAPSULE_ERROR;
                 res.reason = be.code && streq(be.code, "image_missing")   ? "image_missing"
                              : be.code && streq(be.code, "image_refused") ? "image_refused"
@@ -540,9 +523,9 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 set_msg(&res, "%s", be.message);
                 goto finish;
         }
-        /* A leftover container of the same id would make `runsc run` fail. */
-        if (!p->engine && runsc_state_exists(p->runtime, id) > 0)
-                (void) runsc_delete_force(p->runtime, id);
+        /* A leftover container of the same id would make the run fail. */
+        if (ops->worker_cgroup)
+                (void) ops->remove(p->driver, id);
 
         if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
                 res.status = CAPSULE_ERROR;
@@ -562,29 +545,20 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 
         t0 = now_monotonic();
         res.started_at = now_realtime();
-        /* runsc joins the cgroup named in the spec before it starts the sandbox and the gofer
-         * (they inherit it) and then leaves it; entering it here as well would cost one more
-         * cgroup migration, an RCU grace period under v1 (4 to 16 ms measured). */
-        if (p->engine) {
-                _cleanup_free_ char *pw = NULL, *gr = NULL;
-                r = asprintf(&pw, "%s/passwd", bundle->path) < 0 ||
-                                    asprintf(&gr, "%s/group", bundle->path) < 0
-                            ? -ENOMEM
-                            : engine_spawn_run(p->engine, p->config, id, p->job_id, p->argv,
-                                               p->extra_env, p->snapshot_dir, p->init_path, pw, gr,
-                                               bundle->path, in[0],
-                                               art[1], lg[1], &run.runsc_pid);
-        } else
-                r = runsc_spawn_run(p->runtime, bundle->path, id, bundle->log_path, in[0],
-                                    art[1], lg[1], NULL, &run.runsc_pid);
+        CapsuleSpawn sp_run = {
+                .config = p->config, .cid = id, .job_id = p->job_id, .argv = p->argv,
+                .extra_env = p->extra_env, .snapshot_dir = p->snapshot_dir, .init_path = p->init_path,
+                .bundle_path = bundle->path, .log_path = bundle->log_path,
+                .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
+        };
+        r = ops->spawn(p->driver, &sp_run, &run.runsc_pid);
         in[0] = safe_close(in[0]);
         art[1] = safe_close(art[1]);
         lg[1] = safe_close(lg[1]);
         if (r < 0) {
                 res.status = CAPSULE_ERROR;
                 res.reason = "runtime_failed";
-                set_msg(&res, "cannot start %s: %s", p->engine ? p->engine->binary : "runsc",
-                        strerror(-r));
+                set_msg(&res, "cannot start %s: %s", ops->name, strerror(-r));
                 goto finish;
         }
         end.started = true;
@@ -613,9 +587,12 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 
         /* The kernel's record of limit kills, read before the cgroup goes. */
         end.have_trailer = trailer_splitter_finish(&run.splitter, &end.trailer);
-        if (cg)
+        if (cg) {
                 (void) cgroup_job_events(cg, &res.events);
-        else if (p->engine && !end.have_trailer && engine_oom_killed(p->engine, id) > 0)
+                if (cgroup_job_peak_memory(cg, &res.peak_memory_bytes) >= 0)
+                        res.have_peak_memory = true;
+        }
+        else if (!end.have_trailer && ops->oom_killed(p->driver, id) > 0)
                 res.events.oom_kills = 1; /* the engine's record of the kernel's kill; asked
                                            * only when init did not report (a host OOM kill
                                            * takes the whole sandbox) */
@@ -645,10 +622,8 @@ finish:
         /* Step 4 of the contract: the container, its cgroup and its bundle, always. */
         if (cg)
                 (void) cgroup_job_destroy(cg);
-        if (id && end.started && p->engine)
-                (void) engine_remove(p->engine, id);
-        else if (id && end.started && runsc_state_exists(p->runtime, id) > 0)
-                (void) runsc_delete_force(p->runtime, id);
+        if (id && end.started)
+                (void) p->driver->ops->remove(p->driver, id);
         if (bundle)
                 (void) capsule_bundle_remove(bundle);
 
@@ -710,7 +685,7 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
         struct dirent *de;
         while ((de = readdir(d))) {
                 if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-                    !request_id_is_valid(de->d_name + strlen(prefix)))
+                    !capsule_job_id_is_valid(de->d_name + strlen(prefix)))
                         continue;
                 if (rm_rf_at(scratch_fd, de->d_name) >= 0)
                         removed++;

@@ -13,6 +13,7 @@
 #include "capsule/cgroup.h"
 #include "capsule/channel.h"
 #include "capsule/docker.h"
+#include "capsule/driver.h"
 #include "capsule/runsc.h"
 #include "common/error.h"
 #include "common/time-util.h"
@@ -40,9 +41,7 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 
 typedef struct CapsuleJobParams {
         const Config *config;
-        const Runsc *runtime;     /* the runsc driver, or: */
-        const Engine *engine;     /* the docker/podman driver (capsule/docker.h); then the
-                                   * engine makes the cgroup and runtime is unused */
+        const CapsuleDriver *driver; /* runsc, docker or podman (capsule/driver.h) */
         int scratch_fd;           /* private directory for the bundle */
         const char *scratch_path; /* its absolute path */
         const char *job_id;
@@ -89,6 +88,8 @@ typedef struct CapsuleResult {
         uint64_t artifact_junk_bytes; /* what the job wrote onto the artifact channel */
 
         CgroupEvents events;
+        uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */
+        bool have_peak_memory;
         int runsc_status;    /* wait status of `runsc run`, -1 when it did not run */
 } CapsuleResult;
 

@@ -9,7 +9,7 @@
 #include "capsule/protocol.h"
 #include "common/macro.h"
 #include "common/path-util.h"
-#include "parser/request.h"
+#include "capsule/id.h"
 
 /* jansson's *_new steals nothing and returns NULL on ENOMEM; the _new helpers of objects and
  * arrays below take ownership (json_object_set_new / json_array_append_new), and those accept
@@ -253,7 +253,7 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
 static bool params_valid(const CapsuleSpecParams *p) {
         const char *paths[] = { p->snapshot_dir, p->init_path, p->passwd_path, p->group_path };
 
-        if (!p->config || !p->job_id || !request_id_is_valid(p->job_id) || !p->argv ||
+        if (!p->config || !p->job_id || !capsule_job_id_is_valid(p->job_id) || !p->argv ||
             !p->argv[0])
                 return false;
         /* passwd and group are host paths only with an image root. */
@@ -279,7 +279,7 @@ int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e) {
         if (!params_valid(p))
                 return tfw_error(e, EINVAL, "bad_capsule_spec",
                                  "capsule spec: invalid parameters for job '%s'",
-                                 p->job_id && request_id_is_valid(p->job_id) ? p->job_id : "?");
+                                 p->job_id && capsule_job_id_is_valid(p->job_id) ? p->job_id : "?");
 
         snprintf(timeout, sizeof(timeout), "%llu", (unsigned long long) p->timeout_seconds);
         spec = json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:{s:s, s:s, s:s}}",

@@ -93,14 +93,6 @@ void runsc_done(Runsc *rt) {
         *rt = (Runsc) {};
 }
 
-int capsule_container_id(const char *worker_name, const char *job_id, char **ret) {
-        char *s;
-        if (asprintf(&s, "tfw-%s-%s", worker_name, job_id) < 0)
-                return -ENOMEM;
-        *ret = s;
-        return 0;
-}
-
 /* Between fork and exec: raw syscalls only (common/process.h). */
 static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd, int out_fd,
                                   int err_fd, const CgroupJob *cg) {

@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include "capsule/cgroup.h"
+#include "capsule/id.h"
 #include "common/error.h"
 #include "common/time-util.h"
 #include "parser/config.h"
@@ -30,8 +31,6 @@ void runsc_done(Runsc *rt);
  * runtime's identity in results and in the environment digest. */
 void runsc_version(const Runsc *rt, char *buf, size_t size);
 
-/* The container id of a job: "tfw-<name>-<id>". Caller frees. */
-int capsule_container_id(const char *worker_name, const char *job_id, char **ret);
 
 /* Start `runsc run --bundle B ID` in a new session. Security contract: the child holds
  * exactly in_fd, out_fd and err_fd as its fds 0, 1 and 2 and nothing else (every other fd is

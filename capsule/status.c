@@ -124,9 +124,13 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
                 }
                 r->exit_code = t->exit_code;
                 r->status = t->exit_code == 0 ? CAPSULE_SUCCEEDED : CAPSULE_FAILED;
-                if (streq(t->init_error, CAPSULE_INIT_ERROR_EXEC))
+                if (streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
+                        /* argv[0] is not there or cannot run in this capsule: the toolchain,
+                         * not the job, is what failed (exec/exec.h classifies it). */
+                        r->reason = "exec_failed";
                         set_msg(r, "cannot execute '%s': %s", end->argv0 ?: "?",
                                 strerror(t->error));
+                }
                 else if (end->events.oom_kills > 0)
                         set_msg(r, "the memory limit killed %llu process(es) of the job",
                                 (unsigned long long) end->events.oom_kills);

@@ -32,3 +32,6 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 /* If the verb's arguments ask for --help (before any "--"), print the verb's help to stdout
  * and return true: the caller exits 0. */
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v);
+
+/* `serve`'s command line (cli/serve.c): an exit status. */
+int cli_serve(int argc, char **argv);

@@ -333,7 +333,7 @@ static int verb_keygen(int argc, char **argv, const Config *config, const char *
 static int verb_serve(int argc, char **argv, const Config *config, const char *config_path) {
         (void) config;
         (void) config_path;
-        return serve_main(argc, argv);
+        return cli_serve(argc, argv);
 }
 
 #define CONFIG_OPT "Requires --config FILE (before the command).\n"

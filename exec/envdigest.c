@@ -6,10 +6,10 @@
 #include "capsule/oci-spec.h"
 #include "common/json-util.h"
 #include "common/sha256.h"
-#include "artifacts/envdigest.h"
+#include "exec/envdigest.h"
 
 json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t output_bytes, uint64_t cpu_secs,
-                        char *const *env, const char *runtime_version) {
+                        char *const *env, const char *runtime_version, const char *cgroup_description) {
         char user[64];
         json_t *mounts = json_array(), *vars = json_array();
 
@@ -34,7 +34,6 @@ json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t outpu
                 if (json_array_append_new(vars, json_string(*v)) < 0)
                         goto fail;
 
-        bool engine = cfg->driver != DRIVER_RUNSC;
         json_t *d = json_pack(
                 "{s:s, s:{s:s, s:s?}, s:{s:s, s:s, s:[], s:b, s:b, s:s, s:s?, s:s*, s:s}, "
                 "s:{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:o}, s:o, s:o}",
@@ -42,9 +41,7 @@ json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t outpu
                 "runtime", "version", runtime_version ? runtime_version : "unknown", "platform", cfg->platform,
                 "isolation", "network", "none", "user", user, "capabilities", "no_new_privileges", 1, "readonly_root", 1,
                 "snapshot", "read-only bind, copied into a tmpfs /work", "rootfs", cfg->rootfs, "image",
-                engine ? cfg->image : NULL, "cgroup",
-                engine ? "engine-made container cgroup (memory, memory+swap, pids, cpus)"
-                       : "worker-owned job cgroup (memory, memory+swap, pids, cpu quota)",
+                cfg->image, "cgroup", cgroup_description,
                 "limits", "timeout_secs", (json_int_t) timeout_secs, "memory", (json_int_t) cfg->limits.memory,
                 "memory_swap", (json_int_t) cfg->limits.memory_swap, "pids", (json_int_t) cfg->limits.pids, "cpus",
                 cfg->limits.cpus, "work_tmpfs", (json_int_t) cfg->limits.workspace_tmpfs, "tmp_tmpfs",

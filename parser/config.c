@@ -15,6 +15,7 @@
 #include "common/path-util.h"
 #include "common/size.h"
 #include "parser/config.h"
+#include "parser/image-ref.h"
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -25,7 +26,6 @@
 #define FIELD_MAX 64
 /* Values echoed back in messages are cut to this many bytes. */
 #define SHOW_MAX 80
-#define IMAGE_NAME_MAX 255
 
 static const char *const driver_table[_DRIVER_MAX] = {
         [DRIVER_RUNSC] = "runsc",
@@ -281,51 +281,6 @@ static bool identity_is_valid(const char *s) {
         return true;
 }
 
-static bool is_lower_hex(const char *s, size_t n) {
-        for (size_t i = 0; i < n; i++)
-                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-                        return false;
-        return true;
-}
-
-static bool is_lower_alnum(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
-}
-
-/* "sha256:" and exactly 64 lowercase hex digits. */
-static bool image_digest_is_valid(const char *s) {
-        return strncmp(s, "sha256:", 7) == 0 && strlen(s + 7) == 64 && is_lower_hex(s + 7, 64);
-}
-
-/* The name part of "name@sha256:…": 1..255 bytes of [a-z0-9._/:-] in '/'-separated
- * components, each non-empty and beginning and ending with a letter or digit (so
- * "registry:5000/team/tool:1.2" is fine, "a//b", "/a", "a:" and "-a" are not). */
-static bool image_name_is_valid(const char *s, size_t n) {
-        size_t start = 0;
-
-        if (n == 0 || n > IMAGE_NAME_MAX)
-                return false;
-        for (size_t i = 0; i <= n; i++) {
-                if (i < n && s[i] != '/') {
-                        if (!is_lower_alnum(s[i]) && !strchr("._:-", s[i]))
-                                return false;
-                        continue;
-                }
-                if (i == start || !is_lower_alnum(s[start]) || !is_lower_alnum(s[i - 1]))
-                        return false;
-                start = i + 1;
-        }
-        return true;
-}
-
-static bool image_is_valid(const char *s) {
-        const char *at = strchr(s, '@');
-
-        if (!at)
-                return image_digest_is_valid(s);
-        return image_name_is_valid(s, (size_t) (at - s)) && image_digest_is_valid(at + 1);
-}
-
 static bool sandbox_path_is_reserved(const char *p) {
         for (size_t i = 0; i < ELEMENTSOF(reserved_sandbox_paths); i++)
                 if (path_is_below_or_equal(p, reserved_sandbox_paths[i]))
@@ -511,7 +466,7 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
 
                 r = json_get_string(rt, "image", "runtime.image", false, true, &s, e);
                 if (r >= 0) {
-                        if (!image_is_valid(s))
+                        if (!image_ref_is_pinned(s))
                                 return key_error(e, EBADMSG, "bad_value", "runtime.image",
                                                  "'%s' is neither 'sha256:<64 lowercase hex>' "
                                                  "nor 'NAME@sha256:<64 lowercase hex>'",

@@ -232,6 +232,7 @@ VJob *vjob_free(VJob *j) {
         free(j->run.environment_digest);
         free(j->lease_id);
         free(j->lease_expires_at);
+        free(j->refusal);
         free(j);
         return NULL;
 }
@@ -308,12 +309,6 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
         if (r < 0)
                 return r;
         j->attempt = v;
-        if (!json_object_get(job, "run"))
-                return tfw_error(e, EBADMSG, "missing_field", "job.run is required");
-        r = parse_run(json_object_get(job, "run"), &j->run, e);
-        if (r < 0)
-                return r;
-
         r = get_text(lease, "id", "lease.id", VJOB_TEXT_MAX, &j->lease_id, e);
         if (r < 0)
                 return r;
@@ -326,6 +321,22 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
         j->lease_expires_at = strdup(s);
         if (!j->lease_expires_at)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
+
+        /* The job and its lease are known from here on: a run section that no worker can ever
+         * accept (a reserved variable in env, a wrong type, a value out of range) is the job's
+         * permanent refusal, reported with `fail`, never a claim the worker drops and the
+         * server hands out again until its attempts run out. */
+        if (!json_object_get(job, "run"))
+                r = tfw_error(e, EBADMSG, "missing_field", "job.run is required");
+        else
+                r = parse_run(json_object_get(job, "run"), &j->run, e);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                j->refusal = strdup(e->message);
+                if (!j->refusal)
+                        return tfw_error(e, ENOMEM, "oom", "out of memory");
+        }
         *ret = TAKE_PTR(j);
         return 0;
 }

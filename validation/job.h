@@ -58,10 +58,13 @@ typedef struct VJob {
         VJobRun run;
         char *lease_id;
         char *lease_expires_at; /* as the server wrote it (RFC 3339) */
+        char *refusal;          /* non-NULL: job.run can never be accepted (why); run is not
+                                 * filled and the job is to be failed permanently */
 } VJob;
 
 /* Parse the body of a 200 answer to POST /v1/jobs/claim: {"job": JOB, "lease": {"id",
- * "expires_at"}}. Error codes: bad_json (and the json-util codes), unknown_field, bad_type,
+ * "expires_at"}}. A job whose envelope parses but whose run section is refused comes back
+ * with refusal set (and 0). Error codes: bad_json (and the json-util codes), unknown_field, bad_type,
  * bad_value, out_of_range, missing_field. */
 int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e);
 VJob *vjob_free(VJob *j);

@@ -30,44 +30,27 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule/driver.h"
 #include "capsule/init-path.h"
-#include "capsule/job.h"
-#include "capsule/docker.h"
-#include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
 #include "common/path-util.h"
 #include "artifacts/attest.h"
 #include "validation/checkout.h"
-#include "artifacts/envdigest.h"
+#include "exec/exec.h"
+#include "parser/image-ref.h"
 #include "validation/http.h"
 #include "validation/job.h"
 #include "validation/serve.h"
 #include "artifacts/signing.h"
 
-#define TOKEN_MAX 4096
-#define MAX_MOUNTS 32
 #define LOG_TAIL_BYTES 8192
 
-typedef struct Options {
-        const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
-        const char *image, *engine_runtime; /* --sandbox docker|podman */
-        const char *mounts[MAX_MOUNTS];
-        size_t n_mounts;
-        bool no_system_mounts, allow_network;
-        const char *system_mounts_identity;
-        long concurrency;
-        long max_timeout_secs, max_memory_mb, max_cpu_secs, max_pids;
-        long default_timeout_secs, default_memory_mb, default_pids, default_cpu_secs;
-        long output_mb, tmp_mb, lease_secs, wait_secs, retry_after_secs, backoff_max_secs, client_timeout_secs;
-        long max_checkout_mb, shutdown_grace_secs;
-        long sandbox_uid, sandbox_gid;
-} Options;
 
 typedef struct Serve {
-        Options o;
-        char *token;         /* sodium-free: plain heap, wiped at exit */
+        ServeOptions o;
+        const char *token;   /* the caller's; wiped by it */
         SigningKey *key;
         char *key_path;
         Config *config;      /* the walls, built from the flags */
@@ -76,6 +59,7 @@ typedef struct Serve {
         char scratch_path[PATH_MAX];
         int scratch_fd;
         char runsc_root[PATH_MAX];
+        CapsuleDriver driver; /* shared by the lanes: its operations only read it */
         char runtime_version[1024];
         atomic_int stopping;  /* 1: finish current jobs; 2: kill them */
         atomic_int fatal;     /* a lane hit 401/403 or another fatal error */
@@ -87,6 +71,13 @@ typedef struct Serve {
 static Serve *the_serve;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
+
+/* The driver's start-up self-check: the first failing line is why the worker does not start. */
+static void check_line(void *userdata, const char *check, bool ok, const char *detail) {
+        TfwError *e = userdata;
+        if (!ok && !e->message[0])
+                (void) tfw_error(e, ENOENT, "runtime_unavailable", "sandbox unavailable (%s): %s", check, detail);
+}
 
 static void set_fatal(Serve *s, const char *msg) {
         pthread_mutex_lock(&s->lock);
@@ -121,87 +112,8 @@ static bool wait_or_stop(Serve *s, double secs) {
 
 
 
-/* ---- flags ---------------------------------------------------------------------------------- */
-
-enum {
-        OPT_SERVER = 1000, OPT_KEY, OPT_TOKEN_FILE, OPT_LABEL, OPT_CONCURRENCY, OPT_SANDBOX, OPT_MAX_TIMEOUT,
-        OPT_MAX_MEMORY, OPT_MAX_CPU, OPT_MAX_PIDS, OPT_DEF_TIMEOUT, OPT_DEF_MEMORY, OPT_DEF_PIDS, OPT_DEF_CPU,
-        OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
-        OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
-        OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME,
-};
-
-static const struct option serve_opts[] = {
-        {"server", required_argument, NULL, OPT_SERVER},
-        {"key", required_argument, NULL, OPT_KEY},
-        {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
-        {"token", required_argument, NULL, OPT_TOKEN},
-        {"label", required_argument, NULL, OPT_LABEL},
-        {"concurrency", required_argument, NULL, OPT_CONCURRENCY},
-        {"sandbox", required_argument, NULL, OPT_SANDBOX},
-        {"max-timeout-secs", required_argument, NULL, OPT_MAX_TIMEOUT},
-        {"max-memory-mb", required_argument, NULL, OPT_MAX_MEMORY},
-        {"max-cpu-secs", required_argument, NULL, OPT_MAX_CPU},
-        {"max-pids", required_argument, NULL, OPT_MAX_PIDS},
-        {"default-timeout-secs", required_argument, NULL, OPT_DEF_TIMEOUT},
-        {"default-memory-mb", required_argument, NULL, OPT_DEF_MEMORY},
-        {"default-pids", required_argument, NULL, OPT_DEF_PIDS},
-        {"default-cpu-secs", required_argument, NULL, OPT_DEF_CPU},
-        {"output-mb", required_argument, NULL, OPT_OUTPUT},
-        {"tmp-mb", required_argument, NULL, OPT_TMP},
-        {"allow-network", no_argument, NULL, OPT_ALLOW_NET},
-        {"mount", required_argument, NULL, OPT_MOUNT},
-        {"no-system-mounts", no_argument, NULL, OPT_NO_SYS},
-        {"system-mounts-identity", required_argument, NULL, OPT_SYS_ID},
-        {"lease-secs", required_argument, NULL, OPT_LEASE},
-        {"wait-secs", required_argument, NULL, OPT_WAIT},
-        {"retry-after-secs", required_argument, NULL, OPT_RETRY},
-        {"backoff-max-secs", required_argument, NULL, OPT_BACKOFF},
-        {"client-timeout-secs", required_argument, NULL, OPT_CLIENT_TIMEOUT},
-        {"max-checkout-mb", required_argument, NULL, OPT_MAX_CHECKOUT},
-        {"shutdown-grace-secs", required_argument, NULL, OPT_GRACE},
-        {"state-dir", required_argument, NULL, OPT_STATE_DIR},
-        {"runsc", required_argument, NULL, OPT_RUNSC},
-        {"platform", required_argument, NULL, OPT_PLATFORM},
-        {"sandbox-uid", required_argument, NULL, OPT_UID},
-        {"sandbox-gid", required_argument, NULL, OPT_GID},
-        {"image", required_argument, NULL, OPT_IMAGE},
-        {"engine-runtime", required_argument, NULL, OPT_ENGINE_RUNTIME},
-        {},
-};
-
-static int cli_like_usage(const char *fmt, ...) _printf_(1, 2);
-static int cli_like_usage(const char *fmt, ...) {
-        char msg[512];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        log_error("serve: %s", msg);
-        return -EINVAL;
-}
-
-static int parse_long(const char *flag, const char *v, long *ret) {
-        char *end = NULL;
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (errno || !end || *end || end == v)
-                return cli_like_usage("'%s' is not a number for --%s", v, flag);
-        *ret = x;
-        return 0;
-}
-
-/* Values out of range are corrected with a warning (as the CI worker page says). */
-static void clamp(const char *flag, long *v, long lo, long hi) {
-        if (*v < lo || *v > hi) {
-                long c = *v < lo ? lo : hi;
-                log_warning("serve: --%s %ld is out of range %ld..%ld, using %ld", flag, *v, lo, hi, c);
-                *v = c;
-        }
-}
-
-static void options_default(Options *o) {
-        *o = (Options){
+void serve_options_default(ServeOptions *o) {
+        *o = (ServeOptions){
                 .label = NULL, .sandbox = "runsc", .concurrency = 1,
                 .max_timeout_secs = 3600, .max_memory_mb = 8192, .max_cpu_secs = 3600, .max_pids = 4096,
                 .default_timeout_secs = 600, .default_memory_mb = 2048, .default_pids = 512, .default_cpu_secs = 600,
@@ -209,114 +121,6 @@ static void options_default(Options *o) {
                 .backoff_max_secs = 30, .client_timeout_secs = 120, .max_checkout_mb = 4096,
                 .shutdown_grace_secs = 15, .sandbox_uid = 65534, .sandbox_gid = 65534,
         };
-}
-
-static int parse_options(int argc, char **argv, Options *o) {
-        int c;
-        long *target;
-        const char *flag;
-
-        options_default(o);
-        opterr = 0;
-        optind = 0;
-        while ((c = getopt_long(argc, argv, ":", serve_opts, NULL)) != -1) {
-                target = NULL;
-                flag = NULL;
-                for (const struct option *x = serve_opts; x->name; x++)
-                        if (x->val == c)
-                                flag = x->name;
-                switch (c) {
-                case OPT_SERVER: o->server = optarg; break;
-                case OPT_KEY: o->key = optarg; break;
-                case OPT_TOKEN_FILE: o->token_file = optarg; break;
-                case OPT_TOKEN:
-                        return cli_like_usage("the token is never taken from the command line: use TENTAFLAKE_TOKEN or --token-file");
-                case OPT_LABEL: o->label = optarg; break;
-                case OPT_SANDBOX: o->sandbox = optarg; break;
-                case OPT_STATE_DIR: o->state_dir = optarg; break;
-                case OPT_RUNSC: o->runsc = optarg; break;
-                case OPT_PLATFORM: o->platform = optarg; break;
-                case OPT_IMAGE: o->image = optarg; break;
-                case OPT_ENGINE_RUNTIME: o->engine_runtime = optarg; break;
-                case OPT_ALLOW_NET: o->allow_network = true; break;
-                case OPT_NO_SYS: o->no_system_mounts = true; break;
-                case OPT_SYS_ID: o->system_mounts_identity = optarg; break;
-                case OPT_MOUNT:
-                        if (o->n_mounts >= MAX_MOUNTS)
-                                return cli_like_usage("at most %d --mount", MAX_MOUNTS);
-                        o->mounts[o->n_mounts++] = optarg;
-                        break;
-                case OPT_CONCURRENCY: target = &o->concurrency; break;
-                case OPT_MAX_TIMEOUT: target = &o->max_timeout_secs; break;
-                case OPT_MAX_MEMORY: target = &o->max_memory_mb; break;
-                case OPT_MAX_CPU: target = &o->max_cpu_secs; break;
-                case OPT_MAX_PIDS: target = &o->max_pids; break;
-                case OPT_DEF_TIMEOUT: target = &o->default_timeout_secs; break;
-                case OPT_DEF_MEMORY: target = &o->default_memory_mb; break;
-                case OPT_DEF_PIDS: target = &o->default_pids; break;
-                case OPT_DEF_CPU: target = &o->default_cpu_secs; break;
-                case OPT_OUTPUT: target = &o->output_mb; break;
-                case OPT_TMP: target = &o->tmp_mb; break;
-                case OPT_LEASE: target = &o->lease_secs; break;
-                case OPT_WAIT: target = &o->wait_secs; break;
-                case OPT_RETRY: target = &o->retry_after_secs; break;
-                case OPT_BACKOFF: target = &o->backoff_max_secs; break;
-                case OPT_CLIENT_TIMEOUT: target = &o->client_timeout_secs; break;
-                case OPT_MAX_CHECKOUT: target = &o->max_checkout_mb; break;
-                case OPT_GRACE: target = &o->shutdown_grace_secs; break;
-                case OPT_UID: target = &o->sandbox_uid; break;
-                case OPT_GID: target = &o->sandbox_gid; break;
-                case ':': return cli_like_usage("option '%s' needs a value", argv[optind - 1]);
-                default: return cli_like_usage("unknown option '%s'", argv[optind - 1]);
-                }
-                if (target && parse_long(flag, optarg, target) < 0)
-                        return -EINVAL;
-        }
-        if (optind < argc)
-                return cli_like_usage("unexpected argument '%s'", argv[optind]);
-        if (!o->server || !o->key)
-                return cli_like_usage("--server URL and --key FILE are required");
-        if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
-                return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
-        if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
-                return cli_like_usage("--sandbox must be runsc, docker or podman");
-        if (streq(o->sandbox, "runsc")) {
-                if (o->image || o->engine_runtime)
-                        return cli_like_usage("--image and --engine-runtime are for --sandbox docker or podman");
-        } else {
-                /* The image is the root: nothing of the host is mounted but the tree and init. */
-                if (!o->image)
-                        return cli_like_usage("--sandbox %s needs --image NAME@sha256:<digest> (already in the "
-                                              "engine's local store; never pulled)",
-                                              o->sandbox);
-                if (o->n_mounts || o->system_mounts_identity || o->runsc || o->platform)
-                        return cli_like_usage("--mount, --system-mounts-identity, --runsc and --platform are for "
-                                              "--sandbox runsc; with %s the image is the root",
-                                              o->sandbox);
-        }
-        if (!o->platform && streq(o->sandbox, "runsc"))
-                o->platform = CONFIG_DEFAULT_PLATFORM;
-        clamp("concurrency", &o->concurrency, 1, 64);
-        clamp("lease-secs", &o->lease_secs, 5, 3600);
-        clamp("wait-secs", &o->wait_secs, 0, 30);
-        clamp("retry-after-secs", &o->retry_after_secs, 0, 86400);
-        clamp("backoff-max-secs", &o->backoff_max_secs, 1, 3600);
-        clamp("client-timeout-secs", &o->client_timeout_secs, 5, 3600);
-        clamp("shutdown-grace-secs", &o->shutdown_grace_secs, 1, 3600);
-        clamp("max-timeout-secs", &o->max_timeout_secs, 1, 604800);
-        clamp("max-memory-mb", &o->max_memory_mb, 16, 1 << 20);
-        clamp("max-cpu-secs", &o->max_cpu_secs, 1, 604800);
-        clamp("max-pids", &o->max_pids, 8, 4194304);
-        clamp("default-timeout-secs", &o->default_timeout_secs, 1, o->max_timeout_secs);
-        clamp("default-memory-mb", &o->default_memory_mb, 16, o->max_memory_mb);
-        clamp("default-pids", &o->default_pids, 8, o->max_pids);
-        clamp("default-cpu-secs", &o->default_cpu_secs, 1, o->max_cpu_secs);
-        clamp("output-mb", &o->output_mb, 1, 1024);
-        clamp("tmp-mb", &o->tmp_mb, 1, 1 << 20);
-        clamp("max-checkout-mb", &o->max_checkout_mb, 1, 1 << 20);
-        clamp("sandbox-uid", &o->sandbox_uid, 1, 4294967294L);
-        clamp("sandbox-gid", &o->sandbox_gid, 1, 4294967294L);
-        return 0;
 }
 
 /* A config name from the label: lowercase [a-z0-9-], at most 48. */
@@ -338,7 +142,7 @@ static void name_from_label(const char *label, char out[static CONFIG_NAME_MAX +
  * same strict parser, so serve and the inbox plane get the same defaults and the same
  * refusals (a mount that would expose the key, for one). */
 static int build_config(Serve *s, TfwError *e) {
-        const Options *o = &s->o;
+        const ServeOptions *o = &s->o;
         _cleanup_json_ json_t *cfg = NULL, *mounts = json_array();
         static const char *const defaults[] = {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache",
                                                "/etc/alternatives", "/etc/ssl/certs", NULL};
@@ -422,21 +226,13 @@ typedef struct Lane {
         pthread_cond_t cond;
         bool running, done;
         bool stale, lost, unauthorized, interrupted;
-        char container_id[256];
         const VJob *job;
-        Runsc *rt;        /* the job's driver while it runs: runsc, or */
-        const Engine *en; /* docker/podman */
+        ExecCancel cancel; /* ends the running check (exec/exec.h) */
+        bool started, joined; /* its thread was created / has been joined */
 } Lane;
 
 static void lane_kill_container(Lane *l) {
-        /* Called with l->lock held. Force-deleting the container makes `runsc run` (or the
-         * engine's `run`) return; capsule_run_job then cleans up as after any other ending. */
-        if (!l->container_id[0])
-                return;
-        if (l->rt)
-                (void) runsc_delete_force(l->rt, l->container_id);
-        else if (l->en)
-                (void) engine_kill(l->en, l->container_id); /* `podman rm -f` waits on the attached run */
+        exec_cancel(&l->cancel);
 }
 
 static int post_json(Lane *l, Http *h, const char *path, json_t *body, long *status, json_t **ret, TfwError *e) {
@@ -562,7 +358,7 @@ static Outcome send_complete(Lane *l, const VJob *j, const char *status_word, js
 
 /* Refusals before anything is downloaded: what this worker must not run. */
 static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size) {
-        const Options *o = &l->s->o;
+        const ServeOptions *o = &l->s->o;
         if (j->run.timeout_secs > (uint64_t) o->max_timeout_secs)
                 return snprintf(msg, size, "the policy asks for timeout_secs %" PRIu64 ", above this worker's ceiling %ld",
                                 j->run.timeout_secs, o->max_timeout_secs), 1;
@@ -578,23 +374,29 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
                 return snprintf(msg, size, "the policy asks for network; this worker's capsule has none"), 1;
         if (j->run.image && l->s->config->driver == DRIVER_RUNSC)
                 return snprintf(msg, size, "the policy pins image '%s'; the runsc sandbox runs no images", j->run.image), 1;
-        if (j->run.image && !engine_image_is_pinned(j->run.image))
+        if (j->run.image && !image_ref_is_pinned(j->run.image))
                 return snprintf(msg, size, "the policy's image '%s' is not pinned by digest (NAME@sha256:<64 hex>)",
                                 j->run.image), 1;
         if (j->run.image) {
                 /* Present in the engine's local store: this worker never pulls. */
-                Engine en = {};
                 Config c = *l->s->config;
                 TfwError e = {};
                 c.image = j->run.image;
-                int r = engine_init(&en, &c, o->engine_runtime, &e);
-                if (r >= 0)
-                        r = engine_image_check(&en, &e);
-                engine_done(&en);
-                if (r < 0)
+                if (l->s->driver.ops->prepare(&l->s->driver, &c, &e) < 0)
                         return snprintf(msg, size, "the policy's image cannot run here: %s", e.message), 1;
         }
         return 0;
+}
+
+/* The job's walls: the policy's limits within the ceilings, 0 meaning the default. */
+static void job_walls(const Serve *s, const VJob *j, Config *jc, uint64_t *ret_timeout) {
+        *jc = *s->config;
+        *ret_timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
+        jc->limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
+        jc->limits.memory_swap = jc->limits.memory;
+        jc->limits.pids = j->run.max_pids ? j->run.max_pids : (uint64_t) s->o.default_pids;
+        if (j->run.image)
+                jc->image = j->run.image;
 }
 
 static char *read_tail(int fd, size_t max) {
@@ -615,6 +417,53 @@ static char *read_tail(int fd, size_t max) {
         return buf;
 }
 
+static json_t *limits_json(const ExecResult *x) {
+        json_t *o = json_object();
+        for (size_t i = 0; o && i < x->n_limits; i++) {
+                const ExecLimit *lim = &x->limits[i];
+                json_object_set_new(o, lim->name,
+                                    json_pack("{s:o, s:s}", "value",
+                                              lim->text ? json_string(lim->text) : json_integer((json_int_t) lim->value),
+                                              "enforced", lim->enforced));
+        }
+        return o;
+}
+
+/* RESULT of contract section 8: sent with complete, not signed, no authority. */
+static json_t *result_json(const ExecResult *x, bool pass, const CheckoutSummary *cs, const char *digest, int log_fd) {
+        const CapsuleResult *cr = &x->capsule;
+        char started[RFC3339_MAX], finished[RFC3339_MAX];
+        _cleanup_free_ char *tail = read_tail(log_fd, LOG_TAIL_BYTES);
+
+        format_rfc3339(x->started_at, started);
+        format_rfc3339(x->finished_at, finished);
+        json_t *res = json_pack(
+                "{s:s, s:s, s:s?, s:s?, s:s, s:s, s:I, s:s, s:o, s:{s:I, s:I, s:I}, s:{s:I, s:b, s:s}}",
+                "status", capsule_status_to_string(cr->status), "result", pass ? "pass" : "fail", "reason", cr->reason,
+                "message", cr->message[0] ? cr->message : NULL, "started_at", started, "finished_at", finished,
+                "duration_ms", (json_int_t) x->duration_ms, "environment_digest", digest, "limits", limits_json(x),
+                "checkout", "bytes", (json_int_t) cs->bytes, "files", (json_int_t) cs->files, "symlinks",
+                (json_int_t) cs->symlinks, "log", "bytes", (json_int_t) cr->log_bytes, "truncated", cr->log_truncated,
+                "tail", tail ? tail : "");
+        if (res) {
+                json_object_set_new(res, "exit_code", cr->exit_code >= 0 ? json_integer(cr->exit_code) : json_null());
+                json_object_set_new(res, "signal", cr->signal ? json_integer(cr->signal) : json_null());
+                json_object_set_new(res, "peak_memory_bytes",
+                                    x->have_peak_memory ? json_integer((json_int_t) x->peak_memory_bytes) : json_null());
+        }
+        return res;
+}
+
+/* The capsule's own id for a lane's job: unique among the lanes, whatever the server's id
+ * looks like (capsule/id.h's rule). */
+static void lane_capsule_id(const Lane *l, const VJob *j, char out[static 64]) {
+        uint8_t h[SHA256_DIGEST_SIZE];
+        char hex[SHA256_HEX_SIZE];
+        sha256_buffer(j->id, strlen(j->id), h);
+        sha256_to_hex(h, hex);
+        snprintf(out, 64, "l%u-%.16s", l->index, hex);
+}
+
 static Outcome run_job(Lane *l, VJob *j) {
         Serve *s = l->s;
         TfwError e = {0};
@@ -624,11 +473,10 @@ static Outcome run_job(Lane *l, VJob *j) {
         _cleanup_close_ int lane_fd = -EBADF, co_fd = -EBADF, log_fd = -EBADF;
         /* Every owned resource is declared here: the gotos below jump forward over the code
          * that fills them, and a cleanup attribute must never see an uninitialised value. */
-        _cleanup_json_ json_t *desc = NULL, *st = NULL, *env = NULL, *res = NULL;
+        _cleanup_json_ json_t *st = NULL, *env = NULL, *res = NULL;
         _cleanup_free_ char **argv = NULL;
-        _cleanup_free_ char *cid = NULL, *tail = NULL;
         CheckoutSummary cs = {};
-        CapsuleResult cr = {};
+        ExecResult x = {};
         Config jc;
         char digest[ENV_DIGEST_SIZE] = "";
         char local_id[64];
@@ -637,21 +485,46 @@ static Outcome run_job(Lane *l, VJob *j) {
         long status = 0;
         int r;
 
+        if (j->refusal)
+                return send_fail(l, j, j->refusal, true);
         if (refuse_before_download(l, j, msg, sizeof(msg)))
                 return send_fail(l, j, msg, false);
 
+        /* argv, without a shell; the policy's env goes after the constant one (extra_env). */
+        argv = calloc(j->run.n_argv + 1, sizeof(char *));
+        if (!argv)
+                return send_fail(l, j, "out of memory", false);
+        for (size_t i = 0; i < j->run.n_argv; i++)
+                argv[i] = j->run.argv[i];
+        lane_capsule_id(l, j, local_id);
+        job_walls(s, j, &jc, &timeout);
+
+        /* The seed's rules: output beyond --output-mb and CPU beyond the CPU seconds end the
+         * check (a signed fail), like time, memory and processes. */
+        ExecPlan plan = {
+                .config = &jc, .driver = &s->driver, .runtime_version = s->runtime_version,
+                .tree_dir = snap_path, .scratch_fd = -EBADF, .scratch_path = lane_path, .job_id = local_id,
+                .argv = argv, .extra_env = j->run.env, .timeout_seconds = timeout,
+                .cpu_seconds = (uint64_t) s->o.default_cpu_secs, .end_on_log_limit = true, .log_fd = -EBADF,
+                .artifacts_fd = -EBADF, .cancel = &l->cancel,
+        };
+        /* The digest depends only on the flags and the policy: a pin this worker does not
+         * produce is refused before anything is downloaded. */
+        if (exec_plan_digest(&plan, digest) < 0)
+                return send_fail(l, j, "cannot compute the environment digest", false);
+        if (j->run.environment_digest && !streq(j->run.environment_digest, digest)) {
+                snprintf(msg, sizeof(msg), "the policy pins environment_digest %s; this worker produces %s",
+                         j->run.environment_digest, digest);
+                return send_fail(l, j, msg, false);
+        }
+
         /* The heartbeat runs from here on: fetching a big tree takes time too. */
         pthread_t hb;
-        Runsc rt = {};
-        Engine en = {};
-        bool engine = s->config->driver != DRIVER_RUNSC;
+        exec_cancel_reset(&l->cancel);
         pthread_mutex_lock(&l->lock);
         l->job = j;
         l->running = true;
         l->done = l->stale = l->lost = l->unauthorized = l->interrupted = false;
-        l->container_id[0] = 0;
-        l->rt = NULL;
-        l->en = NULL;
         pthread_mutex_unlock(&l->lock);
         bool hb_started = pthread_create(&hb, NULL, heartbeat_main, l) == 0;
         Outcome out = OUT_FAILED;
@@ -729,86 +602,22 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end;
         }
 
-        /* The job's walls: the policy's limits within the ceilings, 0 meaning the default. */
-        jc = *s->config;
-        timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
-        jc.limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
-        jc.limits.memory_swap = jc.limits.memory;
-        jc.limits.pids = j->run.max_pids ? j->run.max_pids : (uint64_t) s->o.default_pids;
-        if (engine && j->run.image)
-                jc.image = j->run.image;
-
-        desc = env_description(&jc, timeout, jc.limits.max_log_bytes, (uint64_t) s->o.default_cpu_secs, j->run.env,
-                               s->runtime_version);
-        if (!desc || env_digest(desc, digest) < 0) {
-                fault = "cannot compute the environment digest";
-                goto end;
-        }
-
-        /* argv, without a shell; the policy's env goes after the constant one (extra_env). */
-        argv = calloc(j->run.n_argv + 1, sizeof(char *));
-        if (!argv) {
-                fault = "out of memory";
-                goto end;
-        }
-        for (size_t i = 0; i < j->run.n_argv; i++)
-                argv[i] = j->run.argv[i];
-
-        uint8_t h[SHA256_DIGEST_SIZE];
-        char hex[SHA256_HEX_SIZE];
-        sha256_buffer(j->id, strlen(j->id), h);
-        sha256_to_hex(h, hex);
-        snprintf(local_id, sizeof(local_id), "l%u-%.16s", l->index, hex);
-
         log_fd = openat(lane_fd, "job.log", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (log_fd < 0) {
                 snprintf(msg, sizeof(msg), "cannot create the job log: %m");
                 fault = msg;
                 goto end;
         }
-        r = engine ? engine_init(&en, &jc, s->o.engine_runtime, &e) : runsc_init(&rt, &jc, s->runsc_root, &e);
+        plan.scratch_fd = lane_fd;
+        plan.log_fd = log_fd;
+        r = exec_run(&plan, &x, &e);
         if (r < 0) {
-                snprintf(msg, sizeof(msg), "sandbox unavailable: %s", e.message);
-                fault = msg;
-                goto end;
-        }
-        (void) capsule_container_id(jc.name, local_id, &cid);
-
-        pthread_mutex_lock(&l->lock);
-        bool stop_now = l->stale || l->lost || l->unauthorized || l->interrupted;
-        if (cid)
-                snprintf(l->container_id, sizeof(l->container_id), "%s", cid);
-        l->rt = engine ? NULL : &rt;
-        l->en = engine ? &en : NULL;
-        pthread_mutex_unlock(&l->lock);
-
-        if (!stop_now) {
-                /* The seed's rules: output beyond --output-mb and CPU beyond the CPU seconds end
-                 * the check (a signed fail), like time, memory and processes. */
-                CapsuleJobParams p = {
-                        .config = &jc, .runtime = engine ? NULL : &rt, .engine = engine ? &en : NULL,
-                        .scratch_fd = lane_fd, .scratch_path = lane_path, .job_id = local_id, .argv = argv,
-                        .extra_env = j->run.env, .timeout_seconds = timeout,
-                        .cpu_seconds = (uint64_t) s->o.default_cpu_secs, .end_on_log_limit = true,
-                        .snapshot_dir = snap_path, .init_path = s->init_path, .log_fd = log_fd, .staging_fd = -1,
-                        .unpriv_uid = 65534, .unpriv_gid = 65534,
-                };
-                r = capsule_run_job(&p, &cr, &e);
-                if (r < 0) {
-                        cr.status = CAPSULE_ERROR;
-                        snprintf(cr.message, sizeof(cr.message), "%s", e.message);
-                }
+                x.outcome = EXEC_WORKER_FAULT;
+                snprintf(x.message, sizeof(x.message), "%s", e.message);
         }
         pthread_mutex_lock(&l->lock);
-        l->rt = NULL;
-        l->en = NULL;
-        l->container_id[0] = 0;
         bool lost = l->lost, stale = l->stale, unauth = l->unauthorized, interrupted = l->interrupted;
         pthread_mutex_unlock(&l->lock);
-        if (engine)
-                engine_done(&en);
-        else
-                runsc_done(&rt);
 
         if (unauth) {
                 out = OUT_FATAL;
@@ -824,50 +633,36 @@ static Outcome run_job(Lane *l, VJob *j) {
                 out = send_complete(l, j, "stale", NULL, res);
                 goto end_nofail;
         }
-        if (interrupted) {
+        if (interrupted || x.outcome == EXEC_CANCELLED) {
                 fault = "the worker was stopped during the check";
                 goto end;
         }
-        if (cr.status == CAPSULE_ERROR) {
-                snprintf(msg, sizeof(msg), "worker fault (%s): %s", cr.reason ? cr.reason : "error", cr.message);
+        /* The validation plane's reading of the one classification: a worker fault, an argv[0]
+         * this worker cannot execute (a toolchain it lacks) included, is never signed. */
+        if (x.outcome != EXEC_RAN) {
+                snprintf(msg, sizeof(msg), "worker fault (%s): %s", x.error ? x.error : exec_outcome_to_string(x.outcome),
+                         x.message);
                 fault = msg;
-                goto end;
-        }
-        if (j->run.environment_digest && !streq(j->run.environment_digest, digest)) {
-                snprintf(msg, sizeof(msg), "the policy pins environment_digest %s; this worker produces %s",
-                         j->run.environment_digest, digest);
-                fault = msg;
+                permanent = x.outcome == EXEC_REFUSED;
                 goto end;
         }
 
         /* A real run ended: sign pass (exit 0) or fail (everything else). */
-        bool pass = cr.status == CAPSULE_SUCCEEDED;
+        const CapsuleResult *cr = &x.capsule;
+        bool pass = cr->status == CAPSULE_SUCCEEDED;
         ValidationFacts f = {
                 .job_id = j->id, .repo = j->repo, .proposal = j->proposal, .check = j->check, .tree = j->tree,
                 .policy_version = j->policy_version, .attempt = j->attempt, .pass = pass,
-                .status = capsule_status_to_string(cr.status), .exit_code = cr.exit_code, .signal = cr.signal,
-                .environment_digest = digest, .worker = l->label, .started_at = cr.started_at,
-                .finished_at = cr.finished_at,
+                .status = capsule_status_to_string(cr->status), .exit_code = cr->exit_code, .signal = cr->signal,
+                .environment_digest = digest, .worker = l->label, .started_at = x.started_at,
+                .finished_at = x.finished_at,
         };
         st = attest_validation_statement(&f, s->key->identity);
         if (!st || attest_sign_statement(s->key, st, &env, &e) < 0) {
                 fault = "cannot sign the attestation";
                 goto end;
         }
-        tail = read_tail(log_fd, LOG_TAIL_BYTES);
-        res = json_pack(
-                "{s:s, s:s, s:s?, s:s?, s:I, s:s, s:{s:I, s:I, s:I, s:I}, s:{s:I, s:I, s:I}, s:{s:I, s:b, s:s}}",
-                "status", capsule_status_to_string(cr.status), "result", pass ? "pass" : "fail", "reason", cr.reason,
-                "message", cr.message[0] ? cr.message : NULL, "duration_ms", (json_int_t) cr.duration_ms,
-                "environment_digest", digest, "limits", "timeout_secs", (json_int_t) timeout, "memory",
-                (json_int_t) jc.limits.memory, "pids", (json_int_t) jc.limits.pids, "output_bytes",
-                (json_int_t) jc.limits.max_log_bytes, "checkout", "bytes", (json_int_t) cs.bytes, "files",
-                (json_int_t) cs.files, "symlinks", (json_int_t) cs.symlinks, "log", "bytes", (json_int_t) cr.log_bytes,
-                "truncated", cr.log_truncated, "tail", tail ? tail : "");
-        if (res) {
-                json_object_set_new(res, "exit_code", cr.exit_code >= 0 ? json_integer(cr.exit_code) : json_null());
-                json_object_set_new(res, "signal", cr.signal ? json_integer(cr.signal) : json_null());
-        }
+        res = result_json(&x, pass, &cs, digest, log_fd);
         out = send_complete(l, j, pass ? "pass" : "fail", env, res ? res : json_object());
         goto end_nofail;
 
@@ -946,81 +741,37 @@ static void *lane_main(void *arg) {
         return NULL;
 }
 
-static int read_token(const Options *o, char **ret) {
-        const char *env = getenv("TENTAFLAKE_TOKEN");
-        char *t = NULL;
-        size_t n = 0;
-        if (o->token_file) {
-                _cleanup_close_ int fd = open(o->token_file, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-                struct stat st;
-                if (fd < 0)
-                        return log_error_errno(-errno, "serve: --token-file '%s': %m", o->token_file);
-                if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-                        return log_error_errno(-EINVAL, "serve: --token-file '%s' is not a regular file", o->token_file);
-                int r = read_full_fd_bounded(fd, TOKEN_MAX, &t, &n);
-                if (r < 0)
-                        return log_error_errno(r, "serve: --token-file '%s' cannot be read", o->token_file);
-        } else if (env) {
-                t = strdup(env);
-                if (!t)
-                        return -ENOMEM;
-                n = strlen(t);
-        } else
-                return log_error_errno(-EINVAL, "serve: no token: set TENTAFLAKE_TOKEN or --token-file");
-        while (n > 0 && (t[n - 1] == '\n' || t[n - 1] == '\r' || t[n - 1] == ' '))
-                t[--n] = 0;
-        for (size_t i = 0; i < n; i++)
-                if ((unsigned char) t[i] <= ' ' || (unsigned char) t[i] >= 0x7f) {
-                        explicit_bzero(t, n);
-                        free(t);
-                        return log_error_errno(-EINVAL, "serve: the token has characters a header cannot carry");
-                }
-        if (n == 0) {
-                free(t);
-                return log_error_errno(-EINVAL, "serve: the token is empty");
-        }
-        *ret = t;
-        return 0;
-}
-
-int serve_main(int argc, char **argv) {
+int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         Serve *s = calloc(1, sizeof(*s));
         Lane *lanes = NULL;
-        TfwError e = {0};
+        long n_lanes = 0;
         sigset_t mask;
-        int ret = 1;
+        int ret = 0;
 
         if (!s)
-                return 1;
+                return tfw_error(e, ENOMEM, "oom", "out of memory");
         the_serve = s;
         s->scratch_fd = -EBADF;
+        s->o = *o;
+        s->token = token;
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->cond, NULL);
-        if (parse_options(argc, argv, &s->o) < 0) {
-                ret = 2;
-                goto out;
-        }
-        /* The token never comes from argv, and the environment variable is removed so no child
-         * (runsc, env(1) in a capsule) could inherit it. */
-        if (read_token(&s->o, &s->token) < 0)
-                goto out;
-        (void) unsetenv("TENTAFLAKE_TOKEN");
-        if (signing_key_load(s->o.key, &s->key, &e) < 0) {
-                log_error("serve: %s", e.message);
+        if (signing_key_load(s->o.key, &s->key, e) < 0) {
+                ret = -EINVAL;
                 goto out;
         }
         /* The config parser wants the key's absolute path (it refuses mounts that would expose it). */
         s->key_path = realpath(s->o.key, NULL);
         if (!s->key_path) {
-                log_error("serve: key '%s': %m", s->o.key);
+                ret = tfw_error(e, errno, "key", "key '%s': %m", s->o.key);
                 goto out;
         }
         s->o.key = s->key_path;
         if (!s->o.label)
                 s->o.label = s->key->identity;
         if (!signing_identity_is_valid(s->o.label) || strlen(s->o.label) > VJOB_TEXT_MAX) {
-                log_error("serve: --label must be 1..%d printable characters without spaces", VJOB_TEXT_MAX);
-                ret = 2;
+                ret = tfw_error(e, EINVAL, "usage", "--label must be 1..%d printable characters without spaces",
+                                VJOB_TEXT_MAX);
                 goto out;
         }
         name_from_label(s->o.label, s->name);
@@ -1030,80 +781,55 @@ int serve_main(int argc, char **argv) {
                 s->o.state_dir = state_default;
         }
         if (geteuid() != 0) {
-                log_error("serve: the %s sandbox needs root", s->o.sandbox);
+                ret = tfw_error(e, EPERM, "not_root", "the %s sandbox needs root", s->o.sandbox);
                 goto out;
         }
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 log_warning("serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
-        if (build_config(s, &e) < 0) {
-                log_error("serve: %s", e.message);
-                ret = 2;
+        if (build_config(s, e) < 0) {
+                e->code = "usage";
+                ret = -EINVAL;
                 goto out;
         }
         if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
-                log_error("serve: cannot create --state-dir '%s': %m", s->o.state_dir);
+                ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
                 goto out;
         }
         if (path_join_buf(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
             path_join_buf(s->runsc_root, sizeof(s->runsc_root), s->o.state_dir, "runsc") < 0) {
-                log_error("serve: --state-dir '%s' is too long", s->o.state_dir);
+                ret = tfw_error(e, ENAMETOOLONG, "state_dir", "--state-dir '%s' is too long", s->o.state_dir);
                 goto out;
         }
         if ((mkdir(s->scratch_path, 0700) < 0 && errno != EEXIST) ||
             (s->scratch_fd = open(s->scratch_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                log_error("serve: cannot open '%s': %m", s->scratch_path);
+                ret = tfw_error(e, errno, "state_dir", "cannot open '%s': %m", s->scratch_path);
                 goto out;
         }
-        if (capsule_find_init(s->init_path, sizeof(s->init_path), &e) < 0) {
-                log_error("serve: %s", e.message);
+        if (capsule_find_init(s->init_path, sizeof(s->init_path), e) < 0) {
+                ret = -ENOENT;
                 goto out;
         }
-        if (s->config->driver != DRIVER_RUNSC) {
-                /* The engine answers, knows the runtime and holds the image, or no start. */
-                Engine en = {};
-                _cleanup_free_ char *version = NULL;
-                int r = engine_init(&en, s->config, s->o.engine_runtime, &e);
-                if (r >= 0)
-                        r = engine_server_version(&en, &version, &e);
-                if (r >= 0 && engine_runtime_known(&en) <= 0)
-                        r = tfw_error(&e, ENOENT, "runtime_unavailable", "%s does not know the runtime '%s'",
-                                      s->o.sandbox, en.runtime);
-                if (r >= 0)
-                        r = engine_image_check(&en, &e);
-                if (r < 0) {
-                        log_error("serve: sandbox unavailable: %s", e.message);
-                        engine_done(&en);
-                        goto out;
-                }
-                /* The engine's version and the runtime it is asked for: another --engine-runtime is
-                 * another environment digest. */
-                _cleanup_free_ char *entry = NULL;
-                (void) engine_runtime_entry(&en, &entry);
-                snprintf(s->runtime_version, sizeof(s->runtime_version), "%s, runtime %s%s%s",
-                         version ? version : "unknown", en.runtime, entry ? " " : "", entry ? entry : "");
-                unsigned removed = 0;
-                if (engine_cleanup_stale(&en, &removed, &e) < 0)
-                        log_warning("serve: start-up cleanup: %s", e.message);
-                else if (removed)
-                        log_notice("serve: removed %u container(s) left by a previous run", removed);
-                engine_done(&en);
-        } else {
-                Runsc rt = {};
-                if (runsc_init(&rt, s->config, s->runsc_root, &e) < 0) {
-                        log_error("serve: sandbox unavailable: %s", e.message);
-                        goto out;
-                }
-                runsc_version(&rt, s->runtime_version, sizeof(s->runtime_version));
-                unsigned removed = 0;
-                if (capsule_cleanup_stale(&rt, s->scratch_fd, &removed, &e) < 0)
-                        log_warning("serve: start-up cleanup: %s", e.message);
-                else if (removed)
-                        log_notice("serve: removed %u container(s) left by a previous run", removed);
-                runsc_done(&rt);
+        /* The sandbox answers (the engines: know the runtime and hold the image), or no start. */
+        if (capsule_driver_init(&s->driver, s->config, s->runsc_root, s->o.engine_runtime, e) < 0) {
+                tfw_error_prefix(e, "sandbox unavailable: ");
+                ret = -ENOENT;
+                goto out;
         }
-        if (http_global_init(&e) < 0) {
-                log_error("serve: libcurl cannot be initialised: %s", e.message);
+        if (!s->driver.ops->check(&s->driver, check_line, e)) {
+                ret = -ENOENT;
+                goto out;
+        }
+        s->driver.ops->version(&s->driver, s->runtime_version, sizeof(s->runtime_version));
+        unsigned removed = 0;
+        TfwError ce = {0};
+        if (s->driver.ops->cleanup_stale(&s->driver, s->scratch_fd, &removed, &ce) < 0)
+                log_warning("serve: start-up cleanup: %s", ce.message);
+        else if (removed)
+                log_notice("serve: removed %u container(s) left by a previous run", removed);
+        if (http_global_init(e) < 0) {
+                tfw_error_prefix(e, "libcurl cannot be initialised: ");
+                ret = -EIO;
                 goto out;
         }
 
@@ -1114,42 +840,59 @@ int serve_main(int argc, char **argv) {
         pthread_sigmask(SIG_BLOCK, &mask, NULL);
 
         lanes = calloc((size_t) s->o.concurrency, sizeof(Lane));
-        if (!lanes)
+        if (!lanes) {
+                ret = tfw_error(e, ENOMEM, "oom", "out of memory");
                 goto out;
-        for (long i = 0; i < s->o.concurrency; i++) {
+        }
+        n_lanes = s->o.concurrency;
+        for (long i = 0; i < n_lanes; i++) {
                 Lane *l = &lanes[i];
                 l->s = s;
                 l->index = (unsigned) (i + 1);
-                if (s->o.concurrency > 1)
+                if (n_lanes > 1)
                         snprintf(l->label, sizeof(l->label), "%s-%ld", s->o.label, i + 1);
                 else
                         snprintf(l->label, sizeof(l->label), "%s", s->o.label);
                 pthread_mutex_init(&l->lock, NULL);
                 pthread_cond_init(&l->cond, NULL);
-                if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &l->http, &e) < 0) {
-                        log_error("serve: %s", e.message);
+                exec_cancel_init(&l->cancel);
+                if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &l->http, e) < 0) {
+                        ret = -EIO;
                         goto out;
                 }
         }
-        log_info("serve: %ld lane(s) as '%s' claiming from %s", s->o.concurrency, s->o.label, s->o.server);
-        for (long i = 0; i < s->o.concurrency; i++)
-                pthread_create(&lanes[i].thread, NULL, lane_main, &lanes[i]);
+        log_info("serve: %ld lane(s) as '%s' claiming from %s", n_lanes, s->o.label, s->o.server);
+        for (long i = 0; i < n_lanes; i++) {
+                int k = pthread_create(&lanes[i].thread, NULL, lane_main, &lanes[i]);
+                if (k != 0) {
+                        /* The lanes already started finish as after a first signal. */
+                        char msg[256];
+                        snprintf(msg, sizeof(msg), "cannot start lane %ld: %s", i + 1, strerror(k));
+                        set_fatal(s, msg);
+                        break;
+                }
+                lanes[i].started = true;
+        }
 
-        /* Wait for signals or for every lane to end (fatal). */
+        /* Wait for signals or for every lane to end (fatal). A lane is joined once: its thread
+         * handle means nothing after that. */
         struct timespec poll_ts = {.tv_sec = 1};
         usec_t kill_deadline = 0;
         for (;;) {
                 bool all_done = true;
-                for (long i = 0; i < s->o.concurrency; i++)
-                        if (pthread_tryjoin_np(lanes[i].thread, NULL) == EBUSY)
-                                all_done = false;
+                for (long i = 0; i < n_lanes; i++) {
+                        if (!lanes[i].started || lanes[i].joined)
+                                continue;
+                        if (pthread_tryjoin_np(lanes[i].thread, NULL) == 0)
+                                lanes[i].joined = true;
                         else
-                                lanes[i].thread = 0;
+                                all_done = false;
+                }
                 if (all_done)
                         break;
                 if (kill_deadline && now_monotonic() > kill_deadline) {
-                        log_error("serve: lanes did not stop within --shutdown-grace-secs; exiting");
-                        _exit(1);
+                        /* The lanes still use s: it is left to the process's end. */
+                        return tfw_error(e, ETIMEDOUT, "shutdown", "lanes did not stop within --shutdown-grace-secs");
                 }
                 int sig = sigtimedwait(&mask, NULL, &poll_ts);
                 if (sig <= 0)
@@ -1164,7 +907,7 @@ int serve_main(int argc, char **argv) {
                         log_notice("serve: signal %d: stopping the running checks and handing their jobs back", sig);
                         atomic_store(&s->stopping, 2);
                         kill_deadline = now_monotonic() + (usec_t) s->o.shutdown_grace_secs * USEC_PER_SEC;
-                        for (long i = 0; i < s->o.concurrency; i++) {
+                        for (long i = 0; i < n_lanes; i++) {
                                 Lane *l = &lanes[i];
                                 pthread_mutex_lock(&l->lock);
                                 if (l->running) {
@@ -1176,23 +919,15 @@ int serve_main(int argc, char **argv) {
                         }
                 }
         }
-        for (long i = 0; lanes && i < s->o.concurrency; i++)
-                if (lanes[i].thread)
-                        pthread_join(lanes[i].thread, NULL);
-        if (atomic_load(&s->fatal)) {
-                log_error("serve: %s", s->fatal_message);
-                ret = 1;
-        } else
-                ret = 0;
+        if (atomic_load(&s->fatal))
+                ret = tfw_error(e, EIO, "fatal", "%s", s->fatal_message);
 out:
-        if (lanes)
-                for (long i = 0; i < s->o.concurrency; i++)
-                        http_free(lanes[i].http);
-        free(lanes);
-        if (s->token) {
-                explicit_bzero(s->token, strlen(s->token));
-                free(s->token);
+        for (long i = 0; lanes && i < n_lanes; i++) {
+                http_free(lanes[i].http);
+                exec_cancel_destroy(&lanes[i].cancel);
         }
+        free(lanes);
+        capsule_driver_done(&s->driver);
         signing_key_free(s->key);
         free(s->key_path);
         config_free(s->config);

@@ -1,8 +1,39 @@
 /* SPDX-License-Identifier: MIT */
-/* `tentaflake-worker serve`: the validation plane's worker loop (contract section 8). */
+/* `tentaflake-worker serve`: the validation plane's worker loop (contract section 8). Its
+ * command line (flags, usage, exit codes, reading the token) is cli/serve.c's; this runs a
+ * worker from options already checked there. */
 #pragma once
 
-/* Parse serve's flags (argv[0] is "serve") and run until stopped. Returns an exit status:
- * 0 after a clean shutdown, 1 when the worker stops on an error (401/403, bad key, no
- * sandbox), 2 on a usage error. */
-int serve_main(int argc, char **argv);
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "common/error.h"
+
+#define SERVE_MAX_MOUNTS 32
+#define SERVE_TOKEN_MAX 4096
+
+typedef struct ServeOptions {
+        const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
+        const char *image, *engine_runtime; /* --sandbox docker|podman */
+        const char *mounts[SERVE_MAX_MOUNTS];
+        size_t n_mounts;
+        bool no_system_mounts, allow_network;
+        const char *system_mounts_identity;
+        long concurrency;
+        long max_timeout_secs, max_memory_mb, max_cpu_secs, max_pids;
+        long default_timeout_secs, default_memory_mb, default_pids, default_cpu_secs;
+        long output_mb, tmp_mb, lease_secs, wait_secs, retry_after_secs, backoff_max_secs, client_timeout_secs;
+        long max_checkout_mb, shutdown_grace_secs;
+        long sandbox_uid, sandbox_gid;
+} ServeOptions;
+
+/* The defaults of the CI worker page (shared/seeds). */
+void serve_options_default(ServeOptions *o);
+
+/* Run until stopped (SIGTERM/SIGINT: finish the running checks; a second one: stop them and
+ * hand their jobs back). token is the bearer credential (the caller wipes it afterwards).
+ * Returns 0 after a clean shutdown, or a negative errno with *e saying why: code "usage" for
+ * options that cannot make a worker (a bad label, walls the config parser refuses), anything
+ * else for a worker that could not start or stopped on an error (401/403, bad key, no
+ * sandbox, lanes that did not stop within --shutdown-grace-secs). Never exits. */
+int serve_run(ServeOptions *o, const char *token, TfwError *e);

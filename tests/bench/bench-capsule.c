@@ -39,6 +39,7 @@ static char base[256], scratch[PATH_MAX], snapshot[PATH_MAX], root[PATH_MAX],
 static Config config;
 static SystemMount mounts[8];
 static Runsc rt;
+static CapsuleDriver driver;
 
 static int die(const char *what, int err) {
         fprintf(stderr, "bench-capsule: %s: %s\n", what, strerror(err));
@@ -109,8 +110,7 @@ static usec_t run_driver(unsigned i) {
                 die("staging", errno);
         int staging_fd = open(staging, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         CapsuleJobParams p = {
-                .config = &config, .runtime = use_engine ? NULL : &rt,
-                .engine = use_engine ? &en : NULL, .scratch_fd = scratch_fd,
+                .config = &config, .driver = &driver, .scratch_fd = scratch_fd,
                 .scratch_path = scratch, .job_id = id, .argv = argv, .timeout_seconds = 60,
                 .snapshot_dir = snapshot, .init_path = init_path, .log_fd = log_fd,
                 .staging_fd = staging_fd, .unpriv_uid = 65534, .unpriv_gid = 65534,
@@ -184,6 +184,8 @@ int main(int argc, char **argv) {
                 if (engine_init(&en, &config, NULL, &e) < 0)
                         die(e.message, e.error);
         }
+        if (capsule_driver_init(&driver, &config, root, NULL, &e) < 0)
+                die(e.message, e.error);
         write_bare_bundle();
 
         usec_t *bare = calloc(runs, sizeof(usec_t)), *drv = calloc(runs, sizeof(usec_t));
@@ -207,6 +209,7 @@ int main(int argc, char **argv) {
                "(target <= %s), %u runs each\n",
                label, mb, md, md / mb, target, runs);
         runsc_done(&rt);
+        capsule_driver_done(&driver);
         if (use_engine)
                 engine_done(&en);
         (void) rm_rf_at(AT_FDCWD, base);

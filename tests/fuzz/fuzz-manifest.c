@@ -22,8 +22,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 if (r >= 0) {
                         /* Accepted jobs keep the invariants the worker relies on. */
                         if (!j || !vjob_url_segment_is_valid(j->id, VJOB_ID_MAX) || !vjob_repo_is_valid(j->repo) ||
-                            strlen(j->tree) != 64 || j->run.n_argv == 0 || !j->run.argv[0][0] ||
-                            j->run.argv[j->run.n_argv] || j->attempt < 1)
+                            strlen(j->tree) != 64 || j->attempt < 1 || !j->lease_id)
+                                __builtin_trap();
+                        /* A refused run section is only ever failed, never run: no argv needed. */
+                        if (!j->refusal && (j->run.n_argv == 0 || !j->run.argv[0][0] || j->run.argv[j->run.n_argv]))
                                 __builtin_trap();
                         vjob_free(j);
                 } else if (!e.code || j)

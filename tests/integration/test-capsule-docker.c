@@ -38,7 +38,7 @@
 static struct {
         RuntimeDriver driver;
         Config config;
-        Engine en;
+        CapsuleDriver drv;
         char image[128];
         char init_path[PATH_MAX];
         char *base, *scratch, *snapshot;
@@ -135,7 +135,7 @@ static int group_setup(void **state) {
                 .max_artifact_bytes = 16ULL << 20,
                 .max_artifact_entries = 1000,
         };
-        if (engine_init(&env.en, c, NULL, &e) < 0) {
+        if (capsule_driver_init(&env.drv, c, NULL, NULL, &e) < 0) {
                 print_message("engine: %s\n", e.message);
                 return -1;
         }
@@ -150,7 +150,7 @@ static int group_teardown(void **state) {
                          env.driver == DRIVER_DOCKER ? "docker" : "podman", env.image);
                 (void) shell_out(cmd, out, sizeof(out));
         }
-        engine_done(&env.en);
+        capsule_driver_done(&env.drv);
         env.scratch_fd = safe_close(env.scratch_fd);
         if (env.base)
                 (void) rm_rf_at(AT_FDCWD, env.base);
@@ -165,7 +165,7 @@ static int group_teardown(void **state) {
 /* No container of this worker in the engine, nothing in scratch. */
 static void assert_nothing_left(void) {
         _cleanup_free_ char *ids = NULL;
-        assert_int_equal(engine_list_owned(&env.en, &ids), 0);
+        assert_int_equal(engine_list_owned(&env.drv.engine, &ids), 0);
         if (ids[strspn(ids, " \n")])
                 fail_msg("containers left: %s", ids);
         DIR *d = opendir(env.scratch);
@@ -187,7 +187,7 @@ static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) 
 
         CapsuleJobParams p = {
                 .config = &env.config,
-                .engine = &env.en,
+                .driver = &env.drv,
                 .scratch_fd = env.scratch_fd,
                 .scratch_path = env.scratch,
                 .job_id = id,
@@ -326,11 +326,18 @@ static void test_memory_bomb(void **state) {
         (void) unlink("oom");
         run_job("membomb", argv, 120, &j);
         assert_int_equal(access("oom", F_OK), -1);
-        assert_int_equal(j.res.status, CAPSULE_KILLED);
-        /* podman 4.3 with runsc never sets State.OOMKilled (conmon does not see the kill),
-         * so there the kill is reported as a signal (docs/capsule-engines.md). */
-        assert_string_equal(j.res.reason, env.driver == DRIVER_DOCKER ? "memory_limit" : "signal");
         assert_null(strstr(j.log, "survived="));
+        if (j.res.status == CAPSULE_FAILED) {
+                /* runsc >= 20240729 under an engine sizes the sandbox's memory to the
+                 * container's limit, so the guest kernel refuses the allocation and awk exits
+                 * non-zero before any host OOM kill (docs/capsule-engines.md). */
+                assert_true(j.res.exit_code > 0);
+        } else {
+                assert_int_equal(j.res.status, CAPSULE_KILLED);
+                /* podman 4.3 with runsc never sets State.OOMKilled (conmon does not see the
+                 * kill), so there the kill is reported as a signal. */
+                assert_string_equal(j.res.reason, env.driver == DRIVER_DOCKER ? "memory_limit" : "signal");
+        }
         jobrun_free(&j);
 }
 
@@ -404,11 +411,11 @@ static void test_missing_image(void **state) {
         const char *missing = "sha256:00000000000000000000000000000000000000000000000000000000000000aa";
         c.image = (char *) missing;
         assert_int_equal(engine_init(&en, &c, NULL, &e), 0);
-        Engine saved = env.en;
-        env.en = en;
+        Engine saved = env.drv.engine;
+        env.drv.engine = en;
         JobRun j;
         run_sh("noimage", "echo ran", 60, &j);
-        env.en = saved;
+        env.drv.engine = saved;
         assert_int_equal(j.res.status, CAPSULE_ERROR);
         assert_string_equal(j.res.reason, "image_missing");
         assert_non_null(strstr(j.res.message, missing));
@@ -424,7 +431,7 @@ static void test_missing_image(void **state) {
 static void test_startup_cleanup(void **state) {
         (void) state;
         char cmd[1024], out[256];
-        const char *bin = env.en.binary;
+        const char *bin = env.drv.engine.binary;
         /* A container of ours left by a killed worker (running), one of another worker and
          * one without a label: only ours goes. */
         snprintf(cmd, sizeof(cmd),
@@ -443,7 +450,7 @@ static void test_startup_cleanup(void **state) {
 
         unsigned removed = 0;
         TfwError e = {};
-        assert_int_equal(engine_cleanup_stale(&env.en, &removed, &e), 0);
+        assert_int_equal(engine_cleanup_stale(&env.drv.engine, &removed, &e), 0);
         assert_int_equal(removed, 1);
         assert_nothing_left();
         snprintf(cmd, sizeof(cmd), "%s inspect --format '{{.Name}}' tfw-other-foreign", bin);
@@ -456,10 +463,10 @@ static void test_startup_cleanup(void **state) {
 
 static void test_runtime_known(void **state) {
         (void) state;
-        assert_int_equal(engine_runtime_known(&env.en), 1);
+        assert_int_equal(engine_runtime_known(&env.drv.engine), 1);
         _cleanup_free_ char *v = NULL;
         TfwError e = {};
-        assert_int_equal(engine_server_version(&env.en, &v, &e), 0);
+        assert_int_equal(engine_server_version(&env.drv.engine, &v, &e), 0);
         print_message("engine server version %s\n", v);
 }
 

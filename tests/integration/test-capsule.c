@@ -525,7 +525,7 @@ typedef struct Env {
         char init_path[PATH_MAX];
         Config config;
         SystemMount mounts[8];
-        Runsc rt;
+        CapsuleDriver drv;
 } Env;
 
 static Env env;
@@ -635,7 +635,7 @@ static int group_setup(void **state) {
                 .max_artifact_bytes = 16ULL << 20,
                 .max_artifact_entries = 1000,
         };
-        if (runsc_init(&env.rt, c, env.runsc_root, &e) < 0) {
+        if (capsule_driver_init(&env.drv, c, env.runsc_root, NULL, &e) < 0) {
                 print_message("runsc: %s\n", e.message);
                 return -1;
         }
@@ -659,7 +659,7 @@ static int group_teardown(void **state) {
                 closedir(h);
         (void) rmdir("/sys/fs/cgroup/tentaflake-worker-itest");
         if (env.base) {
-                runsc_done(&env.rt);
+                capsule_driver_done(&env.drv);
                 safe_close(env.scratch_fd);
                 safe_close(env.base_fd);
                 (void) rm_rf_at(AT_FDCWD, env.base);
@@ -668,13 +668,13 @@ static int group_teardown(void **state) {
 }
 
 static void require_env(void) {
-        assert_non_null(env.rt.binary);
+        assert_non_null(env.drv.runsc.binary);
 }
 
 /* No container in the worker's runsc root, no bundle in scratch, no job cgroup. */
 static void assert_nothing_left(const char *job_id) {
         char cmd[PATH_MAX * 2], out[4096] = "";
-        snprintf(cmd, sizeof(cmd), "'%s' --root '%s' list -quiet", env.rt.binary, env.runsc_root);
+        snprintf(cmd, sizeof(cmd), "'%s' --root '%s' list -quiet", env.drv.runsc.binary, env.runsc_root);
         FILE *p = popen(cmd, "re");
         assert_non_null(p);
         size_t n = fread(out, 1, sizeof(out) - 1, p);
@@ -734,7 +734,7 @@ static void run_job_with(const char *id, char **argv, uint64_t timeout, const Jo
 
         CapsuleJobParams p = {
                 .config = &env.config,
-                .runtime = &env.rt,
+                .driver = &env.drv,
                 .scratch_fd = env.scratch_fd,
                 .scratch_path = env.scratch,
                 .job_id = id,
@@ -1156,7 +1156,7 @@ static void test_extra_env(void **state) {
         CapsuleResult r;
         char *bad[] = { (char *) "PATH=/tmp", NULL };
         CapsuleJobParams p = {
-                .config = &env.config, .runtime = &env.rt, .scratch_fd = env.scratch_fd,
+                .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
                 .scratch_path = env.scratch, .job_id = "envbad", .argv = argv, .extra_env = bad,
                 .timeout_seconds = 60, .snapshot_dir = env.snapshot, .init_path = env.init_path,
                 .log_fd = -1, .staging_fd = -1, .unpriv_uid = 65534, .unpriv_gid = 65534,
@@ -1193,7 +1193,7 @@ static void test_startup_cleanup(void **state) {
         if (worker == 0) {
                 char *argv[] = { (char *) "/bin/sleep", (char *) "1000", NULL };
                 CapsuleJobParams p = {
-                        .config = &env.config, .runtime = &env.rt, .scratch_fd = env.scratch_fd,
+                        .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
                         .scratch_path = env.scratch, .job_id = "stale", .argv = argv,
                         .timeout_seconds = 600, .snapshot_dir = env.snapshot,
                         .init_path = env.init_path, .log_fd = -1, .staging_fd = -1,
@@ -1204,9 +1204,9 @@ static void test_startup_cleanup(void **state) {
                 _exit(0);
         }
         /* Wait for the event (runsc has state for the container), bounded. */
-        for (int i = 0; i < 600 && runsc_state_exists(&env.rt, ours) <= 0; i++)
+        for (int i = 0; i < 600 && runsc_state_exists(&env.drv.runsc, ours) <= 0; i++)
                 usleep(50 * 1000);
-        assert_int_equal(runsc_state_exists(&env.rt, ours), 1);
+        assert_int_equal(runsc_state_exists(&env.drv.runsc, ours), 1);
         assert_int_equal(kill(worker, SIGKILL), 0);
         assert_int_equal(waitpid(worker, NULL, 0), worker);
 
@@ -1225,9 +1225,9 @@ static void test_startup_cleanup(void **state) {
         snprintf(cmd, sizeof(cmd),
                  "'%s' --root '%s' --network=none --ignore-cgroups run --detach --bundle '%s' "
                  "tfw-other-foreign </dev/null >/dev/null 2>&1",
-                 env.rt.binary, env.runsc_root, fb->path);
+                 env.drv.runsc.binary, env.runsc_root, fb->path);
         assert_int_equal(system(cmd), 0);
-        assert_int_equal(runsc_state_exists(&env.rt, "tfw-other-foreign"), 1);
+        assert_int_equal(runsc_state_exists(&env.drv.runsc, "tfw-other-foreign"), 1);
 
         /* And a cgroup a worker made just before it was killed, with no bundle yet. */
         CgroupJob *orphan = NULL;
@@ -1236,12 +1236,12 @@ static void test_startup_cleanup(void **state) {
         orphan = NULL; /* leaked on purpose, as by a killed worker */
 
         unsigned removed = 0;
-        assert_int_equal(capsule_cleanup_stale(&env.rt, env.scratch_fd, &removed, &e), 0);
+        assert_int_equal(capsule_cleanup_stale(&env.drv.runsc, env.scratch_fd, &removed, &e), 0);
         assert_true(removed >= 1);
-        assert_int_equal(runsc_state_exists(&env.rt, ours), 0);
-        assert_int_equal(runsc_state_exists(&env.rt, "tfw-other-foreign"), 1);
+        assert_int_equal(runsc_state_exists(&env.drv.runsc, ours), 0);
+        assert_int_equal(runsc_state_exists(&env.drv.runsc, "tfw-other-foreign"), 1);
 
-        assert_int_equal(runsc_delete_force(&env.rt, "tfw-other-foreign"), 0);
+        assert_int_equal(runsc_delete_force(&env.drv.runsc, "tfw-other-foreign"), 0);
         assert_int_equal(capsule_bundle_remove(fb), 0);
         /* The killed worker's container, cgroup and bundle are gone. */
         assert_nothing_left("stale");

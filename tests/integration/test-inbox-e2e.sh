@@ -71,6 +71,26 @@ field_is lr_fail 'r["status"]' failed
 field_is lr_fail 'r["exit_code"]' 3
 check "lr_ok: one started line in the audit" test "$(audit_count "$dir" started lr_ok)" = 1
 
+# Issue 11 item 5: an argv[0] the capsule cannot execute is the job's failure with the shell's
+# exit codes and a stable error that names it (before: failed, error null).
+req lr_noexec local-reversible '["no-such-program","x"]' >"$dir/fx/lr_noexec"
+put lr_noexec.json "$dir/fx/lr_noexec"
+printf '#!/bin/sh\necho hi\n' >"$dir/ws/noexec.sh"
+chmod 0644 "$dir/ws/noexec.sh"
+chown 10000:10000 "$dir/ws/noexec.sh"
+req lr_noperm local-reversible '["./noexec.sh"]' >"$dir/fx/lr_noperm"
+put lr_noperm.json "$dir/fx/lr_noperm"
+check "lr_noexec published" wait_result "$dir" lr_noexec
+check "lr_noperm published" wait_result "$dir" lr_noperm
+field_is lr_noexec 'r["status"]' failed
+field_is lr_noexec 'r["exit_code"]' 127
+field_is lr_noexec 'r["error"]' exec_failed
+field_is lr_noexec '"no-such-program" in r["message"]' True
+field_is lr_noperm 'r["status"]' failed
+field_is lr_noperm 'r["exit_code"]' 126
+field_is lr_noperm 'r["error"]' exec_failed
+field_is lr_noperm '"./noexec.sh" in r["message"]' True
+
 # ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] approval classes: pending, then approve or deny"
 classes="external-reversible irreversible financial production communicative privileged"

@@ -33,6 +33,10 @@ final pass1
 check "pass1 completed as pass" [ "$(q "jobs['pass1']['history'][-1].get('status')")" = pass ]
 attestation pass1 pass1.att
 DIGEST=$(q "jobs['pass1']['history'][-1]['result']['environment_digest']")
+# RESULT (contract section 8): times, exit code and signal, peak memory from the capsule's
+# cgroup, and each limit with how it was enforced.
+check "pass1 RESULT: times, exit 0, no signal, peak memory, each limit and its enforcement" \
+        [ "$(q "(lambda r: (r['started_at'].endswith('Z'), r['finished_at'] >= r['started_at'], r['exit_code'], r['signal'], r['peak_memory_bytes'] > 0, r['limits']['timeout_secs']['enforced'], r['limits']['memory']['enforced'], r['limits']['pids']['enforced'], r['limits']['cpu_secs']['enforced'], r['limits']['memory']['value'] == 2048 << 20))(jobs['pass1']['history'][-1]['result'])")" = "(True, True, 0, None, True, 'host_timer', 'cgroup', 'rlimit', 'sampled', True)" ]
 check "pass1 attestation verifies (python PAE + openssl) and names the tree, pass and the digest" \
         verify pass1.att --expect "subject.gitTree=$TREE" --expect predicate.result=pass \
         --expect "predicate.environment_digest=$DIGEST" --expect predicate.job=pass1 --expect predicate.worker=ci-1-$RUN \
@@ -115,6 +119,23 @@ check "network on a worker that does not allow it: fail with retry" \
 check "a pinned digest this worker does not produce: fail with retry showing both digests" \
         [ "$(q "(__import__('re').search('pins environment_digest sha256:0{64}; this worker produces sha256:[0-9a-f]{64}', jobs['pinned']['history'][1]['reason']) is not None, jobs['pinned']['history'][1]['permanent'])")" = "(True, False)" ]
 no_attestation pinned || { echo "FAIL: pinned was signed"; fails=$((fails + 1)); }
+# Issue 11 item 5: the digest depends only on the flags and the policy, so a pin this worker
+# does not produce is refused before the manifest is fetched (before: after download and run).
+check "a pinned digest this worker does not produce: refused before any download" \
+        [ "$(q "jobs['pinned'].get('downloads', 0)")" = 0 ]
+# Issue 11 item 5: a policy env naming a variable the worker sets itself can never run: one
+# permanent fail (before: dropped at claim, handed out again until its attempts ran out).
+enqueue reserved "$TREE" '{"argv":["true"],"env":{"PATH":"/evil"}}'
+# Issue 11 item 5: an argv[0] the capsule cannot execute is this worker's fault (a toolchain it
+# lacks), never a signed fail blaming the tree.
+enqueue noexec "$TREE" '{"argv":["no-such-program"],"timeout_secs":60}'
+final reserved; final noexec
+check "a policy env naming PATH fails permanently at the first attempt, unsigned" \
+        [ "$(q "(jobs['reserved']['state'], jobs['reserved']['attempt'], jobs['reserved']['history'][-1]['permanent'], 'PATH' in jobs['reserved']['history'][-1]['reason'])")" = "('failed', 1, True, True)" ]
+no_attestation reserved || { echo "FAIL: reserved was signed"; fails=$((fails + 1)); }
+check "an argv[0] the capsule cannot execute: fail with retry naming it, never signed" \
+        [ "$(q "(jobs['noexec']['state'], all(h['event'] in ('claim','fail') and not h.get('permanent') for h in jobs['noexec']['history']), 'exec_failed' in jobs['noexec']['history'][1]['reason'] and 'no-such-program' in jobs['noexec']['history'][1]['reason'])")" = "('failed', True, True)" ]
+no_attestation noexec || { echo "FAIL: noexec was signed"; fails=$((fails + 1)); }
 enqueue pinned_ok "$TREE" "{\"argv\":[\"true\"],\"env\":{\"FOO\":\"bar\"},\"timeout_secs\":60,\"environment_digest\":\"$DIGEST\"}"
 final pinned_ok
 check "the digest of pass1's walls, pinned, is satisfied by the same configuration" \
@@ -205,6 +226,14 @@ for i in $(seq 1 8); do enqueue "many$i" "$TREE" '{"argv":["sh","-c","sleep 1"],
 wait_until "all(jobs['many%d' % i]['state'] == 'done' for i in range(1, 9))" 180
 check "two lanes: each job completed by the lane that claimed it, no conflicts, both lanes used" \
         [ "$(q "(all([h for h in jobs['many%d' % i]['history'] if h['event']=='claim'][-1]['worker'] == [h for h in jobs['many%d' % i]['history'] if h['event']=='complete'][-1]['worker'] for i in range(1, 9)), sum(1 for i in range(1, 9) for h in jobs['many%d' % i]['history'] if 'conflict' in h['event']), sorted(set(h['worker'] for i in range(1, 9) for h in jobs['many%d' % i]['history'] if h['event']=='complete')))")" = "(True, 0, ['lanes-$RUN-1', 'lanes-$RUN-2'])" ]
-kill -TERM "$WL"; wait "$WL"
+kill -TERM "$WL"; wait "$WL"; rc=$?
+# Issue 11 item 8: the lanes' long polls end at different moments; a lane joined once must
+# never be joined again (before: pthread_tryjoin_np(0) and exit status -11, 3 times out of 3).
+check "two lanes: SIGTERM ends the worker with status 0 (got $rc)" [ "$rc" = 0 ]
+start_worker lanes2 --concurrency 3 --wait-secs 3
+WL2=$wpid
+wait_ready lanes2
+kill -TERM "$WL2"; wait "$WL2"; rc=$?
+check "three idle lanes in long polls: SIGTERM ends the worker with status 0 (got $rc)" [ "$rc" = 0 ]
 
 finish

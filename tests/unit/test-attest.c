@@ -16,7 +16,11 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
-#include "artifacts/envdigest.h"
+#include "capsule/driver.h"
+#include "exec/envdigest.h"
+
+/* The description the core gives for a config: its driver's own words. */
+#define CGROUP_DESC(c) (capsule_driver_ops((c)->driver)->cgroup_description)
 #include "artifacts/inbox-attest.h"
 #include "artifacts/signing.h"
 
@@ -130,7 +134,7 @@ static Config *config_of(const char *extra) {
 
 static void digest_of(const char *extra, uint64_t timeout, char *const *env, char out[ENV_DIGEST_SIZE]) {
         _cleanup_config_ Config *c = config_of(extra);
-        _cleanup_json_ json_t *desc = env_description(c, timeout, 8 << 20, 600, env, "runsc version test");
+        _cleanup_json_ json_t *desc = env_description(c, timeout, 8 << 20, 600, env, "runsc version test", CGROUP_DESC(c));
         assert_non_null(desc);
         assert_int_equal(env_digest(desc, out), 0);
         assert_int_equal(strlen(out), 71);
@@ -159,14 +163,14 @@ static void test_env_digest(void **state) {
         digest_of(",\"runtime\":{\"system_mounts\":[\"/usr=os-1\"]}", 60, NULL, a);
         digest_of(",\"runtime\":{\"system_mounts\":[\"/usr=os-2\"]}", 60, NULL, b);
         assert_string_not_equal(a, b);
-        digest_of(",\"runtime\":{\"platform\":\"systrap\"}", 60, NULL, b);
+        digest_of(",\"runtime\":{\"platform\":\"ptrace\"}", 60, NULL, b);
         digest_of("", 60, NULL, a);
         assert_string_not_equal(a, b);
 
         /* The CPU-time limit is part of the walls; none is recorded as null. */
         _cleanup_config_ Config *c = config_of("");
-        _cleanup_json_ json_t *d600 = env_description(c, 60, 8 << 20, 600, NULL, "v");
-        _cleanup_json_ json_t *d0 = env_description(c, 60, 8 << 20, 0, NULL, "v");
+        _cleanup_json_ json_t *d600 = env_description(c, 60, 8 << 20, 600, NULL, "v", CGROUP_DESC(c));
+        _cleanup_json_ json_t *d0 = env_description(c, 60, 8 << 20, 0, NULL, "v", CGROUP_DESC(c));
         assert_int_equal(json_integer_value(json_object_get(json_object_get(d600, "limits"), "cpu_secs")), 600);
         assert_true(json_is_null(json_object_get(json_object_get(d0, "limits"), "cpu_secs")));
         assert_int_equal(env_digest(d600, a), 0);
@@ -184,19 +188,19 @@ static void test_env_digest_engine(void **state) {
         _cleanup_config_ Config *c = config_of(",\"runtime\":{\"driver\":\"docker\",\"image\":"
                                                "\"sha256:1111111111111111111111111111111111111111111111111111111111111111\"}");
         assert_non_null(c);
-        _cleanup_json_ json_t *d1 = env_description(c, 60, 8 << 20, 600, NULL, "24.0.5");
+        _cleanup_json_ json_t *d1 = env_description(c, 60, 8 << 20, 600, NULL, "24.0.5", CGROUP_DESC(c));
         assert_string_equal(json_string_value(json_object_get(json_object_get(d1, "isolation"), "image")), img1);
         assert_string_equal(json_string_value(json_object_get(d1, "driver")), "docker");
         assert_non_null(strstr(json_string_value(json_object_get(json_object_get(d1, "isolation"), "cgroup")), "engine"));
         Config c2 = *c;
         c2.image = (char *) img2;
-        _cleanup_json_ json_t *d2 = env_description(&c2, 60, 8 << 20, 600, NULL, "24.0.5");
+        _cleanup_json_ json_t *d2 = env_description(&c2, 60, 8 << 20, 600, NULL, "24.0.5", CGROUP_DESC(&c2));
         assert_int_equal(env_digest(d1, a), 0);
         assert_int_equal(env_digest(d2, b), 0);
         assert_string_not_equal(a, b);
 
         _cleanup_config_ Config *r = config_of("");
-        _cleanup_json_ json_t *dr = env_description(r, 60, 8 << 20, 600, NULL, "v");
+        _cleanup_json_ json_t *dr = env_description(r, 60, 8 << 20, 600, NULL, "v", CGROUP_DESC(r));
         assert_null(json_object_get(json_object_get(dr, "isolation"), "image"));
 }
 

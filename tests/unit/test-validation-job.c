@@ -63,6 +63,24 @@ static void test_claim_good(void **state) {
         assert_string_equal(j->lease_id, "l-1");
 }
 
+/* Issue 11 item 5: a policy env naming a variable the worker sets itself is a refusal no
+ * worker can ever get past: the job comes back with its lease and refusal, to be failed with
+ * permanent: true (before: no job, so the worker dropped it and the server handed it out
+ * again until its attempts ran out). */
+static void test_claim_reserved_env_is_permanent(void **state) {
+        (void) state;
+        _cleanup_free_ char *s = mutate("\"RUST_BACKTRACE\"", "\"PATH\"");
+        VJob *j = NULL;
+        TfwError e = {0};
+        assert_int_equal(parse_claim_str(s, &j, &e), 0);
+        assert_non_null(j);
+        assert_string_equal(j->id, "j-1");
+        assert_string_equal(j->lease_id, "l-1");
+        assert_non_null(j->refusal);
+        assert_non_null(strstr(j->refusal, "'PATH' is set by the worker"));
+        vjob_free(j);
+}
+
 static void test_claim_refusals(void **state) {
         (void) state;
         static const struct {
@@ -103,10 +121,18 @@ static void test_claim_refusals(void **state) {
                 VJob *j = NULL;
                 TfwError e = {0};
                 int r = parse_claim_str(s, &j, &e);
-                if (r >= 0 || !e.code || !streq(e.code, cases[i].code))
+                /* A refused run section comes back as the job's permanent refusal (it is
+                 * failed with permanent: true); everything else is no job at all. */
+                bool run_refusal = r == 0 && j && j->refusal;
+                if ((r >= 0 && !run_refusal) || !e.code || !streq(e.code, cases[i].code))
                         fail_msg("case %zu (%s -> %s): r=%d code=%s message=%s", i, cases[i].from, cases[i].to, r,
                                  e.code ? e.code : "(null)", e.message);
-                assert_null(j);
+                if (run_refusal) {
+                        assert_string_equal(j->refusal, e.message);
+                        assert_non_null(j->lease_id);
+                        vjob_free(j);
+                } else
+                        assert_null(j);
         }
         /* Missing fields, a truncated document, a long argv. */
         VJob *j = NULL;
@@ -119,8 +145,12 @@ static void test_claim_refusals(void **state) {
         _cleanup_free_ char *arg = NULL;
         assert_true(asprintf(&arg, "\"argv\":[\"%s\"]", big) > 0);
         claim = mutate("\"argv\":[\"make\",\"test\"]", arg);
-        assert_int_equal(parse_claim_str(claim, &j, &e), -E2BIG);
-        assert_null(j);
+        /* A run section over a ceiling: the job's permanent refusal, with the ceiling's error. */
+        assert_int_equal(parse_claim_str(claim, &j, &e), 0);
+        assert_non_null(j);
+        assert_non_null(j->refusal);
+        assert_int_equal(e.error, E2BIG);
+        vjob_free(j);
 }
 
 static VManifest *manifest(const char *json, TfwError *e) {
@@ -335,6 +365,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_claim_good),
                 cmocka_unit_test(test_claim_refusals),
+                cmocka_unit_test(test_claim_reserved_env_is_permanent),
                 cmocka_unit_test(test_manifest_parse),
                 cmocka_unit_test(test_path_rules),
                 cmocka_unit_test_setup_teardown(test_tree_against_git, tfw_tmpdir_setup, tfw_tmpdir_teardown),

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "capsule/driver.h"
+
+extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman;
+
+static const CapsuleDriverOps *const driver_ops[_DRIVER_MAX] = {
+        [DRIVER_RUNSC] = &capsule_driver_runsc,
+        [DRIVER_DOCKER] = &capsule_driver_docker,
+        [DRIVER_PODMAN] = &capsule_driver_podman,
+};
+
+const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind) {
+        return (unsigned) kind < _DRIVER_MAX ? driver_ops[kind] : NULL;
+}
+
+int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runsc_root, const char *engine_runtime,
+                        TfwError *e) {
+        CapsuleDriver n = {.config = config};
+        int r;
+
+        if ((unsigned) config->driver >= _DRIVER_MAX || !driver_ops[config->driver])
+                return tfw_error(e, EINVAL, "runtime_unavailable", "unknown capsule driver");
+        n.ops = driver_ops[config->driver];
+        r = n.ops->init(&n, runsc_root, engine_runtime, e);
+        if (r < 0)
+                return r;
+        *d = n;
+        return 0;
+}
+
+void capsule_driver_done(CapsuleDriver *d) {
+        if (d && d->ops)
+                d->ops->done(d);
+        if (d)
+                d->ops = NULL;
+}
+
+void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size) {
+        d->ops->label(d, buf, size);
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/* The capsule drivers behind one table of operations (crun's libcrun_cgroup_manager is the
+ * model): runsc runs the OCI bundle itself; docker and podman run the same walls through the
+ * engine's CLI with its runsc runtime (capsule/docker.h). Nothing outside the drivers asks
+ * which one it is: capsule/job.c, the execution core, doctor and serve call these operations.
+ *
+ * Lifecycle: capsule_driver_init() resolves the binary (runsc, or the engine CLI) for a
+ * config; the operations below act on containers named by capsule_container_id(); done
+ * frees. A driver value is used by one thread at a time, except kill and remove, which another
+ * thread may call to end a running container (they only spawn a bounded CLI command). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capsule/cgroup.h"
+#include "capsule/docker.h"
+#include "capsule/runsc.h"
+#include "common/error.h"
+#include "parser/config.h"
+
+typedef struct CapsuleDriver CapsuleDriver;
+
+/* What one `run` is made of (the bundle is already written). */
+typedef struct CapsuleSpawn {
+        const Config *config;     /* the job's effective walls */
+        const char *cid;          /* container id */
+        const char *job_id;
+        char *const *argv;
+        char *const *extra_env;
+        const char *snapshot_dir;
+        const char *init_path;
+        const char *bundle_path;  /* the private bundle directory (engines: also its workdir) */
+        const char *log_path;     /* runsc --log */
+        int in_fd, out_fd, err_fd;
+} CapsuleSpawn;
+
+/* The per-run state a driver keeps to read the capsule's CPU time. */
+typedef struct CapsuleCpuProbe {
+        pid_t sandbox_pid;
+        char sandbox_id[ENGINE_ID_MAX + 1];
+} CapsuleCpuProbe;
+
+/* One line of a driver's live self-check (doctor): check name, ok, detail. */
+typedef void (*CapsuleCheckReport)(void *userdata, const char *check, bool ok, const char *detail);
+
+typedef struct CapsuleDriverOps {
+        RuntimeDriver kind;
+        const char *name;         /* "runsc", "docker", "podman" */
+        /* true: the worker makes, limits and kills the capsule's cgroup (capsule/cgroup.h);
+         * false: the engine makes the container's cgroup. */
+        bool worker_cgroup;
+        /* Resolve the binary for config (see capsule_driver_init). */
+        int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
+        /* What a doctor line names: "platform systrap" or the engine's name. */
+        void (*label)(const CapsuleDriver *d, char *buf, size_t size);
+        /* The runtime's identity for results and the environment digest. */
+        void (*version)(const CapsuleDriver *d, char *buf, size_t size);
+        /* What must hold before a job's bundle is made (the engines: the image is local). The
+         * error's code is "image_missing", "image_refused" or "runtime_failed". */
+        int (*prepare)(const CapsuleDriver *d, const Config *job_config, TfwError *e);
+        int (*spawn)(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t *ret_pid);
+        /* End a running container. stage 0: the worker's limit was met (spare the front process
+         * `front` so it records the end); 1: that did not end it; 2: something still holds a
+         * channel after the front process exited. cg is the worker's cgroup or NULL. */
+        void (*kill)(const CapsuleDriver *d, const char *cid, pid_t front, const CgroupJob *cg, int stage);
+        /* From another thread, while capsule_run_job() runs it: end the container now, so
+         * that the run returns and cleans up as after any other ending. */
+        void (*cancel)(const CapsuleDriver *d, const char *cid);
+        /* Remove the container (force); one that does not exist is success. */
+        int (*remove)(const CapsuleDriver *d, const char *cid);
+        /* CPU time used so far; -EAGAIN while the container does not run yet. */
+        int (*cpu_usage)(const CapsuleDriver *d, const char *cid, const CgroupJob *cg, CapsuleCpuProbe *probe,
+                         uint64_t *ret_usec);
+        /* Did the kernel's OOM killer end it, as far as the driver can tell beyond the cgroup?
+         * 1, 0 or negative. */
+        int (*oom_killed)(const CapsuleDriver *d, const char *cid);
+        /* Start-up only: remove what a killed predecessor of this worker left. */
+        int (*cleanup_stale)(const CapsuleDriver *d, int scratch_fd, unsigned *ret_removed, TfwError *e);
+        /* doctor: the runtime answers (and, for the engines, knows the runtime and holds the
+         * image); each finding reported as one line. Returns true when all of it holds. */
+        bool (*check)(const CapsuleDriver *d, CapsuleCheckReport report, void *userdata);
+        /* The isolation facts of the environment digest: who makes the cgroup, the image. */
+        const char *cgroup_description;
+        void (*done)(CapsuleDriver *d);
+} CapsuleDriverOps;
+
+struct CapsuleDriver {
+        const CapsuleDriverOps *ops;
+        const Config *config;
+        Runsc runsc;    /* the runsc driver's state */
+        Engine engine;  /* docker/podman's */
+};
+
+/* For config's runtime.driver. runsc_root: the runsc driver's --root (created 0700);
+ * engine_runtime: the engines' --runtime (NULL: ENGINE_DEFAULT_RUNTIME). */
+int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runsc_root, const char *engine_runtime,
+                        TfwError *e);
+void capsule_driver_done(CapsuleDriver *d);
+
+/* The table of a kind of driver (tests, and what a config names before any init). */
+const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind);
+
+/* "platform systrap" (runsc) or the engine's name: what a doctor line names. */
+void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size);

@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capsule/id.h"
+#include "capsule/init-path.h"
+#include "capsule/oci-spec.h"
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "exec/exec.h"
+
+/* The artifact parser drops to nobody. */
+#define ARTIFACT_PARSER_UID 65534
+#define ARTIFACT_PARSER_GID 65534
+
+#define SNAPSHOT_DIR "snapshot"
+
+/* ---- cancellation ------------------------------------------------------------------------ */
+
+void exec_cancel_init(ExecCancel *c) {
+        *c = (ExecCancel){0};
+        pthread_mutex_init(&c->lock, NULL);
+}
+
+void exec_cancel_destroy(ExecCancel *c) {
+        pthread_mutex_destroy(&c->lock);
+}
+
+void exec_cancel(ExecCancel *c) {
+        pthread_mutex_lock(&c->lock);
+        c->cancelled = true;
+        /* Killing the container makes `runsc run` (or the engine's `run`) return; capsule/job.c
+         * then cleans up as after any other ending. */
+        if (c->driver && c->cid[0])
+                c->driver->ops->cancel(c->driver, c->cid);
+        pthread_mutex_unlock(&c->lock);
+}
+
+void exec_cancel_reset(ExecCancel *c) {
+        pthread_mutex_lock(&c->lock);
+        c->cancelled = false;
+        c->driver = NULL;
+        c->cid[0] = 0;
+        pthread_mutex_unlock(&c->lock);
+}
+
+bool exec_cancelled(ExecCancel *c) {
+        pthread_mutex_lock(&c->lock);
+        bool r = c->cancelled;
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+/* Register the container about to start; false when the caller cancelled first. */
+static bool cancel_register(ExecCancel *c, const CapsuleDriver *d, const char *cid) {
+        if (!c)
+                return true;
+        pthread_mutex_lock(&c->lock);
+        bool go = !c->cancelled;
+        if (go) {
+                c->driver = d;
+                snprintf(c->cid, sizeof(c->cid), "%s", cid);
+        }
+        pthread_mutex_unlock(&c->lock);
+        return go;
+}
+
+static void cancel_unregister(ExecCancel *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->driver = NULL;
+        c->cid[0] = 0;
+        pthread_mutex_unlock(&c->lock);
+}
+
+/* ---- the result -------------------------------------------------------------------------- */
+
+static const char *const outcome_names[] = {
+        [EXEC_RAN] = "ran",
+        [EXEC_EXEC_FAILED] = "exec_failed",
+        [EXEC_WORKER_FAULT] = "worker_fault",
+        [EXEC_REFUSED] = "refused",
+        [EXEC_CANCELLED] = "cancelled",
+};
+
+const char *exec_outcome_to_string(ExecOutcome o) {
+        return (unsigned) o < ELEMENTSOF(outcome_names) ? outcome_names[o] : NULL;
+}
+
+static void set_message(ExecResult *r, const char *fmt, ...) _printf_(2, 3);
+static void set_message(ExecResult *r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->message, sizeof(r->message), fmt, ap);
+        va_end(ap);
+}
+
+static void add_limit(ExecResult *r, const char *name, uint64_t value, const char *text, const char *enforced) {
+        if (r->n_limits < EXEC_LIMITS_MAX)
+                r->limits[r->n_limits++] = (ExecLimit){name, value, text, enforced};
+}
+
+/* Each limit and what holds it (docs/architecture.md has the table with its tests). */
+static void record_limits(const ExecPlan *p, ExecResult *r) {
+        const ConfigLimits *l = &p->config->limits;
+        const char *cg = "cgroup";
+
+        add_limit(r, "timeout_secs", p->timeout_seconds, NULL, "host_timer");
+        add_limit(r, "memory", l->memory, NULL, cg);
+        add_limit(r, "memory_swap", l->memory_swap, NULL, cg);
+        /* The guest's process count is init's RLIMIT_NPROC; the cgroup is a host backstop. */
+        add_limit(r, "pids", l->pids, NULL, "rlimit");
+        add_limit(r, "cpus", 0, l->cpus, cg);
+        add_limit(r, "open_files", CAPSULE_NOFILE, NULL, "rlimit");
+        /* The host counts the output as it reads it, and the CPU time every
+         * CAPSULE_CPU_CHECK_USEC. */
+        add_limit(r, "output_bytes", l->max_log_bytes, NULL, "sampled");
+        if (p->cpu_seconds)
+                add_limit(r, "cpu_secs", p->cpu_seconds, NULL, "sampled");
+}
+
+/* The one classification: how a capsule's ending reads for both planes. */
+static void classify(ExecResult *r) {
+        const CapsuleResult *c = &r->capsule;
+
+        r->error = c->reason;
+        snprintf(r->message, sizeof(r->message), "%s", c->message);
+        if (c->status == CAPSULE_ERROR)
+                r->outcome = EXEC_WORKER_FAULT;
+        else if (c->reason && streq(c->reason, "exec_failed"))
+                r->outcome = EXEC_EXEC_FAILED;
+        else
+                r->outcome = EXEC_RAN;
+}
+
+int exec_plan_digest(const ExecPlan *p, char out[static ENV_DIGEST_SIZE]) {
+        _cleanup_(json_decrefp) json_t *desc =
+                env_description(p->config, p->timeout_seconds, p->config->limits.max_log_bytes, p->cpu_seconds,
+                                p->extra_env, p->runtime_version, p->driver->ops->cgroup_description);
+        if (!desc)
+                return -ENOMEM;
+        return env_digest(desc, out);
+}
+
+static bool plan_is_valid(const ExecPlan *p) {
+        return p && p->config && p->driver && p->driver->ops && (!p->workspace != !p->tree_dir) &&
+               p->scratch_fd >= 0 && p->scratch_path && p->job_id && capsule_job_id_is_valid(p->job_id) &&
+               p->argv && p->argv[0] && p->timeout_seconds > 0;
+}
+
+int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
+        char snap_path[PATH_MAX], init_path[PATH_MAX];
+        ExecResult r = {0};
+        TfwError se = {0};
+        int k;
+
+        if (!plan_is_valid(p))
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid execution plan");
+        r.started_at = now_realtime();
+        record_limits(p, &r);
+        if (exec_plan_digest(p, r.environment_digest) < 0)
+                r.environment_digest[0] = 0;
+
+        /* 1. The input. A workspace the worker will not copy is refused before anything runs. */
+        const char *tree = p->tree_dir;
+        if (p->workspace) {
+                SnapshotLimits sl = {
+                        .max_bytes = p->config->limits.max_snapshot_bytes,
+                        .max_entries = p->config->limits.max_snapshot_entries,
+                        .group = p->config->container_gid,
+                };
+                (void) rm_rf_at(p->scratch_fd, SNAPSHOT_DIR);
+                if (path_join_buf(snap_path, sizeof(snap_path), p->scratch_path, SNAPSHOT_DIR) < 0) {
+                        r.outcome = EXEC_WORKER_FAULT;
+                        r.error = "internal";
+                        set_message(&r, "the scratch path of '%s' is too long", p->job_id);
+                        goto done;
+                }
+                k = snapshot_take(p->workspace, p->scratch_fd, SNAPSHOT_DIR, &sl, &r.snapshot, &se);
+                if (k < 0) {
+                        bool refused = se.code && (streq(se.code, "snapshot_too_large") ||
+                                                   streq(se.code, "snapshot_special_file"));
+                        r.outcome = refused ? EXEC_REFUSED : EXEC_WORKER_FAULT;
+                        r.error = se.code ? se.code : "snapshot_io";
+                        set_message(&r, "%s", se.message);
+                        goto done;
+                }
+                r.have_snapshot = true;
+                tree = snap_path;
+        }
+
+        if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
+                r.outcome = EXEC_WORKER_FAULT;
+                r.error = se.code ? se.code : "capsule_setup";
+                set_message(&r, "%s", se.message);
+                goto done;
+        }
+
+        /* 2-4. The capsule: run, drain log and artifacts, clean up. */
+        _cleanup_free_ char *cid = NULL;
+        if (capsule_container_id(p->config->name, p->job_id, &cid) < 0 ||
+            !cancel_register(p->cancel, p->driver, cid)) {
+                r.outcome = EXEC_CANCELLED;
+                r.error = "cancelled";
+                set_message(&r, "cancelled before the capsule started");
+                goto done;
+        }
+        CapsuleJobParams cp = {
+                .config = p->config,
+                .driver = p->driver,
+                .scratch_fd = p->scratch_fd,
+                .scratch_path = p->scratch_path,
+                .job_id = p->job_id,
+                .argv = p->argv,
+                .extra_env = p->extra_env,
+                .timeout_seconds = p->timeout_seconds,
+                .cpu_seconds = p->cpu_seconds,
+                .end_on_log_limit = p->end_on_log_limit,
+                .snapshot_dir = tree,
+                .init_path = init_path,
+                .log_fd = p->log_fd,
+                .staging_fd = p->artifacts_fd,
+                .unpriv_uid = ARTIFACT_PARSER_UID,
+                .unpriv_gid = ARTIFACT_PARSER_GID,
+        };
+        k = capsule_run_job(&cp, &r.capsule, &se);
+        cancel_unregister(p->cancel);
+        if (k < 0) {
+                r.outcome = EXEC_WORKER_FAULT;
+                r.error = se.code ? se.code : "capsule_setup";
+                set_message(&r, "%s", se.message);
+                goto done;
+        }
+        r.ran = true;
+        r.started_at = r.capsule.started_at;
+        r.finished_at = r.capsule.finished_at;
+        r.duration_ms = r.capsule.duration_ms;
+        r.have_peak_memory = r.capsule.have_peak_memory;
+        r.peak_memory_bytes = r.capsule.peak_memory_bytes;
+        classify(&r);
+        if (p->cancel && exec_cancelled(p->cancel)) {
+                r.outcome = EXEC_CANCELLED;
+                r.error = "cancelled";
+                set_message(&r, "cancelled while it ran");
+        }
+
+done:
+        if (p->workspace)
+                (void) rm_rf_at(p->scratch_fd, SNAPSHOT_DIR);
+        if (!r.finished_at)
+                r.finished_at = now_realtime();
+        *ret = r;
+        return 0;
+}

@@ -1,0 +1,116 @@
+/* SPDX-License-Identifier: MIT */
+/* The one execution core of both planes (contract sections 6 and 8): a plan in, a result out.
+ *
+ *   input tree ──► snapshot (a workspace, fd-relative walk) or a prepared tree (the validation
+ *                  plane's verified checkout, doctor's probe directory)
+ *              ──► capsule (capsule/job.c through the driver table of capsule/driver.h)
+ *              ──► bounded import of log and artifacts
+ *              ──► result: the job's outcome, or a worker fault, or a permanent refusal;
+ *                  times, peak memory, how each limit was enforced, the environment digest
+ *
+ * orchestrator/ (the inbox plane), validation/ (serve) and doctor call exec_run(); nothing
+ * else starts a capsule. Signing stays with each plane: the statements differ (an inbox
+ * result, a validation verdict), the facts they sign come from here. */
+#pragma once
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "capsule/driver.h"
+#include "capsule/job.h"
+#include "common/error.h"
+#include "exec/envdigest.h"
+#include "parser/config.h"
+#include "snapshot/snapshot.h"
+
+/* The caller's cancellation (a lost lease, a stale candidate, a shutdown): exec_cancel() may
+ * be called from any thread at any time; the capsule is then ended at once, or never started
+ * when it has not been yet. */
+typedef struct ExecCancel {
+        pthread_mutex_t lock;
+        bool cancelled;
+        const CapsuleDriver *driver; /* the running container, while there is one */
+        char cid[256];
+} ExecCancel;
+
+void exec_cancel_init(ExecCancel *c);
+void exec_cancel_destroy(ExecCancel *c);
+/* Idempotent; kills the running container (bounded driver command). */
+void exec_cancel(ExecCancel *c);
+/* Forget an earlier cancellation: the next plan may run. */
+void exec_cancel_reset(ExecCancel *c);
+bool exec_cancelled(ExecCancel *c);
+
+typedef struct ExecPlan {
+        const Config *config;           /* the job's walls: limits already the job's */
+        const CapsuleDriver *driver;
+        const char *runtime_version;    /* the driver's version, asked once per worker */
+        /* The input tree, exactly one of: */
+        const char *workspace;          /* a workspace to snapshot (threat 1) */
+        const char *tree_dir;           /* a prepared tree (absolute), mounted as it is */
+        int scratch_fd;                 /* a private directory of this job (it is emptied) */
+        const char *scratch_path;       /* its absolute path */
+        const char *job_id;             /* capsule_job_id_is_valid() */
+        char *const *argv;              /* NULL-terminated, non-empty */
+        char *const *extra_env;         /* the caller's variables (capsule/env.h), or NULL */
+        uint64_t timeout_seconds;
+        uint64_t cpu_seconds;           /* 0: no CPU-time limit */
+        bool end_on_log_limit;          /* output past the cap ends the job (validation plane) */
+        int log_fd;                     /* job.log; -1: not kept */
+        int artifacts_fd;               /* empty directory for /work/artifacts; -1: not wanted */
+        ExecCancel *cancel;             /* NULL: not cancellable */
+} ExecPlan;
+
+/* The one fault classification of both planes. */
+typedef enum ExecOutcome {
+        EXEC_RAN,          /* the job ran and ended: its own outcome (capsule.status) */
+        EXEC_EXEC_FAILED,  /* the capsule could not execute argv[0] (ENOENT, EACCES, ENOEXEC):
+                            * inbox: failed, 127/126, error exec_failed; validation: a worker
+                            * fault (this worker lacks the toolchain), nothing signed */
+        EXEC_WORKER_FAULT, /* the worker or the runtime could not run it; the job is not blamed */
+        EXEC_REFUSED,      /* never runnable as given (a snapshot over a ceiling or holding a
+                            * special file): inbox: rejected; validation: fail, permanent */
+        EXEC_CANCELLED,    /* the caller cancelled it */
+} ExecOutcome;
+
+const char *exec_outcome_to_string(ExecOutcome o);
+
+/* How a limit was enforced (contract section 8's words). */
+typedef struct ExecLimit {
+        const char *name;      /* "timeout_secs", "memory", "memory_swap", "pids", "cpus", ... */
+        uint64_t value;        /* 0 with text: see text */
+        const char *text;      /* a value that is not a number ("2.0" cpus), or NULL */
+        const char *enforced;  /* "cgroup", "rlimit", "host_timer", "sampled" */
+} ExecLimit;
+
+#define EXEC_LIMITS_MAX 10
+
+typedef struct ExecResult {
+        ExecOutcome outcome;
+        const char *error;             /* stable code: the refusal's, the fault's, or the
+                                        * capsule's reason (NULL when none) */
+        char message[1200];            /* one line; empty when the job simply ended */
+        CapsuleResult capsule;         /* valid for EXEC_RAN, EXEC_EXEC_FAILED and the faults
+                                        * that came from the capsule */
+        bool ran;                      /* a capsule was started */
+        usec_t started_at, finished_at;
+        uint64_t duration_ms;
+        bool have_snapshot;
+        SnapshotSummary snapshot;      /* the workspace's snapshot (workspace input) */
+        bool have_peak_memory;
+        uint64_t peak_memory_bytes;
+        ExecLimit limits[EXEC_LIMITS_MAX];
+        size_t n_limits;
+        char environment_digest[ENV_DIGEST_SIZE];
+} ExecResult;
+
+/* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says
+ * what); a negative errno only for a plan that is not valid. Guarantees: the snapshot, the
+ * container, its cgroup and its bundle are gone when this returns; the job saw only what the
+ * walk read (workspace input) or the prepared tree. */
+int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
+
+/* The environment digest the plan would run in (contract section 8): the same function
+ * exec_run uses, so a pinned digest can be compared before anything is downloaded. */
+int exec_plan_digest(const ExecPlan *plan, char out[static ENV_DIGEST_SIZE]);
