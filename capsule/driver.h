@@ -52,6 +52,7 @@ typedef struct CapsuleDriverOps {
         /* true: the worker makes, limits and kills the capsule's cgroup (capsule/cgroup.h);
          * false: the engine makes the container's cgroup. */
         bool worker_cgroup;
+        bool runs_images;         /* a job may pin its own image (the engines) */
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */

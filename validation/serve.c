@@ -14,7 +14,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <stdarg.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -372,8 +371,9 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
                 return snprintf(msg, size, "the policy asks for network, which this worker does not allow"), 1;
         if (j->run.network)
                 return snprintf(msg, size, "the policy asks for network; this worker's capsule has none"), 1;
-        if (j->run.image && l->s->config->driver == DRIVER_RUNSC)
-                return snprintf(msg, size, "the policy pins image '%s'; the runsc sandbox runs no images", j->run.image), 1;
+        if (j->run.image && !l->s->driver.ops->runs_images)
+                return snprintf(msg, size, "the policy pins image '%s'; the %s sandbox runs no images", j->run.image,
+                                l->s->driver.ops->name), 1;
         if (j->run.image && !image_ref_is_pinned(j->run.image))
                 return snprintf(msg, size, "the policy's image '%s' is not pinned by digest (NAME@sha256:<64 hex>)",
                                 j->run.image), 1;
