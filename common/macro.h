@@ -4,6 +4,8 @@
  * attribute and handed on with TAKE_PTR / TAKE_FD, so every return path releases it. */
 #pragma once
 
+#include <stdio.h>
+
 #include <errno.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -50,6 +52,11 @@ static inline void closep(int *fd) {
         safe_close(*fd);
 }
 #define _cleanup_close_ _cleanup_(closep)
+static inline void fclosep(FILE **f) {
+        if (*f)
+                fclose(*f);
+}
+#define _cleanup_fclose_ _cleanup_(fclosep)
 
 /* Free a NULL-terminated array of strings. */
 static inline char **strv_free(char **l) {

@@ -30,11 +30,6 @@
 #include "capsule/init-path.h"
 #include "orchestrator/job.h"
 
-static void fclosep(FILE **f) {
-        if (*f)
-                fclose(*f);
-}
-#define _cleanup_fclose_ _cleanup_(fclosep)
 
 #define PROBE_LOG_MAX (1U << 20)
 #define VERSION_TIMEOUT_USEC (20 * USEC_PER_SEC)
