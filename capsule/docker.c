@@ -60,6 +60,8 @@ int engine_init(Engine *en, const Config *c, const char *runtime, TfwError *e) {
         n.worker_name = strdup(c->name);
         n.image = strdup(c->image);
         n.apparmor = apparmor_enabled();
+        n.command_timeout = (c->engine_timeout_seconds ? c->engine_timeout_seconds
+                                                        : CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS) * USEC_PER_SEC;
         if (!n.runtime || !n.worker_name || !n.image) {
                 engine_done(&n);
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
@@ -228,8 +230,14 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         add(&a, "--ulimit");
         addf(&a, "nproc=%llu:%llu", (unsigned long long) l->pids, (unsigned long long) l->pids);
         add2(&a, "--ulimit", "core=0:0");
+        uint64_t nofile = l->open_files ? l->open_files : CAPSULE_NOFILE;
         add(&a, "--ulimit");
-        addf(&a, "nofile=%d:%d", CAPSULE_NOFILE, CAPSULE_NOFILE);
+        addf(&a, "nofile=%llu:%llu", (unsigned long long) nofile, (unsigned long long) nofile);
+        if (l->file_size) {
+                add(&a, "--ulimit");
+                addf(&a, "fsize=%llu:%llu", (unsigned long long) l->file_size,
+                     (unsigned long long) l->file_size);
+        }
         add2(&a, "--hostname", CAPSULE_HOSTNAME);
         add2(&a, "--workdir", CAPSULE_WORK_PATH);
 
@@ -240,6 +248,12 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         add2(&a, "--env", CAPSULE_ENV_LANG);
         add(&a, "--env");
         addf(&a, "TENTAFLAKE_JOB=%s", p->job_id);
+        /* The validation plane's constant variables (contract section 6). */
+        if (p->check) {
+                add2(&a, "--env", CAPSULE_ENV_CI);
+                add(&a, "--env");
+                addf(&a, "TENTAFLAKE_CHECK=%s", p->check);
+        }
         /* The caller's variables, each NAME=VALUE (a bare NAME would copy the engine CLI's
          * own variable: refused by capsule_env_is_valid). */
         for (char *const *v = p->extra_env; v && *v; v++)
@@ -375,7 +389,7 @@ int engine_image_check(const Engine *en, TfwError *e) {
         _cleanup_free_ char *out = NULL;
         int st, r;
 
-        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, &out);
+        r = engine_command(en, args, en->command_timeout, &st, &out);
         if (r < 0)
                 return tfw_error(e, -r, "runtime_unavailable", "'%s image inspect': %s",
                                  en->binary, strerror(-r));
@@ -443,7 +457,7 @@ int engine_runtime_known(const Engine *en) {
 int engine_kill(const Engine *en, const char *name) {
         const char *args[] = { "kill", name, NULL };
         int st;
-        return engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, NULL);
+        return engine_command(en, args, en->command_timeout, &st, NULL);
 }
 
 /* The full ids of containers matching a filter, one per line. */
@@ -452,7 +466,7 @@ static int list_filtered(const Engine *en, const char *filter, char **ret) {
         _cleanup_free_ char *out = NULL;
         int st, r;
 
-        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, &out);
+        r = engine_command(en, args, en->command_timeout, &st, &out);
         if (r < 0)
                 return r;
         if (!exited_zero(st))
@@ -466,7 +480,7 @@ int engine_remove(const Engine *en, const char *name) {
         _cleanup_free_ char *filter = NULL, *left = NULL;
         int st, r;
 
-        r = engine_command(en, args, ENGINE_COMMAND_TIMEOUT_USEC, &st, NULL);
+        r = engine_command(en, args, en->command_timeout, &st, NULL);
         if (r < 0)
                 return r;
         if (exited_zero(st))
@@ -497,7 +511,7 @@ static int inspect_container(const Engine *en, const char *name, const char *for
 
 int engine_oom_killed(const Engine *en, const char *name) {
         _cleanup_free_ char *out = NULL;
-        int r = inspect_container(en, name, "{{.State.OOMKilled}}", ENGINE_COMMAND_TIMEOUT_USEC, &out);
+        int r = inspect_container(en, name, "{{.State.OOMKilled}}", en->command_timeout, &out);
         if (r < 0)
                 return r;
         return strncmp(out, "true", 4) == 0;
@@ -560,7 +574,7 @@ int engine_cleanup_stale(const Engine *en, unsigned *ret_removed, TfwError *e) {
 }
 
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
-                     char *const *argv, char *const *extra_env, const char *snapshot_dir,
+                     char *const *argv, char *const *extra_env, const char *check, const char *snapshot_dir,
                      const char *init_path, const char *passwd_path, const char *group_path,
                      const char *workdir, int in_fd, int out_fd, int err_fd, pid_t *ret_pid) {
         _cleanup_strv_free_ char **args = NULL;
@@ -581,6 +595,7 @@ int engine_spawn_run(const Engine *en, const Config *c, const char *name, const 
                 .group_path = group_path,
                 .argv = argv,
                 .extra_env = extra_env,
+                .check = check,
         };
         int r = engine_run_args(&plan, &args);
         if (r < 0)

@@ -26,8 +26,6 @@
 #define ENGINE_APPARMOR_PROFILE "docker-default"
 /* Bound on the engine's answers we read (ps, inspect, version). */
 #define ENGINE_OUTPUT_MAX (1U << 20)
-/* Bound on one engine subcommand (inspect, rm, kill, version). */
-#define ENGINE_COMMAND_TIMEOUT_USEC (60 * USEC_PER_SEC)
 
 typedef struct Engine {
         RuntimeDriver driver; /* DRIVER_DOCKER or DRIVER_PODMAN */
@@ -36,6 +34,7 @@ typedef struct Engine {
         char *worker_name;
         char *image;          /* config runtime.image: sha256:<hex> or name@sha256:<hex> */
         bool apparmor;        /* the host has AppArmor: select the engine's profile explicitly */
+        usec_t command_timeout; /* each housekeeping command (config engine_timeout_seconds) */
 } Engine;
 
 /* Resolve the CLI ("docker" or "podman" on PATH; /usr/bin first). runtime NULL:
@@ -62,6 +61,7 @@ typedef struct EngineRunPlan {
         const char *group_path;
         char *const *argv;         /* the job's argv, NULL-terminated, non-empty */
         char *const *extra_env;    /* NAME=VALUE after the constant environment; NULL: none */
+        const char *check;         /* the validation plane's check: CI=true, TENTAFLAKE_CHECK */
 } EngineRunPlan;
 
 /* The arguments after the engine binary ("run", ...), NULL-terminated, caller frees with
@@ -128,6 +128,7 @@ int engine_list_owned(const Engine *en, char **ret);
 /* Build the run arguments for one job (engine_run_args with this engine's runtime, image,
  * AppArmor choice and the config's limits and identity) and spawn them (engine_spawn). */
 int engine_spawn_run(const Engine *en, const Config *c, const char *name, const char *job_id,
-                     char *const *argv, char *const *extra_env, const char *snapshot_dir, const char *init_path,
+                     char *const *argv, char *const *extra_env, const char *check, const char *snapshot_dir,
+                     const char *init_path,
                      const char *passwd_path, const char *group_path, const char *workdir, int in_fd,
                      int out_fd, int err_fd, pid_t *ret_pid);

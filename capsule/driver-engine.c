@@ -46,7 +46,7 @@ static int engine_drv_spawn(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t
 
         if (asprintf(&pw, "%s/passwd", s->bundle_path) < 0 || asprintf(&gr, "%s/group", s->bundle_path) < 0)
                 return -ENOMEM;
-        return engine_spawn_run(&d->engine, s->config, s->cid, s->job_id, s->argv, s->extra_env, s->snapshot_dir,
+        return engine_spawn_run(&d->engine, s->config, s->cid, s->job_id, s->argv, s->extra_env, s->check, s->snapshot_dir,
                                 s->init_path, pw, gr, s->bundle_path, s->in_fd, s->out_fd, s->err_fd, ret_pid);
 }
 

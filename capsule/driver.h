@@ -30,6 +30,7 @@ typedef struct CapsuleSpawn {
         const char *job_id;
         char *const *argv;
         char *const *extra_env;
+        const char *check;        /* validation plane: CI=true, TENTAFLAKE_CHECK=<check> */
         const char *snapshot_dir;
         const char *init_path;
         const char *bundle_path;  /* the private bundle directory (engines: also its workdir) */

@@ -499,6 +499,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .job_id = p->job_id,
                 .argv = p->argv,
                 .extra_env = p->extra_env,
+                .check = p->check,
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
                 .init_path = p->init_path,
@@ -547,7 +548,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         res.started_at = now_realtime();
         CapsuleSpawn sp_run = {
                 .config = p->config, .cid = id, .job_id = p->job_id, .argv = p->argv,
-                .extra_env = p->extra_env, .snapshot_dir = p->snapshot_dir, .init_path = p->init_path,
+                .extra_env = p->extra_env, .check = p->check, .snapshot_dir = p->snapshot_dir,
+                .init_path = p->init_path,
                 .bundle_path = bundle->path, .log_path = bundle->log_path,
                 .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
         };

@@ -47,6 +47,7 @@ typedef struct CapsuleJobParams {
         const char *job_id;
         char *const *argv;        /* NULL-terminated */
         char *const *extra_env;   /* NAME=VALUE after the constant environment (capsule/env.h) */
+        const char *check;        /* validation plane: CI=true and TENTAFLAKE_CHECK=<check> */
         uint64_t timeout_seconds;
         uint64_t cpu_seconds;     /* CPU time of the capsule's cgroup (job and sandbox kernel),
                                    * checked every CAPSULE_CPU_CHECK_USEC; 0: no such limit */

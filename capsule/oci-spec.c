@@ -122,13 +122,14 @@ int capsule_group_text(const Config *c, char **ret) {
 
 static json_t *process_json(const CapsuleSpecParams *p) {
         const Config *c = p->config;
-        _cleanup_free_ char *job_env = NULL;
+        _cleanup_free_ char *job_env = NULL, *check_env = NULL;
         json_t *args, *proc;
 
-        if (asprintf(&job_env, "TENTAFLAKE_JOB=%s", p->job_id) < 0)
+        if (asprintf(&job_env, "TENTAFLAKE_JOB=%s", p->job_id) < 0 ||
+            (p->check && asprintf(&check_env, "TENTAFLAKE_CHECK=%s", p->check) < 0))
                 return NULL;
-        const char *env[] = { CAPSULE_ENV_PATH,  CAPSULE_ENV_HOME, CAPSULE_ENV_TMPDIR,
-                              CAPSULE_ENV_LANG,  job_env,          NULL };
+        const char *env[] = { CAPSULE_ENV_PATH, CAPSULE_ENV_HOME, CAPSULE_ENV_TMPDIR, CAPSULE_ENV_LANG,
+                              job_env,          p->check ? CAPSULE_ENV_CI : NULL, check_env, NULL };
         const char *none[] = { NULL };
 
         /* init first; "--" ends init's own arguments; then the job's argv, never a shell. */
@@ -165,11 +166,15 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 "capabilities", "bounding", strv_json(none), "effective", strv_json(none),
                 "inheritable", strv_json(none), "permitted", strv_json(none), "ambient",
                 strv_json(none),
-                "rlimits", rlimit_json("RLIMIT_CORE", 0), rlimit_json("RLIMIT_NOFILE", CAPSULE_NOFILE),
+                "rlimits", rlimit_json("RLIMIT_CORE", 0),
+                rlimit_json("RLIMIT_NOFILE", c->limits.open_files ? c->limits.open_files : CAPSULE_NOFILE),
                 /* The guest process limit: gVisor counts it per uid inside the sandbox, where
                  * only the job's processes (and init) have this uid. */
                 rlimit_json("RLIMIT_NPROC", c->limits.pids),
                 "noNewPrivileges", 1);
+        if (proc && c->limits.file_size)
+                (void) json_array_append_new(json_object_get(proc, "rlimits"),
+                                             rlimit_json("RLIMIT_FSIZE", c->limits.file_size));
         return proc;
 }
 

@@ -15,6 +15,8 @@
 #define CAPSULE_ENV_HOME "HOME=/work"
 #define CAPSULE_ENV_TMPDIR "TMPDIR=/tmp"
 #define CAPSULE_ENV_LANG "LANG=C.UTF-8"
+/* The validation plane adds these two (contract section 6). */
+#define CAPSULE_ENV_CI "CI=true"
 
 #define CAPSULE_HOSTNAME "capsule"
 #define CAPSULE_NOFILE 1024
@@ -40,6 +42,8 @@ typedef struct CapsuleSpecParams {
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
         char *const *extra_env;   /* NAME=VALUE after the constant environment (capsule/env.h);
                                    * NULL: none */
+        const char *check;        /* the validation plane's check name: adds CI=true and
+                                   * TENTAFLAKE_CHECK=<check>; NULL: the inbox plane */
         const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
                                    * none (the runtime then makes its own) */
 } CapsuleSpecParams;

@@ -25,7 +25,8 @@ enum {
         OPT_MAX_MEMORY, OPT_MAX_CPU, OPT_MAX_PIDS, OPT_DEF_TIMEOUT, OPT_DEF_MEMORY, OPT_DEF_PIDS, OPT_DEF_CPU,
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
-        OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME,
+        OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME, OPT_TAIL, OPT_NOFILE, OPT_FSIZE,
+        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL,
 };
 
 static const struct option serve_opts[] = {
@@ -64,6 +65,11 @@ static const struct option serve_opts[] = {
         {"sandbox-gid", required_argument, NULL, OPT_GID},
         {"image", required_argument, NULL, OPT_IMAGE},
         {"engine-runtime", required_argument, NULL, OPT_ENGINE_RUNTIME},
+        {"result-tail-kb", required_argument, NULL, OPT_TAIL},
+        {"open-files", required_argument, NULL, OPT_NOFILE},
+        {"file-size-mb", required_argument, NULL, OPT_FSIZE},
+        {"engine-timeout-secs", required_argument, NULL, OPT_ENGINE_TIMEOUT},
+        {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {},
 };
 
@@ -151,6 +157,24 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_MAX_CHECKOUT: target = &o->max_checkout_mb; break;
                 case OPT_GRACE: target = &o->shutdown_grace_secs; break;
                 case OPT_UID: target = &o->sandbox_uid; break;
+                case OPT_TAIL: target = &o->result_tail_kb; break;
+                case OPT_NOFILE: target = &o->open_files; break;
+                case OPT_FSIZE: target = &o->file_size_mb; break;
+                case OPT_ENGINE_TIMEOUT: target = &o->engine_timeout_secs; break;
+                case OPT_LOG_LEVEL: {
+                        static const struct { const char *name; int level; } levels[] = {
+                                {"error", LOG_ERR}, {"warning", LOG_WARNING}, {"notice", LOG_NOTICE},
+                                {"info", LOG_INFO}, {"debug", LOG_DEBUG},
+                        };
+                        int level = -1;
+                        for (size_t i = 0; i < ELEMENTSOF(levels); i++)
+                                if (streq(optarg, levels[i].name))
+                                        level = levels[i].level;
+                        if (level < 0)
+                                return cli_like_usage("--log-level must be error, warning, notice, info or debug, not '%s'", optarg);
+                        log_set_max_level(level);
+                        break;
+                }
                 case OPT_GID: target = &o->sandbox_gid; break;
                 case ':': return cli_like_usage("option '%s' needs a value", argv[optind - 1]);
                 default: return cli_like_usage("unknown option '%s'", argv[optind - 1]);
@@ -202,6 +226,10 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
         clamp("max-checkout-mb", &o->max_checkout_mb, 1, 1 << 20);
         clamp("sandbox-uid", &o->sandbox_uid, 1, 4294967294L);
         clamp("sandbox-gid", &o->sandbox_gid, 1, 4294967294L);
+        clamp("result-tail-kb", &o->result_tail_kb, 0, 1024);
+        clamp("open-files", &o->open_files, 64, 1048576);
+        clamp("file-size-mb", &o->file_size_mb, 1, 1 << 20);
+        clamp("engine-timeout-secs", &o->engine_timeout_secs, 5, 3600);
         return 0;
 }
 

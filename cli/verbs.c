@@ -403,6 +403,11 @@ const Verb verbs[] = {
          "  --lease-secs --wait-secs --retry-after-secs --backoff-max-secs\n"
          "  --client-timeout-secs --shutdown-grace-secs --state-dir --runsc --platform\n"
          "  --sandbox-uid --sandbox-gid --token-file FILE\n"
+         "  --result-tail-kb N (8)        the log's tail sent in RESULT\n"
+         "  --open-files N (1024)         RLIMIT_NOFILE inside the capsule\n"
+         "  --file-size-mb N (1024)       RLIMIT_FSIZE inside the capsule\n"
+         "  --engine-timeout-secs N (60)  each housekeeping call to docker/podman\n"
+         "  --log-level error|warning|notice|info|debug (info)\n"
          "See docs/validation.md.\n",
          false, verb_serve},
         {},

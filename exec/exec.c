@@ -121,7 +121,9 @@ static void record_limits(const ExecPlan *p, ExecResult *r) {
         /* The guest's process count is init's RLIMIT_NPROC; the cgroup is a host backstop. */
         add_limit(r, "pids", l->pids, NULL, "rlimit");
         add_limit(r, "cpus", 0, l->cpus, cg);
-        add_limit(r, "open_files", CAPSULE_NOFILE, NULL, "rlimit");
+        add_limit(r, "open_files", l->open_files ? l->open_files : CAPSULE_NOFILE, NULL, "rlimit");
+        if (l->file_size)
+                add_limit(r, "file_size", l->file_size, NULL, "rlimit");
         /* The host counts the output as it reads it, and the CPU time every
          * CAPSULE_CPU_CHECK_USEC. */
         add_limit(r, "output_bytes", l->max_log_bytes, NULL, "sampled");
@@ -148,6 +150,16 @@ int exec_plan_digest(const ExecPlan *p, char out[static ENV_DIGEST_SIZE]) {
                 env_description(p->config, p->timeout_seconds, p->config->limits.max_log_bytes, p->cpu_seconds,
                                 p->extra_env, p->runtime_version, p->driver->ops->cgroup_description);
         if (!desc)
+                return -ENOMEM;
+        /* The validation plane's constant variables (the check's name is the policy's, so only
+         * its presence), and the per-file and open-file rlimits. */
+        json_t *vars = json_object_get(desc, "env"), *lim = json_object_get(desc, "limits");
+        if (p->check && (json_array_append_new(vars, json_string(CAPSULE_ENV_CI)) < 0 ||
+                         json_array_append_new(vars, json_string("TENTAFLAKE_CHECK=<check>")) < 0))
+                return -ENOMEM;
+        const ConfigLimits *l = &p->config->limits;
+        if (json_object_set_new(lim, "open_files", json_integer((json_int_t) (l->open_files ? l->open_files : CAPSULE_NOFILE))) < 0 ||
+            json_object_set_new(lim, "file_size", l->file_size ? json_integer((json_int_t) l->file_size) : json_null()) < 0)
                 return -ENOMEM;
         return env_digest(desc, out);
 }
@@ -223,6 +235,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .job_id = p->job_id,
                 .argv = p->argv,
                 .extra_env = p->extra_env,
+                .check = p->check,
                 .timeout_seconds = p->timeout_seconds,
                 .cpu_seconds = p->cpu_seconds,
                 .end_on_log_limit = p->end_on_log_limit,

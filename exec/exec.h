@@ -54,6 +54,9 @@ typedef struct ExecPlan {
         const char *job_id;             /* capsule_job_id_is_valid() */
         char *const *argv;              /* NULL-terminated, non-empty */
         char *const *extra_env;         /* the caller's variables (capsule/env.h), or NULL */
+        const char *check;              /* the validation plane's check: CI=true and
+                                         * TENTAFLAKE_CHECK=<check> join the constant
+                                         * environment; NULL: the inbox plane */
         uint64_t timeout_seconds;
         uint64_t cpu_seconds;           /* 0: no CPU-time limit */
         bool end_on_log_limit;          /* output past the cap ends the job (validation plane) */

@@ -570,6 +570,8 @@ static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
         SIZE(max_log_bytes, 4 * KIB, 1 * GIB, 8 * MIB, NULL);
         SIZE(max_artifact_bytes, 1, 1 * TIB, 1 * GIB, NULL);
         UINT(max_artifact_entries, 1, 10000000, 200000, NULL);
+        l->open_files = CONFIG_DEFAULT_OPEN_FILES;
+        l->file_size = 0;
 #undef SIZE
 #undef UINT
 
@@ -852,6 +854,7 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         r = get_unsigned(root, "audit_generations", 1, 3650, 14, &c->audit_generations, e);
         if (r < 0)
                 return r;
+        c->engine_timeout_seconds = CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS;
         r = get_unsigned(root, "pending_ttl_hours", 1, 8760, 72, &c->pending_ttl_hours, e);
         if (r < 0)
                 return r;

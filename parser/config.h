@@ -27,6 +27,10 @@
 /* runsc --platform when the config names none (contract section 2): systrap, which runsc has
  * had since 2023; ptrace stays accepted for a runsc without it. */
 #define CONFIG_DEFAULT_PLATFORM "systrap"
+#define CONFIG_DEFAULT_OPEN_FILES 1024
+/* Each housekeeping call to docker/podman (inspect, rm, kill, version), unless serve's
+ * --engine-timeout-secs says otherwise. */
+#define CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS 60
 
 typedef enum RuntimeDriver {
         DRIVER_RUNSC,
@@ -59,6 +63,10 @@ typedef struct ConfigLimits {
         uint64_t max_log_bytes;
         uint64_t max_artifact_bytes;
         uint64_t max_artifact_entries;
+        /* Not configuration keys (contract section 2): the inbox plane keeps the defaults,
+         * serve sets them from --open-files and --file-size-mb. */
+        uint64_t open_files;     /* RLIMIT_NOFILE inside the capsule */
+        uint64_t file_size;      /* RLIMIT_FSIZE inside the capsule; 0: none */
 } ConfigLimits;
 
 typedef struct Config {
@@ -83,6 +91,7 @@ typedef struct Config {
         char *image;             /* NULL for runsc */
 
         ConfigLimits limits;
+        uint64_t engine_timeout_seconds; /* not a key: CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS */
 
         char *signing_key;       /* NULL when unset */
         char *signing_identity;

@@ -44,7 +44,6 @@
 #include "validation/serve.h"
 #include "artifacts/signing.h"
 
-#define LOG_TAIL_BYTES 8192
 
 
 typedef struct Serve {
@@ -119,6 +118,7 @@ void serve_options_default(ServeOptions *o) {
                 .output_mb = 8, .tmp_mb = 512, .lease_secs = 120, .wait_secs = 20, .retry_after_secs = 10,
                 .backoff_max_secs = 30, .client_timeout_secs = 120, .max_checkout_mb = 4096,
                 .shutdown_grace_secs = 15, .sandbox_uid = 65534, .sandbox_gid = 65534,
+                .result_tail_kb = 8, .open_files = 1024, .file_size_mb = 1024, .engine_timeout_secs = 60,
         };
 }
 
@@ -430,10 +430,11 @@ static json_t *limits_json(const ExecResult *x) {
 }
 
 /* RESULT of contract section 8: sent with complete, not signed, no authority. */
-static json_t *result_json(const ExecResult *x, bool pass, const CheckoutSummary *cs, const char *digest, int log_fd) {
+static json_t *result_json(const ExecResult *x, bool pass, const CheckoutSummary *cs, const char *digest, int log_fd,
+                           size_t tail_bytes) {
         const CapsuleResult *cr = &x->capsule;
         char started[RFC3339_MAX], finished[RFC3339_MAX];
-        _cleanup_free_ char *tail = read_tail(log_fd, LOG_TAIL_BYTES);
+        _cleanup_free_ char *tail = read_tail(log_fd, tail_bytes);
 
         format_rfc3339(x->started_at, started);
         format_rfc3339(x->finished_at, finished);
@@ -504,7 +505,7 @@ static Outcome run_job(Lane *l, VJob *j) {
         ExecPlan plan = {
                 .config = &jc, .driver = &s->driver, .runtime_version = s->runtime_version,
                 .tree_dir = snap_path, .scratch_fd = -EBADF, .scratch_path = lane_path, .job_id = local_id,
-                .argv = argv, .extra_env = j->run.env, .timeout_seconds = timeout,
+                .argv = argv, .extra_env = j->run.env, .check = j->check, .timeout_seconds = timeout,
                 .cpu_seconds = (uint64_t) s->o.default_cpu_secs, .end_on_log_limit = true, .log_fd = -EBADF,
                 .artifacts_fd = -EBADF, .cancel = &l->cancel,
         };
@@ -662,7 +663,7 @@ static Outcome run_job(Lane *l, VJob *j) {
                 fault = "cannot sign the attestation";
                 goto end;
         }
-        res = result_json(&x, pass, &cs, digest, log_fd);
+        res = result_json(&x, pass, &cs, digest, log_fd, (size_t) s->o.result_tail_kb << 10);
         out = send_complete(l, j, pass ? "pass" : "fail", env, res ? res : json_object());
         goto end_nofail;
 
@@ -792,6 +793,10 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 ret = -EINVAL;
                 goto out;
         }
+        /* The walls the inbox config has no key for (contract section 8's CI worker flags). */
+        s->config->limits.open_files = (uint64_t) s->o.open_files;
+        s->config->limits.file_size = (uint64_t) s->o.file_size_mb << 20;
+        s->config->engine_timeout_seconds = (uint64_t) s->o.engine_timeout_secs;
         if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
                 ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
                 goto out;

@@ -25,6 +25,7 @@ typedef struct ServeOptions {
         long output_mb, tmp_mb, lease_secs, wait_secs, retry_after_secs, backoff_max_secs, client_timeout_secs;
         long max_checkout_mb, shutdown_grace_secs;
         long sandbox_uid, sandbox_gid;
+        long result_tail_kb, open_files, file_size_mb, engine_timeout_secs;
 } ServeOptions;
 
 /* The defaults of the CI worker page (shared/seeds). */

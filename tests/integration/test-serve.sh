@@ -230,6 +230,19 @@ kill -TERM "$WL"; wait "$WL"; rc=$?
 # Issue 11 item 8: the lanes' long polls end at different moments; a lane joined once must
 # never be joined again (before: pthread_tryjoin_np(0) and exit status -11, 3 times out of 3).
 check "two lanes: SIGTERM ends the worker with status 0 (got $rc)" [ "$rc" = 0 ]
+# ---- 9. the CI worker's flags (issue 13): constant CI variables, rlimits, the RESULT tail ------
+start_worker ci-9 --open-files 256 --file-size-mb 2 --result-tail-kb 1
+W9=$wpid
+enqueue envj "$TREE" '{"argv":["sh","-c","head -c 3000000 /dev/zero >/tmp/big; b=$?; yes x | head -c 5000; echo; echo ci=$CI check=$TENTAFLAKE_CHECK nofile=$(ulimit -n) fsize=$(ulimit -f) big=$b"],"timeout_secs":60}'
+final envj
+check "CI=true and TENTAFLAKE_CHECK in the capsule, RLIMIT_NOFILE and RLIMIT_FSIZE from the flags" \
+        [ "$(q "__import__('re').search(r'ci=true check=tests nofile=256 fsize=4096 big=(153|1)\\b', jobs['envj']['history'][-1]['result']['log']['tail']) is not None")" = True ]
+check "--result-tail-kb 1: RESULT carries at most 1 KiB of the log, its end" \
+        [ "$(q "(lambda t: (len(t) <= 1024, t.rstrip().split(chr(10))[-1].startswith('ci=true'), t.count('x') < 1000))(jobs['envj']['history'][-1]['result']['log']['tail'])")" = "(True, True, True)" ]
+check "RESULT: the file size and open files limits are rlimits" \
+        [ "$(q "(lambda l: (l['open_files']['value'], l['open_files']['enforced'], l['file_size']['value'], l['file_size']['enforced']))(jobs['envj']['history'][-1]['result']['limits'])")" = "(256, 'rlimit', 2097152, 'rlimit')" ]
+kill -TERM "$W9"; wait "$W9"
+
 start_worker lanes2 --concurrency 3 --wait-secs 3
 WL2=$wpid
 wait_ready lanes2

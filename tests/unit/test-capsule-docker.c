@@ -142,6 +142,22 @@ static void test_walled_in(void **state) {
         assert_string_equal(values_of(args, "--hostname"), CAPSULE_HOSTNAME);
 }
 
+/* The validation plane (issue 13): CI=true and TENTAFLAKE_CHECK by value after the constant
+ * environment; --open-files and --file-size-mb as the container's nofile and fsize ulimits. */
+static void test_validation_env_and_ulimits(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f, DRIVER_PODMAN);
+        f.plan.check = "unit tests";
+        f.limits.open_files = 256;
+        f.limits.file_size = 2 << 20;
+        _cleanup_strv_free_ char **args = build(&f);
+        assert_string_equal(values_of(args, "--ulimit"),
+                            "nproc=512:512|core=0:0|nofile=256:256|fsize=2097152:2097152");
+        assert_non_null(strstr(values_of(args, "--env"),
+                               "|TENTAFLAKE_JOB=job_1|CI=true|TENTAFLAKE_CHECK=unit tests"));
+}
+
 static void test_forbidden_absent(void **state) {
         (void) state;
         const char *forbidden[] = { "--privileged", "--cap-add", "--device", "--pid", "--userns",
@@ -327,6 +343,7 @@ static void test_runtime_name_configurable(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_walled_in),
+                cmocka_unit_test(test_validation_env_and_ulimits),
                 cmocka_unit_test(test_forbidden_absent),
                 cmocka_unit_test(test_image_and_entrypoint_last),
                 cmocka_unit_test(test_refusals),

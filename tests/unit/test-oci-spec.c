@@ -479,6 +479,45 @@ static void test_extra_env(void **state) {
                 assert_string_equal(json_string_value(json_array_get(env, i)), want_env[i]);
 }
 
+/* The validation plane (issue 13): CI=true and TENTAFLAKE_CHECK join the constant
+ * environment before the policy's variables; --open-files and --file-size-mb are the
+ * capsule's RLIMIT_NOFILE and RLIMIT_FSIZE. */
+static void test_validation_env_and_rlimits(void **state) {
+        (void) state;
+        Fixture f;
+        char *extra[] = { (char *) "RUST_BACKTRACE=1", NULL };
+        fixture_init(&f);
+        f.params.extra_env = extra;
+        f.params.check = "unit tests";
+        f.config.limits.open_files = 256;
+        f.config.limits.file_size = 2 << 20;
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *proc = json_object_get(spec, "process");
+        json_t *env = json_object_get(proc, "env");
+        const char *want_env[] = {
+                "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "HOME=/work", "TMPDIR=/tmp", "LANG=C.UTF-8", "TENTAFLAKE_JOB=cargo_test_1",
+                "CI=true", "TENTAFLAKE_CHECK=unit tests", "RUST_BACKTRACE=1",
+        };
+        assert_int_equal(json_array_size(env), ELEMENTSOF(want_env));
+        for (size_t i = 0; i < ELEMENTSOF(want_env); i++)
+                assert_string_equal(json_string_value(json_array_get(env, i)), want_env[i]);
+        json_t *r;
+        size_t i;
+        int64_t nofile = -1, fsize = -1;
+        json_array_foreach(json_object_get(proc, "rlimits"), i, r) {
+                const char *t = json_string_value(json_object_get(r, "type"));
+                if (streq(t, "RLIMIT_NOFILE"))
+                        nofile = get_int(r, "hard");
+                if (streq(t, "RLIMIT_FSIZE")) {
+                        fsize = get_int(r, "hard");
+                        assert_int_equal(get_int(r, "soft"), fsize);
+                }
+        }
+        assert_int_equal(nofile, 256);
+        assert_int_equal(fsize, 2 << 20);
+}
+
 static void test_host_pids(void **state) {
         (void) state;
         /* Generous for the ptrace platform's host threads, but finite and monotonic. */
@@ -501,6 +540,7 @@ int main(void) {
                 cmocka_unit_test(test_rejects_bad_params),
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_host_pids),
+                cmocka_unit_test(test_validation_env_and_rlimits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
