@@ -120,30 +120,6 @@ static int spawn(const Runsc *rt, char *const *argv, int in_fd, int out_fd, int 
         return 0;
 }
 
-/* Does this process hold every capability in its bounding set? runsc >= 2023 with directfs
- * starts its gofer with every capability raised as ambient, which fails (EPERM, "cannot
- * create gofer process") when any is missing from the bounding set, as in the hardened
- * systemd units' CapabilityBoundingSet= (measured with runsc 0.0~20240729: removing any one
- * of the 41 breaks it). */
-static bool bounding_set_is_full(void) {
-        _cleanup_fclose_ FILE *f = fopen("/proc/self/status", "re");
-        _cleanup_fclose_ FILE *l = fopen("/proc/sys/kernel/cap_last_cap", "re");
-        char line[256];
-        unsigned long long bnd = 0;
-        int last = -1;
-        bool found = false;
-
-        if (!f || !l || fscanf(l, "%d", &last) != 1 || last < 0 || last > 63)
-                return true; /* cannot tell: leave runsc's default */
-        while (fgets(line, sizeof(line), f))
-                if (sscanf(line, "CapBnd: %llx", &bnd) == 1) {
-                        found = true;
-                        break;
-                }
-        unsigned long long all = last == 63 ? ~0ULL : (1ULL << (last + 1)) - 1;
-        return !found || (bnd & all) == all;
-}
-
 int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
                     int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid) {
         _cleanup_free_ char *platform = NULL, *log = NULL;
@@ -151,18 +127,10 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         if (asprintf(&platform, "--platform=%s", rt->platform) < 0 ||
             asprintf(&log, "--log=%s", log_path) < 0)
                 return -ENOMEM;
-        /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2). Under a
-         * reduced bounding set (the systemd units), the gofer serves the files instead of
-         * directfs: the sandbox gets no host file descriptors either way it runs. */
+        /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2). */
         char *argv[] = { rt->binary, (char *) "--root", rt->root, (char *) "--network=none",
-                         platform, (char *) "--cpu-num-from-quota", log, NULL, NULL, NULL, NULL, NULL, NULL };
-        size_t n = 7;
-        if (!bounding_set_is_full())
-                argv[n++] = (char *) "--directfs=false";
-        argv[n++] = (char *) "run";
-        argv[n++] = (char *) "--bundle";
-        argv[n++] = (char *) bundle;
-        argv[n++] = (char *) id;
+                         platform, (char *) "--cpu-num-from-quota", log, (char *) "run",
+                         (char *) "--bundle", (char *) bundle, (char *) id, NULL };
         return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
 }
 

@@ -12,11 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli/cli.h"
 #include "common/fd-util.h"
+#include "common/json-util.h"
 #include "common/log.h"
 #include "common/macro.h"
 #include "parser/config.h"
+#include "orchestrator/doctor.h"
 #include "validation/serve.h"
 
 
@@ -26,8 +30,11 @@ enum {
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
         OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME, OPT_TAIL, OPT_NOFILE, OPT_FSIZE,
-        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL,
+        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON,
 };
+
+/* `serve --check [--json]`: the live proof of serve's walls instead of serving. */
+static bool check_mode, check_json;
 
 static const struct option serve_opts[] = {
         {"server", required_argument, NULL, OPT_SERVER},
@@ -70,6 +77,8 @@ static const struct option serve_opts[] = {
         {"file-size-mb", required_argument, NULL, OPT_FSIZE},
         {"engine-timeout-secs", required_argument, NULL, OPT_ENGINE_TIMEOUT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
+        {"check", no_argument, NULL, OPT_CHECK},
+        {"json", no_argument, NULL, OPT_JSON},
         {},
 };
 
@@ -121,6 +130,8 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_SERVER: o->server = optarg; break;
                 case OPT_KEY: o->key = optarg; break;
                 case OPT_TOKEN_FILE: o->token_file = optarg; break;
+                case OPT_CHECK: check_mode = true; break;
+                case OPT_JSON: check_json = true; break;
                 case OPT_TOKEN:
                         return cli_like_usage("the token is never taken from the command line: use TENTAFLAKE_TOKEN or --token-file");
                 case OPT_LABEL: o->label = optarg; break;
@@ -270,6 +281,95 @@ static int read_token(const ServeOptions *o, char **ret) {
         return 0;
 }
 
+/* The key file: a regular file, root's, readable by nobody else. */
+static void check_key_file(const char *path, DoctorLine *l) {
+        struct stat st;
+        l->check = "key";
+        if (stat(path, &st) < 0) {
+                snprintf(l->detail, sizeof(l->detail), "--key '%s': %s", path, strerror(errno));
+                return;
+        }
+        if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 0077)) {
+                snprintf(l->detail, sizeof(l->detail), "--key '%s' must be a regular file of root's with mode 0600 "
+                         "(it is %u:%u %04o)", path, (unsigned) st.st_uid, (unsigned) st.st_gid,
+                         (unsigned) (st.st_mode & 07777));
+                return;
+        }
+        l->ok = true;
+        snprintf(l->detail, sizeof(l->detail), "'%s' is root's, mode %04o", path, (unsigned) (st.st_mode & 07777));
+}
+
+/* serve --check: the same live proof as the inbox doctor, on serve's walls, with the key, the
+ * token and the mounts' identities. Exit 1 on any ✗. */
+static int serve_check(ServeOptions *o) {
+        DoctorLine lines[5] = {0};
+        size_t n = 0;
+        ServeWalls w;
+        TfwError e = {0};
+        char *token = NULL;
+
+        check_key_file(o->key, &lines[n++]);
+        if (read_token(o, &token) >= 0) {
+                lines[n] = (DoctorLine){.check = "token", .ok = true};
+                snprintf(lines[n].detail, sizeof(lines[n].detail), "present (%zu bytes, from %s)", strlen(token),
+                         o->token_file ? o->token_file : "TENTAFLAKE_TOKEN");
+                explicit_bzero(token, strlen(token));
+                free(token);
+        } else {
+                lines[n] = (DoctorLine){.check = "token"};
+                snprintf(lines[n].detail, sizeof(lines[n].detail), "no usable token: set TENTAFLAKE_TOKEN or --token-file");
+        }
+        n++;
+        (void) unsetenv("TENTAFLAKE_TOKEN");
+        int r = serve_walls_load(o, &w, &e);
+        lines[n] = (DoctorLine){.check = "walls", .ok = r >= 0};
+        snprintf(lines[n].detail, sizeof(lines[n].detail), "%s",
+                 r >= 0 ? "the key loads and the flags make a valid worker config" : e.message);
+        n++;
+        if (r < 0) {
+                /* No walls to probe: the findings so far, then exit 1. */
+                _cleanup_json_ json_t *arr = json_array();
+                for (size_t i = 0; i < n; i++) {
+                        if (check_json)
+                                json_array_append_new(arr, json_pack("{s:s, s:b, s:s}", "check", lines[i].check, "ok",
+                                                                     lines[i].ok, "detail", lines[i].detail));
+                        else
+                                printf("%s %s: %s\n", lines[i].ok ? "✓" : "✗", lines[i].check, lines[i].detail);
+                }
+                if (check_json) {
+                        _cleanup_free_ char *text = json_dumps(arr, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                        printf("%s\n", text ? text : "[]");
+                }
+                return EXIT_FAILURE;
+        }
+        /* The mounts whose identity is their host path: the digest cannot tell two hosts apart. */
+        char list[900] = "";
+        size_t without = 0;
+        for (size_t i = 0; i < w.config->n_system_mounts; i++)
+                if (!w.config->system_mounts[i].identity) {
+                        size_t k = strlen(list);
+                        snprintf(list + k, sizeof(list) - k, "%s%s", without ? ", " : "", w.config->system_mounts[i].host);
+                        without++;
+                }
+        lines[n] = (DoctorLine){.check = "mount_identities", .ok = true};
+        if (without)
+                snprintf(lines[n].detail, sizeof(lines[n].detail),
+                         "%zu mount(s) without an identity (the digest records their host paths): %s", without, list);
+        else
+                snprintf(lines[n].detail, sizeof(lines[n].detail), "every mount carries an identity");
+        n++;
+        DoctorOptions dopt = {
+                .json = check_json, .inbox_dirs = false, .engine_runtime = o->engine_runtime, .lines = lines, .n_lines = n,
+        };
+        r = doctor_run_with(w.config, &dopt, stdout);
+        serve_walls_done(&w);
+        if (r < 0) {
+                log_error("serve --check: %s", strerror(-r));
+                return EXIT_FAILURE;
+        }
+        return r == 0 ? 0 : EXIT_FAILURE;
+}
+
 int cli_serve(int argc, char **argv) {
         ServeOptions o;
         TfwError e = {0};
@@ -278,6 +378,10 @@ int cli_serve(int argc, char **argv) {
 
         if (parse_options(argc, argv, &o) < 0)
                 return EXIT_USAGE;
+        if (check_mode)
+                return serve_check(&o);
+        if (check_json)
+                return cli_usage_error("serve", "--json goes with --check");
         /* The token never comes from argv, and the environment variable is removed so no child
          * (runsc, env(1) in a capsule) could inherit it. */
         if (read_token(&o, &token) < 0)

@@ -68,6 +68,24 @@ static void report(Doctor *d, const char *check, bool ok, const char *fmt, ...) 
         }
 }
 
+/* A line that informs and cannot fail doctor ("·" in text, "ok": null in JSON). */
+static void report_info(Doctor *d, const char *check, const char *fmt, ...) _printf_(3, 4);
+static void report_info(Doctor *d, const char *check, const char *fmt, ...) {
+        char detail[2048];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        detail[strcspn(detail, "\n")] = 0;
+        (void) json_array_append_new(d->checks,
+                                     json_pack("{s:s, s:n, s:s}", "check", check, "ok", "detail", detail));
+        if (!d->json) {
+                fprintf(d->out, "· %s: %s\n", check, detail);
+                fflush(d->out);
+        }
+}
+
 /* ---- static checks ------------------------------------------------------------------- */
 
 /* The driver's own lines (runtime, engine_runtime, image), through report(). */
@@ -327,6 +345,46 @@ static bool probe_platform(Doctor *d) {
         return ok;
 }
 
+/* The runsc driver: which other platforms start a sandbox here, and how fast (informational:
+ * only the configured platform can fail doctor). A platform that hangs (kvm on some hosts) is
+ * ended after DOCTOR_OTHER_PLATFORM_SECONDS by the same teardown as any timed-out job. */
+static void probe_other_platforms(Doctor *d) {
+        static const char *const platforms[] = {"systrap", "ptrace", "kvm"};
+        const Config *c = d->config;
+        char *argv[4];
+
+        if (!d->driver.ops->worker_cgroup)
+                return; /* the engine's runtime registration chooses the platform */
+        memcpy(argv, sh_argv, sizeof(argv));
+        argv[2] = (char *) "echo sandbox=started";
+        for (size_t i = 0; i < ELEMENTSOF(platforms); i++) {
+                char name[64], buf[1200], id[32];
+                if (streq(platforms[i], c->platform))
+                        continue;
+                Config pc = *c;
+                pc.platform = (char *) platforms[i];
+                char *saved_platform = d->driver.runsc.platform;
+                d->driver.runsc.platform = (char *) platforms[i];
+                snprintf(id, sizeof(id), "start-%s", platforms[i]);
+                Probe p;
+                int r = run_probe(d, &pc, id, argv, DOCTOR_OTHER_PLATFORM_SECONDS, &p);
+                d->driver.runsc.platform = saved_platform;
+                snprintf(name, sizeof(name), "platform_%s", platforms[i]);
+                if (r < 0)
+                        report_info(d, name, "not tried: %s", strerror(-r));
+                else if (p.res.status == CAPSULE_SUCCEEDED && probe_get(&p, "sandbox", buf, sizeof(buf)))
+                        report_info(d, name, "also works here: started a sandbox in %llu ms (runtime.platform)",
+                                    (unsigned long long) p.res.duration_ms);
+                else if (p.res.status == CAPSULE_TIMED_OUT)
+                        report_info(d, name, "does not work here: no sandbox within %d s (ended)",
+                                    DOCTOR_OTHER_PLATFORM_SECONDS);
+                else
+                        report_info(d, name, "does not work here: %s", result_text(&p, buf, sizeof(buf)));
+                if (r >= 0)
+                        probe_free(&p);
+        }
+}
+
 static bool is_zero_caps(const char *v) {
         return v && strlen(v) == 16 && strspn(v, "0") == 16;
 }
@@ -506,6 +564,12 @@ static void doctor_done(Doctor *d) {
 }
 
 int doctor_run(const Config *c, bool json, FILE *out) {
+        DoctorOptions o = {.json = json, .inbox_dirs = true};
+        return doctor_run_with(c, &o, out);
+}
+
+int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
+        bool json = o->json;
         Doctor d = {.config = c, .json = json, .out = out, .scratch_fd = -EBADF};
         TfwError e = {0};
         bool runtime_ok;
@@ -520,15 +584,19 @@ int doctor_run(const Config *c, bool json, FILE *out) {
                 return r;
         }
 
-        runtime_ok = capsule_driver_init(&d.driver, c, d.runsc_root, NULL, &e) >= 0;
+        for (size_t i = 0; i < o->n_lines; i++)
+                report(&d, o->lines[i].check, o->lines[i].ok, "%s", o->lines[i].detail);
+        runtime_ok = capsule_driver_init(&d.driver, c, d.runsc_root, o->engine_runtime, &e) >= 0;
         if (!runtime_ok)
                 report(&d, "runtime", false, "%s", e.message);
         else
                 runtime_ok = d.driver.ops->check(&d.driver, report_line, &d);
         check_openat2(&d);
         check_cgroups(&d);
-        check_dirs(&d);
-        check_group(&d);
+        if (o->inbox_dirs) {
+                check_dirs(&d);
+                check_group(&d);
+        }
 
         e = (TfwError){0};
         bool have_init = capsule_find_init(d.init_path, sizeof(d.init_path), &e) >= 0;
@@ -541,6 +609,7 @@ int doctor_run(const Config *c, bool json, FILE *out) {
                 probe_walls(&d);
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);
+                probe_other_platforms(&d);
         } else
                 report(&d, "probe", false, "not run: no sandbox started");
 

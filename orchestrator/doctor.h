@@ -27,9 +27,30 @@
 /* The bounded wait for the first sandbox: a platform that hangs fails after this. */
 #define DOCTOR_START_TIMEOUT_SECONDS 30
 #define DOCTOR_PROBE_TIMEOUT_SECONDS 60
+/* The other runsc platforms, tried for information: a hang is ended after this. */
+#define DOCTOR_OTHER_PLATFORM_SECONDS 10
 
 /* Run every check, print to out (text lines as they complete, or the JSON array at the end).
  * Returns 0 when all passed, 1 when any failed, a negative errno when doctor itself could not
  * run (out of memory, no temporary directory). Never creates, repairs or removes anything of
  * the worker's; its own probe directory and containers are removed before it returns. */
 int doctor_run(const Config *c, bool json, FILE *out);
+
+/* A finding the caller made itself (serve --check: the key, the token, the mounts). */
+typedef struct DoctorLine {
+        const char *check;
+        bool ok;
+        char detail[1024];
+} DoctorLine;
+
+typedef struct DoctorOptions {
+        bool json;
+        bool inbox_dirs;              /* state_dir, results_dir and container_gid's group entry
+                                       * (the inbox plane; serve has neither directory) */
+        const char *engine_runtime;   /* serve --engine-runtime; NULL: the default */
+        const DoctorLine *lines;      /* reported first, in this order */
+        size_t n_lines;
+} DoctorOptions;
+
+/* doctor_run with options: what `serve --check` runs on serve's walls. */
+int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out);

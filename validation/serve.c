@@ -49,10 +49,7 @@
 typedef struct Serve {
         ServeOptions o;
         const char *token;   /* the caller's; wiped by it */
-        SigningKey *key;
-        char *key_path;
-        Config *config;      /* the walls, built from the flags */
-        char name[CONFIG_NAME_MAX + 1];
+        ServeWalls walls;    /* the key and the walls, built from the flags */
         char init_path[PATH_MAX];
         char scratch_path[PATH_MAX];
         int scratch_fd;
@@ -140,8 +137,7 @@ static void name_from_label(const char *label, char out[static CONFIG_NAME_MAX +
 /* The walls, as a worker config (contract section 2) built from the flags and parsed by the
  * same strict parser, so serve and the inbox plane get the same defaults and the same
  * refusals (a mount that would expose the key, for one). */
-static int build_config(Serve *s, TfwError *e) {
-        const ServeOptions *o = &s->o;
+static int build_config(const ServeOptions *o, ServeWalls *w, TfwError *e) {
         _cleanup_json_ json_t *cfg = NULL, *mounts = json_array();
         static const char *const defaults[] = {"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache",
                                                "/etc/alternatives", "/etc/ssl/certs", NULL};
@@ -167,10 +163,10 @@ static int build_config(Serve *s, TfwError *e) {
 
         snprintf(ws, sizeof(ws), "/nonexistent/tentaflake-serve/workspace");
         snprintf(res, sizeof(res), "/nonexistent/tentaflake-serve/results");
-        cfg = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "version", 1, "name", s->name, "workspace", ws,
+        cfg = json_pack("{s:i, s:s, s:s, s:s, s:s, s:I, s:I, s:s, s:s}", "version", 1, "name", w->name, "workspace", ws,
                         "state_dir", o->state_dir, "results_dir", res, "container_uid", (json_int_t) o->sandbox_uid,
                         "container_gid", (json_int_t) o->sandbox_gid, "signing_key", o->key, "signing_identity",
-                        s->key->identity);
+                        w->key->identity);
         if (!cfg)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         json_t *rt = engine ? json_pack("{s:s, s:s}", "driver", o->sandbox, "image", o->image)
@@ -197,10 +193,47 @@ static int build_config(Serve *s, TfwError *e) {
         _cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
         if (!text)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        int r = config_parse_buffer(text, strlen(text), &s->config, e);
+        int r = config_parse_buffer(text, strlen(text), &w->config, e);
         if (r < 0)
                 tfw_error_prefix(e, "serve flags: ");
         return r;
+}
+
+int serve_walls_load(ServeOptions *o, ServeWalls *w, TfwError *e) {
+        *w = (ServeWalls){0};
+        if (signing_key_load(o->key, &w->key, e) < 0)
+                return -EINVAL;
+        /* The config parser wants the key's absolute path (it refuses mounts that would expose it). */
+        w->key_path = realpath(o->key, NULL);
+        if (!w->key_path)
+                return tfw_error(e, errno, "key", "key '%s': %m", o->key);
+        o->key = w->key_path;
+        if (!o->label)
+                o->label = w->key->identity;
+        if (!signing_identity_is_valid(o->label) || strlen(o->label) > VJOB_TEXT_MAX)
+                return tfw_error(e, EINVAL, "usage", "--label must be 1..%d printable characters without spaces",
+                                 VJOB_TEXT_MAX);
+        name_from_label(o->label, w->name);
+        if (!o->state_dir) {
+                snprintf(w->state_dir, sizeof(w->state_dir), "/var/lib/tentaflake-worker-%s", w->name);
+                o->state_dir = w->state_dir;
+        }
+        if (build_config(o, w, e) < 0) {
+                e->code = "usage";
+                return -EINVAL;
+        }
+        /* The walls the inbox config has no key for (contract section 8's CI worker flags). */
+        w->config->limits.open_files = (uint64_t) o->open_files;
+        w->config->limits.file_size = (uint64_t) o->file_size_mb << 20;
+        w->config->engine_timeout_seconds = (uint64_t) o->engine_timeout_secs;
+        return 0;
+}
+
+void serve_walls_done(ServeWalls *w) {
+        signing_key_free(w->key);
+        free(w->key_path);
+        config_free(w->config);
+        *w = (ServeWalls){0};
 }
 
 /* ---- one job ---------------------------------------------------------------------------------- */
@@ -379,7 +412,7 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
                                 j->run.image), 1;
         if (j->run.image) {
                 /* Present in the engine's local store: this worker never pulls. */
-                Config c = *l->s->config;
+                Config c = *l->s->walls.config;
                 TfwError e = {};
                 c.image = j->run.image;
                 if (l->s->driver.ops->prepare(&l->s->driver, &c, &e) < 0)
@@ -390,7 +423,7 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
 
 /* The job's walls: the policy's limits within the ceilings, 0 meaning the default. */
 static void job_walls(const Serve *s, const VJob *j, Config *jc, uint64_t *ret_timeout) {
-        *jc = *s->config;
+        *jc = *s->walls.config;
         *ret_timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
         jc->limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
         jc->limits.memory_swap = jc->limits.memory;
@@ -577,7 +610,7 @@ static Outcome run_job(Lane *l, VJob *j) {
         (void) rm_rf_at(s->scratch_fd, lane_dir);
         if (mkdirat(s->scratch_fd, lane_dir, 0700) < 0 || (lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 ||
             mkdirat(lane_fd, "checkout", 0750) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0 ||
-            fchown(co_fd, 0, s->config->container_gid) < 0 || fchmod(co_fd, 0750) < 0) {
+            fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0) {
                 snprintf(msg, sizeof(msg), "cannot prepare the scratch directory: %m");
                 fault = msg;
                 goto end;
@@ -588,7 +621,7 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end;
         }
 
-        r = checkout_materialise(l->http, j->repo, m, co_fd, s->config->container_gid,
+        r = checkout_materialise(l->http, j->repo, m, co_fd, s->walls.config->container_gid,
                                  (uint64_t) s->o.max_checkout_mb << 20, &cs, &e);
         if (r < 0) {
                 if (e.code && streq(e.code, "unauthorized")) {
@@ -658,8 +691,8 @@ static Outcome run_job(Lane *l, VJob *j) {
                 .environment_digest = digest, .worker = l->label, .started_at = x.started_at,
                 .finished_at = x.finished_at,
         };
-        st = attest_validation_statement(&f, s->key->identity);
-        if (!st || attest_sign_statement(s->key, st, &env, &e) < 0) {
+        st = attest_validation_statement(&f, s->walls.key->identity);
+        if (!st || attest_sign_statement(s->walls.key, st, &env, &e) < 0) {
                 fault = "cannot sign the attestation";
                 goto end;
         }
@@ -757,29 +790,9 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         s->token = token;
         pthread_mutex_init(&s->lock, NULL);
         pthread_cond_init(&s->cond, NULL);
-        if (signing_key_load(s->o.key, &s->key, e) < 0) {
+        if (serve_walls_load(&s->o, &s->walls, e) < 0) {
                 ret = -EINVAL;
                 goto out;
-        }
-        /* The config parser wants the key's absolute path (it refuses mounts that would expose it). */
-        s->key_path = realpath(s->o.key, NULL);
-        if (!s->key_path) {
-                ret = tfw_error(e, errno, "key", "key '%s': %m", s->o.key);
-                goto out;
-        }
-        s->o.key = s->key_path;
-        if (!s->o.label)
-                s->o.label = s->key->identity;
-        if (!signing_identity_is_valid(s->o.label) || strlen(s->o.label) > VJOB_TEXT_MAX) {
-                ret = tfw_error(e, EINVAL, "usage", "--label must be 1..%d printable characters without spaces",
-                                VJOB_TEXT_MAX);
-                goto out;
-        }
-        name_from_label(s->o.label, s->name);
-        char state_default[PATH_MAX];
-        if (!s->o.state_dir) {
-                snprintf(state_default, sizeof(state_default), "/var/lib/tentaflake-worker-%s", s->name);
-                s->o.state_dir = state_default;
         }
         if (geteuid() != 0) {
                 ret = tfw_error(e, EPERM, "not_root", "the %s sandbox needs root", s->o.sandbox);
@@ -788,15 +801,6 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 log_warning("serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
-        if (build_config(s, e) < 0) {
-                e->code = "usage";
-                ret = -EINVAL;
-                goto out;
-        }
-        /* The walls the inbox config has no key for (contract section 8's CI worker flags). */
-        s->config->limits.open_files = (uint64_t) s->o.open_files;
-        s->config->limits.file_size = (uint64_t) s->o.file_size_mb << 20;
-        s->config->engine_timeout_seconds = (uint64_t) s->o.engine_timeout_secs;
         if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
                 ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
                 goto out;
@@ -816,7 +820,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 goto out;
         }
         /* The sandbox answers (the engines: know the runtime and hold the image), or no start. */
-        if (capsule_driver_init(&s->driver, s->config, s->runsc_root, s->o.engine_runtime, e) < 0) {
+        if (capsule_driver_init(&s->driver, s->walls.config, s->runsc_root, s->o.engine_runtime, e) < 0) {
                 tfw_error_prefix(e, "sandbox unavailable: ");
                 ret = -ENOENT;
                 goto out;
@@ -933,9 +937,7 @@ out:
         }
         free(lanes);
         capsule_driver_done(&s->driver);
-        signing_key_free(s->key);
-        free(s->key_path);
-        config_free(s->config);
+        serve_walls_done(&s->walls);
         safe_close(s->scratch_fd);
         free(s);
         the_serve = NULL;

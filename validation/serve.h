@@ -7,7 +7,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <limits.h>
+
+#include "artifacts/signing.h"
 #include "common/error.h"
+#include "parser/config.h"
 
 #define SERVE_MAX_MOUNTS 32
 #define SERVE_TOKEN_MAX 4096
@@ -27,6 +31,20 @@ typedef struct ServeOptions {
         long sandbox_uid, sandbox_gid;
         long result_tail_kb, open_files, file_size_mb, engine_timeout_secs;
 } ServeOptions;
+
+/* The key and the walls a worker's flags make. */
+typedef struct ServeWalls {
+        SigningKey *key;
+        char *key_path;                      /* the key's absolute path */
+        Config *config;                      /* the walls as a worker config (parser/config.h) */
+        char name[CONFIG_NAME_MAX + 1];      /* "serve-<label folded>" */
+        char state_dir[PATH_MAX];            /* the default --state-dir, when none was given */
+} ServeWalls;
+
+/* Load the key and build the walls from o (o's key, label and state_dir are completed: they
+ * may point into w afterwards). Error code "usage" for walls the config parser refuses. */
+int serve_walls_load(ServeOptions *o, ServeWalls *w, TfwError *e);
+void serve_walls_done(ServeWalls *w);
 
 /* The defaults of the CI worker page (shared/seeds). */
 void serve_options_default(ServeOptions *o);

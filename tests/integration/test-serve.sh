@@ -243,6 +243,23 @@ check "RESULT: the file size and open files limits are rlimits" \
         [ "$(q "(lambda l: (l['open_files']['value'], l['open_files']['enforced'], l['file_size']['value'], l['file_size']['enforced']))(jobs['envj']['history'][-1]['result']['limits'])")" = "(256, 'rlimit', 2097152, 'rlimit')" ]
 kill -TERM "$W9"; wait "$W9"
 
+# ---- 10. serve --check: the live proof of serve's walls (issue 13 item 3) --------------------
+chk() { TENTAFLAKE_TOKEN=${CHK_TOKEN-$TOKEN} "$BIN" serve --check --server "$URL" --state-dir "$tmp/state-check" \
+        "${SERVE_FLAGS[@]}" "$@"; }
+chk --key "$tmp/ci.key" >check.out 2>&1; rc=$?
+check "serve --check on good flags exits 0 (got $rc)" [ "$rc" = 0 ]
+check "serve --check: no ✗ line, and the key, token, walls, platform and probe lines are there" \
+        sh -c '! grep -q "^✗" check.out && grep -q "^✓ key:" check.out && grep -q "^✓ token:" check.out &&
+               grep -q "^✓ walls:" check.out && grep -q "^✓ platform:" check.out && grep -q "^✓ probe_memory_limit:" check.out'
+check "serve --check lists the mounts without an identity (here: none, every mount has debian-12)" \
+        grep -q "^✓ mount_identities: every mount carries an identity" check.out
+cp "$tmp/ci.key" "$tmp/loose.key"; chmod 0644 "$tmp/loose.key"
+chk --key "$tmp/loose.key" --json >check.json 2>&1; rc=$?
+check "serve --check --json with a key of mode 0644: exit 1, key and walls false (the key does not load), valid JSON" \
+        [ "$rc:$(python3 -c "import json; c={x['check']: x['ok'] for x in json.load(open('check.json'))}; print(c['key'], c['token'], c['walls'], c.get('platform'))")" = "1:False True False None" ]
+CHK_TOKEN= chk --key "$tmp/ci.key" >check2.out 2>&1; rc=$?
+check "serve --check without a token: exit 1 with ✗ token" sh -c "[ $rc = 1 ] && grep -q '^✗ token:' check2.out"
+
 start_worker lanes2 --concurrency 3 --wait-secs 3
 WL2=$wpid
 wait_ready lanes2
