@@ -20,6 +20,7 @@
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
+#include "orchestrator/teardown.h"
 #include "snapshot/snapshot.h"
 
 /* The artifact parser drops to nobody. */
@@ -33,9 +34,9 @@ static int runsc_root(Worker *w, char *buf, size_t size) {
         return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
 }
 
-/* The docker/podman drivers: this job's container, or at start-up every container labelled
- * with this worker's name (and no other). */
-static void engine_job_cleanup(Worker *w, const char *id) {
+/* The docker/podman drivers at start-up: every container labelled with this worker's name (and
+ * no other). */
+static void engine_job_cleanup(Worker *w) {
         Engine en = {};
         TfwError e = {0};
 
@@ -43,17 +44,11 @@ static void engine_job_cleanup(Worker *w, const char *id) {
                 log_warning("cleanup: %s", e.message);
                 return;
         }
-        if (id) {
-                _cleanup_free_ char *cid = NULL;
-                if (capsule_container_id(w->config->name, id, &cid) >= 0)
-                        (void) engine_remove(&en, cid);
-        } else {
-                unsigned removed = 0;
-                if (engine_cleanup_stale(&en, &removed, &e) < 0)
-                        log_warning("start-up cleanup: %s", e.message);
-                else if (removed)
-                        log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
-        }
+        unsigned removed = 0;
+        if (engine_cleanup_stale(&en, &removed, &e) < 0)
+                log_warning("start-up cleanup: %s", e.message);
+        else if (removed)
+                log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
         engine_done(&en);
 }
 
@@ -62,26 +57,28 @@ void job_cleanup(Worker *w, const char *id) {
         char root[PATH_MAX];
         TfwError e = {0};
 
-        if (id)
+        if (id) {
+                /* Issue 11 item 7 (threat 13): the whole capsule, killed and removed, bounded. */
+                unsigned killed = 0;
+                if (job_teardown(w, id, &killed, &e) < 0)
+                        log_warning("job '%s': capsule teardown: %s", id, e.message);
+                else if (killed)
+                        log_notice("job '%s': capsule torn down (%u runtime process(es) killed)", id, killed);
                 (void) rm_rf_at(w->dirs.scratch_fd, id);
+                return;
+        }
         if (w->config->driver != DRIVER_RUNSC) {
-                engine_job_cleanup(w, id);
+                engine_job_cleanup(w);
                 return;
         }
         if (runsc_root(w, root, sizeof(root)) < 0 ||
             runsc_init(&rt, w->config, root, &e) < 0)
                 return;
-        if (id) {
-                _cleanup_free_ char *cid = NULL;
-                if (capsule_container_id(w->config->name, id, &cid) >= 0)
-                        (void) runsc_delete_force(&rt, cid);
-        } else {
-                unsigned removed = 0;
-                if (capsule_cleanup_stale(&rt, w->dirs.scratch_fd, &removed, &e) < 0)
-                        log_warning("start-up cleanup: %s", e.message);
-                else if (removed)
-                        log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
-        }
+        unsigned removed = 0;
+        if (capsule_cleanup_stale(&rt, w->dirs.scratch_fd, &removed, &e) < 0)
+                log_warning("start-up cleanup: %s", e.message);
+        else if (removed)
+                log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
         runsc_done(&rt);
 }
 

@@ -34,6 +34,7 @@
 #include "capsule/job.h"
 #include "capsule/docker.h"
 #include "capsule/runsc.h"
+#include "capsule/teardown.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
@@ -429,14 +430,40 @@ typedef struct Lane {
 } Lane;
 
 static void lane_kill_container(Lane *l) {
-        /* Called with l->lock held. Force-deleting the container makes `runsc run` (or the
-         * engine's `run`) return; capsule_run_job then cleans up as after any other ending. */
+        /* Called with l->lock held. Ending the capsule makes `runsc run` (or the engine's `run`)
+         * return; capsule_run_job then cleans up as after any other ending. runsc: the bounded
+         * teardown (issue 11 item 7, threat 13): a hung sandbox holds runsc's lock through the
+         * front process, so a `runsc delete` alone would wait on it. */
         if (!l->container_id[0])
                 return;
-        if (l->rt)
-                (void) runsc_delete_force(l->rt, l->container_id);
-        else if (l->en)
+        if (l->rt) {
+                TfwError e = {0};
+                if (capsule_teardown(l->rt, NULL, l->container_id, NULL, &e) < 0)
+                        log_warning("serve %s: %s", l->label, e.message);
+        } else if (l->en)
                 (void) engine_kill(l->en, l->container_id); /* `podman rm -f` waits on the attached run */
+}
+
+/* The shutdown grace is over and serve exits without waiting for its lanes: end every capsule
+ * still there first (runsc and engines alike), each lane's lock taken with a bound (a lane's
+ * heartbeat may be in the middle of the same teardown). */
+static void lanes_teardown_before_exit(Lane *lanes, long n) {
+        for (long i = 0; i < n; i++) {
+                Lane *l = &lanes[i];
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                ts.tv_sec += (time_t) (CAPSULE_TEARDOWN_MAX_USEC / USEC_PER_SEC);
+                if (pthread_mutex_timedlock(&l->lock, &ts) != 0) {
+                        log_error("serve %s: cannot end its capsule: the lane does not answer", l->label);
+                        continue;
+                }
+                if (l->container_id[0] && (l->rt || l->en)) {
+                        TfwError e = {0};
+                        if (capsule_teardown(l->rt, l->rt ? NULL : l->en, l->container_id, NULL, &e) < 0)
+                                log_error("serve %s: %s", l->label, e.message);
+                }
+                pthread_mutex_unlock(&l->lock);
+        }
 }
 
 static int post_json(Lane *l, Http *h, const char *path, json_t *body, long *status, json_t **ret, TfwError *e) {
@@ -1149,6 +1176,7 @@ int serve_main(int argc, char **argv) {
                         break;
                 if (kill_deadline && now_monotonic() > kill_deadline) {
                         log_error("serve: lanes did not stop within --shutdown-grace-secs; exiting");
+                        lanes_teardown_before_exit(lanes, s->o.concurrency);
                         _exit(1);
                 }
                 int sig = sigtimedwait(&mask, NULL, &poll_ts);
