@@ -19,15 +19,20 @@
 #include "capsule/docker.h"
 #include "capsule/runsc.h"
 #include "common/error.h"
+#include "common/macro.h"
 #include "common/time-util.h"
 
 /* Killing: until no process of the container is left, at most this long. */
 #define CAPSULE_TEARDOWN_KILL_USEC (5 * USEC_PER_SEC)
 /* `runsc delete --force` once nothing of the container runs. */
 #define CAPSULE_TEARDOWN_DELETE_USEC (10 * USEC_PER_SEC)
-/* The bound on the whole: the kill, the cgroup's removal (capsule/cgroup.c waits at most 10 s
- * for it to empty, twice), the delete; an engine's `rm -f` (ENGINE_COMMAND_TIMEOUT_USEC). */
-#define CAPSULE_TEARDOWN_MAX_USEC (CAPSULE_TEARDOWN_KILL_USEC + CAPSULE_TEARDOWN_DELETE_USEC + 20 * USEC_PER_SEC)
+/* capsule/cgroup.c's bound on the wait for a killed cgroup to empty. */
+#define CAPSULE_TEARDOWN_CGROUP_USEC (10 * USEC_PER_SEC)
+/* The bound on the whole: runsc, two kill passes, the cgroup's removal twice at worst, the
+ * delete; an engine, its `rm -f` (ENGINE_COMMAND_TIMEOUT_USEC). */
+#define CAPSULE_TEARDOWN_MAX_USEC                                                                        \
+        MAX(2 * CAPSULE_TEARDOWN_KILL_USEC + CAPSULE_TEARDOWN_DELETE_USEC + 2 * CAPSULE_TEARDOWN_CGROUP_USEC, \
+            ENGINE_COMMAND_TIMEOUT_USEC)
 
 typedef struct CapsuleTeardown {
         unsigned killed;      /* runtime processes signalled (the cgroup is emptied as well) */

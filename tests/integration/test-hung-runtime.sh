@@ -43,7 +43,9 @@ term_twice() { # the first SIGTERM lets the job finish; the second, once the fir
         kill -TERM "$TFW_DAEMON_PID"
         wait_for 30 grep -q "stopping: " "$dir/daemon.log"
         kill -TERM "$TFW_DAEMON_PID"
+        t_second=$(date +%s%N)
 }
+took() { echo "   (the daemon exited $(( ($(date +%s%N) - t_second) / 1000000 )) ms after the second signal)"; }
 has_runsc_procs() { [ -n "$(runsc_procs "$root")" ]; }
 no_runsc_procs() {
         local left
@@ -68,6 +70,7 @@ check "runsc processes of the job are alive" has_runsc_procs
 term_twice
 reap_daemon
 rc=$?
+took
 check "the daemon exits 0 after the second signal (exit $rc)" test "$rc" = 0
 check "hang1 is interrupted" test "$(json_get "$res/hang1/result.json" 'r["status"]')" = interrupted
 check "hang1 never started its job (stopped at boot)" bash -c "! grep -q i11t-running '$res/hang1/job.log'"
@@ -88,6 +91,7 @@ check "runsc processes of the job are alive" has_runsc_procs
 term_twice
 reap_daemon
 rc=$?
+took
 check "drain exits 0 after the second signal (exit $rc)" test "$rc" = 0
 check "hang2 is interrupted" test "$(json_get "$res/hang2/result.json" 'r["status"]')" = interrupted
 check "no runsc process of the worker is left" no_runsc_procs
