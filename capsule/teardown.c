@@ -114,17 +114,22 @@ static void pause_pass(void) {
         (void) nanosleep(&(struct timespec) {.tv_nsec = KILL_PASS_PAUSE_NSEC}, NULL);
 }
 
-/* Kill passes until one finds nothing to kill, within CAPSULE_TEARDOWN_KILL_USEC. A process
- * being killed keeps its argv until it has released its memory: a pass or two more. */
-static int kill_until_none(const Runsc *rt, const char *id, unsigned *killed) {
+/* Kill passes (the container's runsc processes, and what is in its job cgroup) until one finds
+ * nothing to kill, within CAPSULE_TEARDOWN_KILL_USEC. A process being killed stays listed until
+ * it has exited: a pass or two more. *ret_found: what the first pass found. */
+static int kill_until_none(const Runsc *rt, const char *group, const char *id, unsigned *ret_found) {
         usec_t deadline = now_monotonic() + CAPSULE_TEARDOWN_KILL_USEC;
-        for (;;) {
+        for (unsigned pass = 0;; pass++) {
                 int n = capsule_kill_runtime_processes(rt->root, id, 0);
                 if (n < 0)
                         return n;
+                int c = cgroup_job_kill_by_name(group, id);
+                if (c > 0)
+                        n += c;
+                if (pass == 0)
+                        *ret_found = (unsigned) n;
                 if (n == 0)
                         return 0;
-                *killed += (unsigned) n;
                 if (now_monotonic() >= deadline)
                         return -EBUSY;
                 pause_pass();
@@ -162,9 +167,9 @@ static int remove_creation_leftovers(const Runsc *rt, const char *id) {
         return state ? -EBUSY : r;
 }
 
-static int teardown_runsc(const Runsc *rt, const char *id, CapsuleTeardown *t, TfwError *e) {
+static int teardown_runsc(const Runsc *rt, const char *id, unsigned flags, CapsuleTeardown *t, TfwError *e) {
         _cleanup_free_ char *group = NULL;
-        int r, rk, rc;
+        int r, rk, rc = 0;
 
         if (!rt->root || !filename_is_valid(id))
                 return tfw_error(e, EINVAL, "capsule_teardown", "invalid container '%s'", id);
@@ -173,16 +178,15 @@ static int teardown_runsc(const Runsc *rt, const char *id, CapsuleTeardown *t, T
                 return tfw_error(e, -r, "capsule_teardown", "invalid cgroup group of worker '%s'",
                                  rt->worker_name);
 
-        /* 1. The front process and any runsc command on this container: after this, nothing
-         *    is left that could start another process of it. */
-        rk = kill_until_none(rt, id, &t->killed);
-        /* 2. Everything in its cgroup (the sandbox and the gofer, also stopped ones), waited
-         *    for and removed, in every hierarchy. */
-        rc = cgroup_job_remove_stale(group, id);
-        /* 3. Whatever was outside it. */
-        if (rk >= 0)
-                rk = kill_until_none(rt, id, &t->killed);
-        /* 4. runsc's record of it: nothing of it runs, so delete waits on nothing. */
+        /* 1. The front process, any runsc command on this container, and everything in its
+         *    cgroup (the sandbox and the gofer, stopped ones too): after this nothing is left
+         *    that could start another process of it. */
+        rk = kill_until_none(rt, group, id, &t->killed);
+        /* 2. The cgroup, waited for until empty and removed in every hierarchy; or left to the
+         *    job that still owns it. */
+        if (!(flags & CAPSULE_TEARDOWN_KEEP_CGROUP))
+                rc = cgroup_job_remove_stale(group, id);
+        /* 3. runsc's record of it: nothing of it runs, so delete waits on nothing. */
         if (runsc_state_exists(rt, id) > 0) {
                 const char *args[] = {"delete", "--force", id, NULL};
                 int st;
@@ -192,11 +196,11 @@ static int teardown_runsc(const Runsc *rt, const char *id, CapsuleTeardown *t, T
         t->deleted = r >= 0;
         if (rc < 0)
                 rc = cgroup_job_remove_stale(group, id); /* a sandbox that took long to die */
-        t->cgroup_removed = rc >= 0;
+        t->cgroup_removed = rc >= 0 && !(flags & CAPSULE_TEARDOWN_KEEP_CGROUP);
 
         if (rk < 0)
                 return tfw_error(e, -rk, "capsule_teardown",
-                                 "container '%s': runsc processes still alive after %u s", id,
+                                 "container '%s': processes still alive after %u s", id,
                                  (unsigned) (CAPSULE_TEARDOWN_KILL_USEC / USEC_PER_SEC));
         if (rc < 0)
                 return tfw_error(e, -rc, "capsule_teardown", "container '%s': cannot remove cgroup '%s/%s': %s",
@@ -207,14 +211,15 @@ static int teardown_runsc(const Runsc *rt, const char *id, CapsuleTeardown *t, T
         return 0;
 }
 
-int capsule_teardown(const Runsc *rt, const Engine *en, const char *id, CapsuleTeardown *ret, TfwError *e) {
+int capsule_teardown(const Runsc *rt, const Engine *en, const char *id, unsigned flags, CapsuleTeardown *ret,
+                     TfwError *e) {
         CapsuleTeardown t = {};
         int r;
 
         if (!id || !!rt == !!en)
                 return tfw_error(e, EINVAL, "capsule_teardown", "invalid teardown parameters");
         if (rt)
-                r = teardown_runsc(rt, id, &t, e);
+                r = teardown_runsc(rt, id, flags, &t, e);
         else {
                 /* The engine owns the container's cgroup: `rm -f` kills and removes. */
                 r = engine_remove(en, id);

@@ -26,16 +26,24 @@
 #define CAPSULE_TEARDOWN_KILL_USEC (5 * USEC_PER_SEC)
 /* `runsc delete --force` once nothing of the container runs. */
 #define CAPSULE_TEARDOWN_DELETE_USEC (10 * USEC_PER_SEC)
-/* capsule/cgroup.c's bound on the wait for a killed cgroup to empty. */
-#define CAPSULE_TEARDOWN_CGROUP_USEC (10 * USEC_PER_SEC)
-/* The bound on the whole: runsc, two kill passes, the cgroup's removal twice at worst, the
+/* capsule/cgroup.c's bound on removing a job cgroup: 10 s for it to empty, then up to 1 s in
+ * each other v1 hierarchy runsc made the path in (at most 8 here). */
+#define CAPSULE_TEARDOWN_CGROUP_USEC (20 * USEC_PER_SEC)
+/* The bound on the whole: runsc, the kill passes, the cgroup's removal twice at worst, the
  * delete; an engine, its `rm -f` (ENGINE_COMMAND_TIMEOUT_USEC). */
 #define CAPSULE_TEARDOWN_MAX_USEC                                                                        \
-        MAX(2 * CAPSULE_TEARDOWN_KILL_USEC + CAPSULE_TEARDOWN_DELETE_USEC + 2 * CAPSULE_TEARDOWN_CGROUP_USEC, \
+        MAX(CAPSULE_TEARDOWN_KILL_USEC + CAPSULE_TEARDOWN_DELETE_USEC + 2 * CAPSULE_TEARDOWN_CGROUP_USEC, \
             ENGINE_COMMAND_TIMEOUT_USEC)
 
+typedef enum CapsuleTeardownFlags {
+        /* The job still runs in this process and owns the cgroup (serve's lanes: capsule_run_job
+         * removes it when it returns): the cgroup is emptied but not removed under it, where
+         * runsc would make it again without its limits. */
+        CAPSULE_TEARDOWN_KEEP_CGROUP = 1 << 0,
+} CapsuleTeardownFlags;
+
 typedef struct CapsuleTeardown {
-        unsigned killed;      /* runtime processes signalled (the cgroup is emptied as well) */
+        unsigned killed;      /* processes of the container found alive (and killed) */
         bool deleted;         /* runsc state removed / engine container removed */
         bool cgroup_removed;  /* the job cgroup is gone (or never existed) */
 } CapsuleTeardown;
@@ -44,12 +52,14 @@ typedef struct CapsuleTeardown {
  *  runsc: SIGKILL every process of the container (the front `runsc run`, the gofer, the
  *         sandbox, a `runsc` command stuck on the container's lock) and everything in its job
  *         cgroup <tentaflake-worker-NAME>/<id>, until none is left; remove the cgroup in every
- *         hierarchy; `runsc delete --force`; remove what runsc leaves of a container it never
- *         finished creating (its lock file and control socket);
+ *         hierarchy (not with CAPSULE_TEARDOWN_KEEP_CGROUP); `runsc delete --force`; remove
+ *         what runsc leaves of a container it never finished creating (its lock file and
+ *         control socket);
  *  engine: `ENGINE rm -f -v` (the engine kills and removes; its cgroup is the engine's).
  * Returns 0 when nothing of it is left, else a negative errno (-EBUSY: something is still
  * there, named in e) after the bound; *ret (may be NULL) says what was done either way. */
-int capsule_teardown(const Runsc *rt, const Engine *en, const char *id, CapsuleTeardown *ret, TfwError *e);
+int capsule_teardown(const Runsc *rt, const Engine *en, const char *id, unsigned flags, CapsuleTeardown *ret,
+                     TfwError *e);
 
 /* SIGKILL every process of the caller's euid whose argv holds "--root ROOT" (or "--root=ROOT")
  * and the argument `id`, except `except` (0: none). Returns how many were signalled. Reads

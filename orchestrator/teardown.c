@@ -27,7 +27,7 @@ int job_teardown(Worker *w, const char *id, unsigned *ret_killed, TfwError *e) {
         r = engine ? engine_init(&en, w->config, NULL, e) : runsc_init(&rt, w->config, root, e);
         if (r < 0)
                 return r;
-        r = capsule_teardown(engine ? NULL : &rt, engine ? &en : NULL, cid, &t, e);
+        r = capsule_teardown(engine ? NULL : &rt, engine ? &en : NULL, cid, 0, &t, e);
         runsc_done(&rt);
         engine_done(&en);
         if (ret_killed)

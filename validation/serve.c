@@ -433,12 +433,13 @@ static void lane_kill_container(Lane *l) {
         /* Called with l->lock held. Ending the capsule makes `runsc run` (or the engine's `run`)
          * return; capsule_run_job then cleans up as after any other ending. runsc: the bounded
          * teardown (issue 11 item 7, threat 13): a hung sandbox holds runsc's lock through the
-         * front process, so a `runsc delete` alone would wait on it. */
+         * front process, so a `runsc delete` alone would wait on it. The cgroup stays, emptied:
+         * it is capsule_run_job's, which removes it when it returns. */
         if (!l->container_id[0])
                 return;
         if (l->rt) {
                 TfwError e = {0};
-                if (capsule_teardown(l->rt, NULL, l->container_id, NULL, &e) < 0)
+                if (capsule_teardown(l->rt, NULL, l->container_id, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &e) < 0)
                         log_warning("serve %s: %s", l->label, e.message);
         } else if (l->en)
                 (void) engine_kill(l->en, l->container_id); /* `podman rm -f` waits on the attached run */
@@ -459,7 +460,7 @@ static void lanes_teardown_before_exit(Lane *lanes, long n) {
                 }
                 if (l->container_id[0] && (l->rt || l->en)) {
                         TfwError e = {0};
-                        if (capsule_teardown(l->rt, l->rt ? NULL : l->en, l->container_id, NULL, &e) < 0)
+                        if (capsule_teardown(l->rt, l->rt ? NULL : l->en, l->container_id, 0, NULL, &e) < 0)
                                 log_error("serve %s: %s", l->label, e.message);
                 }
                 pthread_mutex_unlock(&l->lock);
