@@ -70,7 +70,7 @@ int capsule_kill_runtime_processes(const char *root, const char *id, pid_t excep
 
         if (proc < 0)
                 return -errno;
-        buf = malloc(ARGV_READ_MAX);
+        buf = malloc(ARGV_READ_MAX + 1);
         if (!buf)
                 return -ENOMEM;
         DIR *d = opendir_fd(proc);
@@ -82,8 +82,9 @@ int capsule_kill_runtime_processes(const char *root, const char *id, pid_t excep
                 long pid = strtol(de->d_name, &end, 10);
                 if (*end || pid <= 0 || pid == self || pid == except)
                         continue;
-                /* The pidfd first: what is read below is then known to be this process, and the
-                 * signal cannot reach another that got its pid meanwhile. */
+                /* The pidfd first: the signal can only reach the process it was opened on (when
+                 * that one exited and its pid was reused before the argv below was read, the
+                 * signal fails), never another that got its pid meanwhile. */
                 _cleanup_close_ int pidfd = pidfd_open_((pid_t) pid);
                 _cleanup_close_ int dir = openat(proc, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 struct stat st;
@@ -101,6 +102,7 @@ int capsule_kill_runtime_processes(const char *root, const char *id, pid_t excep
                                 break;
                         n += (size_t) k;
                 }
+                buf[n] = 0; /* a cut last argument ends here */
                 if (n == 0 || !argv_names(buf, n, root, id))
                         continue; /* a zombie (no argv) or another process */
                 if ((pidfd >= 0 ? pidfd_kill(pidfd) : kill((pid_t) pid, SIGKILL)) >= 0)

@@ -16,5 +16,6 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
 
 
 /* Remove everything a job of this worker may have left: scratch (snapshot, bundle) and, through
- * the capsule driver, the container. Used at start-up and after a killed job. */
+ * the capsule driver, the container. Used at start-up (id NULL: every job) and after a job
+ * process that was killed or died (the capsule torn down first, orchestrator/teardown.h). */
 void job_cleanup(Worker *w, const char *id);
