@@ -75,12 +75,28 @@ static int load_pending(Worker *w, const char *verb, const char *id, RequestReco
         return 0;
 }
 
-static void audit_decision(Worker *w, const char *event, const RequestRecord *rec, const char *reason) {
-        _cleanup_(json_decrefp) json_t *f = json_pack(
-                "{s:s, s:s, s:s?, s:s, s:s?}", "id", rec->id, "request_sha256", rec->sha256, "action_class",
-                rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL, "approver",
-                rec->approver, "reason", reason);
-        (void) worker_audit(w, event, f, NULL);
+static json_t *decision_fields(const RequestRecord *rec, const char *reason) {
+        return json_pack("{s:s, s:s, s:s?, s:s, s:s?}", "id", rec->id, "request_sha256", rec->sha256,
+                         "action_class", rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL,
+                         "approver", rec->approver, "reason", reason);
+}
+
+/* The line of an operator's decision (approve, deny), written under the store lock before the
+ * decision is committed: a decision that cannot be recorded is refused, and the request stays
+ * pending (fail closed, issue 11 item 9). */
+static int audit_decision(Worker *w, const char *verb, const char *event, const RequestRecord *rec,
+                          const char *reason, TfwError *e) {
+        _cleanup_(json_decrefp) json_t *f = decision_fields(rec, reason);
+        int r = f ? worker_audit_required(w, event, f, e) : tfw_error(e, ENOMEM, "internal", "out of memory");
+        if (r < 0)
+                tfw_error_prefix(e, "%s '%s': refused, the request stays pending: ", verb, rec->id);
+        return r;
+}
+
+/* An expiry's line: best effort (the request ends expired all the same; nothing runs). */
+static void audit_expiry_best_effort(Worker *w, const RequestRecord *rec) {
+        _cleanup_(json_decrefp) json_t *f = decision_fields(rec, NULL);
+        (void) worker_audit_best_effort(w, "expired", f);
 }
 
 int decide_approve(Worker *w, const char *id, const char *expect_sha256, const char *approver,
@@ -117,6 +133,9 @@ int decide_approve(Worker *w, const char *id, const char *expect_sha256, const c
         strcpy(rec.decision, "approved");
         snprintf(rec.approver, sizeof(rec.approver), "%s", approver);
         rec.decided_at = rec.updated_at = now_realtime();
+        r = audit_decision(w, "approve", "approved", &rec, NULL, e);
+        if (r < 0)
+                goto out;
         r = store_save(w->dirs.requests_fd, &rec, e);
         /* Still under the lock: once it is released the daemon may start and even finish
          * the job, and a "queued" state file written afterwards would outlive its result. */
@@ -126,7 +145,6 @@ out:
         store_unlock(lock);
         if (r < 0)
                 return r;
-        audit_decision(w, "approved", &rec, NULL);
         decide_wake_daemon(w);
         return 0;
 }
@@ -146,13 +164,12 @@ int decide_deny(Worker *w, const char *id, const char *reason, const char *appro
                 snprintf(rec.reason, sizeof(rec.reason), "%s", reason ? reason : "");
                 rec.decided_at = rec.updated_at = now_realtime();
                 snprintf(msg, sizeof(msg), "denied by %s%s%s", approver, reason ? ": " : "", reason ? reason : "");
-                r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, e);
+                r = audit_decision(w, "deny", "denied", &rec, reason, e);
+                if (r >= 0)
+                        r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, e);
         }
         store_unlock(lock);
-        if (r < 0)
-                return r;
-        audit_decision(w, "denied", &rec, reason);
-        return 0;
+        return r < 0 ? r : 0;
 }
 
 int decide_expire_pending(Worker *w, usec_t now, TfwError *e) {
@@ -177,7 +194,7 @@ int decide_expire_pending(Worker *w, usec_t now, TfwError *e) {
                 r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, e);
                 if (r >= 0) {
                         expired++;
-                        audit_decision(w, "expired", rec, NULL);
+                        audit_expiry_best_effort(w, rec);
                 }
         }
         store_unlock(lock);

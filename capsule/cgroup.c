@@ -749,7 +749,9 @@ int cgroup_job_destroy(CgroupJob *j) {
         return r;
 }
 
-int cgroup_job_remove_stale(const char *group, const char *name) {
+/* The job cgroup <group>/<name> as it exists (only the hierarchies where it is), or *ret NULL
+ * when the group does not. */
+static int job_open_existing(const char *group, const char *name, CgroupJob **ret) {
         TfwError e = {};
         CgroupJob *j;
         int r;
@@ -762,7 +764,8 @@ int cgroup_job_remove_stale(const char *group, const char *name) {
         r = job_open_group(j, group, false, &e);
         if (r == -ENOENT) {
                 job_free(j);
-                return 0; /* no group: nothing of ours to remove */
+                *ret = NULL;
+                return 0; /* no group: nothing of ours */
         }
         if (r < 0) {
                 job_free(j);
@@ -790,7 +793,26 @@ int cgroup_job_remove_stale(const char *group, const char *name) {
                 job_free(j);
                 return r;
         }
+        *ret = j;
+        return 0;
+}
+
+int cgroup_job_remove_stale(const char *group, const char *name) {
+        CgroupJob *j = NULL;
+        int r = job_open_existing(group, name, &j);
+        if (r < 0 || !j)
+                return r;
         return cgroup_job_destroy(j);
+}
+
+int cgroup_job_kill_by_name(const char *group, const char *name) {
+        CgroupJob *j = NULL;
+        int r = job_open_existing(group, name, &j);
+        if (r < 0 || !j)
+                return r;
+        r = cgroup_job_kill(j, 0);
+        job_free(j);
+        return r;
 }
 
 int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {

@@ -79,6 +79,11 @@ int cgroup_job_destroy(CgroupJob *j);
 /* Remove <group>/<name> left by a predecessor, killing what is in it. Missing: success. */
 int cgroup_job_remove_stale(const char *group, const char *name);
 
+/* SIGKILL every process in <group>/<name> and leave the cgroup to its owner (a job still
+ * running in this process removes it when it ends). Missing: 0. Returns how many were
+ * signalled. */
+int cgroup_job_kill_by_name(const char *group, const char *name);
+
 /* Start-up cleanup: remove every job cgroup in the group (all of them belong to this worker
  * and none runs yet). */
 int cgroup_group_remove_stale(const char *group, unsigned *ret_removed);

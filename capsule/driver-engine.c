@@ -63,6 +63,11 @@ static void engine_drv_cancel(const CapsuleDriver *d, const char *cid) {
         (void) engine_kill(&d->engine, cid);
 }
 
+static int engine_drv_teardown(const CapsuleDriver *d, const char *cid, unsigned flags, CapsuleTeardown *ret,
+                               TfwError *e) {
+        return capsule_teardown(NULL, &d->engine, cid, flags, ret, e);
+}
+
 static int engine_drv_remove(const CapsuleDriver *d, const char *cid) {
         return engine_remove(&d->engine, cid);
 }
@@ -137,7 +142,7 @@ static void engine_drv_done(CapsuleDriver *d) {
                 .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .init = engine_drv_init,                \
                 .label = engine_drv_label, .version = engine_drv_version,                                  \
                 .prepare = engine_drv_prepare, .spawn = engine_drv_spawn, .kill = engine_drv_kill,          \
-                .cancel = engine_drv_cancel,                                                                \
+                .cancel = engine_drv_cancel, .teardown = engine_drv_teardown,                               \
                 .remove = engine_drv_remove, .cpu_usage = engine_drv_cpu_usage,                            \
                 .oom_killed = engine_drv_oom_killed, .cleanup_stale = engine_drv_cleanup_stale,            \
                 .check = engine_drv_check,                                                                  \

@@ -53,8 +53,18 @@ static void runsc_drv_kill(const CapsuleDriver *d, const char *cid, pid_t front,
                 (void) cgroup_job_kill(cg, stage == 0 ? front : 0);
 }
 
+/* A hung sandbox holds runsc's lock through the front process, so `runsc delete` alone would
+ * wait on it: the bounded teardown (threat 13). The cgroup stays, emptied: it is
+ * capsule_run_job's, which removes it when it returns (runsc would make it again without its
+ * limits). */
 static void runsc_drv_cancel(const CapsuleDriver *d, const char *cid) {
-        (void) runsc_delete_force(&d->runsc, cid);
+        TfwError e = {0};
+        (void) capsule_teardown(&d->runsc, NULL, cid, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &e);
+}
+
+static int runsc_drv_teardown(const CapsuleDriver *d, const char *cid, unsigned flags, CapsuleTeardown *ret,
+                              TfwError *e) {
+        return capsule_teardown(&d->runsc, NULL, cid, flags, ret, e);
 }
 
 static int runsc_drv_remove(const CapsuleDriver *d, const char *cid) {
@@ -128,6 +138,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .spawn = runsc_drv_spawn,
         .kill = runsc_drv_kill,
         .cancel = runsc_drv_cancel,
+        .teardown = runsc_drv_teardown,
         .remove = runsc_drv_remove,
         .cpu_usage = runsc_drv_cpu_usage,
         .oom_killed = runsc_drv_oom_killed,

@@ -18,6 +18,7 @@
 #include "capsule/cgroup.h"
 #include "capsule/docker.h"
 #include "capsule/runsc.h"
+#include "capsule/teardown.h"
 #include "common/error.h"
 #include "parser/config.h"
 
@@ -71,6 +72,9 @@ typedef struct CapsuleDriverOps {
         /* From another thread, while capsule_run_job() runs it: end the container now, so
          * that the run returns and cleans up as after any other ending. */
         void (*cancel)(const CapsuleDriver *d, const char *cid);
+        /* From outside, whatever state the container is in (capsule/teardown.h, threat 13):
+         * everything of it killed and removed, bounded in time. */
+        int (*teardown)(const CapsuleDriver *d, const char *cid, unsigned flags, CapsuleTeardown *ret, TfwError *e);
         /* Remove the container (force); one that does not exist is success. */
         int (*remove)(const CapsuleDriver *d, const char *cid);
         /* CPU time used so far; -EAGAIN while the container does not run yet. */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capsule/id.h"
@@ -56,6 +57,22 @@ void exec_cancel_reset(ExecCancel *c) {
 bool exec_cancelled(ExecCancel *c) {
         pthread_mutex_lock(&c->lock);
         bool r = c->cancelled;
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
+int exec_cancel_teardown(ExecCancel *c, usec_t lock_bound, TfwError *e) {
+        struct timespec ts;
+        int r = 0;
+
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += (time_t) (lock_bound / USEC_PER_SEC);
+        /* The lane's heartbeat may be in the middle of the same teardown: bounded. */
+        if (pthread_mutex_timedlock(&c->lock, &ts) != 0)
+                return tfw_error(e, ETIMEDOUT, "teardown", "cannot end its capsule: the lane does not answer");
+        c->cancelled = true;
+        if (c->driver && c->cid[0])
+                r = c->driver->ops->teardown(c->driver, c->cid, 0, NULL, e);
         pthread_mutex_unlock(&c->lock);
         return r;
 }

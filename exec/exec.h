@@ -41,6 +41,9 @@ void exec_cancel(ExecCancel *c);
 /* Forget an earlier cancellation: the next plan may run. */
 void exec_cancel_reset(ExecCancel *c);
 bool exec_cancelled(ExecCancel *c);
+/* The caller stops waiting for the run (a shutdown's grace is over): the running container, if
+ * any, is torn down from here (capsule/teardown.h), the lock taken within lock_bound. */
+int exec_cancel_teardown(ExecCancel *c, usec_t lock_bound, TfwError *e);
 
 typedef struct ExecPlan {
         const Config *config;           /* the job's walls: limits already the job's */

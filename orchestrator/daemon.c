@@ -28,6 +28,7 @@
 #include "orchestrator/publish.h"
 #include "orchestrator/recover.h"
 #include "orchestrator/retention.h"
+#include "orchestrator/start.h"
 #include "orchestrator/store.h"
 
 #define INBOX_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR)
@@ -167,28 +168,20 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 memmove(d->queue, d->queue + 1, (d->n_queue - 1) * sizeof(*d->queue));
                 d->n_queue--;
 
-                int lock = r = store_lock(d->w.dirs.requests_fd);
-                if (r < 0)
-                        return tfw_error(e, r, "internal", "cannot lock the request store");
-                r = store_load(d->w.dirs.requests_fd, id, &rec, e);
-                if (r >= 0 && rec.state != STATE_QUEUED)
-                        r = -ESTALE; /* decided or ended meanwhile */
-                if (r >= 0) {
-                        /* Marked running before anything runs: after a crash from here on, the
-                         * request ends as interrupted and is never started again. */
-                        rec.state = STATE_RUNNING;
-                        rec.updated_at = now_realtime();
-                        r = store_save(d->w.dirs.requests_fd, &rec, e);
-                }
-                store_unlock(lock);
+                /* Its "started" audit line, then the record marked running (issue 11 item 9). */
+                TfwError se = {0};
+                r = job_mark_started(&d->w, id, &rec, &se);
                 if (r == -ESTALE || r == -ENOENT)
                         continue;
-                if (r < 0)
+                if (r < 0 && se.code && streq(se.code, "audit_failed")) {
+                        /* Fail closed: it stays queued, and is tried again at the next reload. */
+                        log_error("job '%s': not started: %s", id, se.message);
+                        continue;
+                }
+                if (r < 0) {
+                        *e = se;
                         return r;
-
-                _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s}", "id", rec.id, "request_sha256", rec.sha256);
-                (void) worker_audit(&d->w, "started", f, NULL);
-                (void) publish_state(&d->w.dirs, d->w.config->container_gid, rec.id, STATE_RUNNING, rec.updated_at, NULL);
+                }
 
                 pid_t pid = fork();
                 if (pid < 0) {
@@ -428,7 +421,7 @@ static int setup_events(Daemon *d, TfwError *e) {
 static void audit_worker(Daemon *d, const char *event, const char *outcome) {
         _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:i}", "name", d->w.config->name, "outcome",
                                                       outcome, "pid", (int) getpid());
-        (void) worker_audit(&d->w, event, f, NULL);
+        (void) worker_audit_best_effort(&d->w, event, f);
 }
 
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {

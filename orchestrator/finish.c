@@ -54,5 +54,5 @@ void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const 
         if (run && run->started_at && run->finished_at >= run->started_at)
                 json_object_set_new(f, "duration_ms",
                                     json_integer((json_int_t) ((run->finished_at - run->started_at) / USEC_PER_MSEC)));
-        (void) worker_audit(w, event, f, NULL);
+        (void) worker_audit_best_effort(w, event, f);
 }

@@ -107,7 +107,7 @@ static void audit_rejection(Worker *w, const char *name, const char *id, const c
                                                       printable_name(name, pname, sizeof(pname)),
                                                       "id", id, "request_sha256", sha, "outcome",
                                                       "rejected", "error", code, "message", message);
-        (void) worker_audit(w, "rejected", f, NULL);
+        (void) worker_audit_best_effort(w, "rejected", f);
 }
 
 /* Reject an entry: a result under its id when it can own one, else a .rejected/ record.
@@ -297,7 +297,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         _cleanup_(json_decrefp) json_t *f =
                 json_pack("{s:s, s:s, s:s, s:O}", "id", req->id, "request_sha256", req->sha256,
                           "action_class", action_class_to_string(req->action_class), "argv", argv);
-        (void) worker_audit(w, "captured", f, NULL);
+        (void) worker_audit_best_effort(w, "captured", f);
 
         if (pol == ACTION_POLICY_REJECT) {
                 snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
@@ -314,7 +314,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                                                               action_class_to_string(req->action_class),
                                                               "reason", req->reason);
                 if (pol == ACTION_POLICY_APPROVAL)
-                        (void) worker_audit(w, "pending", g, NULL);
+                        (void) worker_audit_best_effort(w, "pending", g);
                 *ret = pol == ACTION_POLICY_RUN ? CAPTURE_QUEUED : CAPTURE_PENDING;
         }
         unlink_entry(w, name, &fst);

@@ -18,6 +18,7 @@
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
+#include "orchestrator/teardown.h"
 #include "snapshot/snapshot.h"
 
 static int runsc_root(Worker *w, char *buf, size_t size) {
@@ -25,7 +26,7 @@ static int runsc_root(Worker *w, char *buf, size_t size) {
         return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
 }
 
-static int driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
+int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
         char root[PATH_MAX];
         if (runsc_root(w, root, sizeof(root)) < 0)
                 return tfw_error(e, ENAMETOOLONG, "internal", "the runsc root of '%s' is too long", w->config->state_dir);
@@ -36,23 +37,25 @@ void job_cleanup(Worker *w, const char *id) {
         CapsuleDriver d = {};
         TfwError e = {0};
 
-        if (id)
+        if (id) {
+                /* Issue 11 item 7 (threat 13): the whole capsule, killed and removed, bounded. */
+                unsigned killed = 0;
+                if (job_teardown(w, id, &killed, &e) < 0)
+                        log_warning("job '%s': capsule teardown: %s", id, e.message);
+                else if (killed)
+                        log_notice("job '%s': capsule torn down (%u runtime process(es) killed)", id, killed);
                 (void) rm_rf_at(w->dirs.scratch_fd, id);
-        if (driver_open(w, &d, &e) < 0) {
+                return;
+        }
+        if (job_driver_open(w, &d, &e) < 0) {
                 log_warning("cleanup: %s", e.message);
                 return;
         }
-        if (id) {
-                _cleanup_free_ char *cid = NULL;
-                if (capsule_container_id(w->config->name, id, &cid) >= 0)
-                        (void) d.ops->remove(&d, cid);
-        } else {
-                unsigned removed = 0;
-                if (d.ops->cleanup_stale(&d, w->dirs.scratch_fd, &removed, &e) < 0)
-                        log_warning("start-up cleanup: %s", e.message);
-                else if (removed)
-                        log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
-        }
+        unsigned removed = 0;
+        if (d.ops->cleanup_stale(&d, w->dirs.scratch_fd, &removed, &e) < 0)
+                log_warning("start-up cleanup: %s", e.message);
+        else if (removed)
+                log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
         capsule_driver_done(&d);
 }
 
@@ -61,7 +64,7 @@ void job_cache_runtime_version(Worker *w) {
         TfwError e = {0};
 
         snprintf(w->runtime_version, sizeof(w->runtime_version), "unknown");
-        if (driver_open(w, &d, &e) >= 0)
+        if (job_driver_open(w, &d, &e) >= 0)
                 d.ops->version(&d, w->runtime_version, sizeof(w->runtime_version));
         capsule_driver_done(&d);
 }
@@ -133,7 +136,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
                 return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
 
         TfwError de = {0};
-        if (driver_open(w, &drv, &de) < 0) {
+        if (job_driver_open(w, &drv, &de) < 0) {
                 (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
                 run = (ResultRun){};
                 return finish(w, rec, req, "error", de.code ? de.code : "capsule_setup", de.message, &run, e);

@@ -5,6 +5,7 @@
  * error and leaves that to the daemon (which publishes `error`). */
 #pragma once
 
+#include "capsule/driver.h"
 #include "orchestrator/store.h"
 #include "orchestrator/worker.h"
 
@@ -14,7 +15,11 @@ void job_cache_runtime_version(Worker *w);
 
 int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
 
+/* This worker's capsule driver (capsule/driver.h), its runsc root <state_dir>/runsc. */
+int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);
+
 
 /* Remove everything a job of this worker may have left: scratch (snapshot, bundle) and, through
- * the capsule driver, the container. Used at start-up and after a killed job. */
+ * the capsule driver, the container. Used at start-up (id NULL: every job) and after a job
+ * process that was killed or died (the capsule torn down first, orchestrator/teardown.h). */
 void job_cleanup(Worker *w, const char *id);

@@ -90,7 +90,7 @@ int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, Tf
                 return r;
         if (removed > 0) {
                 _cleanup_(json_decrefp) json_t *f = json_pack("{s:i}", "count", removed);
-                (void) worker_audit(w, "expired-results", f, NULL);
+                (void) worker_audit_best_effort(w, "expired-results", f);
         }
         r = audit_rotate(w->audit, now, force_rotate, e);
         if (r < 0)

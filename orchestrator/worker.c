@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <string.h>
 
 #include "common/fd-util.h"
 #include "common/log.h"
@@ -30,12 +31,21 @@ void worker_close(Worker *w) {
         w->inbox_fd = safe_close(w->inbox_fd);
 }
 
-int worker_audit(Worker *w, const char *event, json_t *fields, TfwError *e) {
-        TfwError local = {0};
-        int r = audit_append(w->audit, event, fields, e ? e : &local);
-        /* Callers go on after a failed append (the job's result is more important than its
-         * audit line), so the failure is never silent: it reaches the journal here. */
+int worker_audit_best_effort(Worker *w, const char *event, json_t *fields) {
+        TfwError e = {0};
+        int r = audit_append(w->audit, event, fields, &e);
+        /* The caller goes on after a failed append, so the failure is never silent: it reaches
+         * the journal here. */
         if (r < 0)
-                log_error("audit: cannot record '%s': %s", event, (e ? e : &local)->message);
+                log_error("audit: cannot record '%s': %s", event, e.message);
+        return r;
+}
+
+int worker_audit_required(Worker *w, const char *event, json_t *fields, TfwError *e) {
+        TfwError ae = {0};
+        int r = audit_append(w->audit, event, fields, &ae);
+        if (r < 0)
+                return tfw_error(e, -r, "audit_failed", "cannot record '%s' in the audit log: %s", event,
+                                 ae.message[0] ? ae.message : strerror(-r));
         return r;
 }

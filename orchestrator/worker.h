@@ -23,6 +23,13 @@ typedef struct Worker {
 int worker_open(Worker *w, const Config *c, TfwError *e);
 void worker_close(Worker *w);
 
-/* Record an audit event. A failure is logged here and returned; callers decide whether it is
- * fatal (a job's result is published even when its audit line could not be written). */
-int worker_audit(Worker *w, const char *event, json_t *fields, TfwError *e);
+/* Record an audit event, BEST EFFORT: a failure is logged here and returned, and the caller
+ * goes on (a job's result is published even when its audit line could not be written; a request
+ * is captured, rejected or expired all the same). For the outcomes and the worker's own events. */
+int worker_audit_best_effort(Worker *w, const char *event, json_t *fields);
+
+/* Record an audit event that a decision depends on (approve, deny, a job's start; issue 11 item
+ * 9): called under the store lock before the decision is committed, which is not taken when
+ * this fails. Nothing is logged: the failure is returned in e (code "audit_failed", the reason in
+ * the message) for the caller to refuse with. */
+int worker_audit_required(Worker *w, const char *event, json_t *fields, TfwError *e);

@@ -267,6 +267,17 @@ static void lane_kill_container(Lane *l) {
         exec_cancel(&l->cancel);
 }
 
+/* The shutdown grace is over and serve exits without waiting for its lanes: end every capsule
+ * still there first (runsc and engines alike), each lane's lock taken with a bound (a lane's
+ * heartbeat may be in the middle of the same teardown). */
+static void lanes_teardown_before_exit(Lane *lanes, long n) {
+        for (long i = 0; i < n; i++) {
+                TfwError e = {0};
+                if (exec_cancel_teardown(&lanes[i].cancel, CAPSULE_TEARDOWN_MAX_USEC, &e) < 0)
+                        log_error("serve %s: %s", lanes[i].label, e.message);
+        }
+}
+
 static int post_json(Lane *l, Http *h, const char *path, json_t *body, long *status, json_t **ret, TfwError *e) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
@@ -900,7 +911,9 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 if (all_done)
                         break;
                 if (kill_deadline && now_monotonic() > kill_deadline) {
-                        /* The lanes still use s: it is left to the process's end. */
+                        /* Every capsule still there is ended first; the lanes still use s: it is
+                         * left to the process's end. */
+                        lanes_teardown_before_exit(lanes, n_lanes);
                         return tfw_error(e, ETIMEDOUT, "shutdown", "lanes did not stop within --shutdown-grace-secs");
                 }
                 int sig = sigtimedwait(&mask, NULL, &poll_ts);

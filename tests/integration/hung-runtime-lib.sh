@@ -1,0 +1,89 @@
+# A runtime that hangs (threat 13; sourced by test-hung-runtime*.sh after lib.sh): a wrapper of
+# the real runsc, configured as the worker's runsc, that stops the job's sandbox with SIGSTOP,
+# as a sandbox that hangs at boot (seen with --platform=kvm) or in the middle of a job does.
+#
+#   make_hung_runsc CTL   writes CTL/runsc. For `runsc ... run ...` it starts a watcher that
+#                         finds the sandbox (the front process's child with "boot" in its argv)
+#                         and stops it: CTL/mode "boot": as soon as it exists, before it has
+#                         started the job; "run": once CTL/stop-now exists. The stopped pid
+#                         is appended to CTL/stopped. Without CTL/mode it is plain runsc.
+#   runsc_procs ROOT      the processes (pid and argv) whose argv names the runsc root ROOT:
+#                         the front `runsc run`, the gofer, the sandbox, any `runsc delete`
+#   job_cgroups GROUP     the job cgroups left in GROUP (tentaflake-worker-<name>), in every
+#                         hierarchy
+#   kill_leftovers ROOT CTL  the EXIT trap's part: SIGKILL what a failed run left (a stopped
+#                         process dies of SIGKILL too), the watchers included
+REAL_RUNSC=$(command -v runsc)
+
+make_hung_runsc() {
+        local ctl=$1
+        {
+                printf '#!/bin/bash\n# i11t: runsc whose sandbox is stopped (tests/integration/hung-runtime-lib.sh)\n'
+                printf 'ctl=%q\nreal=%q\n' "$ctl" "$REAL_RUNSC"
+                cat <<'EOF'
+if [[ " $* " == *" run "* && -e $ctl/mode ]]; then
+        mode=$(<"$ctl/mode")
+        front=$$
+        (
+                # Not one of the capsule's channels: the worker must see them end.
+                exec </dev/null >/dev/null 2>&1
+                sandbox= n=0
+                while [ -z "$sandbox" ]; do
+                        [ -d "/proc/$front" ] && [ $n -lt 60000 ] || exit 0
+                        for t in /proc/$front/task/*/children; do
+                                kids=()
+                                read -r -a kids <"$t" 2>/dev/null # no newline at its end
+                                for c in "${kids[@]}"; do
+                                        mapfile -d '' argv <"/proc/$c/cmdline" 2>/dev/null || continue
+                                        for a in "${argv[@]}"; do [ "$a" = boot ] && sandbox=$c; done
+                                done
+                        done
+                        n=$((n + 1))
+                        [ -n "$sandbox" ] || sleep 0.002
+                done
+                if [ "$mode" = run ]; then
+                        n=0
+                        while [ ! -e "$ctl/stop-now" ]; do
+                                [ -d "/proc/$sandbox" ] && [ $n -lt 12000 ] || exit 0
+                                n=$((n + 1))
+                                sleep 0.05
+                        done
+                fi
+                kill -STOP "$sandbox" && echo "$sandbox" >>"$ctl/stopped"
+        ) &
+fi
+exec "$real" "$@"
+EOF
+        } >"$ctl/runsc"
+        chmod 755 "$ctl/runsc"
+}
+
+_procs_naming() { # _procs_naming STRING: pid and argv of every process whose argv contains STRING
+        python3 - "$1" <<'PY'
+import os, sys
+needle = sys.argv[1].encode()
+for p in os.listdir("/proc"):
+    if not p.isdigit() or int(p) in (os.getpid(), os.getppid()):
+        continue
+    try:
+        argv = open(f"/proc/{p}/cmdline", "rb").read()
+    except OSError:
+        continue
+    if needle in argv:
+        print(p, argv.replace(b"\0", b" ").decode(errors="replace")[:300])
+PY
+}
+
+runsc_procs() { _procs_naming "$1"; }
+
+job_cgroups() {
+        local group=$1
+        find /sys/fs/cgroup -mindepth 3 -maxdepth 3 -type d -path "*/$group/*" 2>/dev/null
+}
+
+kill_leftovers() {
+        local root=$1 ctl=$2 p
+        for p in $(_procs_naming "$ctl/runsc" | cut -d' ' -f1) $(_procs_naming "$root" | cut -d' ' -f1); do
+                kill -KILL "$p" 2>/dev/null
+        done
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Threat 13, issue 11 item 7 ("every ending ends the capsule"), inbox plane: a runtime whose
+# sandbox hangs (stopped with SIGSTOP by the runsc wrapper of hung-runtime-lib.sh), at boot
+# under `run` and during the job under `drain`, then SIGTERM twice to the daemon. The second
+# signal used to kill only the job's process group: `runsc run`, the gofer and the stopped
+# sandbox stayed alive after the daemon exited, and so did the job's cgroup. Now the daemon
+# exits having left no runsc process of the worker and no job cgroup. Real daemon, real runsc.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+. tests/integration/hung-runtime-lib.sh
+require_root
+[ -n "$REAL_RUNSC" ] || { echo "SKIP: runsc is not installed"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(mktemp -d /tmp/i11t-hung.XXXXXX)
+ctl=$dir/ctl
+mkdir "$ctl"
+make_hung_runsc "$ctl"
+trap 'kill_leftovers "$dir/state/runsc" "$ctl"; worker_cleanup "$dir"' EXIT
+new_worker "$dir" ', "concurrency": 1, "runtime": {"runsc": "'"$ctl/runsc"'"},
+ "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
+name=$(json_get "$dir/config.json" 'r["name"]')
+group=tentaflake-worker-$name
+root=$dir/state/runsc
+inbox="$dir/ws/.tentaflake-worker/inbox"
+res="$dir/results"
+drop() { # drop ID ARGV_JSON
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s,"timeout_seconds":900}' "$1" "$2" \
+                >"$inbox/.$1.tmp"
+        mv "$inbox/.$1.tmp" "$inbox/$1.json"
+}
+gone() { ! kill -0 "$1" 2>/dev/null; }
+reap_daemon() { # wait (bounded) for the daemon to exit by itself; its exit status
+        local rc=0
+        wait_for 120 gone "$TFW_DAEMON_PID" || { echo "FAIL: the daemon did not exit"; return 99; }
+        wait "$TFW_DAEMON_PID" || rc=$?
+        TFW_DAEMON_PID=
+        return $rc
+}
+term_twice() { # the first SIGTERM lets the job finish; the second, once the first was taken, ends it
+        kill -TERM "$TFW_DAEMON_PID"
+        wait_for 30 grep -q "stopping: " "$dir/daemon.log"
+        kill -TERM "$TFW_DAEMON_PID"
+        t_second=$(date +%s%N)
+}
+took() { echo "   (the daemon exited $(( ($(date +%s%N) - t_second) / 1000000 )) ms after the second signal)"; }
+has_runsc_procs() { [ -n "$(runsc_procs "$root")" ]; }
+no_runsc_procs() {
+        local left
+        left=$(runsc_procs "$root")
+        [ -z "$left" ] || { echo "left: $left"; return 1; }
+}
+no_job_cgroup() {
+        local left
+        left=$(job_cgroups "$group")
+        [ -z "$left" ] || { echo "left: $left"; return 1; }
+}
+stopped_state() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+
+echo "-- run: the sandbox hangs at boot; SIGTERM twice"
+echo boot >"$ctl/mode"
+start_daemon "$dir" run || exit 1
+drop hang1 '["sh","-c","echo i11t-running; exec sleep 600"]'
+check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
+check "  ... and stays stopped" stopped_state "$(tail -n1 "$ctl/stopped")"
+check "hang1 is running" wait_state "$dir" hang1 running
+check "runsc processes of the job are alive" has_runsc_procs
+term_twice
+reap_daemon
+rc=$?
+took
+check "the daemon exits 0 after the second signal (exit $rc)" test "$rc" = 0
+check "hang1 is interrupted" test "$(json_get "$res/hang1/result.json" 'r["status"]')" = interrupted
+check "hang1 never started its job (stopped at boot)" bash -c "! grep -q i11t-running '$res/hang1/job.log'"
+check "no runsc process of the worker is left" no_runsc_procs
+check "no job cgroup is left" no_job_cgroup
+check "runsc keeps no state of the container" test -z "$(ls -A "$root" | grep -v '^runsc' || true)"
+
+echo "-- drain: the sandbox hangs in the middle of the job; SIGTERM twice"
+rm -f "$ctl/stopped"
+echo run >"$ctl/mode"
+drop hang2 '["sh","-c","echo i11t-running; exec sleep 600"]'
+start_daemon "$dir" drain || exit 1
+check "hang2's job runs (its output reached job.log)" \
+        wait_for 60 grep -qs i11t-running "$res/.staging/hang2/job.log"
+touch "$ctl/stop-now"
+check "the sandbox was stopped during the job" wait_file "$ctl/stopped" 60
+check "runsc processes of the job are alive" has_runsc_procs
+term_twice
+reap_daemon
+rc=$?
+took
+check "drain exits 0 after the second signal (exit $rc)" test "$rc" = 0
+check "hang2 is interrupted" test "$(json_get "$res/hang2/result.json" 'r["status"]')" = interrupted
+check "no runsc process of the worker is left" no_runsc_procs
+check "no job cgroup is left" no_job_cgroup
+check "the teardown is in the log" grep -q "job 'hang2': capsule torn down (" "$dir/daemon.log"
+check "audit verify passes" quiet tfw "$dir" audit verify 2>/dev/null
+finish
