@@ -32,3 +32,7 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 /* If the verb's arguments ask for --help (before any "--"), print the verb's help to stdout
  * and return true: the caller exits 0. */
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v);
+
+/* The controller's verbs (cli/controller.c). */
+int verb_submit(int argc, char **argv, const Config *config, const char *config_path);
+int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);
