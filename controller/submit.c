@@ -34,8 +34,11 @@ int controller_submit_request(const ControllerSite *site, const json_t *fields, 
         for (unsigned attempt = 0;; attempt++) {
                 controller_request_done(&req);
                 r = controller_request_build(fields, &site->policy, id_prefix, &req, e);
-                if (r < 0)
+                if (r < 0) {
+                        if (r != -ENOMEM)
+                                tfw_error_prefix(e, "refused, as the worker would: ");
                         return r;
+                }
                 usec_t now = now_realtime();
                 if (id_in_use(site, req.id))
                         r = tfw_error(e, EEXIST, "duplicate_id", "id '%s' is already used within retention (see '%s/%s')",
