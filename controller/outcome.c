@@ -203,7 +203,8 @@ int controller_artifacts(int results_fd, const char *id, size_t max, json_t **re
         }
         for (size_t i = 0; i < n; i++)
                 v[i] = json_incref(json_array_get(w.paths, i));
-        qsort(v, n, sizeof(*v), cmp_json_strings);
+        if (n > 1)
+                qsort(v, n, sizeof(*v), cmp_json_strings);
         json_array_clear(w.paths);
         for (size_t i = 0; i < n; i++)
                 json_array_append_new(w.paths, v[i]);

@@ -26,7 +26,8 @@ trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1, "limits": {"memory": "512m", "memory_swap": "512m"}'
 ws="$dir/ws"
 mkdir -p "$dir/bin" "$dir/home" "$dir/client"
-install -m 0755 "$BIN" "$dir/bin/tentaflake-worker"
+# TFW_CONTROLLER_BIN: the controller side from another build (an ASan one, say).
+install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
 chown 10000:10000 "$dir/home"
 CTL_BIN="$dir/bin/tentaflake-worker"
 as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env -i PATH=/usr/bin:/bin HOME="$dir/home" "$@"; }

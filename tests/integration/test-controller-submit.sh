@@ -26,7 +26,8 @@ ws="$dir/ws" inbox="$dir/ws/.tentaflake-worker/inbox" res="$dir/results"
 info="$ws/.tentaflake-worker/worker.json"
 # The controller runs its own copy: the checkout need not be reachable by uid 10000.
 mkdir -p "$dir/bin" "$dir/out" "$dir/home"
-install -m 0755 "$BIN" "$dir/bin/tentaflake-worker"
+# TFW_CONTROLLER_BIN: the controller side from another build (an ASan one, say).
+install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
 chown 10000:10000 "$dir/out" "$dir/home"
 CTL_BIN="$dir/bin/tentaflake-worker"
 
