@@ -25,6 +25,9 @@ let negotiated = null;
 transport.onmessage = (m) => {
   if (m && m.result && m.result.protocolVersion) negotiated = m.result.protocolVersion;
 };
+// A response to a cancelled call would arrive for an id the SDK no longer knows: an error here.
+const strays = [];
+client.onerror = (e) => strays.push(String(e));
 try {
   await client.connect(transport); // initialize + notifications/initialized
   check("initialize: the server names itself", client.getServerVersion()?.name === "tentaflake-worker", client.getServerVersion());
@@ -75,6 +78,22 @@ try {
   const ps = pend.structuredContent || {};
   check("run: pending answered at once", ps.status === "pending" && ps.id === "i15mcppend", pend);
   check("run: pending carries the approve command", /approve i15mcppend --expect-sha256 [0-9a-f]{64}/.test(ps.approve_command || ""), ps);
+  // Waiting for a pending request: bounded by wait_seconds, answered with where it is.
+  const still = await client.callTool({ name: "result", arguments: { id: "i15mcppend", wait_seconds: 1 } },
+    undefined, { timeout: 60000 });
+  check("result: wait_seconds ends with the state", still.structuredContent?.status === "pending" && !still.isError, still);
+  // A waiting call cancelled by the client (notifications/cancelled) gets no answer; the server
+  // goes on answering.
+  const ac = new AbortController();
+  const cancelled = client.callTool({ name: "result", arguments: { id: "i15mcppend", wait_seconds: 600 } },
+    undefined, { signal: ac.signal });
+  await client.ping();
+  ac.abort("changed my mind");
+  let aborted = false;
+  try { await cancelled; } catch (e) { aborted = true; }
+  check("result: a cancelled wait is abandoned", aborted);
+  await client.ping();
+  check("ping answered while and after a call waited", true);
   console.log(`PENDING ${ps.approve_command}`);
   const later = await client.callTool({ name: "result", arguments: { id: "i15mcppend", wait_seconds: 120 } },
     undefined, { timeout: 300000 });
@@ -90,6 +109,7 @@ try {
 
   await client.ping();
   check("still answering at the end", true);
+  check("no stray message reached the client", strays.length === 0, strays);
 } catch (e) {
   failed++;
   console.log(`FAIL: the client threw: ${e && e.stack ? e.stack : e}`);
