@@ -147,9 +147,15 @@ static json_t *tool_error(const Mcp *m, const char *code, const char *message) {
 }
 
 static bool site_ready(Mcp *m, TfwError *e) {
-        if (m->have_site)
+        if (m->have_site && m->site.results_fd >= 0)
                 return true;
-        /* Opened on first use, and again after a failure: the worker may have started since. */
+        /* Opened on first use, and again while the results directory is unknown: the worker
+         * may have started (and written worker.json) since. */
+        if (m->have_site) {
+                controller_watch_close(&m->watch);
+                controller_site_close(&m->site);
+                m->have_site = false;
+        }
         if (controller_site_open(m->o.workspace, m->o.results, &m->site, e) < 0)
                 return false;
         m->have_site = true;
