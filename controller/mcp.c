@@ -253,6 +253,11 @@ static json_t *state_result(Mcp *m, const Waiter *w, ControllerState st) {
                          "request '%s': pending: an operator must approve it before it runs. The operator runs, as "
                          "root: %s\nAsk for its outcome later with the result tool (id '%s').",
                          w->id, cmd, w->id);
+        else if (st == CONTROLLER_QUEUED || st == CONTROLLER_RUNNING)
+                snprintf(text, sizeof(text),
+                         "request '%s': %s, not ended yet. Ask for its outcome with the result tool (id '%s', "
+                         "wait_seconds to wait for it).",
+                         w->id, controller_state_to_string(st), w->id);
         else
                 snprintf(text, sizeof(text), "request '%s': %s", w->id, controller_state_to_string(st));
         return tool_result(m, text,
@@ -338,9 +343,19 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
         if (!watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
-        if (controller_submit_request(&m->site, args, "mcp", &req, &submitted_at, &e) < 0)
+        /* wait_seconds is the tool's, not the request's: the rest goes to the builder, which
+         * judges every other field as the worker would. */
+        int64_t wait = 0;
+        int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 1, RESULT_WAIT_MAX, &wait, &e);
+        if (r < 0 && r != -ENOENT)
                 return tool_error(m, e.code, e.message);
-        waiter_add(m, rpc_id, token, req.id, req.sha256, true, submitted_at, 0);
+        _cleanup_(json_decrefp) json_t *fields = json_copy(args);
+        if (!fields)
+                return tool_error(m, "internal", "out of memory");
+        (void) json_object_del(fields, "wait_seconds");
+        if (controller_submit_request(&m->site, fields, "mcp", &req, &submitted_at, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        waiter_add(m, rpc_id, token, req.id, req.sha256, true, submitted_at, (unsigned) wait);
         *ret_deferred = true;
         return NULL;
 }
@@ -421,7 +436,7 @@ static json_t *tools_list(const Mcp *m) {
                         json_array_append_new(classes, json_string(action_class_to_string((ActionClass) c)));
         json_t *run = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
-                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}}, s:[s], s:b}}",
+                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}",
                 "name", "run", "title", "Run a command in a capsule", "description",
                 "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
                 "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
@@ -437,7 +452,10 @@ static json_t *tools_list(const Mcp *m) {
                 "wall-clock limit (the worker's default when absent)", "reason", "type", "string", "maxLength",
                 REQUEST_REASON_MAX, "description", "why, shown to the operator when approval is needed", "id",
                 "type", "string", "pattern", "^[a-z0-9][a-z0-9_-]{0,63}$", "description",
-                "the request id (a fresh one when absent)", "required", "argv", "additionalProperties", false);
+                "the request id (a fresh one when absent)", "wait_seconds", "type", "integer", "minimum", 1, "maximum",
+                RESULT_WAIT_MAX, "description",
+                "answer after this long even if the job has not ended (default: when it ends)", "required", "argv",
+                "additionalProperties", false);
         json_t *result = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}", "name", "result",
                 "title", "Outcome of a request", "description",

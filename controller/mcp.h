@@ -8,7 +8,8 @@
  * in the inbox, runs on). Tools:
  *   run     argv, action_class (default local-reversible), timeout_seconds, reason, id: submits
  *           like `submit` and answers when the job ends, or at once when it waits for an
- *           operator (status pending, its id and the approve command);
+ *           operator (status pending, its id and the approve command); wait_seconds (1..3600)
+ *           answers with where it is when the job has not ended by then;
  *   result  id, wait_seconds (0..3600, default 0): the outcome or the current state;
  *   list    recent (0..100, default 20): pending, queued, running and recent requests.
  * A final outcome carries status, exit code, the exit status `submit` would take, the log's

@@ -168,6 +168,8 @@ expect_tool_error("run-id-bad", {"argv": ["true"], "id": "../../etc/passwd"}, ne
 expect_tool_error("run-id-upper", {"argv": ["true"], "id": "ABC"}, needle="bad_id")
 expect_tool_error("run-unknown-field", {"argv": ["true"], "env": {"X": "1"}}, needle="env")
 expect_tool_error("run-version-field", {"argv": ["true"], "version": 2}, needle="version")
+expect_tool_error("run-wait-zero", {"argv": ["true"], "wait_seconds": 0}, needle="wait_seconds")
+expect_tool_error("run-wait-string", {"argv": ["true"], "wait_seconds": "1"}, needle="wait_seconds")
 expect_tool_error("result-no-id", {}, name="result")
 expect_tool_error("result-bad-id", {"id": "../x"}, name="result", needle="bad_id")
 expect_tool_error("result-negative-wait", {"id": "abc", "wait_seconds": -1}, name="result", needle="wait_seconds")

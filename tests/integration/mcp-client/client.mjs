@@ -61,6 +61,15 @@ try {
     undefined, { timeout: 300000 });
   check("run: a failing job's exit code", fail.structuredContent?.exit_code === 3 && fail.structuredContent?.status === "failed", fail);
 
+  // wait_seconds: an answer before the end, then the outcome through result.
+  const early = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "sleep 4; echo slept"], wait_seconds: 1 } },
+    undefined, { timeout: 60000 });
+  const es = early.structuredContent || {};
+  check("run: wait_seconds answers before the job ends", ["unknown", "queued", "running"].includes(es.status) &&
+        early.isError === false && /result tool/.test(text(early)), early);
+  const end = await client.callTool({ name: "result", arguments: { id: es.id, wait_seconds: 120 } }, undefined, { timeout: 300000 });
+  check("result: then the outcome", end.structuredContent?.status === "succeeded" && text(end).includes("slept"), end);
+
   const bad = await client.callTool({ name: "run", arguments: { argv: "not-an-array" } });
   check("run: bad arguments are a tool error", bad.isError === true && /argv/.test(text(bad)), bad);
   const unknownField = await client.callTool({ name: "run", arguments: { argv: ["true"], shell: true } });
