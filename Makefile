@@ -59,7 +59,7 @@ CFLAGS_ALL  = $(WARN) $(OPT) $(HARDEN) $(SANFLAGS) -I. -DTFW_VERSION='"$(VERSION
 LDFLAGS_ALL = $(HARDEN_LD) $(SANFLAGS) $(LDFLAGS)
 
 # Every .c directly in a component folder goes into the library; main() lives in cli/.
-LIB_DIRS := common parser snapshot capsule artifacts exec orchestrator approve validation
+LIB_DIRS := common parser snapshot capsule artifacts exec orchestrator approve validation controller
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
 CLI_SRC  := $(wildcard cli/*.c)

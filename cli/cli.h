@@ -35,3 +35,7 @@ bool cli_verb_help_requested(int argc, char **argv, const Verb *v);
 
 /* `serve`'s command line (cli/serve.c): an exit status. */
 int cli_serve(int argc, char **argv);
+
+/* The controller's verbs (cli/controller.c). */
+int verb_submit(int argc, char **argv, const Config *config, const char *config_path);
+int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);

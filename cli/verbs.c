@@ -117,13 +117,13 @@ static int verb_run(int argc, char **argv, const Config *config, const char *con
         static const struct option opts[] = {{}};
         VerbArgs a = {};
         TfwError e = {0};
-        (void) config_path;
         int r = parse_verb_args(argc, argv, opts, 0, &a);
         if (r)
                 return r;
         DaemonOptions o = {
                 .drain = streq(argv[0], "drain"),
                 .stop_grace = DAEMON_STOP_GRACE_DEFAULT,
+                .config_path = config_path,
         };
         if (daemon_run(config, &o, &e) < 0) {
                 log_error("%s: %s", argv[0], e.message);
@@ -410,5 +410,41 @@ const Verb verbs[] = {
          "  --log-level error|warning|notice|info|debug (info)\n"
          "See docs/validation.md.\n",
          false, verb_serve},
+        {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
+         "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
+         "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
+         "                                [--results DIR] -- ARGV...\n\n"
+         "Run by the controller's own user, with no configuration file. Writes one request for\n"
+         "ARGV (run without a shell) into <workspace>/.tentaflake-worker/inbox/, refusing at\n"
+         "once what the worker would reject, then waits for its result (inotify): the job's log\n"
+         "on stdout, its artifacts' paths on stderr, its exit code as submit's own. A request\n"
+         "that needs an operator says so once, with the command that approves it, and waits.\n\n"
+         "  --workspace DIR  the workspace (default: the current directory or the nearest\n"
+         "                   parent holding .tentaflake-worker/)\n"
+         "  --class CLASS    the action class (default local-reversible)\n"
+         "  --timeout S      wall-clock limit in seconds (default: the worker's)\n"
+         "  --reason TEXT    shown to the operator when approval is needed\n"
+         "  --id ID          the request id (default: a fresh one)\n"
+         "  --no-wait        print the id and exit 0 once the request is written\n"
+         "  --json           print result.json instead of the log and artifacts\n"
+         "  --results DIR    the results directory (default: from .tentaflake-worker/worker.json)\n\n"
+         "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
+         "rejected (by the worker, or here before writing), denied, expired, error,\n"
+         "interrupted, or submit itself failed; 2 usage error. See docs/controller.md.\n",
+         false, verb_submit},
+        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list)",
+         "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
+         "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"
+         "run by the controller's own user, with no configuration file. Tools:\n"
+         "  run     argv, action_class, timeout_seconds, reason, id, wait_seconds: run a\n"
+         "          command in a capsule and answer with its outcome (status, exit code, log\n"
+         "          tail, artifact paths); a request that needs an operator answers at once\n"
+         "          with its id and the approve command\n"
+         "  result  id, wait_seconds: the outcome of a request, or where it is\n"
+         "  list    recent: pending, queued, running and recent requests of this workspace\n\n"
+         "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
+         "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
+         "(docs/controller.md). Exits 0 at end of input.\n",
+         false, verb_mcp},
         {},
 };

@@ -23,6 +23,7 @@
 #include "common/json-util.h"
 #include "common/log.h"
 #include "orchestrator/daemon.h"
+#include "orchestrator/discovery.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
@@ -444,6 +445,12 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = setup_events(&d, e);
         if (r < 0)
                 goto out;
+        {
+                /* Informational for the controller's client; never read back (threat 14). */
+                TfwError de = {0};
+                if (discovery_publish(&d.w, o->config_path, &de) < 0)
+                        log_warning("%s", de.message);
+        }
         audit_worker(&d, "worker-start", o->drain ? "drain" : "run");
 
         job_cache_runtime_version(&d.w);

@@ -21,6 +21,7 @@
 typedef struct DaemonOptions {
         bool drain;          /* exit once the inbox and queue are empty and nothing runs */
         usec_t stop_grace;   /* how long running jobs may finish after SIGTERM */
+        const char *config_path; /* named in worker.json for the operator's commands; may be NULL */
 } DaemonOptions;
 
 /* Running jobs may finish for this long after the first SIGTERM (systemd's default stop

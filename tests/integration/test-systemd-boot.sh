@@ -131,6 +131,11 @@ show() { ct systemctl show -p "$2" --value "$1"; }
 ct systemctl start 'tentaflake-worker@it.service' || die "tentaflake-worker@it.service did not start"
 check "the daemon is active (it sent READY=1)" test "$(show 'tentaflake-worker@it.service' ActiveState)" = active
 check "it created the inbox for the controller" test -d "$inbox" -a "$(stat -c %u "$inbox")" = 10000
+# Issue 15: worker.json, written at start under the unit's sandbox, root-owned for the controller.
+check "it wrote worker.json (root:10000 0640)" \
+        test "$(ct stat -c '%u:%g:%a' /srv/tfw-ws/.tentaflake-worker/worker.json 2>/dev/null)" = "0:10000:640"
+check "worker.json names the results directory" \
+        ct grep -q '"results_dir": "/run/tentaflake-worker-it/results"' /srv/tfw-ws/.tentaflake-worker/worker.json
 
 pid=$(show 'tentaflake-worker@it.service' MainPID)
 status=$(ct cat "/proc/$pid/status")

@@ -39,10 +39,23 @@ mkfifo "$tmp/fifo"
 
 expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- --version
 expect 0 'Usage: tentaflake-worker \[--config FILE\] COMMAND' -- --help
-for v in run drain approve deny list show doctor gc audit keygen serve; do
+for v in run drain approve deny list show doctor gc audit keygen serve submit mcp; do
         expect 0 "Usage: tentaflake-worker .*$v" -- "$v" --help
 done
 expect 2 'Usage:' --
+# The controller's verbs (issue 15): no --config, usage errors 2, their own failures 125.
+expect 0 'Exit status: the job.s exit code; 124 timed out; 128\+N' -- submit --help
+expect 0 'tools:|Tools:' -- mcp --help
+expect 2 "submit: this command does not take --config" -- --config "$tmp/good.json" submit -- true
+expect 2 "mcp: this command does not take --config" -- --config "$tmp/good.json" mcp
+expect 2 "submit: missing the command to run" -- submit
+expect 2 "submit: missing the command to run" -- submit --class irreversible --
+expect 2 "submit: unknown option '--bogus'" -- submit --bogus -- true
+expect 2 "submit: option '--timeout' needs a value" -- submit --timeout
+expect 2 "submit: --json prints the result" -- submit --json --no-wait -- true
+expect 2 "mcp: unexpected argument 'x'" -- mcp x
+expect 125 "submit: workspace '$tmp/nowhere': No such file" -- submit --workspace "$tmp/nowhere" -- true
+expect 125 "submit: cannot open '$tmp/.tentaflake-worker'" -- submit --workspace "$tmp" -- true
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- --bogus list
 expect 2 "option '--config' needs a value" -- --config

@@ -1,0 +1,130 @@
+/* SPDX-License-Identifier: MIT */
+/* The controller's verbs (contract section 9): `submit` and `mcp`, run as the controller's
+ * own unprivileged user with no configuration file. Parsing and exit statuses only; the work
+ * is in controller/. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/json-util.h"
+#include "common/log.h"
+#include "controller/mcp.h"
+#include "controller/outcome.h"
+#include "controller/request.h"
+#include "controller/submit.h"
+
+enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS };
+
+int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"workspace", required_argument, NULL, OPT_WORKSPACE},
+                {"class", required_argument, NULL, OPT_CLASS},
+                {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                {"reason", required_argument, NULL, OPT_REASON},
+                {"id", required_argument, NULL, OPT_ID},
+                {"wait", no_argument, NULL, OPT_WAIT},
+                {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+                {"json", no_argument, NULL, OPT_JSON},
+                {"results", required_argument, NULL, OPT_RESULTS},
+                {},
+        };
+        const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL;
+        SubmitOptions o = {.wait = true};
+        int c;
+        (void) config;
+        (void) config_path;
+
+        opterr = 0;
+        optind = 0;
+        /* '+': the command starts at the first argument that is not an option (or after --). */
+        while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+                switch (c) {
+                case OPT_WORKSPACE:
+                        o.workspace = optarg;
+                        break;
+                case OPT_CLASS:
+                        cls = optarg;
+                        break;
+                case OPT_TIMEOUT:
+                        timeout = optarg;
+                        break;
+                case OPT_REASON:
+                        reason = optarg;
+                        break;
+                case OPT_ID:
+                        id = optarg;
+                        break;
+                case OPT_WAIT:
+                        o.wait = true;
+                        break;
+                case OPT_NO_WAIT:
+                        o.wait = false;
+                        break;
+                case OPT_JSON:
+                        o.json = true;
+                        break;
+                case OPT_RESULTS:
+                        o.results = optarg;
+                        break;
+                case ':':
+                        return cli_usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
+                default:
+                        return cli_usage_error("submit", "unknown option '%s'", argv[optind - 1]);
+                }
+        }
+        if (optind >= argc)
+                return cli_usage_error("submit", "missing the command to run (submit [OPTIONS] -- ARGV...)");
+        if (o.json && !o.wait)
+                return cli_usage_error("submit", "--json prints the result, which --no-wait does not wait for");
+
+        _cleanup_(json_decrefp) json_t *fields = NULL;
+        TfwError e = {0};
+        int status = 0;
+        if (controller_fields_from_strings(argv + optind, (size_t) (argc - optind), cls, timeout, reason, id, &fields,
+                                           &e) < 0 ||
+            (o.fields = fields, controller_submit(&o, stdout, stderr, &status, &e)) < 0) {
+                log_error("submit: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
+                /* As timeout(1) does when it fails itself: the command did not run to an end. */
+                return CONTROLLER_EXIT_NOT_RUN;
+        }
+        fflush(stdout);
+        return status;
+}
+
+int verb_mcp(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {
+                {"workspace", required_argument, NULL, OPT_WORKSPACE},
+                {"results", required_argument, NULL, OPT_RESULTS},
+                {},
+        };
+        McpOptions o = {};
+        int c;
+        (void) config;
+        (void) config_path;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+                if (c == OPT_WORKSPACE)
+                        o.workspace = optarg;
+                else if (c == OPT_RESULTS)
+                        o.results = optarg;
+                else if (c == ':')
+                        return cli_usage_error("mcp", "option '%s' needs a value", argv[optind - 1]);
+                else
+                        return cli_usage_error("mcp", "unknown option '%s'", argv[optind - 1]);
+        }
+        if (optind < argc)
+                return cli_usage_error("mcp", "unexpected argument '%s'", argv[optind]);
+
+        /* A client that goes away is an end, not a signal. */
+        (void) signal(SIGPIPE, SIG_IGN);
+        TfwError e = {0};
+        if (mcp_serve(STDIN_FILENO, STDOUT_FILENO, &o, &e) < 0) {
+                log_error("mcp: %s", e.message);
+                return 1;
+        }
+        return 0;
+}

@@ -1,0 +1,777 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/path-util.h"
+#include "controller/mcp.h"
+#include "controller/outcome.h"
+#include "controller/request.h"
+#include "controller/site.h"
+#include "controller/status.h"
+#include "controller/submit.h"
+
+/* JSON-RPC 2.0 error codes. */
+#define RPC_PARSE_ERROR (-32700)
+#define RPC_INVALID_REQUEST (-32600)
+#define RPC_METHOD_NOT_FOUND (-32601)
+#define RPC_INVALID_PARAMS (-32602)
+#define RPC_INTERNAL_ERROR (-32603)
+
+#define READ_CHUNK 65536
+#define RESULT_WAIT_MAX 3600
+#define LIST_RECENT_DEFAULT 20
+#define LIST_RECENT_MAX 100
+
+/* Newest first: the answer to a client that asks for none of these. */
+const char *const mcp_protocol_versions[] = {MCP_LATEST_PROTOCOL, "2025-06-18", "2025-03-26", "2024-11-05", NULL};
+
+typedef struct Waiter {
+        json_t *rpc_id;
+        json_t *progress_token;   /* NULL: the client asked for no progress */
+        char id[REQUEST_ID_MAX + 1];
+        char sha256[SHA256_HEX_SIZE];
+        bool answer_pending;      /* run: answer as soon as an operator is needed */
+        bool scan_rejected;
+        usec_t submitted_at;      /* realtime, for .rejected/ records */
+        usec_t started;           /* monotonic */
+        usec_t deadline;          /* monotonic; 0: until final */
+        usec_t next_progress;     /* monotonic */
+        uint64_t progress;
+        ControllerState last;
+} Waiter;
+
+typedef struct Mcp {
+        McpOptions o;
+        int out_fd;
+        ControllerSite site;
+        bool have_site;
+        ControllerWatch watch;
+        char protocol[16];
+        Waiter waiting[MCP_MAX_WAITING];
+        size_t n_waiting;
+        int write_error;
+} Mcp;
+
+static bool protocol_at_least(const Mcp *m, const char *v) {
+        return strcmp(m->protocol, v) >= 0;
+}
+
+/* ---- output ------------------------------------------------------------------------------- */
+
+static void send_json(Mcp *m, json_t *msg) {
+        if (!msg || m->write_error)
+                return;
+        /* One line: jansson escapes every control character in strings, so no raw newline. */
+        char *s = json_dumps(msg, JSON_COMPACT);
+        if (!s) {
+                m->write_error = -ENOMEM;
+                return;
+        }
+        size_t n = strlen(s);
+        char *line = realloc(s, n + 2);
+        if (!line) {
+                free(s);
+                m->write_error = -ENOMEM;
+                return;
+        }
+        line[n] = '\n';
+        int r = write_all(m->out_fd, line, n + 1);
+        free(line);
+        if (r < 0)
+                m->write_error = r;
+}
+
+static void send_result(Mcp *m, json_t *id, json_t *result) {
+        _cleanup_(json_decrefp) json_t *msg = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result",
+                                                        result ? result : json_object());
+        send_json(m, msg);
+}
+
+static void send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) _printf_(4, 5);
+static void send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) {
+        char msg[1200];
+        va_list ap;
+        va_start(ap, fmt);
+        (void) vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        /* The message may quote the client's bytes: keep it valid UTF-8 for jansson. */
+        json_t *text = json_string(msg);
+        if (!text)
+                text = json_string("invalid input");
+        _cleanup_(json_decrefp) json_t *j = json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
+                                                      id ? id : json_null(), "error", "code", code, "message", text);
+        send_json(m, j);
+}
+
+static void send_progress(Mcp *m, Waiter *w, const char *message) {
+        if (!w->progress_token)
+                return;
+        w->progress++;
+        _cleanup_(json_decrefp) json_t *params =
+                json_pack("{s:O, s:I, s:s}", "progressToken", w->progress_token, "progress", (json_int_t) w->progress,
+                          "message", message);
+        _cleanup_(json_decrefp) json_t *j =
+                json_pack("{s:s, s:s, s:O}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
+        send_json(m, j);
+        w->next_progress = now_monotonic() + MCP_PROGRESS_INTERVAL_SECONDS * USEC_PER_SEC;
+}
+
+/* ---- tool results ----------------------------------------------------------------------- */
+
+/* A tool result: text for the model, structuredContent for programs (2025-06-18 and later). */
+static json_t *tool_result(const Mcp *m, const char *text, json_t *structured, bool is_error) {
+        json_t *t = json_string(text);
+        if (!t)
+                t = json_string("(output not valid UTF-8)");
+        json_t *r = json_pack("{s:[{s:s, s:o}], s:b}", "content", "type", "text", "text", t, "isError", is_error);
+        if (r && structured && protocol_at_least(m, "2025-06-18"))
+                json_object_set(r, "structuredContent", structured);
+        json_decref(structured);
+        return r;
+}
+
+static json_t *tool_error(const Mcp *m, const char *code, const char *message) {
+        char text[1400];
+        snprintf(text, sizeof(text), "%s%s%s", message, code ? " (" : "", code ? code : "");
+        if (code)
+                strncat(text, ")", sizeof(text) - strlen(text) - 1);
+        return tool_result(m, text, json_pack("{s:s, s:s?, s:s}", "status", "refused", "error", code, "message", message),
+                           true);
+}
+
+static bool site_ready(Mcp *m, TfwError *e) {
+        if (m->have_site && m->site.results_fd >= 0)
+                return true;
+        /* Opened on first use, and again while the results directory is unknown: the worker
+         * may have started (and written worker.json) since. */
+        if (m->have_site) {
+                controller_watch_close(&m->watch);
+                controller_site_close(&m->site);
+                m->have_site = false;
+        }
+        if (controller_site_open(m->o.workspace, m->o.results, &m->site, e) < 0)
+                return false;
+        m->have_site = true;
+        return true;
+}
+
+static bool watch_ready(Mcp *m, TfwError *e) {
+        if (m->watch.fd >= 0)
+                return true;
+        if (controller_site_need_results(&m->site, e) < 0)
+                return false;
+        return controller_watch_open(m->site.results_fd, &m->watch, e) >= 0;
+}
+
+static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous) {
+        const char *status = json_string_value(json_object_get(res, "status"));
+        int exit_status = controller_exit_status(res);
+        _cleanup_free_ char *tail = NULL;
+        _cleanup_(json_decrefp) json_t *paths = NULL, *abs = json_array();
+        bool cut = false, arts_cut = false;
+        char dir[4200];
+
+        snprintf(dir, sizeof(dir), "%s/%s", m->site.results_dir ? m->site.results_dir : "", id);
+        if (anonymous || controller_log_tail(m->site.results_fd, id, MCP_LOG_TAIL_BYTES, &tail, &cut) < 0)
+                tail = strdup("");
+        if (anonymous || controller_artifacts(m->site.results_fd, id, MCP_ARTIFACTS_MAX, &paths, &arts_cut) < 0)
+                paths = json_array();
+        size_t i;
+        json_t *p;
+        json_array_foreach(paths, i, p) {
+                char path[8400];
+                snprintf(path, sizeof(path), "%s/artifacts/%s", dir, json_string_value(p));
+                json_array_append_new(abs, json_string(path));
+        }
+        /* The log is the job's bytes: a tail that is not UTF-8 is shown with replacements. */
+        json_t *tailj = json_string(tail ? tail : "");
+        if (!tailj) {
+                for (char *c = tail; c && *c; c++)
+                        if ((unsigned char) *c >= 0x80)
+                                *c = '?';
+                tailj = json_string(tail ? tail : "");
+        }
+        json_t *structured = json_pack(
+                "{s:s, s:s?, s:O, s:O, s:O, s:O, s:i, s:s?, s:o, s:b, s:O, s:b}", "id", id, "status", status,
+                "exit_code", json_object_get(res, "exit_code") ?: json_null(), "signal",
+                json_object_get(res, "signal") ?: json_null(), "error", json_object_get(res, "error") ?: json_null(),
+                "message", json_object_get(res, "message") ?: json_null(), "exit_status", exit_status, "result_dir",
+                anonymous ? NULL : dir, "log_tail", tailj ? tailj : json_string(""), "log_truncated", cut, "artifacts",
+                abs, "artifacts_truncated", arts_cut);
+
+        _cleanup_free_ char *text = NULL;
+        size_t tlen = 0;
+        FILE *f = open_memstream(&text, &tlen);
+        if (!f) {
+                json_decref(structured);
+                return tool_error(m, "internal", "out of memory");
+        }
+        const char *err = json_string_value(json_object_get(res, "error"));
+        const char *msg = json_string_value(json_object_get(res, "message"));
+        json_t *code = json_object_get(res, "exit_code");
+        const char *log = json_string_value(json_object_get(structured, "log_tail"));
+        fprintf(f, "request '%s': %s", id, status ? status : "?");
+        if (json_is_integer(code))
+                fprintf(f, ", exit code %" JSON_INTEGER_FORMAT, json_integer_value(code));
+        fprintf(f, " (exit status %d)", exit_status);
+        if (err)
+                fprintf(f, ": %s", err);
+        if (msg)
+                fprintf(f, ": %s", msg);
+        fputc('\n', f);
+        if (log && log[0])
+                fprintf(f, "%s%s%s", cut ? "log (last part):\n" : "log:\n", log,
+                        log[strlen(log) - 1] == '\n' ? "" : "\n");
+        if (json_array_size(abs)) {
+                fputs("artifacts:\n", f);
+                json_array_foreach(abs, i, p)
+                        fprintf(f, "  %s\n", json_string_value(p));
+                if (arts_cut)
+                        fputs("  (more not listed)\n", f);
+        }
+        if (fclose(f) != 0 || !text) {
+                json_decref(structured);
+                return tool_error(m, "internal", "out of memory");
+        }
+        return tool_result(m, text, structured, exit_status == CONTROLLER_EXIT_NOT_RUN);
+}
+
+static json_t *state_result(Mcp *m, const Waiter *w, ControllerState st) {
+        char text[2048];
+        _cleanup_free_ char *cmd = NULL;
+        if (st == CONTROLLER_PENDING)
+                cmd = controller_approve_command(&m->site, w->id, w->sha256[0] ? w->sha256 : "<sha256>");
+        if (cmd)
+                snprintf(text, sizeof(text),
+                         "request '%s': pending: an operator must approve it before it runs. The operator runs, as "
+                         "root: %s\nAsk for its outcome later with the result tool (id '%s').",
+                         w->id, cmd, w->id);
+        else if (st == CONTROLLER_QUEUED || st == CONTROLLER_RUNNING)
+                snprintf(text, sizeof(text),
+                         "request '%s': %s, not ended yet. Ask for its outcome with the result tool (id '%s', "
+                         "wait_seconds to wait for it).",
+                         w->id, controller_state_to_string(st), w->id);
+        else
+                snprintf(text, sizeof(text), "request '%s': %s", w->id, controller_state_to_string(st));
+        return tool_result(m, text,
+                           json_pack("{s:s, s:s, s:s?}", "id", w->id, "status", controller_state_to_string(st),
+                                     "approve_command", cmd),
+                           false);
+}
+
+/* ---- waiting ------------------------------------------------------------------------------ */
+
+static void waiter_drop(Mcp *m, size_t i) {
+        json_decref(m->waiting[i].rpc_id);
+        json_decref(m->waiting[i].progress_token);
+        m->waiting[i] = m->waiting[--m->n_waiting];
+}
+
+/* Look at one waiting call: answer it (and drop it) when its request is final, or pending for
+ * run, or its wait is over. true when answered. */
+static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
+        Waiter *w = &m->waiting[i];
+        ControllerStatus st;
+
+        if (controller_status(m->site.results_fd, w->id, w->submitted_at, scan_rejected || w->scan_rejected, &st) < 0)
+                st = (ControllerStatus){};
+        w->scan_rejected = false;
+        json_t *answer = NULL;
+        if (st.state == CONTROLLER_FINAL)
+                answer = outcome_result(m, w->id, st.result, st.anonymous);
+        else if (st.state == CONTROLLER_PENDING && w->answer_pending)
+                answer = state_result(m, w, st.state);
+        else if (w->deadline && now_monotonic() >= w->deadline)
+                answer = state_result(m, w, st.state);
+        else if (st.state != w->last) {
+                char msg[128];
+                snprintf(msg, sizeof(msg), "%s", controller_state_to_string(st.state));
+                if (st.state != CONTROLLER_UNKNOWN)
+                        send_progress(m, w, msg);
+                w->last = st.state;
+        }
+        controller_status_done(&st);
+        if (!answer)
+                return false;
+        send_result(m, w->rpc_id, answer);
+        waiter_drop(m, i);
+        return true;
+}
+
+static void check_all(Mcp *m, bool scan_rejected) {
+        for (size_t i = 0; i < m->n_waiting;)
+                if (!waiter_check(m, i, scan_rejected))
+                        i++;
+}
+
+static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const char *id, const char *sha, bool answer_pending,
+                       usec_t submitted_at, unsigned wait_seconds) {
+        Waiter *w = &m->waiting[m->n_waiting++];
+        usec_t now = now_monotonic();
+        *w = (Waiter){.rpc_id = json_incref(rpc_id),
+                      .progress_token = token ? json_incref(token) : NULL,
+                      .answer_pending = answer_pending,
+                      .scan_rejected = true,
+                      .submitted_at = submitted_at,
+                      .started = now,
+                      .deadline = wait_seconds ? now + wait_seconds * USEC_PER_SEC : 0,
+                      .last = CONTROLLER_UNKNOWN};
+        snprintf(w->id, sizeof(w->id), "%s", id);
+        snprintf(w->sha256, sizeof(w->sha256), "%s", sha ? sha : "");
+        send_progress(m, w, "submitted: waiting for the worker");
+        (void) waiter_check(m, m->n_waiting - 1, true);
+}
+
+/* ---- tools -------------------------------------------------------------------------------- */
+
+static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
+        _cleanup_(controller_request_done) ControllerRequest req = {};
+        TfwError e = {0};
+        usec_t submitted_at;
+
+        if (!site_ready(m, &e))
+                return tool_error(m, e.code, e.message);
+        /* Refused before anything is written when the answer could not be waited for. */
+        if (m->n_waiting >= MCP_MAX_WAITING)
+                return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
+        if (!watch_ready(m, &e))
+                return tool_error(m, e.code, e.message);
+        /* wait_seconds is the tool's, not the request's: the rest goes to the builder, which
+         * judges every other field as the worker would. */
+        int64_t wait = 0;
+        int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 1, RESULT_WAIT_MAX, &wait, &e);
+        if (r < 0 && r != -ENOENT)
+                return tool_error(m, e.code, e.message);
+        _cleanup_(json_decrefp) json_t *fields = json_copy(args);
+        if (!fields)
+                return tool_error(m, "internal", "out of memory");
+        (void) json_object_del(fields, "wait_seconds");
+        if (controller_submit_request(&m->site, fields, "mcp", &req, &submitted_at, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        waiter_add(m, rpc_id, token, req.id, req.sha256, true, submitted_at, (unsigned) wait);
+        *ret_deferred = true;
+        return NULL;
+}
+
+static const char *const result_fields[] = {"id", "wait_seconds", NULL};
+
+static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
+        TfwError e = {0};
+        const char *id;
+        int64_t wait = 0;
+
+        if (json_check_keys(args, result_fields, NULL, &e) < 0 ||
+            json_get_string(args, "id", "id", true, false, &id, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 0, RESULT_WAIT_MAX, &wait, &e);
+        if (r < 0 && r != -ENOENT)
+                return tool_error(m, e.code, e.message);
+        if (!request_id_is_valid(id))
+                return tool_error(m, "bad_id", "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
+                return tool_error(m, e.code, e.message);
+
+        ControllerStatus st;
+        if (controller_status(m->site.results_fd, id, 0, false, &st) < 0)
+                return tool_error(m, "internal", "cannot look the request up");
+        if (st.state == CONTROLLER_FINAL) {
+                json_t *res = outcome_result(m, id, st.result, st.anonymous);
+                controller_status_done(&st);
+                return res;
+        }
+        if (wait == 0 || st.state == CONTROLLER_UNKNOWN) {
+                if (st.state == CONTROLLER_UNKNOWN) {
+                        char msg[256];
+                        snprintf(msg, sizeof(msg),
+                                 "no request '%s' in the results directory (not captured yet, expired, or never submitted)",
+                                 id);
+                        return tool_error(m, "unknown_id", msg);
+                }
+                Waiter w = {};
+                snprintf(w.id, sizeof(w.id), "%s", id);
+                return state_result(m, &w, st.state);
+        }
+        if (m->n_waiting >= MCP_MAX_WAITING)
+                return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
+        if (!watch_ready(m, &e))
+                return tool_error(m, e.code, e.message);
+        waiter_add(m, rpc_id, token, id, NULL, false, 0, (unsigned) wait);
+        *ret_deferred = true;
+        return NULL;
+}
+
+static const char *const list_fields[] = {"recent", NULL};
+
+static json_t *tool_list(Mcp *m, json_t *args) {
+        _cleanup_(json_decrefp) json_t *l = NULL;
+        TfwError e = {0};
+        int64_t recent = LIST_RECENT_DEFAULT;
+
+        if (json_check_keys(args, list_fields, NULL, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        int r = json_get_int_range(args, "recent", "recent", false, 0, LIST_RECENT_MAX, &recent, &e);
+        if (r < 0 && r != -ENOENT)
+                return tool_error(m, e.code, e.message);
+        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        r = controller_list(m->site.results_fd, (size_t) recent, &l);
+        if (r < 0)
+                return tool_error(m, "internal", "cannot list the results directory");
+        _cleanup_free_ char *text = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        return tool_result(m, text ? text : "{}", json_incref(l), false);
+}
+
+static json_t *tools_list(const Mcp *m) {
+        const RequestPolicy *p = m->have_site ? &m->site.policy : &request_policy_default;
+        _cleanup_(json_decrefp) json_t *classes = json_array();
+        for (int c = 0; c < _ACTION_CLASS_MAX; c++)
+                if (action_class_policy((ActionClass) c) != ACTION_POLICY_REJECT)
+                        json_array_append_new(classes, json_string(action_class_to_string((ActionClass) c)));
+        json_t *run = json_pack(
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
+                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}",
+                "name", "run", "title", "Run a command in a capsule", "description",
+                "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
+                "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
+                "artifacts (files the command leaves under /work/artifacts). A request whose action class needs an "
+                "operator answers at once with status pending and the command that approves it; ask for its "
+                "outcome later with the result tool.",
+                "inputSchema", "type", "object", "properties", "argv", "type", "array", "items", "type", "string",
+                "minItems", 1, "maxItems", (json_int_t) p->max_argv, "description",
+                "the command and its arguments, run without a shell in /work", "action_class", "type", "string",
+                "enum", classes, "default", CONTROLLER_DEFAULT_CLASS, "description",
+                "local-reversible runs at once; every other class waits for an operator", "timeout_seconds", "type",
+                "integer", "minimum", 1, "maximum", (json_int_t) p->max_timeout_seconds, "description",
+                "wall-clock limit (the worker's default when absent)", "reason", "type", "string", "maxLength",
+                REQUEST_REASON_MAX, "description", "why, shown to the operator when approval is needed", "id",
+                "type", "string", "pattern", "^[a-z0-9][a-z0-9_-]{0,63}$", "description",
+                "the request id (a fresh one when absent)", "wait_seconds", "type", "integer", "minimum", 1, "maximum",
+                RESULT_WAIT_MAX, "description",
+                "answer after this long even if the job has not ended (default: when it ends)", "required", "argv",
+                "additionalProperties", false);
+        json_t *result = json_pack(
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}", "name", "result",
+                "title", "Outcome of a request", "description",
+                "The outcome of a request (status, exit code, the end of its log, its artifacts' paths), or where it "
+                "is (pending, queued, running). With wait_seconds, wait up to that long for it to end.",
+                "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
+                "^[a-z0-9][a-z0-9_-]{0,63}$", "wait_seconds", "type", "integer", "minimum", 0, "maximum",
+                RESULT_WAIT_MAX, "description", "wait up to this long for the request to end (default 0)",
+                "required", "id", "additionalProperties", false);
+        json_t *list = json_pack(
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:b}}", "name", "list", "title",
+                "This workspace's requests", "description",
+                "The requests of this workspace that are pending, queued or running, and the most recent results.",
+                "inputSchema", "type", "object", "properties", "recent", "type", "integer", "minimum", 0, "maximum",
+                LIST_RECENT_MAX, "description", "how many recent results to include (default 20)",
+                "additionalProperties", false);
+        return json_pack("{s:[o, o, o]}", "tools", run, result, list);
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
+        json_t *v = json_object_get(params, "protocolVersion");
+        if (!json_is_string(v)) {
+                send_error(m, id, RPC_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
+                return;
+        }
+        const char *chosen = MCP_LATEST_PROTOCOL;
+        for (const char *const *p = mcp_protocol_versions; *p; p++)
+                if (streq(*p, json_string_value(v)))
+                        chosen = *p;
+        snprintf(m->protocol, sizeof(m->protocol), "%s", chosen);
+        send_result(m, id,
+                    json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
+                              "tools", "listChanged", false, "serverInfo", "name", "tentaflake-worker", "title",
+                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions",
+                              "Run builds, tests and any untrusted command with the run tool instead of running them "
+                              "yourself: each runs on a snapshot of this workspace in a disposable gVisor capsule with "
+                              "no network."));
+}
+
+static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
+        json_t *name = json_object_get(params, "name");
+        json_t *args = json_object_get(params, "arguments");
+        json_t *meta = json_object_get(params, "_meta");
+        json_t *token = meta && json_is_object(meta) ? json_object_get(meta, "progressToken") : NULL;
+        _cleanup_(json_decrefp) json_t *empty = NULL;
+        bool deferred = false;
+        json_t *r;
+
+        if (!json_is_string(name)) {
+                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
+                return;
+        }
+        if (args && json_is_null(args))
+                args = NULL;
+        if (args && !json_is_object(args)) {
+                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.arguments must be an object");
+                return;
+        }
+        if (meta && !json_is_object(meta)) {
+                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params._meta must be an object");
+                return;
+        }
+        if (token && !json_is_string(token) && !json_is_integer(token)) {
+                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: _meta.progressToken must be a string or an integer");
+                return;
+        }
+        if (!args)
+                args = empty = json_object();
+        const char *n = json_string_value(name);
+        if (streq(n, "run"))
+                r = tool_run(m, id, args, token, &deferred);
+        else if (streq(n, "result"))
+                r = tool_result_of(m, id, args, token, &deferred);
+        else if (streq(n, "list"))
+                r = tool_list(m, args);
+        else {
+                char shown[80];
+                send_error(m, id, RPC_INVALID_PARAMS, "unknown tool '%s'", printable_name(n, shown, sizeof(shown)));
+                return;
+        }
+        if (deferred)
+                return;
+        if (!r)
+                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+        else
+                send_result(m, id, r);
+}
+
+static void handle_cancelled(Mcp *m, json_t *params) {
+        json_t *rid = json_object_get(params, "requestId");
+        if (!rid)
+                return;
+        for (size_t i = 0; i < m->n_waiting; i++)
+                if (json_equal(m->waiting[i].rpc_id, rid)) {
+                        waiter_drop(m, i);
+                        return;
+                }
+}
+
+static void handle_message(Mcp *m, json_t *msg) {
+        json_t *id = json_object_get(msg, "id");
+        json_t *method = json_object_get(msg, "method");
+        json_t *params = json_object_get(msg, "params");
+        json_t *ver = json_object_get(msg, "jsonrpc");
+
+        /* Ids are strings or integers (MCP forbids null); anything else cannot be answered by id. */
+        bool id_ok = id && (json_is_string(id) || json_is_integer(id));
+        if (!json_is_string(ver) || !streq(json_string_value(ver), "2.0")) {
+                send_error(m, id_ok ? id : NULL, RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\")");
+                return;
+        }
+        if (id && !id_ok) {
+                send_error(m, NULL, RPC_INVALID_REQUEST, "the id must be a string or an integer");
+                return;
+        }
+        if (!method) {
+                /* A response: this server sends no requests, so there is nothing to match. */
+                if (json_object_get(msg, "result") || json_object_get(msg, "error"))
+                        return;
+                send_error(m, id, RPC_INVALID_REQUEST, "a request needs a method");
+                return;
+        }
+        if (!json_is_string(method)) {
+                if (id)
+                        send_error(m, id, RPC_INVALID_REQUEST, "the method must be a string");
+                return;
+        }
+        const char *name = json_string_value(method);
+        if (params && !json_is_object(params)) {
+                if (id)
+                        send_error(m, id, RPC_INVALID_PARAMS, "params must be an object");
+                return;
+        }
+        if (!id) {
+                /* Notifications are never answered. */
+                if (streq(name, "notifications/cancelled") && params)
+                        handle_cancelled(m, params);
+                return;
+        }
+        if (streq(name, "initialize"))
+                handle_initialize(m, id, params);
+        else if (streq(name, "ping"))
+                send_result(m, id, json_object());
+        else if (streq(name, "tools/list")) {
+                json_t *cursor = params ? json_object_get(params, "cursor") : NULL;
+                if (cursor && !json_is_string(cursor))
+                        send_error(m, id, RPC_INVALID_PARAMS, "tools/list: params.cursor must be a string");
+                else
+                        send_result(m, id, tools_list(m));
+        } else if (streq(name, "tools/call")) {
+                if (!params)
+                        send_error(m, id, RPC_INVALID_PARAMS, "tools/call needs params");
+                else
+                        handle_tools_call(m, id, params);
+        } else {
+                char shown[80];
+                send_error(m, id, RPC_METHOD_NOT_FOUND, "method '%s' not found",
+                           printable_name(name, shown, sizeof(shown)));
+        }
+}
+
+static void handle_line(Mcp *m, const char *line, size_t len) {
+        _cleanup_(json_decrefp) json_t *msg = NULL;
+        TfwError e = {0};
+
+        while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == ' ' || line[len - 1] == '\t'))
+                len--;
+        size_t skip = 0;
+        while (skip < len && (line[skip] == ' ' || line[skip] == '\t'))
+                skip++;
+        if (skip == len)
+                return; /* blank lines are not messages */
+        if (json_load_object_strict(line + skip, len - skip, "message", &msg, &e) < 0) {
+                if (e.code && streq(e.code, "bad_type"))
+                        send_error(m, NULL, RPC_INVALID_REQUEST,
+                                   "a message must be one JSON object (batches are not supported)");
+                else
+                        send_error(m, NULL, RPC_PARSE_ERROR, "parse error: %s", e.message);
+                return;
+        }
+        handle_message(m, msg);
+}
+
+/* ---- the loop ----------------------------------------------------------------------------- */
+
+static int next_timeout_ms(const Mcp *m) {
+        usec_t now = now_monotonic(), next = 0;
+        for (size_t i = 0; i < m->n_waiting; i++) {
+                const Waiter *w = &m->waiting[i];
+                if (w->deadline && (!next || w->deadline < next))
+                        next = w->deadline;
+                if (w->progress_token && (!next || w->next_progress < next))
+                        next = w->next_progress;
+        }
+        if (!next)
+                return -1;
+        if (next <= now)
+                return 0;
+        usec_t ms = (next - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        return ms > 60000 ? 60000 : (int) ms;
+}
+
+static void tick(Mcp *m) {
+        usec_t now = now_monotonic();
+        for (size_t i = 0; i < m->n_waiting; i++) {
+                Waiter *w = &m->waiting[i];
+                if (w->progress_token && w->next_progress <= now) {
+                        char msg[128];
+                        snprintf(msg, sizeof(msg), "%s, %" PRIu64 " s", w->last == CONTROLLER_UNKNOWN ? "submitted" :
+                                 controller_state_to_string(w->last), (uint64_t) ((now - w->started) / USEC_PER_SEC));
+                        send_progress(m, w, msg);
+                }
+        }
+        /* Deadlines are answered by the check. */
+        check_all(m, false);
+}
+
+int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
+        Mcp *m = calloc(1, sizeof(*m));
+        char *buf = NULL;
+        size_t len = 0, cap = 0;
+        bool discarding = false, eof = false;
+        int r = 0;
+
+        if (!m)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        m->o = *o;
+        m->out_fd = out_fd;
+        m->site = (ControllerSite) CONTROLLER_SITE_NULL;
+        m->watch = (ControllerWatch) CONTROLLER_WATCH_NULL;
+        snprintf(m->protocol, sizeof(m->protocol), "%s", MCP_LATEST_PROTOCOL);
+        TfwError ignored = {0};
+        (void) site_ready(m, &ignored); /* a failure is reported by the first tool that needs it */
+
+        while (!eof && !m->write_error) {
+                struct pollfd p[2] = {{.fd = in_fd, .events = POLLIN}, {.fd = m->watch.fd, .events = POLLIN}};
+                int n = poll(p, m->watch.fd >= 0 ? 2 : 1, next_timeout_ms(m));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = tfw_error(e, errno, "internal", "poll: %m");
+                        break;
+                }
+                if (m->watch.fd >= 0 && p[1].revents) {
+                        int mask = controller_watch_read(&m->watch);
+                        if (mask < 0) {
+                                /* The results directory went away: look again later, from scratch. */
+                                controller_watch_close(&m->watch);
+                                mask = CONTROLLER_WATCH_CHANGED | CONTROLLER_WATCH_REJECTED;
+                        }
+                        if (mask)
+                                check_all(m, mask & CONTROLLER_WATCH_REJECTED);
+                }
+                if (p[0].revents) {
+                        if (cap - len < READ_CHUNK) {
+                                size_t nc = cap ? cap * 2 : READ_CHUNK * 2;
+                                if (nc > MCP_MESSAGE_MAX + READ_CHUNK * 2)
+                                        nc = MCP_MESSAGE_MAX + READ_CHUNK * 2;
+                                char *nb = realloc(buf, nc);
+                                if (!nb) {
+                                        r = tfw_error(e, ENOMEM, "internal", "out of memory");
+                                        break;
+                                }
+                                buf = nb;
+                                cap = nc;
+                        }
+                        ssize_t k = read(in_fd, buf + len, cap - len);
+                        if (k < 0) {
+                                if (errno == EINTR || errno == EAGAIN)
+                                        continue;
+                                r = tfw_error(e, errno, "internal", "cannot read the input: %m");
+                                break;
+                        }
+                        if (k == 0)
+                                eof = true;
+                        size_t scan_from = len;
+                        len += (size_t) k;
+                        /* Every complete line is one message. */
+                        size_t start = 0;
+                        for (size_t i = scan_from; i < len; i++) {
+                                if (buf[i] != '\n')
+                                        continue;
+                                if (discarding) {
+                                        send_error(m, NULL, RPC_INVALID_REQUEST,
+                                                   "message longer than %d bytes: discarded", MCP_MESSAGE_MAX);
+                                        discarding = false;
+                                } else
+                                        handle_line(m, buf + start, i - start);
+                                start = i + 1;
+                        }
+                        memmove(buf, buf + start, len - start);
+                        len -= start;
+                        if (len > MCP_MESSAGE_MAX) {
+                                /* Too long to be a message: drop it up to its end. */
+                                discarding = true;
+                                len = 0;
+                        }
+                        if (eof && len > 0 && !discarding)
+                                handle_line(m, buf, len); /* a last message without its newline */
+                        else if (eof && discarding)
+                                send_error(m, NULL, RPC_INVALID_REQUEST, "message longer than %d bytes: discarded",
+                                           MCP_MESSAGE_MAX);
+                }
+                if (!eof)
+                        tick(m);
+        }
+        if (r >= 0 && m->write_error)
+                r = tfw_error(e, m->write_error, "internal", "cannot write to the client: %s", strerror(-m->write_error));
+        while (m->n_waiting)
+                waiter_drop(m, m->n_waiting - 1);
+        controller_watch_close(&m->watch);
+        if (m->have_site)
+                controller_site_close(&m->site);
+        free(buf);
+        free(m);
+        return r;
+}

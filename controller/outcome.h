@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: MIT */
+/* What a controller's client makes of a final result (contract sections 7 and 9).
+ *
+ * controller_exit_status(): the exit status `submit` takes as its own, as timeout(1) and
+ * shells do: succeeded 0; failed the job's exit code (1..255; 1 when the result has none);
+ * timed_out 124; killed 128+N for signal N (137, SIGKILL, when the limit that ended it left no
+ * signal); rejected, denied, expired, error, interrupted and anything unknown 125.
+ *
+ * The log and the artifacts are read from <results>/<id>/ without following a symlink in the
+ * last component of any path; the artifact walk is bounded in depth and in entries. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#define CONTROLLER_EXIT_TIMED_OUT 124
+#define CONTROLLER_EXIT_NOT_RUN 125
+#define CONTROLLER_EXIT_SIGNAL_BASE 128
+
+int controller_exit_status(const json_t *result);
+
+/* Copy <id>/job.log to out_fd. A missing log is success (a request that never ran has none). */
+int controller_log_copy(int results_fd, const char *id, int out_fd);
+
+/* The last max bytes of <id>/job.log (cut at a line start when one is near); *ret_cut when
+ * bytes before them were left out. A missing log gives "". */
+int controller_log_tail(int results_fd, const char *id, size_t max, char **ret, bool *ret_cut);
+
+/* The artifacts' paths relative to <id>/artifacts/ (regular files only, sorted), at most max;
+ * *ret_truncated when there were more. A missing directory gives []. */
+int controller_artifacts(int results_fd, const char *id, size_t max, json_t **ret, bool *ret_truncated);
+
+/* This results directory's requests: {"active": [{"id","state","since"}], "recent": [{"id",
+ * "status","exit_code","finished_at"}]}, active ones as their state files say, recent ones
+ * (at most max_recent, newest first) from result.json. */
+int controller_list(int results_fd, size_t max_recent, json_t **ret);

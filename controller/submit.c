@@ -1,0 +1,153 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/json-util.h"
+#include "controller/outcome.h"
+#include "controller/request.h"
+#include "controller/site.h"
+#include "controller/status.h"
+#include "controller/submit.h"
+
+#define FRESH_ID_TRIES 8
+#define ARTIFACTS_LISTED_MAX 100000
+
+/* Is id already known to the worker, as far as this client can see? */
+static bool id_in_use(const ControllerSite *s, const char *id) {
+        ControllerStatus st;
+        if (s->results_fd < 0 || controller_status(s->results_fd, id, 0, false, &st) < 0)
+                return false;
+        bool used = st.state != CONTROLLER_UNKNOWN || faccessat(s->results_fd, id, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+        controller_status_done(&st);
+        return used;
+}
+
+int controller_submit_request(const ControllerSite *site, const json_t *fields, const char *id_prefix,
+                              ControllerRequest *ret, usec_t *ret_submitted_at, TfwError *e) {
+        ControllerRequest req = {};
+        int r;
+
+        for (unsigned attempt = 0;; attempt++) {
+                controller_request_done(&req);
+                r = controller_request_build(fields, &site->policy, id_prefix, &req, e);
+                if (r < 0) {
+                        if (r != -ENOMEM)
+                                tfw_error_prefix(e, "refused, as the worker would: ");
+                        return r;
+                }
+                usec_t now = now_realtime();
+                if (id_in_use(site, req.id))
+                        r = tfw_error(e, EEXIST, "duplicate_id", "id '%s' is already used within retention (see '%s/%s')",
+                                      req.id, site->results_dir, req.id);
+                else
+                        r = controller_request_write(site->inbox_fd, &req, e);
+                if (r >= 0) {
+                        *ret = req;
+                        *ret_submitted_at = now;
+                        return 0;
+                }
+                if (r != -EEXIST || !req.id_generated || attempt + 1 >= FRESH_ID_TRIES) {
+                        controller_request_done(&req);
+                        return r;
+                }
+        }
+}
+
+static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
+        const char *status = json_string_value(json_object_get(res, "status"));
+        const char *code = json_string_value(json_object_get(res, "error"));
+        const char *msg = json_string_value(json_object_get(res, "message"));
+
+        if (!anonymous) {
+                json_t *paths = NULL;
+                bool cut = false;
+                if (controller_artifacts(s->results_fd, id, ARTIFACTS_LISTED_MAX, &paths, &cut) >= 0) {
+                        size_t i;
+                        json_t *p;
+                        json_array_foreach(paths, i, p)
+                                fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, json_string_value(p));
+                        if (cut)
+                                fprintf(err, "submit '%s': more artifacts in '%s/%s/artifacts/' than listed\n", id,
+                                        s->results_dir, id);
+                        json_decref(paths);
+                }
+        }
+        /* succeeded and failed speak through the exit status; every other ending says why. */
+        if (status && (streq(status, "succeeded") || streq(status, "failed")))
+                return;
+        fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
+                code ? code : "", msg ? ": " : "", msg ? msg : "");
+}
+
+int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
+        _cleanup_(controller_site_close) ControllerSite site = CONTROLLER_SITE_NULL;
+        _cleanup_(controller_request_done) ControllerRequest req = {};
+        _cleanup_(controller_watch_close) ControllerWatch watch = CONTROLLER_WATCH_NULL;
+        int r;
+
+        r = controller_site_open(o->workspace, o->results, &site, e);
+        if (r < 0)
+                return r;
+        if (o->wait) {
+                r = controller_site_need_results(&site, e);
+                if (r < 0)
+                        return r;
+                /* Watch before the request exists: its result cannot slip in unseen. */
+                r = controller_watch_open(site.results_fd, &watch, e);
+                if (r < 0)
+                        return r;
+        }
+
+        usec_t submitted_at;
+        r = controller_submit_request(&site, o->fields, "sub", &req, &submitted_at, e);
+        if (r < 0)
+                return r;
+        if (!o->wait) {
+                fprintf(out, "%s\n", req.id);
+                *ret_status = 0;
+                return 0;
+        }
+
+        bool said_pending = false, scan_rejected = true;
+        ControllerStatus st = {};
+        for (;;) {
+                r = controller_status(site.results_fd, req.id, submitted_at, scan_rejected, &st);
+                if (r < 0)
+                        return tfw_error(e, r, "internal", "cannot look up '%s': %s", req.id, strerror(-r));
+                if (st.state == CONTROLLER_FINAL)
+                        break;
+                if (st.state == CONTROLLER_PENDING && !said_pending) {
+                        _cleanup_free_ char *cmd = controller_approve_command(&site, req.id, req.sha256);
+                        fprintf(err, "submit '%s': pending: an operator must approve it; as root: %s\n", req.id,
+                                cmd ? cmd : "approve");
+                        fflush(err);
+                        said_pending = true;
+                }
+                struct pollfd p = {.fd = watch.fd, .events = POLLIN};
+                if (poll(&p, 1, -1) < 0 && errno != EINTR)
+                        return tfw_error(e, errno, "internal", "poll: %m");
+                int m = controller_watch_read(&watch);
+                if (m < 0)
+                        return tfw_error(e, ENOENT, "no_results", "the results directory '%s' went away while waiting for '%s'",
+                                         site.results_dir, req.id);
+                scan_rejected = m & CONTROLLER_WATCH_REJECTED;
+        }
+
+        _cleanup_(json_decrefp) json_t *res = st.result;
+        if (o->json) {
+                _cleanup_free_ char *s = json_dumps(res, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                if (s)
+                        fprintf(out, "%s\n", s);
+        } else {
+                fflush(out);
+                if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, fileno(out))) < 0)
+                        fprintf(err, "submit '%s': cannot read its log: %s\n", req.id, strerror(-r));
+                print_outcome(&site, req.id, res, st.anonymous, err);
+        }
+        *ret_status = controller_exit_status(res);
+        return 0;
+}

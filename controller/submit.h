@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: MIT */
+/* `submit` (contract section 9): one request written into the inbox, then, by default, its
+ * result waited for with inotify, the job's log copied to out, the artifacts' paths written to
+ * err, and the job's exit status mapped as controller_exit_status() says.
+ *
+ * A request waiting for an operator is reported once on err, with the command that approves
+ * exactly these bytes, and waited for. A fresh id is never one already in use in the results
+ * directory or the inbox; a given one that is, is refused (duplicate_id) before anything is
+ * written. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "common/error.h"
+#include "common/time-util.h"
+#include "controller/request.h"
+#include "controller/site.h"
+
+typedef struct SubmitOptions {
+        const char *workspace;  /* NULL: the current directory or its nearest parent with the inbox */
+        const char *results;    /* NULL: from worker.json */
+        const json_t *fields;   /* controller_request_build()'s fields */
+        bool wait;              /* false: print the id and return */
+        bool json;              /* print result.json instead of the log and artifacts */
+} SubmitOptions;
+
+/* 0 with *ret_status the exit status to take (0 when not waiting), or a negative errno with
+ * e set: nothing was submitted, or the wait failed (e->code says which; "refused" codes are the
+ * worker's own rejection codes). */
+int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e);
+
+/* Build the request from fields and write it into site's inbox, with a fresh id when fields
+ * give none (another one when that id turns out to be in use). *ret_submitted_at: when, for
+ * controller_status()'s not_before. */
+int controller_submit_request(const ControllerSite *site, const json_t *fields, const char *id_prefix,
+                              ControllerRequest *ret, usec_t *ret_submitted_at, TfwError *e);

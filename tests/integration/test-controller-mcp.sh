@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The controller's side, `mcp` (issue 15; contract section 9; threat 14), against the real
+# daemon and real runsc capsules, as the controller's unprivileged uid (10000, no groups):
+#  - the official MCP TypeScript SDK's client (@modelcontextprotocol/sdk, installed here with
+#    `npm ci` from the committed package-lock.json into a temporary directory, run with the
+#    machine's node): initialize, list the tools, call run (output, artifacts, progress), a
+#    failing job, bad arguments, an unknown tool, a pending request that the test approves while
+#    the client waits in `result`, and list;
+#  - a malformed-message corpus (mcp-malformed.py: truncated JSON, wrong types, unknown methods,
+#    huge strings and lines, bad framing) after each entry of which the server still answers.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not installed"; exit 77; }
+command -v node >/dev/null && command -v npm >/dev/null || { echo "SKIP: node and npm are not installed"; exit 77; }
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+[ "$node_major" -ge 18 ] || { echo "SKIP: node $node_major is older than the SDK's 18"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(mktemp -d /tmp/i15-mcp.XXXXXX)
+chmod 0755 "$dir"
+trap 'worker_cleanup "$dir"' EXIT
+new_worker "$dir" ', "pending_ttl_hours": 1, "limits": {"memory": "512m", "memory_swap": "512m"}'
+ws="$dir/ws"
+mkdir -p "$dir/bin" "$dir/home" "$dir/client"
+# TFW_CONTROLLER_BIN: the controller side from another build (an ASan one, say).
+install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
+chown 10000:10000 "$dir/home"
+CTL_BIN="$dir/bin/tentaflake-worker"
+as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env -i PATH=/usr/bin:/bin HOME="$dir/home" "$@"; }
+
+echo "-- [$SECONDS s] npm ci of the SDK client"
+cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
+        tests/integration/mcp-client/client.mjs tests/integration/mcp-malformed.py "$dir/client/"
+if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) >"$dir/npm.log" 2>&1; then
+        cat "$dir/npm.log"
+        echo "SKIP: cannot install @modelcontextprotocol/sdk from the npm registry"
+        exit 77
+fi
+chmod -R a+rX "$dir/client"
+
+start_daemon "$dir" || exit 1
+
+# count_lines FILE: add the ok:/FAIL: lines of a driver's output to this test's totals.
+count_lines() {
+        local ok bad
+        ok=$(grep -c '^ok: ' "$1"); bad=$(grep -c '^FAIL: ' "$1")
+        passes=$((passes + ok)); fails=$((fails + bad))
+        grep '^FAIL: ' "$1" | cut -c1-600
+}
+
+echo "-- [$SECONDS s] the SDK client"
+(cd "$ws" && as_ctl node "$dir/client/client.mjs" "$CTL_BIN" "$ws") >"$dir/client.out" 2>"$dir/client.err" &
+client_pid=$!
+_pending_or_gone() { grep -q '^PENDING ' "$dir/client.out" || ! kill -0 "$client_pid" 2>/dev/null; }
+wait_for 240 _pending_or_gone
+if grep -q '^PENDING ' "$dir/client.out"; then
+        cmd=$(sed -n 's/^PENDING //p' "$dir/client.out")
+        check "the approve command the client got works" eval "\"$BIN\" ${cmd#tentaflake-worker } >/dev/null"
+else
+        check "the client reached its pending request" false
+fi
+wait "$client_pid"; client_rc=$?
+count_lines "$dir/client.out"
+check "the SDK client's checks all passed (exit $client_rc)" test "$client_rc" = 0
+[ "$client_rc" = 0 ] || { tail -n 30 "$dir/client.out" "$dir/client.err"; }
+check "the client's run reached the worker's audit log" test "$(audit_count "$dir" started)" -ge 3
+
+echo "-- [$SECONDS s] the malformed-message corpus"
+(cd "$ws" && as_ctl python3 "$dir/client/mcp-malformed.py" "$CTL_BIN" "$ws") >"$dir/corpus.out" 2>"$dir/corpus.err"
+corpus_rc=$?
+count_lines "$dir/corpus.out"
+check "the corpus driver passed (exit $corpus_rc)" test "$corpus_rc" = 0
+[ "$corpus_rc" = 0 ] || tail -n 20 "$dir/corpus.err"
+check "no malformed message reached the inbox" test -z "$(ls -A "$ws/.tentaflake-worker/inbox")"
+check "daemon alive" daemon_alive
+stop_daemon || true
+
+finish

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The controller's side, `submit` (issue 15; contract sections 3 and 9; threat 14), against the
+# real daemon and real runsc capsules. The daemon runs as root; every submit runs as the
+# controller's own unprivileged uid (10000, no supplementary groups), from the workspace, with
+# no configuration file. Covers: worker.json (written at start, root-owned, replacing a FIFO or
+# a symlink the controller left without opening or following it, never read back: a forged one
+# misleads only the client), each exit mapping (0, the job's code, 124, 128+N, 125 for a
+# worker-side rejection, a denial and local refusals), a pending request approved from another
+# shell with the command submit printed, --no-wait, --json, artifacts on stderr, and workspace
+# discovery from a subdirectory.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not installed"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(mktemp -d /tmp/i15-sub.XXXXXX)
+chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
+trap 'worker_cleanup "$dir"' EXIT
+new_worker "$dir" ', "pending_ttl_hours": 1,
+ "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 120, "max_argv": 16, "memory": "512m", "memory_swap": "512m"}'
+ws="$dir/ws" inbox="$dir/ws/.tentaflake-worker/inbox" res="$dir/results"
+info="$ws/.tentaflake-worker/worker.json"
+# The controller runs its own copy: the checkout need not be reachable by uid 10000.
+mkdir -p "$dir/bin" "$dir/out" "$dir/home"
+# TFW_CONTROLLER_BIN: the controller side from another build (an ASan one, say).
+install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
+chown 10000:10000 "$dir/out" "$dir/home"
+CTL_BIN="$dir/bin/tentaflake-worker"
+
+# ctl ARGS...: tentaflake-worker as the controller, in the workspace (cwd), no privilege.
+ctl() {
+        (cd "${CTL_CWD:-$ws}" && setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs \
+                env -i PATH=/usr/bin:/bin HOME="$dir/home" "$CTL_BIN" "$@")
+}
+# sub NAME ARGS...: `submit ARGS` as the controller; stdout, stderr and the exit status in
+# $dir/out/NAME.{out,err,rc}.
+sub() {
+        local name=$1; shift
+        ctl submit "$@" >"$dir/out/$name.out" 2>"$dir/out/$name.err"
+        echo $? >"$dir/out/$name.rc"
+}
+rc_is() { # rc_is NAME WANT
+        local got; got=$(cat "$dir/out/$1.rc")
+        if [ "$got" = "$2" ]; then passes=$((passes + 1)); else
+                echo "FAIL: $1: exit status $got, want $2"; sed 's/^/    /' "$dir/out/$1.err"; fails=$((fails + 1)); fi
+}
+out_has() { grep -q -- "$2" "$dir/out/$1.out"; }
+err_has() { grep -q -- "$2" "$dir/out/$1.err"; }
+ctl_reads() { setpriv --reuid=10000 --regid=10000 --clear-groups cat "$1" >/dev/null; }
+inbox_empty() { [ -z "$(ls -A "$inbox")" ]; }
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] worker.json: a FIFO the controller left is replaced, never opened"
+mkdir -p "$ws/.tentaflake-worker"
+chown 10000:10000 "$ws/.tentaflake-worker"
+chmod 0700 "$ws/.tentaflake-worker"
+mkfifo "$info"
+chown -h 10000:10000 "$info"
+# Opening the FIFO for reading would block the daemon before it says it is watching.
+start_daemon "$dir" || exit 1
+check "worker.json is now a regular file" test -f "$info" -a ! -L "$info"
+check "worker.json is root-owned, group container_gid, 0640" test "$(stat -c %u:%g:%a "$info")" = "0:10000:640"
+check "worker.json names the results directory" test "$(json_get "$info" 'r["results_dir"]')" = "$res"
+check "worker.json names the config" test "$(json_get "$info" 'r["config"]')" = "$(realpath "$dir/config.json")"
+check "worker.json carries the configured limits" test "$(json_get "$info" 'r["limits"]["max_argv"]')" = 16
+check "worker.json carries the action classes" test "$(json_get "$info" 'r["action_classes"]["forbidden"]')" = rejected
+check "the controller can read worker.json" ctl_reads "$info"
+stop_daemon || true
+
+echo "-- [$SECONDS s] worker.json: a symlink to a root file is replaced, not written through"
+mkdir -p "$dir/secret"
+echo "root data" >"$dir/secret/target"
+rm -f "$info"
+ln -s "$dir/secret/target" "$info"
+# drain: nothing to do, so it exits at once.
+check "drain ran" "$BIN" --config "$dir/config.json" drain 2>>"$dir/daemon.log"
+check "drain wrote worker.json too" test -f "$info" -a ! -L "$info"
+check "the symlink's target is untouched" test "$(cat "$dir/secret/target")" = "root data"
+
+start_daemon "$dir" || exit 1
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] exit mappings"
+echo "from the workspace" >"$ws/hello.txt"
+chown 10000:10000 "$ws/hello.txt"
+sub ok -- sh -c 'cat hello.txt; mkdir -p artifacts/d; echo art >artifacts/d/a.txt'
+rc_is ok 0
+check "ok: the job's log on stdout" out_has ok "from the workspace"
+check "ok: the artifact's path on stderr" grep -qx "$res/sub-.*/artifacts/d/a.txt" "$dir/out/ok.err"
+check "ok: the artifact is readable at that path" \
+        test "$(setpriv --reuid=10000 --regid=10000 --clear-groups cat "$(grep artifacts/d/a.txt "$dir/out/ok.err")")" = art
+
+sub fail -- sh -c 'echo failing; exit 3'
+rc_is fail 3
+check "fail: its output on stdout" out_has fail failing
+
+sub tmo --timeout 1 -- sleep 60
+rc_is tmo 124
+check "tmo: says it timed out" err_has tmo "timed_out"
+
+sub sig -- sh -c 'kill -TERM $$'
+rc_is sig 143
+
+# A FIFO in the workspace: the worker's snapshot rejects it (snapshot_special_file).
+mkfifo "$ws/pipe"
+chown 10000:10000 "$ws/pipe"
+sub rej -- true
+rc_is rej 125
+check "rej: says rejected, with the worker's code" err_has rej "rejected: snapshot_special_file"
+rm -f "$ws/pipe"
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] refused before anything is written"
+sub forbidden --class forbidden -- true
+rc_is forbidden 125
+check "forbidden: the reason" err_has forbidden "forbidden"
+sub badid --id BAD_ID -- true
+rc_is badid 125
+check "badid: the worker's code" err_has badid "bad_id"
+sub badclass --class nonsense -- true
+rc_is badclass 125
+check "badclass: the worker's code" err_has badclass "bad_action_class"
+sub bigtimeout --timeout 121 -- true
+rc_is bigtimeout 125
+check "bigtimeout: the configured ceiling (from worker.json)" err_has bigtimeout "timeout_above_policy"
+sub notnum --timeout 5s -- true
+rc_is notnum 125
+sub manyargs -- a b c d e f g h i j k l m n o p q
+rc_is manyargs 125
+check "manyargs: the configured max_argv (from worker.json)" err_has manyargs "argv_too_large"
+sub noargv
+rc_is noargv 2
+sub longreason --reason "$(head -c 1025 /dev/zero | tr '\0' r)" -- true
+rc_is longreason 125
+check "longreason: reason_too_large" err_has longreason "reason_too_large"
+check "nothing refused reached the inbox" inbox_empty
+
+echo "-- [$SECONDS s] --no-wait, --json, --id and its reuse"
+sub nowait --no-wait --id i15nowait -- sh -c 'echo later'
+rc_is nowait 0
+check "nowait: prints the id" test "$(cat "$dir/out/nowait.out")" = i15nowait
+check "nowait: its result arrives" wait_result "$dir" i15nowait
+sub again --id i15nowait -- true
+rc_is again 125
+check "again: an id in use is refused locally" err_has again "duplicate_id"
+sub json --json --id i15json -- sh -c 'exit 7'
+rc_is json 7
+check "json: prints result.json" test "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$dir/out/json.out")" = failed
+
+echo "-- [$SECONDS s] discovery from a subdirectory"
+mkdir -p "$ws/sub/deeper"
+chown -R 10000:10000 "$ws/sub"
+CTL_CWD="$ws/sub/deeper" sub subdir -- sh -c 'echo found-it'
+rc_is subdir 0
+check "subdir: ran" out_has subdir found-it
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] pending: approved from another shell"
+ctl submit --class irreversible --id i15pend --reason "a human decides" -- sh -c 'echo approved-run; exit 4' \
+        >"$dir/out/pend.out" 2>"$dir/out/pend.err" &
+pend_pid=$!
+check "pend: says it waits for an operator" wait_for 60 grep -q "pending" "$dir/out/pend.err"
+cmd=$(sed -n 's/.*as root: //p' "$dir/out/pend.err")
+check "pend: the command approves exactly these bytes" grep -q -- "approve i15pend --expect-sha256 [0-9a-f]\{64\}" <<<"$cmd"
+# The operator's shell runs the printed command (its tentaflake-worker is this build).
+check "pend: the printed command approves it" eval "\"$BIN\" ${cmd#tentaflake-worker } >/dev/null"
+wait "$pend_pid"; echo $? >"$dir/out/pend.rc"
+rc_is pend 4
+check "pend: the job's log after approval" out_has pend approved-run
+check "pend: the pending message was printed once" test "$(grep -c pending "$dir/out/pend.err")" = 1
+
+echo "-- [$SECONDS s] pending: denied"
+ctl submit --class production --id i15deny -- true >"$dir/out/deny.out" 2>"$dir/out/deny.err" &
+deny_pid=$!
+check "deny: pending" wait_for 60 grep -q "pending" "$dir/out/deny.err"
+quiet tfw "$dir" deny i15deny --reason "not today"
+wait "$deny_pid"; echo $? >"$dir/out/deny.rc"
+rc_is deny 125
+check "deny: says denied" err_has deny "denied"
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] a forged worker.json misleads only the client (threat 14)"
+# The controller owns the directory: it can replace the file with anything.
+forged="$ws/.tentaflake-worker/.forged"
+python3 - "$info" "$forged" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+r["limits"]["max_argv"] = 1000
+r["limits"]["max_timeout_seconds"] = 100000
+json.dump(r, open(sys.argv[2], "w"))
+PY
+chown 10000:10000 "$forged"
+setpriv --reuid=10000 --regid=10000 --clear-groups mv -f "$forged" "$info"
+sub forged_argv --id i15forged -- a b c d e f g h i j k l m n o p q
+rc_is forged_argv 125
+check "forged: the worker still applied its own max_argv" err_has forged_argv "argv_too_large"
+check "forged: the worker's rejection is the result" test "$(json_get "$res/i15forged/result.json" 'r["error"]')" = argv_too_large
+sub forged_tmo --id i15forgedt --timeout 5000 -- true
+rc_is forged_tmo 125
+check "forged: the worker still applied its own max_timeout_seconds" \
+        test "$(json_get "$res/i15forgedt/result.json" 'r["error"]')" = timeout_above_policy
+# A worker.json that points elsewhere: the client waits in the wrong place; the worker runs the
+# job and publishes where its config says. --results sets the client right.
+mkdir -p "$dir/elsewhere"
+echo '{"version":1,"results_dir":"'"$dir"'/elsewhere"}' >"$forged"
+chown 10000:10000 "$forged"
+setpriv --reuid=10000 --regid=10000 --clear-groups mv -f "$forged" "$info"
+sub forged_dir --id i15elsewhere --no-wait -- sh -c 'echo real'
+check "forged: the job still ran and published under the configured results" wait_result "$dir" i15elsewhere
+check "forged: and nothing went elsewhere" test -z "$(ls -A "$dir/elsewhere")"
+sub forged_fix --results "$res" -- sh -c 'echo set-right'
+rc_is forged_fix 0
+check "forged: --results overrides worker.json" out_has forged_fix set-right
+check "daemon alive" daemon_alive
+# The next start replaces the forgery.
+stop_daemon || true
+start_daemon "$dir" || exit 1
+check "a restart rewrites worker.json" test "$(json_get "$info" 'r["results_dir"]')" = "$res"
+check "a restart rewrites it root-owned" test "$(stat -c %u "$info")" = 0
+stop_daemon || true
+
+finish

@@ -1,0 +1,449 @@
+/* SPDX-License-Identifier: MIT */
+/* The controller's side (issue 15; contract section 9): the request builder (it refuses what
+ * the worker's parser would, with the worker's codes and the given limits; what it accepts
+ * parses back to the same request), fresh ids, the atomic write into the inbox, the exit-status
+ * mapping, worker.json built and parsed, a request's state read from a results directory, and
+ * the MCP server answering a scripted session (malformed lines included) without a worker. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "controller/mcp.h"
+#include "controller/outcome.h"
+#include "controller/request.h"
+#include "controller/status.h"
+#include "parser/worker-info.h"
+#include "tests/unit/lib/tfw-test.h"
+
+static json_t *fields(const char *text) {
+        json_error_t je;
+        json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+        if (!j)
+                fail_msg("bad test JSON: %s: %s", text, je.text);
+        return j;
+}
+
+/* Build from JSON fields; NULL code: must succeed. */
+static void build_case(const char *text, const RequestPolicy *limits, const char *code) {
+        _cleanup_(json_decrefp) json_t *f = fields(text);
+        ControllerRequest r = {};
+        TfwError e = {0};
+        int k = controller_request_build(f, limits, "t", &r, &e);
+        if (!code) {
+                if (k < 0)
+                        fail_msg("%s: refused: %s (%s)", text, e.message, e.code);
+                controller_request_done(&r);
+                return;
+        }
+        if (k >= 0)
+                fail_msg("%s: accepted, wanted %s", text, code);
+        if (!e.code || strcmp(e.code, code) != 0)
+                fail_msg("%s: code %s (%s), wanted %s", text, e.code, e.message, code);
+}
+
+static void test_build_refusals(void **state) {
+        (void) state;
+        RequestPolicy small = request_policy_default;
+        small.max_argv = 3;
+        small.max_argv_bytes = 16;
+        small.max_timeout_seconds = 60;
+        small.max_request_bytes = 300;
+
+        build_case("{\"argv\":[\"true\"]}", NULL, NULL);
+        build_case("{\"argv\":[\"a\",\"b\",\"c\"]}", &small, NULL);
+        build_case("{\"argv\":[\"a\",\"b\",\"c\",\"d\"]}", &small, "argv_too_large");
+        build_case("{\"argv\":[\"0123456789abcdef\"]}", &small, "argv_too_large"); /* 17 with its NUL */
+        build_case("{\"argv\":[\"0123456789abcde\"]}", &small, NULL);             /* exactly 16 */
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":60}", &small, NULL);
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":61}", &small, "timeout_above_policy");
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":0}", NULL, "out_of_range");
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":\"5\"}", NULL, "bad_type");
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":5.0}", NULL, "bad_type");
+        build_case("{\"argv\":[\"true\"],\"timeout_seconds\":null}", NULL, NULL); /* null: not given */
+        build_case("{}", NULL, "missing_field");
+        build_case("{\"argv\":null}", NULL, "bad_type");
+        build_case("{\"argv\":[]}", NULL, "empty_argv");
+        build_case("{\"argv\":[\"\"]}", NULL, "empty_argv");
+        build_case("{\"argv\":[1]}", NULL, "bad_type");
+        build_case("{\"argv\":\"true\"}", NULL, "bad_type");
+        build_case("{\"argv\":[\"true\"],\"action_class\":\"forbidden\"}", NULL, "forbidden");
+        build_case("{\"argv\":[\"true\"],\"action_class\":\"root\"}", NULL, "bad_action_class");
+        build_case("{\"argv\":[\"true\"],\"action_class\":7}", NULL, "bad_type");
+        build_case("{\"argv\":[\"true\"],\"id\":\"Bad\"}", NULL, "bad_id");
+        build_case("{\"argv\":[\"true\"],\"id\":\"-a\"}", NULL, "bad_id");
+        build_case("{\"argv\":[\"true\"],\"id\":\"../x\"}", NULL, "bad_id");
+        build_case("{\"argv\":[\"true\"],\"id\":3}", NULL, "bad_type");
+        build_case("{\"argv\":[\"true\"],\"version\":1}", NULL, "unknown_field");
+        build_case("{\"argv\":[\"true\"],\"shell\":true}", NULL, "unknown_field");
+        build_case("{\"argv\":[\"true\"],\"reason\":5}", NULL, "bad_type");
+
+        char big[1200], text[1300];
+        memset(big, 'r', 1025);
+        big[1025] = 0;
+        snprintf(text, sizeof(text), "{\"argv\":[\"true\"],\"reason\":\"%s\"}", big);
+        build_case(text, NULL, "reason_too_large");
+        big[1024] = 0;
+        snprintf(text, sizeof(text), "{\"argv\":[\"true\"],\"reason\":\"%s\"}", big);
+        build_case(text, NULL, NULL);
+        /* The whole request counts too (max_request_bytes 300). */
+        big[250] = 0;
+        snprintf(text, sizeof(text), "{\"argv\":[\"true\"],\"reason\":\"%s\"}", big);
+        build_case(text, &small, "too_large");
+
+        _cleanup_(json_decrefp) json_t *notobj = json_array();
+        ControllerRequest r = {};
+        TfwError e = {0};
+        assert_true(controller_request_build(notobj, NULL, "t", &r, &e) < 0);
+        assert_string_equal(e.code, "bad_type");
+}
+
+/* What the builder accepts is a request the worker's parser reads back unchanged. */
+static void test_build_roundtrip(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *f =
+                fields("{\"argv\":[\"sh\",\"-c\",\"echo \\\"hi\\\"\\n\"],\"action_class\":\"irreversible\","
+                       "\"timeout_seconds\":42,\"reason\":\"r\\u00e9ason\",\"id\":\"my_id-1\"}");
+        ControllerRequest r = {};
+        TfwError e = {0};
+        assert_int_equal(controller_request_build(f, NULL, "t", &r, &e), 0);
+        assert_string_equal(r.id, "my_id-1");
+        assert_false(r.id_generated);
+        assert_int_equal(r.policy, ACTION_POLICY_APPROVAL);
+        assert_int_equal(r.timeout_seconds, 42);
+
+        _cleanup_request_ Request *req = NULL;
+        assert_int_equal(request_parse_buffer(r.bytes, r.len, "my_id-1", NULL, &req, &e), 0);
+        assert_int_equal(req->argc, 3);
+        assert_string_equal(req->argv[2], "echo \"hi\"\n");
+        assert_int_equal(req->action_class, ACTION_IRREVERSIBLE);
+        assert_string_equal(req->reason, "r\xc3\xa9" "ason");
+        assert_string_equal(req->sha256, r.sha256);
+        controller_request_done(&r);
+
+        /* Defaults: a fresh id, local-reversible, the limits' default timeout. */
+        _cleanup_(json_decrefp) json_t *g = fields("{\"argv\":[\"true\"]}");
+        RequestPolicy p = request_policy_default;
+        p.default_timeout_seconds = 77;
+        assert_int_equal(controller_request_build(g, &p, "sub", &r, &e), 0);
+        assert_true(r.id_generated);
+        assert_true(request_id_is_valid(r.id));
+        assert_memory_equal(r.id, "sub-", 4);
+        assert_int_equal(r.policy, ACTION_POLICY_RUN);
+        assert_int_equal(r.timeout_seconds, 77);
+        assert_non_null(strstr(r.bytes, "\"action_class\":\"local-reversible\""));
+        assert_null(strstr(r.bytes, "timeout_seconds")); /* the worker applies its own default */
+        controller_request_done(&r);
+}
+
+static void test_fresh_ids(void **state) {
+        (void) state;
+        char a[REQUEST_ID_MAX + 1], b[REQUEST_ID_MAX + 1];
+        assert_int_equal(controller_id_generate("sub", a), 0);
+        assert_int_equal(controller_id_generate("sub", b), 0);
+        assert_true(request_id_is_valid(a));
+        assert_string_not_equal(a, b);
+        assert_int_equal(controller_id_generate("Bad", a), -EINVAL);
+        assert_int_equal(controller_id_generate("a-prefix-longer-than-16", a), -EINVAL);
+}
+
+static void test_fields_from_strings(void **state) {
+        (void) state;
+        char *argv[] = {(char *) "make", (char *) "-j2", NULL};
+        _cleanup_(json_decrefp) json_t *f = NULL;
+        TfwError e = {0};
+        assert_int_equal(controller_fields_from_strings(argv, 2, "production", "30", "why", "x1", &f, &e), 0);
+        assert_int_equal(json_integer_value(json_object_get(f, "timeout_seconds")), 30);
+        assert_string_equal(json_string_value(json_object_get(f, "action_class")), "production");
+        assert_int_equal(json_array_size(json_object_get(f, "argv")), 2);
+
+        const char *bad_timeouts[] = {"", "5s", "-1", "+5", " 5", "1e3", "0x10", "1234567890123456789"};
+        for (size_t i = 0; i < ELEMENTSOF(bad_timeouts); i++) {
+                json_t *g = NULL;
+                assert_true(controller_fields_from_strings(argv, 2, NULL, bad_timeouts[i], NULL, NULL, &g, &e) < 0);
+                assert_string_equal(e.code, "bad_type");
+        }
+        char *latin1[] = {(char *) "caf\xe9", NULL};
+        json_t *g = NULL;
+        assert_true(controller_fields_from_strings(latin1, 1, NULL, NULL, NULL, NULL, &g, &e) < 0);
+        assert_string_equal(e.code, "invalid_utf8");
+        assert_true(controller_fields_from_strings(argv, 2, NULL, NULL, "\xff", NULL, &g, &e) < 0);
+        assert_string_equal(e.code, "invalid_utf8");
+}
+
+/* Written through a dot-file and renamed without replacing an entry of the same name. */
+static void test_request_write(void **state) {
+        TestDir *t = *state;
+        _cleanup_(json_decrefp) json_t *f = fields("{\"argv\":[\"true\"],\"id\":\"w1\"}");
+        ControllerRequest r = {};
+        TfwError e = {0};
+        assert_int_equal(controller_request_build(f, NULL, "t", &r, &e), 0);
+        assert_int_equal(controller_request_write(t->fd, &r, &e), 0);
+        _cleanup_close_ int fd = openat(t->fd, "w1.json", O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        assert_int_equal(read_full_fd_bounded(fd, 1 << 16, &buf, &len), 0);
+        assert_int_equal(len, r.len);
+        assert_memory_equal(buf, r.bytes, len);
+        /* A second write of the same id is refused and leaves no temporary behind. */
+        assert_int_equal(controller_request_write(t->fd, &r, &e), -EEXIST);
+        assert_string_equal(e.code, "duplicate_id");
+        DIR *d = opendir_fd(t->fd);
+        struct dirent *de;
+        int n = 0;
+        while ((de = readdir(d)))
+                if (de->d_name[0] != '.' || (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")))
+                        n++;
+        closedir(d);
+        assert_int_equal(n, 1);
+        controller_request_done(&r);
+}
+
+static json_t *result_of(const char *status, const char *code, const char *sig) {
+        char text[256];
+        snprintf(text, sizeof(text), "{\"status\":\"%s\",\"exit_code\":%s,\"signal\":%s}", status, code, sig);
+        return fields(text);
+}
+
+static void test_exit_mapping(void **state) {
+        (void) state;
+        static const struct {
+                const char *status, *code, *sig;
+                int want;
+        } cases[] = {
+                {"succeeded", "0", "null", 0},
+                {"failed", "3", "null", 3},
+                {"failed", "255", "null", 255},
+                {"failed", "1", "null", 1},
+                {"failed", "0", "null", 1},    /* inconsistent: still a failure */
+                {"failed", "256", "null", 1},  /* beyond 8 bits: still non-zero */
+                {"failed", "-2", "null", 1},
+                {"failed", "null", "null", 1},
+                {"timed_out", "null", "null", 124},
+                {"killed", "null", "9", 137},
+                {"killed", "null", "15", 143},
+                {"killed", "null", "null", 137}, /* a limit's kill without a signal recorded */
+                {"killed", "null", "0", 137},
+                {"killed", "null", "500", 137},
+                {"rejected", "null", "null", 125},
+                {"denied", "null", "null", 125},
+                {"expired", "null", "null", 125},
+                {"error", "null", "null", 125},
+                {"interrupted", "null", "null", 125},
+                {"something-new", "0", "null", 125},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(cases); i++) {
+                _cleanup_(json_decrefp) json_t *r = result_of(cases[i].status, cases[i].code, cases[i].sig);
+                int got = controller_exit_status(r);
+                if (got != cases[i].want)
+                        fail_msg("%s exit_code %s signal %s: %d, want %d", cases[i].status, cases[i].code,
+                                 cases[i].sig, got, cases[i].want);
+        }
+        _cleanup_(json_decrefp) json_t *none = json_object();
+        assert_int_equal(controller_exit_status(none), 125);
+        _cleanup_(json_decrefp) json_t *wrong = fields("{\"status\":3}");
+        assert_int_equal(controller_exit_status(wrong), 125);
+}
+
+static void test_worker_info(void **state) {
+        (void) state;
+        RequestPolicy p = request_policy_default;
+        p.max_argv = 9;
+        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .config = "/etc/c.json", .limits = p};
+        _cleanup_(json_decrefp) json_t *j = worker_info_build(&in, 0);
+        assert_non_null(j);
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+        assert_non_null(strstr(s, "\"inbox\":\"/w/.tentaflake-worker/inbox\""));
+        assert_non_null(strstr(s, "\"forbidden\":\"rejected\""));
+        assert_non_null(strstr(s, "\"local-reversible\":\"run\""));
+
+        WorkerInfo out;
+        _cleanup_(json_decrefp) json_t *keep = NULL;
+        TfwError e = {0};
+        assert_int_equal(worker_info_parse(s, strlen(s), &out, &keep, &e), 0);
+        assert_string_equal(out.results_dir, "/r");
+        assert_string_equal(out.config, "/etc/c.json");
+        assert_int_equal(out.limits.max_argv, 9);
+        assert_int_equal(out.limits.max_timeout_seconds, request_policy_default.max_timeout_seconds);
+
+        static const struct {
+                const char *text, *code;
+        } bad[] = {
+                {"{\"version\":2,\"results_dir\":\"/r\"}", "unsupported_version"},
+                {"{\"results_dir\":\"/r\"}", "missing_field"},
+                {"{\"version\":1}", "missing_field"},
+                {"{\"version\":1,\"results_dir\":\"r\"}", "bad_path"},
+                {"{\"version\":1,\"results_dir\":\"/r/../x\"}", "bad_path"},
+                {"{\"version\":1,\"results_dir\":\"/r\",\"limits\":{\"max_argv\":0}}", "out_of_range"},
+                {"{\"version\":1,\"results_dir\":\"/r\",\"limits\":{\"max_argv\":\"9\"}}", "bad_type"},
+                {"{\"version\":1,\"results_dir\":\"/r\",\"limits\":[]}", "bad_type"},
+                {"{\"version\":1,\"version\":1,\"results_dir\":\"/r\"}", "duplicate_key"},
+                {"[1]", "bad_type"},
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *k = NULL;
+                int r = worker_info_parse(bad[i].text, strlen(bad[i].text), &out, &k, &e);
+                if (r >= 0 || !e.code || strcmp(e.code, bad[i].code) != 0)
+                        fail_msg("%s: %d %s, wanted %s", bad[i].text, r, e.code, bad[i].code);
+        }
+        /* Unknown keys are a newer worker's news, not an error. */
+        const char *newer = "{\"version\":1,\"results_dir\":\"/r\",\"something\":{\"new\":1}}";
+        json_t *k = NULL;
+        assert_int_equal(worker_info_parse(newer, strlen(newer), &out, &k, &e), 0);
+        json_decref(k);
+}
+
+static void put(int dir_fd, const char *name, const char *text) {
+        tfw_write_file(dir_fd, name, text, (size_t) -1);
+}
+
+/* A results directory as the worker leaves it, read from the controller's side. */
+static void test_status(void **state) {
+        TestDir *t = *state;
+        ControllerStatus st;
+
+        assert_int_equal(mkdirat(t->fd, "done", 0750), 0);
+        put(t->fd, "done/result.json", "{\"version\":1,\"id\":\"done\",\"status\":\"failed\",\"exit_code\":2}");
+        put(t->fd, "done/job.log", "line one\nline two\nline three\n");
+        assert_int_equal(mkdirat(t->fd, "done/artifacts", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "done/artifacts/sub", 0750), 0);
+        put(t->fd, "done/artifacts/sub/b.txt", "b");
+        put(t->fd, "done/artifacts/a.txt", "a");
+        assert_int_equal(symlinkat("/etc/passwd", t->fd, "done/artifacts/link"), 0);
+        put(t->fd, "wait.state.json", "{\"id\":\"wait\",\"state\":\"pending\",\"since\":\"2026-01-01T00:00:00Z\"}");
+        put(t->fd, "run.state.json", "{\"id\":\"run\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:00Z\"}");
+        assert_int_equal(mkdirat(t->fd, ".rejected", 0750), 0);
+        put(t->fd, ".rejected/dup.json-20260101T000000Z.json",
+            "{\"version\":1,\"name\":\"dup.json\",\"status\":\"rejected\",\"error\":\"duplicate_id\","
+            "\"message\":\"id in use\",\"rejected_at\":\"2026-01-01T00:00:00Z\"}");
+
+        assert_int_equal(controller_status(t->fd, "done", 0, false, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_FINAL);
+        assert_int_equal(controller_exit_status(st.result), 2);
+        controller_status_done(&st);
+        assert_int_equal(controller_status(t->fd, "wait", 0, false, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_PENDING);
+        assert_int_equal(controller_status(t->fd, "run", 0, false, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_RUNNING);
+        assert_int_equal(controller_status(t->fd, "nothing", 0, true, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_UNKNOWN);
+        assert_int_equal(controller_status(t->fd, "../etc", 0, true, &st), -EINVAL);
+
+        /* The .rejected/ record counts only when looked for, and only from its time on. */
+        assert_int_equal(controller_status(t->fd, "dup", 0, false, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_UNKNOWN);
+        usec_t at;
+        assert_int_equal(parse_rfc3339("2026-01-01T00:00:00Z", &at), 0);
+        assert_int_equal(controller_status(t->fd, "dup", at, true, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_FINAL);
+        assert_true(st.anonymous);
+        assert_string_equal(json_string_value(json_object_get(st.result, "error")), "duplicate_id");
+        assert_int_equal(controller_exit_status(st.result), 125);
+        controller_status_done(&st);
+        assert_int_equal(controller_status(t->fd, "dup", at + 2 * USEC_PER_SEC, true, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_UNKNOWN);
+
+        /* Log tail: cut at a line start; artifacts: regular files only, sorted. */
+        char *tail = NULL;
+        bool cut;
+        assert_int_equal(controller_log_tail(t->fd, "done", 14, &tail, &cut), 0);
+        assert_true(cut);
+        assert_string_equal(tail, "line three\n");
+        free(tail);
+        assert_int_equal(controller_log_tail(t->fd, "done", 1000, &tail, &cut), 0);
+        assert_false(cut);
+        assert_string_equal(tail, "line one\nline two\nline three\n");
+        free(tail);
+        json_t *paths = NULL;
+        bool trunc;
+        assert_int_equal(controller_artifacts(t->fd, "done", 100, &paths, &trunc), 0);
+        assert_int_equal(json_array_size(paths), 2);
+        assert_string_equal(json_string_value(json_array_get(paths, 0)), "a.txt");
+        assert_string_equal(json_string_value(json_array_get(paths, 1)), "sub/b.txt");
+        assert_false(trunc);
+        json_decref(paths);
+        assert_int_equal(controller_artifacts(t->fd, "done", 1, &paths, &trunc), 0);
+        assert_int_equal(json_array_size(paths), 1);
+        assert_true(trunc);
+        json_decref(paths);
+
+        json_t *l = NULL;
+        assert_int_equal(controller_list(t->fd, 10, &l), 0);
+        assert_int_equal(json_array_size(json_object_get(l, "active")), 2);
+        assert_int_equal(json_array_size(json_object_get(l, "recent")), 1);
+        json_decref(l);
+}
+
+/* A scripted MCP session against a workspace without a worker: every line gets its answer,
+ * malformed ones included, and tools say why they cannot work. */
+static void test_mcp_session(void **state) {
+        TestDir *t = *state;
+        static const char script[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2024-11-05\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"]}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":4\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"bogus\"}\n"
+                "\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":\"last\",\"method\":\"ping\"}"; /* no final newline */
+        tfw_write_file(t->fd, "in", script, (size_t) -1);
+        _cleanup_close_ int in = openat(t->fd, "in", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int out = openat(t->fd, "out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(in >= 0 && out >= 0);
+        char ws[4096];
+        snprintf(ws, sizeof(ws), "%s", t->path);
+        McpOptions o = {.workspace = ws};
+        TfwError e = {0};
+        assert_int_equal(mcp_serve(in, out, &o, &e), 0);
+
+        assert_int_equal(lseek(out, 0, SEEK_SET), 0);
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+        assert_int_equal(read_full_fd_bounded(out, 1 << 20, &buf, &len), 0);
+        json_t *lines[16];
+        size_t n = 0;
+        for (char *p = buf, *nl; (nl = strchr(p, '\n')) && n < ELEMENTSOF(lines); p = nl + 1) {
+                json_error_t je;
+                lines[n] = json_loadb(p, (size_t) (nl - p), 0, &je);
+                assert_non_null(lines[n]);
+                n++;
+        }
+        assert_int_equal(n, 6); /* the notification and the blank line get none */
+        assert_string_equal(json_string_value(json_object_get(json_object_get(lines[0], "result"), "protocolVersion")),
+                            "2024-11-05");
+        assert_int_equal(json_array_size(json_object_get(json_object_get(lines[1], "result"), "tools")), 3);
+        json_t *r3 = json_object_get(lines[2], "result");
+        assert_true(json_is_true(json_object_get(r3, "isError")));
+        /* 2024-11-05 predates structuredContent. */
+        assert_null(json_object_get(r3, "structuredContent"));
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(lines[3], "error"), "code")), -32700);
+        assert_true(json_is_null(json_object_get(lines[3], "id")));
+        assert_int_equal(json_integer_value(json_object_get(json_object_get(lines[4], "error"), "code")), -32601);
+        assert_string_equal(json_string_value(json_object_get(lines[5], "id")), "last");
+        for (size_t i = 0; i < n; i++)
+                json_decref(lines[i]);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_build_refusals),
+                cmocka_unit_test(test_build_roundtrip),
+                cmocka_unit_test(test_fresh_ids),
+                cmocka_unit_test(test_fields_from_strings),
+                cmocka_unit_test_setup_teardown(test_request_write, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test(test_exit_mapping),
+                cmocka_unit_test(test_worker_info),
+                cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
