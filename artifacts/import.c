@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/process.h"
 #include "artifacts/archive-dl.h"
 #include "artifacts/import-internal.h"
 #include "common/fd-util.h"
@@ -294,9 +295,9 @@ static _noreturn_ void writer_main(int stream_fd, int staging_fd, int result_fd,
         }
         (void) fcntl(chan[0], F_SETPIPE_SZ, CHANNEL_PIPE_SIZE);
         pid_t self = getpid();
-        parser = fork();
-        if (parser < 0) {
-                r = tfw_error(&e, errno, ARTIFACT_CODE_FAILED, "artifact writer: fork: %m");
+        r = safe_fork(FORK_DEATHSIG, &parser);
+        if (r < 0) {
+                r = tfw_error(&e, -r, ARTIFACT_CODE_FAILED, "artifact writer: fork: %s", strerror(-r));
                 goto report;
         }
         if (parser == 0) {
@@ -348,7 +349,7 @@ static void import_freep(ArtifactImport **imp) {
 }
 
 static int dir_is_empty(int dir_fd) {
-        DIR *d = opendir_fd(dir_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(dir_fd);
         if (!d)
                 return -errno;
         struct dirent *de;
@@ -358,7 +359,6 @@ static int dir_is_empty(int dir_fd) {
                         r = 0;
                         break;
                 }
-        closedir(d);
         return r;
 }
 
@@ -396,9 +396,12 @@ int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimi
                                  r < 0 ? strerror(-r) : "not empty");
         if (pipe2(result, O_CLOEXEC) < 0)
                 return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "artifacts: pipe: %m");
-        pid_t pid = fork();
-        if (pid < 0) {
-                r = tfw_error(e, errno, ARTIFACT_CODE_FAILED, "artifacts: fork: %m");
+        /* The writer child dies with its parent, like every other child (a job process killed
+         * mid-import must not leave it writing into the staging directory). */
+        pid_t pid;
+        r = safe_fork(FORK_DEATHSIG, &pid);
+        if (r < 0) {
+                r = tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: fork: %s", strerror(-r));
                 safe_close(result[0]);
                 safe_close(result[1]);
                 return r;

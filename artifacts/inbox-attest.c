@@ -46,7 +46,7 @@ static int hash_fd(int fd, char hex[static SHA256_HEX_SIZE]) {
 static int walk(int dfd, const char *prefix, unsigned depth, json_t *out, TfwError *e) {
         if (depth > DEPTH_MAX)
                 return tfw_error(e, E2BIG, "attestation", "artifacts nest deeper than %d levels", DEPTH_MAX);
-        DIR *d = opendir_fd(dfd);
+        _cleanup_closedir_ DIR *d = opendir_fd(dfd);
         if (!d)
                 return tfw_error(e, errno, "attestation", "cannot read the artifacts: %m");
         struct dirent *de;
@@ -81,7 +81,6 @@ static int walk(int dfd, const char *prefix, unsigned depth, json_t *out, TfwErr
                         json_array_append_new(out, json_pack("{s:s, s:s}", "path", rel, "sha256", hex));
                 }
         }
-        closedir(d);
         return r;
 }
 

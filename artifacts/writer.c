@@ -533,7 +533,7 @@ int artifact_dir_empty(int dir_fd) {
         /* Removing entries while reading the directory may make readdir skip some: repeat
          * until a pass finds nothing (each pass removes what it sees). */
         for (unsigned pass = 0; pass < 8; pass++) {
-                DIR *d = opendir_fd(dir_fd);
+                _cleanup_closedir_ DIR *d = opendir_fd(dir_fd);
                 if (!d)
                         return -errno;
                 struct dirent *de;
@@ -547,7 +547,6 @@ int artifact_dir_empty(int dir_fd) {
                         if (k < 0)
                                 r = k;
                 }
-                closedir(d);
                 if (seen == 0)
                         return 0;
                 if (r < 0)

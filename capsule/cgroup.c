@@ -831,7 +831,7 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                 return r == -ENOENT ? 0 : r;
         }
         for (size_t i = 0; i < j->n; i++) {
-                DIR *d = opendir_fd(j->group_fd[i]);
+                _cleanup_closedir_ DIR *d = opendir_fd(j->group_fd[i]);
                 struct dirent *de;
                 if (!d)
                         continue;
@@ -842,7 +842,6 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                             fstatat(j->group_fd[i], de->d_name, &st, AT_SYMLINK_NOFOLLOW) >= 0 &&
                             cgroup_job_remove_stale(group, de->d_name) >= 0)
                                 removed++;
-                closedir(d);
         }
         /* Leaves only runsc made (in the other v1 hierarchies), for a job whose own cgroup
          * is already gone. */
@@ -851,7 +850,7 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                 for (char **m = mounts; *m; m++) {
                         _cleanup_close_ int root = open(*m, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                         int gfd = root >= 0 ? open_dir_at(root, group) : -EBADF;
-                        DIR *d = gfd >= 0 ? fdopendir(gfd) : NULL;
+                        _cleanup_closedir_ DIR *d = gfd >= 0 ? fdopendir(gfd) : NULL;
                         struct dirent *de;
                         if (!d) {
                                 safe_close(gfd);
@@ -860,7 +859,6 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
                         while ((de = readdir(d)))
                                 if (de->d_type == DT_DIR && filename_is_valid(de->d_name))
                                         v1_sweep_others(group, de->d_name);
-                        closedir(d);
                 }
         job_free(j);
         if (ret_removed)

@@ -312,9 +312,10 @@ static int spawn_argv(const Engine *en, char *const *args, int in_fd, int out_fd
                 return -ENOMEM;
         argv[0] = en->binary;
         memcpy(argv + 1, args, n * sizeof(char *));
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
+        pid_t pid;
+        int r = safe_fork(0, &pid);
+        if (r < 0)
+                return r;
         if (pid == 0)
                 exec_child(en, argv, in_fd, out_fd, err_fd, workdir);
         *ret_pid = pid;

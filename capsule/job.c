@@ -681,7 +681,7 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
 
         /* Bundles: a directory per container id in our private scratch. */
-        DIR *d = opendir_fd(scratch_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(scratch_fd);
         if (!d)
                 return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
         struct dirent *de;
@@ -692,7 +692,6 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                 if (rm_rf_at(scratch_fd, de->d_name) >= 0)
                         removed++;
         }
-        closedir(d);
         /* Every cgroup of this worker's group: none of its jobs runs yet. */
         if (cgroup_group_name(rt->worker_name, &group) >= 0)
                 (void) cgroup_group_remove_stale(group, &cg_removed);

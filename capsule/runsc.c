@@ -111,9 +111,10 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd,
 
 static int spawn(const Runsc *rt, char *const *argv, int in_fd, int out_fd, int err_fd,
                  const CgroupJob *cg, pid_t *ret_pid) {
-        pid_t pid = fork();
-        if (pid < 0)
-                return -errno;
+        pid_t pid;
+        int r = safe_fork(0, &pid);
+        if (r < 0)
+                return r;
         if (pid == 0)
                 exec_child(rt, argv, in_fd, out_fd, err_fd, cg);
         *ret_pid = pid;
@@ -180,7 +181,7 @@ int runsc_delete_force(const Runsc *rt, const char *id) {
 int runsc_state_exists(const Runsc *rt, const char *id) {
         _cleanup_close_ int fd = open(rt->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         size_t il = strlen(id);
-        DIR *d;
+        _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int found = 0;
 
@@ -196,7 +197,6 @@ int runsc_state_exists(const Runsc *rt, const char *id) {
                         found = 1;
                         break;
                 }
-        closedir(d);
         return found;
 }
 

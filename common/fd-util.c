@@ -175,7 +175,7 @@ int mount_root_at(int dir_fd, const char *name) {
 }
 
 static int rm_rf_children(int fd, unsigned depth) {
-        DIR *d;
+        _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int r = 0;
 
@@ -208,7 +208,6 @@ static int rm_rf_children(int fd, unsigned depth) {
         }
         if (errno != 0 && r >= 0)
                 r = -errno;
-        closedir(d);
         return r;
 }
 

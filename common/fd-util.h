@@ -34,6 +34,11 @@ int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t
 /* A DIR stream over dir_fd's directory from its first entry, on a copy of the descriptor: dir_fd
  * stays open. NULL with errno set on failure. */
 DIR *opendir_fd(int dir_fd);
+static inline void closedirp(DIR **d) {
+        if (*d)
+                (void) closedir(*d);
+}
+#define _cleanup_closedir_ _cleanup_(closedirp)
 
 /* Open a directory relative to dir_fd without following a symlink in the last component. */
 int open_dir_at(int dir_fd, const char *name);

@@ -4,13 +4,33 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include <sys/prctl.h>
+
 #include "fd-util.h"
 #include "process.h"
+
+int safe_fork(ForkFlags flags, pid_t *ret_pid) {
+        pid_t parent = getpid();
+        pid_t pid = fork();
+
+        if (pid < 0)
+                return -errno;
+        if (pid == 0 && (flags & FORK_DEATHSIG)) {
+                /* Set before anything else runs; a parent that died in between has reparented
+                 * us already, and the signal would never come. */
+                if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != parent)
+                        _exit(EXIT_FAILURE);
+        }
+        if (ret_pid)
+                *ret_pid = pid;
+        return pid;
+}
 
 int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
         int fds[3] = { in_fd, out_fd, err_fd };

@@ -6,6 +6,17 @@
 
 #include "time-util.h"
 
+typedef enum ForkFlags {
+        /* The child is SIGKILLed when the parent dies (PR_SET_PDEATHSIG), and exits at once
+         * when the parent is already gone by the time it is set. */
+        FORK_DEATHSIG = 1 << 0,
+} ForkFlags;
+
+/* The one fork of the worker (systemd's safe_fork_full is the model): every child it starts
+ * (a job process, the artifact writer and parser, the runtime and engine CLIs) comes from here.
+ * Returns the child's pid in the parent and 0 in the child, or a negative errno (no child). */
+int safe_fork(ForkFlags flags, pid_t *ret_pid);
+
 /* Wait for pid for at most timeout; then SIGKILL it and reap it. *ret_status is its wait
  * status either way. Returns 0, or -ETIMEDOUT when it had to be killed. Polls every 2 ms:
  * meant for short runtime subcommands, not for jobs. */

@@ -72,12 +72,8 @@ int sha256_buffer(const void *data, size_t len, uint8_t out[static SHA256_DIGEST
 }
 
 void sha256_to_hex(const uint8_t d[static SHA256_DIGEST_SIZE], char hex[static SHA256_HEX_SIZE]) {
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < SHA256_DIGEST_SIZE; i++) {
-                hex[2 * i] = digits[d[i] >> 4];
-                hex[2 * i + 1] = digits[d[i] & 15];
-        }
-        hex[SHA256_HEX_SIZE - 1] = 0;
+        /* Lowercase, NUL-terminated; constant time (libsodium). */
+        (void) sodium_bin2hex(hex, SHA256_HEX_SIZE, d, SHA256_DIGEST_SIZE);
 }
 
 static int unhex(char c) {

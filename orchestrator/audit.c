@@ -665,7 +665,7 @@ static int list_rotated(int dir_fd, Rotated **ret, size_t *ret_n) {
         struct dirent *de;
         int r = 0;
 
-        DIR *d = opendir_fd(dir_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(dir_fd);
         if (!d)
                 return -errno;
         while ((errno = 0, de = readdir(d))) {
@@ -694,7 +694,6 @@ static int list_rotated(int dir_fd, Rotated **ret, size_t *ret_n) {
         }
         if (r == 0 && errno != 0)
                 r = -errno;
-        closedir(d);
         if (r < 0)
                 return r;
         if (n > 0)

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
-#include <sys/prctl.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
@@ -18,6 +17,7 @@
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
+#include "common/process.h"
 #include "approve/decide.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -139,10 +139,6 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
         TfwError e = {0};
         sigset_t all;
 
-        /* A job never outlives the daemon: if the daemon dies, the job is published as
-         * interrupted at the next start and must not be running meanwhile (threat 10). */
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) < 0 || getppid() != d->pid)
-                _exit(0);
         /* The child must not hold the daemon's lock or event sources, and takes signals
          * normally again. Its own process group lets a shutdown kill it with its runtime. */
         close_daemon_fds(d);
@@ -184,8 +180,10 @@ static int start_jobs(Daemon *d, TfwError *e) {
                         return r;
                 }
 
-                pid_t pid = fork();
-                if (pid < 0) {
+                /* A job never outlives the daemon: if the daemon dies, the job is published as
+                 * interrupted at the next start and must not be running meanwhile (threat 10). */
+                pid_t pid;
+                if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
                         TfwError e2 = {0};
                         (void) recover_finish_unpublished(&d->w, &rec, "error", "internal",
                                                           "the worker could not start a process for the job", &e2);
@@ -322,7 +320,7 @@ static int handle_inotify(Daemon *d, TfwError *e) {
 }
 
 static bool inbox_is_empty(Daemon *d) {
-        DIR *dir = opendir_fd(d->w.inbox_fd);
+        _cleanup_closedir_ DIR *dir = opendir_fd(d->w.inbox_fd);
         if (!dir)
                 return true;
         struct dirent *de;
@@ -334,7 +332,6 @@ static bool inbox_is_empty(Daemon *d) {
                         empty = false;
                         break;
                 }
-        closedir(dir);
         return empty;
 }
 

@@ -323,7 +323,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
 
 int inbox_scan(Worker *w, TfwError *e) {
         int handled = 0, first_error = 0;
-        DIR *d = opendir_fd(w->inbox_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(w->inbox_fd);
         if (!d)
                 return tfw_error(e, errno, "inbox", "cannot read the inbox: %m");
         struct dirent *de;
@@ -344,6 +344,5 @@ int inbox_scan(Worker *w, TfwError *e) {
                 }
                 handled += o != CAPTURE_IGNORED;
         }
-        closedir(d);
         return first_error < 0 ? first_error : handled;
 }

@@ -24,7 +24,7 @@ static void note_next(usec_t *next, usec_t t) {
 /* Entries of results_dir (or .rejected/) that no record owns and that are older than keep. */
 static int sweep_dir(int dir_fd, bool ids_only, int requests_fd, usec_t now, usec_t keep, usec_t *next) {
         int removed = 0;
-        DIR *d = opendir_fd(dir_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(dir_fd);
         if (!d)
                 return -errno;
         struct dirent *de;
@@ -49,7 +49,6 @@ static int sweep_dir(int dir_fd, bool ids_only, int requests_fd, usec_t now, use
                 if (rm_rf_at(dir_fd, de->d_name) >= 0)
                         removed++;
         }
-        closedir(d);
         return removed;
 }
 

@@ -287,7 +287,7 @@ static int cmp_seq(const void *a, const void *b) {
 int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e) {
         _cleanup_free_ RequestRecord *list = NULL;
         size_t n = 0, alloc = 0;
-        DIR *d = opendir_fd(requests_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(requests_fd);
         if (!d)
                 return tfw_error(e, errno, "internal", "cannot read the request store: %m");
         struct dirent *de;
@@ -300,7 +300,6 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
                         size_t na = alloc ? alloc * 2 : 64;
                         RequestRecord *nl = realloc(list, na * sizeof(*nl));
                         if (!nl) {
-                                closedir(d);
                                 return tfw_error(e, ENOMEM, "internal", "out of memory");
                         }
                         list = nl;
@@ -309,7 +308,6 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
                 if (store_load(requests_fd, de->d_name, &list[n], NULL) >= 0)
                         n++;
         }
-        closedir(d);
         if (n > 1)
                 qsort(list, n, sizeof(*list), cmp_seq);
         *ret = TAKE_PTR(list);
@@ -319,14 +317,13 @@ int store_list(int requests_fd, RequestRecord **ret, size_t *ret_n, TfwError *e)
 
 int store_remove_incomplete(int requests_fd) {
         int removed = 0;
-        DIR *d = opendir_fd(requests_fd);
+        _cleanup_closedir_ DIR *d = opendir_fd(requests_fd);
         if (!d)
                 return -errno;
         struct dirent *de;
         while ((de = readdir(d)))
                 if (strncmp(de->d_name, ".capture-", 9) == 0 && rm_rf_at(requests_fd, de->d_name) >= 0)
                         removed++;
-        closedir(d);
         return removed;
 }
 
