@@ -168,7 +168,7 @@ install-deps:
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 PKGDATADIR     ?= $(PREFIX)/share/tentaflake-worker
 UNIT_IN    := $(wildcard systemd/*.service.in)
-UNIT_PLAIN := $(wildcard systemd/*.path)
+UNIT_PLAIN := $(wildcard systemd/*.path systemd/*.timer)
 UNIT_TMPL  := $(wildcard systemd/controller-*.conf.in)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
