@@ -55,6 +55,23 @@ static char *unit_active_state(sd_bus *bus, const char *unit) {
         return state;
 }
 
+/* systemd's own socket first (root, as systemctl does: there is no dbus-daemon on every
+ * host), then the system bus. */
+static int open_systemd_bus(sd_bus **ret) {
+        sd_bus *bus = NULL;
+        int r = sd_bus_new(&bus);
+        if (r >= 0)
+                r = sd_bus_set_address(bus, "unix:path=/run/systemd/private");
+        if (r >= 0)
+                r = sd_bus_start(bus);
+        if (r >= 0) {
+                *ret = bus;
+                return 0;
+        }
+        sd_bus_unref(bus);
+        return sd_bus_open_system(ret);
+}
+
 WorkerPresence approve_worker_presence(Worker *w, char *why, size_t size) {
         char dummy[1];
         struct stat st;
@@ -76,7 +93,7 @@ WorkerPresence approve_worker_presence(Worker *w, char *why, size_t size) {
         }
         const char *const prefix[] = {"tentaflake-worker", "tentaflake-worker-queue", "tentaflake-worker-queue"};
         const char *const suffix[] = {"service", "service", "path"};
-        if (sd_bus_open_system(&bus) < 0) {
+        if (open_systemd_bus(&bus) < 0) {
                 snprintf(why, size, "nothing holds '%s/daemon.lock' and systemd cannot start one (no system bus)",
                          w->config->state_dir);
                 return WORKER_NONE;
