@@ -54,7 +54,7 @@ for id in nw1 to1 dr1; do
         check "$id ran after its approval" test "$(result_field "$dir" "$id" status 2>/dev/null)" = succeeded
 done
 check "drain removed the wake file" test ! -e "$dir/state/.wake"
-# approve --wait on a result that is already there prints it, worker or not.
+# show agrees: dr1 is final.
 out=$(timeout 60 "$BIN" --config "$dir/config.json" show dr1 2>&1)
 check "show dr1 is final" grep -q "^state: *final" <<<"$out"
 

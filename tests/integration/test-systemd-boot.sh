@@ -237,6 +237,7 @@ ct systemctl stop 'tentaflake-worker-queue@it.path'
 out=$(i14_tfw approve n1 --wait 2>&1); rc=$?
 check "no unit active: approve --wait exits 1 at once (rc $rc)" test $rc = 1
 check "  ... saying no worker can start: $out" grep -q "approve 'n1': approved and queued, but no worker runs for 'it'" <<<"$out"
+check "  ... having asked systemd, not guessed" grep -q "none of tentaflake-worker@it.service, tentaflake-worker-queue@it.path is active" <<<"$out"
 ct systemctl start 'tentaflake-worker-queue@it.path' || die "the path unit did not start a third time"
 check "starting the path unit runs what was approved meanwhile" test "$(result n1 status)" = succeeded
 
