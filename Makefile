@@ -45,7 +45,7 @@ DL_LIBCRYPTO  := $(call dl_path,openssl,libcrypto)
 # An empty path would only fail at run time, on the first job: refuse to build instead. Not
 # for goals that compile nothing themselves (check, bench and demo install the packages first,
 # then run make again).
-NO_COMPILE_GOALS := check bench demo install-deps clean
+NO_COMPILE_GOALS := check bench demo demo-build install-deps clean
 ifneq ($(or $(if $(MAKECMDGOALS),,all),$(filter-out $(NO_COMPILE_GOALS),$(MAKECMDGOALS))),)
 ifeq ($(and $(DL_LIBARCHIVE),$(DL_LIBCURL),$(DL_LIBCRYPTO)),)
 $(error cannot find the shared libraries to dlopen (libarchive '$(DL_LIBARCHIVE)', libcurl '$(DL_LIBCURL)', libcrypto '$(DL_LIBCRYPTO)'): run scripts/install-deps (pkg-config, the -dev packages and objdump from binutils are needed))
@@ -86,7 +86,7 @@ INIT_BIN := $(if $(INIT_SRC),$(BUILD)/tentaflake-capsule-init)
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
 INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
 
-.PHONY: all check unit fuzz-replay integration asan fuzz bench demo install install-deps clean
+.PHONY: all check unit fuzz-replay integration asan fuzz bench demo demo-build install install-deps clean
 all: $(BIN) $(INIT_BIN)
 
 $(BUILD)/%.o: %.c
@@ -155,12 +155,25 @@ bench: install-deps
 	$(MAKE) all $(BENCH_BIN)
 	BUILD=$(BUILD) tests/bench/run-bench
 
+# The demo's build is quiet: one summary line, the whole log only when it fails, so that the
+# demo's own lines are what a newcomer reads (tests/unit/test-demo-build.sh).
+DEMO_BUILD_LOG = $(BUILD)/demo-build.log
 demo: install-deps
-	$(MAKE) all
-	BUILD=$(BUILD) scripts/demo
+	@$(MAKE) --no-print-directory demo-build
+	@BUILD=$(BUILD) scripts/demo
+
+demo-build:
+	@mkdir -p $(BUILD); \
+	if $(MAKE) --no-print-directory all >$(DEMO_BUILD_LOG) 2>&1; then \
+		echo "build: $(BIN)$(if $(INIT_BIN), and $(INIT_BIN)) up to date, $$(grep -c -- ' -c ' $(DEMO_BUILD_LOG)) file(s) compiled (log: $(DEMO_BUILD_LOG))"; \
+	else \
+		cat $(DEMO_BUILD_LOG); \
+		echo "build: failed (the log above is also in $(DEMO_BUILD_LOG))" >&2; \
+		exit 1; \
+	fi
 
 install-deps:
-	scripts/install-deps
+	@scripts/install-deps
 
 # systemd units (ExecStart names $(BINDIR)) and, for the per-controller files an operator writes
 # (workspace drop-ins, the tmpfiles line of the results directory), templates with @NAME@,
@@ -168,7 +181,7 @@ install-deps:
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 PKGDATADIR     ?= $(PREFIX)/share/tentaflake-worker
 UNIT_IN    := $(wildcard systemd/*.service.in)
-UNIT_PLAIN := $(wildcard systemd/*.path)
+UNIT_PLAIN := $(wildcard systemd/*.path systemd/*.timer)
 UNIT_TMPL  := $(wildcard systemd/controller-*.conf.in)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)

@@ -2,9 +2,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <string.h>
-#include <sys/inotify.h>
 #include <unistd.h>
 
 #include "approve/report.h"
@@ -18,7 +16,7 @@ static const char *jstr(json_t *o, const char *k) {
         return json_is_string(v) ? json_string_value(v) : NULL;
 }
 
-static void print_summary(json_t *res, FILE *out) {
+void report_print_summary(json_t *res, FILE *out) {
         json_t *ec = json_object_get(res, "exit_code"), *sig = json_object_get(res, "signal");
         fprintf(out, "status: %s", jstr(res, "status") ? jstr(res, "status") : "?");
         if (json_is_integer(ec))
@@ -117,34 +115,6 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
         } else if (bytes)
                 fprintf(out, "request: %zu bytes that are not valid JSON (it was rejected)\n", len);
         if (res)
-                print_summary(res, out);
-        return 0;
-}
-
-int report_wait_result(Worker *w, const char *id, FILE *out, TfwError *e) {
-        _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        json_t *res;
-
-        if (ifd < 0)
-                return tfw_error(e, errno, "internal", "inotify: %m");
-        /* Watch first, then look: a result that lands in between is not missed. */
-        char path[64];
-        snprintf(path, sizeof(path), "/proc/self/fd/%d", w->dirs.results_fd);
-        if (inotify_add_watch(ifd, path, IN_MOVED_TO | IN_CREATE) < 0)
-                return tfw_error(e, errno, "internal", "inotify on the results directory: %m");
-        for (;;) {
-                res = publish_load_result(&w->dirs, id);
-                if (res)
-                        break;
-                struct pollfd p = {.fd = ifd, .events = POLLIN};
-                if (poll(&p, 1, -1) < 0 && errno != EINTR)
-                        return tfw_error(e, errno, "internal", "poll: %m");
-                char buf[4096];
-                while (read(ifd, buf, sizeof(buf)) > 0)
-                        ;
-        }
-        fprintf(out, "result of '%s':\n", id);
-        print_summary(res, out);
-        json_decref(res);
+                report_print_summary(res, out);
         return 0;
 }

@@ -10,5 +10,5 @@
 int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e);
 int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e);
 
-/* Wait until results/<id>/result.json exists (inotify, no polling), then print its summary. */
-int report_wait_result(Worker *w, const char *id, FILE *out, TfwError *e);
+/* A result's status line (and message line), as approve --wait and show print it. */
+void report_print_summary(json_t *res, FILE *out);

@@ -4,11 +4,13 @@
  * real one will, then says it is not available and exits 1: it never pretends to work. */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "approve/decide.h"
 #include "approve/report.h"
+#include "approve/wait.h"
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/sha256.h"
@@ -39,10 +41,12 @@ typedef struct VerbArgs {
         const char *id;
         const char *expect_sha256;
         const char *reason;
-        bool wait, json, all;
+        const char *timeout; /* approve --timeout SECS, as given */
+        uint64_t timeout_seconds;
+        bool wait, json, all, scheduled;
 } VerbArgs;
 
-enum { OPT_EXPECT = 256, OPT_WAIT, OPT_REASON, OPT_JSON, OPT_ALL };
+enum { OPT_EXPECT = 256, OPT_WAIT, OPT_REASON, OPT_JSON, OPT_ALL, OPT_TIMEOUT, OPT_SCHEDULED };
 
 static int parse_verb_args(int argc, char **argv, const struct option *opts, int n_ids,
                            VerbArgs *a) {
@@ -68,6 +72,12 @@ static int parse_verb_args(int argc, char **argv, const struct option *opts, int
                 case OPT_ALL:
                         a->all = true;
                         break;
+                case OPT_TIMEOUT:
+                        a->timeout = optarg;
+                        break;
+                case OPT_SCHEDULED:
+                        a->scheduled = true;
+                        break;
                 case ':':
                         return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
                 default:
@@ -91,6 +101,18 @@ static int parse_verb_args(int argc, char **argv, const struct option *opts, int
                 if (sha256_from_hex(a->expect_sha256, d) < 0)
                         return cli_usage_error(verb, "--expect-sha256 '%s' is not 64 lowercase hex digits",
                                                a->expect_sha256);
+        }
+        if (a->timeout) {
+                char *end = NULL;
+                errno = 0;
+                unsigned long long v = strtoull(a->timeout, &end, 10);
+                if (!a->wait)
+                        return cli_usage_error(verb, "--timeout needs --wait");
+                if (a->timeout[0] < '0' || a->timeout[0] > '9' || errno || !end || *end || v == 0 ||
+                    v > APPROVE_WAIT_TIMEOUT_MAX)
+                        return cli_usage_error(verb, "--timeout '%s' is not a number of seconds (1..%u)", a->timeout,
+                                               APPROVE_WAIT_TIMEOUT_MAX);
+                a->timeout_seconds = v;
         }
         if (a->reason && strlen(a->reason) > REQUEST_REASON_MAX)
                 return cli_usage_error(verb, "--reason is longer than %d bytes", REQUEST_REASON_MAX);
@@ -161,7 +183,7 @@ static int act_approve(Worker *w, const VerbArgs *a, TfwError *e) {
         if (!a->wait)
                 return 0;
         fflush(stdout);
-        return report_wait_result(w, a->id, stdout, e);
+        return approve_wait_result(w, a->id, a->timeout_seconds, stdout, e);
 }
 
 static int act_deny(Worker *w, const VerbArgs *a, TfwError *e) {
@@ -186,10 +208,13 @@ static int act_gc(Worker *w, const VerbArgs *a, TfwError *e) {
         int expired = decide_expire_pending(w, now_realtime(), e);
         if (expired < 0)
                 return expired;
-        int removed = retention_run(w, now_realtime(), true, NULL, e);
+        /* --scheduled (the hourly timer): rotate the audit log only once its day is over, as
+         * the daemon does; a plain gc rotates it now. */
+        int removed = retention_run(w, now_realtime(), !a->scheduled, NULL, e);
         if (removed < 0)
                 return removed;
-        printf("gc: %d result(s) removed, %d pending request(s) expired, audit log rotated\n", removed, expired);
+        printf("gc: %d result(s) removed, %d pending request(s) expired, %s\n", removed, expired,
+               a->scheduled ? "audit log rotated if its day is over" : "audit log rotated");
         return 0;
 }
 
@@ -197,6 +222,7 @@ static int verb_approve(int argc, char **argv, const Config *config, const char 
         static const struct option opts[] = {
                 {"expect-sha256", required_argument, NULL, OPT_EXPECT},
                 {"wait", no_argument, NULL, OPT_WAIT},
+                {"timeout", required_argument, NULL, OPT_TIMEOUT},
                 {},
         };
         (void) config_path;
@@ -250,7 +276,10 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
 }
 
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {{}};
+        static const struct option opts[] = {
+                {"scheduled", no_argument, NULL, OPT_SCHEDULED},
+                {},
+        };
         (void) config_path;
         return run_operator_verb(argc, argv, config, opts, 0, act_gc);
 }
@@ -350,12 +379,16 @@ const Verb verbs[] = {
          "Do the daemon's work until the inbox and the queue are empty, then exit\n"
          "(for the path-activated oneshot service).\n" CONFIG_OPT,
          true, verb_run},
-        {"approve", "approve ID [--expect-sha256 HEX] [--wait]",
-         "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait]\n\n"
+        {"approve", "approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]]",
+         "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]]\n\n"
          "Approve a pending request. It runs from the worker's private copy, captured when it\n"
-         "arrived; approval never widens the capsule.\n\n"
+         "arrived; approval never widens the capsule. A running daemon, or the path unit's\n"
+         "drain, starts it.\n\n"
          "  --expect-sha256 HEX  refuse unless the captured copy has this sha256\n"
-         "  --wait               wait for the final result and print its summary\n" CONFIG_OPT,
+         "  --wait               wait for the final result and print its summary; exit 1 at\n"
+         "                       once when no worker runs and none can be started\n"
+         "  --timeout SECS       give up waiting after SECS (default: the request's timeout\n"
+         "                       plus 120 s); the request stays approved\n" CONFIG_OPT,
          true, verb_approve},
         {"deny", "deny ID [--reason TEXT]",
          "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT]\n\n"
@@ -374,9 +407,12 @@ const Verb verbs[] = {
          "Check the runtime, directories and limits, then run a probe job in a real capsule.\n"
          "Exits 1 when any check fails.\n" CONFIG_OPT,
          true, verb_doctor},
-        {"gc", "gc                       expire results, rotate the audit log now",
-         "Usage: tentaflake-worker --config FILE gc\n\n"
-         "Remove results and used ids older than retention_days and rotate the audit log.\n" CONFIG_OPT,
+        {"gc", "gc [--scheduled]         expire results, rotate the audit log now",
+         "Usage: tentaflake-worker --config FILE gc [--scheduled]\n\n"
+         "Expire pending requests older than pending_ttl_hours, remove results and used ids\n"
+         "older than retention_days and rotate the audit log.\n\n"
+         "  --scheduled  rotate the audit log only when its day is over, as the daemon does\n"
+         "               (what tentaflake-worker-gc@NAME.timer runs every hour)\n" CONFIG_OPT,
          true, verb_gc},
         {"audit", "audit verify             check the audit hash chain",
          "Usage: tentaflake-worker --config FILE audit verify\n\n"

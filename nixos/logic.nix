@@ -65,8 +65,16 @@ let
     runsc = null;
     platform = "systrap";
     rootfs = null;
-    systemMounts = null;       # null: the worker's default list
-    image = null;
+    systemMounts = null;       # null: the toolchain's mounts when there is one, else the
+                               # worker's default list
+    image = null;              # docker/podman: an image archive (a path) to load locally
+    imageReference = null;     # docker/podman: the runtime.image the worker runs
+    # Filled in by the module from the `toolchain` option (store paths as strings; tests give
+    # fake ones): the toolchain's buildEnv, its closureInfo, the image loader, the engine CLI.
+    toolchainEnv = null;
+    toolchainClosure = null;
+    imageLoader = null;
+    enginePackage = null;
     maxRequestBytes = "64k";
     maxArgv = 256;
     maxArgvBytes = "64k";
@@ -93,6 +101,45 @@ let
   # The worker refuses a timeout above one week (parser/config.c).
   workerMaxTimeout = 604800;
 
+  # ---- the toolchain (runsc driver on NixOS) ----------------------------------------------
+  # The toolchain's bin directory is the capsule's /usr/bin and /bin (both on the capsule's
+  # constant PATH); every path of its closure is mounted read-only where it is in the store,
+  # so the symlinks of the buildEnv and the programs' libraries resolve inside the capsule and
+  # nothing else of the store is visible. The closure is known only once it is built: the
+  # config file is then a derivation that adds those mounts (closureMergeScript, run with jq).
+  usesToolchain = a: a.driver == "runsc" && a.rootfs == null && a.systemMounts == null
+    && a.toolchainEnv != null;
+  toolchainMounts = env: [ "${env}/bin:/usr/bin" "${env}/bin:/bin" ];
+  # The worker's parser takes at most this many system mounts (parser/config.h).
+  maxSystemMounts = 1024;
+  # For pkgs.runCommand with `closure` (a closureInfo), `base` (the config's JSON, passAsFile)
+  # and jq on PATH: the config with one read-only mount per store path of the closure first.
+  closureMergeScript = ''
+    jq --rawfile paths "$closure/store-paths" \
+      '.runtime.system_mounts = ([$paths | split("\n")[] | select(. != "")] + .runtime.system_mounts)' \
+      "$basePath" >"$out"
+    n=$(jq '.runtime.system_mounts | length' "$out")
+    if [ "$n" -gt ${toString maxSystemMounts} ]; then
+      echo "tentaflake-worker: the toolchain's closure needs $n system mounts; the worker takes at most ${toString maxSystemMounts}: use a smaller toolchain" >&2
+      exit 1
+    fi
+  '';
+
+  # ---- docker/podman: the image, loaded locally, never pulled -------------------------------
+  # Before the service starts: load the image archive into the engine's local store unless the
+  # reference is already there, then require the reference to be there (a reference that the
+  # archive does not carry stops the start with a message; nothing is ever pulled).
+  imageLoadScript = { engine, image, reference }: ''
+    set -eu
+    if ! ${engine} image inspect ${reference} >/dev/null 2>&1; then
+      ${engine} load --input ${image} >/dev/null
+    fi
+    if ! ${engine} image inspect ${reference} >/dev/null 2>&1; then
+      echo "tentaflake-worker: '${image}' is loaded, but imageReference '${reference}' is not in the local store: set it to the image id the archive has ($(basename ${engine}) load prints it)" >&2
+      exit 1
+    fi
+  '';
+
   # ---- the config file ---------------------------------------------------------------------
   configOf = name: a:
     let runscDriver = a.driver == "runsc";
@@ -110,12 +157,12 @@ let
       pending_ttl_hours = a.pendingTtlHours;
       # docker and podman refuse the runsc-only keys even as null: leave them out. An image
       # with runsc is written as given: the assertion refuses it, and so would the worker.
-      runtime = removeNulls ({ driver = a.driver; image = a.image; }
+      runtime = removeNulls ({ driver = a.driver; image = a.imageReference; }
         // optionalAttrs runscDriver {
           runsc = a.runsc;
           platform = a.platform;
           rootfs = a.rootfs;
-          system_mounts = a.systemMounts;
+          system_mounts = if usesToolchain a then toolchainMounts a.toolchainEnv else a.systemMounts;
         });
       limits = {
         max_request_bytes = a.maxRequestBytes;
@@ -202,11 +249,13 @@ let
             message = "${opt name "maxSnapshotBytes"} (${showSize a.maxSnapshotBytes}) is above "
               + "${opt name "workspaceTmpfsSize"} (${showSize a.workspaceTmpfsSize}): the snapshot is "
               + "copied into the capsule's /work"; }
-          { assertion = a.driver == "runsc" || a.image != null;
-            message = "${opt name "image"} is required with the ${a.driver} driver "
-              + "(sha256:<64 hex> or name@sha256:<64 hex>, already in the local store)"; }
-          { assertion = a.driver != "runsc" || a.image == null;
-            message = "${opt name "image"} is only for the docker and podman drivers"; }
+          { assertion = a.driver == "runsc" || a.imageReference != null;
+            message = "${opt name "imageReference"} is required with the ${a.driver} driver "
+              + "(sha256:<64 hex> or name@sha256:<64 hex>: the image `image` loads, or one already "
+              + "in the local store)"; }
+          { assertion = a.driver != "runsc" || (a.image == null && a.imageReference == null);
+            message = "${opt name "image"} and ${opt name "imageReference"} are only for the docker "
+              + "and podman drivers"; }
           { assertion = (a.signingKeyFile == null) == (a.signingIdentity == null);
             message = "${opt name "signingKeyFile"} and ${opt name "signingIdentity"} are set together "
               + "or not at all"; }
@@ -255,23 +304,43 @@ let
       overrideStrategy = "asDropin";
       wantedBy = optional wanted "multi-user.target";
       restartTriggers = [ (toJSON (configOf name a)) ];
+    } // optionalAttrs (a.enginePackage != null) {
+      # the worker finds the engine's CLI on PATH (after /usr/bin, empty on NixOS)
+      path = [ a.enginePackage ];
+    } // {
       serviceConfig = {
         ExecStart = [ "" "${a.package}/bin/tentaflake-worker --config ${configPath name} ${verb}" ];
         # The workspace as a whole (see systemd/controller-workspace.conf.in); the state and
-        # results directories only when they are not the ones the unit already makes.
-        ReadWritePaths = [ a.workspace ]
+        # results directories only when they are not the ones the unit already makes. gc
+        # never touches the workspace.
+        ReadWritePaths = optional (verb != "gc --scheduled") a.workspace
           ++ optional (!defaultState) a.stateDir
           ++ optional (!defaultResults) a.resultsDir;
+      } // optionalAttrs (a.imageLoader != null && verb != "gc --scheduled") {
+        # docker/podman: the image archive is loaded locally before the worker starts.
+        ExecStartPre = [ "${a.imageLoader}" ];
       } // optionalAttrs (underHome a.workspace) {
         # ProtectHome=yes hides /home entirely, and ReadWritePaths cannot reach below it.
         ProtectHome = "read-only";
       };
     };
 
+  # The wake file approve leaves in the state directory (approve/decide.h): drain also starts
+  # while it exists, so an approval starts the work in path mode too.
+  wakeFile = ".wake";
   pathDropIn = name: a: {
     overrideStrategy = "asDropin";
     wantedBy = optional (a.activation == "path") "paths.target";
-    pathConfig.DirectoryNotEmpty = "${a.workspace}/.tentaflake-worker/inbox";
+    pathConfig = {
+      DirectoryNotEmpty = "${a.workspace}/.tentaflake-worker/inbox";
+      PathExists = "${a.stateDir}/${wakeFile}";
+    };
+  };
+  # Hourly `gc --scheduled` (tentaflake-worker-gc@.timer from the package), for every agent:
+  # with path activation nothing else expires pending requests and results.
+  timerDropIn = name: a: {
+    overrideStrategy = "asDropin";
+    wantedBy = [ "timers.target" ];
   };
 
   # ---- everything ----------------------------------------------------------------------------
@@ -286,10 +355,16 @@ let
       inherit assertions;
       failed = map (x: x.message) (filter (x: !x.assertion) assertions);
       configs = byName (n: a: configOf n a);
+      # Configs known at evaluation; those of a toolchain need its closure (closureMerges: the
+      # module builds them with closureMergeScript).
       etc = listToAttrs (map (n: {
         name = "tentaflake/workers/${n}.json";
         value = { text = toJSON (configOf n agents.${n}); };
-      }) names);
+      }) (filter (n: !usesToolchain agents.${n}) names));
+      closureMerges = listToAttrs (map (n: {
+        name = n;
+        value = { base = toJSON (configOf n agents.${n}); closure = agents.${n}.toolchainClosure; };
+      }) (filter (n: usesToolchain agents.${n}) names));
       groups = listToAttrs (map (g: { name = "tfw-gid-${toString g}"; value = { gid = g; }; }) gids);
       tmpfiles = concatLists (map (n:
         let a = agents.${n}; in [
@@ -298,11 +373,14 @@ let
         ]) names);
       services =
         renamed "tentaflake-worker" (n: a: serviceDropIn n a "run" (a.activation == "daemon"))
-        // renamed "tentaflake-worker-queue" (n: a: serviceDropIn n a "drain" false);
+        // renamed "tentaflake-worker-queue" (n: a: serviceDropIn n a "drain" false)
+        // renamed "tentaflake-worker-gc" (n: a: serviceDropIn n a "gc --scheduled" false);
       paths = renamed "tentaflake-worker-queue" pathDropIn;
+      timers = renamed "tentaflake-worker-gc" timerDropIn;
       groupNames = byName (n: a: groupOf a);
     };
 in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
-    nameIsValid workerMaxTimeout;
+    nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
+    toolchainMounts;
 }

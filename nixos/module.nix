@@ -88,12 +88,40 @@ let
         rootfs = opt (types.nullOr types.str) d.rootfs
           "The capsule's root filesystem (runsc driver); null: host paths from systemMounts.";
         systemMounts = opt (types.nullOr (types.listOf types.str)) d.systemMounts ''
-          Read-only mounts `HOST[:SANDBOX][=IDENTITY]` when rootfs is null; null keeps the
-          worker's default (/usr, /bin, ...), which on NixOS holds little: give the store and
-          a toolchain, e.g. [ "/nix/store" "''${env}/bin:/usr/bin" ].
+          Read-only mounts `HOST[:SANDBOX][=IDENTITY]` when rootfs is null. null (the default):
+          the mounts of `toolchain`, or, with an empty toolchain, the worker's default (/usr,
+          /bin, ...), which on NixOS holds almost nothing. A list replaces both.
         '';
-        image = opt (types.nullOr types.str) d.image
-          "docker/podman only: sha256:<64 hex> or name@sha256:<64 hex>, already loaded.";
+        toolchain = mkOption {
+          type = types.listOf types.package;
+          default = map (n: pkgs.${n}) [ "bash" "coreutils" "findutils" "gnugrep" "gnused" "gawk"
+            "gnutar" "gzip" "gnumake" "gcc" "binutils" "pkg-config" "python3" "git" ];
+          defaultText = lib.literalExpression ''
+            with pkgs; [ bash coreutils findutils gnugrep gnused gawk gnutar gzip gnumake gcc
+                         binutils pkg-config python3 git ]'';
+          description = ''
+            runsc driver, no rootfs, no systemMounts: what the capsule can run. Their buildEnv's
+            bin is the capsule's /usr/bin and /bin (on its PATH), and each store path of its
+            closure is mounted read-only, nothing else of the store. An offline build set by
+            default. [ ] leaves the worker's default system mounts.
+          '';
+        };
+        image = mkOption {
+          type = types.nullOr types.path;
+          default = d.image;
+          example = lib.literalExpression "pkgs.dockerTools.buildLayeredImage { name = \"worker\"; contents = [ pkgs.bash ]; }";
+          description = ''
+            docker/podman only: an image archive (e.g. from dockerTools.buildImage or
+            buildLayeredImage) that the services load into the engine's local store before
+            they start (`docker load` / `podman load`); it is never pulled. null: the image of
+            imageReference is already in the local store.
+          '';
+        };
+        imageReference = opt (types.nullOr types.str) d.imageReference ''
+          docker/podman only, required: the image the capsules run, `sha256:<64 hex>` (the
+          image id `docker load` prints for `image`) or `name@sha256:<64 hex>`. A start fails
+          when it is not in the local store after loading `image`.
+        '';
         maxRequestBytes = opt size d.maxRequestBytes "Largest inbox request.";
         maxArgv = opt types.ints.positive d.maxArgv "Most argv entries.";
         maxArgvBytes = opt size d.maxArgvBytes "Most argv bytes.";
@@ -120,11 +148,40 @@ let
       };
     };
 
-  enabled = lib.filterAttrs (_: a: a.enable) cfg.agents;
+  # What the logic needs of pkgs, as store paths: the toolchain's buildEnv and closure, the
+  # image loader and the engine CLI.
+  withBuilds = name: a:
+    let
+      engine = if a.driver == "docker" then pkgs.docker else if a.driver == "podman" then pkgs.podman else null;
+      env = pkgs.buildEnv {
+        name = "tentaflake-capsule-toolchain-${name}";
+        paths = a.toolchain;
+        pathsToLink = [ "/bin" ];
+      };
+      useTools = a.toolchain != [ ];
+    in a // {
+      toolchainEnv = if useTools then "${env}" else null;
+      toolchainClosure = if useTools then "${pkgs.closureInfo { rootPaths = [ env ]; }}" else null;
+      enginePackage = if engine != null then "${engine}" else null;
+      imageLoader = if engine != null && a.image != null && a.imageReference != null then
+        "${pkgs.writeShellScript "tentaflake-worker-load-image-${name}" (logic.imageLoadScript {
+          engine = "${engine}/bin/${a.driver}";
+          image = "${a.image}";
+          reference = a.imageReference;
+        })}"
+      else null;
+    };
+  enabled = lib.mapAttrs withBuilds (lib.filterAttrs (_: a: a.enable) cfg.agents);
   out = logic.evaluate {
     agents = enabled;
     groups = config.users.groups;
   };
+  # A config that names the toolchain's closure is built once the closure is known.
+  mergedConfig = name: m: pkgs.runCommand "tentaflake-worker-${name}.json" {
+    nativeBuildInputs = [ pkgs.jq ];
+    inherit (m) base closure;
+    passAsFile = [ "base" ];
+  } logic.closureMergeScript;
 in {
   options.tentaflake.worker = {
     package = mkOption {
@@ -142,12 +199,16 @@ in {
 
   config = lib.mkIf (enabled != { }) {
     assertions = out.assertions;
-    environment.etc = out.etc;
+    environment.etc = out.etc // lib.mapAttrs' (n: m: {
+      name = "tentaflake/workers/${n}.json";
+      value.source = mergedConfig n m;
+    }) out.closureMerges;
     users.groups = out.groups;
     systemd.tmpfiles.rules = out.tmpfiles;
     systemd.packages = [ cfg.package ];
     systemd.services = out.services;
     systemd.paths = out.paths;
+    systemd.timers = out.timers;
     environment.systemPackages = [ cfg.package ];
   };
 }

@@ -319,6 +319,16 @@ static int handle_inotify(Daemon *d, TfwError *e) {
         }
 }
 
+/* The wake file (approve/decide.h) says "the store has news"; whoever reloads the queue takes
+ * it away, so that its presence alone means an approval nobody has picked up yet. */
+static bool consume_wake(Daemon *d) {
+        if (unlinkat(d->w.dirs.state_fd, DECIDE_WAKE_FILE, 0) >= 0)
+                return true;
+        if (errno != ENOENT)
+                log_warning("cannot remove '%s/%s': %m", d->w.config->state_dir, DECIDE_WAKE_FILE);
+        return false;
+}
+
 static bool inbox_is_empty(Daemon *d) {
         _cleanup_closedir_ DIR *dir = opendir_fd(d->w.inbox_fd);
         if (!dir)
@@ -488,6 +498,11 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                         d.reload_queue = true;
                 }
                 if (d.reload_queue) {
+                        /* The wake file first, then the store: an approval saved before the
+                         * unlink is in what load_queue reads; one saved after it leaves a new
+                         * wake file, which starts `drain` again in path mode (the path unit
+                         * watches it with PathExists=) and wakes this loop. */
+                        (void) consume_wake(&d);
                         r = load_queue(&d, e);
                         if (r < 0)
                                 goto out;
@@ -497,8 +512,15 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                         goto out;
                 if (d.stopping && d.n_running == 0)
                         break;
-                if (o->drain && d.n_running == 0 && d.n_queue == 0 && inbox_is_empty(&d))
+                if (o->drain && d.n_running == 0 && d.n_queue == 0 && inbox_is_empty(&d)) {
+                        /* An approval that came after the last reload: take it now rather
+                         * than leave it to the next activation. */
+                        if (!d.stopping && consume_wake(&d)) {
+                                d.reload_queue = true;
+                                continue;
+                        }
                         break;
+                }
 
                 arm_timer(&d);
                 struct pollfd p[3] = {

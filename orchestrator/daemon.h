@@ -4,7 +4,8 @@
  * One instance per config (an exclusive lock on <state_dir>/daemon.lock). At start: recovery
  * (running -> interrupted), retention, a scan of the inbox. Then it sleeps in epoll on inotify
  * (inbox: IN_CLOSE_WRITE, IN_MOVED_TO; IN_Q_OVERFLOW answered by a full rescan; state_dir: the
- * wake file written by approve), a signalfd and one timerfd armed at the next real deadline
+ * wake file written by approve, removed by whoever reloads the queue: in path mode the path
+ * unit starts `drain` while it exists), a signalfd and one timerfd armed at the next real deadline
  * (a pending request's expiry, a result's retention, the systemd watchdog): no periodic wake-up
  * while idle. Queued requests start in arrival order, `concurrency` at a time, each in a forked
  * child; a child that dies without publishing gets an `error` result.

@@ -174,20 +174,33 @@ static void check_cgroups(Doctor *d) {
         }
 }
 
-static void check_dirs(Doctor *d) {
+/* One of the worker's own directories, without creating or repairing it: ✓ as it should be;
+ * ✓ too when it does not exist yet, since the worker makes it with the right owner and mode at
+ * its first start (a new setup is not a broken one); ✗ for anything else: a wrong owner or
+ * mode, a symlink, something that is not a directory. */
+static void check_worker_dir(Doctor *d, bool results) {
         const Config *c = d->config;
+        const char *check = results ? "results_dir" : "state_dir", *path = results ? c->results_dir : c->state_dir;
+        mode_t mode = results ? RESULTS_DIR_MODE : STATE_DIR_MODE;
+        char owner[32];
         TfwError e = {0};
 
-        if (worker_dir_check(c, false, &e) < 0)
-                report(d, "state_dir", false, "%s", e.message);
+        if (results)
+                snprintf(owner, sizeof(owner), "root:%u", (unsigned) c->container_gid);
         else
-                report(d, "state_dir", true, "'%s' is root:root mode %04o", c->state_dir, STATE_DIR_MODE);
-        e = (TfwError){0};
-        if (worker_dir_check(c, true, &e) < 0)
-                report(d, "results_dir", false, "%s", e.message);
+                snprintf(owner, sizeof(owner), "root");
+        int r = worker_dir_check(c, results, &e);
+        if (r >= 0)
+                report(d, check, true, "'%s' is %s mode %04o", path, results ? owner : "root:root", mode);
+        else if (r == -ENOENT) /* O_NOFOLLOW: a symlink, even a dangling one, is ELOOP, not this */
+                report(d, check, true, "'%s' does not exist yet: it will be created, %s 0%o", path, owner, mode);
         else
-                report(d, "results_dir", true, "'%s' is root:%u mode %04o", c->results_dir,
-                       (unsigned) c->container_gid, RESULTS_DIR_MODE);
+                report(d, check, false, "%s", e.message);
+}
+
+static void check_dirs(Doctor *d) {
+        check_worker_dir(d, false);
+        check_worker_dir(d, true);
 }
 
 static void check_group(Doctor *d) {

@@ -22,7 +22,9 @@
 #define CONFIG_MAX_BYTES (1U << 20)
 #define CONFIG_NAME_MAX 48
 #define CONFIG_PATH_MAX 1024          /* bytes of any configured path */
-#define CONFIG_MAX_SYSTEM_MOUNTS 64
+/* The NixOS module mounts each store path of a toolchain's closure (nixos/logic.nix,
+ * maxSystemMounts): a compiler, python and git come to a few hundred. */
+#define CONFIG_MAX_SYSTEM_MOUNTS 1024
 #define CONFIG_IDENTITY_MAX 256       /* a system mount's IDENTITY, signing_identity */
 /* runsc --platform when the config names none (contract section 2): systrap, which runsc has
  * had since 2023; ptrace stays accepted for a runsc without it. */

@@ -202,4 +202,69 @@ ct systemctl start 'tentaflake-worker@it.service'
 check "starting the daemon stops the path unit (Conflicts)" test "$(show 'tentaflake-worker-queue@it.path' ActiveState)" = inactive
 ct systemctl stop 'tentaflake-worker@it.service'
 
+# ---- path mode with approvals, and expiry without a daemon (issue 14) -------------------------
+# Under the path unit only: an approved request starts drain by itself (the wake file approve
+# leaves, PathExists= in the inbox drop-in) and `approve --wait` prints its result; with no unit
+# active approve --wait says so at once, and starting the path unit later runs what was
+# approved; deny publishes at once; the hourly gc timer's service expires a pending request.
+i14_state() { # i14_state ID: the state in <id>.state.json, or "final" once result.json exists
+        if ct test -e "/run/tentaflake-worker-it/results/$1/result.json"; then echo final; return; fi
+        ct cat "/run/tentaflake-worker-it/results/$1.state.json" 2>/dev/null |
+                python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])' 2>/dev/null
+}
+i14_wait_state() { local i; for i in $(seq 600); do [ "$(i14_state "$1")" = "$2" ] && return 0; sleep 0.1; done; return 1; }
+i14_drain_idle() { local i; for i in $(seq 600); do [ "$(show 'tentaflake-worker-queue@it.service' ActiveState)" = inactive ] && return 0; sleep 0.1; done; return 1; }
+i14_tfw() { # the CLI in the container, as an operator; 300 s is the harness's bound, not a check
+        ct env SUDO_USER=i14-operator timeout 300 /usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/it.json "$@"
+}
+i14_pending() { # i14_pending ID ARGV_JSON: submit an irreversible request, wait until it is pending and drain is gone
+        submit "$1" "{\"version\":1,\"id\":\"$1\",\"action_class\":\"irreversible\",\"argv\":$2,\"timeout_seconds\":60}"
+        check "$1 was captured as pending by a path-activated drain" i14_wait_state "$1" pending
+        check "  ... and drain exited with $1 pending" i14_drain_idle
+}
+
+ct systemctl start 'tentaflake-worker-queue@it.path' || die "the path unit did not start again"
+i14_pending a1 '["echo","approved in path mode"]'
+out=$(i14_tfw approve a1 --wait --timeout 180 2>&1); rc=$?
+check "path mode: approve --wait returns (rc $rc)" test $rc = 0
+check "  ... and prints the result of the irreversible request: $(tr '\n' '|' <<<"$out")" grep -qx 'status: succeeded, exit code 0' <<<"$out"
+check "  ... which ran in a capsule" grep -qx 'approved in path mode' <<<"$(ct cat /run/tentaflake-worker-it/results/a1/job.log 2>/dev/null)"
+check "  ... approved by the operator" test "$(result a1 approval | grep -o i14-operator)" = i14-operator
+check "drain took the wake file" i14_drain_idle
+check "  ... none is left behind" ct test ! -e /var/lib/tentaflake-worker-it/.wake
+
+i14_pending d1 '["echo","must not run"]'
+check "path mode: deny d1" quiet i14_tfw deny d1 --reason 'not today'
+check "  ... d1 is published denied, no daemon needed" test "$(result d1 status)" = denied
+
+i14_pending n1 '["echo","approved while no worker could start"]'
+ct systemctl stop 'tentaflake-worker-queue@it.path'
+out=$(i14_tfw approve n1 --wait 2>&1); rc=$?
+check "no unit active: approve --wait exits 1 at once (rc $rc)" test $rc = 1
+check "  ... saying no worker can start: $out" grep -q "approve 'n1': approved and queued, but no worker runs for 'it'" <<<"$out"
+check "  ... having asked systemd, not guessed" grep -q "none of tentaflake-worker@it.service, tentaflake-worker-queue@it.path is active" <<<"$out"
+ct systemctl start 'tentaflake-worker-queue@it.path' || die "the path unit did not start a third time"
+check "starting the path unit runs what was approved meanwhile" test "$(result n1 status)" = succeeded
+
+# Expiry without a daemon: a pending request made 100 hours old (pending_ttl_hours is 72).
+i14_pending e1 '["echo","never approved"]'
+ct python3 - /var/lib/tentaflake-worker-it/requests/e1/state.json <<'PY'
+import json, sys, time
+p = sys.argv[1]; r = json.load(open(p))
+r["submitted_at"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() - 100 * 3600))
+open(p, "w").write(json.dumps(r))
+PY
+ct systemctl start 'tentaflake-worker-gc@it.service'
+check "the gc service ran under its sandbox (Result=success)" test "$(show 'tentaflake-worker-gc@it.service' Result)" = success
+check "  ... and expired the old pending request" test "$(result e1 status)" = expired
+check "  ... publishing why" grep -q pending_ttl_hours <<<"$(result e1 message)"
+check "  ... the audit log was not rotated within its day (gc --scheduled)" \
+        test -z "$(ct find /var/lib/tentaflake-worker-it/audit -name 'audit-*.jsonl' 2>/dev/null)"
+ct systemctl start 'tentaflake-worker-gc@it.timer' || die "the gc timer did not start"
+check "the gc timer is active" test "$(show 'tentaflake-worker-gc@it.timer' ActiveState)" = active
+check "  ... with a next run ($(show 'tentaflake-worker-gc@it.timer' NextElapseUSecRealtime))" \
+        test -n "$(show 'tentaflake-worker-gc@it.timer' NextElapseUSecRealtime)"
+check "  ... of the gc service" test "$(show 'tentaflake-worker-gc@it.timer' Triggers)" = 'tentaflake-worker-gc@it.service'
+ct systemctl stop 'tentaflake-worker-queue@it.path' 'tentaflake-worker-gc@it.timer'
+
 finish

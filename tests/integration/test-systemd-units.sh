@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # The systemd units as `make install` installs them, checked offline:
-#  - make install puts the three units (ExecStart naming the installed binary) and the
+#  - make install puts the five units (ExecStart naming the installed binary) and the
 #    per-controller templates where SYSTEMDUNITDIR and PKGDATADIR say;
 #  - systemd-analyze verify accepts every unit with a controller's drop-ins, and refuses the
 #    daemon when the installed binary is missing and the path unit without its inbox drop-in;
-#  - systemd-analyze security --offline=yes: the exposure of both services is at most
+#  - systemd-analyze security --offline=yes: the exposure of every service is at most
 #    MAX_EXPOSURE (docs/install.md), and much higher without the sandboxing block;
-#  - the sandboxing block is the same in both services, and each hardening setting the issue
+#  - the sandboxing block is the same in every service, and each hardening setting the issue
 #    asks for is either set or explained by a comment on the line before;
 #  - the settings the worker's behaviour depends on (Type=notify, watchdog, stop timeout above
 #    the 60 s grace, KillMode=mixed, Delegate, no start-rate limit, Conflicts);
+#  - the path unit's drop-in also watches the wake file approve leaves (issue 14), and the
+#    hourly gc timer runs `gc --scheduled` (expiry without a daemon);
 #  - the tmpfiles template creates the results directory root:<gid> 02750 (as root).
 # What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
 set -uo pipefail
@@ -33,7 +35,8 @@ if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$root" PRE
         BUILD="$BUILD" >"$tmp/install.log" 2>&1; then
         echo "FAIL: make install:"; cat "$tmp/install.log"; exit 1
 fi
-for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaflake-worker-queue@.path'; do
+for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaflake-worker-queue@.path' \
+         'tentaflake-worker-gc@.service' 'tentaflake-worker-gc@.timer'; do
         check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
 done
 for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in; do
@@ -43,6 +46,8 @@ check "ExecStart names the installed binary (run)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json run' "$units/tentaflake-worker@.service"
 check "ExecStart names the installed binary (drain)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json drain' "$units/tentaflake-worker-queue@.service"
+check "ExecStart names the installed binary (gc --scheduled)" \
+        grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json gc --scheduled' "$units/tentaflake-worker-gc@.service"
 check "no placeholder is left in the installed units" bash -c "! grep -q '@[A-Z]*@' '$units'/*"
 
 # A controller "demo", set up as docs/install.md says, plus the distribution's own units
@@ -61,7 +66,8 @@ sub controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@
 sub controller-tmpfiles.conf.in >"$root/etc/tmpfiles.d/tentaflake-worker-demo.conf"
 
 # 2. verify: clean, and able to fail.
-all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path')
+all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path'
+     'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer')
 out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
 check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
 mv "$root/usr/local/bin/tentaflake-worker" "$tmp/bin"
@@ -79,7 +85,7 @@ exposure() { # exposure UNIT: the overall exposure as printed, e.g. 3.3
                 sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p'
 }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
-for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service'; do
+for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-gc@demo.service'; do
         e=$(exposure "$u")
         echo "exposure of $u: $e (at most $MAX_EXPOSURE)"
         check "exposure of $u ($e) at most $MAX_EXPOSURE" le "$e" "$MAX_EXPOSURE"
@@ -96,8 +102,10 @@ cp "$tmp/unit.bak" "$units/tentaflake-worker@.service"
 # 4. The sandboxing block: one text in both services; every wanted setting set or explained.
 block() { sed -n '/^# ---- sandboxing/,/^# ---- end of sandboxing/p' "$1"; }
 check "the sandboxing block is present" test "$(block 'systemd/tentaflake-worker@.service.in' | wc -l)" -gt 40
-check "the sandboxing block is the same in both services" \
+check "the sandboxing block is the same in the daemon and drain" \
         cmp -s <(block 'systemd/tentaflake-worker@.service.in') <(block 'systemd/tentaflake-worker-queue@.service.in')
+check "the sandboxing block is the same in the daemon and gc" \
+        cmp -s <(block 'systemd/tentaflake-worker@.service.in') <(block 'systemd/tentaflake-worker-gc@.service.in')
 explained() { # explained KEY=VALUE: set so, or (set otherwise / absent) with a comment naming it
         local key=${1%%=*} want=${1#*=} f=systemd/tentaflake-worker@.service.in
         local line; line=$(grep -n "^$key=" "$f" | head -1)
@@ -136,6 +144,21 @@ check "drain: oneshot" grep -qx 'Type=oneshot' "$q"
 check "daemon and drain conflict" grep -qx 'Conflicts=tentaflake-worker-queue@%i.path tentaflake-worker-queue@%i.service' "$d"
 check "drain conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$q"
 check "path conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$p"
+# Approval in path mode (issue 14): the drop-in also watches the wake file, by the name the
+# worker uses (approve/decide.h), level-triggered (PathExists, not PathChanged: an approval
+# made while drain runs must still start the next one).
+wake=$(sed -n 's/^#define DECIDE_WAKE_FILE "\(.*\)"$/\1/p' approve/decide.h)
+check "the inbox drop-in watches <state_dir>/$wake with PathExists" \
+        grep -qx "PathExists=/var/lib/tentaflake-worker-demo/$wake" "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d/inbox.conf"
+# Expiry without a daemon: the hourly gc timer.
+g=systemd/tentaflake-worker-gc@.service.in t=systemd/tentaflake-worker-gc@.timer
+check "gc: oneshot" grep -qx 'Type=oneshot' "$g"
+check "gc: no Conflicts (it runs beside the daemon, under the store lock)" bash -c "! grep -q '^Conflicts=' '$g'"
+check "gc timer: hourly" grep -qx 'OnCalendar=hourly' "$t"
+check "gc timer: a missed run happens at boot (Persistent)" grep -qx 'Persistent=true' "$t"
+check "gc timer: wanted by timers.target" grep -qx 'WantedBy=timers.target' "$t"
+next=$(systemd-analyze calendar hourly 2>/dev/null | sed -n 's/^ *Next elapse: //p')
+check "systemd-analyze reads OnCalendar=hourly ($next)" test -n "$next"
 
 # 6. The tmpfiles template, applied (owner and group need root).
 if [ "$(id -u)" -eq 0 ]; then

@@ -51,7 +51,7 @@ static const char *rep(char c, size_t n, const char *prefix, const char *suffix)
         return b;
 }
 
-static char text[8192];
+static char text[65536]; /* CONFIG_MAX_SYSTEM_MOUNTS mounts of a dozen bytes each fit */
 
 /* The value of a dotted key in c, as text ("(null)" for NULL). */
 static const char *get_value(const Config *c, const char *key) {
@@ -771,7 +771,7 @@ static void make_dynamic_cases(void) {
                         p += sprintf(p, "%s\"/usr:/m%d\"", i ? "," : "", i);
                 sprintf(p, "]");
                 if (extra)
-                        add_dynamic("system_mounts_65_entries", "out_of_range",
+                        add_dynamic("system_mounts_one_too_many", "out_of_range",
                                     "runtime.system_mounts", NULL, NULL, "runtime.system_mounts",
                                     list, NULL, NULL);
                 else {
@@ -779,7 +779,7 @@ static void make_dynamic_cases(void) {
                         assert_non_null(want);
                         for (int i = 0; i < n; i++)
                                 q += sprintf(q, "%s/usr:/m%d", i ? "," : "", i);
-                        add_dynamic("system_mounts_64_entries", NULL, NULL,
+                        add_dynamic("system_mounts_at_the_maximum", NULL, NULL,
                                     "runtime.system_mounts", want, "runtime.system_mounts", list,
                                     NULL, NULL);
                 }

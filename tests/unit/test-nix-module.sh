@@ -4,6 +4,11 @@
 #  - the good agents of tests/data/nix/cases.nix: no failed assertion, the same configs as
 #    tests/data/nix/expected/ (plus runsc from pkgs.gvisor, the module's default), the groups,
 #    tmpfiles rules and drop-ins the logic gives;
+#  - the toolchain (issue 14): the default 14 packages; a runsc agent without systemMounts gets
+#    its bin as /usr/bin and /bin, and its config is built from the closure (jq, the base
+#    config, the closureInfo of the buildEnv); the path unit watches the wake file; every agent
+#    has the gc timer; docker with an image archive gets the loader before it starts and the
+#    engine CLI on PATH;
 #  - each bad case: exactly its assertion message;
 #  - a misspelt option name and wrong option types are refused by the module system.
 # Without NIXPKGS_LIB it says SKIP and exits 0: no Debian package ships nixpkgs, so this one
@@ -45,13 +50,36 @@ def check(cond, what): print(("ok " if cond else "FAIL ") + what)
 pkg = "/nix/store/00000000000000000000000000000000-tentaflake-worker-0.1.0"
 check(d["failed"] == [], "good agents: no failed assertion (%s)" % d["failed"])
 exp_dir = "tests/data/nix/expected"
+tool_cases = {"tools"} # cases whose expected mounts are the logic test's fake toolchain
 for f in sorted(os.listdir(exp_dir)):
     n = f[:-5]; want = json.load(open(os.path.join(exp_dir, f)))
     got = d["configs"].get(n)
-    # The module's one default the logic leaves to the worker: runsc from pkgs.gvisor.
+    # The module's defaults the logic leaves to the module: runsc from pkgs.gvisor, and the
+    # default toolchain's mounts for a runsc agent that names no system mounts.
     if want["runtime"]["driver"] == "runsc" and "runsc" not in want["runtime"]:
         want["runtime"]["runsc"] = d["gvisor"] + "/bin/runsc"
-    check(got == want, "module config of %s equals %s (+ runsc from pkgs.gvisor)" % (n, f))
+    if want["runtime"]["driver"] == "runsc" and ("system_mounts" not in want["runtime"] or n in tool_cases):
+        env = d["toolchainEnvs"][n]
+        want["runtime"]["system_mounts"] = [env + "/bin:/usr/bin", env + "/bin:/bin"]
+        b = d["builds"].get(n, {})
+        check(b.get("tools") == ["jq"] and b.get("passAsFile") == ["base"] and json.loads(b.get("base", "null")) == got
+              and b.get("closure", "").endswith("-closure-info") and "jq --rawfile paths" in b.get("script", ""),
+              "%s: the config is built from the toolchain's closure with jq (%s)" % (n, sorted(b)))
+    check(got == want, "module config of %s equals %s (+ the module's runsc and toolchain)" % (n, f))
+check(sorted(d["builds"]) == ["hermes-coding", "hermes-review", "tools", "zeroclaw"],
+      "built configs: the runsc agents without systemMounts (%s)" % sorted(d["builds"]))
+check(d["toolchains"]["hermes-coding"] == d["toolNames"] and len(d["toolNames"]) == 14,
+      "the default toolchain: %s" % d["toolchains"]["hermes-coding"])
+wake = "/var/lib/tentaflake-worker-zeroclaw/.wake"
+check(d["paths"]["tentaflake-worker-queue@zeroclaw"]["pathConfig"].get("PathExists") == wake,
+      "the path unit also watches the wake file (%s)" % d["paths"]["tentaflake-worker-queue@zeroclaw"]["pathConfig"])
+check(sorted(d["timers"]) == sorted("tentaflake-worker-gc@" + n for n in d["configs"])
+      and all(t["wantedBy"] == ["timers.target"] for t in d["timers"].values()), "every agent's gc timer is wanted")
+check(d["services"]["tentaflake-worker-gc@hermes-coding"]["serviceConfig"]["ExecStart"][1].endswith(" gc --scheduled"),
+      "the gc service runs gc --scheduled")
+dk = d["services"]["tentaflake-worker@docker-one"]
+check("ExecStartPre" not in dk["serviceConfig"] and dk.get("path") == [d["docker"]],
+      "docker without an image archive: no loader; the docker CLI on PATH (%s)" % dk.get("path"))
 check(sorted(d["configs"]) == sorted(f[:-5] for f in os.listdir(exp_dir)), "one config per enabled agent")
 check(d["groups"].get("tfw-gid-10000") == 10000 and d["groups"].get("tfw-gid-1001") == 1001
       and not any(g.startswith("tfw-gid-65534") or g == "tfw-gid-30000" for g in d["groups"]),
@@ -116,6 +144,29 @@ reject unknown-driver '{ driver = "lxc"; }' "tentaflake.worker.agents.a.driver' 
 reject unknown-activation '{ activation = "cron"; }' "tentaflake.worker.agents.a.activation' is not of type"
 reject relative-state-dir '{ stateDir = "var/lib/x"; }' "tentaflake.worker.agents.a.stateDir' is not of type"
 reject concurrency-zero '{ concurrency = 0; }' "tentaflake.worker.agents.a.concurrency' is not of type"
+# docker with an image archive: the loader runs before the daemon and drain, not before gc.
+img=/nix/store/cccccccccccccccccccccccccccccccc-worker-image.tar.gz
+if evalm "$tmp/image.json" --arg extra "{ driver = \"docker\"; imageReference = \"sha256:$(printf '%064d' 7)\"; image = \"$img\"; }" &&
+   python3 - "$tmp/image.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = d["services"]
+pre = s["tentaflake-worker@a"]["serviceConfig"].get("ExecStartPre", [])
+assert d["failed"] == [], d["failed"]
+assert len(pre) == 1 and pre[0].endswith("-tentaflake-worker-load-image-a"), pre
+assert s["tentaflake-worker-queue@a"]["serviceConfig"].get("ExecStartPre") == pre
+assert "ExecStartPre" not in s["tentaflake-worker-gc@a"]["serviceConfig"]
+assert d["configs"]["a"]["runtime"] == {"driver": "docker", "image": "sha256:" + "0" * 63 + "7"}, d["configs"]["a"]["runtime"]
+assert "a" not in d["builds"]
+PY
+then ok; else bad "docker with an image archive: no loader, or a wrong config"; head -5 "$tmp/image.json.err"; fi
+if evalm "$tmp/image-runsc.json" --arg extra "{ image = \"$img\"; }" &&
+   python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["failed"]; sys.exit(0 if len(f)==1 and "are only for the docker and podman drivers" in f[0] else 1)' "$tmp/image-runsc.json"; then
+        ok
+else
+        bad "an image archive with the runsc driver was not refused"; head -5 "$tmp/image-runsc.json" "$tmp/image-runsc.json.err"
+fi
+
 # and a good extra value is accepted (the harness itself can succeed)
 if evalm "$tmp/extra-ok.json" --arg extra '{ memory = "3g"; memorySwap = "3g"; }' &&
    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["failed"]==[] and d["configs"]["a"]["limits"]["memory"]=="3g" else 1)' "$tmp/extra-ok.json"; then

@@ -9,6 +9,11 @@
 #    build/tests/unit/test-nix-config --check): the good ones load; a bad case's config is
 #    refused by the parser too where the assertion mirrors a parser rule, and accepted where
 #    only the module can know (groups, two agents);
+#  - with a toolchain (issue 14): its bin is the capsule's /usr/bin and /bin, and the config is
+#    built by closureMergeScript, run here with jq on a fake closure: one read-only mount per
+#    store path, then accepted by the parser; a closure over the parser's mount limit fails the
+#    build; the path unit also watches the wake file (the name approve/decide.h uses); every
+#    agent gets the hourly gc timer; the docker image loader loads locally and never pulls;
 #  - flake.nix: nixosModules.default evaluates with no input at all.
 # The module itself under lib.evalModules is tests/unit/test-nix-module.sh (needs nixpkgs).
 set -uo pipefail
@@ -66,12 +71,26 @@ for n, c in g["configs"].items():
     json.dump(c, open(os.path.join(tmp, "good", n + ".json"), "w"))
 # docker: no runsc-only key even as null (the parser refuses them for docker)
 check(set(g["configs"]["docker-one"]["runtime"]) == {"driver", "image"}, "docker runtime has only driver and image")
+check(g["configs"]["docker-one"]["runtime"]["image"] == "sha256:" + "0123456789abcdef" * 4, "docker: runtime.image is imageReference")
+env = d["toolchainEnv"]
+check(g["configs"]["tools"]["runtime"]["system_mounts"] == [env + "/bin:/usr/bin", env + "/bin:/bin"],
+      "toolchain: its bin is the capsule's /usr/bin and /bin (%s)" % g["configs"]["tools"]["runtime"].get("system_mounts"))
+check("tentaflake/workers/tools.json" not in g["etcNames"] and sorted(g["closureMerges"]) == ["tools"]
+      and g["closureMerges"]["tools"]["closure"] == "/nix/store/33333333333333333333333333333333-closure-info",
+      "toolchain: the config is built from the closure, not written at evaluation (%s)" % sorted(g["closureMerges"]))
+open(os.path.join(tmp, "tools-base.json"), "w").write(g["closureMerges"]["tools"]["base"])
+open(os.path.join(tmp, "merge.sh"), "w").write(d["closureMergeScript"])
+open(os.path.join(tmp, "load-image.sh"), "w").write(d["imageLoad"])
+open(os.path.join(tmp, "max-mounts"), "w").write(str(d["maxSystemMounts"]))
+wake = d["wakeFile"]
 
 # Groups: one tfw-gid-<gid> per gid (hermes-coding and hermes-review share 10000), nogroup
 # reused for 65534, the hostGroup of builder used as it is.
-check(g["groups"] == {"tfw-gid-10000": {"gid": 10000}, "tfw-gid-1001": {"gid": 1001}}, "groups: %s" % g["groups"])
+check(g["groups"] == {"tfw-gid-10000": {"gid": 10000}, "tfw-gid-1001": {"gid": 1001}, "tfw-gid-2001": {"gid": 2001}},
+      "groups: %s" % g["groups"])
 check(g["groupNames"] == {"hermes-coding": "tfw-gid-10000", "hermes-review": "tfw-gid-10000",
-                          "zeroclaw": "nogroup", "builder": "builders", "docker-one": "tfw-gid-1001"},
+                          "zeroclaw": "nogroup", "builder": "builders", "docker-one": "tfw-gid-1001",
+                          "tools": "tfw-gid-2001"},
       "result groups: %s" % g["groupNames"])
 t = g["tmpfiles"]
 for line in ["d /run/tentaflake-worker-hermes-coding 0755 root root -",
@@ -79,7 +98,7 @@ for line in ["d /run/tentaflake-worker-hermes-coding 0755 root root -",
              "d /run/tentaflake-worker-zeroclaw/results 2750 root nogroup -",
              "d /srv/tfw/builder-results 2750 root builders -"]:
     check(line in t, "tmpfiles rule %r" % line)
-check(len(t) == 10, "two tmpfiles rules per agent (%d)" % len(t))
+check(len(t) == 12, "two tmpfiles rules per agent (%d)" % len(t))
 
 s, p = g["services"], g["paths"]
 h = s.get("tentaflake-worker@hermes-coding", {})
@@ -97,8 +116,22 @@ check(q.get("serviceConfig", {}).get("ExecStart", [""])[-1].endswith("/hermes-co
 check(p.get("tentaflake-worker-queue@hermes-coding", {}).get("wantedBy") == [], "activation daemon: no path unit wanted")
 z = p.get("tentaflake-worker-queue@zeroclaw", {})
 check(z.get("wantedBy") == ["paths.target"] and
-      z.get("pathConfig") == {"DirectoryNotEmpty": "/var/lib/zeroclaw-zeroclaw/data/.tentaflake-worker/inbox"},
-      "activation path: the path unit watches the inbox")
+      z.get("pathConfig") == {"DirectoryNotEmpty": "/var/lib/zeroclaw-zeroclaw/data/.tentaflake-worker/inbox",
+                              "PathExists": "/var/lib/tentaflake-worker-zeroclaw/" + wake},
+      "activation path: the path unit watches the inbox and the wake file (%s)" % z.get("pathConfig"))
+bp = p.get("tentaflake-worker-queue@builder", {}).get("pathConfig", {})
+check(bp.get("PathExists") == "/srv/tfw/builder-state/" + wake, "the wake file is in the agent's own stateDir (%s)" % bp)
+tm = g["timers"]
+check(sorted(tm) == sorted("tentaflake-worker-gc@" + n for n in g["configs"]) and
+      all(t.get("wantedBy") == ["timers.target"] and t.get("overrideStrategy") == "asDropin" for t in tm.values()),
+      "every agent's hourly gc timer is wanted (%s)" % sorted(tm))
+gc = s.get("tentaflake-worker-gc@builder", {}).get("serviceConfig", {})
+check(gc.get("ExecStart", [""])[-1] == pkg + "/bin/tentaflake-worker --config /etc/tentaflake/workers/builder.json gc --scheduled",
+      "the gc service runs `gc --scheduled` with the agent's config")
+check(gc.get("ReadWritePaths") == ["/srv/tfw/builder-state", "/srv/tfw/builder-results"],
+      "gc: the custom state and results directories writable, never the workspace (%s)" % gc.get("ReadWritePaths"))
+check(s.get("tentaflake-worker-gc@hermes-coding", {}).get("serviceConfig", {}).get("ReadWritePaths") == [],
+      "gc: nothing added for the default directories")
 check(s.get("tentaflake-worker@zeroclaw", {}).get("wantedBy") == [], "activation path: the daemon is not wanted")
 b = s.get("tentaflake-worker@builder", {}).get("serviceConfig", {})
 check(b.get("ReadWritePaths") == ["/home/builder/ws", "/srv/tfw/builder-state", "/srv/tfw/builder-results"],
@@ -119,7 +152,60 @@ done <"$tmp/py.out"
 
 # 3. The real parser on the generated configs.
 if out=$("$CHECKER" --check "$tmp"/good/*.json); then ok; else bad "the parser refuses a generated config:"; echo "$out"; fi
-[ "$(grep -c ': ok$' <<<"$out")" -eq 5 ] && ok || bad "expected 5 good configs checked, got: $out"
+[ "$(grep -c ': ok$' <<<"$out")" -eq 6 ] && ok || bad "expected 6 good configs checked, got: $out"
+
+# 3b. The toolchain's config as the module builds it: closureMergeScript (jq) on a closure.
+wake=$(sed -n 's/^#define DECIDE_WAKE_FILE "\(.*\)"$/\1/p' approve/decide.h)
+python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["wakeFile"] == sys.argv[2] else 1)' "$tmp/run.json" "$wake" &&
+        ok || bad "nixos/logic.nix's wake file is not approve/decide.h's '$wake'"
+env=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["toolchainEnv"])' "$tmp/run.json")
+mkdir -p "$tmp/closure"
+printf '%s\n' /nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-glibc-2.40 /nix/store/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-gcc-13.3.0 \
+        "$env" >"$tmp/closure/store-paths"
+merge() { (cd "$tmp" && closure=$tmp/closure basePath=$tmp/tools-base.json out=$tmp/$1 bash -e merge.sh); }
+if command -v jq >/dev/null && merge tools.json 2>"$tmp/merge.err"; then
+        ok
+        want=$(printf '%s\n' /nix/store/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa-glibc-2.40 /nix/store/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb-gcc-13.3.0 \
+                "$env" "$env/bin:/usr/bin" "$env/bin:/bin")
+        got=$(python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["runtime"]["system_mounts"]))' "$tmp/tools.json")
+        [ "$got" = "$want" ] && ok || bad "merged mounts: each closure path, then the bins; got: $got"
+        out=$("$CHECKER" --check "$tmp/tools.json") && ok || bad "the parser refuses the merged toolchain config: $out"
+        max=$(cat "$tmp/max-mounts")
+        [ "$max" = "$(sed -n 's/^#define CONFIG_MAX_SYSTEM_MOUNTS \([0-9]*\)$/\1/p' parser/config.h)" ] && ok ||
+                bad "nixos/logic.nix's maxSystemMounts ($max) is not the parser's CONFIG_MAX_SYSTEM_MOUNTS"
+        for i in $(seq "$max"); do printf '/nix/store/%032d-p\n' "$i"; done >"$tmp/closure/store-paths"
+        if merge big.json 2>"$tmp/merge.err"; then bad "a closure over $max mounts was built"; else ok; fi
+        grep -q "needs $((max + 2)) system mounts; the worker takes at most $max" "$tmp/merge.err" && ok ||
+                bad "no message for a closure too large: $(cat "$tmp/merge.err")"
+else
+        bad "closureMergeScript failed (jq: $(command -v jq)): $(cat "$tmp/merge.err" 2>/dev/null)"
+fi
+
+# 3c. The image loader, against a fake engine: it loads the archive only when the reference is
+# missing, checks the reference after, and never pulls.
+cat >"$tmp/engine" <<'SH'
+#!/bin/sh
+echo "$*" >>"$ENGINE_LOG"
+case "$1 $2" in
+"image inspect") [ -e "$ENGINE_STORE/loaded" ] ;;
+"load --input") [ "$3" = /nix/store/cccccccccccccccccccccccccccccccc-image.tar.gz ] && [ -z "$ENGINE_BAD_ARCHIVE" ] && : >"$ENGINE_STORE/loaded"; exit 0 ;;
+*) exit 3 ;;
+esac
+SH
+chmod +x "$tmp/engine"
+sed -e "s|@ENGINE@|$tmp/engine|g; s|@IMAGE@|/nix/store/cccccccccccccccccccccccccccccccc-image.tar.gz|g; s|@REF@|sha256:0123|g" \
+        "$tmp/load-image.sh" >"$tmp/load"
+loader() { rm -f "$tmp/engine.log"; ENGINE_LOG=$tmp/engine.log ENGINE_STORE=$tmp ENGINE_BAD_ARCHIVE=${1:-} bash "$tmp/load" 2>"$tmp/load.err"; }
+rm -f "$tmp/loaded"
+loader && ok || bad "the loader failed: $(cat "$tmp/load.err")"
+[ "$(cat "$tmp/engine.log")" = "image inspect sha256:0123
+load --input /nix/store/cccccccccccccccccccccccccccccccc-image.tar.gz
+image inspect sha256:0123" ] && ok || bad "missing image: inspect, load, inspect; got: $(cat "$tmp/engine.log")"
+loader && ! grep -q '^load' "$tmp/engine.log" && ok || bad "image present: not loaded again: $(cat "$tmp/engine.log")"
+rm -f "$tmp/loaded"
+if loader bad; then bad "a reference the archive lacks was accepted"; else ok; fi
+grep -q "imageReference 'sha256:0123' is not in the local store" "$tmp/load.err" && ok || bad "no message: $(cat "$tmp/load.err")"
+grep -q pull "$tmp/engine.log" "$tmp/load" && bad "the loader pulls" || ok
 for dir in "$tmp"/bad/*/; do
         name=$(basename "$dir")
         out=$("$CHECKER" --check "$dir"*.json); rc=$?

@@ -70,9 +70,22 @@ let
       containerUid = 1001;
       containerGid = 1001;
       driver = "docker";
-      image = "sha256:${h64}";
+      imageReference = "sha256:${h64}";
+    };
+    # runsc with a toolchain (the module's default on NixOS): its buildEnv's bin is /usr/bin
+    # and /bin; the closure's mounts are added when the config is built (closureMergeScript).
+    # toolchainEnv and toolchainClosure are what the module computes from `toolchain`; the
+    # module test leaves them out and lets the module (with the stub pkgs) compute them.
+    tools = {
+      workspace = "/srv/tools/ws";
+      containerUid = 2001;
+      containerGid = 2001;
+      activation = "path";
+      toolchainEnv = toolchainEnv;
+      toolchainClosure = "/nix/store/33333333333333333333333333333333-closure-info";
     };
   };
+  toolchainEnv = "/nix/store/22222222222222222222222222222222-tentaflake-capsule-toolchain-tools";
 
   one = name: extra: { agents = { ${name} = hermes // extra; }; };
   bad = {
@@ -118,10 +131,10 @@ let
       expect = "the name 'Hermes_1' is not a worker name";
       parserRejects = true; };
     docker-without-image = one "a" { driver = "docker"; } // {
-      expect = "tentaflake.worker.agents.a.image is required with the docker driver";
+      expect = "tentaflake.worker.agents.a.imageReference is required with the docker driver";
       parserRejects = true; };
-    runsc-with-image = one "a" { image = "sha256:${h64}"; } // {
-      expect = "tentaflake.worker.agents.a.image is only for the docker and podman drivers";
+    runsc-with-image = one "a" { imageReference = "sha256:${h64}"; } // {
+      expect = "tentaflake.worker.agents.a.image and tentaflake.worker.agents.a.imageReference are only for the docker and podman drivers";
       parserRejects = true; };
     signing-key-alone = one "a" { signingKeyFile = "/var/lib/tentaflake-worker-a/key"; } // {
       expect = "tentaflake.worker.agents.a.signingKeyFile and tentaflake.worker.agents.a.signingIdentity are set together";
@@ -140,5 +153,5 @@ let
       parserRejects = false; };
   };
 in {
-  inherit package groups good bad;
+  inherit package groups good bad toolchainEnv;
 }

@@ -10,12 +10,20 @@ let
   good = run cases.good;
 in {
   good = {
-    inherit (good) failed configs groups tmpfiles services paths groupNames;
-    # what environment.etc gets must be the JSON of the same config
-    etcMatches = builtins.all (n: builtins.fromJSON good.etc."tentaflake/workers/${n}.json".text
-      == good.configs.${n}) (builtins.attrNames cases.good);
+    inherit (good) failed configs groups tmpfiles services paths timers groupNames closureMerges;
+    # what environment.etc gets (or, with a toolchain, the base the merge starts from) must be
+    # the JSON of the same config
+    etcMatches = builtins.all (n:
+      let f = "tentaflake/workers/${n}.json"; in
+      builtins.fromJSON (if good.etc ? ${f} then good.etc.${f}.text else good.closureMerges.${n}.base)
+        == good.configs.${n}) (builtins.attrNames cases.good);
+    etcNames = builtins.attrNames good.etc;
     assertionCount = builtins.length good.assertions;
   };
+  inherit (logic) closureMergeScript maxSystemMounts wakeFile;
+  inherit (cases) toolchainEnv;
+  # the image loader's text for a docker agent, run by the test against a fake engine
+  imageLoad = logic.imageLoadScript { engine = "@ENGINE@"; image = "@IMAGE@"; reference = "@REF@"; };
   bad = builtins.mapAttrs (_: c: {
     inherit (c) expect parserRejects;
     inherit (run c.agents) failed configs;
