@@ -46,7 +46,7 @@ void decide_operator_identity(char *buf, size_t size) {
 }
 
 void decide_wake_daemon(Worker *w) {
-        (void) write_file_atomic_at(w->dirs.state_fd, DECIDE_WAKE_FILE, "", 0, 0600, (uid_t) -1, (gid_t) -1);
+        (void) write_file_atomic_at(w->dirs.state_fd, WORKER_WAKE_FILE, "", 0, 0600, (uid_t) -1, (gid_t) -1);
 }
 
 static const char *describe(const RequestRecord *r, char *buf, size_t size) {
@@ -75,28 +75,16 @@ static int load_pending(Worker *w, const char *verb, const char *id, RequestReco
         return 0;
 }
 
-static json_t *decision_fields(const RequestRecord *rec, const char *reason) {
-        return json_pack("{s:s, s:s, s:s?, s:s, s:s?}", "id", rec->id, "request_sha256", rec->sha256,
-                         "action_class", rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL,
-                         "approver", rec->approver, "reason", reason);
-}
-
 /* The line of an operator's decision (approve, deny), written under the store lock before the
  * decision is committed: a decision that cannot be recorded is refused, and the request stays
  * pending (fail closed, issue 11 item 9). */
 static int audit_decision(Worker *w, const char *verb, const char *event, const RequestRecord *rec,
                           const char *reason, TfwError *e) {
-        _cleanup_(json_decrefp) json_t *f = decision_fields(rec, reason);
+        _cleanup_(json_decrefp) json_t *f = finish_decision_fields(rec, reason);
         int r = f ? worker_audit_required(w, event, f, e) : tfw_error(e, ENOMEM, "internal", "out of memory");
         if (r < 0)
                 tfw_error_prefix(e, "%s '%s': refused, the request stays pending: ", verb, rec->id);
         return r;
-}
-
-/* An expiry's line: best effort (the request ends expired all the same; nothing runs). */
-static void audit_expiry_best_effort(Worker *w, const RequestRecord *rec) {
-        _cleanup_(json_decrefp) json_t *f = decision_fields(rec, NULL);
-        (void) worker_audit_best_effort(w, "expired", f);
 }
 
 int decide_approve(Worker *w, const char *id, const char *expect_sha256, const char *approver,
@@ -172,31 +160,3 @@ int decide_deny(Worker *w, const char *id, const char *reason, const char *appro
         return r < 0 ? r : 0;
 }
 
-int decide_expire_pending(Worker *w, usec_t now, TfwError *e) {
-        _cleanup_free_ RequestRecord *list = NULL;
-        size_t n = 0;
-        int r, expired = 0;
-        usec_t ttl = (usec_t) w->config->pending_ttl_hours * 3600 * USEC_PER_SEC;
-
-        int lock = r = store_lock(w->dirs.requests_fd);
-        if (r < 0)
-                return tfw_error(e, r, "internal", "cannot lock the request store");
-        r = store_list(w->dirs.requests_fd, &list, &n, e);
-        for (size_t i = 0; r >= 0 && i < n; i++) {
-                RequestRecord *rec = &list[i];
-                char msg[128];
-                if (rec->state != STATE_PENDING || rec->submitted_at + ttl > now)
-                        continue;
-                strcpy(rec->decision, "expired");
-                rec->decided_at = rec->updated_at = now;
-                snprintf(msg, sizeof(msg), "not approved within pending_ttl_hours (%u)",
-                         w->config->pending_ttl_hours);
-                r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, e);
-                if (r >= 0) {
-                        expired++;
-                        audit_expiry_best_effort(w, rec);
-                }
-        }
-        store_unlock(lock);
-        return r < 0 ? r : expired;
-}

@@ -20,11 +20,5 @@ int decide_approve(Worker *w, const char *id, const char *expect_sha256, const c
                    TfwError *e);
 int decide_deny(Worker *w, const char *id, const char *reason, const char *approver, TfwError *e);
 
-/* Expire pending requests older than pending_ttl_hours; returns how many. */
-int decide_expire_pending(Worker *w, usec_t now, TfwError *e);
-
-/* Wake a running daemon: it watches <state_dir> for this name, and in path mode
- * tentaflake-worker-queue@NAME.path starts `drain` while it exists (PathExists=). The daemon
- * or drain that reloads its queue removes it first, so it is never left behind work taken. */
-#define DECIDE_WAKE_FILE ".wake"
+/* Wake a running daemon or, in path mode, start drain: creates WORKER_WAKE_FILE. */
 void decide_wake_daemon(Worker *w);

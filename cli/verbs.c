@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "approve/decide.h"
+#include "orchestrator/expire.h"
 #include "approve/report.h"
 #include "approve/wait.h"
 #include "cli/cli.h"
@@ -205,7 +206,7 @@ static int act_show(Worker *w, const VerbArgs *a, TfwError *e) {
 
 static int act_gc(Worker *w, const VerbArgs *a, TfwError *e) {
         (void) a;
-        int expired = decide_expire_pending(w, now_realtime(), e);
+        int expired = expire_pending(w, now_realtime(), e);
         if (expired < 0)
                 return expired;
         /* --scheduled (the hourly timer): rotate the audit log only once its day is over, as

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "common/process.h"
-#include "approve/decide.h"
+#include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
@@ -277,7 +277,7 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                 continue;
                         }
                         if (ev->wd == d->state_wd) {
-                                if (ev->len && streq(ev->name, DECIDE_WAKE_FILE))
+                                if (ev->len && streq(ev->name, WORKER_WAKE_FILE))
                                         d->reload_queue = true;
                                 continue;
                         }
@@ -322,10 +322,10 @@ static int handle_inotify(Daemon *d, TfwError *e) {
 /* The wake file (approve/decide.h) says "the store has news"; whoever reloads the queue takes
  * it away, so that its presence alone means an approval nobody has picked up yet. */
 static bool consume_wake(Daemon *d) {
-        if (unlinkat(d->w.dirs.state_fd, DECIDE_WAKE_FILE, 0) >= 0)
+        if (unlinkat(d->w.dirs.state_fd, WORKER_WAKE_FILE, 0) >= 0)
                 return true;
         if (errno != ENOENT)
-                log_warning("cannot remove '%s/%s': %m", d->w.config->state_dir, DECIDE_WAKE_FILE);
+                log_warning("cannot remove '%s/%s': %m", d->w.config->state_dir, WORKER_WAKE_FILE);
         return false;
 }
 
@@ -374,7 +374,7 @@ static int handle_deadlines(Daemon *d, TfwError *e) {
         int r;
 
         if (d->next_expiry && d->next_expiry <= now_r) {
-                r = decide_expire_pending(&d->w, now_r, e);
+                r = expire_pending(&d->w, now_r, e);
                 if (r < 0)
                         return r;
                 d->reload_queue = true;
@@ -475,7 +475,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         d.last_retention = now_realtime();
         if (d.next_retention)
                 d.next_retention = MAX(d.next_retention, d.last_retention + RETENTION_MIN_INTERVAL);
-        r = decide_expire_pending(&d.w, now_realtime(), e);
+        r = expire_pending(&d.w, now_realtime(), e);
         if (r < 0)
                 goto out;
         d.rescan = true;

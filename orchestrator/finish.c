@@ -56,3 +56,9 @@ void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const 
                                     json_integer((json_int_t) ((run->finished_at - run->started_at) / USEC_PER_MSEC)));
         (void) worker_audit_best_effort(w, event, f);
 }
+
+json_t *finish_decision_fields(const RequestRecord *rec, const char *reason) {
+        return json_pack("{s:s, s:s, s:s?, s:s, s:s?}", "id", rec->id, "request_sha256", rec->sha256,
+                         "action_class", rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL,
+                         "approver", rec->approver, "reason", reason);
+}

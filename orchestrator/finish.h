@@ -18,3 +18,7 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
  * message and, when the job ran, its exit code, signal and duration. */
 void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const char *error,
                   const char *message, const ResultRun *run);
+
+/* The audit fields of a decision on a request (approve, deny, expiry): id, request_sha256,
+ * action_class, approver, reason (NULL: none). Caller owns. */
+json_t *finish_decision_fields(const RequestRecord *rec, const char *reason);

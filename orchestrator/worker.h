@@ -33,3 +33,9 @@ int worker_audit_best_effort(Worker *w, const char *event, json_t *fields);
  * this fails. Nothing is logged: the failure is returned in e (code "audit_failed", the reason in
  * the message) for the caller to refuse with. */
 int worker_audit_required(Worker *w, const char *event, json_t *fields, TfwError *e);
+
+
+/* The wake file in <state_dir>: a running daemon watches it, and in path mode
+ * tentaflake-worker-queue@NAME.path starts `drain` while it exists (PathExists=). Whoever
+ * reloads the queue removes it first, so it is never left behind work taken. */
+#define WORKER_WAKE_FILE ".wake"

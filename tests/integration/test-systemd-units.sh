@@ -147,7 +147,7 @@ check "path conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.
 # Approval in path mode (issue 14): the drop-in also watches the wake file, by the name the
 # worker uses (approve/decide.h), level-triggered (PathExists, not PathChanged: an approval
 # made while drain runs must still start the next one).
-wake=$(sed -n 's/^#define DECIDE_WAKE_FILE "\(.*\)"$/\1/p' approve/decide.h)
+wake=$(sed -n 's/^#define WORKER_WAKE_FILE "\(.*\)"$/\1/p' orchestrator/worker.h)
 check "the inbox drop-in watches <state_dir>/$wake with PathExists" \
         grep -qx "PathExists=/var/lib/tentaflake-worker-demo/$wake" "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d/inbox.conf"
 # Expiry without a daemon: the hourly gc timer.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "approve/decide.h"
+#include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/start.h"
@@ -172,7 +173,7 @@ static void test_expiry_best_effort(void **state) {
         RequestRecord r = load(f, "ex1");
         _cleanup_free_ char *old = break_audit(f, &len);
         usec_t ttl = 72ULL * 3600 * USEC_PER_SEC;
-        assert_int_equal(decide_expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
+        assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
         assert_int_equal(load(f, "ex1").state, STATE_FINAL);
         restore_audit(f, old, len);
 }

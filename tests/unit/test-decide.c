@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "approve/decide.h"
+#include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/store.h"
@@ -173,9 +174,9 @@ static void test_expiry(void **state) {
         submit(f, "auto2", "local-reversible");
         RequestRecord r = load(f, "old1");
         usec_t ttl = 72ULL * 3600 * USEC_PER_SEC;
-        assert_int_equal(decide_expire_pending(&f->w, r.submitted_at + ttl - 1, &e), 0);
+        assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl - 1, &e), 0);
         assert_int_equal(load(f, "old1").state, STATE_PENDING);
-        assert_int_equal(decide_expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
+        assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
         r = load(f, "old1");
         assert_int_equal(r.state, STATE_FINAL);
         assert_string_equal(r.status, "expired");

@@ -155,7 +155,7 @@ if out=$("$CHECKER" --check "$tmp"/good/*.json); then ok; else bad "the parser r
 [ "$(grep -c ': ok$' <<<"$out")" -eq 6 ] && ok || bad "expected 6 good configs checked, got: $out"
 
 # 3b. The toolchain's config as the module builds it: closureMergeScript (jq) on a closure.
-wake=$(sed -n 's/^#define DECIDE_WAKE_FILE "\(.*\)"$/\1/p' approve/decide.h)
+wake=$(sed -n 's/^#define WORKER_WAKE_FILE "\(.*\)"$/\1/p' orchestrator/worker.h)
 python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["wakeFile"] == sys.argv[2] else 1)' "$tmp/run.json" "$wake" &&
         ok || bad "nixos/logic.nix's wake file is not approve/decide.h's '$wake'"
 env=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["toolchainEnv"])' "$tmp/run.json")
