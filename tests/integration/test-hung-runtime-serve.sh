@@ -18,9 +18,9 @@ mkdir "$ctl"
 make_hung_runsc "$ctl"
 leftovers() {
         local n
-        for n in hang1 hang2; do kill_leftovers "$tmp/state-$n/runsc" "$ctl"; done
+        for n in i11tboot i11trun; do kill_leftovers "$tmp/state-$n/runsc" "$ctl"; done
         sleep 0.2 # the killed leave their cgroups (a cleanup pause, not a timing assertion)
-        find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "*serve-hang[12]-$RUN*" -exec rmdir {} + 2>/dev/null
+        find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "*serve-i11t*-$RUN*" -exec rmdir {} + 2>/dev/null
         cleanup
 }
 trap leftovers EXIT
@@ -70,7 +70,7 @@ hung_check() {
 }
 
 echo "-- the sandbox hangs at boot"
-hung_check hang1 boot
+hung_check i11tboot boot
 echo "-- the sandbox hangs during the check"
-hung_check hang2 run
+hung_check i11trun run
 finish

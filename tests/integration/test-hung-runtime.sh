@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Threat 13, issue 11 item 7 ("every ending ends the capsule"), inbox plane: a runtime whose
 # sandbox hangs (stopped with SIGSTOP by the runsc wrapper of hung-runtime-lib.sh), at boot
-# under `run` and during the job under `drain`, then SIGTERM twice to the daemon. The second
-# signal used to kill only the job's process group: `runsc run`, the gofer and the stopped
-# sandbox stayed alive after the daemon exited, and so did the job's cgroup. Now the daemon
-# exits having left no runsc process of the worker and no job cgroup. Real daemon, real runsc.
+# under `run` and during the job under `drain`, then SIGTERM twice to the daemon; and once, for
+# the end of the grace period. The second signal and the grace timeout used to kill only the
+# job's process group: `runsc run`, the gofer and the stopped sandbox stayed alive after the
+# daemon exited, and so did the job's cgroup. Now the daemon exits having left no runsc process
+# of the worker and no job cgroup. A daemon killed with SIGKILL cannot do that: the next start
+# does. Real daemon, real runsc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -39,13 +41,19 @@ reap_daemon() { # wait (bounded) for the daemon to exit by itself; its exit stat
         TFW_DAEMON_PID=
         return $rc
 }
-term_twice() { # the first SIGTERM lets the job finish; the second, once the first was taken, ends it
+term_once() { # the first SIGTERM lets the job finish (for DAEMON_STOP_GRACE_DEFAULT, 60 s)
+        local n
+        n=$(_count_lines "$dir/daemon.log" "stopping: ")
         kill -TERM "$TFW_DAEMON_PID"
-        wait_for 30 grep -q "stopping: " "$dir/daemon.log"
-        kill -TERM "$TFW_DAEMON_PID"
-        t_second=$(date +%s%N)
+        t_signal=$(date +%s%N)
+        wait_for 30 _more_lines "$dir/daemon.log" "stopping: " "$n"
 }
-took() { echo "   (the daemon exited $(( ($(date +%s%N) - t_second) / 1000000 )) ms after the second signal)"; }
+term_twice() { # the second, once the first was taken (two pending ones would merge), ends it
+        term_once
+        kill -TERM "$TFW_DAEMON_PID"
+        t_signal=$(date +%s%N)
+}
+took() { echo "   (the daemon exited $(( ($(date +%s%N) - t_signal) / 1000000 )) ms after the last signal)"; }
 has_runsc_procs() { [ -n "$(runsc_procs "$root")" ]; }
 no_runsc_procs() {
         local left
@@ -97,5 +105,40 @@ check "hang2 is interrupted" test "$(json_get "$res/hang2/result.json" 'r["statu
 check "no runsc process of the worker is left" no_runsc_procs
 check "no job cgroup is left" no_job_cgroup
 check "the teardown is in the log" grep -q "job 'hang2': capsule torn down (" "$dir/daemon.log"
+
+echo "-- run: the sandbox hangs at boot; one SIGTERM, the grace period runs out"
+rm -f "$ctl/stopped" "$ctl/stop-now"
+echo boot >"$ctl/mode"
+start_daemon "$dir" run || exit 1
+drop hang4 '["sh","-c","echo i11t-running; exec sleep 600"]'
+check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
+check "hang4 is running" wait_state "$dir" hang4 running
+term_once
+reap_daemon
+rc=$?
+took
+check "the daemon exits 0 after its grace period (exit $rc)" test "$rc" = 0
+check "  ... having said so" grep -q "grace period over: killing 1 job(s)" "$dir/daemon.log"
+check "hang4 is interrupted" test "$(json_get "$res/hang4/result.json" 'r["status"]')" = interrupted
+check "no runsc process of the worker is left" no_runsc_procs
+check "no job cgroup is left" no_job_cgroup
+
+echo "-- kill -9 while the sandbox hangs at boot: the next start removes it all"
+rm -f "$ctl/stopped" "$ctl/stop-now"
+echo boot >"$ctl/mode"
+start_daemon "$dir" run || exit 1
+drop hang3 '["sh","-c","echo i11t-running; exec sleep 600"]'
+check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
+check "hang3 is running" wait_state "$dir" hang3 running
+kill -KILL "$TFW_DAEMON_PID"
+reap_daemon
+check "runsc processes of the job outlive a daemon killed with SIGKILL" has_runsc_procs
+rm -f "$ctl/mode"
+start_daemon "$dir" run || exit 1
+check "hang3 is published as interrupted" wait_result "$dir" hang3
+check "the start-up cleanup left no runsc process of the worker" no_runsc_procs
+check "  ... and no job cgroup" no_job_cgroup
+check "  ... and said so" grep -q "start-up cleanup: removed" "$dir/daemon.log"
+check "the daemon stops" stop_daemon TERM
 check "audit verify passes" quiet tfw "$dir" audit verify 2>/dev/null
 finish
