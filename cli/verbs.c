@@ -403,6 +403,8 @@ const Verb verbs[] = {
          "  --lease-secs --wait-secs --retry-after-secs --backoff-max-secs\n"
          "  --client-timeout-secs --shutdown-grace-secs --state-dir --runsc --platform\n"
          "  --sandbox-uid --sandbox-gid --token-file FILE\n"
+         "  --server-socket PATH            reach the server through this unix socket (a\n"
+         "                                  local proxy); the URL still names the server\n"
          "See docs/validation.md.\n",
          false, verb_serve},
         {},

@@ -56,6 +56,7 @@
 typedef struct Options {
         const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
         const char *image, *engine_runtime; /* --sandbox docker|podman */
+        const char *server_socket;          /* issue 13: --server-socket (the unit's proxy) */
         const char *mounts[MAX_MOUNTS];
         size_t n_mounts;
         bool no_system_mounts, allow_network;
@@ -134,6 +135,7 @@ enum {
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
         OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME,
+        OPT_SERVER_SOCKET, /* issue 13 */
 };
 
 static const struct option serve_opts[] = {
@@ -172,6 +174,7 @@ static const struct option serve_opts[] = {
         {"sandbox-gid", required_argument, NULL, OPT_GID},
         {"image", required_argument, NULL, OPT_IMAGE},
         {"engine-runtime", required_argument, NULL, OPT_ENGINE_RUNTIME},
+        {"server-socket", required_argument, NULL, OPT_SERVER_SOCKET}, /* issue 13 */
         {},
 };
 
@@ -243,6 +246,7 @@ static int parse_options(int argc, char **argv, Options *o) {
                 case OPT_PLATFORM: o->platform = optarg; break;
                 case OPT_IMAGE: o->image = optarg; break;
                 case OPT_ENGINE_RUNTIME: o->engine_runtime = optarg; break;
+                case OPT_SERVER_SOCKET: o->server_socket = optarg; break; /* issue 13 */
                 case OPT_ALLOW_NET: o->allow_network = true; break;
                 case OPT_NO_SYS: o->no_system_mounts = true; break;
                 case OPT_SYS_ID: o->system_mounts_identity = optarg; break;
@@ -283,6 +287,8 @@ static int parse_options(int argc, char **argv, Options *o) {
                 return cli_like_usage("--server URL and --key FILE are required");
         if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
                 return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
+        if (o->server_socket && o->server_socket[0] != '/') /* issue 13 */
+                return cli_like_usage("--server-socket '%s' must be an absolute path", o->server_socket);
         if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
                 return cli_like_usage("--sandbox must be runsc, docker or podman");
         if (streq(o->sandbox, "runsc")) {
@@ -542,7 +548,8 @@ static void *heartbeat_main(void *arg) {
         char path[512];
         double interval = MAX(1.0, (double) s->o.lease_secs / 3.0);
 
-        if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &h, &e) < 0)
+        if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &h, &e) < 0 ||
+            http_set_unix_socket(h, s->o.server_socket) < 0) /* issue 13 */
                 return NULL;
         snprintf(path, sizeof(path), "/v1/jobs/%s/heartbeat", l->job->id);
         pthread_mutex_lock(&l->lock);
@@ -1216,6 +1223,8 @@ int serve_main(int argc, char **argv) {
                         log_error("serve: %s", e.message);
                         goto out;
                 }
+                if (http_set_unix_socket(l->http, s->o.server_socket) < 0) /* issue 13 */
+                        goto out;
         }
         log_info("serve: %ld lane(s) as '%s' claiming from %s", s->o.concurrency, s->o.label, s->o.server);
         for (long i = 0; i < s->o.concurrency; i++)
