@@ -181,7 +181,9 @@ install-deps:
 SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 PKGDATADIR     ?= $(PREFIX)/share/tentaflake-worker
 UNIT_IN    := $(wildcard systemd/*.service.in)
-UNIT_PLAIN := $(wildcard systemd/*.path systemd/*.timer)
+UNIT_PLAIN := $(wildcard systemd/*.path systemd/*.timer systemd/*.socket)
+# The serve worker's proxy to its server (systemd/tentaflake-worker-serve-proxy@.service.in).
+SOCKET_PROXYD ?= /usr/lib/systemd/systemd-socket-proxyd
 UNIT_TMPL  := $(wildcard systemd/controller-*.conf.in)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
@@ -189,7 +191,7 @@ install: all
 	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PKGDATADIR)
 	set -e; for u in $(UNIT_IN); do \
-		sed -e 's|@BINDIR@|$(BINDIR)|g' "$$u" >"$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
+		sed -e 's|@BINDIR@|$(BINDIR)|g; s|@SOCKET_PROXYD@|$(SOCKET_PROXYD)|g' "$$u" >"$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
 		chmod 0644 "$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
 	done
 	install -m 0644 $(UNIT_PLAIN) $(DESTDIR)$(SYSTEMDUNITDIR)/

@@ -30,7 +30,7 @@ enum {
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
         OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME, OPT_TAIL, OPT_NOFILE, OPT_FSIZE,
-        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON,
+        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON, OPT_SERVER_SOCKET,
 };
 
 /* `serve --check [--json]`: the live proof of serve's walls instead of serving. */
@@ -78,6 +78,7 @@ static const struct option serve_opts[] = {
         {"engine-timeout-secs", required_argument, NULL, OPT_ENGINE_TIMEOUT},
         {"log-level", required_argument, NULL, OPT_LOG_LEVEL},
         {"check", no_argument, NULL, OPT_CHECK},
+        {"server-socket", required_argument, NULL, OPT_SERVER_SOCKET},
         {"json", no_argument, NULL, OPT_JSON},
         {},
 };
@@ -131,6 +132,7 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_KEY: o->key = optarg; break;
                 case OPT_TOKEN_FILE: o->token_file = optarg; break;
                 case OPT_CHECK: check_mode = true; break;
+                case OPT_SERVER_SOCKET: o->server_socket = optarg; break;
                 case OPT_JSON: check_json = true; break;
                 case OPT_TOKEN:
                         return cli_like_usage("the token is never taken from the command line: use TENTAFLAKE_TOKEN or --token-file");
@@ -199,6 +201,8 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 return cli_like_usage("--server URL and --key FILE are required");
         if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
                 return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
+        if (o->server_socket && o->server_socket[0] != '/')
+                return cli_like_usage("--server-socket '%s' must be an absolute path", o->server_socket);
         if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
                 return cli_like_usage("--sandbox must be runsc, docker or podman");
         if (streq(o->sandbox, "runsc")) {

@@ -445,6 +445,8 @@ const Verb verbs[] = {
          "  --file-size-mb N (1024)       RLIMIT_FSIZE inside the capsule\n"
          "  --engine-timeout-secs N (60)  each housekeeping call to docker/podman\n"
          "  --log-level error|warning|notice|info|debug (info)\n"
+         "  --server-socket PATH            reach the server through this unix socket (a\n"
+         "                                  local proxy); the URL still names the server\n"
          "See docs/validation.md.\n",
          false, verb_serve},
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",

@@ -1,10 +1,13 @@
-# NixOS module: tentaflake.worker.agents.<name> runs a tentaflake-worker for one controller.
+# NixOS module: tentaflake.worker.agents.<name> runs a tentaflake-worker for one controller;
+# tentaflake.worker.serve.<name> runs a CI validation worker (`serve`, docs/validation.md).
 # This file declares the options; what they turn into (the config file, the systemd drop-ins,
-# tmpfiles rules, groups and assertions) is computed by ./logic.nix, which uses builtins only so
-# that tests can evaluate it without nixpkgs. No `with lib;`: a misspelt name fails to parse.
+# tmpfiles rules, groups and assertions) is computed by ./logic.nix and ./serve-logic.nix,
+# which use builtins only so that tests can evaluate them without nixpkgs. No `with lib;`: a
+# misspelt name fails to parse.
 { config, lib, pkgs, ... }:
 let
   logic = import ./logic.nix;
+  serveLogic = import ./serve-logic.nix;
   inherit (lib) mkOption types;
   cfg = config.tentaflake.worker;
 
@@ -172,6 +175,110 @@ let
       else null;
     };
   enabled = lib.mapAttrs withBuilds (lib.filterAttrs (_: a: a.enable) cfg.agents);
+  # ---- serve workers (issue 13) -----------------------------------------------------------
+  mountModule = {
+    options = {
+      host = mkOption { type = absPath; description = "The host path, mounted read-only."; };
+      sandbox = mkOption {
+        type = types.nullOr absPath;
+        default = null;
+        description = "Where the check sees it (null: at the host path).";
+      };
+      identity = mkOption {
+        type = types.strMatching "[^=:[:space:]]+";
+        example = "rust-1.89.0";
+        description = ''
+          What the mount holds (a toolchain version, a store closure's name): the environment
+          digest records it, where without one it could record only the host path.
+        '';
+      };
+    };
+  };
+
+  serveModule = { name, config, ... }:
+    let
+      d = serveLogic.defaults name;
+      opt = type: default: description: mkOption { inherit type default description; };
+      secs = types.ints.positive;
+    in {
+      options = {
+        enable = mkOption {
+          type = types.bool;
+          default = false;
+          example = true;
+          description = "Run tentaflake-worker-serve@<label>.service.";
+        };
+        label = opt types.str d.label ''
+          The worker's name as the server knows it, and the unit's instance name (letters,
+          digits, ':', '_', '.', '-'). Two labels that differ only in case or punctuation are
+          refused: they would share capsule and cgroup names.
+        '';
+        server = mkOption {
+          type = types.strMatching "https?://.*";
+          example = "https://forge.example.org";
+          description = "The server's URL.";
+        };
+        serverAddress = opt (types.nullOr types.str) d.serverAddress ''
+          host:port the worker's proxy connects to (the worker itself has no network); null: the
+          host and port of `server`.
+        '';
+        keyFile = mkOption {
+          type = absPath;
+          example = "/run/secrets/ci-1.key";
+          description = ''
+            The signing key made by `tentaflake-worker keygen` (0600). A path as a string,
+            outside the Nix store (which every user can read): it is handed to the worker as a
+            systemd credential, never copied.
+          '';
+        };
+        tokenFile = mkOption {
+          type = absPath;
+          example = "/run/secrets/ci-1.token";
+          description = "The server's credential for the label; outside the Nix store, as keyFile.";
+        };
+        sandbox = opt (types.enum [ "runsc" "docker" "podman" ]) d.sandbox "The capsule's driver.";
+        image = opt (types.nullOr types.str) d.image
+          "docker/podman: name@sha256:<64 hex> or sha256:<64 hex>, already in the engine's store.";
+        engineRuntime = opt (types.nullOr types.str) d.engineRuntime "docker/podman: the engine's gVisor runtime.";
+        runsc = mkOption {
+          type = types.nullOr types.str;
+          default = if config.sandbox == "runsc" then "${pkgs.gvisor}/bin/runsc" else null;
+          defaultText = lib.literalExpression ''"''${pkgs.gvisor}/bin/runsc" (runsc sandbox)'';
+          description = "The runsc binary (runsc sandbox only).";
+        };
+        platform = opt (types.nullOr (types.enum [ "systrap" "ptrace" "kvm" ])) d.platform
+          "runsc --platform (null: the worker's default, systrap).";
+        concurrency = opt (types.ints.between 1 64) d.concurrency "Checks run at once (lanes LABEL-1 ... LABEL-N).";
+        maxTimeoutSecs = opt secs d.maxTimeoutSecs "Ceiling: the longest timeout a policy may ask for.";
+        maxMemoryMb = opt types.ints.positive d.maxMemoryMb "Ceiling: memory per check.";
+        maxCpuSecs = opt secs d.maxCpuSecs "Ceiling: CPU time per check.";
+        maxPids = opt types.ints.positive d.maxPids "Ceiling: processes per check.";
+        defaultTimeoutSecs = opt secs d.defaultTimeoutSecs "Used when a policy gives no timeout (at most maxTimeoutSecs).";
+        defaultMemoryMb = opt types.ints.positive d.defaultMemoryMb "Used when a policy gives no memory (at most maxMemoryMb).";
+        defaultPids = opt types.ints.positive d.defaultPids "Used when a policy gives no process limit (at most maxPids).";
+        defaultCpuSecs = opt secs d.defaultCpuSecs "Used when a policy gives no CPU time (at most maxCpuSecs).";
+        outputMb = opt types.ints.positive d.outputMb "Output per stream; a check printing more is ended.";
+        tmpMb = opt types.ints.positive d.tmpMb "The check's /tmp (in memory, per lane).";
+        maxCheckoutMb = opt types.ints.positive d.maxCheckoutMb "The largest tree the worker checks out.";
+        allowNetwork = opt types.bool d.allowNetwork "Let policies ask for the host's network.";
+        mounts = opt (types.listOf (types.submodule mountModule)) d.mounts ''
+          Read-only mounts for the checks (runsc sandbox), each with an identity. On NixOS the
+          default system mounts hold little: mount the store and a toolchain, e.g.
+          [ { host = "/nix/store"; identity = "nixos-24.05"; } ].
+        '';
+        systemMountsIdentity = opt (types.nullOr types.str) d.systemMountsIdentity
+          "The identity of the default system mounts (/usr, /bin, ...).";
+        noSystemMounts = opt types.bool d.noSystemMounts "Mount none of the default system paths.";
+        extraFlags = opt (types.listOf types.str) d.extraFlags
+          "More serve flags (docs/validation.md), one word per element; never the token.";
+      };
+    };
+
+  serveEnabled = lib.filterAttrs (_: w: w.enable) cfg.serve;
+  serveOut = serveLogic.evaluate {
+    workers = serveEnabled;
+  };
+
   out = logic.evaluate {
     agents = enabled;
     groups = config.users.groups;
@@ -195,20 +302,34 @@ in {
       default = { };
       description = "One worker per controller, keyed by the controller's name.";
     };
+    serve = mkOption {
+      type = types.attrsOf (types.submodule serveModule);
+      default = { };
+      description = "CI validation workers (`tentaflake-worker serve`), one unit per label.";
+    };
   };
 
-  config = lib.mkIf (enabled != { }) {
-    assertions = out.assertions;
-    environment.etc = out.etc // lib.mapAttrs' (n: m: {
-      name = "tentaflake/workers/${n}.json";
-      value.source = mergedConfig n m;
-    }) out.closureMerges;
-    users.groups = out.groups;
-    systemd.tmpfiles.rules = out.tmpfiles;
-    systemd.packages = [ cfg.package ];
-    systemd.services = out.services;
-    systemd.paths = out.paths;
-    systemd.timers = out.timers;
-    environment.systemPackages = [ cfg.package ];
-  };
+  config = lib.mkMerge [
+    (lib.mkIf (enabled != { }) {
+      assertions = out.assertions;
+      environment.etc = out.etc // lib.mapAttrs' (n: m: {
+        name = "tentaflake/workers/${n}.json";
+        value.source = mergedConfig n m;
+      }) out.closureMerges;
+      users.groups = out.groups;
+      systemd.tmpfiles.rules = out.tmpfiles;
+      systemd.packages = [ cfg.package ];
+      systemd.services = out.services;
+      systemd.paths = out.paths;
+      systemd.timers = out.timers;
+      environment.systemPackages = [ cfg.package ];
+    })
+    (lib.mkIf (serveEnabled != { }) {
+      assertions = serveOut.assertions;
+      environment.etc = serveOut.etc;
+      systemd.packages = [ cfg.package ];
+      systemd.services = serveOut.services;
+      environment.systemPackages = [ cfg.package ];
+    })
+  ];
 }

@@ -25,7 +25,9 @@ in stdenv.mkDerivation {
 
   # INIT_SRC empty: the Makefile then neither builds nor installs the init (it would need
   # static glibc archives of libarchive's dependencies); postInstall brings the static one.
-  makeFlags = [ "PREFIX=${placeholder "out"}" "INIT_SRC=" ];
+  # SOCKET_PROXYD: the serve worker's proxy unit runs it (systemd/tentaflake-worker-serve-proxy@.service.in).
+  makeFlags = [ "PREFIX=${placeholder "out"}" "INIT_SRC="
+    "SOCKET_PROXYD=${systemd}/lib/systemd/systemd-socket-proxyd" ];
   enableParallelBuilding = true;
 
   postInstall = ''

@@ -16,6 +16,7 @@ struct Http {
         CURL *curl;
         char *base;
         struct curl_slist *auth; /* "Authorization: Bearer …" (wiped when freed) */
+        char *unix_socket;       /* NULL: connect to the URL's host; else this AF_UNIX path */
         long timeout;
         char errbuf[CURL_ERROR_SIZE];
 };
@@ -36,8 +37,18 @@ Http *http_free(Http *h) {
                 explicit_bzero(s->data, strlen(s->data));
         sym_curl_slist_free_all(h->auth);
         free(h->base);
+        free(h->unix_socket);
         free(h);
         return NULL;
+}
+
+int http_set_unix_socket(Http *h, const char *path) {
+        char *p = NULL;
+        if (path && !(p = strdup(path)))
+                return -ENOMEM;
+        free(h->unix_socket);
+        h->unix_socket = p;
+        return 0;
 }
 
 int http_new(const char *base, const char *token, long timeout_secs, Http **ret, TfwError *e) {
@@ -113,6 +124,10 @@ static int setup(Http *h, const char *path, long timeout_secs, struct curl_slist
         sym_curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, MIN(h->timeout, 30L));
         sym_curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
         sym_curl_easy_setopt(c, CURLOPT_USERAGENT, "tentaflake-worker/" TFW_VERSION);
+        /* The URL still names the server (Host header, TLS name check); only the connection
+         * goes to the local socket (a proxy such as systemd-socket-proxyd). */
+        if (h->unix_socket && sym_curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, h->unix_socket) != CURLE_OK)
+                return tfw_error(e, EINVAL, "http", "this libcurl cannot connect through a unix socket");
         return 0;
 }
 

@@ -25,6 +25,9 @@ typedef struct Http Http;
 /* base: the server URL ("http://127.0.0.1:8080", no trailing '/'); token: copied. */
 int http_new(const char *base, const char *token, long timeout_secs, Http **ret, TfwError *e);
 Http *http_free(Http *h);
+/* Connect through the AF_UNIX stream socket at path (NULL: directly) instead of the URL's
+ * host; HTTP and TLS still speak to the URL's host. */
+int http_set_unix_socket(Http *h, const char *path);
 static inline void http_freep(Http **h) {
         http_free(*h);
 }

@@ -24,10 +24,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <systemd/sd-daemon.h>
 
 #include "capsule/driver.h"
 #include "capsule/init-path.h"
@@ -53,11 +56,13 @@ typedef struct Serve {
         char init_path[PATH_MAX];
         char scratch_path[PATH_MAX];
         int scratch_fd;
+        int lock_fd;         /* flock on <state_dir>/serve.lock, held until exit */
         char runsc_root[PATH_MAX];
         CapsuleDriver driver; /* shared by the lanes: its operations only read it */
         char runtime_version[1024];
         atomic_int stopping;  /* 1: finish current jobs; 2: kill them */
         atomic_int fatal;     /* a lane hit 401/403 or another fatal error */
+        atomic_bool ready_sent; /* READY=1 went to systemd (the first claim is under way) */
         char fatal_message[2600];
         pthread_mutex_t lock;
         pthread_cond_t cond;  /* signalled on stop */
@@ -199,6 +204,30 @@ static int build_config(const ServeOptions *o, ServeWalls *w, TfwError *e) {
         return r;
 }
 
+/* The token file is refused inside every mount the capsule gets, as the key is (the config
+ * parser refuses a mount that contains signing_key): a `--mount` of the token's directory, or
+ * of any directory above it, would hand the credential to the check. Both the spelling and the
+ * resolved path of each mount are compared with the token's resolved path. */
+static int check_token_not_mounted(const ServeOptions *o, const Config *c, TfwError *e) {
+        char a[PATH_MAX + 16], b[PATH_MAX + 16];
+        if (!o->token_file)
+                return 0;
+        _cleanup_free_ char *token = realpath(o->token_file, NULL);
+        if (!token)
+                return tfw_error(e, errno, "token_file", "--token-file '%s': %m",
+                                 printable_name(o->token_file, a, sizeof(a)));
+        for (size_t i = 0; i < c->n_system_mounts; i++) {
+                const char *host = c->system_mounts[i].host;
+                _cleanup_free_ char *real = realpath(host, NULL);
+                if (path_is_below_or_equal(token, host) || (real && path_is_below_or_equal(token, real)))
+                        return tfw_error(e, EINVAL, "inconsistent",
+                                         "mount host path '%s' contains --token-file '%s'; the check would see it",
+                                         printable_name(host, a, sizeof(a)), printable_name(token, b, sizeof(b)));
+        }
+        return 0;
+}
+
+
 int serve_walls_load(ServeOptions *o, ServeWalls *w, TfwError *e) {
         *w = (ServeWalls){0};
         if (signing_key_load(o->key, &w->key, e) < 0)
@@ -226,6 +255,12 @@ int serve_walls_load(ServeOptions *o, ServeWalls *w, TfwError *e) {
         w->config->limits.open_files = (uint64_t) o->open_files;
         w->config->limits.file_size = (uint64_t) o->file_size_mb << 20;
         w->config->engine_timeout_seconds = (uint64_t) o->engine_timeout_secs;
+        /* As the key is (the config parser), the token is refused inside every mount. */
+        if (check_token_not_mounted(o, w->config, e) < 0) {
+                tfw_error_prefix(e, "serve flags: ");
+                e->code = "usage";
+                return -EINVAL;
+        }
         return 0;
 }
 
@@ -234,6 +269,49 @@ void serve_walls_done(ServeWalls *w) {
         free(w->key_path);
         config_free(w->config);
         *w = (ServeWalls){0};
+}
+
+/* ---- one worker per state directory (issue 13) ------------------------------------------- */
+
+/* One worker per state directory. Labels that fold to the same name (`ci.1`, `CI-1`) share the
+ * default state directory, and a second worker's start-up cleanup would remove the first one's
+ * running containers: so before that cleanup, take a non-blocking exclusive flock on
+ * <state_dir>/serve.lock (which holds the holder's label, for the message) and refuse to start
+ * when another worker holds it. The fd is O_CLOEXEC (runsc never inherits it) and the lock
+ * lasts as long as the process. */
+static int lock_state_dir(Serve *s, TfwError *e) {
+        char shown[PATH_MAX + 16], other[VJOB_TEXT_MAX + 32] = "";
+        _cleanup_close_ int dfd = open(s->o.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+                return tfw_error(e, errno, "state_dir", "cannot open --state-dir '%s': %m",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)));
+        _cleanup_close_ int fd = openat(dfd, "serve.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0)
+                return tfw_error(e, errno, "state_dir", "cannot open '%s/serve.lock': %m",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)));
+        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                int err = errno;
+                if (err != EWOULDBLOCK)
+                        return tfw_error(e, err, "state_dir", "cannot lock '%s/serve.lock': %s",
+                                         printable_name(s->o.state_dir, shown, sizeof(shown)), strerror(err));
+                char buf[VJOB_TEXT_MAX + 1];
+                ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
+                buf[n > 0 ? n : 0] = 0;
+                buf[strcspn(buf, "\n")] = 0;
+                if (buf[0])
+                        (void) printable_name(buf, other, sizeof(other));
+                return tfw_error(e, EBUSY, "state_dir",
+                                 "--state-dir '%s' is in use by the running worker labelled '%s'; labels that differ "
+                                 "only in case or punctuation share a state directory: give this worker "
+                                 "(label '%s') another --label or --state-dir",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)), other[0] ? other : "(unknown)",
+                                 s->o.label);
+        }
+        if (ftruncate(fd, 0) < 0 || dprintf(fd, "%s\n", s->o.label) < 0)
+                return tfw_error(e, errno, "state_dir", "cannot write '%s/serve.lock': %m",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)));
+        s->lock_fd = TAKE_FD(fd);
+        return 0;
 }
 
 /* ---- one job ---------------------------------------------------------------------------------- */
@@ -310,7 +388,8 @@ static void *heartbeat_main(void *arg) {
         char path[512];
         double interval = MAX(1.0, (double) s->o.lease_secs / 3.0);
 
-        if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &h, &e) < 0)
+        if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &h, &e) < 0 ||
+            http_set_unix_socket(h, s->o.server_socket) < 0)
                 return NULL;
         snprintf(path, sizeof(path), "/v1/jobs/%s/heartbeat", l->job->id);
         pthread_mutex_lock(&l->lock);
@@ -740,6 +819,11 @@ static void *lane_main(void *arg) {
         double backoff = 1;
 
         while (!atomic_load(&s->stopping)) {
+                /* Under systemd (Type=notify) the worker is ready once the runtime, the image and
+                 * the key were checked (serve_run did that before any lane started) and its first
+                 * claim is under way. Without NOTIFY_SOCKET this does nothing. */
+                if (!atomic_exchange(&s->ready_sent, true))
+                        (void) sd_notifyf(0, "READY=1\nSTATUS=claiming from %s as '%s'", s->o.server, s->o.label);
                 _cleanup_json_ json_t *body = json_pack("{s:s, s:I, s:I}", "worker", l->label, "wait_secs",
                                                         (json_int_t) s->o.wait_secs, "lease_secs",
                                                         (json_int_t) s->o.lease_secs);
@@ -797,6 +881,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         the_serve = s;
         s->scratch_fd = -EBADF;
+        s->lock_fd = -EBADF;
         s->o = *o;
         s->token = token;
         pthread_mutex_init(&s->lock, NULL);
@@ -814,6 +899,11 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                             "digest records only their host paths");
         if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
                 ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
+                goto out;
+        }
+        /* Before the start-up cleanup: it would remove another worker's running containers. */
+        if (lock_state_dir(s, e) < 0) {
+                ret = -EBUSY;
                 goto out;
         }
         if (path_join_buf(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
@@ -876,8 +966,9 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 pthread_mutex_init(&l->lock, NULL);
                 pthread_cond_init(&l->cond, NULL);
                 exec_cancel_init(&l->cancel);
-                if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &l->http, e) < 0) {
-                        ret = -EIO;
+                if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &l->http, e) < 0 ||
+                    http_set_unix_socket(l->http, s->o.server_socket) < 0) {
+                        ret = e->message[0] ? -EIO : tfw_error(e, EINVAL, "server_socket", "--server-socket cannot be used");
                         goto out;
                 }
         }
@@ -898,8 +989,14 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
          * handle means nothing after that. */
         struct timespec poll_ts = {.tv_sec = 1};
         usec_t kill_deadline = 0;
+        /* The watchdog is fed from this loop, which wakes at least every second (WatchdogSec
+         * must be 2 s or more); it runs whatever the lanes are doing. */
+        uint64_t wd_usec = 0;
+        bool watchdog = sd_watchdog_enabled(0, &wd_usec) > 0;
         for (;;) {
                 bool all_done = true;
+                if (watchdog)
+                        (void) sd_notify(0, "WATCHDOG=1");
                 for (long i = 0; i < n_lanes; i++) {
                         if (!lanes[i].started || lanes[i].joined)
                                 continue;
@@ -921,6 +1018,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                         continue;
                 if (atomic_load(&s->stopping) < 1) {
                         log_notice("serve: signal %d: finishing the running checks, then exiting (again to stop now)", sig);
+                        (void) sd_notify(0, "STOPPING=1\nSTATUS=finishing the running checks");
                         pthread_mutex_lock(&s->lock);
                         atomic_store(&s->stopping, 1);
                         pthread_cond_broadcast(&s->cond);
@@ -952,6 +1050,7 @@ out:
         capsule_driver_done(&s->driver);
         serve_walls_done(&s->walls);
         safe_close(s->scratch_fd);
+        safe_close(s->lock_fd);
         free(s);
         the_serve = NULL;
         return ret;

@@ -19,6 +19,7 @@
 typedef struct ServeOptions {
         const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
         const char *image, *engine_runtime; /* --sandbox docker|podman */
+        const char *server_socket;          /* --server-socket: reach the server through a local proxy */
         const char *mounts[SERVE_MAX_MOUNTS];
         size_t n_mounts;
         bool no_system_mounts, allow_network;

@@ -25,38 +25,14 @@ set -uo pipefail
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.."
 source tests/integration/lib.sh
+source tests/integration/nspawn-lib.sh # the boot harness: install, boot, ct, die, cleanup
 require_root
-for tool in systemd-nspawn nsenter unshare runsc; do
-        if ! command -v "$tool" >/dev/null; then
-                echo "SKIP: $tool is not installed (scripts/install-deps installs systemd-container and runsc)"
-                exit 77
-        fi
-done
-
-tmp=$(mktemp -d)
-chmod 0755 "$tmp" # the controller (uid 10000) reaches its workspace below it
-nspawn_pid= leader=
-cleanup() {
-        if [ -n "$nspawn_pid" ] && kill -0 "$nspawn_pid" 2>/dev/null; then
-                kill -TERM "$nspawn_pid" 2>/dev/null # nspawn asks the container's systemd to halt
-                for _ in $(seq 100); do kill -0 "$nspawn_pid" 2>/dev/null || break; sleep 0.1; done
-                kill -KILL "$nspawn_pid" 2>/dev/null
-                wait "$nspawn_pid" 2>/dev/null
-        fi
-        rm -rf "$tmp"
-}
-trap cleanup EXIT
-die() { echo "FAIL: $*"; [ -n "$leader" ] && ct journalctl --no-pager -n 40 -o cat 2>/dev/null | sed 's/^/    /'; exit 1; }
+nspawn_require_tools
 
 # ---- the installed files, the controller "it" ----------------------------------------------
-if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$tmp/dest" PREFIX=/usr/local \
-        BUILD="$BUILD" >"$tmp/install.log" 2>&1; then
-        cat "$tmp/install.log"; die "make install"
-fi
-share=$tmp/dest/usr/local/share/tentaflake-worker
-etc=$tmp/etc
+nspawn_install
 ws=$tmp/ws
-mkdir -p "$tmp/root" "$ws/priv" "$etc/tentaflake/workers" "$etc/tmpfiles.d" "$etc/system"
+mkdir -p "$ws/priv" "$etc/tentaflake/workers" "$etc/tmpfiles.d"
 echo "only the controller may read this" >"$ws/priv/secret"
 chmod 0700 "$ws/priv"; chmod 0600 "$ws/priv/secret"
 chown -R 10000:10000 "$ws"
@@ -74,42 +50,11 @@ printf '[Service]\nWatchdogSec=1s\n' >"$etc/system/tentaflake-worker@it.service.
 mkdir -p "$etc/system/tentaflake-worker-queue@it.path.d"
 sub controller-inbox.conf.in >"$etc/system/tentaflake-worker-queue@it.path.d/inbox.conf"
 sub controller-tmpfiles.conf.in >"$etc/tmpfiles.d/tentaflake-worker-it.conf"
-# Boot only what the test needs: sysinit.target (tmpfiles at boot, journald).
-printf '[Unit]\nDescription=tentaflake test boot\nRequires=sysinit.target\nAfter=sysinit.target\n' \
-        >"$etc/system/tfw-test.target"
-
-binds=(--bind-ro="$tmp/dest/usr/local:/usr/local" --bind-ro="$etc/tentaflake:/etc/tentaflake"
-       --bind-ro="$etc/tmpfiles.d/tentaflake-worker-it.conf:/etc/tmpfiles.d/tentaflake-worker-it.conf"
-       --bind="$ws:/srv/tfw-ws")
-for f in "$etc/system"/*; do binds+=(--bind-ro="$f:/etc/systemd/system/$(basename "$f")"); done
+binds+=(--bind-ro="$etc/tmpfiles.d/tentaflake-worker-it.conf:/etc/tmpfiles.d/tentaflake-worker-it.conf"
+        --bind="$ws:/srv/tfw-ws")
 
 # ---- boot -----------------------------------------------------------------------------------
-# The host's root, bound (without its submounts) in a private mount namespace, is the
-# container's lower layer; nothing the container writes reaches the host.
-unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
-        systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --volatile=overlay \
-        --console=pipe --capability=all "${binds[@]}" -b systemd.unit=tfw-test.target \
-        </dev/null >"$tmp/console.log" 2>&1 &
-nspawn_pid=$!
-for _ in $(seq 300); do
-        for c in $(cat "/proc/$nspawn_pid/task/$nspawn_pid/children" 2>/dev/null); do
-                [ "$(cat "/proc/$c/comm" 2>/dev/null)" = systemd ] && leader=$c
-        done
-        [ -n "$leader" ] && break
-        kill -0 "$nspawn_pid" 2>/dev/null || break
-        sleep 0.1
-done
-[ -n "$leader" ] || { cat "$tmp/console.log"; die "the container's systemd did not start"; }
-ct() { nsenter -t "$leader" -a "$@"; }
-for _ in $(seq 600); do # /run/systemd/system and the bus appear a moment after pid 1 does
-        state=$(timeout 120 nsenter -t "$leader" -a systemctl is-system-running --wait 2>&1)
-        case $state in offline|*"Failed to connect"*) sleep 0.1 ;; *) break ;; esac
-done
-check "systemd booted as the container's pid 1 ($state)" test "$state" = running -o "$state" = degraded
-for h in /sys/fs/cgroup/*/; do
-        case $h in */systemd/|*/unified/) continue ;; esac
-        ct mount -o remount,bind,rw "$h" || die "cannot make $h writable in the container"
-done
+nspawn_boot tfw-boot-$$
 
 check "tmpfiles made the results directory at boot: root:10000 02750" \
         test "$(ct stat -c '%a %u:%g' /run/tentaflake-worker-it/results)" = "2750 0:10000"

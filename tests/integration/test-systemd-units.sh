@@ -12,7 +12,10 @@
 #    the 60 s grace, KillMode=mixed, Delegate, no start-rate limit, Conflicts);
 #  - the path unit's drop-in also watches the wake file approve leaves (issue 14), and the
 #    hourly gc timer runs `gc --scheduled` (expiry without a daemon);
-#  - the tmpfiles template creates the results directory root:<gid> 02750 (as root).
+#  - the tmpfiles template creates the results directory root:<gid> 02750 (as root);
+#  - the serve worker's units (issue 13): verify, exposure at most MAX_EXPOSURE for the worker
+#    and its proxy, the inbox sandboxing block with only the state directory changed, the key
+#    and the token as credentials and never in the environment or on the command line.
 # What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
 set -uo pipefail
 BUILD=${BUILD:-build}
@@ -36,7 +39,8 @@ if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$root" PRE
         echo "FAIL: make install:"; cat "$tmp/install.log"; exit 1
 fi
 for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaflake-worker-queue@.path' \
-         'tentaflake-worker-gc@.service' 'tentaflake-worker-gc@.timer'; do
+         'tentaflake-worker-gc@.service' 'tentaflake-worker-gc@.timer' \
+         'tentaflake-worker-serve@.service' 'tentaflake-worker-serve-proxy@.service' 'tentaflake-worker-serve-proxy@.socket'; do
         check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
 done
 for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in; do
@@ -48,6 +52,10 @@ check "ExecStart names the installed binary (drain)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json drain' "$units/tentaflake-worker-queue@.service"
 check "ExecStart names the installed binary (gc --scheduled)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json gc --scheduled' "$units/tentaflake-worker-gc@.service"
+check "ExecStart names the installed binary (serve), the credentials and the proxy's socket" \
+        grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker serve $TENTAFLAKE_SERVE_FLAGS --label %i --key %d/key --token-file %d/token --state-dir /var/lib/tentaflake-worker-serve-%i --server-socket /run/tentaflake-worker-serve-%i.sock' "$units/tentaflake-worker-serve@.service"
+check "the proxy runs systemd-socket-proxyd" \
+        grep -qx 'ExecStart=/usr/lib/systemd/systemd-socket-proxyd ${TENTAFLAKE_SERVE_ADDRESS}' "$units/tentaflake-worker-serve-proxy@.service"
 check "no placeholder is left in the installed units" bash -c "! grep -q '@[A-Z]*@' '$units'/*"
 
 # A controller "demo", set up as docs/install.md says, plus the distribution's own units
@@ -64,10 +72,18 @@ done
 mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d"
 sub controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d/inbox.conf"
 sub controller-tmpfiles.conf.in >"$root/etc/tmpfiles.d/tentaflake-worker-demo.conf"
+# A serve worker "ci-1", set up as docs/validation.md says; the proxy binary the unit names.
+mkdir -p "$root/etc/tentaflake/serve" "$root/usr/lib/systemd"
+printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example"\n' \
+        >"$root/etc/tentaflake/serve/ci-1.conf"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.key"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.token"
+[ -x "$root/usr/lib/systemd/systemd-socket-proxyd" ] || cp /usr/lib/systemd/systemd-socket-proxyd "$root/usr/lib/systemd/"
 
 # 2. verify: clean, and able to fail.
 all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path'
-     'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer')
+     'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer'
+     'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket')
 out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
 check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
 mv "$root/usr/local/bin/tentaflake-worker" "$tmp/bin"
@@ -85,7 +101,8 @@ exposure() { # exposure UNIT: the overall exposure as printed, e.g. 3.3
                 sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p'
 }
 le() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a != "" && a + 0 <= b + 0) }'; }
-for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-gc@demo.service'; do
+for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-gc@demo.service' \
+         'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service'; do
         e=$(exposure "$u")
         echo "exposure of $u: $e (at most $MAX_EXPOSURE)"
         check "exposure of $u ($e) at most $MAX_EXPOSURE" le "$e" "$MAX_EXPOSURE"
@@ -159,6 +176,34 @@ check "gc timer: a missed run happens at boot (Persistent)" grep -qx 'Persistent
 check "gc timer: wanted by timers.target" grep -qx 'WantedBy=timers.target' "$t"
 next=$(systemd-analyze calendar hourly 2>/dev/null | sed -n 's/^ *Next elapse: //p')
 check "systemd-analyze reads OnCalendar=hourly ($next)" test -n "$next"
+
+# 5b. The serve worker (issue 13). Its sandboxing block is the inbox one but for the state
+# directory (its own, never a controller's; no runtime directory); its network is the
+# proxy's socket.
+s=systemd/tentaflake-worker-serve@.service.in sp=systemd/tentaflake-worker-serve-proxy@.service.in
+settings() { block "$1" | grep -v '^#' | grep -vE '^(StateDirectory|StateDirectoryMode|RuntimeDirectory[A-Za-z]*)='; }
+check "serve: the inbox sandboxing block, settings for settings, but the state directory" \
+        cmp -s <(settings "$d") <(settings "$s")
+check "serve: a state directory of its own" grep -qx 'StateDirectory=tentaflake-worker-serve-%i' "$s"
+check "serve: no network of its own (PrivateNetwork, AF_UNIX only, IPAddressDeny=any)" bash -c \
+        "grep -qx PrivateNetwork=yes '$s' && grep -qx RestrictAddressFamilies=AF_UNIX '$s' && grep -qx IPAddressDeny=any '$s'"
+check "serve: Type=notify" grep -qx 'Type=notify' "$s"
+check "serve: a watchdog of at least 2 s (the loop pings every second)" grep -qE '^WatchdogSec=([2-9]|[1-9][0-9]+)s$' "$s"
+for x in 'KillMode=mixed' 'Delegate=yes' 'Restart=on-failure' 'StartLimitIntervalSec=0' \
+         'TimeoutStopSec=15min' 'EnvironmentFile=/etc/tentaflake/serve/%i.conf' \
+         'LoadCredential=key:/etc/tentaflake/serve/%i.key' 'LoadCredential=token:/etc/tentaflake/serve/%i.token' \
+         'UnsetEnvironment=TENTAFLAKE_TOKEN' 'InaccessiblePaths=-/etc/tentaflake/serve' \
+         'Requires=tentaflake-worker-serve-proxy@%i.socket'; do
+        check "serve: $x" grep -qxF "$x" "$s"
+done
+check "serve: no Environment= line and no token or key path on the command line" bash -c \
+        "! grep -q '^Environment=' '$s' && ! grep '^ExecStart=' '$s' | grep -qE '/etc/tentaflake/serve|TENTAFLAKE_TOKEN'"
+check "proxy: a root-only socket" grep -qx 'SocketMode=0600' systemd/tentaflake-worker-serve-proxy@.socket
+for x in DynamicUser=yes PrivateUsers=yes CapabilityBoundingSet= NoNewPrivileges=yes InaccessiblePaths=-/etc/tentaflake; do
+        check "proxy: $x" grep -qxF "$x" "$sp"
+done
+out=$(systemd-analyze verify --root="$root" 'tentaflake-worker-serve@ci-1.service' 2>&1)
+check "verify: serve, clean ($out)" test -z "$out"
 
 # 6. The tmpfiles template, applied (owner and group need root).
 if [ "$(id -u)" -eq 0 ]; then

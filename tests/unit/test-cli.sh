@@ -12,7 +12,7 @@ fails=0 passes=0
 expect() {
         local code=$1 pattern=$2; shift 3
         local out rc
-        out=$("$BIN" "$@" 2>&1); rc=$?
+        out=$(timeout 60 "$BIN" "$@" 2>&1); rc=$? # bounded: a check that is not refused would serve forever
         if [ "$rc" != "$code" ] || ! grep -qE -- "$pattern" <<<"$out"; then
                 echo "FAIL: tentaflake-worker $* -> exit $rc (want $code), output:"
                 sed 's/^/    /' <<<"$out"
@@ -89,6 +89,27 @@ expect 2 "serve: --image and --engine-runtime are for --sandbox docker or podman
 # A daemon whose workspace is missing names it (needs root: it creates the state directories).
 if [ "$(id -u)" -eq 0 ]; then
         expect 1 "drain: workspace '$tmp/ws' cannot be opened" -- --config "$tmp/good.json" drain
+fi
+# serve (issue 13, item 5): a --mount over the --token-file directory is refused as one over the
+# key's is, and so is a mount above it or reaching it through a symlink; refused before any state
+# is made (the walls are checked after the root check, hence the guard).
+if [ "$(id -u)" -eq 0 ]; then
+        mkdir -p "$tmp/i13-up/tok"
+        echo tok-i13 >"$tmp/i13-up/tok/token"
+        ln -s "$tmp/i13-up/tok" "$tmp/i13-toklink"
+        tok=$tmp/i13-up/tok/token
+        i13=(serve --server http://127.0.0.1:1 --key "$tmp/ci.key" --token-file "$tok" --state-dir "$tmp/i13-state")
+        expect 2 "serve flags: mount host path '$tmp/i13-up/tok' contains --token-file '$tok'; the check would see it" -- \
+                "${i13[@]}" --mount "$tmp/i13-up/tok:/opt/tok=secrets"
+        expect 2 "serve flags: mount host path '$tmp/i13-up' contains --token-file '$tok'" -- \
+                "${i13[@]}" --mount "$tmp/i13-up:/opt/up"
+        expect 2 "serve flags: mount host path '$tmp/i13-toklink' contains --token-file '$tok'" -- \
+                "${i13[@]}" --mount "$tmp/i13-toklink:/opt/link"
+        if [ -e "$tmp/i13-state" ]; then
+                echo "FAIL: a refused serve made its state directory"; fails=$((fails + 1))
+        else
+                passes=$((passes + 1))
+        fi
 fi
 
 echo "cli: $passes passed, $fails failed"
