@@ -23,23 +23,6 @@
 
 #define AUDIT_FILE "audit/audit.jsonl"
 
-static void submit(Fixture *f, const char *id, const char *cls) {
-        char name[80], body[256];
-        CaptureOutcome o;
-        TfwError e = {0};
-        snprintf(name, sizeof(name), "%s.json", id);
-        snprintf(body, sizeof(body), "{\"version\":1,\"id\":\"%s\",\"action_class\":\"%s\",\"argv\":[\"true\"]}",
-                 id, cls);
-        tfw_write_file(f->w.inbox_fd, name, body, (size_t) -1);
-        assert_int_equal(inbox_capture(&f->w, name, &o, &e), 0);
-}
-
-static RequestRecord load(Fixture *f, const char *id) {
-        RequestRecord r;
-        TfwError e = {0};
-        assert_int_equal(store_load(f->w.dirs.requests_fd, id, &r, &e), 0);
-        return r;
-}
 
 static char *read_audit(Fixture *f, size_t *ret_len) {
         _cleanup_close_ int fd = openat(f->w.dirs.state_fd, AUDIT_FILE, O_RDONLY | O_CLOEXEC);
@@ -91,14 +74,14 @@ static void test_approve_refused(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
         size_t len;
-        submit(f, "ap1", "irreversible");
+        fixture_submit(f, "ap1", "irreversible");
         _cleanup_free_ char *old = break_audit(f, &len);
 
         assert_true(decide_approve(&f->w, "ap1", NULL, "alice", &e) < 0);
         assert_string_equal(e.code, "audit_failed");
         assert_non_null(strstr(e.message, "approve 'ap1': refused, the request stays pending: "
                                           "cannot record 'approved' in the audit log: "));
-        RequestRecord r = load(f, "ap1");
+        RequestRecord r = fixture_load(f, "ap1");
         assert_int_equal(r.state, STATE_PENDING);
         assert_string_equal(r.decision, "");
         assert_string_equal(r.approver, "");
@@ -106,7 +89,7 @@ static void test_approve_refused(void **state) {
         /* Once the log can be written again, the same approval goes through, recorded once. */
         restore_audit(f, old, len);
         assert_int_equal(decide_approve(&f->w, "ap1", NULL, "alice", &e), 0);
-        assert_int_equal(load(f, "ap1").state, STATE_QUEUED);
+        assert_int_equal(fixture_load(f, "ap1").state, STATE_QUEUED);
         assert_int_equal(count_event(f, "approved", "ap1"), 1);
 }
 
@@ -114,21 +97,21 @@ static void test_deny_refused(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
         size_t len;
-        submit(f, "dn1", "production");
+        fixture_submit(f, "dn1", "production");
         _cleanup_free_ char *old = break_audit(f, &len);
 
         assert_true(decide_deny(&f->w, "dn1", "no", "carol", &e) < 0);
         assert_string_equal(e.code, "audit_failed");
         assert_non_null(strstr(e.message, "deny 'dn1': refused, the request stays pending: "
                                           "cannot record 'denied' in the audit log: "));
-        RequestRecord r = load(f, "dn1");
+        RequestRecord r = fixture_load(f, "dn1");
         assert_int_equal(r.state, STATE_PENDING);
         assert_string_equal(r.decision, "");
         assert_false(has_result(f, "dn1"));
 
         restore_audit(f, old, len);
         assert_int_equal(decide_deny(&f->w, "dn1", "no", "carol", &e), 0);
-        assert_int_equal(load(f, "dn1").state, STATE_FINAL);
+        assert_int_equal(fixture_load(f, "dn1").state, STATE_FINAL);
         assert_true(has_result(f, "dn1"));
         assert_int_equal(count_event(f, "denied", "dn1"), 1);
 }
@@ -139,27 +122,27 @@ static void test_start_refused(void **state) {
         TfwError e = {0};
         RequestRecord rec;
         size_t len;
-        submit(f, "st1", "local-reversible");
-        assert_int_equal(load(f, "st1").state, STATE_QUEUED);
+        fixture_submit(f, "st1", "local-reversible");
+        assert_int_equal(fixture_load(f, "st1").state, STATE_QUEUED);
         _cleanup_free_ char *old = break_audit(f, &len);
 
         assert_true(job_mark_started(&f->w, "st1", &rec, &e) < 0);
         assert_string_equal(e.code, "audit_failed");
         assert_non_null(strstr(e.message, "cannot record 'started' in the audit log: "));
-        assert_int_equal(load(f, "st1").state, STATE_QUEUED);
+        assert_int_equal(fixture_load(f, "st1").state, STATE_QUEUED);
 
         restore_audit(f, old, len);
         assert_int_equal(count_event(f, "started", "st1"), 0);
         assert_int_equal(job_mark_started(&f->w, "st1", &rec, &e), 0);
         assert_int_equal(rec.state, STATE_RUNNING);
-        assert_int_equal(load(f, "st1").state, STATE_RUNNING);
+        assert_int_equal(fixture_load(f, "st1").state, STATE_RUNNING);
         assert_int_equal(count_event(f, "started", "st1"), 1);
 
         /* Started once only; a pending request is never started. */
         assert_int_equal(job_mark_started(&f->w, "st1", &rec, &e), -ESTALE);
-        submit(f, "st2", "financial");
+        fixture_submit(f, "st2", "financial");
         assert_int_equal(job_mark_started(&f->w, "st2", &rec, &e), -ESTALE);
-        assert_int_equal(load(f, "st2").state, STATE_PENDING);
+        assert_int_equal(fixture_load(f, "st2").state, STATE_PENDING);
         assert_int_equal(count_event(f, "started", "st2"), 0);
 }
 
@@ -169,12 +152,12 @@ static void test_expiry_best_effort(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
         size_t len;
-        submit(f, "ex1", "financial");
-        RequestRecord r = load(f, "ex1");
+        fixture_submit(f, "ex1", "financial");
+        RequestRecord r = fixture_load(f, "ex1");
         _cleanup_free_ char *old = break_audit(f, &len);
         usec_t ttl = 72ULL * 3600 * USEC_PER_SEC;
         assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
-        assert_int_equal(load(f, "ex1").state, STATE_FINAL);
+        assert_int_equal(fixture_load(f, "ex1").state, STATE_FINAL);
         restore_audit(f, old, len);
 }
 

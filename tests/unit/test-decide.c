@@ -19,23 +19,6 @@
 #include "tests/unit/lib/worker-fixture.h"
 
 
-static void submit(Fixture *f, const char *id, const char *cls) {
-        char name[80], body[256];
-        CaptureOutcome o;
-        TfwError e = {0};
-        snprintf(name, sizeof(name), "%s.json", id);
-        snprintf(body, sizeof(body), "{\"version\":1,\"id\":\"%s\",\"action_class\":\"%s\",\"argv\":[\"true\"]}",
-                 id, cls);
-        tfw_write_file(f->w.inbox_fd, name, body, (size_t) -1);
-        assert_int_equal(inbox_capture(&f->w, name, &o, &e), 0);
-}
-
-static RequestRecord load(Fixture *f, const char *id) {
-        RequestRecord r;
-        TfwError e = {0};
-        assert_int_equal(store_load(f->w.dirs.requests_fd, id, &r, &e), 0);
-        return r;
-}
 
 static char *result_of(Fixture *f, const char *id) {
         char path[128];
@@ -51,9 +34,9 @@ static char *result_of(Fixture *f, const char *id) {
 static void test_approve_queues(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
-        submit(f, "a1", "irreversible");
+        fixture_submit(f, "a1", "irreversible");
         assert_int_equal(decide_approve(&f->w, "a1", NULL, "alice", &e), 0);
-        RequestRecord r = load(f, "a1");
+        RequestRecord r = fixture_load(f, "a1");
         assert_int_equal(r.state, STATE_QUEUED);
         assert_string_equal(r.decision, "approved");
         assert_string_equal(r.approver, "alice");
@@ -71,7 +54,7 @@ static void test_approve_unknown(void **state) {
         assert_string_equal(e.message, "approve 'nope': no pending request with that id");
         assert_int_equal(decide_deny(&f->w, "nope", NULL, "alice", &e), -ENOENT);
         /* A queued (auto-run) request is not pending: nothing to approve. */
-        submit(f, "auto1", "local-reversible");
+        fixture_submit(f, "auto1", "local-reversible");
         assert_true(decide_approve(&f->w, "auto1", NULL, "alice", &e) < 0);
         assert_string_equal(e.code, "not_pending");
 }
@@ -79,35 +62,35 @@ static void test_approve_unknown(void **state) {
 static void test_expect_sha256(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
-        submit(f, "s1", "financial");
-        RequestRecord r = load(f, "s1");
+        fixture_submit(f, "s1", "financial");
+        RequestRecord r = fixture_load(f, "s1");
         const char *wrong = "0000000000000000000000000000000000000000000000000000000000000000";
         assert_true(decide_approve(&f->w, "s1", wrong, "alice", &e) < 0);
         assert_string_equal(e.code, "sha256_mismatch");
-        assert_int_equal(load(f, "s1").state, STATE_PENDING);
+        assert_int_equal(fixture_load(f, "s1").state, STATE_PENDING);
         assert_int_equal(decide_approve(&f->w, "s1", r.sha256, "alice", &e), 0);
-        assert_int_equal(load(f, "s1").state, STATE_QUEUED);
+        assert_int_equal(fixture_load(f, "s1").state, STATE_QUEUED);
 }
 
 /* Threat 9: tampering with the private copy after capture is caught at approval. */
 static void test_tampered_copy_refused(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
-        submit(f, "t1", "production");
+        fixture_submit(f, "t1", "production");
         const char *evil = "{\"version\":1,\"id\":\"t1\",\"action_class\":\"production\",\"argv\":[\"evil\"]}";
         _cleanup_close_ int dfd = openat(f->w.dirs.requests_fd, "t1", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(write_file_atomic_at(dfd, "request.json", evil, strlen(evil), 0600, -1, -1), 0);
         assert_true(decide_approve(&f->w, "t1", NULL, "alice", &e) < 0);
         assert_string_equal(e.code, "sha256_mismatch");
-        assert_int_equal(load(f, "t1").state, STATE_PENDING);
+        assert_int_equal(fixture_load(f, "t1").state, STATE_PENDING);
 }
 
 static void test_deny_publishes(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
-        submit(f, "d1", "communicative");
+        fixture_submit(f, "d1", "communicative");
         assert_int_equal(decide_deny(&f->w, "d1", "not today", "carol", &e), 0);
-        RequestRecord r = load(f, "d1");
+        RequestRecord r = fixture_load(f, "d1");
         assert_int_equal(r.state, STATE_FINAL);
         assert_string_equal(r.status, "denied");
         _cleanup_free_ char *res = result_of(f, "d1");
@@ -120,11 +103,11 @@ static void test_deny_publishes(void **state) {
         assert_non_null(strstr(e.message, "already denied by carol"));
         assert_true(decide_deny(&f->w, "d1", NULL, "alice", &e) < 0);
         /* deny after approve */
-        submit(f, "d2", "privileged");
+        fixture_submit(f, "d2", "privileged");
         assert_int_equal(decide_approve(&f->w, "d2", NULL, "alice", &e), 0);
         assert_true(decide_deny(&f->w, "d2", NULL, "carol", &e) < 0);
         assert_non_null(strstr(e.message, "already approved by alice"));
-        assert_int_equal(load(f, "d2").state, STATE_QUEUED);
+        assert_int_equal(fixture_load(f, "d2").state, STATE_QUEUED);
 }
 
 /* Threat 9: approve and deny racing: exactly one wins, every time. */
@@ -135,7 +118,7 @@ static void test_approve_deny_race(void **state) {
                 pid_t pids[4];
                 int wins = 0;
                 snprintf(id, sizeof(id), "race%d", round);
-                submit(f, id, "irreversible");
+                fixture_submit(f, id, "irreversible");
                 for (int i = 0; i < 4; i++) {
                         pids[i] = fork();
                         assert_true(pids[i] >= 0);
@@ -156,7 +139,7 @@ static void test_approve_deny_race(void **state) {
                         wins += WEXITSTATUS(status) == 0;
                 }
                 assert_int_equal(wins, 1);
-                RequestRecord r = load(f, id);
+                RequestRecord r = fixture_load(f, id);
                 _cleanup_free_ char *res = result_of(f, id);
                 if (streq(r.decision, "denied"))
                         assert_non_null(res);
@@ -170,19 +153,19 @@ static void test_approve_deny_race(void **state) {
 static void test_expiry(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
-        submit(f, "old1", "financial");
-        submit(f, "auto2", "local-reversible");
-        RequestRecord r = load(f, "old1");
+        fixture_submit(f, "old1", "financial");
+        fixture_submit(f, "auto2", "local-reversible");
+        RequestRecord r = fixture_load(f, "old1");
         usec_t ttl = 72ULL * 3600 * USEC_PER_SEC;
         assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl - 1, &e), 0);
-        assert_int_equal(load(f, "old1").state, STATE_PENDING);
+        assert_int_equal(fixture_load(f, "old1").state, STATE_PENDING);
         assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
-        r = load(f, "old1");
+        r = fixture_load(f, "old1");
         assert_int_equal(r.state, STATE_FINAL);
         assert_string_equal(r.status, "expired");
         _cleanup_free_ char *res = result_of(f, "old1");
         assert_non_null(strstr(res, "\"status\": \"expired\""));
-        assert_int_equal(load(f, "auto2").state, STATE_QUEUED);
+        assert_int_equal(fixture_load(f, "auto2").state, STATE_QUEUED);
         assert_true(decide_approve(&f->w, "old1", NULL, "alice", &e) < 0);
 }
 

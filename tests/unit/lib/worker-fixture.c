@@ -66,3 +66,21 @@ Fixture *worker_fixture(void **state) {
                 tfw_skip("needs root: the worker's directories are root-owned");
         return *state;
 }
+
+void fixture_submit(Fixture *f, const char *id, const char *cls) {
+        char name[80], body[256];
+        CaptureOutcome o;
+        TfwError e = {0};
+        snprintf(name, sizeof(name), "%s.json", id);
+        snprintf(body, sizeof(body), "{\"version\":1,\"id\":\"%s\",\"action_class\":\"%s\",\"argv\":[\"true\"]}",
+                 id, cls);
+        tfw_write_file(f->w.inbox_fd, name, body, (size_t) -1);
+        assert_int_equal(inbox_capture(&f->w, name, &o, &e), 0);
+}
+
+RequestRecord fixture_load(Fixture *f, const char *id) {
+        RequestRecord r;
+        TfwError e = {0};
+        assert_int_equal(store_load(f->w.dirs.requests_fd, id, &r, &e), 0);
+        return r;
+}

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "orchestrator/inbox.h"
+#include "orchestrator/store.h"
 #include "tests/unit/lib/tfw-test.h"
 
 #define FIXTURE_UID 10000
@@ -21,3 +22,8 @@ typedef struct Fixture {
 int worker_fixture_setup(void **state);
 int worker_fixture_teardown(void **state);
 Fixture *worker_fixture(void **state);
+
+/* A request of class cls with argv ["true"], written into the inbox and captured. */
+void fixture_submit(Fixture *f, const char *id, const char *cls);
+/* The store's record of id (it must exist). */
+RequestRecord fixture_load(Fixture *f, const char *id);
