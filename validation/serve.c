@@ -27,6 +27,7 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <syslog.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -71,6 +72,23 @@ typedef struct Serve {
 static Serve *the_serve;
 
 /* ---- small helpers ------------------------------------------------------------------------ */
+
+/* The worker's events (one line each: a job's outcome, a lane's trouble, a signal taken) go to
+ * the caller's report function, which logs them (cli/serve.c): this library logs nothing
+ * itself. */
+static void say(int level, const char *fmt, ...) _printf_(2, 3);
+static void say(int level, const char *fmt, ...) {
+        char line[4096];
+        va_list ap;
+        const Serve *s = the_serve;
+
+        if (!s || !s->o.report)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        s->o.report(s->o.report_userdata, level, line);
+}
 
 /* The driver's start-up self-check: the first failing line is why the worker does not start. */
 static void check_line(void *userdata, const char *check, bool ok, const char *detail) {
@@ -352,7 +370,7 @@ static void lanes_teardown_before_exit(Lane *lanes, long n) {
         for (long i = 0; i < n; i++) {
                 TfwError e = {0};
                 if (exec_cancel_teardown(&lanes[i].cancel, CAPSULE_TEARDOWN_MAX_USEC, &e) < 0)
-                        log_error("serve %s: %s", lanes[i].label, e.message);
+                        say(LOG_ERR, "serve %s: %s", lanes[i].label, e.message);
         }
 }
 
@@ -417,13 +435,13 @@ static void *heartbeat_main(void *arg) {
                         l->unauthorized = true;
                         set_fatal(s, e.message);
                 } else if (r < 0)
-                        log_warning("serve %s: heartbeat of job '%s' failed: %s", l->label, l->job->id, e.message);
+                        say(LOG_WARNING, "serve %s: heartbeat of job '%s' failed: %s", l->label, l->job->id, e.message);
                 else if (status == 409)
                         l->lost = true;
                 else if (status == 200 && ans && json_is_true(json_object_get(ans, "stale")))
                         l->stale = true;
                 else if (status != 200)
-                        log_warning("serve %s: heartbeat of job '%s': HTTP %ld", l->label, l->job->id, status);
+                        say(LOG_WARNING, "serve %s: heartbeat of job '%s': HTTP %ld", l->label, l->job->id, status);
                 if (l->stale || l->lost || l->unauthorized)
                         lane_kill_container(l);
         }
@@ -439,7 +457,7 @@ static Outcome send_fail(Lane *l, const VJob *j, const char *reason, bool perman
                                                 "retry_after_secs", (json_int_t) l->s->o.retry_after_secs, "permanent",
                                                 permanent);
         snprintf(path, sizeof(path), "/v1/jobs/%s/fail", j->id);
-        log_notice("serve %s: job '%s' attempt %" PRId64 ": fail%s: %s", l->label, j->id, j->attempt,
+        say(LOG_NOTICE, "serve %s: job '%s' attempt %" PRId64 ": fail%s: %s", l->label, j->id, j->attempt,
                    permanent ? " (permanent)" : "", reason);
         int r = post_json(l, l->http, path, body, &status, NULL, &e);
         if (r == -EACCES) {
@@ -447,11 +465,11 @@ static Outcome send_fail(Lane *l, const VJob *j, const char *reason, bool perman
                 return OUT_FATAL;
         }
         if (r < 0) {
-                log_warning("serve %s: cannot report the failure of job '%s': %s", l->label, j->id, e.message);
+                say(LOG_WARNING, "serve %s: cannot report the failure of job '%s': %s", l->label, j->id, e.message);
                 return OUT_DROPPED;
         }
         if (status == 409) {
-                log_notice("serve %s: job '%s': lease lost, failure dropped", l->label, j->id);
+                say(LOG_NOTICE, "serve %s: job '%s': lease lost, failure dropped", l->label, j->id);
                 return OUT_DROPPED;
         }
         return OUT_FAILED;
@@ -470,11 +488,11 @@ static Outcome send_complete(Lane *l, const VJob *j, const char *status_word, js
                 return OUT_FATAL;
         }
         if (r < 0 || status == 409 || status != 200) {
-                log_notice("serve %s: job '%s': completion not accepted (%s), result dropped", l->label, j->id,
+                say(LOG_NOTICE, "serve %s: job '%s': completion not accepted (%s), result dropped", l->label, j->id,
                            r < 0 ? e.message : status == 409 ? "lease lost" : "server error");
                 return OUT_DROPPED;
         }
-        log_notice("serve %s: job '%s' attempt %" PRId64 ": %s", l->label, j->id, j->attempt, status_word);
+        say(LOG_NOTICE, "serve %s: job '%s' attempt %" PRId64 ": %s", l->label, j->id, j->attempt, status_word);
         return OUT_COMPLETED;
 }
 
@@ -748,7 +766,7 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end_nofail;
         }
         if (lost) {
-                log_notice("serve %s: job '%s': lease lost, the check was stopped and its result dropped", l->label, j->id);
+                say(LOG_NOTICE, "serve %s: job '%s': lease lost, the check was stopped and its result dropped", l->label, j->id);
                 out = OUT_DROPPED;
                 goto end_nofail;
         }
@@ -845,7 +863,7 @@ static void *lane_main(void *arg) {
                         break;
                 }
                 if (r < 0 || (status != 200 && status != 204)) {
-                        log_warning("serve %s: claim failed: %s", l->label,
+                        say(LOG_WARNING, "serve %s: claim failed: %s", l->label,
                                     r < 0 ? e.message : "unexpected HTTP status");
                         if (wait_or_stop(s, backoff))
                                 break;
@@ -858,7 +876,7 @@ static void *lane_main(void *arg) {
                 _cleanup_vjob_ VJob *j = NULL;
                 r = vjob_parse_claim(ans, len, &j, &e);
                 if (r < 0) {
-                        log_error("serve %s: the server's job is not acceptable: %s", l->label, e.message);
+                        say(LOG_ERR, "serve %s: the server's job is not acceptable: %s", l->label, e.message);
                         if (wait_or_stop(s, (double) s->o.retry_after_secs))
                                 break;
                         continue;
@@ -895,7 +913,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 goto out;
         }
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
-                log_warning("serve: the system mounts carry no identity (--system-mounts-identity): the environment "
+                say(LOG_WARNING, "serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
         if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
                 ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
@@ -934,9 +952,9 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         unsigned removed = 0;
         TfwError ce = {0};
         if (s->driver.ops->cleanup_stale(&s->driver, s->scratch_fd, &removed, &ce) < 0)
-                log_warning("serve: start-up cleanup: %s", ce.message);
+                say(LOG_WARNING, "serve: start-up cleanup: %s", ce.message);
         else if (removed)
-                log_notice("serve: removed %u container(s) left by a previous run", removed);
+                say(LOG_NOTICE, "serve: removed %u container(s) left by a previous run", removed);
         if (http_global_init(e) < 0) {
                 tfw_error_prefix(e, "libcurl cannot be initialised: ");
                 ret = -EIO;
@@ -972,7 +990,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                         goto out;
                 }
         }
-        log_info("serve: %ld lane(s) as '%s' claiming from %s", n_lanes, s->o.label, s->o.server);
+        say(LOG_INFO, "serve: %ld lane(s) as '%s' claiming from %s", n_lanes, s->o.label, s->o.server);
         for (long i = 0; i < n_lanes; i++) {
                 int k = pthread_create(&lanes[i].thread, NULL, lane_main, &lanes[i]);
                 if (k != 0) {
@@ -1017,14 +1035,14 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 if (sig <= 0)
                         continue;
                 if (atomic_load(&s->stopping) < 1) {
-                        log_notice("serve: signal %d: finishing the running checks, then exiting (again to stop now)", sig);
+                        say(LOG_NOTICE, "serve: signal %d: finishing the running checks, then exiting (again to stop now)", sig);
                         (void) sd_notify(0, "STOPPING=1\nSTATUS=finishing the running checks");
                         pthread_mutex_lock(&s->lock);
                         atomic_store(&s->stopping, 1);
                         pthread_cond_broadcast(&s->cond);
                         pthread_mutex_unlock(&s->lock);
                 } else {
-                        log_notice("serve: signal %d: stopping the running checks and handing their jobs back", sig);
+                        say(LOG_NOTICE, "serve: signal %d: stopping the running checks and handing their jobs back", sig);
                         atomic_store(&s->stopping, 2);
                         kill_deadline = now_monotonic() + (usec_t) s->o.shutdown_grace_secs * USEC_PER_SEC;
                         for (long i = 0; i < n_lanes; i++) {

@@ -16,6 +16,10 @@
 #define SERVE_MAX_MOUNTS 32
 #define SERVE_TOKEN_MAX 4096
 
+/* One line of what the worker does (a job's outcome, a lane's trouble, a signal taken), at a
+ * syslog level: the caller logs it. */
+typedef void (*ServeReport)(void *userdata, int level, const char *line);
+
 typedef struct ServeOptions {
         const char *server, *key, *token_file, *label, *sandbox, *state_dir, *runsc, *platform;
         const char *image, *engine_runtime; /* --sandbox docker|podman */
@@ -31,6 +35,8 @@ typedef struct ServeOptions {
         long max_checkout_mb, shutdown_grace_secs;
         long sandbox_uid, sandbox_gid;
         long result_tail_kb, open_files, file_size_mb, engine_timeout_secs;
+        ServeReport report;                 /* NULL: the events are dropped */
+        void *report_userdata;
 } ServeOptions;
 
 /* The key and the walls a worker's flags make. */
