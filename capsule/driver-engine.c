@@ -68,6 +68,12 @@ static int engine_drv_teardown(const CapsuleDriver *d, const char *cid, unsigned
         return capsule_teardown(NULL, &d->engine, cid, flags, ret, e);
 }
 
+/* `rm -f` and the `ps` that checks it, each bounded by the engine command timeout (serve's
+ * --engine-timeout-secs). */
+static usec_t engine_drv_teardown_bound(const CapsuleDriver *d) {
+        return 2 * d->engine.command_timeout + CAPSULE_TEARDOWN_KILL_USEC;
+}
+
 static int engine_drv_remove(const CapsuleDriver *d, const char *cid) {
         return engine_remove(&d->engine, cid);
 }
@@ -143,6 +149,7 @@ static void engine_drv_done(CapsuleDriver *d) {
                 .label = engine_drv_label, .version = engine_drv_version,                                  \
                 .prepare = engine_drv_prepare, .spawn = engine_drv_spawn, .kill = engine_drv_kill,          \
                 .cancel = engine_drv_cancel, .teardown = engine_drv_teardown,                               \
+                .teardown_bound = engine_drv_teardown_bound,                               \
                 .remove = engine_drv_remove, .cpu_usage = engine_drv_cpu_usage,                            \
                 .oom_killed = engine_drv_oom_killed, .cleanup_stale = engine_drv_cleanup_stale,            \
                 .check = engine_drv_check,                                                                  \

@@ -67,6 +67,11 @@ static int runsc_drv_teardown(const CapsuleDriver *d, const char *cid, unsigned 
         return capsule_teardown(&d->runsc, NULL, cid, flags, ret, e);
 }
 
+static usec_t runsc_drv_teardown_bound(const CapsuleDriver *d) {
+        (void) d;
+        return CAPSULE_TEARDOWN_MAX_USEC;
+}
+
 static int runsc_drv_remove(const CapsuleDriver *d, const char *cid) {
         if (runsc_state_exists(&d->runsc, cid) <= 0)
                 return 0;
@@ -139,6 +144,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .kill = runsc_drv_kill,
         .cancel = runsc_drv_cancel,
         .teardown = runsc_drv_teardown,
+        .teardown_bound = runsc_drv_teardown_bound,
         .remove = runsc_drv_remove,
         .cpu_usage = runsc_drv_cpu_usage,
         .oom_killed = runsc_drv_oom_killed,

@@ -75,6 +75,8 @@ typedef struct CapsuleDriverOps {
         /* From outside, whatever state the container is in (capsule/teardown.h, threat 13):
          * everything of it killed and removed, bounded in time. */
         int (*teardown)(const CapsuleDriver *d, const char *cid, unsigned flags, CapsuleTeardown *ret, TfwError *e);
+        /* How long teardown may take at most (the engines: their command bound, twice). */
+        usec_t (*teardown_bound)(const CapsuleDriver *d);
         /* Remove the container (force); one that does not exist is success. */
         int (*remove)(const CapsuleDriver *d, const char *cid);
         /* CPU time used so far; -EAGAIN while the container does not run yet. */

@@ -29,8 +29,8 @@
 /* capsule/cgroup.c's bound on removing a job cgroup: 10 s for it to empty, then up to 1 s in
  * each other v1 hierarchy runsc made the path in (at most 8 here). */
 #define CAPSULE_TEARDOWN_CGROUP_USEC (20 * USEC_PER_SEC)
-/* The bound on the whole: runsc, the kill passes, the cgroup's removal twice at worst, the
- * delete; an engine, its `rm -f` (the engine command bound, CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS unless
+/* The bound on the whole for runsc (the engines' is their driver's teardown_bound): the kill
+ * passes, the cgroup's removal twice at worst, the delete; an engine, its `rm -f` (the engine command bound, CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS unless
  * serve's --engine-timeout-secs says otherwise). */
 #define CAPSULE_TEARDOWN_MAX_USEC                                                                        \
         MAX(CAPSULE_TEARDOWN_KILL_USEC + CAPSULE_TEARDOWN_DELETE_USEC + 2 * CAPSULE_TEARDOWN_CGROUP_USEC, \

@@ -144,17 +144,38 @@ void serve_options_default(ServeOptions *o) {
 
 /* A config name from the label: lowercase [a-z0-9-], at most 48. */
 static void name_from_label(const char *label, char out[static CONFIG_NAME_MAX + 1]) {
-        size_t n = 0;
+        /* The config name (cgroup group, container names and labels, the default state
+         * directory) from the label: "serve-" and the label in [a-z0-9-]. When that folding
+         * changed anything (case, punctuation, length), 8 hex digits of the label's sha256
+         * follow, so that two labels never share a name (ci.1, CI-1 and ci-1 are three
+         * workers): a second worker's start-up cleanup would remove the first one's capsules. */
         const char *prefix = "serve-";
-        memcpy(out, prefix, strlen(prefix));
-        n = strlen(prefix);
-        for (const char *p = label; *p && n < CONFIG_NAME_MAX; p++) {
+        const size_t hashed_max = CONFIG_NAME_MAX - 9; /* room for "-" and 8 hex digits */
+        size_t n = strlen(prefix);
+        bool changed = false;
+
+        memcpy(out, prefix, n);
+        for (const char *p = label; *p; p++) {
                 char c = *p;
-                if (c >= 'A' && c <= 'Z')
-                        c = (char) (c - 'A' + 'a');
-                out[n++] = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ? c : '-';
+                if (n >= CONFIG_NAME_MAX) {
+                        changed = true;
+                        break;
+                }
+                char f = c >= 'A' && c <= 'Z' ? (char) (c - 'A' + 'a') : c;
+                if (!((f >= 'a' && f <= 'z') || (f >= '0' && f <= '9')))
+                        f = '-';
+                changed = changed || f != c;
+                out[n++] = f;
         }
         out[n] = 0;
+        if (!changed)
+                return;
+        uint8_t h[SHA256_DIGEST_SIZE];
+        char hex[SHA256_HEX_SIZE];
+        sha256_buffer(label, strlen(label), h);
+        sha256_to_hex(h, hex);
+        n = MIN(n, hashed_max);
+        snprintf(out + n, CONFIG_NAME_MAX + 1 - n, "-%.8s", hex);
 }
 
 /* The walls, as a worker config (contract section 2) built from the flags and parsed by the
@@ -319,9 +340,8 @@ static int lock_state_dir(Serve *s, TfwError *e) {
                 if (buf[0])
                         (void) printable_name(buf, other, sizeof(other));
                 return tfw_error(e, EBUSY, "state_dir",
-                                 "--state-dir '%s' is in use by the running worker labelled '%s'; labels that differ "
-                                 "only in case or punctuation share a state directory: give this worker "
-                                 "(label '%s') another --label or --state-dir",
+                                 "--state-dir '%s' is in use by the running worker labelled '%s': give this worker "
+                                 "(label '%s') a --state-dir of its own",
                                  printable_name(s->o.state_dir, shown, sizeof(shown)), other[0] ? other : "(unknown)",
                                  s->o.label);
         }
@@ -359,6 +379,9 @@ typedef struct Lane {
         bool started, joined; /* its thread was created / has been joined */
 } Lane;
 
+/* Called WITHOUT l->lock held: ending a capsule can take the teardown's bound, and the main
+ * thread (which feeds the watchdog) takes l->lock on a second signal. ExecCancel has its own
+ * lock. */
 static void lane_kill_container(Lane *l) {
         exec_cancel(&l->cancel);
 }
@@ -369,7 +392,8 @@ static void lane_kill_container(Lane *l) {
 static void lanes_teardown_before_exit(Lane *lanes, long n) {
         for (long i = 0; i < n; i++) {
                 TfwError e = {0};
-                if (exec_cancel_teardown(&lanes[i].cancel, CAPSULE_TEARDOWN_MAX_USEC, &e) < 0)
+                if (exec_cancel_teardown(&lanes[i].cancel, lanes[i].s->driver.ops->teardown_bound(&lanes[i].s->driver),
+                                         &e) < 0)
                         say(LOG_ERR, "serve %s: %s", lanes[i].label, e.message);
         }
 }
@@ -423,7 +447,9 @@ static void *heartbeat_main(void *arg) {
                         break;
                 if (l->stale || l->lost || l->unauthorized || l->interrupted) {
                         /* The container may have been created after the last kill: again. */
+                        pthread_mutex_unlock(&l->lock);
                         lane_kill_container(l);
+                        pthread_mutex_lock(&l->lock);
                         continue;
                 }
                 pthread_mutex_unlock(&l->lock);
@@ -442,8 +468,11 @@ static void *heartbeat_main(void *arg) {
                         l->stale = true;
                 else if (status != 200)
                         say(LOG_WARNING, "serve %s: heartbeat of job '%s': HTTP %ld", l->label, l->job->id, status);
-                if (l->stale || l->lost || l->unauthorized)
+                if (l->stale || l->lost || l->unauthorized) {
+                        pthread_mutex_unlock(&l->lock);
                         lane_kill_container(l);
+                        pthread_mutex_lock(&l->lock);
+                }
         }
         pthread_mutex_unlock(&l->lock);
         return NULL;
@@ -666,7 +695,9 @@ static Outcome run_job(Lane *l, VJob *j) {
         pthread_mutex_lock(&l->lock);
         l->job = j;
         l->running = true;
-        l->done = l->stale = l->lost = l->unauthorized = l->interrupted = false;
+        l->done = l->stale = l->lost = l->unauthorized = false;
+        /* A job claimed as the second signal came is stopped like the others. */
+        l->interrupted = atomic_load(&s->stopping) >= 2;
         pthread_mutex_unlock(&l->lock);
         bool hb_started = pthread_create(&hb, NULL, heartbeat_main, l) == 0;
         Outcome out = OUT_FAILED;
@@ -882,6 +913,12 @@ static void *lane_main(void *arg) {
                         continue;
                 }
                 l->jobs++;
+                /* A claim that was already waiting when the worker was asked to stop: handed
+                 * back at once, with a retry, rather than started during the shutdown. */
+                if (atomic_load(&s->stopping)) {
+                        (void) send_fail(l, j, "the worker is stopping; the job was not started", false);
+                        break;
+                }
                 if (run_job(l, j) == OUT_FATAL)
                         break;
         }
@@ -1048,12 +1085,14 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                         for (long i = 0; i < n_lanes; i++) {
                                 Lane *l = &lanes[i];
                                 pthread_mutex_lock(&l->lock);
-                                if (l->running) {
+                                bool running = l->running;
+                                if (running) {
                                         l->interrupted = true;
-                                        lane_kill_container(l);
                                         pthread_cond_broadcast(&l->cond);
                                 }
                                 pthread_mutex_unlock(&l->lock);
+                                if (running)
+                                        lane_kill_container(l);
                         }
                 }
         }
