@@ -10,6 +10,10 @@
  *    untimed warm-up of each; every sample, the medians and their ratio.
  * 2. Throughput: N such requests renamed in at once (the daemon runs `concurrency` 2) until
  *    the last result, against N bare runs two at a time.
+ * N = 0 skips the throughput part. With BENCH_BARE_COPY=DIR and BENCH_BARE_TMPFS=MOUNTPOINT
+ * (tests/bench/workspace.sh, issue 12) every bare run also pays for `cp -a DIR` into the tmpfs
+ * (timed; the copy is removed untimed afterwards): what a user pays for a snapshot of the
+ * workspace without the worker.
  * Needs root and runsc on PATH. BASE receives the bare bundle and its runsc root. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -105,10 +109,32 @@ static void reap_bare(pid_t pid) {
                 bare_failed(st);
 }
 
+static void run_cmd(const char *const *argv) {
+        pid_t pid = fork();
+        int st = 0;
+        if (pid == 0) {
+                execvp(argv[0], (char *const *) argv);
+                _exit(127);
+        }
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "bench-orchestrator: %s %s failed\n", argv[0], argv[1]);
+                exit(1);
+        }
+}
+
 static usec_t run_bare(unsigned i) {
+        const char *copy = getenv("BENCH_BARE_COPY"), *tmpfs = getenv("BENCH_BARE_TMPFS");
+        char dst[PATH_MAX];
         usec_t t0 = now_monotonic();
+        if (copy && tmpfs) {
+                snprintf(dst, sizeof(dst), "%s/ws", tmpfs);
+                run_cmd((const char *const[]) { "cp", "-a", copy, dst, NULL });
+        }
         reap_bare(spawn_bare(i));
-        return now_monotonic() - t0;
+        usec_t t = now_monotonic() - t0;
+        if (copy && tmpfs)
+                run_cmd((const char *const[]) { "rm", "-rf", dst, NULL });
+        return t;
 }
 
 /* N bare runs, two at a time. */
@@ -236,8 +262,8 @@ int main(int argc, char **argv) {
         results = argv[2];
         base = argv[3];
         unsigned runs = (unsigned) atoi(argv[4]), burst = (unsigned) atoi(argv[5]);
-        if (runs < 1 || runs > 1000 || burst < 2 || burst > 10000)
-                die("RUNS 1..1000, N 2..10000", EINVAL);
+        if (runs < 1 || runs > 1000 || burst == 1 || burst > 10000)
+                die("RUNS 1..1000, N 0 or 2..10000", EINVAL);
 
         ino = inotify_init1(IN_CLOEXEC);
         if (ino < 0 || inotify_add_watch(ino, results, IN_MOVED_TO | IN_ONLYDIR) < 0)
@@ -264,9 +290,17 @@ int main(int argc, char **argv) {
         qsort(bare, runs, sizeof(usec_t), cmp);
         qsort(dmn, runs, sizeof(usec_t), cmp);
         double mb = (double) bare[runs / 2] / 1000.0, md = (double) dmn[runs / 2] / 1000.0;
-        printf("latency: bare runsc run median %.1f ms, inbox to result median %.1f ms, ratio %.3f "
-               "(target <= 1.3), %u runs each\n", mb, md, md / mb, runs);
+        const char *label = getenv("BENCH_LABEL");
+        printf("%s: bare runsc run%s median %.1f ms, inbox to result median %.1f ms, ratio %.3f "
+               "(target <= %s), %u runs each\n", label ? label : "latency",
+               getenv("BENCH_BARE_COPY") ? " + cp -a into a tmpfs" : "", mb, md, md / mb,
+               getenv("BENCH_TARGET") ?: "1.3", runs);
         fflush(stdout);
+        if (burst == 0) {
+                free(bare);
+                free(dmn);
+                return 0;
+        }
 
         usec_t tb = run_bare_pairs(burst, 1000), td = run_daemon_burst(burst);
         printf("throughput: %u bare runs two at a time %.1f s (%.2f/s), %u requests at concurrency 2 %.1f s "
