@@ -405,6 +405,44 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 run->imp_w = safe_close(run->imp_w);
 }
 
+/* ---- the input thread ---------------------------------------------------------------- */
+
+typedef struct Feeder {
+        int (*fn)(void *userdata, int fd);
+        void *userdata;
+        int fd;
+        pthread_t thread;
+        bool started;
+} Feeder;
+
+static void *feeder_main(void *arg) {
+        Feeder *f = arg;
+        (void) f->fn(f->userdata, f->fd);
+        f->fd = safe_close(f->fd);
+        return NULL;
+}
+
+/* Every signal blocked on the thread (SIGPIPE included: a write to a capsule that stopped
+ * reading fails with EPIPE). */
+static int feeder_start(Feeder *f) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int r = pthread_create(&f->thread, NULL, feeder_main, f);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0)
+                return -r;
+        f->started = true;
+        return 0;
+}
+
+static void feeder_join(Feeder *f) {
+        if (f->started)
+                (void) pthread_join(f->thread, NULL);
+        f->started = false;
+        f->fd = safe_close(f->fd);
+}
+
 static int make_pipe(int fds[2]) {
         return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }
@@ -417,6 +455,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         CgroupJob *cg = NULL;
         CapsuleResult res = { .exit_code = -1, .runsc_status = -1 };
         CapsuleEnding end = {};
+        Feeder feeder = { .fd = -EBADF };
         Run run = { .p = p, .res = &res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF,
                     .pidfd = -EBADF };
         int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
@@ -426,7 +465,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         int r;
 
         if (!p || !p->config || !p->driver || !p->driver->ops || !p->job_id || !capsule_job_id_is_valid(p->job_id) ||
-            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir ||
+            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir == !p->input ||
             !p->init_path || !p->scratch_path)
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
 
@@ -534,9 +573,17 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 set_msg(&res, "pipe: %s", strerror(-r));
                 goto finish;
         }
-        /* The secret fits in the pipe buffer: written and closed before runsc exists. */
+        /* The secret and the input's kind fit in the pipe buffer: written before runsc
+         * exists. A mounted tree: the channel is closed at once; a stream: the feeder thread
+         * writes the rest once the capsule runs. */
         r = write_all(in[1], run.secret, sizeof(run.secret));
-        in[1] = safe_close(in[1]);
+        if (r >= 0)
+                r = write_all(in[1], (const uint8_t[]) { p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED }, 1);
+        if (!p->input || r < 0)
+                in[1] = safe_close(in[1]);
+        else
+                /* A large stream goes in fewer round trips through the sandbox. */
+                (void) fcntl(in[1], F_SETPIPE_SZ, CAPSULE_INPUT_PIPE_SIZE);
         if (r < 0) {
                 res.status = CAPSULE_ERROR;
                 res.reason = "capsule_setup";
@@ -564,6 +611,21 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 goto finish;
         }
         end.started = true;
+        if (p->input) {
+                feeder.fn = p->input;
+                feeder.userdata = p->input_userdata;
+                feeder.fd = TAKE_FD(in[1]);
+                r = feeder_start(&feeder);
+                if (r < 0) {
+                        feeder.fd = safe_close(feeder.fd);
+                        kill_capsule(&run, cg, 1);
+                        res.status = CAPSULE_ERROR;
+                        res.reason = "capsule_setup";
+                        set_msg(&res, "cannot start the input thread: %s", strerror(-r));
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
+        }
         run.art_r = TAKE_FD(art[0]);
         run.log_r = TAKE_FD(lg[0]);
         (void) fcntl(run.art_r, F_SETFL, O_NONBLOCK);
@@ -628,6 +690,9 @@ finish:
                 (void) p->driver->ops->remove(p->driver, id);
         if (bundle)
                 (void) capsule_bundle_remove(bundle);
+        /* Every process of the capsule is gone, so is the channel's reader: the feeder's next
+         * write fails if it had not finished. */
+        feeder_join(&feeder);
 
         /* The artifacts: the importer's verdict, or why there was no stream. */
         res.artifact_junk_bytes = run.scanner.found ? run.scanner.discarded

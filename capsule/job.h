@@ -38,6 +38,8 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 #define CAPSULE_CPU_UNREADABLE_USEC (10 * USEC_PER_SEC)
 /* How often a running job's output so far is written to job.log (kept if the worker dies). */
 #define CAPSULE_LOG_FLUSH_USEC (2 * USEC_PER_SEC)
+/* The input channel's pipe buffer for a streamed workspace (fs.pipe-max-size's default). */
+#define CAPSULE_INPUT_PIPE_SIZE (1024 * 1024)
 
 typedef struct CapsuleJobParams {
         const Config *config;
@@ -53,7 +55,14 @@ typedef struct CapsuleJobParams {
                                    * checked every CAPSULE_CPU_CHECK_USEC; 0: no such limit */
         bool end_on_log_limit;    /* output beyond limits.max_log_bytes ends the job (killed,
                                    * "output_limit"); false: the log is only cut */
-        const char *snapshot_dir; /* absolute; mounted read-only at /snapshot */
+        const char *snapshot_dir; /* absolute; mounted read-only at /snapshot; NULL with input */
+        /* Or the input streamed over the capsule's stdin after the secret (capsule/protocol.h):
+         * called on a thread of its own (every signal blocked) once the capsule is started,
+         * with the write end of the channel, which it must not close; it returns when it has
+         * written everything or the write failed (EPIPE: the capsule stopped reading). The
+         * channel is closed after it returns; capsule_run_job() joins it before returning. */
+        int (*input)(void *userdata, int fd);
+        void *input_userdata;
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
         int log_fd;               /* the bounded job.log is written here (rewritten from its
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and

@@ -207,7 +207,7 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         if (r >= 0)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_TMP_PATH, c->limits.tmp_tmpfs,
                                                  "mode=1777", 0, 0, false));
-        if (r >= 0)
+        if (r >= 0 && p->snapshot_dir) /* NULL: the workspace arrives on stdin */
                 r = add_mount(mounts,
                               ro_bind_json(CAPSULE_SNAPSHOT_PATH, p->snapshot_dir, false, true));
         if (r >= 0)
@@ -264,7 +264,7 @@ static bool params_valid(const CapsuleSpecParams *p) {
         /* passwd and group are host paths only with an image root. */
         size_t n = p->config->rootfs ? ELEMENTSOF(paths) : 2;
         for (size_t i = 0; i < n; i++)
-                if (!paths[i] || !path_is_absolute_normalized(paths[i]))
+                if ((i > 0 || p->snapshot_dir) && (!paths[i] || !path_is_absolute_normalized(paths[i])))
                         return false;
         if (!p->config->rootfs && (!p->root_dir || !path_is_absolute_normalized(p->root_dir)))
                 return false;

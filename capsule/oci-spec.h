@@ -36,7 +36,8 @@ typedef struct CapsuleSpecParams {
         uint64_t timeout_seconds; /* recorded as an annotation; the driver enforces it */
         /* Host paths (absolute). */
         const char *root_dir;     /* empty private directory, used as root when rootfs is NULL */
-        const char *snapshot_dir; /* mounted read-only at /snapshot */
+        const char *snapshot_dir; /* mounted read-only at /snapshot; NULL: none (the workspace
+                                   * is streamed over stdin) */
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
