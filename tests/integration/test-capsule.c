@@ -36,6 +36,7 @@
 #include "capsule/job.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
+#include "snapshot/stream.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
@@ -722,6 +723,8 @@ typedef struct JobOptions {
         char *const *extra_env;
         uint64_t cpu_seconds;
         bool end_on_log_limit;
+        int (*input)(void *userdata, int fd); /* a streamed input instead of env.snapshot */
+        void *input_userdata;
 } JobOptions;
 
 static void run_job_with(const char *id, char **argv, uint64_t timeout, const JobOptions *o, JobRun *out) {
@@ -740,7 +743,9 @@ static void run_job_with(const char *id, char **argv, uint64_t timeout, const Jo
                 .job_id = id,
                 .argv = argv,
                 .timeout_seconds = timeout,
-                .snapshot_dir = env.snapshot,
+                .snapshot_dir = o && o->input ? NULL : env.snapshot,
+                .input = o ? o->input : NULL,
+                .input_userdata = o ? o->input_userdata : NULL,
                 .init_path = env.init_path,
                 .log_fd = log_fd,
                 .staging_fd = out->staging_fd,
@@ -1050,6 +1055,121 @@ static void test_fill_work(void **state) {
         jobrun_free(&j);
 }
 
+/* ---- the streamed input (snapshot/stream.h, issue 12) ---------------------------------- */
+
+typedef struct StreamFixture {
+        bool abort;          /* end with 'A' instead of 'E' */
+        uint64_t big;        /* > 0: one file of this many zero bytes (more than /work holds) */
+        int write_error;     /* what the last write returned */
+        uint64_t sent;
+} StreamFixture;
+
+static int put_record(int fd, uint8_t tag, const char *name, uint8_t flags, bool file, uint64_t size) {
+        uint8_t h[SNAPSHOT_STREAM_HEADER_MAX];
+        size_t n = 0, len = name ? strlen(name) : 0;
+        h[n++] = tag;
+        if (name) {
+                snapshot_stream_put_le(h + n, len, 2);
+                n += 2;
+                memcpy(h + n, name, len);
+                n += len;
+                h[n++] = flags;
+        }
+        if (file) {
+                snapshot_stream_put_le(h + n, size, 8);
+                n += 8;
+        }
+        return write_all(fd, h, n);
+}
+
+static int stream_fixture(void *userdata, int fd) {
+        StreamFixture *f = userdata;
+        static const char content[] = "streamed content";
+        static uint8_t zeros[1 << 16];
+        int r = put_record(fd, SNAPSHOT_STREAM_DIR, "d", 0, false, 0);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "x", 0, true, sizeof(content) - 1);
+        if (r >= 0)
+                r = write_all(fd, content, sizeof(content) - 1);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_UP, NULL, 0, false, 0);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "run.sh", SNAPSHOT_STREAM_EXEC, true, 10);
+        if (r >= 0)
+                r = write_all(fd, "#!/bin/sh\n", 10);
+        if (r >= 0 && f->big) {
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "big", 0, true, f->big);
+                for (uint64_t left = f->big; r >= 0 && left > 0;) {
+                        size_t k = (size_t) MIN(left, (uint64_t) sizeof(zeros));
+                        r = write_all(fd, zeros, k);
+                        left -= k;
+                        f->sent += k;
+                }
+        }
+        if (r >= 0)
+                r = put_record(fd, f->abort ? SNAPSHOT_STREAM_ABORT : SNAPSHOT_STREAM_END, NULL, 0, false, 0);
+        f->write_error = r;
+        return r;
+}
+
+#define STREAM_PROBE                                                                              \
+        "echo ran=yes; echo content=$(cat /work/d/x); [ -x /work/run.sh ] && echo exec=yes; "     \
+        "[ -d /work/artifacts ] && echo artifacts_dir=yes; "                                      \
+        "echo stdin=$(readlink /proc/self/fd/0); echo init_stdin=$(readlink /proc/1/fd/0 2>&1)"
+
+/* The workspace arrives as a stream: /work holds it, with the modes init gives, and the channel
+ * it came on is /dev/null for init and the job alike once the input was read. */
+static void test_stream_input(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = {};
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("stream", argv, 60, &o, &j);
+        assert_int_equal(f.write_error, 0);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "content", "streamed content");
+        assert_value(&j, "exec", "yes");
+        assert_value(&j, "artifacts_dir", "yes");
+        assert_value(&j, "stdin", "/dev/null");
+        assert_value(&j, "init_stdin", "/dev/null");
+        jobrun_free(&j);
+}
+
+/* A stream the host aborts (its walk refused the workspace): nothing runs. */
+static void test_stream_abort(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .abort = true };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streamabort", argv, 60, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_non_null(strstr(j.res.message, CAPSULE_INIT_ERROR_INPUT));
+        jobrun_free(&j);
+}
+
+/* A stream larger than /work: the init stops reading, the capsule ends, and the host's writer
+ * is released by the closed channel (no hang), the job never ran. */
+static void test_stream_too_big(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .big = WORK_TMPFS + (16ULL << 20) };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streambig", argv, 120, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_string_equal(j.res.reason, "snapshot_copy");
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_int_equal(f.write_error, -EPIPE);
+        assert_true(f.sent < f.big);
+        jobrun_free(&j);
+}
+
 static void test_fill_tmp(void **state) {
         (void) state;
         require_env();
@@ -1273,6 +1393,9 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fork_bomb),
                 cmocka_unit_test(test_fill_work),
                 cmocka_unit_test(test_fill_tmp),
+                cmocka_unit_test(test_stream_input),
+                cmocka_unit_test(test_stream_abort),
+                cmocka_unit_test(test_stream_too_big),
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_output_limit),
                 cmocka_unit_test(test_cpu_limit),
