@@ -63,6 +63,10 @@ typedef struct CapsuleJobParams {
          * channel is closed after it returns; capsule_run_job() joins it before returning. */
         int (*input)(void *userdata, int fd);
         void *input_userdata;
+        /* A capsule started ahead (capsule_warm_start) to run this job in; consumed: it is
+         * gone when capsule_run_job() returns, whatever happened. Its limits must be the
+         * job's (capsule_warm_fits). NULL: a capsule is started for the job. */
+        struct CapsuleWarm *warm;
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
         int log_fd;               /* the bounded job.log is written here (rewritten from its
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
@@ -111,6 +115,33 @@ typedef struct CapsuleResult {
  * its cgroup and its bundle are gone when this returns. Blocks SIGPIPE in the calling thread
  * while it runs. */
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
+
+/* ---- capsules started ahead of their job (runtime.warm_seconds; threat 12) -------------- */
+
+typedef struct CapsuleWarm CapsuleWarm;
+
+typedef struct CapsuleWarmParams {
+        const Config *config;     /* the walls: the default limits of this worker */
+        const CapsuleDriver *driver; /* runsc only (a driver that makes its own cgroup) */
+        int scratch_fd;           /* private directory for the bundle */
+        const char *scratch_path;
+        const char *warm_id;      /* capsule_job_id_is_valid(): the container is tfw-<name>-<warm_id> */
+        const char *init_path;
+} CapsuleWarmParams;
+
+/* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
+ * secret), whose init then waits for its job record (capsule/protocol.h). The calling process
+ * must be the one that later runs its job (runsc is its child). */
+int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *e);
+/* Tear an unused one down (bounded, capsule/teardown.h) and free it. NULL is fine. */
+void capsule_warm_free(CapsuleWarm *w);
+static inline void capsule_warm_freep(CapsuleWarm **w) {
+        capsule_warm_free(*w);
+}
+const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
+const char *capsule_warm_id(const CapsuleWarm *w);
+/* Were its walls made from the same limits as config's? */
+bool capsule_warm_fits(const CapsuleWarm *w, const Config *config);
 
 /* Tests only (no configuration reaches it): replaces the reading of the capsule's CPU time,
  * to show that a limit that cannot be checked ends the job. */

@@ -47,6 +47,9 @@ typedef struct CapsuleSpecParams {
                                    * TENTAFLAKE_CHECK=<check>; NULL: the inbox plane */
         const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
                                    * none (the runtime then makes its own) */
+        bool warm;                /* started ahead of its job: process.args is init --warm and
+                                   * the environment only PATH; the job's argv and environment
+                                   * come over the channel (capsule/protocol.h) */
 } CapsuleSpecParams;
 
 /* Build the spec. Accepts: params whose host paths are absolute and normalised, a valid job

@@ -38,6 +38,17 @@
 /* Longest trailer init writes; the host holds back this many bytes of the log channel. */
 #define CAPSULE_TRAILER_MAX 256
 
+/* A capsule started ahead of its job (runtime.warm_seconds) runs `init --warm`: its spec
+ * holds no argv and no job environment. After the secret, init waits for the job record,
+ *   'J' u32 length (little-endian), then that many bytes: the job id NUL, u16 argc, argc
+ *       NUL-terminated strings, u16 envc, envc NUL-terminated "NAME=VALUE" strings,
+ * then the input byte below, and, for a stream, the stream. Only the worker holds the write
+ * end, no job process exists before the record is read, and each capsule takes exactly one
+ * record (threat 12). */
+#define CAPSULE_WARM_ARG "--warm"
+#define CAPSULE_JOB_RECORD 'J'
+#define CAPSULE_JOB_RECORD_MAX (512 * 1024)
+
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'
 #define CAPSULE_INPUT_STREAM 'S'

@@ -209,9 +209,28 @@ static bool snapshot_refusal(const TfwError *se) {
         return se->code && (streq(se->code, "snapshot_too_large") || streq(se->code, "snapshot_special_file"));
 }
 
+int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
+                    const char *warm_id, CapsuleWarm **ret, TfwError *e) {
+        char init_path[PATH_MAX];
+        int r = capsule_find_init(init_path, sizeof(init_path), e);
+        if (r < 0)
+                return r;
+        CapsuleWarmParams wp = {
+                .config = config,
+                .driver = driver,
+                .scratch_fd = scratch_fd,
+                .scratch_path = scratch_path,
+                .warm_id = warm_id,
+                .init_path = init_path,
+        };
+        return capsule_warm_start(&wp, ret, e);
+}
+
 int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         char init_path[PATH_MAX];
         StreamInput in = { .r = -EINPROGRESS };
+        /* Ours from here: used below, or torn down on the way out. */
+        _cleanup_(capsule_warm_freep) CapsuleWarm *warm = p ? p->warm : NULL;
         ExecResult r = {0};
         TfwError se = {0};
         int k;
@@ -246,10 +265,16 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 goto done;
         }
 
-        /* 2-4. The capsule: run, drain log and artifacts, clean up. */
+        /* 2-4. The capsule: run, drain log and artifacts, clean up. A warm one only when its
+         * walls are the job's and the input can come over its channel. */
+        if (warm && (!capsule_warm_fits(warm, p->config) || p->tree_dir || !p->driver->ops->worker_cgroup))
+                warm = (capsule_warm_free(warm), NULL);
         _cleanup_free_ char *cid = NULL;
-        if (capsule_container_id(p->config->name, p->job_id, &cid) < 0 ||
-            !cancel_register(p->cancel, p->driver, cid)) {
+        if (warm)
+                cid = strdup(capsule_warm_container(warm));
+        else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)
+                cid = NULL;
+        if (!cid || !cancel_register(p->cancel, p->driver, cid)) {
                 r.outcome = EXEC_CANCELLED;
                 r.error = "cancelled";
                 set_message(&r, "cancelled before the capsule started");
@@ -270,6 +295,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .snapshot_dir = tree,
                 .input = p->workspace ? stream_input : NULL,
                 .input_userdata = &in,
+                .warm = TAKE_PTR(warm),
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .staging_fd = p->artifacts_fd,

@@ -5,6 +5,7 @@
  * the status.
  *
  *   tentaflake-capsule-init -- ARGV...
+ *   tentaflake-capsule-init --warm      (started ahead: the job record comes on stdin)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
  *    pid 1), read the per-run secret from stdin and put /dev/null in its place;
@@ -392,6 +393,58 @@ static int receive_stream(void) {
         return r;
 }
 
+/* ---- a warm capsule: the job record (capsule/protocol.h) -------------------------------- */
+
+static char *rec_next(char **p, char *end) {
+        char *s = *p, *z = s < end ? memchr(s, 0, (size_t) (end - s)) : NULL;
+        if (!z)
+                return NULL;
+        *p = z + 1;
+        return s;
+}
+
+/* Wait for the job: its argv and its whole environment. -ECANCELED when the channel ends first
+ * (the worker discarded the capsule) or the record is malformed. */
+static int read_job_record(char ***ret_argv, char ***ret_env) {
+        uint8_t h[5];
+        int r = in_read(h, sizeof(h));
+        if (r < 0)
+                return r;
+        uint32_t len = (uint32_t) snapshot_stream_get_le(h + 1, 4);
+        if (h[0] != CAPSULE_JOB_RECORD || len < 6 || len > CAPSULE_JOB_RECORD_MAX)
+                return -ECANCELED;
+        char *rec = malloc(len), *p = rec, *end = rec + len;
+        if (!rec)
+                return -ENOMEM;
+        if ((r = in_read(rec, len)) < 0)
+                return r;
+        if (!rec_next(&p, end) || end - p < 2) /* the id: the environment carries it */
+                return -ECANCELED;
+        size_t argc = (size_t) snapshot_stream_get_le((uint8_t *) p, 2);
+        p += 2;
+        char **av = calloc(argc + 1, sizeof(char *));
+        if (!av)
+                return -ENOMEM;
+        for (size_t i = 0; i < argc; i++)
+                if (!(av[i] = rec_next(&p, end)))
+                        return -ECANCELED;
+        if (argc == 0 || end - p < 2)
+                return -ECANCELED;
+        size_t envc = (size_t) snapshot_stream_get_le((uint8_t *) p, 2);
+        p += 2;
+        char **ev = calloc(envc + 1, sizeof(char *));
+        if (!ev)
+                return -ENOMEM;
+        for (size_t i = 0; i < envc; i++)
+                if (!(ev[i] = rec_next(&p, end)) || !strchr(ev[i], '='))
+                        return -ECANCELED;
+        if (p != end)
+                return -ECANCELED;
+        *ret_argv = av;
+        *ret_env = ev;
+        return 0;
+}
+
 /* ---- step 3: run the job ---------------------------------------------------------------- */
 
 /* Start argv with stdin /dev/null (ours), stdout and stderr on the relay, every other fd
@@ -712,14 +765,27 @@ int main(int argc, char **argv) {
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         ignore_signals();
 
-        if (argc < 3 || !streq(argv[1], "--")) {
-                say("usage: " PROG " -- ARGV...");
+        bool warm = argc == 2 && streq(argv[1], CAPSULE_WARM_ARG);
+        if (!warm && (argc < 3 || !streq(argv[1], "--"))) {
+                say("usage: " PROG " -- ARGV... | " CAPSULE_WARM_ARG);
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         r = read_secret();
         if (r < 0) {
                 say("cannot read the channel secret on stdin: %s", strerror(-r));
                 return CAPSULE_EXIT_INIT_FAILED;
+        }
+        char **job_argv = argv + 2;
+        if (warm) {
+                /* Every wall is in place; this waits, with no job process, until the worker
+                 * gives the job (or ends the capsule). */
+                char **job_env = NULL;
+                r = read_job_record(&job_argv, &job_env);
+                if (r < 0) {
+                        (void) close_input();
+                        return CAPSULE_EXIT_INIT_FAILED;
+                }
+                environ = job_env;
         }
 
         uint8_t kind = 0;
@@ -744,7 +810,7 @@ int main(int argc, char **argv) {
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else {
-                run_job(argv + 2, &o);
+                run_job(job_argv, &o);
                 if (streq(o.init_error, CAPSULE_INIT_ERROR_SPAWN))
                         exit_code = CAPSULE_EXIT_INIT_FAILED;
                 else if (streq(o.init_error, CAPSULE_INIT_ERROR_EXEC))

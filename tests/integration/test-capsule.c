@@ -36,6 +36,7 @@
 #include "capsule/job.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
+#include "snapshot/snapshot.h"
 #include "snapshot/stream.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
@@ -725,6 +726,7 @@ typedef struct JobOptions {
         bool end_on_log_limit;
         int (*input)(void *userdata, int fd); /* a streamed input instead of env.snapshot */
         void *input_userdata;
+        CapsuleWarm *warm;                    /* run on this capsule started ahead */
 } JobOptions;
 
 static void run_job_with(const char *id, char **argv, uint64_t timeout, const JobOptions *o, JobRun *out) {
@@ -746,6 +748,7 @@ static void run_job_with(const char *id, char **argv, uint64_t timeout, const Jo
                 .snapshot_dir = o && o->input ? NULL : env.snapshot,
                 .input = o ? o->input : NULL,
                 .input_userdata = o ? o->input_userdata : NULL,
+                .warm = o ? o->warm : NULL,
                 .init_path = env.init_path,
                 .log_fd = log_fd,
                 .staging_fd = out->staging_fd,
@@ -835,9 +838,32 @@ static void test_hello_and_artifacts(void **state) {
         jobrun_free(&j);
 }
 
-static void test_walls(void **state) {
-        (void) state;
-        require_env();
+/* The input of a warm capsule: env.snapshot through the real snapshot walk. */
+static int stream_snapshot_dir(void *userdata, int fd) {
+        (void) userdata;
+        SnapshotLimits l = { .max_bytes = 64ULL << 20, .max_entries = 1000, .group = JOB_GID };
+        SnapshotSummary s;
+        TfwError e = {};
+        int r = snapshot_stream(env.snapshot, fd, &l, &s, &e);
+        if (r < 0)
+                print_message("stream of the snapshot: %s\n", e.message);
+        return r;
+}
+
+static CapsuleWarm *warm_start(const char *warm_id) {
+        CapsuleWarmParams wp = {
+                .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch, .warm_id = warm_id, .init_path = env.init_path,
+        };
+        CapsuleWarm *w = NULL;
+        TfwError e = {};
+        if (capsule_warm_start(&wp, &w, &e) < 0)
+                fail_msg("capsule_warm_start: %s", e.message);
+        return w;
+}
+
+static void check_walls(bool warm) {
+        const char *id = warm ? "wallswarm" : "walls";
         char port[16];
         _cleanup_close_ int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -854,7 +880,8 @@ static void test_walls(void **state) {
 
         char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "walls", port, env.state_dir, env.key_path, NULL };
         JobRun j;
-        run_job("walls", argv, 60, &j);
+        JobOptions o = { .input = stream_snapshot_dir, .warm = warm ? warm_start("w-walls") : NULL };
+        run_job_with(id, argv, 60, warm ? &o : NULL, &j);
         close(canary);
         assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
 
@@ -879,8 +906,9 @@ static void test_walls(void **state) {
         assert_value(&j, "root_home", "ENOENT");
         assert_value(&j, "state_dir", "ENOENT");
         assert_value(&j, "key", "ENOENT");
-        assert_value(&j, "snapshot_create", "EROFS");
-        assert_value(&j, "snapshot_write", "EROFS");
+        /* A warm capsule has no /snapshot at all: its input came on the channel. */
+        assert_value(&j, "snapshot_create", warm ? "ENOENT" : "EROFS");
+        assert_value(&j, "snapshot_write", warm ? "ENOENT" : "EROFS");
         /* The empty root and /usr are also closed by permissions (EACCES), so the
          * read-only flag itself is asserted on the mount table: no rw mount but the
          * capsule's own tmpfs, proc, sysfs and devpts. */
@@ -901,9 +929,12 @@ static void test_walls(void **state) {
         assert_value(&j, "host_user_daemon", "absent");
         /* Exactly the contract's environment (sorted), nothing of the worker's. */
         assert_value(&j, "environ",
-                     "HOME=/work|LANG=C.UTF-8|"
-                     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
-                     "TENTAFLAKE_JOB=walls|TMPDIR=/tmp|");
+                     warm ? "HOME=/work|LANG=C.UTF-8|"
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
+                            "TENTAFLAKE_JOB=wallswarm|TMPDIR=/tmp|"
+                          : "HOME=/work|LANG=C.UTF-8|"
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
+                            "TENTAFLAKE_JOB=walls|TMPDIR=/tmp|");
 
         /* The job's own fds: stdin /dev/null, stdout+stderr the relay pipe. */
         char buf[4096];
@@ -938,6 +969,20 @@ static void test_walls(void **state) {
         assert_value_not(&j, "init_ptrace", "ok");
         jobrun_free(&j);
 }
+
+static void test_walls(void **state) {
+        (void) state;
+        require_env();
+        check_walls(false);
+}
+
+/* Every wall probe again, on a capsule started before its job (threat 12). */
+static void test_walls_warm(void **state) {
+        (void) state;
+        require_env();
+        check_walls(true);
+}
+
 
 static void test_forged_channels(void **state) {
         (void) state;
@@ -1170,6 +1215,84 @@ static void test_stream_too_big(void **state) {
         jobrun_free(&j);
 }
 
+/* Threat 12: two consecutive jobs, each on its own warm capsule. The first leaves files in
+ * /work and /tmp and a process that would outlive it (new session, ignoring SIGTERM/SIGHUP);
+ * the second sees none of them and no process of the first (found by the name the leftover
+ * carries in its argv, which the first job does see while it runs); the first's container is
+ * gone, its leftover process killed. */
+#define WARM1 "echo leftover >/work/left.txt; echo leftover >/tmp/left.txt; " \
+              "m=i12; setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' ${m}leftover </dev/null >/dev/null 2>&1 & " \
+              "echo bg=$!; " LEFTOVERS("mine")
+#define LEFTOVERS(key) \
+        "echo " key "=$(for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline; echo; done 2>/dev/null | grep -c 'i12leftove[r]'); "
+#define WARM2 "ls /work/left.txt /tmp/left.txt >/dev/null 2>&1 && echo leftovers=yes || echo leftovers=no; " \
+              LEFTOVERS("leftover_procs") "echo job=$TENTAFLAKE_JOB"
+
+static bool container_listed(const char *cid) {
+        char cmd[PATH_MAX * 3];
+        snprintf(cmd, sizeof(cmd), "'%s' --root '%s' list -quiet 2>/dev/null | grep -qx '%s'", env.drv.runsc.binary,
+                 env.runsc_root, cid);
+        return system(cmd) == 0;
+}
+
+/* runsc registers a container while it boots: wait for it (bounded), it is not instant. */
+static bool container_exists(const char *cid) {
+        for (unsigned i = 0; i < 200; i++) {
+                if (container_listed(cid))
+                        return true;
+                usleep(50 * 1000);
+        }
+        return false;
+}
+
+static void test_warm_one_job_each(void **state) {
+        (void) state;
+        require_env();
+        char *a1[] = { (char *) "/bin/sh", (char *) "-c", (char *) WARM1, NULL };
+        char *a2[] = { (char *) "/bin/sh", (char *) "-c", (char *) WARM2, NULL };
+        StreamFixture f = {};
+        JobRun j1, j2;
+
+        CapsuleWarm *w1 = warm_start("w-one");
+        char c1[256];
+        snprintf(c1, sizeof(c1), "%s", capsule_warm_container(w1));
+        assert_true(container_exists(c1));
+        JobOptions o1 = { .input = stream_fixture, .input_userdata = &f, .warm = w1 };
+        run_job_with("warmfirst", a1, 60, &o1, &j1);
+        assert_int_equal(j1.res.status, CAPSULE_SUCCEEDED);
+        assert_non_null(strstr(j1.log, "bg="));
+        /* The probe does see a process that would survive: the first job's own. */
+        assert_value(&j1, "mine", "1");
+        /* Its capsule is gone with its job: the leftover process with it. */
+        assert_false(container_listed(c1));
+        assert_nothing_left("w-one");
+
+        CapsuleWarm *w2 = warm_start("w-two");
+        JobOptions o2 = { .input = stream_fixture, .input_userdata = &f, .warm = w2 };
+        run_job_with("warmsecond", a2, 60, &o2, &j2);
+        assert_int_equal(j2.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j2, "leftovers", "no");
+        /* No process of the first job. */
+        assert_value(&j2, "leftover_procs", "0");
+        assert_value(&j2, "job", "warmsecond");
+        assert_nothing_left("w-two");
+        jobrun_free(&j1);
+        jobrun_free(&j2);
+}
+
+/* A warm capsule nobody used: discarded, nothing of it is left. */
+static void test_warm_discarded(void **state) {
+        (void) state;
+        require_env();
+        CapsuleWarm *w = warm_start("w-unused");
+        char cid[256];
+        snprintf(cid, sizeof(cid), "%s", capsule_warm_container(w));
+        assert_true(container_exists(cid));
+        capsule_warm_free(w);
+        assert_false(container_listed(cid));
+        assert_nothing_left("w-unused");
+}
+
 static void test_fill_tmp(void **state) {
         (void) state;
         require_env();
@@ -1384,6 +1507,9 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_hello_and_artifacts),
                 cmocka_unit_test(test_walls),
+                cmocka_unit_test(test_walls_warm),
+                cmocka_unit_test(test_warm_one_job_each),
+                cmocka_unit_test(test_warm_discarded),
                 cmocka_unit_test(test_forged_channels),
                 cmocka_unit_test(test_forged_trailer_then_kill_init),
                 cmocka_unit_test(test_signals_to_init_ignored),
