@@ -36,6 +36,9 @@ static const char *inbox, *results, *base;
 static char bundle[PATH_MAX], root[PATH_MAX];
 static int ino = -1;
 static unsigned seq;
+/* The first letter of the request ids (BENCH_ID_PREFIX): a second run against the same results
+ * uses other ids. */
+static char idp = 'b';
 
 static _noreturn_ void die(const char *what, int err) {
         fprintf(stderr, "bench-orchestrator: %s: %s\n", what, strerror(err));
@@ -53,6 +56,8 @@ static void write_bare_bundle(void) {
         snprintf(bundle, sizeof(bundle), "%s/bare", base);
         snprintf(root, sizeof(root), "%s/bare-root", base);
         snprintf(p, sizeof(p), "%s/rootfs", bundle);
+        if (access(bundle, F_OK) == 0)
+                return; /* a second run in the same BASE */
         if (mkdir(bundle, 0700) < 0 || mkdir(p, 0555) < 0 || mkdir(root, 0700) < 0)
                 die("bare bundle", errno);
         snprintf(p, sizeof(p), "%s/config.json", bundle);
@@ -170,9 +175,9 @@ static usec_t run_bare_pairs(unsigned n, unsigned first) {
 static unsigned prepare(void) {
         char p[PATH_MAX], body[256];
         unsigned n = seq++;
-        snprintf(p, sizeof(p), "%s/.b%u.tmp", inbox, n);
+        snprintf(p, sizeof(p), "%s/.%c%u.tmp", inbox, idp, n);
         int len = snprintf(body, sizeof(body),
-                           "{\"version\":1,\"id\":\"b%u\",\"action_class\":\"local-reversible\",\"argv\":[\"/bin/true\"]}", n);
+                           "{\"version\":1,\"id\":\"%c%u\",\"action_class\":\"local-reversible\",\"argv\":[\"/bin/true\"]}", idp, n);
         int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || write(fd, body, (size_t) len) != len || close(fd) < 0)
                 die("request", errno);
@@ -181,8 +186,8 @@ static unsigned prepare(void) {
 
 static void submit(unsigned n) {
         char from[PATH_MAX], to[PATH_MAX];
-        snprintf(from, sizeof(from), "%s/.b%u.tmp", inbox, n);
-        snprintf(to, sizeof(to), "%s/b%u.json", inbox, n);
+        snprintf(from, sizeof(from), "%s/.%c%u.tmp", inbox, idp, n);
+        snprintf(to, sizeof(to), "%s/%c%u.json", inbox, idp, n);
         if (rename(from, to) < 0)
                 die("rename into the inbox", errno);
 }
@@ -202,7 +207,7 @@ static void wait_results(unsigned count) {
                         q += sizeof(*ev) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW)
                                 die("inotify overflow in the benchmark", EOVERFLOW);
-                        if ((ev->mask & IN_MOVED_TO) && ev->len && ev->name[0] == 'b' && !strchr(ev->name, '.'))
+                        if ((ev->mask & IN_MOVED_TO) && ev->len && ev->name[0] == idp && !strchr(ev->name, '.'))
                                 count--;
                 }
         }
@@ -210,7 +215,7 @@ static void wait_results(unsigned count) {
 
 static void check_succeeded(unsigned n) {
         char p[PATH_MAX], buf[4096];
-        snprintf(p, sizeof(p), "%s/b%u/result.json", results, n);
+        snprintf(p, sizeof(p), "%s/%c%u/result.json", results, idp, n);
         int fd = open(p, O_RDONLY | O_CLOEXEC);
         ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
         if (fd >= 0)
@@ -219,7 +224,7 @@ static void check_succeeded(unsigned n) {
                 die(p, errno ? errno : EIO);
         buf[len] = 0;
         if (!strstr(buf, "\"status\": \"succeeded\"")) {
-                fprintf(stderr, "bench-orchestrator: b%u did not succeed:\n%s\n", n, buf);
+                fprintf(stderr, "bench-orchestrator: %c%u did not succeed:\n%s\n", idp, n, buf);
                 exit(1);
         }
 }
@@ -265,6 +270,8 @@ int main(int argc, char **argv) {
         if (runs < 1 || runs > 1000 || burst == 1 || burst > 10000)
                 die("RUNS 1..1000, N 0 or 2..10000", EINVAL);
 
+        if (getenv("BENCH_ID_PREFIX") && getenv("BENCH_ID_PREFIX")[0] >= 'a' && getenv("BENCH_ID_PREFIX")[0] <= 'z')
+                idp = getenv("BENCH_ID_PREFIX")[0];
         ino = inotify_init1(IN_CLOEXEC);
         if (ino < 0 || inotify_add_watch(ino, results, IN_MOVED_TO | IN_ONLYDIR) < 0)
                 die("inotify on the results", errno);
