@@ -504,7 +504,7 @@ static void boot_destroy(Boot *b, const CapsuleDriver *d) {
  * failure *res says why and b holds what must be destroyed. */
 static int boot_capsule(const Config *config, const CapsuleDriver *driver, int scratch_fd,
                         const char *scratch_path, const char *job_id, CapsuleSpecParams *sp,
-                        bool warm, uint8_t input_kind, Boot *b, CapsuleResult *res) {
+                        bool warm, uint8_t input_kind, Boot *b, CapsuleResult *res, bool low_cpu) {
         _cleanup_free_ char *group = NULL;
         int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
         const CapsuleDriverOps *ops = driver->ops;
@@ -545,6 +545,10 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
                 boot_fail(res, "capsule_setup", "%s", ce.message);
                 return r;
         }
+        /* A capsule booted ahead yields the CPU to the jobs running meanwhile; its job gets
+         * the normal share back (capsule_run_job). */
+        if (low_cpu && b->cg)
+                (void) cgroup_job_set_cpu_weight(b->cg, true);
 
         sp->cgroups_path = b->cg ? cgroup_job_path(b->cg) : NULL;
         TfwError be = {};
@@ -686,7 +690,7 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .init_path = p->init_path,
         };
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, 0,
-                             &w->boot, &res);
+                             &w->boot, &res, true);
         if (r < 0) {
                 boot_destroy(&w->boot, p->driver);
                 free(w);
@@ -784,7 +788,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                         .init_path = p->init_path,
                 };
                 if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
-                                 input_kind, &boot, &res) < 0) {
+                                 input_kind, &boot, &res, false) < 0) {
                         end.started = boot.started;
                         goto finish;
                 }
@@ -801,6 +805,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         if (boot.warm) {
                 /* The job, only now and only here: after the secret, on the channel only the
                  * worker can write (threat 12). */
+                if (boot.cg)
+                        (void) cgroup_job_set_cpu_weight(boot.cg, false);
                 if (p->cpu_seconds && boot.cg)
                         (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
                 r = write_job_record(boot.in_w, p, input_kind);
