@@ -449,6 +449,10 @@ static int make_pipe(int fds[2]) {
         return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }
 
+static bool streq_ptr(const char *a, const char *b) {
+        return a == b || (a && b && streq(a, b));
+}
+
 /* ---- booting a capsule ------------------------------------------------------------------ */
 
 /* What a started capsule holds: a cold one for its job, a warm one until its job comes. */
@@ -467,7 +471,9 @@ struct CapsuleWarm {
         Boot boot;
         const CapsuleDriver *driver;
         const Config *config;
+        ConfigLimits limits; /* the limits its walls were made from */
         char warm_id[CAPSULE_JOB_ID_MAX + 1];
+        char *snapshot_dir;
 };
 
 static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) _printf_(3, 4);
@@ -680,7 +686,12 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
         w->driver = p->driver;
         w->config = p->config;
+        w->limits = p->config->limits;
         snprintf(w->warm_id, sizeof(w->warm_id), "%s", p->warm_id);
+        if (p->snapshot_dir && !(w->snapshot_dir = strdup(p->snapshot_dir))) {
+                free(w);
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        }
         CapsuleSpecParams sp = {
                 .config = p->config,
                 .job_id = p->warm_id,
@@ -688,11 +699,13 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .warm = true,
                 .timeout_seconds = 1,
                 .init_path = p->init_path,
+                .snapshot_dir = p->snapshot_dir,
         };
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, 0,
                              &w->boot, &res, true);
         if (r < 0) {
                 boot_destroy(&w->boot, p->driver);
+                free(w->snapshot_dir);
                 free(w);
                 return tfw_error(e, -r, res.reason ? res.reason : "capsule_setup", "warm capsule: %s", res.message);
         }
@@ -711,7 +724,12 @@ void capsule_warm_free(CapsuleWarm *w) {
                 (void) waitpid(w->boot.runsc_pid, &st, 0);
         }
         boot_destroy(&w->boot, w->driver);
+        free(w->snapshot_dir);
         free(w);
+}
+
+const char *capsule_warm_snapshot_dir(const CapsuleWarm *w) {
+        return w ? w->snapshot_dir : NULL;
 }
 
 const char *capsule_warm_container(const CapsuleWarm *w) {
@@ -723,9 +741,8 @@ const char *capsule_warm_id(const CapsuleWarm *w) {
 }
 
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config) {
-        const ConfigLimits *a = &w->config->limits, *b = &config->limits;
-        return w->config == config ||
-               (a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
+        const ConfigLimits *a = &w->limits, *b = &config->limits;
+        return (a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
                 a->cpus_milli == b->cpus_milli && a->workspace_tmpfs == b->workspace_tmpfs &&
                 a->tmp_tmpfs == b->tmp_tmpfs && a->open_files == b->open_files && a->file_size == b->file_size);
 }
@@ -746,7 +763,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 
         if (!p || !p->config || !p->driver || !p->driver->ops || !p->job_id || !capsule_job_id_is_valid(p->job_id) ||
             !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir == !p->input ||
-            !p->init_path || !p->scratch_path || (p->warm && p->snapshot_dir))
+            !p->init_path || !p->scratch_path ||
+            (p->warm && !streq_ptr(p->snapshot_dir, p->warm->snapshot_dir)))
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
 
         sigemptyset(&pipe_set);
@@ -929,6 +947,7 @@ finish:
         explicit_bzero(run.secret, sizeof(run.secret));
         if (p->warm) {
                 /* Served its one job: what is left of it is freed here. */
+                free(p->warm->snapshot_dir);
                 free(p->warm);
         }
         *ret = res;

@@ -127,6 +127,10 @@ typedef struct CapsuleWarmParams {
         const char *scratch_path;
         const char *warm_id;      /* capsule_job_id_is_valid(): the container is tfw-<name>-<warm_id> */
         const char *init_path;
+        const char *snapshot_dir; /* for a prepared tree: this (private, still empty) directory
+                                   * is bound read-only at /snapshot now and filled before the
+                                   * job is given (the job's snapshot_dir must be it); NULL:
+                                   * the job's input is streamed */
 } CapsuleWarmParams;
 
 /* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
@@ -140,6 +144,7 @@ static inline void capsule_warm_freep(CapsuleWarm **w) {
 }
 const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
 const char *capsule_warm_id(const CapsuleWarm *w);
+const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
 /* Were its walls made from the same limits as config's? */
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config);
 

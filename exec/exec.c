@@ -210,7 +210,7 @@ static bool snapshot_refusal(const TfwError *se) {
 }
 
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, CapsuleWarm **ret, TfwError *e) {
+                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e) {
         char init_path[PATH_MAX];
         int r = capsule_find_init(init_path, sizeof(init_path), e);
         if (r < 0)
@@ -222,6 +222,7 @@ int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scrat
                 .scratch_path = scratch_path,
                 .warm_id = warm_id,
                 .init_path = init_path,
+                .snapshot_dir = tree_dir,
         };
         return capsule_warm_start(&wp, ret, e);
 }
@@ -267,7 +268,9 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
 
         /* 2-4. The capsule: run, drain log and artifacts, clean up. A warm one only when its
          * walls are the job's and the input can come over its channel. */
-        if (warm && (!capsule_warm_fits(warm, p->config) || p->tree_dir || !p->driver->ops->worker_cgroup))
+        const char *warm_tree = capsule_warm_snapshot_dir(warm);
+        bool warm_input_ok = p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree;
+        if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->worker_cgroup))
                 warm = (capsule_warm_free(warm), NULL);
         _cleanup_free_ char *cid = NULL;
         if (warm)

@@ -124,10 +124,12 @@ int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
 /* Start a capsule ahead of its job (runtime.warm_seconds, contract section 6 step 2): every
  * wall of config in place, its init waiting for the job on the authenticated channel. Its
  * bundle goes into scratch (a private directory of its own), its container is
- * tfw-<name>-<warm_id>. Give it to exactly one exec_run() (ExecPlan.warm), or discard it
- * with capsule_warm_free(). */
+ * tfw-<name>-<warm_id>. tree_dir: for a prepared tree, the (empty, private) directory that
+ * is bound at /snapshot now and must hold the tree when the plan runs (ExecPlan.tree_dir is
+ * it); NULL: for a workspace. Give it to exactly one exec_run() (ExecPlan.warm), or discard
+ * it with capsule_warm_free(). */
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, CapsuleWarm **ret, TfwError *e);
+                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e);
 
 /* The environment digest the plan would run in (contract section 8): the same function
  * exec_run uses, so a pinned digest can be compared before anything is downloaded. */

@@ -126,7 +126,7 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         r = job_driver_open(w, drv, e);
         if (r < 0)
                 return r;
-        return exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, ret, e);
+        return exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, ret, e);
 }
 
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e) {

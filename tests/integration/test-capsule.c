@@ -850,16 +850,21 @@ static int stream_snapshot_dir(void *userdata, int fd) {
         return r;
 }
 
-static CapsuleWarm *warm_start(const char *warm_id) {
+static CapsuleWarm *warm_start_tree(const char *warm_id, const char *tree) {
         CapsuleWarmParams wp = {
                 .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
                 .scratch_path = env.scratch, .warm_id = warm_id, .init_path = env.init_path,
+                .snapshot_dir = tree,
         };
         CapsuleWarm *w = NULL;
         TfwError e = {};
         if (capsule_warm_start(&wp, &w, &e) < 0)
                 fail_msg("capsule_warm_start: %s", e.message);
         return w;
+}
+
+static CapsuleWarm *warm_start(const char *warm_id) {
+        return warm_start_tree(warm_id, NULL);
 }
 
 static void check_walls(bool warm) {
@@ -1280,6 +1285,58 @@ static void test_warm_one_job_each(void **state) {
         jobrun_free(&j2);
 }
 
+/* A prepared tree (serve's checkout) on a warm capsule: the directory is bound at /snapshot
+ * while it is still empty, and filled before the job is given; init copies what is there
+ * then, symlinks included. */
+static void test_warm_prepared_tree(void **state) {
+        (void) state;
+        require_env();
+        char tree[PATH_MAX];
+        snprintf(tree, sizeof(tree), "%s/warmtree", env.base);
+        assert_int_equal(mkdir(tree, 0750), 0);
+        assert_int_equal(chown(tree, 0, JOB_GID), 0);
+        CapsuleWarm *w = warm_start_tree("w-tree", tree);
+        char cid[256];
+        snprintf(cid, sizeof(cid), "%s", capsule_warm_container(w));
+        assert_true(container_exists(cid)); /* booted before the tree exists */
+        _cleanup_close_ int t = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(t >= 0);
+        tfw_write_file(t, "late.txt", "filled after the boot\n", (size_t) -1);
+        assert_int_equal(fchmodat(t, "late.txt", 0644, 0), 0);
+        assert_int_equal(mkdirat(t, "sub", 0755), 0);
+        tfw_write_file(t, "sub/inner.txt", "inner\n", (size_t) -1);
+        assert_int_equal(fchmodat(t, "sub/inner.txt", 0644, 0), 0);
+        assert_int_equal(symlinkat("late.txt", t, "link"), 0);
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "echo late=$(cat /work/late.txt); echo inner=$(cat /work/sub/inner.txt); "
+                                  "echo link=$(readlink /work/link)",
+                         NULL };
+        JobOptions o = { .warm = w };
+        JobRun j;
+        /* run_job_with binds env.snapshot for a cold job; this one runs on the warm tree. */
+        TfwError e = {};
+        _cleanup_close_ int log_fd = memfd_create("job.log", MFD_CLOEXEC);
+        CapsuleJobParams p = {
+                .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch, .job_id = "warmtree", .argv = argv, .timeout_seconds = 60,
+                .snapshot_dir = tree, .warm = o.warm, .init_path = env.init_path, .log_fd = log_fd,
+                .staging_fd = -1, .unpriv_uid = 65534, .unpriv_gid = 65534,
+        };
+        memset(&j, 0, sizeof(j));
+        j.staging_fd = -EBADF;
+        assert_int_equal(capsule_run_job(&p, &j.res, &e), 0);
+        assert_true(lseek(log_fd, 0, SEEK_SET) == 0);
+        assert_int_equal(read_full_fd_bounded(log_fd, 1 << 20, &j.log, &j.log_len), 0);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "late", "filled after the boot");
+        assert_value(&j, "inner", "inner");
+        assert_value(&j, "link", "late.txt");
+        assert_false(container_listed(cid));
+        assert_nothing_left("w-tree");
+        jobrun_free(&j);
+        (void) rm_rf_at(AT_FDCWD, tree);
+}
+
 /* A warm capsule nobody used: discarded, nothing of it is left. */
 static void test_warm_discarded(void **state) {
         (void) state;
@@ -1510,6 +1567,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_walls_warm),
                 cmocka_unit_test(test_warm_one_job_each),
                 cmocka_unit_test(test_warm_discarded),
+                cmocka_unit_test(test_warm_prepared_tree),
                 cmocka_unit_test(test_forged_channels),
                 cmocka_unit_test(test_forged_trailer_then_kill_init),
                 cmocka_unit_test(test_signals_to_init_ignored),
