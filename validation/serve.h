@@ -30,6 +30,7 @@ typedef struct ServeOptions {
         long max_checkout_mb, shutdown_grace_secs;
         long sandbox_uid, sandbox_gid;
         long result_tail_kb, open_files, file_size_mb, engine_timeout_secs;
+        long warm_secs; /* a lane keeps one capsule started ahead this long after a job; 0: off */
 } ServeOptions;
 
 /* The key and the walls a worker's flags make. */
