@@ -203,10 +203,12 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         (void) setpgid(0, 0);
-        if (job_warm_start(&d->w, warm_id, &drv, &warm, &e) < 0) {
+        bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &e) >= 0;
+        if (!booted) {
+                /* The request may already be on its way: it is still served, cold. */
                 log_warning("warm capsule '%s': %s", warm_id, e.message);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
-                _exit(1);
+                warm = NULL;
         }
         char id[REQUEST_ID_MAX + 2];
         ssize_t n;
@@ -223,10 +225,11 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 }
         }
         if (n <= 0) {
-                /* No request came in time (or the daemon stops): nothing of it is left. */
+                /* No request came in time (or the daemon stops): nothing of it is left. A
+                 * capsule that could not boot says so (no other one until the next request). */
                 capsule_warm_free(warm);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
-                _exit(0);
+                _exit(booted ? 0 : 1);
         }
         run_job_in(d, &rec, warm);
         (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
