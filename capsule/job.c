@@ -721,11 +721,25 @@ void capsule_warm_free(CapsuleWarm *w) {
                 TfwError e = {};
                 (void) w->driver->ops->teardown(w->driver, w->boot.id, 0, NULL, &e);
                 int st;
-                (void) waitpid(w->boot.runsc_pid, &st, 0);
+                if (w->boot.runsc_pid > 0)
+                        (void) waitpid(w->boot.runsc_pid, &st, 0);
         }
         boot_destroy(&w->boot, w->driver);
         free(w->snapshot_dir);
         free(w);
+}
+
+bool capsule_warm_alive(CapsuleWarm *w) {
+        int st;
+        if (!w || !w->boot.started)
+                return false;
+        pid_t r = waitpid(w->boot.runsc_pid, &st, WNOHANG);
+        if (r == w->boot.runsc_pid) {
+                /* Reaped here: capsule_warm_free must not wait for it again. */
+                w->boot.runsc_pid = -1;
+                return false;
+        }
+        return r == 0;
 }
 
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w) {

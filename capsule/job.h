@@ -145,6 +145,8 @@ static inline void capsule_warm_freep(CapsuleWarm **w) {
 const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
 const char *capsule_warm_id(const CapsuleWarm *w);
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
+/* Is its runtime still running (not ended while it waited)? */
+bool capsule_warm_alive(CapsuleWarm *w);
 /* Were its walls made from the same limits as config's? */
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config);
 

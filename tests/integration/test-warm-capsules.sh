@@ -64,6 +64,20 @@ check "back to no sandbox after the window" wait_for 60 idle
 check "no job cgroup left" no_job_cgroups
 check "the daemon is alive" daemon_alive
 
+echo "-- [$SECONDS s] a waiting capsule whose sandbox died: the next request runs cold"
+submit "$dir" w5 local-reversible '["true"]'
+check "w5 published" wait_result "$dir" w5
+check "a capsule waits after w5" wait_for 30 warm_listed
+dead=$(containers | grep "^tfw-$name-warm-" | head -1)
+sandbox_pid() { pgrep -f -- "runsc-sandbox.*$dead\$" | head -1; }
+have_sandbox() { [ -n "$(sandbox_pid)" ]; }
+check "its sandbox is found" wait_for 30 have_sandbox
+kill -KILL "$(sandbox_pid)" 2>/dev/null
+submit "$dir" w6 local-reversible '["sh","-c","echo ran-w6"]'
+check "w6 published" wait_result "$dir" w6
+check "w6 succeeded all the same" test "$(result_field "$dir" w6 status)" = succeeded
+check "w6 ran" grep -qx "ran-w6" "$res/w6/job.log"
+
 echo "-- [$SECONDS s] a stop while a capsule waits leaves nothing"
 submit "$dir" w3 local-reversible '["true"]'
 check "w3 published" wait_result "$dir" w3
