@@ -8,7 +8,9 @@
 #      (default 7); target ratio <= 2.0;
 #   2. disk writes: the bytes the daemon and its reaped children (runsc, gofer, sandbox) sent
 #      to the block layer (/proc/PID/io write_bytes) for one request in a 100 MB workspace,
-#      against the size of the result directory it published; target 0 beyond the result.
+#      against the size of the result directory it published; target 0 beyond the result;
+#   3. `make -j2` of this project's binary (its git files) in a capsule, request to result,
+#      against the same build natively (reported, no target).
 # Prints every number; never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -97,3 +99,24 @@ sync
 w1=$(wb)
 echo "disk writes: one request in a 100 MB workspace: $((w1 - w0)) bytes written by the daemon and its children; the result directory holds $(du -sb "$base/results/io1" | cut -f1) bytes (target: nothing beyond the result)"
 grep -o '"status": "[a-z_]*"' "$base/results/io1/result.json" | head -1
+
+# 3. `make -j2` of this project's binary in a capsule against natively (issue 12: report).
+stop_daemon
+rm -rf "$base/ws" "$base/native"
+mkdir -p "$base/ws" "$base/native"
+git ls-files -z | xargs -0 cp --parents -t "$base/ws"
+git ls-files -z | xargs -0 cp --parents -t "$base/native"
+chown -R 12345:12345 "$base/ws"
+t0=$(date +%s%N)
+make -s -C "$base/native" -j2 build/tentaflake-worker >"$base/native.log" 2>&1 || { tail "$base/native.log"; echo "workspace.sh: the native build failed" >&2; }
+t1=$(date +%s%N)
+native_ms=$(( (t1 - t0) / 1000000 ))
+start_daemon
+t0=$(date +%s%N)
+printf '{"version":1,"id":"build1","action_class":"local-reversible","argv":["make","-s","-j2","build/tentaflake-worker"],"timeout_seconds":900}' >"$inbox/.build1.tmp"
+mv "$inbox/.build1.tmp" "$inbox/build1.json"
+for _ in $(seq 18000); do [ -f "$base/results/build1/result.json" ] && break; sleep 0.05; done
+t1=$(date +%s%N)
+capsule_ms=$(( (t1 - t0) / 1000000 ))
+status=$(grep -o '"status": "[a-z_]*"' "$base/results/build1/result.json" | head -1)
+echo "make -j2 of the worker's binary: natively $native_ms ms, in a capsule (request to result) $capsule_ms ms ($status), ratio $(awk -v a="$capsule_ms" -v b="$native_ms" 'BEGIN { printf "%.2f", a / b }') (report)"
