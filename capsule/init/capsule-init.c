@@ -8,7 +8,8 @@
  *   tentaflake-capsule-init --warm      (started ahead: the job record comes on stdin)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
- *    pid 1), read the per-run secret from stdin and put /dev/null in its place;
+ *    pid 1), read the per-run secret from stdin (started ahead, --warm: then wait there for
+ *    the job record, capsule/protocol.h);
  * 2. write the workspace stream that follows the secret into /work (snapshot/stream.h), or
  *    copy /snapshot into /work (a prepared tree: fd-relative, never following a symlink,
  *    without the host's ownership; files 0644 or 0755, directories 0755, symlinks recreated
@@ -315,7 +316,7 @@ static int in_name(char name[static SNAPSHOT_STREAM_NAME_MAX + 1], uint8_t *ret_
  * negative errno: /work could not be written (ENOSPC: it does not fit). */
 static int receive_stream(void) {
         static int fds[MAX_DEPTH + 2];
-        char name[SNAPSHOT_STREAM_NAME_MAX + 1];
+        char name[SNAPSHOT_STREAM_NAME_MAX + 1] = "";
         unsigned depth = 0;
         uint8_t tag, flags, sz[8];
         int r;
