@@ -445,6 +445,13 @@ static int cpu_usage_at(int dir_fd, bool v2, uint64_t *ret_usec) {
         return r;
 }
 
+int cgroup_job_set_cpu_weight(const CgroupJob *j, bool low) {
+        int cpu = j->dir_fd[j->v2 ? 0 : CG_CPU];
+        if (j->v2)
+                return write_u64_at(cpu, "cpu.weight", low ? 1 : 100);
+        return write_u64_at(cpu, "cpu.shares", low ? 2 : 1024);
+}
+
 int cgroup_job_cpu_usage(const CgroupJob *j, uint64_t *ret_usec) {
         if (j->acct_fd < 0)
                 return -EBADF;

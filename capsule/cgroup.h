@@ -44,6 +44,10 @@ int cgroup_group_name(const char *worker_name, char **ret);
 int cgroup_job_create(const char *group, const char *name, const CgroupLimits *limits,
                       CgroupJob **ret, TfwError *e);
 
+/* The job's share of a busy CPU against its siblings: low (a capsule booting ahead of its
+ * job yields to the jobs that run) or the default. cpu.shares (v1) / cpu.weight (v2). */
+int cgroup_job_set_cpu_weight(const CgroupJob *j, bool low);
+
 /* "/<group>/<name>": the spec's linux.cgroupsPath. */
 const char *cgroup_job_path(const CgroupJob *j);
 

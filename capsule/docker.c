@@ -158,7 +158,7 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
             !filename_is_valid(p->name) || !p->worker_name ||
             !config_name_is_valid(p->worker_name) || !p->job_id ||
             !capsule_job_id_is_valid(p->job_id) || !engine_image_is_pinned(p->image) ||
-            !mount_path_ok(p->snapshot_dir) || !mount_path_ok(p->init_path) ||
+            (p->snapshot_dir && !mount_path_ok(p->snapshot_dir)) || !mount_path_ok(p->init_path) ||
             !mount_path_ok(p->passwd_path) || !mount_path_ok(p->group_path) || !p->argv ||
             !p->argv[0] || p->uid == 0 || p->gid == 0 ||
             (p->driver != DRIVER_DOCKER && p->driver != DRIVER_PODMAN) ||
@@ -265,7 +265,8 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         }
 
         /* Its only mounts, all read-only. */
-        add_ro_bind(&a, p->snapshot_dir, CAPSULE_SNAPSHOT_PATH);
+        if (p->snapshot_dir) /* NULL: the workspace arrives on stdin */
+                add_ro_bind(&a, p->snapshot_dir, CAPSULE_SNAPSHOT_PATH);
         add_ro_bind(&a, p->init_path, CAPSULE_INIT_PATH);
         add_ro_bind(&a, p->passwd_path, "/etc/passwd");
         add_ro_bind(&a, p->group_path, "/etc/group");

@@ -55,7 +55,7 @@ typedef struct EngineRunPlan {
         const ConfigLimits *limits;
         uid_t uid;
         gid_t gid;
-        const char *snapshot_dir;  /* bound read-only at /snapshot */
+        const char *snapshot_dir;  /* bound read-only at /snapshot; NULL: none (streamed input) */
         const char *init_path;     /* bound read-only at CAPSULE_INIT_PATH */
         const char *passwd_path;   /* bound read-only over /etc/passwd, /etc/group */
         const char *group_path;

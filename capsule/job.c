@@ -71,6 +71,7 @@ typedef struct Run {
         int cpu_error;
         uint64_t log_flushed; /* log_cap_seen() when job.log was last written */
         CapsuleCpuProbe cpu_probe; /* the driver's state for reading the CPU time */
+        uint64_t cpu_base;  /* a warm capsule's CPU time before its job came */
 } Run;
 
 /* The worker is ending the capsule (timeout, output or CPU limit). */
@@ -366,6 +367,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
                                 int cr = capsule_cpu_usage(run, cg, &used);
                                 if (cr >= 0) {
                                         cpu_failing_since = 0;
+                                        used -= MIN(used, run->cpu_base);
                                         if (used >= run->p->cpu_seconds * USEC_PER_SEC)
                                                 run->cpu_exceeded = true;
                                 } else if (cr == -EAGAIN)
@@ -405,29 +407,378 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 run->imp_w = safe_close(run->imp_w);
 }
 
+/* ---- the input thread ---------------------------------------------------------------- */
+
+typedef struct Feeder {
+        int (*fn)(void *userdata, int fd);
+        void *userdata;
+        int fd;
+        pthread_t thread;
+        bool started;
+} Feeder;
+
+static void *feeder_main(void *arg) {
+        Feeder *f = arg;
+        (void) f->fn(f->userdata, f->fd);
+        f->fd = safe_close(f->fd);
+        return NULL;
+}
+
+/* Every signal blocked on the thread (SIGPIPE included: a write to a capsule that stopped
+ * reading fails with EPIPE). */
+static int feeder_start(Feeder *f) {
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        int r = pthread_create(&f->thread, NULL, feeder_main, f);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (r != 0)
+                return -r;
+        f->started = true;
+        return 0;
+}
+
+static void feeder_join(Feeder *f) {
+        if (f->started)
+                (void) pthread_join(f->thread, NULL);
+        f->started = false;
+        f->fd = safe_close(f->fd);
+}
+
 static int make_pipe(int fds[2]) {
         return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }
 
+static bool streq_ptr(const char *a, const char *b) {
+        return a == b || (a && b && streq(a, b));
+}
+
+/* ---- booting a capsule ------------------------------------------------------------------ */
+
+/* What a started capsule holds: a cold one for its job, a warm one until its job comes. */
+typedef struct Boot {
+        char *id;                 /* the container's name */
+        uint8_t secret[CAPSULE_SECRET_SIZE];
+        CgroupJob *cg;
+        CapsuleBundle *bundle;
+        int in_w, art_r, log_r;   /* our ends of the three channels */
+        pid_t runsc_pid;
+        bool started;             /* runsc was spawned */
+        bool warm;                /* init waits for the job record */
+} Boot;
+
+struct CapsuleWarm {
+        Boot boot;
+        const CapsuleDriver *driver;
+        const Config *config;
+        ConfigLimits limits; /* the limits its walls were made from */
+        char warm_id[CAPSULE_JOB_ID_MAX + 1];
+        char *snapshot_dir;
+};
+
+static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) _printf_(3, 4);
+static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) {
+        va_list ap;
+        res->status = CAPSULE_ERROR;
+        res->reason = reason;
+        va_start(ap, fmt);
+        vsnprintf(res->message, sizeof(res->message), fmt, ap);
+        va_end(ap);
+}
+
+/* Step 4 of the contract for whatever a boot made: the container, its cgroup and its bundle. */
+static void boot_destroy(Boot *b, const CapsuleDriver *d) {
+        b->in_w = safe_close(b->in_w);
+        b->art_r = safe_close(b->art_r);
+        b->log_r = safe_close(b->log_r);
+        if (b->cg)
+                (void) cgroup_job_destroy(b->cg);
+        b->cg = NULL;
+        if (b->id && b->started)
+                (void) d->ops->remove(d, b->id);
+        if (b->bundle)
+                (void) capsule_bundle_remove(b->bundle);
+        b->bundle = NULL;
+        free(b->id);
+        b->id = NULL;
+        b->started = false;
+        explicit_bzero(b->secret, sizeof(b->secret));
+}
+
+/* Cgroup, bundle, channels, the secret (and for a cold job its input's kind), runsc started.
+ * sp: the spec's job part (argv, environment; warm: init waits for them on the channel). On
+ * failure *res says why and b holds what must be destroyed. */
+static int boot_capsule(const Config *config, const CapsuleDriver *driver, int scratch_fd,
+                        const char *scratch_path, const char *job_id, CapsuleSpecParams *sp,
+                        bool warm, uint8_t input_kind, Boot *b, CapsuleResult *res, bool low_cpu) {
+        _cleanup_free_ char *group = NULL;
+        int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
+        const CapsuleDriverOps *ops = driver->ops;
+        int r;
+
+        *b = (Boot) { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF, .warm = warm };
+        r = capsule_container_id(config->name, job_id, &b->id);
+        if (r < 0) {
+                boot_fail(res, "capsule_setup", "cannot prepare job '%s': %s", job_id, strerror(-r));
+                return r;
+        }
+        if (getrandom(b->secret, sizeof(b->secret), 0) != (ssize_t) sizeof(b->secret)) {
+                boot_fail(res, "capsule_setup", "getrandom: %s", strerror(errno));
+                return -EIO;
+        }
+
+        /* The cgroup first, so nothing of the sandbox ever runs outside it. A leftover of the
+         * same name (a predecessor killed mid-job) is removed once. */
+        const ConfigLimits *l = &config->limits;
+        CgroupLimits cl = {
+                .memory = l->memory,
+                .memory_swap = l->memory_swap,
+                .pids = capsule_host_pids_limit(l->pids),
+                .cpu_quota_us = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000),
+                .cpu_period_us = CAPSULE_CPU_PERIOD_US,
+        };
+        TfwError ce = {};
+        r = cgroup_group_name(config->name, &group);
+        if (!ops->worker_cgroup)
+                r = 0; /* the engine makes and limits the container's cgroup */
+        else if (r < 0)
+                r = tfw_error(&ce, -r, "capsule_setup", "invalid cgroup group");
+        if (r >= 0 && ops->worker_cgroup)
+                r = cgroup_job_create(group, b->id, &cl, &b->cg, &ce);
+        if (r == -EEXIST && cgroup_job_remove_stale(group, b->id) >= 0)
+                r = cgroup_job_create(group, b->id, &cl, &b->cg, &ce);
+        if (r < 0) {
+                boot_fail(res, "capsule_setup", "%s", ce.message);
+                return r;
+        }
+        /* A capsule booted ahead yields the CPU to the jobs running meanwhile; its job gets
+         * the normal share back (capsule_run_job). */
+        if (low_cpu && b->cg)
+                (void) cgroup_job_set_cpu_weight(b->cg, true);
+
+        sp->cgroups_path = b->cg ? cgroup_job_path(b->cg) : NULL;
+        TfwError be = {};
+        /* What the driver needs first (the engines: the pinned image is local; never a pull). */
+        if (ops->prepare(driver, config, &be) < 0) {
+                boot_fail(res,
+                          be.code && streq(be.code, "image_missing")   ? "image_missing"
+                          : be.code && streq(be.code, "image_refused") ? "image_refused"
+                                                                       : "runtime_failed",
+                          "%s", be.message);
+                return -EIO;
+        }
+        r = capsule_bundle_create(scratch_fd, scratch_path, b->id, sp, &b->bundle, &be);
+        if (r == -EEXIST && rm_rf_at(scratch_fd, b->id) >= 0)
+                r = capsule_bundle_create(scratch_fd, scratch_path, b->id, sp, &b->bundle, &be);
+        if (r < 0) {
+                boot_fail(res, "capsule_setup", "%s", be.message);
+                return r;
+        }
+        /* A leftover container of the same id would make the run fail. */
+        if (ops->worker_cgroup)
+                (void) ops->remove(driver, b->id);
+
+        if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
+                boot_fail(res, "capsule_setup", "pipe: %s", strerror(-r));
+                goto fail;
+        }
+        /* The secret (and a cold job's input kind) fit in the pipe buffer: written before
+         * runsc exists. A warm capsule's job record, a streamed input, follow later. */
+        r = write_all(in[1], b->secret, sizeof(b->secret));
+        if (r >= 0 && !warm)
+                r = write_all(in[1], &input_kind, 1);
+        if (r < 0) {
+                boot_fail(res, "capsule_setup", "cannot pass the channel secret: %s", strerror(-r));
+                goto fail;
+        }
+        /* A large stream goes in fewer round trips through the sandbox. */
+        (void) fcntl(in[1], F_SETPIPE_SZ, CAPSULE_INPUT_PIPE_SIZE);
+
+        CapsuleSpawn sp_run = {
+                .config = config, .cid = b->id, .job_id = sp->job_id, .argv = sp->argv,
+                .extra_env = sp->extra_env, .check = sp->check, .snapshot_dir = sp->snapshot_dir,
+                .init_path = sp->init_path,
+                .bundle_path = b->bundle->path, .log_path = b->bundle->log_path,
+                .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
+        };
+        r = ops->spawn(driver, &sp_run, &b->runsc_pid);
+        in[0] = safe_close(in[0]);
+        art[1] = safe_close(art[1]);
+        lg[1] = safe_close(lg[1]);
+        if (r < 0) {
+                boot_fail(res, "runtime_failed", "cannot start %s: %s", ops->name, strerror(-r));
+                goto fail;
+        }
+        b->started = true;
+        b->in_w = TAKE_FD(in[1]);
+        b->art_r = TAKE_FD(art[0]);
+        b->log_r = TAKE_FD(lg[0]);
+        return 0;
+fail:
+        safe_close(in[0]);
+        safe_close(in[1]);
+        safe_close(art[0]);
+        safe_close(art[1]);
+        safe_close(lg[0]);
+        safe_close(lg[1]);
+        return r < 0 ? r : -EIO;
+}
+
+/* The job record a warm capsule's init waits for (capsule/protocol.h): id, argv, the whole
+ * environment the job gets. */
+static int write_job_record(int fd, const CapsuleJobParams *p, uint8_t input_kind) {
+        _cleanup_free_ char *job_env = NULL, *check_env = NULL;
+        _cleanup_free_ uint8_t *rec = NULL;
+        size_t n = 0, cap = 1 + 4, argc = 0, envc = 0;
+
+        if (asprintf(&job_env, "TENTAFLAKE_JOB=%s", p->job_id) < 0 ||
+            (p->check && asprintf(&check_env, "TENTAFLAKE_CHECK=%s", p->check) < 0))
+                return -ENOMEM;
+        const char *fixed[] = { CAPSULE_ENV_PATH, CAPSULE_ENV_HOME, CAPSULE_ENV_TMPDIR, CAPSULE_ENV_LANG,
+                                job_env, p->check ? CAPSULE_ENV_CI : NULL, check_env };
+        cap += strlen(p->job_id) + 1 + 2 + 2 + 1;
+        for (char *const *a = p->argv; *a; a++, argc++)
+                cap += strlen(*a) + 1;
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
+                if (fixed[i]) {
+                        cap += strlen(fixed[i]) + 1;
+                        envc++;
+                }
+        for (char *const *v = p->extra_env; v && *v; v++, envc++)
+                cap += strlen(*v) + 1;
+        if (cap > CAPSULE_JOB_RECORD_MAX || argc > UINT16_MAX || envc > UINT16_MAX)
+                return -E2BIG;
+        rec = malloc(cap);
+        if (!rec)
+                return -ENOMEM;
+#define PUT_STR(str) do { size_t _l = strlen(str) + 1; memcpy(rec + n, (str), _l); n += _l; } while (0)
+        rec[n++] = CAPSULE_JOB_RECORD;
+        n += 4; /* the length, below */
+        PUT_STR(p->job_id);
+        rec[n++] = (uint8_t) (argc & 0xff);
+        rec[n++] = (uint8_t) (argc >> 8);
+        for (char *const *a = p->argv; *a; a++)
+                PUT_STR(*a);
+        rec[n++] = (uint8_t) (envc & 0xff);
+        rec[n++] = (uint8_t) (envc >> 8);
+        for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
+                if (fixed[i])
+                        PUT_STR(fixed[i]);
+        for (char *const *v = p->extra_env; v && *v; v++)
+                PUT_STR(*v);
+#undef PUT_STR
+        rec[n++] = input_kind;
+        uint32_t len = (uint32_t) (n - 5 - 1);
+        for (unsigned i = 0; i < 4; i++)
+                rec[1 + i] = (uint8_t) (len >> (8 * i));
+        return write_all(fd, rec, n);
+}
+
+int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *e) {
+        char *const argv[] = { (char *) CAPSULE_WARM_ARG, NULL };
+        CapsuleResult res = {};
+
+        if (!p || !p->config || !p->driver || !p->driver->ops || !p->driver->ops->worker_cgroup ||
+            !p->warm_id || !capsule_job_id_is_valid(p->warm_id) || !p->init_path || !p->scratch_path)
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid warm capsule parameters");
+        CapsuleWarm *w = calloc(1, sizeof(*w));
+        if (!w)
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        w->driver = p->driver;
+        w->config = p->config;
+        w->limits = p->config->limits;
+        snprintf(w->warm_id, sizeof(w->warm_id), "%s", p->warm_id);
+        if (p->snapshot_dir && !(w->snapshot_dir = strdup(p->snapshot_dir))) {
+                free(w);
+                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
+        }
+        CapsuleSpecParams sp = {
+                .config = p->config,
+                .job_id = p->warm_id,
+                .argv = argv,
+                .warm = true,
+                .timeout_seconds = 1,
+                .init_path = p->init_path,
+                .snapshot_dir = p->snapshot_dir,
+        };
+        int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, 0,
+                             &w->boot, &res, true);
+        if (r < 0) {
+                boot_destroy(&w->boot, p->driver);
+                free(w->snapshot_dir);
+                free(w);
+                return tfw_error(e, -r, res.reason ? res.reason : "capsule_setup", "warm capsule: %s", res.message);
+        }
+        *ret = w;
+        return 0;
+}
+
+void capsule_warm_free(CapsuleWarm *w) {
+        if (!w)
+                return;
+        if (w->boot.started) {
+                /* Unused: its init still waits for a job; the teardown kills it. */
+                TfwError e = {};
+                (void) w->driver->ops->teardown(w->driver, w->boot.id, 0, NULL, &e);
+                int st;
+                if (w->boot.runsc_pid > 0)
+                        (void) waitpid(w->boot.runsc_pid, &st, 0);
+        }
+        boot_destroy(&w->boot, w->driver);
+        free(w->snapshot_dir);
+        free(w);
+}
+
+bool capsule_warm_alive(CapsuleWarm *w) {
+        int st;
+        if (!w || !w->boot.started)
+                return false;
+        pid_t r = waitpid(w->boot.runsc_pid, &st, WNOHANG);
+        if (r == w->boot.runsc_pid) {
+                /* Reaped here: capsule_warm_free must not wait for it again. */
+                w->boot.runsc_pid = -1;
+                return false;
+        }
+        return r == 0;
+}
+
+const char *capsule_warm_snapshot_dir(const CapsuleWarm *w) {
+        return w ? w->snapshot_dir : NULL;
+}
+
+const char *capsule_warm_container(const CapsuleWarm *w) {
+        return w ? w->boot.id : NULL;
+}
+
+const char *capsule_warm_id(const CapsuleWarm *w) {
+        return w ? w->warm_id : NULL;
+}
+
+bool capsule_warm_fits(const CapsuleWarm *w, const Config *config) {
+        const ConfigLimits *a = &w->limits, *b = &config->limits;
+        return (a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
+                a->cpus_milli == b->cpus_milli && a->workspace_tmpfs == b->workspace_tmpfs &&
+                a->tmp_tmpfs == b->tmp_tmpfs && a->open_files == b->open_files && a->file_size == b->file_size);
+}
+
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) {
-        _cleanup_free_ char *id = NULL, *group = NULL;
         _cleanup_free_ uint8_t *buf = NULL;
         _cleanup_log_cap_ LogCap *log = NULL;
-        CapsuleBundle *bundle = NULL;
-        CgroupJob *cg = NULL;
         CapsuleResult res = { .exit_code = -1, .runsc_status = -1 };
         CapsuleEnding end = {};
+        Boot boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
+        Feeder feeder = { .fd = -EBADF };
         Run run = { .p = p, .res = &res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF,
                     .pidfd = -EBADF };
-        int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
         char runsc_error[512] = "";
         sigset_t pipe_set, old_set;
         usec_t t0 = 0;
         int r;
 
         if (!p || !p->config || !p->driver || !p->driver->ops || !p->job_id || !capsule_job_id_is_valid(p->job_id) ||
-            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir ||
-            !p->init_path || !p->scratch_path)
+            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir == !p->input ||
+            !p->init_path || !p->scratch_path ||
+            (p->warm && !streq_ptr(p->snapshot_dir, p->warm->snapshot_dir)))
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
 
         sigemptyset(&pipe_set);
@@ -442,145 +793,106 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         end.pids = p->config->limits.pids;
         end.argv0 = p->argv[0];
 
-        r = capsule_container_id(p->config->name, p->job_id, &id);
+        uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
+        if (p->warm) {
+                /* Booted ahead, every wall in place; ours alone from here on. */
+                boot = p->warm->boot;
+                p->warm->boot = (Boot) { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
+        }
         buf = malloc(2 * CHUNK);
-        if (r >= 0 && !buf)
-                r = -ENOMEM;
-        if (r >= 0)
-                r = log_cap_new(p->config->limits.max_log_bytes, &log);
+        r = buf ? log_cap_new(p->config->limits.max_log_bytes, &log) : -ENOMEM;
         if (r < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "cannot prepare job '%s': %s", p->job_id, strerror(-r));
+                boot_fail(&res, "capsule_setup", "cannot prepare job '%s': %s", p->job_id, strerror(-r));
                 goto finish;
         }
         run.pending = buf;
         run.log = log;
-        if (getrandom(run.secret, sizeof(run.secret), 0) != (ssize_t) sizeof(run.secret)) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "getrandom: %s", strerror(errno));
-                goto finish;
+
+        if (!p->warm) {
+                CapsuleSpecParams sp = {
+                        .config = p->config,
+                        .job_id = p->job_id,
+                        .argv = p->argv,
+                        .extra_env = p->extra_env,
+                        .check = p->check,
+                        .timeout_seconds = p->timeout_seconds,
+                        .snapshot_dir = p->snapshot_dir,
+                        .init_path = p->init_path,
+                };
+                if (p->gate && p->gate(p->gate_userdata, false) < 0) {
+                        res.status = CAPSULE_ERROR;
+                        res.reason = "cancelled";
+                        set_msg(&res, "cancelled before the capsule started");
+                        goto finish;
+                }
+                if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
+                                 input_kind, &boot, &res, false) < 0) {
+                        end.started = boot.started;
+                        goto finish;
+                }
+                /* Cancelled while it was being started: the gate ended it, and the run below
+                 * sees it end like any killed capsule. */
+                if (p->gate)
+                        (void) p->gate(p->gate_userdata, true);
         }
+        end.started = boot.started;
+        run.cid = boot.id;
+        memcpy(run.secret, boot.secret, sizeof(run.secret));
+        run.runsc_pid = boot.runsc_pid;
         token_scanner_init(&run.scanner, run.secret);
         trailer_splitter_init(&run.splitter, run.secret + CAPSULE_TOKEN_SIZE, log_sink, &run);
 
-        /* The cgroup first, so nothing of the sandbox ever runs outside it. A leftover of the
-         * same name (a predecessor killed mid-job) is removed once. */
-        const ConfigLimits *l = &p->config->limits;
-        CgroupLimits cl = {
-                .memory = l->memory,
-                .memory_swap = l->memory_swap,
-                .pids = capsule_host_pids_limit(l->pids),
-                .cpu_quota_us = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000),
-                .cpu_period_us = CAPSULE_CPU_PERIOD_US,
-        };
-        TfwError ce = {};
-        run.cid = id;
-        const CapsuleDriverOps *ops = p->driver->ops;
-        r = cgroup_group_name(p->config->name, &group);
-        if (!ops->worker_cgroup)
-                r = 0; /* the engine makes and limits the container's cgroup */
-        else if (r < 0)
-                r = tfw_error(&ce, -r, "capsule_setup", "invalid cgroup group");
-        if (r >= 0 && ops->worker_cgroup)
-                r = cgroup_job_create(group, id, &cl, &cg, &ce);
-        if (r == -EEXIST && cgroup_job_remove_stale(group, id) >= 0)
-                r = cgroup_job_create(group, id, &cl, &cg, &ce);
-        if (r < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "%s", ce.message);
-                goto finish;
-        }
-
-        CapsuleSpecParams sp = {
-                .config = p->config,
-                .job_id = p->job_id,
-                .argv = p->argv,
-                .extra_env = p->extra_env,
-                .check = p->check,
-                .timeout_seconds = p->timeout_seconds,
-                .snapshot_dir = p->snapshot_dir,
-                .init_path = p->init_path,
-                .cgroups_path = cg ? cgroup_job_path(cg) : NULL,
-        };
-        TfwError be = {};
-        /* What the driver needs first (the engines: the pinned image is local; never a pull). */
-        if (ops->prepare(p->driver, p->config, &be) < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = be.code && streq(be.code, "image_missing")   ? "image_missing"
-                             : be.code && streq(be.code, "image_refused") ? "image_refused"
-                                                                          : "runtime_failed";
-                set_msg(&res, "%s", be.message);
-                goto finish;
-        }
-        r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
-        if (r == -EEXIST && rm_rf_at(p->scratch_fd, id) >= 0)
-                r = capsule_bundle_create(p->scratch_fd, p->scratch_path, id, &sp, &bundle, &be);
-        if (r < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "%s", be.message);
-                goto finish;
-        }
-        /* A leftover container of the same id would make the run fail. */
-        if (ops->worker_cgroup)
-                (void) ops->remove(p->driver, id);
-
-        if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "pipe: %s", strerror(-r));
-                goto finish;
-        }
-        /* The secret fits in the pipe buffer: written and closed before runsc exists. */
-        r = write_all(in[1], run.secret, sizeof(run.secret));
-        in[1] = safe_close(in[1]);
-        if (r < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "capsule_setup";
-                set_msg(&res, "cannot pass the channel secret: %s", strerror(-r));
-                goto finish;
-        }
-
         t0 = now_monotonic();
         res.started_at = now_realtime();
-        CapsuleSpawn sp_run = {
-                .config = p->config, .cid = id, .job_id = p->job_id, .argv = p->argv,
-                .extra_env = p->extra_env, .check = p->check, .snapshot_dir = p->snapshot_dir,
-                .init_path = p->init_path,
-                .bundle_path = bundle->path, .log_path = bundle->log_path,
-                .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
-        };
-        r = ops->spawn(p->driver, &sp_run, &run.runsc_pid);
-        in[0] = safe_close(in[0]);
-        art[1] = safe_close(art[1]);
-        lg[1] = safe_close(lg[1]);
-        if (r < 0) {
-                res.status = CAPSULE_ERROR;
-                res.reason = "runtime_failed";
-                set_msg(&res, "cannot start %s: %s", ops->name, strerror(-r));
-                goto finish;
+        if (boot.warm) {
+                /* The job, only now and only here: after the secret, on the channel only the
+                 * worker can write (threat 12). */
+                if (boot.cg)
+                        (void) cgroup_job_set_cpu_weight(boot.cg, false);
+                if (p->cpu_seconds && boot.cg)
+                        (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
+                r = write_job_record(boot.in_w, p, input_kind);
+                if (r < 0) {
+                        boot_fail(&res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
+                                  "cannot pass the job to its capsule: %s", strerror(-r));
+                        kill_capsule(&run, boot.cg, 1);
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
         }
-        end.started = true;
-        run.art_r = TAKE_FD(art[0]);
-        run.log_r = TAKE_FD(lg[0]);
+        if (p->input) {
+                feeder.fn = p->input;
+                feeder.userdata = p->input_userdata;
+                feeder.fd = TAKE_FD(boot.in_w);
+                r = feeder_start(&feeder);
+                if (r < 0) {
+                        feeder.fd = safe_close(feeder.fd);
+                        kill_capsule(&run, boot.cg, 1);
+                        boot_fail(&res, "capsule_setup", "cannot start the input thread: %s", strerror(-r));
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
+        } else
+                boot.in_w = safe_close(boot.in_w);
+        run.art_r = TAKE_FD(boot.art_r);
+        run.log_r = TAKE_FD(boot.log_r);
         (void) fcntl(run.art_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(run.log_r, F_SETFL, O_NONBLOCK);
         run.pidfd = (int) syscall(SYS_pidfd_open, run.runsc_pid, 0);
         if (run.pidfd < 0)
                 run.pidfd = -EBADF;
 
+        CgroupJob *cg = boot.cg;
         event_loop(&run, cg);
         reap_runsc(&run, true);
         /* A job that went past a limit between two checks and then ended by itself was not
          * within it either. */
+        const ConfigLimits *l = &p->config->limits;
         if (p->end_on_log_limit && !run_cut(&run) && log_cap_seen(log) > l->max_log_bytes)
                 run.output_exceeded = true;
         if (p->cpu_seconds && cg && !run_cut(&run) && !capsule_test_cpu_usage_hook) {
                 uint64_t used;
-                if (cgroup_job_cpu_usage(cg, &used) >= 0 && used >= p->cpu_seconds * USEC_PER_SEC)
+                if (cgroup_job_cpu_usage(cg, &used) >= 0 && used - MIN(used, run.cpu_base) >= p->cpu_seconds * USEC_PER_SEC)
                         run.cpu_exceeded = true;
         }
         res.finished_at = now_realtime();
@@ -594,7 +906,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 if (cgroup_job_peak_memory(cg, &res.peak_memory_bytes) >= 0)
                         res.have_peak_memory = true;
         }
-        else if (!end.have_trailer && ops->oom_killed(p->driver, id) > 0)
+        else if (!end.have_trailer && p->driver->ops->oom_killed(p->driver, boot.id) > 0)
                 res.events.oom_kills = 1; /* the engine's record of the kernel's kill; asked
                                            * only when init did not report (a host OOM kill
                                            * takes the whole sandbox) */
@@ -605,29 +917,21 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         end.cpu_unreadable = run.cpu_unreadable;
         end.cpu_error = run.cpu_error;
         end.events = res.events;
-        capsule_bundle_runsc_error(bundle, runsc_error, sizeof(runsc_error));
+        capsule_bundle_runsc_error(boot.bundle, runsc_error, sizeof(runsc_error));
         end.runsc_error = runsc_error;
         capsule_classify(&end, &res);
 
 finish:
-        safe_close(in[0]);
-        safe_close(in[1]);
-        safe_close(art[0]);
-        safe_close(art[1]);
-        safe_close(lg[0]);
-        safe_close(lg[1]);
         safe_close(run.art_r);
         safe_close(run.log_r);
         safe_close(run.imp_w);
         safe_close(run.pidfd);
 
         /* Step 4 of the contract: the container, its cgroup and its bundle, always. */
-        if (cg)
-                (void) cgroup_job_destroy(cg);
-        if (id && end.started)
-                (void) p->driver->ops->remove(p->driver, id);
-        if (bundle)
-                (void) capsule_bundle_remove(bundle);
+        boot_destroy(&boot, p->driver);
+        /* Every process of the capsule is gone, so is the channel's reader: the feeder's next
+         * write fails if it had not finished. */
+        feeder_join(&feeder);
 
         /* The artifacts: the importer's verdict, or why there was no stream. */
         res.artifact_junk_bytes = run.scanner.found ? run.scanner.discarded
@@ -665,6 +969,11 @@ finish:
                 ;
         pthread_sigmask(SIG_SETMASK, &old_set, NULL);
         explicit_bzero(run.secret, sizeof(run.secret));
+        if (p->warm) {
+                /* Served its one job: what is left of it is freed here. */
+                free(p->warm->snapshot_dir);
+                free(p->warm);
+        }
         *ret = res;
         return 0;
 }

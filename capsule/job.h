@@ -38,6 +38,8 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 #define CAPSULE_CPU_UNREADABLE_USEC (10 * USEC_PER_SEC)
 /* How often a running job's output so far is written to job.log (kept if the worker dies). */
 #define CAPSULE_LOG_FLUSH_USEC (2 * USEC_PER_SEC)
+/* The input channel's pipe buffer for a streamed workspace (fs.pipe-max-size's default). */
+#define CAPSULE_INPUT_PIPE_SIZE (1024 * 1024)
 
 typedef struct CapsuleJobParams {
         const Config *config;
@@ -53,7 +55,24 @@ typedef struct CapsuleJobParams {
                                    * checked every CAPSULE_CPU_CHECK_USEC; 0: no such limit */
         bool end_on_log_limit;    /* output beyond limits.max_log_bytes ends the job (killed,
                                    * "output_limit"); false: the log is only cut */
-        const char *snapshot_dir; /* absolute; mounted read-only at /snapshot */
+        const char *snapshot_dir; /* absolute; mounted read-only at /snapshot; NULL with input */
+        /* Or the input streamed over the capsule's stdin after the secret (capsule/protocol.h):
+         * called on a thread of its own (every signal blocked) once the capsule is started,
+         * with the write end of the channel, which it must not close; it returns when it has
+         * written everything or the write failed (EPIPE: the capsule stopped reading). The
+         * channel is closed after it returns; capsule_run_job() joins it before returning. */
+        int (*input)(void *userdata, int fd);
+        void *input_userdata;
+        /* The caller's cancellation, asked right before a cold capsule is spawned (spawned
+         * false: a negative errno refuses to start it) and right after (true: the callee ends it
+         * when the caller cancelled meanwhile). Closes the window where a cancellation finds no
+         * container yet and the run goes on to start one. NULL: none. */
+        int (*gate)(void *userdata, bool spawned);
+        void *gate_userdata;
+        /* A capsule started ahead (capsule_warm_start) to run this job in; consumed: it is
+         * gone when capsule_run_job() returns, whatever happened. Its limits must be the
+         * job's (capsule_warm_fits). NULL: a capsule is started for the job. */
+        struct CapsuleWarm *warm;
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
         int log_fd;               /* the bounded job.log is written here (rewritten from its
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
@@ -102,6 +121,40 @@ typedef struct CapsuleResult {
  * its cgroup and its bundle are gone when this returns. Blocks SIGPIPE in the calling thread
  * while it runs. */
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
+
+/* ---- capsules started ahead of their job (runtime.warm_seconds; threat 12) -------------- */
+
+typedef struct CapsuleWarm CapsuleWarm;
+
+typedef struct CapsuleWarmParams {
+        const Config *config;     /* the walls: the default limits of this worker */
+        const CapsuleDriver *driver; /* runsc only (a driver that makes its own cgroup) */
+        int scratch_fd;           /* private directory for the bundle */
+        const char *scratch_path;
+        const char *warm_id;      /* capsule_job_id_is_valid(): the container is tfw-<name>-<warm_id> */
+        const char *init_path;
+        const char *snapshot_dir; /* for a prepared tree: this (private, still empty) directory
+                                   * is bound read-only at /snapshot now and filled before the
+                                   * job is given (the job's snapshot_dir must be it); NULL:
+                                   * the job's input is streamed */
+} CapsuleWarmParams;
+
+/* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
+ * secret), whose init then waits for its job record (capsule/protocol.h). The calling process
+ * must be the one that later runs its job (runsc is its child). */
+int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *e);
+/* Tear an unused one down (bounded, capsule/teardown.h) and free it. NULL is fine. */
+void capsule_warm_free(CapsuleWarm *w);
+static inline void capsule_warm_freep(CapsuleWarm **w) {
+        capsule_warm_free(*w);
+}
+const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
+const char *capsule_warm_id(const CapsuleWarm *w);
+const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
+/* Is its runtime still running (not ended while it waited)? */
+bool capsule_warm_alive(CapsuleWarm *w);
+/* Were its walls made from the same limits as config's? */
+bool capsule_warm_fits(const CapsuleWarm *w, const Config *config);
 
 /* Tests only (no configuration reaches it): replaces the reading of the capsule's CPU time,
  * to show that a limit that cannot be checked ends the job. */

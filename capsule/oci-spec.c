@@ -132,18 +132,24 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                               job_env,          p->check ? CAPSULE_ENV_CI : NULL, check_env, NULL };
         const char *none[] = { NULL };
 
-        /* init first; "--" ends init's own arguments; then the job's argv, never a shell. */
-        args = json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
+        /* A warm capsule: init waits for its job on the channel, nothing of it is here. */
+        const char *warm_env[] = { CAPSULE_ENV_PATH, NULL };
+        if (p->warm)
+                args = json_pack("[s, s]", CAPSULE_INIT_PATH, CAPSULE_WARM_ARG);
+        else
+                /* init first; "--" ends init's own arguments; then the job's argv, never a
+                 * shell. */
+                args = json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
         if (!args)
                 return NULL;
-        for (char *const *a = p->argv; *a; a++)
+        for (char *const *a = p->argv; !p->warm && *a; a++)
                 if (json_array_append_new(args, json_string(*a)) < 0) {
                         json_decref(args);
                         return NULL;
                 }
 
-        json_t *envj = strv_json(env);
-        for (char *const *v = p->extra_env; envj && v && *v; v++)
+        json_t *envj = strv_json(p->warm ? warm_env : env);
+        for (char *const *v = p->extra_env; envj && !p->warm && v && *v; v++)
                 if (json_array_append_new(envj, json_string(*v)) < 0) {
                         json_decref(envj);
                         envj = NULL;
@@ -207,7 +213,7 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         if (r >= 0)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_TMP_PATH, c->limits.tmp_tmpfs,
                                                  "mode=1777", 0, 0, false));
-        if (r >= 0)
+        if (r >= 0 && p->snapshot_dir) /* NULL: the workspace arrives on stdin */
                 r = add_mount(mounts,
                               ro_bind_json(CAPSULE_SNAPSHOT_PATH, p->snapshot_dir, false, true));
         if (r >= 0)
@@ -264,7 +270,7 @@ static bool params_valid(const CapsuleSpecParams *p) {
         /* passwd and group are host paths only with an image root. */
         size_t n = p->config->rootfs ? ELEMENTSOF(paths) : 2;
         for (size_t i = 0; i < n; i++)
-                if (!paths[i] || !path_is_absolute_normalized(paths[i]))
+                if ((i > 0 || p->snapshot_dir) && (!paths[i] || !path_is_absolute_normalized(paths[i])))
                         return false;
         if (!p->config->rootfs && (!p->root_dir || !path_is_absolute_normalized(p->root_dir)))
                 return false;

@@ -36,7 +36,8 @@ typedef struct CapsuleSpecParams {
         uint64_t timeout_seconds; /* recorded as an annotation; the driver enforces it */
         /* Host paths (absolute). */
         const char *root_dir;     /* empty private directory, used as root when rootfs is NULL */
-        const char *snapshot_dir; /* mounted read-only at /snapshot */
+        const char *snapshot_dir; /* mounted read-only at /snapshot; NULL: none (the workspace
+                                   * is streamed over stdin) */
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */
@@ -46,6 +47,9 @@ typedef struct CapsuleSpecParams {
                                    * TENTAFLAKE_CHECK=<check>; NULL: the inbox plane */
         const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
                                    * none (the runtime then makes its own) */
+        bool warm;                /* started ahead of its job: process.args is init --warm and
+                                   * the environment only PATH; the job's argv and environment
+                                   * come over the channel (capsule/protocol.h) */
 } CapsuleSpecParams;
 
 /* Build the spec. Accepts: params whose host paths are absolute and normalised, a valid job

@@ -7,8 +7,12 @@
  * dumpability, so the job can write into both output channels. The host therefore trusts only
  * what carries a per-run secret the job never sees:
  *
- *   stdin   the host writes CAPSULE_SECRET_SIZE random bytes and closes; init reads them
- *           before any job process exists and replaces fd 0 with /dev/null.
+ *   stdin   the host writes CAPSULE_SECRET_SIZE random bytes, then the input: one byte
+ *           CAPSULE_INPUT_MOUNTED (the tree is bound read-only at /snapshot: init copies it)
+ *           or CAPSULE_INPUT_STREAM followed by the workspace stream (snapshot/stream.h), which the host's
+ *           snapshot walk writes as it reads the workspace (no copy on the host's disk).
+ *           Init reads all of it before any job process exists and then replaces fd 0 with
+ *           /dev/null, so nothing of the job ever reads or writes this channel.
  *   stdout  whatever the job wrote, then (after init has killed and reaped every job process)
  *           the artifact token (first half of the secret) followed by one tar stream. The host
  *           discards everything before the token.
@@ -34,6 +38,23 @@
 /* Longest trailer init writes; the host holds back this many bytes of the log channel. */
 #define CAPSULE_TRAILER_MAX 256
 
+/* A capsule started ahead of its job (runtime.warm_seconds) runs `init --warm`: its spec
+ * holds no argv and no job environment. After the secret, init waits for the job record,
+ *   'J' u32 length (little-endian), then that many bytes: the job id NUL, u16 argc, argc
+ *       NUL-terminated strings, u16 envc, envc NUL-terminated "NAME=VALUE" strings,
+ * then the input byte below, and, for a stream, the stream. Only the worker holds the write
+ * end, no job process exists before the record is read, and each capsule takes exactly one
+ * record (threat 12). */
+#define CAPSULE_WARM_ARG "--warm"
+#define CAPSULE_JOB_RECORD 'J'
+#define CAPSULE_JOB_RECORD_MAX (512 * 1024)
+
+/* The input after the secret (docs/snapshot.md, "The stream"). */
+#define CAPSULE_INPUT_MOUNTED 'M'
+#define CAPSULE_INPUT_STREAM 'S'
+
+/* The workspace stream itself: snapshot/stream.h. */
+
 /* Exit codes of init for its own failures (the trailer says which). 125 and up follow the
  * convention of env(1) and shells: 126 cannot execute, 127 not found. */
 #define CAPSULE_EXIT_INIT_FAILED 125
@@ -42,7 +63,10 @@
 
 /* Reasons init reports in the trailer's init_error field. */
 #define CAPSULE_INIT_ERROR_NONE "none"
-#define CAPSULE_INIT_ERROR_SNAPSHOT "snapshot_copy" /* /snapshot could not be copied to /work */
+#define CAPSULE_INIT_ERROR_SNAPSHOT "snapshot_copy" /* /snapshot or the stream could not be
+                                                     * written to /work */
+#define CAPSULE_INIT_ERROR_INPUT "input_aborted"   /* the host aborted the stream (or it
+                                                     * ended early): nothing ran */
 #define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
 #define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
 

@@ -28,7 +28,7 @@ enum {
         OPT_SERVER = 1000, OPT_KEY, OPT_TOKEN_FILE, OPT_LABEL, OPT_CONCURRENCY, OPT_SANDBOX, OPT_MAX_TIMEOUT,
         OPT_MAX_MEMORY, OPT_MAX_CPU, OPT_MAX_PIDS, OPT_DEF_TIMEOUT, OPT_DEF_MEMORY, OPT_DEF_PIDS, OPT_DEF_CPU,
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
-        OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
+        OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_WARM, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
         OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME, OPT_TAIL, OPT_NOFILE, OPT_FSIZE,
         OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON, OPT_SERVER_SOCKET,
 };
@@ -65,6 +65,7 @@ static const struct option serve_opts[] = {
         {"client-timeout-secs", required_argument, NULL, OPT_CLIENT_TIMEOUT},
         {"max-checkout-mb", required_argument, NULL, OPT_MAX_CHECKOUT},
         {"shutdown-grace-secs", required_argument, NULL, OPT_GRACE},
+        {"warm-secs", required_argument, NULL, OPT_WARM},
         {"state-dir", required_argument, NULL, OPT_STATE_DIR},
         {"runsc", required_argument, NULL, OPT_RUNSC},
         {"platform", required_argument, NULL, OPT_PLATFORM},
@@ -169,6 +170,7 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_CLIENT_TIMEOUT: target = &o->client_timeout_secs; break;
                 case OPT_MAX_CHECKOUT: target = &o->max_checkout_mb; break;
                 case OPT_GRACE: target = &o->shutdown_grace_secs; break;
+                case OPT_WARM: target = &o->warm_secs; break;
                 case OPT_UID: target = &o->sandbox_uid; break;
                 case OPT_TAIL: target = &o->result_tail_kb; break;
                 case OPT_NOFILE: target = &o->open_files; break;
@@ -228,6 +230,7 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
         clamp("backoff-max-secs", &o->backoff_max_secs, 1, 3600);
         clamp("client-timeout-secs", &o->client_timeout_secs, 5, 3600);
         clamp("shutdown-grace-secs", &o->shutdown_grace_secs, 1, 3600);
+        clamp("warm-secs", &o->warm_secs, 0, CONFIG_WARM_SECONDS_MAX);
         clamp("max-timeout-secs", &o->max_timeout_secs, 1, 604800);
         clamp("max-memory-mb", &o->max_memory_mb, 16, 1 << 20);
         clamp("max-cpu-secs", &o->max_cpu_secs, 1, 604800);

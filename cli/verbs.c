@@ -439,6 +439,7 @@ const Verb verbs[] = {
          "  --mount HOST[:SANDBOX][=ID] --no-system-mounts --system-mounts-identity ID\n"
          "  --lease-secs --wait-secs --retry-after-secs --backoff-max-secs\n"
          "  --client-timeout-secs --shutdown-grace-secs --state-dir --runsc --platform\n"
+         "  --warm-secs N                   keep a capsule started ahead N s after a job (60; 0 off)\n"
          "  --sandbox-uid --sandbox-gid --token-file FILE\n"
          "  --result-tail-kb N (8)        the log's tail sent in RESULT\n"
          "  --open-files N (1024)         RLIMIT_NOFILE inside the capsule\n"

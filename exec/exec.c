@@ -23,8 +23,6 @@
 #define ARTIFACT_PARSER_UID 65534
 #define ARTIFACT_PARSER_GID 65534
 
-#define SNAPSHOT_DIR "snapshot"
-
 /* ---- cancellation ------------------------------------------------------------------------ */
 
 void exec_cancel_init(ExecCancel *c) {
@@ -187,8 +185,70 @@ static bool plan_is_valid(const ExecPlan *p) {
                p->argv && p->argv[0] && p->timeout_seconds > 0;
 }
 
+/* ---- the input: the workspace streamed into the capsule ---------------------------------- */
+
+typedef struct StreamInput {
+        const char *workspace;
+        SnapshotLimits limits;
+        SnapshotSummary summary;
+        TfwError error;
+        int r;
+        bool done;
+} StreamInput;
+
+/* On capsule/job.c's input thread: the walk writes what it reads straight into the capsule's
+ * channel; nothing of the workspace is written to the host's disk. */
+static int stream_input(void *userdata, int fd) {
+        StreamInput *in = userdata;
+        in->r = snapshot_stream(in->workspace, fd, &in->limits, &in->summary, &in->error);
+        in->done = true;
+        return in->r;
+}
+
+static bool snapshot_refusal(const TfwError *se) {
+        return se->code && (streq(se->code, "snapshot_too_large") || streq(se->code, "snapshot_special_file"));
+}
+
+int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
+                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e) {
+        char init_path[PATH_MAX];
+        int r = capsule_find_init(init_path, sizeof(init_path), e);
+        if (r < 0)
+                return r;
+        CapsuleWarmParams wp = {
+                .config = config,
+                .driver = driver,
+                .scratch_fd = scratch_fd,
+                .scratch_path = scratch_path,
+                .warm_id = warm_id,
+                .init_path = init_path,
+                .snapshot_dir = tree_dir,
+        };
+        return capsule_warm_start(&wp, ret, e);
+}
+
+/* capsule/job.h's gate: a cancellation that came before the container existed still ends it. */
+static int cancel_gate(void *userdata, bool spawned) {
+        ExecCancel *c = userdata;
+        int r = 0;
+
+        pthread_mutex_lock(&c->lock);
+        if (c->cancelled) {
+                if (spawned && c->driver && c->cid[0])
+                        c->driver->ops->cancel(c->driver, c->cid);
+                r = -ECANCELED;
+        }
+        pthread_mutex_unlock(&c->lock);
+        return r;
+}
+
 int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
-        char snap_path[PATH_MAX], init_path[PATH_MAX];
+        /* Declared before the first goto: the cleanup must never see an uninitialised value. */
+        _cleanup_free_ char *cid = NULL;
+        char init_path[PATH_MAX];
+        StreamInput in = { .r = -EINPROGRESS };
+        /* Ours from here: used below, or torn down on the way out. */
+        _cleanup_(capsule_warm_freep) CapsuleWarm *warm = p ? p->warm : NULL;
         ExecResult r = {0};
         TfwError se = {0};
         int k;
@@ -200,33 +260,21 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         if (exec_plan_digest(p, r.environment_digest) < 0)
                 r.environment_digest[0] = 0;
 
-        /* 1. The input. A workspace the worker will not copy is refused before anything runs. */
+        /* 1. The input: a workspace is walked while the capsule boots, its stream read by
+         * the capsule's init into /work (docs/snapshot.md); a refusal of the walk is the
+         * outcome whatever the capsule did, and the job never starts on an incomplete
+         * stream. A prepared tree is mounted. */
         const char *tree = p->tree_dir;
-        if (p->workspace) {
-                SnapshotLimits sl = {
-                        .max_bytes = p->config->limits.max_snapshot_bytes,
-                        .max_entries = p->config->limits.max_snapshot_entries,
-                        .group = p->config->container_gid,
+        if (p->workspace)
+                in = (StreamInput) {
+                        .workspace = p->workspace,
+                        .limits = {
+                                .max_bytes = p->config->limits.max_snapshot_bytes,
+                                .max_entries = p->config->limits.max_snapshot_entries,
+                                .group = p->config->container_gid,
+                        },
+                        .r = -EINPROGRESS,
                 };
-                (void) rm_rf_at(p->scratch_fd, SNAPSHOT_DIR);
-                if (path_join_buf(snap_path, sizeof(snap_path), p->scratch_path, SNAPSHOT_DIR) < 0) {
-                        r.outcome = EXEC_WORKER_FAULT;
-                        r.error = "internal";
-                        set_message(&r, "the scratch path of '%s' is too long", p->job_id);
-                        goto done;
-                }
-                k = snapshot_take(p->workspace, p->scratch_fd, SNAPSHOT_DIR, &sl, &r.snapshot, &se);
-                if (k < 0) {
-                        bool refused = se.code && (streq(se.code, "snapshot_too_large") ||
-                                                   streq(se.code, "snapshot_special_file"));
-                        r.outcome = refused ? EXEC_REFUSED : EXEC_WORKER_FAULT;
-                        r.error = se.code ? se.code : "snapshot_io";
-                        set_message(&r, "%s", se.message);
-                        goto done;
-                }
-                r.have_snapshot = true;
-                tree = snap_path;
-        }
 
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
@@ -235,10 +283,18 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 goto done;
         }
 
-        /* 2-4. The capsule: run, drain log and artifacts, clean up. */
-        _cleanup_free_ char *cid = NULL;
-        if (capsule_container_id(p->config->name, p->job_id, &cid) < 0 ||
-            !cancel_register(p->cancel, p->driver, cid)) {
+        /* 2-4. The capsule: run, drain log and artifacts, clean up. A warm one only when its
+         * walls are the job's and the input can come over its channel. */
+        const char *warm_tree = capsule_warm_snapshot_dir(warm);
+        bool warm_input_ok = p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree;
+        if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->worker_cgroup ||
+                     !capsule_warm_alive(warm)))
+                warm = (capsule_warm_free(warm), NULL);
+        if (warm)
+                cid = strdup(capsule_warm_container(warm));
+        else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)
+                cid = NULL;
+        if (!cid || !cancel_register(p->cancel, p->driver, cid)) {
                 r.outcome = EXEC_CANCELLED;
                 r.error = "cancelled";
                 set_message(&r, "cancelled before the capsule started");
@@ -257,6 +313,11 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .cpu_seconds = p->cpu_seconds,
                 .end_on_log_limit = p->end_on_log_limit,
                 .snapshot_dir = tree,
+                .input = p->workspace ? stream_input : NULL,
+                .input_userdata = &in,
+                .gate = p->cancel ? cancel_gate : NULL,
+                .gate_userdata = p->cancel,
+                .warm = TAKE_PTR(warm),
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .staging_fd = p->artifacts_fd,
@@ -265,6 +326,26 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         };
         k = capsule_run_job(&cp, &r.capsule, &se);
         cancel_unregister(p->cancel);
+        if (p->workspace && in.done && in.r >= 0) {
+                r.have_snapshot = true;
+                r.snapshot = in.summary;
+        }
+        if (p->workspace && in.done && in.r < 0 && snapshot_refusal(&in.error)) {
+                /* Never runnable as given; init ran nothing (the stream ended with 'A'). */
+                r.outcome = EXEC_REFUSED;
+                r.error = in.error.code;
+                set_message(&r, "%s", in.error.message);
+                goto done;
+        }
+        if (p->workspace && in.done && in.r < 0 &&
+            !(in.error.code && streq(in.error.code, "snapshot_stream"))) {
+                /* The walk failed on the host (the workspace could not be opened, a read
+                 * error): the job did not run, and it is not the job's fault. */
+                r.outcome = EXEC_WORKER_FAULT;
+                r.error = in.error.code ? in.error.code : "snapshot_io";
+                set_message(&r, "%s", in.error.message);
+                goto done;
+        }
         if (k < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
                 r.error = se.code ? se.code : "capsule_setup";
@@ -285,8 +366,6 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         }
 
 done:
-        if (p->workspace)
-                (void) rm_rf_at(p->scratch_fd, SNAPSHOT_DIR);
         if (!r.finished_at)
                 r.finished_at = now_realtime();
         *ret = r;

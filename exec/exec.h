@@ -66,6 +66,10 @@ typedef struct ExecPlan {
         int log_fd;                     /* job.log; -1: not kept */
         int artifacts_fd;               /* empty directory for /work/artifacts; -1: not wanted */
         ExecCancel *cancel;             /* NULL: not cancellable */
+        /* A capsule started ahead (exec_warm_start) by this process; consumed by exec_run
+         * whatever happens. Used when its walls are the plan's (the same limits, the runsc
+         * driver), otherwise torn down and the job starts cold. NULL: cold. */
+        CapsuleWarm *warm;
 } ExecPlan;
 
 /* The one fault classification of both planes. */
@@ -116,6 +120,16 @@ typedef struct ExecResult {
  * container, its cgroup and its bundle are gone when this returns; the job saw only what the
  * walk read (workspace input) or the prepared tree. */
 int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
+
+/* Start a capsule ahead of its job (runtime.warm_seconds, contract section 6 step 2): every
+ * wall of config in place, its init waiting for the job on the authenticated channel. Its
+ * bundle goes into scratch (a private directory of its own), its container is
+ * tfw-<name>-<warm_id>. tree_dir: for a prepared tree, the (empty, private) directory that
+ * is bound at /snapshot now and must hold the tree when the plan runs (ExecPlan.tree_dir is
+ * it); NULL: for a workspace. Give it to exactly one exec_run() (ExecPlan.warm), or discard
+ * it with capsule_warm_free(). */
+int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
+                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e);
 
 /* The environment digest the plan would run in (contract section 8): the same function
  * exec_run uses, so a pinned digest can be compared before anything is downloaded. */

@@ -10,7 +10,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -37,11 +39,25 @@
 /* How long a new daemon waits for the job processes of a predecessor that died to be gone. */
 #define JOBS_LOCK_WAIT (30 * USEC_PER_SEC)
 
+/* A warm capsule's id: its container is tfw-<name>-<id>, its scratch <scratch>/<id>. */
+#define WARM_ID_MAX 32
+#define WARM_RETIRING_MAX 4
+
 typedef struct Running {
         pid_t pid;
         char id[REQUEST_ID_MAX + 1];
+        char capsule[WARM_ID_MAX]; /* the warm capsule it runs in; empty: its own (cold) */
         bool stop_killed; /* killed by a shutdown: interrupted, not an error */
 } Running;
+
+/* A child process holding a capsule started ahead of the next request (runtime.warm_seconds):
+ * it boots the capsule and waits on sock for a request id (it then runs that job in it) or
+ * for the socket's end (it then tears the capsule down and exits). */
+typedef struct WarmChild {
+        pid_t pid;     /* 0: none */
+        int sock;
+        char id[WARM_ID_MAX];
+} WarmChild;
 
 typedef struct Daemon {
         Worker w;
@@ -57,6 +73,9 @@ typedef struct Daemon {
         usec_t next_expiry, next_retention, last_retention;
         char (*queue)[REQUEST_ID_MAX + 1]; /* queued ids in arrival order */
         size_t n_queue;
+        WarmChild warm;                     /* the one waiting for the next request */
+        WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
+        usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
 } Daemon;
 
 static int take_instance_lock(Daemon *d, TfwError *e) {
@@ -135,23 +154,183 @@ static void close_daemon_fds(Daemon *d) {
         d->timer_fd = safe_close(d->timer_fd);
 }
 
-static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
-        TfwError e = {0};
-        sigset_t all;
+static void close_warm_socks(Daemon *d) {
+        d->warm.sock = safe_close(d->warm.sock);
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                d->retiring[i].sock = safe_close(d->retiring[i].sock);
+}
 
-        /* The child must not hold the daemon's lock or event sources, and takes signals
-         * normally again. Its own process group lets a shutdown kill it with its runtime. */
-        close_daemon_fds(d);
-        sigemptyset(&all);
-        (void) sigprocmask(SIG_SETMASK, &all, NULL);
-        (void) setpgid(0, 0);
-        if (job_execute(&d->w, rec, &e) < 0) {
+static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm) {
+        TfwError e = {0};
+        if (job_execute(&d->w, rec, warm, &e) < 0) {
                 log_error("job '%s': %s", rec->id, e.message);
                 TfwError e2 = {0};
                 if (recover_finish_unpublished(&d->w, rec, "error", e.code ? e.code : "internal", e.message, &e2) < 0)
                         log_error("job '%s': cannot publish its error: %s", rec->id, e2.message);
         }
+}
+
+static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
+        sigset_t all;
+
+        /* The child must not hold the daemon's lock or event sources, and takes signals
+         * normally again. Its own process group lets a shutdown kill it with its runtime. */
+        close_daemon_fds(d);
+        close_warm_socks(d);
+        sigemptyset(&all);
+        (void) sigprocmask(SIG_SETMASK, &all, NULL);
+        (void) setpgid(0, 0);
+        run_job_in(d, rec, NULL);
         _exit(0);
+}
+
+/* ---- capsules started ahead (runtime.warm_seconds, issue 12) ------------------------------- */
+
+/* The warm child: boot, wait for one request id or the end of the socket. */
+static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
+        _cleanup_(capsule_driver_done) CapsuleDriver drv = {};
+        CapsuleWarm *warm = NULL;
+        TfwError e = {0};
+        sigset_t all;
+
+        close_daemon_fds(d);
+        close_warm_socks(d);
+        sigemptyset(&all);
+        (void) sigprocmask(SIG_SETMASK, &all, NULL);
+        (void) setpgid(0, 0);
+        bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &e) >= 0;
+        if (!booted) {
+                /* The request may already be on its way: it is still served, cold. */
+                log_warning("warm capsule '%s': %s", warm_id, e.message);
+                (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
+                warm = NULL;
+        }
+        char id[REQUEST_ID_MAX + 2];
+        ssize_t n;
+        do
+                n = read(sock, id, sizeof(id) - 1);
+        while (n < 0 && errno == EINTR);
+        safe_close(sock);
+        RequestRecord rec;
+        if (n > 0) {
+                id[n] = 0;
+                if (store_load(d->w.dirs.requests_fd, id, &rec, &e) < 0) {
+                        log_error("job '%s': %s", id, e.message);
+                        n = 0;
+                }
+        }
+        if (n <= 0) {
+                /* No request came in time (or the daemon stops): nothing of it is left. A
+                 * capsule that could not boot says so (no other one until the next request). */
+                capsule_warm_free(warm);
+                (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
+                _exit(booted ? 0 : 1);
+        }
+        run_job_in(d, &rec, warm);
+        (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
+        _exit(0);
+}
+
+/* Should a capsule wait for the next request now? After a request, for warm_seconds; with
+ * drain only while requests are queued; never while stopping; runsc only. */
+static bool warm_wanted(Daemon *d) {
+        return d->w.config->warm_seconds > 0 && d->w.config->driver == DRIVER_RUNSC && !d->stopping &&
+               d->warm_until > now_monotonic() && (!d->o.drain || d->n_queue > 0);
+}
+
+static void warm_spawn(Daemon *d) {
+        uint8_t rnd[6];
+        int sv[2];
+
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return;
+        WarmChild w = {.sock = -EBADF};
+        int n = snprintf(w.id, sizeof(w.id), "warm-");
+        for (unsigned i = 0; i < sizeof(rnd); i++)
+                n += snprintf(w.id + n, sizeof(w.id) - (size_t) n, "%02x", rnd[i]);
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                return;
+        /* Like a job, the capsule's process never outlives the daemon. */
+        pid_t pid;
+        if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
+                safe_close(sv[0]);
+                safe_close(sv[1]);
+                return;
+        }
+        if (pid == 0) {
+                safe_close(sv[0]);
+                warm_child(d, sv[1], w.id);
+        }
+        safe_close(sv[1]);
+        w.pid = pid;
+        w.sock = sv[0];
+        d->warm = w;
+        log_debug("warm capsule '%s': starting (pid %d)", w.id, (int) pid);
+}
+
+/* Tell the waiting one to go (its socket ends); it is reaped like any child. */
+static void warm_retire(Daemon *d) {
+        if (!d->warm.pid)
+                return;
+        d->warm.sock = safe_close(d->warm.sock);
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                if (!d->retiring[i].pid) {
+                        d->retiring[i] = d->warm;
+                        d->warm = (WarmChild){.sock = -EBADF};
+                        return;
+                }
+        /* No slot: end it the hard way (reaped, then torn down, like a killed job). */
+        (void) kill(-d->warm.pid, SIGKILL);
+        d->retiring[0].sock = safe_close(d->retiring[0].sock);
+        d->retiring[0] = d->warm;
+        d->warm = (WarmChild){.sock = -EBADF};
+}
+
+static bool warm_children_left(Daemon *d) {
+        if (d->warm.pid)
+                return true;
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                if (d->retiring[i].pid)
+                        return true;
+        return false;
+}
+
+/* A warm child ended. One that did not exit cleanly may have left its capsule: torn down. */
+static bool warm_reaped(Daemon *d, pid_t pid, int status) {
+        WarmChild *w = NULL;
+        if (d->warm.pid == pid)
+                w = &d->warm;
+        for (unsigned i = 0; !w && i < WARM_RETIRING_MAX; i++)
+                if (d->retiring[i].pid == pid)
+                        w = &d->retiring[i];
+        if (!w)
+                return false;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                job_cleanup(&d->w, w->id);
+                if (w == &d->warm)
+                        /* It could not start one: not again before the next request. */
+                        d->warm_until = 0;
+        }
+        w->sock = safe_close(w->sock);
+        *w = (WarmChild){.sock = -EBADF};
+        return true;
+}
+
+/* Give the request to the waiting capsule; false when there is none (or it is gone). */
+static bool warm_take(Daemon *d, const RequestRecord *rec, Running *run) {
+        if (!d->warm.pid)
+                return false;
+        size_t len = strlen(rec->id);
+        ssize_t n = send(d->warm.sock, rec->id, len, MSG_NOSIGNAL);
+        d->warm.sock = safe_close(d->warm.sock);
+        if (n != (ssize_t) len) {
+                warm_retire(d);
+                return false;
+        }
+        run->pid = d->warm.pid;
+        snprintf(run->capsule, sizeof(run->capsule), "%s", d->warm.id);
+        d->warm = (WarmChild){.sock = -EBADF};
+        return true;
 }
 
 /* Start queued requests in arrival order up to the concurrency. */
@@ -180,6 +359,16 @@ static int start_jobs(Daemon *d, TfwError *e) {
                         return r;
                 }
 
+                /* A request: keep a capsule ready for the next one for warm_seconds. */
+                d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
+                Running *run = &d->running[d->n_running];
+                *run = (Running){0};
+                if (warm_take(d, &rec, run)) {
+                        d->n_running++;
+                        memcpy(run->id, rec.id, sizeof(run->id));
+                        log_info("job '%s': started in capsule '%s' (pid %d)", rec.id, run->capsule, (int) run->pid);
+                        continue;
+                }
                 /* A job never outlives the daemon: if the daemon dies, the job is published as
                  * interrupted at the next start and must not be running meanwhile (threat 10). */
                 pid_t pid;
@@ -191,12 +380,17 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 }
                 if (pid == 0)
                         run_child(d, &rec);
-                Running *run = &d->running[d->n_running++];
+                d->n_running++;
                 run->pid = pid;
-                run->stop_killed = false;
                 memcpy(run->id, rec.id, sizeof(run->id));
                 log_info("job '%s': started (pid %d)", rec.id, (int) pid);
         }
+        /* One capsule waits for the next request while one is wanted; none otherwise. */
+        if (warm_wanted(d)) {
+                if (!d->warm.pid)
+                        warm_spawn(d);
+        } else
+                warm_retire(d);
         status_notify(d);
         return 0;
 }
@@ -207,6 +401,8 @@ static void reap(Daemon *d) {
                 pid_t pid = waitpid(-1, &status, WNOHANG);
                 if (pid <= 0)
                         return;
+                if (warm_reaped(d, pid, status))
+                        continue;
                 for (unsigned i = 0; i < d->n_running; i++) {
                         Running *run = &d->running[i];
                         RequestRecord rec;
@@ -215,6 +411,8 @@ static void reap(Daemon *d) {
                                 continue;
                         if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0 && rec.state != STATE_FINAL) {
                                 char msg[200];
+                                if (run->capsule[0])
+                                        job_cleanup(&d->w, run->capsule);
                                 job_cleanup(&d->w, run->id);
                                 if (run->stop_killed)
                                         snprintf(msg, sizeof(msg), "the worker was stopped while the job ran");
@@ -240,6 +438,13 @@ static void kill_running(Daemon *d) {
                 (void) kill(-d->running[i].pid, SIGKILL);
                 (void) kill(d->running[i].pid, SIGKILL);
         }
+        /* A waiting capsule's process too; its capsule is torn down when it is reaped. */
+        warm_retire(d);
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                if (d->retiring[i].pid) {
+                        (void) kill(-d->retiring[i].pid, SIGKILL);
+                        (void) kill(d->retiring[i].pid, SIGKILL);
+                }
         d->killing = true;
 }
 
@@ -252,6 +457,7 @@ static void handle_signals(Daemon *d) {
                         if (!d->stopping) {
                                 d->stopping = true;
                                 d->stop_deadline = now_monotonic() + d->o.stop_grace;
+                                warm_retire(d);
                                 (void) sd_notify(0, "STOPPING=1");
                                 log_info("stopping: %u job(s) may finish", d->n_running);
                         } else if (!d->killing) {
@@ -359,6 +565,9 @@ static void arm_timer(Daemon *d) {
                 mono = d->next_watchdog;
         if (d->stopping && !d->killing && (mono == 0 || d->stop_deadline < mono))
                 mono = d->stop_deadline;
+        /* The end of the window of the capsule waiting for the next request. */
+        if (d->warm.pid && d->warm_until && (mono == 0 || d->warm_until < mono))
+                mono = d->warm_until;
         struct itimerspec its = {};
         if (mono) {
                 its.it_value.tv_sec = (time_t) (mono / USEC_PER_SEC);
@@ -393,6 +602,10 @@ static int handle_deadlines(Daemon *d, TfwError *e) {
         if (d->watchdog_usec && d->next_watchdog <= now_m) {
                 (void) sd_notify(0, "WATCHDOG=1");
                 d->next_watchdog = now_m + d->watchdog_usec / 2;
+        }
+        if (d->warm.pid && !warm_wanted(d)) {
+                log_debug("warm capsule '%s': no request for %u s, removed", d->warm.id, d->w.config->warm_seconds);
+                warm_retire(d);
         }
         if (d->stopping && !d->killing && d->n_running > 0 && d->stop_deadline <= now_m) {
                 log_info("grace period over: killing %u job(s)", d->n_running);
@@ -434,7 +647,9 @@ static void audit_worker(Daemon *d, const char *event, const char *outcome) {
 
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         Daemon d = {.o = *o, .lock_fd = -EBADF, .jobs_lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
-                    .timer_fd = -EBADF, .pid = getpid()};
+                    .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                d.retiring[i].sock = -EBADF;
         int r;
 
         r = worker_open(&d.w, c, e);
@@ -510,7 +725,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 r = start_jobs(&d, e);
                 if (r < 0)
                         goto out;
-                if (d.stopping && d.n_running == 0)
+                if (d.stopping && d.n_running == 0 && !warm_children_left(&d))
                         break;
                 if (o->drain && d.n_running == 0 && d.n_queue == 0 && inbox_is_empty(&d)) {
                         /* An approval that came after the last reload: take it now rather
@@ -519,7 +734,9 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                                 d.reload_queue = true;
                                 continue;
                         }
-                        break;
+                        warm_retire(&d);
+                        if (!warm_children_left(&d))
+                                break;
                 }
 
                 arm_timer(&d);
@@ -562,6 +779,8 @@ out:
                                 if (d.running[i].pid == pid) {
                                         RequestRecord rec;
                                         TfwError e2 = {0};
+                                        if (d.running[i].capsule[0])
+                                                job_cleanup(&d.w, d.running[i].capsule);
                                         job_cleanup(&d.w, d.running[i].id);
                                         if (store_load(d.w.dirs.requests_fd, d.running[i].id, &rec, &e2) >= 0 &&
                                             rec.state != STATE_FINAL)
@@ -571,6 +790,15 @@ out:
                                         break;
                                 }
                 }
+        }
+        /* A capsule still waiting (leaving on an error): ended, and its process reaped. */
+        warm_retire(&d);
+        while (warm_children_left(&d)) {
+                int status;
+                pid_t pid = waitpid(-1, &status, 0);
+                if (pid < 0)
+                        break;
+                (void) warm_reaped(&d, pid, status);
         }
         if (d.w.audit)
                 audit_worker(&d, "worker-stop", r < 0 ? "error" : "ok");

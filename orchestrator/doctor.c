@@ -263,15 +263,25 @@ static void probe_free(Probe *p) {
         p->log = NULL;
 }
 
-static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, Probe *ret) {
+/* warm: run it in a capsule started ahead (runtime.warm_seconds), booted here first. */
+static int run_probe_in(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, bool warm,
+                        Probe *ret) {
         _cleanup_close_ int log_fd = memfd_create("doctor-probe.log", MFD_CLOEXEC);
         char id[64];
         TfwError e = {0};
+        CapsuleWarm *w = NULL;
         int r;
 
         if (log_fd < 0)
                 return -errno;
         snprintf(id, sizeof(id), "doctor-%d-%s", (int) getpid(), what);
+        if (warm) {
+                char wid[80];
+                snprintf(wid, sizeof(wid), "%s-warm", id);
+                r = exec_warm_start(c, &d->driver, d->scratch_fd, d->scratch, wid, d->snapshot, &w, &e);
+                if (r < 0)
+                        return r;
+        }
         ExecPlan plan = {
                 .config = c,
                 .driver = &d->driver,
@@ -284,6 +294,7 @@ static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, 
                 .timeout_seconds = timeout,
                 .log_fd = log_fd,
                 .artifacts_fd = -EBADF,
+                .warm = w,
         };
         ExecResult x = {};
         *ret = (Probe){};
@@ -299,6 +310,10 @@ static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, 
         if (lseek(log_fd, 0, SEEK_SET) < 0)
                 return -errno;
         return read_full_fd_bounded(log_fd, PROBE_LOG_MAX, &ret->log, &ret->log_len);
+}
+
+static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, Probe *ret) {
+        return run_probe_in(d, c, what, argv, timeout, false, ret);
 }
 
 /* The value of the last "key=value" line the probe printed, or NULL. */
@@ -402,9 +417,13 @@ static bool is_zero_caps(const char *v) {
         return v && strlen(v) == 16 && strspn(v, "0") == 16;
 }
 
-static void probe_walls(Doctor *d) {
+/* The walls, in a capsule started for the job (warm false) or ahead of it (warm true: every
+ * check's name then ends in "_warm"). */
+static void probe_walls(Doctor *d, bool warm) {
         const Config *c = d->config;
-        char script[2048], buf[1200], want[64], cap[64];
+        char script[2048], buf[1200], want[64], cap[64], nm[64];
+        const char *sfx = warm ? "_warm" : "";
+#define NAME(n) (snprintf(nm, sizeof(nm), "%s%s", (n), sfx), nm)
         Probe p;
         char *argv[4];
         int r;
@@ -424,9 +443,9 @@ static void probe_walls(Doctor *d) {
                  (long) SYS_prctl, 39 /* PR_GET_NO_NEW_PRIVS */);
         memcpy(argv, sh_argv, sizeof(argv));
         argv[2] = script;
-        r = run_probe(d, c, "walls", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        r = run_probe_in(d, c, warm ? "wallswarm" : "walls", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, warm, &p);
         if (r < 0 || p.res.status != CAPSULE_SUCCEEDED) {
-                report(d, "probe_walls", false, "the walls probe job did not complete: %s",
+                report(d, NAME("probe_walls"), false, "the walls probe job did not complete: %s",
                        r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf)));
                 probe_free(&p);
                 return;
@@ -436,9 +455,9 @@ static void probe_walls(Doctor *d) {
                  (unsigned) c->container_gid);
         const char *v = probe_get(&p, "ids", buf, sizeof(buf));
         if (v && streq(v, want))
-                report(d, "probe_uid_gid", true, "uid:gid %s, no other group", want);
+                report(d, NAME("probe_uid_gid"), true, "uid:gid %s, no other group", want);
         else
-                report(d, "probe_uid_gid", false, "the job ran as '%s', expected %s", v ?: "(nothing printed)", want);
+                report(d, NAME("probe_uid_gid"), false, "the job ran as '%s', expected %s", v ?: "(nothing printed)", want);
 
         bool caps_ok = true;
         char caps[256] = "";
@@ -450,32 +469,33 @@ static void probe_walls(Doctor *d) {
                 size_t k = strlen(caps);
                 snprintf(caps + k, sizeof(caps) - k, "%s%s=%s", i ? " " : "", capk[i], v && *v ? v : "?");
         }
-        report(d, "probe_capabilities", caps_ok, "%s%s", caps, caps_ok ? "" : " (all must be 0)");
+        report(d, NAME("probe_capabilities"), caps_ok, "%s%s", caps, caps_ok ? "" : " (all must be 0)");
 
         char st[32], pr[32];
         const char *nst = probe_get(&p, "nnp_status", st, sizeof(st));
         const char *npr = probe_get(&p, "nnp_prctl", pr, sizeof(pr));
         if (npr && *npr)
-                report(d, "probe_no_new_privs", streq(npr, "1"), "prctl(PR_GET_NO_NEW_PRIVS) = %s inside the capsule%s",
+                report(d, NAME("probe_no_new_privs"), streq(npr, "1"), "prctl(PR_GET_NO_NEW_PRIVS) = %s inside the capsule%s",
                        npr, streq(npr, "1") ? "" : " (must be 1)");
         else if (nst && *nst)
-                report(d, "probe_no_new_privs", streq(nst, "1"), "/proc/self/status NoNewPrivs: %s%s", nst,
+                report(d, NAME("probe_no_new_privs"), streq(nst, "1"), "/proc/self/status NoNewPrivs: %s%s", nst,
                        streq(nst, "1") ? "" : " (must be 1)");
         else
-                report(d, "probe_no_new_privs", false,
+                report(d, NAME("probe_no_new_privs"), false,
                        "cannot prove it: the status has no NoNewPrivs line and neither perl nor nnp-probe is in the capsule");
 
         v = probe_get(&p, "ifaces", buf, sizeof(buf));
-        report(d, "probe_network", v && streq(v, "lo"), "interfaces in /proc/net/dev: %s%s", v && *v ? v : "(none)",
+        report(d, NAME("probe_network"), v && streq(v, "lo"), "interfaces in /proc/net/dev: %s%s", v && *v ? v : "(none)",
                v && streq(v, "lo") ? "" : " (only lo is allowed)");
 
         v = probe_get(&p, "root_write", buf, sizeof(buf));
-        report(d, "probe_readonly_root", v && streq(v, "refused"), "a write to / was %s",
+        report(d, NAME("probe_readonly_root"), v && streq(v, "refused"), "a write to / was %s",
                v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
         v = probe_get(&p, "snap_write", buf, sizeof(buf));
-        report(d, "probe_readonly_snapshot", v && streq(v, "refused"), "a write to /snapshot (mode 0666) was %s",
+        report(d, NAME("probe_readonly_snapshot"), v && streq(v, "refused"), "a write to /snapshot (mode 0666) was %s",
                v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
         probe_free(&p);
+#undef NAME
 }
 
 /* The pids limit and the /work tmpfs size, with small overrides of the configured limits. */
@@ -619,7 +639,11 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         if (!runtime_ok || !have_init)
                 report(&d, "probe", false, "not run: %s", !runtime_ok ? "the runtime is unavailable" : "no capsule init");
         else if (probe_platform(&d)) {
-                probe_walls(&d);
+                probe_walls(&d, false);
+                /* The same walls on a capsule started ahead of its job, as the daemon and
+                 * serve's lanes use them (runtime.warm_seconds; threat 12). */
+                if (c->warm_seconds > 0 && d.driver.ops->worker_cgroup)
+                        probe_walls(&d, true);
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);
                 probe_other_platforms(&d);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "capsule/driver.h"
+#include "capsule/id.h"
 #include "exec/exec.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -52,6 +54,14 @@ void job_cleanup(Worker *w, const char *id) {
                 return;
         }
         unsigned removed = 0;
+        /* The scratch of capsules started ahead by a predecessor (their containers go below). */
+        DIR *dir = opendir_fd(w->dirs.scratch_fd);
+        struct dirent *de;
+        while (dir && (de = readdir(dir)))
+                if (strncmp(de->d_name, "warm-", 5) == 0 && capsule_job_id_is_valid(de->d_name))
+                        (void) rm_rf_at(w->dirs.scratch_fd, de->d_name);
+        if (dir)
+                closedir(dir);
         if (d.ops->cleanup_stale(&d, w->dirs.scratch_fd, &removed, &e) < 0)
                 log_warning("start-up cleanup: %s", e.message);
         else if (removed)
@@ -97,7 +107,31 @@ static const char *inbox_status(const ExecResult *x) {
         return capsule_status_to_string(x->capsule.status);
 }
 
-int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, TfwError *e) {
+        char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
+        _cleanup_close_ int scratch = -EBADF;
+        int r;
+
+        if (w->config->driver != DRIVER_RUNSC)
+                return tfw_error(e, EOPNOTSUPP, "capsule_setup", "only the runsc driver starts capsules ahead");
+        (void) rm_rf_at(w->dirs.scratch_fd, warm_id);
+        if (mkdirat(w->dirs.scratch_fd, warm_id, 0700) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", warm_id);
+        scratch = open_dir_at(w->dirs.scratch_fd, warm_id);
+        if (scratch < 0)
+                return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", warm_id);
+        if (path_join_buf(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
+            path_join_buf(scratch_path, sizeof(scratch_path), scratch_base, warm_id) < 0)
+                return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", warm_id);
+        r = job_driver_open(w, drv, e);
+        if (r < 0)
+                return r;
+        return exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, ret, e);
+}
+
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e) {
+        /* Ours: handed to exec_run, or torn down on any way out before it. */
+        _cleanup_(capsule_warm_freep) CapsuleWarm *warm = warm_in;
         _cleanup_request_ Request *req = NULL;
         _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF;
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
@@ -156,6 +190,7 @@ int job_execute(Worker *w, RequestRecord *rec, TfwError *e) {
                 .timeout_seconds = req->timeout_seconds,
                 .log_fd = log_fd,
                 .artifacts_fd = art_fd,
+                .warm = TAKE_PTR(warm),
         };
         ExecResult x = {};
         r = exec_run(&plan, &x, e);

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "capsule/driver.h"
+#include "capsule/job.h"
 #include "orchestrator/store.h"
 #include "orchestrator/worker.h"
 
@@ -13,7 +14,13 @@
  * and keep it in w, so the jobs forked afterwards record it without asking again. */
 void job_cache_runtime_version(Worker *w);
 
-int job_execute(Worker *w, RequestRecord *rec, TfwError *e);
+/* warm: a capsule this process started ahead (job_warm_start), consumed; NULL: cold. */
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, TfwError *e);
+
+/* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
+ * <scratch>/<warm_id>, its container tfw-<name>-<warm_id>; drv must stay open while it lives.
+ * -EOPNOTSUPP for a driver that cannot (the engines). */
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, TfwError *e);
 
 /* This worker's capsule driver (capsule/driver.h), its runsc root <state_dir>/runsc. */
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);

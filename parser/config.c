@@ -49,7 +49,7 @@ static const char *const top_keys[] = {
         "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", NULL,
 };
 static const char *const runtime_keys[] = {
-        "driver", "runsc", "platform", "rootfs", "system_mounts", "image", NULL,
+        "driver", "runsc", "platform", "rootfs", "system_mounts", "image", "warm_seconds", NULL,
 };
 static const char *const limits_keys[] = {
         "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
@@ -412,6 +412,7 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
         int r;
 
         c->driver = DRIVER_RUNSC;
+        c->warm_seconds = CONFIG_DEFAULT_WARM_SECONDS;
         if (strdup_to(&c->platform, CONFIG_DEFAULT_PLATFORM) < 0)
                 return oom(e);
 
@@ -419,6 +420,13 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                 r = json_check_keys(rt, runtime_keys, "runtime.", e);
                 if (r < 0)
                         return r;
+
+                uint64_t warm;
+                r = get_uint(rt, "runtime.", "warm_seconds", 0, CONFIG_WARM_SECONDS_MAX, CONFIG_DEFAULT_WARM_SECONDS,
+                             NULL, &warm, e);
+                if (r < 0)
+                        return r;
+                c->warm_seconds = (unsigned) warm;
 
                 r = json_get_string(rt, "driver", "runtime.driver", false, false, &s, e);
                 if (r >= 0) {

@@ -26,6 +26,10 @@
  * maxSystemMounts): a compiler, python and git come to a few hundred. */
 #define CONFIG_MAX_SYSTEM_MOUNTS 1024
 #define CONFIG_IDENTITY_MAX 256       /* a system mount's IDENTITY, signing_identity */
+/* runtime.warm_seconds (contract section 2). */
+#define CONFIG_DEFAULT_WARM_SECONDS 60
+#define CONFIG_WARM_SECONDS_MAX 3600
+
 /* runsc --platform when the config names none (contract section 2): systrap, which runsc has
  * had since 2023; ptrace stays accepted for a runsc without it. */
 #define CONFIG_DEFAULT_PLATFORM "systrap"
@@ -91,6 +95,8 @@ typedef struct Config {
         SystemMount *system_mounts;
         size_t n_system_mounts;
         char *image;             /* NULL for runsc */
+        unsigned warm_seconds;   /* keep one capsule started ahead this long after the last
+                                  * request; 0: off (runsc driver only; the engines start cold) */
 
         ConfigLimits limits;
         uint64_t engine_timeout_seconds; /* not a key: CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS */

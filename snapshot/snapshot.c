@@ -22,6 +22,7 @@
 #include "common/resolve.h"
 #include "blob-hasher.h"
 #include "snapshot.h"
+#include "stream.h"
 
 /* One getdents64 buffer per directory level, reused across siblings. */
 #define DENTS_BUF_SIZE (32U * 1024U)
@@ -31,6 +32,9 @@
 /* Longest relative path the walk can build: every level at NAME_MAX, plus separators. */
 #define WALK_PATH_MAX ((SNAPSHOT_DEPTH_MAX + 1) * (NAME_MAX + 1) + 1)
 
+/* The stream's write buffer: many small files per write(2). */
+#define OUT_BUF_SIZE (64U * 1024U)
+
 /* How often a name whose entry keeps being renamed away is looked up again. */
 #define OPEN_RETRIES 16
 
@@ -38,6 +42,19 @@
 /* O_NONBLOCK: a FIFO swapped in after readdir opens at once instead of waiting for a writer.
  * O_NOCTTY: never acquire a controlling terminal. */
 #define CHILD_FILE_FLAGS (O_RDONLY | O_NONBLOCK | O_NOCTTY | O_NOFOLLOW | O_CLOEXEC)
+
+typedef struct NameSlot {
+        uint64_t hash;
+        size_t offset;
+        uint16_t len; /* 0: free */
+} NameSlot;
+
+typedef struct NameSet {
+        NameSlot *slots;
+        size_t n_slots, n_used;
+        char *arena;
+        size_t arena_len, arena_size;
+} NameSet;
 
 /* The tree object of one directory of the copy. Trees are hashed only after the whole walk
  * (children before parents), so the walk never waits for the hashing thread in between. */
@@ -79,7 +96,75 @@ typedef struct Walk {
         char *path;         /* relative path of the entry being handled, for messages */
         size_t path_len;
         void *dents[SNAPSHOT_DEPTH_MAX + 1];
+        /* Stream mode (snapshot_stream()): records go to out_fd instead of a copy on disk. */
+        int out_fd;         /* -EBADF: copy mode */
+        uint8_t *obuf;
+        size_t olen;
+        NameSet names[SNAPSHOT_DEPTH_MAX + 1]; /* the names sent in each open directory */
 } Walk;
+
+/* The names already sent in one directory: readdir of a directory that changes while it is
+ * read may return a name twice, and the stream must not (the copy mode's O_EXCL keeps the
+ * first one; so does this). Open addressing over a 64-bit FNV-1a hash, names compared in full. */
+static uint64_t name_hash(const char *name, size_t len) {
+        uint64_t h = 1469598103934665603ULL;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (uint8_t) name[i]) * 1099511628211ULL;
+        return h;
+}
+
+static void name_set_reset(NameSet *s) {
+        if (s->slots && s->n_used)
+                memset(s->slots, 0, s->n_slots * sizeof(*s->slots));
+        s->n_used = 0;
+        s->arena_len = 0;
+}
+
+static void name_set_free(NameSet *s) {
+        free(s->slots);
+        free(s->arena);
+        *s = (NameSet) {};
+}
+
+/* 1: added; 0: already there; -ENOMEM. */
+static int name_set_add(NameSet *s, const char *name, size_t len) {
+        if (2 * (s->n_used + 1) > s->n_slots) {
+                size_t n = s->n_slots ? 2 * s->n_slots : 64;
+                NameSlot *v = calloc(n, sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                for (size_t i = 0; i < s->n_slots; i++) {
+                        if (!s->slots[i].len)
+                                continue;
+                        size_t j = s->slots[i].hash & (n - 1);
+                        while (v[j].len)
+                                j = (j + 1) & (n - 1);
+                        v[j] = s->slots[i];
+                }
+                free(s->slots);
+                s->slots = v;
+                s->n_slots = n;
+        }
+        uint64_t h = name_hash(name, len);
+        size_t j = h & (s->n_slots - 1);
+        for (; s->slots[j].len; j = (j + 1) & (s->n_slots - 1))
+                if (s->slots[j].hash == h && s->slots[j].len == len &&
+                    memcmp(s->arena + s->slots[j].offset, name, len) == 0)
+                        return 0;
+        if (s->arena_len + len > s->arena_size) {
+                size_t n = MAX(2 * s->arena_size, s->arena_len + len + 4096);
+                char *a = realloc(s->arena, n);
+                if (!a)
+                        return -ENOMEM;
+                s->arena = a;
+                s->arena_size = n;
+        }
+        memcpy(s->arena + s->arena_len, name, len);
+        s->slots[j] = (NameSlot) { .hash = h, .offset = s->arena_len, .len = (uint16_t) len };
+        s->arena_len += len;
+        s->n_used++;
+        return 1;
+}
 
 static void walk_done(Walk *w) {
         /* First the hasher: it may still point into the trees. */
@@ -93,6 +178,9 @@ static void walk_done(Walk *w) {
         free(w->path);
         for (size_t i = 0; i < ELEMENTSOF(w->dents); i++)
                 free(w->dents[i]);
+        for (size_t i = 0; i < ELEMENTSOF(w->names); i++)
+                name_set_free(&w->names[i]);
+        free(w->obuf);
 }
 
 
@@ -228,6 +316,107 @@ static int io_error(Walk *w, int r, const char *what) {
         return walk_fail(w, r, "snapshot_io", "workspace entry '%s': %s: %s", what, strerror(-r));
 }
 
+/* ---- stream mode: records to out_fd (stream.h) ----------------------------------------- */
+
+static int out_flush(Walk *w) {
+        if (w->olen == 0)
+                return 0;
+        int r = write_all(w->out_fd, w->obuf, w->olen);
+        w->olen = 0;
+        return r;
+}
+
+static int out_put(Walk *w, const void *p, size_t len) {
+        if (w->olen + len > OUT_BUF_SIZE) {
+                int r = out_flush(w);
+                if (r < 0)
+                        return r;
+                if (len > OUT_BUF_SIZE / 2)
+                        return write_all(w->out_fd, p, len);
+        }
+        memcpy(w->obuf + w->olen, p, len);
+        w->olen += len;
+        return 0;
+}
+
+/* The capsule stopped reading (it ended, or could not write /work): not the workspace's fault. */
+static int out_error(Walk *w, int r) {
+        return walk_fail(w, r, "snapshot_stream", "cannot send '%s' to the capsule: %s", strerror(-r));
+}
+
+/* A 'D' or 'F' record's header (size only for 'F'). */
+static int out_entry(Walk *w, uint8_t tag, const char *name, size_t len, mode_t src_mode, uint64_t size) {
+        uint8_t h[SNAPSHOT_STREAM_HEADER_MAX];
+        size_t n = 0;
+
+        h[n++] = tag;
+        snapshot_stream_put_le(h + n, len, 2);
+        n += 2;
+        memcpy(h + n, name, len);
+        n += len;
+        h[n++] = (src_mode & S_IXUSR) ? SNAPSHOT_STREAM_EXEC : 0;
+        if (tag == SNAPSHOT_STREAM_FILE) {
+                snapshot_stream_put_le(h + n, size, 8);
+                n += 8;
+        }
+        int r = out_put(w, h, n);
+        return r < 0 ? out_error(w, r) : 0;
+}
+
+static int out_tag(Walk *w, uint8_t tag) {
+        int r = out_put(w, &tag, 1);
+        return r < 0 ? out_error(w, r) : 0;
+}
+
+/* Send exactly `expected` bytes of src (the size fstat gave, already announced in the record
+ * and in the blob header): a file that grows while it is read is cut there, one that shrinks
+ * is padded with zeros. Torn either way, never anything but the file's bytes and zeros, and
+ * the blob id names exactly what was sent. Each chunk is read into a hasher buffer, sent from
+ * it, then submitted for hashing. */
+static int stream_file(Walk *w, int src, uint64_t expected, GitTreeBuilder *tb, size_t index) {
+        uint64_t total = 0;
+        bool cleared_nonblock = false, first = true, eof = false;
+        int r;
+
+        for (;;) {
+                size_t cap = (size_t) MIN(expected - total, (uint64_t) COPY_BUF_SIZE), k = 0;
+                uint8_t *buf = blob_hasher_buffer(w->hasher);
+                if (!buf)
+                        return io_error(w, -ENOMEM, "allocate");
+                while (k < cap && !eof) {
+                        ssize_t n = read(src, buf + k, cap - k);
+                        if (n < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                if (errno == EAGAIN && !cleared_nonblock) {
+                                        int fl = fcntl(src, F_GETFL);
+                                        if (fl < 0 || fcntl(src, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                                                return io_error(w, -errno, "clear O_NONBLOCK");
+                                        cleared_nonblock = true;
+                                        continue;
+                                }
+                                return io_error(w, -errno, "read");
+                        }
+                        if (n == 0)
+                                eof = true;
+                        k += (size_t) n;
+                }
+                if (k < cap)
+                        memset(buf + k, 0, cap - k);
+                total += cap;
+                bool last = total == expected;
+                r = out_put(w, buf, cap);
+                if (r < 0)
+                        return out_error(w, r);
+                r = blob_hasher_submit(w->hasher, cap, first, expected, last, tb, index);
+                if (r < 0)
+                        return io_error(w, r, "hash");
+                first = false;
+                if (last)
+                        return 0;
+        }
+}
+
 /* Read from src until end of file; each chunk is read into a hasher buffer, written to the
  * copy from it, and submitted for hashing, the header having been announced for `expected`
  * bytes. The blob id goes to tb->entries[index] if the file had the expected size; otherwise
@@ -334,6 +523,22 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
          * when a short read is the end. Refuse early what can never fit. */
         if (expected > budget)
                 return too_large(w, "more file content than max_bytes");
+
+        if (w->out_fd >= 0) {
+                size_t index = git_tree_builder_size(tb);
+                r = git_tree_builder_add(tb, name, name_len,
+                                         (st->st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, pending);
+                if (r < 0)
+                        return io_error(w, r, "record tree entry");
+                r = out_entry(w, SNAPSHOT_STREAM_FILE, name, name_len, st->st_mode, expected);
+                if (r >= 0)
+                        r = stream_file(w, src, expected, tb, index);
+                if (r < 0)
+                        return r;
+                w->bytes += expected;
+                w->files++;
+                return 0;
+        }
 
         _cleanup_close_ int dst = openat(dst_dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                                          mode);
@@ -449,22 +654,39 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         if (fstat(fd, &st) < 0)
                 return io_error(w, -errno, "fstat");
 
+        bool stream = w->out_fd >= 0;
+        if (stream && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+                /* A name readdir returned twice: the first one stays, as in the copy. */
+                r = name_set_add(&w->names[depth], name, len);
+                if (r < 0)
+                        return io_error(w, r, "allocate");
+                if (r == 0)
+                        return 0;
+        }
+
         if (S_ISDIR(st.st_mode)) {
-                if (st.st_dev == w->dst_dev && st.st_ino == w->dst_ino)
+                if (!stream && st.st_dev == w->dst_dev && st.st_ino == w->dst_ino)
                         return walk_fail(w, ELOOP, "snapshot_destination",
                                          "the snapshot is being written inside the workspace, at '%s'");
                 if (depth + 1 > SNAPSHOT_DEPTH_MAX)
                         return too_large(w, "directories nested too deep");
                 mode_t mode = copy_mode(st.st_mode);
-                /* Only root can enter it while it is filled; finish_dir() opens it up. */
-                if (mkdirat(dst, name, 0700) < 0)
-                        return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
-                _cleanup_close_ int child_dst = openat(dst, name, CHILD_DIR_FLAGS);
-                if (child_dst < 0)
-                        return io_error(w, -errno, "open copy");
-                r = set_group(w, child_dst);
-                if (r < 0)
-                        return io_error(w, r, "set owner and mode");
+                _cleanup_close_ int child_dst = -EBADF;
+                if (stream) {
+                        r = out_entry(w, SNAPSHOT_STREAM_DIR, name, len, st.st_mode, 0);
+                        if (r < 0)
+                                return r;
+                } else {
+                        /* Only root can enter it while it is filled; finish_dir() opens it up. */
+                        if (mkdirat(dst, name, 0700) < 0)
+                                return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
+                        child_dst = openat(dst, name, CHILD_DIR_FLAGS);
+                        if (child_dst < 0)
+                                return io_error(w, -errno, "open copy");
+                        r = set_group(w, child_dst);
+                        if (r < 0)
+                                return io_error(w, r, "set owner and mode");
+                }
                 w->dirs++;
                 _cleanup_(tree_freep) Tree *child = calloc(1, sizeof(Tree));
                 if (!child)
@@ -472,9 +694,12 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 r = walk_dir(w, fd, child_dst, depth + 1, child);
                 if (r < 0)
                         return r;
-                r = finish_dir(child_dst, mode);
-                if (r < 0)
+                if (stream)
+                        r = out_tag(w, SNAPSHOT_STREAM_UP);
+                else if ((r = finish_dir(child_dst, mode)) < 0)
                         return io_error(w, r, "set mode");
+                if (r < 0)
+                        return r;
                 /* git never records an empty tree: the directory is copied, not named. */
                 if (git_tree_builder_size(&child->b) == 0)
                         return 0;
@@ -509,6 +734,8 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                         return io_error(w, -ENOMEM, "allocate");
         }
         char *buf = w->dents[depth];
+        if (w->out_fd >= 0)
+                name_set_reset(&w->names[depth]);
 
         for (;;) {
                 ssize_t n = getdents64(src, buf, DENTS_BUF_SIZE);
@@ -587,6 +814,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 .copy = limits->copy == SNAPSHOT_COPY_READ_WRITE ? SNAPSHOT_COPY_READ_WRITE
                                                                  : SNAPSHOT_COPY_FILE_RANGE,
                 .umask = (mode_t) -1,
+                .out_fd = -EBADF,
         };
         w.done_tail = &w.done;
         usec_t start = now_monotonic();
@@ -704,6 +932,91 @@ out:
         if (r < 0 && created) {
                 dst = safe_close(dst);
                 (void) rm_rf_at(dest_parent_fd, dest_name);
+        }
+        walk_done(&w);
+        return r;
+}
+
+int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits *limits,
+                    SnapshotSummary *ret, TfwError *e) {
+        _cleanup_close_ int root = -EBADF;
+        _cleanup_(tree_done) Tree root_tree = {};
+        Walk w = {
+                .limits = limits,
+                .e = e,
+                .copy = SNAPSHOT_COPY_READ_WRITE,
+                .umask = (mode_t) -1,
+                .out_fd = out_fd,
+        };
+        w.done_tail = &w.done;
+        usec_t start = now_monotonic();
+        struct stat st;
+        uint8_t tree[GIT_OID_SIZE];
+        int r;
+
+        tfw_error_clear(e);
+        if (out_fd < 0)
+                return tfw_error(e, EBADF, "snapshot_stream", "no stream to write to");
+        w.path = malloc(WALK_PATH_MAX);
+        w.obuf = malloc(OUT_BUF_SIZE);
+        if (!w.path || !w.obuf) {
+                r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
+                goto out;
+        }
+        w.path[0] = 0;
+        r = sha256_new(&w.h);
+        if (r >= 0)
+                r = blob_hasher_new(true, &w.hasher);
+        if (r < 0) {
+                r = tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
+                goto out;
+        }
+
+        w.use_openat2 = snapshot_openat2_usable();
+        root = open_root(&w, workspace_path);
+        if (root < 0) {
+                char p[512];
+                r = tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
+                              printable_name(workspace_path, p, sizeof(p)), strerror(-root));
+                goto out;
+        }
+        if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                r = tfw_error(e, ENOTDIR, "snapshot_workspace", "workspace is not a directory");
+                goto out;
+        }
+        w.owner_uid = st.st_uid;
+
+        r = walk_dir(&w, root, -EBADF, 0, &root_tree);
+        if (r >= 0)
+                r = build_trees(&w, &root_tree, tree);
+        if (r < 0)
+                goto out;
+        /* The end mark only once the tree id is known: a capsule never runs a job on a stream
+         * whose snapshot failed. */
+        r = out_tag(&w, SNAPSHOT_STREAM_END);
+        if (r >= 0 && (r = out_flush(&w)) < 0)
+                r = out_error(&w, r);
+        if (r < 0)
+                goto out;
+
+        *ret = (SnapshotSummary) {
+                .bytes = w.bytes,
+                .entries = w.entries,
+                .files = w.files,
+                .dirs = w.dirs,
+                .skipped_symlinks = w.skipped_symlinks,
+                .duration = now_monotonic() - start,
+                .resolver = w.use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
+        };
+        sha256_to_hex(tree, ret->tree);
+        r = 0;
+out:
+        if (r < 0 && w.obuf) {
+                /* Whatever was buffered, then the abort mark: the capsule runs nothing. A
+                 * capsule that stopped reading makes this fail, which changes nothing. */
+                uint8_t a = SNAPSHOT_STREAM_ABORT;
+                if (out_flush(&w) >= 0)
+                        (void) write_all(out_fd, &a, 1);
         }
         walk_done(&w);
         return r;

@@ -29,7 +29,8 @@
  *     changes size while it is read.
  *   - On failure nothing is left at dest_parent_fd/dest_name (if this call created it), a
  *     negative errno is returned and e->code says why.
- *   - Starts one thread (blob hashing, all signals blocked) and joins it before returning. */
+ *   - Starts one thread (blob hashing, all signals blocked) and joins it before returning.
+ * snapshot_stream() is the same walk writing a stream instead of a copy. */
 #pragma once
 
 #include <stdbool.h>
@@ -87,6 +88,18 @@ typedef struct SnapshotSummary {
  *   snapshot_io            (errno)    anything else (read or write errors, EMFILE...) */
 int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *dest_name,
                   const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* The same walk, with the same defences, ceilings, refusals and tree id, but nothing is
+ * written to disk: what it reads is written to out_fd as the workspace stream (stream.h),
+ * which the capsule's init reads into /work. Each regular file is sent with exactly the size
+ * fstat gave when it was opened (cut if it grows, padded with zeros if it shrinks while it is
+ * read), so the tree id names exactly the bytes sent. Ends the stream with 'E' after a
+ * complete walk, or tries to end it with 'A' on any failure. Error codes as snapshot_take()
+ * (no snapshot_destination), plus:
+ *   snapshot_stream        (errno)    out_fd could not be written (EPIPE: the reader is gone)
+ * Blocks while out_fd is full; SIGPIPE must be blocked or ignored by the caller. */
+int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits *limits,
+                    SnapshotSummary *ret, TfwError *e);
 
 /* Does openat2 work in this process? false when the kernel lacks it (ENOSYS) or a seccomp
  * filter refuses it (ENOSYS or EPERM). Asked again on every call: a filter can appear at any

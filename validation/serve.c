@@ -29,6 +29,7 @@
 #include <sys/wait.h>
 #include <syslog.h>
 #include <time.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <systemd/sd-daemon.h>
@@ -139,6 +140,7 @@ void serve_options_default(ServeOptions *o) {
                 .backoff_max_secs = 30, .client_timeout_secs = 120, .max_checkout_mb = 4096,
                 .shutdown_grace_secs = 15, .sandbox_uid = 65534, .sandbox_gid = 65534,
                 .result_tail_kb = 8, .open_files = 1024, .file_size_mb = 1024, .engine_timeout_secs = 60,
+                .warm_secs = CONFIG_DEFAULT_WARM_SECONDS,
         };
 }
 
@@ -377,6 +379,14 @@ typedef struct Lane {
         const VJob *job;
         ExecCancel cancel; /* ends the running check (exec/exec.h) */
         bool started, joined; /* its thread was created / has been joined */
+
+        /* The capsule started ahead of the lane's next job (--warm-secs), in its own scratch
+         * directory <scratch>/<warm_dir> whose checkout/ is bound at /snapshot. Only the lane's
+         * thread uses it; warm_cid (under lock) lets the shutdown tear it down. */
+        CapsuleWarm *warm;
+        char warm_dir[64];
+        char warm_cid[256];
+        usec_t warm_until; /* monotonic: keep one until then; 0: none wanted */
 } Lane;
 
 /* Called WITHOUT l->lock held: ending a capsule can take the teardown's bound, and the main
@@ -395,7 +405,68 @@ static void lanes_teardown_before_exit(Lane *lanes, long n) {
                 if (exec_cancel_teardown(&lanes[i].cancel, lanes[i].s->driver.ops->teardown_bound(&lanes[i].s->driver),
                                          &e) < 0)
                         say(LOG_ERR, "serve %s: %s", lanes[i].label, e.message);
+                /* And a capsule that waited for the lane's next job. */
+                char cid[sizeof(lanes[i].warm_cid)];
+                pthread_mutex_lock(&lanes[i].lock);
+                snprintf(cid, sizeof(cid), "%s", lanes[i].warm_cid);
+                pthread_mutex_unlock(&lanes[i].lock);
+                if (cid[0] && lanes[i].s->driver.ops->teardown(&lanes[i].s->driver, cid, 0, NULL, &e) < 0)
+                        say(LOG_ERR, "serve %s: %s", lanes[i].label, e.message);
         }
+}
+
+/* ---- the lane's capsule started ahead (--warm-secs) ----------------------------------------- */
+
+static void lane_warm_drop(Lane *l) {
+        if (!l->warm)
+                return;
+        capsule_warm_free(TAKE_PTR(l->warm));
+        pthread_mutex_lock(&l->lock);
+        l->warm_cid[0] = 0;
+        pthread_mutex_unlock(&l->lock);
+        (void) rm_rf_at(l->s->scratch_fd, l->warm_dir);
+}
+
+/* Before each claim: one capsule waits while the window after the last job is open (runsc
+ * only, never while stopping), none otherwise. It has the default walls; a job whose limits
+ * differ starts cold. */
+static void lane_warm_maintain(Lane *l) {
+        Serve *s = l->s;
+        bool wanted = s->o.warm_secs > 0 && s->driver.ops->worker_cgroup && !atomic_load(&s->stopping) &&
+                      l->warm_until > now_monotonic();
+        if (!wanted) {
+                lane_warm_drop(l);
+                return;
+        }
+        if (l->warm)
+                return;
+        char path[PATH_MAX], co[PATH_MAX], warm_id[CAPSULE_JOB_ID_MAX + 1];
+        uint8_t rnd[6];
+        _cleanup_close_ int dfd = -EBADF, cfd = -EBADF;
+        TfwError e = {0};
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return;
+        snprintf(warm_id, sizeof(warm_id), "l%u-warm-%02x%02x%02x%02x%02x%02x", l->index, rnd[0], rnd[1], rnd[2],
+                 rnd[3], rnd[4], rnd[5]);
+        snprintf(l->warm_dir, sizeof(l->warm_dir), "lane-%u-warm", l->index);
+        (void) rm_rf_at(s->scratch_fd, l->warm_dir);
+        if (mkdirat(s->scratch_fd, l->warm_dir, 0700) < 0 || (dfd = open_dir_at(s->scratch_fd, l->warm_dir)) < 0 ||
+            mkdirat(dfd, "checkout", 0750) < 0 || (cfd = open_dir_at(dfd, "checkout")) < 0 ||
+            fchown(cfd, 0, s->walls.config->container_gid) < 0 || fchmod(cfd, 0750) < 0 ||
+            path_join_buf(path, sizeof(path), s->scratch_path, l->warm_dir) < 0 ||
+            path_join_buf(co, sizeof(co), path, "checkout") < 0) {
+                (void) rm_rf_at(s->scratch_fd, l->warm_dir);
+                return;
+        }
+        if (exec_warm_start(s->walls.config, &s->driver, dfd, path, warm_id, co, &l->warm, &e) < 0) {
+                say(LOG_WARNING, "serve %s: cannot start a capsule ahead: %s", l->label, e.message);
+                (void) rm_rf_at(s->scratch_fd, l->warm_dir);
+                l->warm_until = 0; /* not again before the next job */
+                return;
+        }
+        pthread_mutex_lock(&l->lock);
+        snprintf(l->warm_cid, sizeof(l->warm_cid), "%s", capsule_warm_container(l->warm));
+        pthread_mutex_unlock(&l->lock);
 }
 
 static int post_json(Lane *l, Http *h, const char *path, json_t *body, long *status, json_t **ret, TfwError *e) {
@@ -669,6 +740,12 @@ static Outcome run_job(Lane *l, VJob *j) {
                 argv[i] = j->run.argv[i];
         lane_capsule_id(l, j, local_id);
         job_walls(s, j, &jc, &timeout);
+        /* The lane's capsule started ahead, when the job's walls are its walls (the defaults). */
+        bool use_warm = l->warm && capsule_warm_fits(l->warm, &jc) && !jc.image;
+        if (use_warm)
+                snprintf(lane_dir, sizeof(lane_dir), "%s", l->warm_dir);
+        else
+                snprintf(lane_dir, sizeof(lane_dir), "lane-%u", l->index);
 
         /* The seed's rules: output beyond --output-mb and CPU beyond the CPU seconds end the
          * check (a signed fail), like time, memory and processes. */
@@ -744,15 +821,23 @@ static Outcome run_job(Lane *l, VJob *j) {
                 goto end;
         }
 
-        /* A fresh lane directory holding the checkout, the bundle and the log. */
-        snprintf(lane_dir, sizeof(lane_dir), "lane-%u", l->index);
-        (void) rm_rf_at(s->scratch_fd, lane_dir);
-        if (mkdirat(s->scratch_fd, lane_dir, 0700) < 0 || (lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 ||
-            mkdirat(lane_fd, "checkout", 0750) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0 ||
-            fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0) {
-                snprintf(msg, sizeof(msg), "cannot prepare the scratch directory: %m");
-                fault = msg;
-                goto end;
+        /* A fresh lane directory holding the checkout, the bundle and the log; for a capsule
+         * started ahead, its own, whose (empty) checkout/ it has bound at /snapshot. */
+        if (use_warm) {
+                if ((lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0) {
+                        snprintf(msg, sizeof(msg), "cannot open the scratch directory: %m");
+                        fault = msg;
+                        goto end;
+                }
+        } else {
+                (void) rm_rf_at(s->scratch_fd, lane_dir);
+                if (mkdirat(s->scratch_fd, lane_dir, 0700) < 0 || (lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 ||
+                    mkdirat(lane_fd, "checkout", 0750) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0 ||
+                    fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0) {
+                        snprintf(msg, sizeof(msg), "cannot prepare the scratch directory: %m");
+                        fault = msg;
+                        goto end;
+                }
         }
         if (path_join_buf(lane_path, sizeof(lane_path), s->scratch_path, lane_dir) < 0 ||
             path_join_buf(snap_path, sizeof(snap_path), lane_path, "checkout") < 0) {
@@ -783,6 +868,15 @@ static Outcome run_job(Lane *l, VJob *j) {
         }
         plan.scratch_fd = lane_fd;
         plan.log_fd = log_fd;
+        if (use_warm) {
+                /* Given to this one job; the shutdown's teardown finds it by the cancellation
+                 * from here on. */
+                plan.warm = TAKE_PTR(l->warm);
+                pthread_mutex_lock(&l->lock);
+                l->warm_cid[0] = 0;
+                pthread_mutex_unlock(&l->lock);
+                say(LOG_INFO, "serve %s: job '%s' runs in a capsule started ahead", l->label, j->id);
+        }
         r = exec_run(&plan, &x, &e);
         if (r < 0) {
                 x.outcome = EXEC_WORKER_FAULT;
@@ -852,10 +946,14 @@ end_nofail:
         pthread_mutex_lock(&l->lock);
         l->job = NULL;
         pthread_mutex_unlock(&l->lock);
-        if (lane_fd >= 0 || s->scratch_fd >= 0) {
-                snprintf(lane_dir, sizeof(lane_dir), "lane-%u", l->index);
+        /* A capsule started ahead that this job did not get to use may have a partial
+         * checkout bound: it goes too. */
+        if (use_warm && l->warm)
+                lane_warm_drop(l);
+        if (lane_fd >= 0 || s->scratch_fd >= 0)
                 (void) rm_rf_at(s->scratch_fd, lane_dir);
-        }
+        /* The next job may come soon: a capsule waits for it for --warm-secs. */
+        l->warm_until = now_monotonic() + (usec_t) s->o.warm_secs * USEC_PER_SEC;
         return out;
 }
 
@@ -868,6 +966,7 @@ static void *lane_main(void *arg) {
         double backoff = 1;
 
         while (!atomic_load(&s->stopping)) {
+                lane_warm_maintain(l);
                 /* Under systemd (Type=notify) the worker is ready once the runtime, the image and
                  * the key were checked (serve_run did that before any lane started) and its first
                  * claim is under way. Without NOTIFY_SOCKET this does nothing. */
@@ -922,6 +1021,7 @@ static void *lane_main(void *arg) {
                 if (run_job(l, j) == OUT_FATAL)
                         break;
         }
+        lane_warm_drop(l);
         return NULL;
 }
 

@@ -37,6 +37,7 @@ typedef struct ServeOptions {
         long result_tail_kb, open_files, file_size_mb, engine_timeout_secs;
         ServeReport report;                 /* NULL: the events are dropped */
         void *report_userdata;
+        long warm_secs; /* a lane keeps one capsule started ahead this long after a job; 0: off */
 } ServeOptions;
 
 /* The key and the walls a worker's flags make. */

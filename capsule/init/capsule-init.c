@@ -5,11 +5,15 @@
  * the status.
  *
  *   tentaflake-capsule-init -- ARGV...
+ *   tentaflake-capsule-init --warm      (started ahead: the job record comes on stdin)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
- *    pid 1), read the per-run secret from stdin and put /dev/null in its place;
- * 2. copy /snapshot into /work (fd-relative, never following a symlink, without the host's
- *    ownership; files 0644 or 0755, directories 0755, symlinks recreated as symlinks);
+ *    pid 1), read the per-run secret from stdin (started ahead, --warm: then wait there for
+ *    the job record, capsule/protocol.h);
+ * 2. write the workspace stream that follows the secret into /work (snapshot/stream.h), or
+ *    copy /snapshot into /work (a prepared tree: fd-relative, never following a symlink,
+ *    without the host's ownership; files 0644 or 0755, directories 0755, symlinks recreated
+ *    as symlinks); then put /dev/null on stdin;
  * 3. run ARGV in /work (PATH lookup, no shell) with stdin /dev/null and stdout+stderr on a pipe
  *    that init relays to its own stderr (the log channel);
  * 4. when ARGV's process ends, SIGKILL every other process (kill(-1)) and reap until none is
@@ -42,6 +46,7 @@
 
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
+#include "snapshot/stream.h"
 #include "common/macro.h"
 
 #define PROG "tentaflake-capsule-init"
@@ -86,8 +91,12 @@ static int read_secret(void) {
                         return k < 0 ? -errno : -EBADMSG;
                 n += (size_t) k;
         }
-        /* The pipe stays open in nobody's hands but ours until here: replace it with
-         * /dev/null before any job process exists. */
+        return 0;
+}
+
+/* The channel stays open in nobody's hands but ours until the input is read: replace it with
+ * /dev/null before any job process exists. */
+static int close_input(void) {
         int null = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (null < 0)
                 return -errno;
@@ -230,6 +239,211 @@ static int copy_snapshot(void) {
         close(src);
         close(dst);
         return r;
+}
+
+/* ---- step 2, streamed: the workspace stream on stdin -> /work ---------------------------- */
+
+/* What the host's snapshot walk read (snapshot/stream.h). The channel is the host's alone:
+ * only it holds the write end, and this runs before any job process exists. It is still
+ * parsed strictly: single-component names, a bounded depth, exact sizes. */
+
+static uint8_t inbuf[256 * 1024];
+static size_t in_off, in_len;
+
+/* Exactly n bytes from the channel; -ECANCELED at its end (the host aborted). */
+static int in_read(void *dst, size_t n) {
+        uint8_t *d = dst;
+        while (n > 0) {
+                if (in_off == in_len) {
+                        ssize_t k = read(STDIN_FILENO, inbuf, sizeof(inbuf));
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        if (k <= 0)
+                                return -ECANCELED;
+                        in_off = 0;
+                        in_len = (size_t) k;
+                }
+                size_t m = MIN(n, in_len - in_off);
+                memcpy(d, inbuf + in_off, m);
+                in_off += m;
+                d += m;
+                n -= m;
+        }
+        return 0;
+}
+
+/* size bytes of file content from the channel into out. */
+static int in_copy(int out, uint64_t size) {
+        while (size > 0) {
+                if (in_off == in_len) {
+                        ssize_t k = read(STDIN_FILENO, inbuf, sizeof(inbuf));
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        if (k <= 0)
+                                return -ECANCELED;
+                        in_off = 0;
+                        in_len = (size_t) k;
+                }
+                size_t m = (size_t) MIN(size, (uint64_t) (in_len - in_off));
+                int r = write_all(out, inbuf + in_off, m);
+                if (r < 0)
+                        return r;
+                in_off += m;
+                size -= m;
+        }
+        return 0;
+}
+
+/* A record's name and flags; -ECANCELED for anything the host never sends. */
+static int in_name(char name[static SNAPSHOT_STREAM_NAME_MAX + 1], uint8_t *ret_flags) {
+        uint8_t h[2];
+        int r = in_read(h, 2);
+        if (r < 0)
+                return r;
+        size_t len = (size_t) snapshot_stream_get_le(h, 2);
+        if (len == 0 || len > SNAPSHOT_STREAM_NAME_MAX)
+                return -ECANCELED;
+        r = in_read(name, len);
+        if (r < 0)
+                return r;
+        name[len] = 0;
+        if (memchr(name, '/', len) || memchr(name, 0, len) || streq(name, ".") || streq(name, ".."))
+                return -ECANCELED;
+        return in_read(ret_flags, 1);
+}
+
+/* -ECANCELED: the stream was aborted, ended early or malformed (nothing runs); another
+ * negative errno: /work could not be written (ENOSPC: it does not fit). */
+static int receive_stream(void) {
+        static int fds[MAX_DEPTH + 2];
+        char name[SNAPSHOT_STREAM_NAME_MAX + 1] = "";
+        unsigned depth = 0;
+        uint8_t tag, flags, sz[8];
+        int r;
+
+        fds[0] = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fds[0] < 0)
+                return -errno;
+        /* The modes are given at creation: 0755 directories, 0644 or 0755 files. */
+        mode_t old_umask = umask(0);
+        for (;;) {
+                r = in_read(&tag, 1);
+                if (r < 0)
+                        break;
+                if (tag == SNAPSHOT_STREAM_END) {
+                        r = depth == 0 ? 0 : -ECANCELED;
+                        break;
+                }
+                if (tag == SNAPSHOT_STREAM_UP) {
+                        if (depth == 0) {
+                                r = -ECANCELED;
+                                break;
+                        }
+                        close(fds[depth--]);
+                        continue;
+                }
+                if (tag != SNAPSHOT_STREAM_DIR && tag != SNAPSHOT_STREAM_FILE) {
+                        r = -ECANCELED; /* 'A', or anything else */
+                        break;
+                }
+                if ((r = in_name(name, &flags)) < 0)
+                        break;
+                if (tag == SNAPSHOT_STREAM_DIR) {
+                        if (depth + 1 > MAX_DEPTH + 1) {
+                                r = -ECANCELED;
+                                break;
+                        }
+                        if (mkdirat(fds[depth], name, 0755) < 0 && !(errno == EEXIST && streq(name, CAPSULE_ARTIFACTS_DIR))) {
+                                r = -errno;
+                                break;
+                        }
+                        int d = openat(fds[depth], name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (d < 0) {
+                                r = -errno;
+                                break;
+                        }
+                        fds[++depth] = d;
+                        continue;
+                }
+                if ((r = in_read(sz, 8)) < 0)
+                        break;
+                int f = openat(fds[depth], name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                               (flags & SNAPSHOT_STREAM_EXEC) ? 0755 : 0644);
+                if (f < 0) {
+                        r = -errno;
+                        break;
+                }
+                r = in_copy(f, snapshot_stream_get_le(sz, 8));
+                close(f);
+                if (r < 0)
+                        break;
+        }
+        umask(old_umask);
+        for (unsigned i = 0; i <= depth; i++)
+                close(fds[i]);
+        if (r < 0 && r != -ECANCELED)
+                say("cannot write the workspace into " CAPSULE_WORK_PATH " at '%s': %s", name, strerror(-r));
+        if (r >= 0) {
+                int w = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (w < 0)
+                        return -errno;
+                if (mkdirat(w, CAPSULE_ARTIFACTS_DIR, 0755) < 0 && errno != EEXIST)
+                        r = -errno;
+                close(w);
+        }
+        return r;
+}
+
+/* ---- a warm capsule: the job record (capsule/protocol.h) -------------------------------- */
+
+static char *rec_next(char **p, char *end) {
+        char *s = *p, *z = s < end ? memchr(s, 0, (size_t) (end - s)) : NULL;
+        if (!z)
+                return NULL;
+        *p = z + 1;
+        return s;
+}
+
+/* Wait for the job: its argv and its whole environment. -ECANCELED when the channel ends first
+ * (the worker discarded the capsule) or the record is malformed. */
+static int read_job_record(char ***ret_argv, char ***ret_env) {
+        uint8_t h[5];
+        int r = in_read(h, sizeof(h));
+        if (r < 0)
+                return r;
+        uint32_t len = (uint32_t) snapshot_stream_get_le(h + 1, 4);
+        if (h[0] != CAPSULE_JOB_RECORD || len < 6 || len > CAPSULE_JOB_RECORD_MAX)
+                return -ECANCELED;
+        char *rec = malloc(len), *p = rec, *end = rec + len;
+        if (!rec)
+                return -ENOMEM;
+        if ((r = in_read(rec, len)) < 0)
+                return r;
+        if (!rec_next(&p, end) || end - p < 2) /* the id: the environment carries it */
+                return -ECANCELED;
+        size_t argc = (size_t) snapshot_stream_get_le((uint8_t *) p, 2);
+        p += 2;
+        char **av = calloc(argc + 1, sizeof(char *));
+        if (!av)
+                return -ENOMEM;
+        for (size_t i = 0; i < argc; i++)
+                if (!(av[i] = rec_next(&p, end)))
+                        return -ECANCELED;
+        if (argc == 0 || end - p < 2)
+                return -ECANCELED;
+        size_t envc = (size_t) snapshot_stream_get_le((uint8_t *) p, 2);
+        p += 2;
+        char **ev = calloc(envc + 1, sizeof(char *));
+        if (!ev)
+                return -ENOMEM;
+        for (size_t i = 0; i < envc; i++)
+                if (!(ev[i] = rec_next(&p, end)) || !strchr(ev[i], '='))
+                        return -ECANCELED;
+        if (p != end)
+                return -ECANCELED;
+        *ret_argv = av;
+        *ret_env = ev;
+        return 0;
 }
 
 /* ---- step 3: run the job ---------------------------------------------------------------- */
@@ -552,8 +766,9 @@ int main(int argc, char **argv) {
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         ignore_signals();
 
-        if (argc < 3 || !streq(argv[1], "--")) {
-                say("usage: " PROG " -- ARGV...");
+        bool warm = argc == 2 && streq(argv[1], CAPSULE_WARM_ARG);
+        if (!warm && (argc < 3 || !streq(argv[1], "--"))) {
+                say("usage: " PROG " -- ARGV... | " CAPSULE_WARM_ARG);
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         r = read_secret();
@@ -561,16 +776,42 @@ int main(int argc, char **argv) {
                 say("cannot read the channel secret on stdin: %s", strerror(-r));
                 return CAPSULE_EXIT_INIT_FAILED;
         }
+        char **job_argv = argv + 2;
+        if (warm) {
+                /* Every wall is in place; this waits, with no job process, until the worker
+                 * gives the job (or ends the capsule). */
+                char **job_env = NULL;
+                r = read_job_record(&job_argv, &job_env);
+                if (r < 0) {
+                        (void) close_input();
+                        return CAPSULE_EXIT_INIT_FAILED;
+                }
+                environ = job_env;
+        }
 
-        r = copy_snapshot();
-        if (r < 0) {
-                say("cannot copy " CAPSULE_SNAPSHOT_PATH " to " CAPSULE_WORK_PATH ": %s",
-                    strerror(-r));
+        uint8_t kind = 0;
+        r = in_read(&kind, 1);
+        if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
+                r = receive_stream();
+        else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
+                r = copy_snapshot();
+        else
+                r = -ECANCELED;
+        int cr = close_input();
+        if (r >= 0 && cr < 0)
+                r = cr;
+        if (r == -ECANCELED) {
+                /* The host's walk refused the workspace or failed: it says why. */
+                o.init_error = CAPSULE_INIT_ERROR_INPUT;
+                o.error = ECANCELED;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else if (r < 0) {
+                say("cannot write the input into " CAPSULE_WORK_PATH ": %s", strerror(-r));
                 o.init_error = CAPSULE_INIT_ERROR_SNAPSHOT;
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else {
-                run_job(argv + 2, &o);
+                run_job(job_argv, &o);
                 if (streq(o.init_error, CAPSULE_INIT_ERROR_SPAWN))
                         exit_code = CAPSULE_EXIT_INIT_FAILED;
                 else if (streq(o.init_error, CAPSULE_INIT_ERROR_EXEC))

@@ -10,6 +10,10 @@
  *    untimed warm-up of each; every sample, the medians and their ratio.
  * 2. Throughput: N such requests renamed in at once (the daemon runs `concurrency` 2) until
  *    the last result, against N bare runs two at a time.
+ * N = 0 skips the throughput part. With BENCH_BARE_COPY=DIR and BENCH_BARE_TMPFS=MOUNTPOINT
+ * (tests/bench/workspace.sh, issue 12) every bare run also pays for `cp -a DIR` into the tmpfs
+ * (timed; the copy is removed untimed afterwards): what a user pays for a snapshot of the
+ * workspace without the worker.
  * Needs root and runsc on PATH. BASE receives the bare bundle and its runsc root. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -32,6 +36,9 @@ static const char *inbox, *results, *base;
 static char bundle[PATH_MAX], root[PATH_MAX];
 static int ino = -1;
 static unsigned seq;
+/* The first letter of the request ids (BENCH_ID_PREFIX): a second run against the same results
+ * uses other ids. */
+static char idp = 'b';
 
 static _noreturn_ void die(const char *what, int err) {
         fprintf(stderr, "bench-orchestrator: %s: %s\n", what, strerror(err));
@@ -49,6 +56,8 @@ static void write_bare_bundle(void) {
         snprintf(bundle, sizeof(bundle), "%s/bare", base);
         snprintf(root, sizeof(root), "%s/bare-root", base);
         snprintf(p, sizeof(p), "%s/rootfs", bundle);
+        if (access(bundle, F_OK) == 0)
+                return; /* a second run in the same BASE */
         if (mkdir(bundle, 0700) < 0 || mkdir(p, 0555) < 0 || mkdir(root, 0700) < 0)
                 die("bare bundle", errno);
         snprintf(p, sizeof(p), "%s/config.json", bundle);
@@ -105,10 +114,32 @@ static void reap_bare(pid_t pid) {
                 bare_failed(st);
 }
 
+static void run_cmd(const char *const *argv) {
+        pid_t pid = fork();
+        int st = 0;
+        if (pid == 0) {
+                execvp(argv[0], (char *const *) argv);
+                _exit(127);
+        }
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+                fprintf(stderr, "bench-orchestrator: %s %s failed\n", argv[0], argv[1]);
+                exit(1);
+        }
+}
+
 static usec_t run_bare(unsigned i) {
+        const char *copy = getenv("BENCH_BARE_COPY"), *tmpfs = getenv("BENCH_BARE_TMPFS");
+        char dst[PATH_MAX];
         usec_t t0 = now_monotonic();
+        if (copy && tmpfs) {
+                snprintf(dst, sizeof(dst), "%s/ws", tmpfs);
+                run_cmd((const char *const[]) { "cp", "-a", copy, dst, NULL });
+        }
         reap_bare(spawn_bare(i));
-        return now_monotonic() - t0;
+        usec_t t = now_monotonic() - t0;
+        if (copy && tmpfs)
+                run_cmd((const char *const[]) { "rm", "-rf", dst, NULL });
+        return t;
 }
 
 /* N bare runs, two at a time. */
@@ -144,9 +175,9 @@ static usec_t run_bare_pairs(unsigned n, unsigned first) {
 static unsigned prepare(void) {
         char p[PATH_MAX], body[256];
         unsigned n = seq++;
-        snprintf(p, sizeof(p), "%s/.b%u.tmp", inbox, n);
+        snprintf(p, sizeof(p), "%s/.%c%u.tmp", inbox, idp, n);
         int len = snprintf(body, sizeof(body),
-                           "{\"version\":1,\"id\":\"b%u\",\"action_class\":\"local-reversible\",\"argv\":[\"/bin/true\"]}", n);
+                           "{\"version\":1,\"id\":\"%c%u\",\"action_class\":\"local-reversible\",\"argv\":[\"/bin/true\"]}", idp, n);
         int fd = open(p, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
         if (fd < 0 || write(fd, body, (size_t) len) != len || close(fd) < 0)
                 die("request", errno);
@@ -155,8 +186,8 @@ static unsigned prepare(void) {
 
 static void submit(unsigned n) {
         char from[PATH_MAX], to[PATH_MAX];
-        snprintf(from, sizeof(from), "%s/.b%u.tmp", inbox, n);
-        snprintf(to, sizeof(to), "%s/b%u.json", inbox, n);
+        snprintf(from, sizeof(from), "%s/.%c%u.tmp", inbox, idp, n);
+        snprintf(to, sizeof(to), "%s/%c%u.json", inbox, idp, n);
         if (rename(from, to) < 0)
                 die("rename into the inbox", errno);
 }
@@ -176,7 +207,7 @@ static void wait_results(unsigned count) {
                         q += sizeof(*ev) + ev->len;
                         if (ev->mask & IN_Q_OVERFLOW)
                                 die("inotify overflow in the benchmark", EOVERFLOW);
-                        if ((ev->mask & IN_MOVED_TO) && ev->len && ev->name[0] == 'b' && !strchr(ev->name, '.'))
+                        if ((ev->mask & IN_MOVED_TO) && ev->len && ev->name[0] == idp && !strchr(ev->name, '.'))
                                 count--;
                 }
         }
@@ -184,7 +215,7 @@ static void wait_results(unsigned count) {
 
 static void check_succeeded(unsigned n) {
         char p[PATH_MAX], buf[4096];
-        snprintf(p, sizeof(p), "%s/b%u/result.json", results, n);
+        snprintf(p, sizeof(p), "%s/%c%u/result.json", results, idp, n);
         int fd = open(p, O_RDONLY | O_CLOEXEC);
         ssize_t len = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
         if (fd >= 0)
@@ -193,7 +224,7 @@ static void check_succeeded(unsigned n) {
                 die(p, errno ? errno : EIO);
         buf[len] = 0;
         if (!strstr(buf, "\"status\": \"succeeded\"")) {
-                fprintf(stderr, "bench-orchestrator: b%u did not succeed:\n%s\n", n, buf);
+                fprintf(stderr, "bench-orchestrator: %c%u did not succeed:\n%s\n", idp, n, buf);
                 exit(1);
         }
 }
@@ -236,9 +267,11 @@ int main(int argc, char **argv) {
         results = argv[2];
         base = argv[3];
         unsigned runs = (unsigned) atoi(argv[4]), burst = (unsigned) atoi(argv[5]);
-        if (runs < 1 || runs > 1000 || burst < 2 || burst > 10000)
-                die("RUNS 1..1000, N 2..10000", EINVAL);
+        if (runs < 1 || runs > 1000 || burst == 1 || burst > 10000)
+                die("RUNS 1..1000, N 0 or 2..10000", EINVAL);
 
+        if (getenv("BENCH_ID_PREFIX") && getenv("BENCH_ID_PREFIX")[0] >= 'a' && getenv("BENCH_ID_PREFIX")[0] <= 'z')
+                idp = getenv("BENCH_ID_PREFIX")[0];
         ino = inotify_init1(IN_CLOEXEC);
         if (ino < 0 || inotify_add_watch(ino, results, IN_MOVED_TO | IN_ONLYDIR) < 0)
                 die("inotify on the results", errno);
@@ -264,9 +297,17 @@ int main(int argc, char **argv) {
         qsort(bare, runs, sizeof(usec_t), cmp);
         qsort(dmn, runs, sizeof(usec_t), cmp);
         double mb = (double) bare[runs / 2] / 1000.0, md = (double) dmn[runs / 2] / 1000.0;
-        printf("latency: bare runsc run median %.1f ms, inbox to result median %.1f ms, ratio %.3f "
-               "(target <= 1.3), %u runs each\n", mb, md, md / mb, runs);
+        const char *label = getenv("BENCH_LABEL");
+        printf("%s: bare runsc run%s median %.1f ms, inbox to result median %.1f ms, ratio %.3f "
+               "(target <= %s), %u runs each\n", label ? label : "latency",
+               getenv("BENCH_BARE_COPY") ? " + cp -a into a tmpfs" : "", mb, md, md / mb,
+               getenv("BENCH_TARGET") ?: "1.3", runs);
         fflush(stdout);
+        if (burst == 0) {
+                free(bare);
+                free(dmn);
+                return 0;
+        }
 
         usec_t tb = run_bare_pairs(burst, 1000), td = run_daemon_burst(burst);
         printf("throughput: %u bare runs two at a time %.1f s (%.2f/s), %u requests at concurrency 2 %.1f s "

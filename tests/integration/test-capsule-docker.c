@@ -25,6 +25,7 @@
 #include "capsule/oci-spec.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "snapshot/snapshot.h"
 #include "tests/unit/lib/tfw-test.h"
 
 #define JOB_UID 12345
@@ -177,6 +178,17 @@ static void assert_nothing_left(void) {
         closedir(d);
 }
 
+/* The workspace streamed over the engine's stdin instead of env.snapshot bound (issue 12). */
+static bool stream_next;
+
+static int stream_snapshot_dir(void *userdata, int fd) {
+        (void) userdata;
+        SnapshotLimits l = { .max_bytes = 16ULL << 20, .max_entries = 1000, .group = JOB_GID };
+        SnapshotSummary s;
+        TfwError e = {};
+        return snapshot_stream(env.snapshot, fd, &l, &s, &e);
+}
+
 static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) {
         TfwError e = {};
         memset(out, 0, sizeof(*out));
@@ -193,7 +205,8 @@ static void run_job(const char *id, char **argv, uint64_t timeout, JobRun *out) 
                 .job_id = id,
                 .argv = argv,
                 .timeout_seconds = timeout,
-                .snapshot_dir = env.snapshot,
+                .snapshot_dir = stream_next ? NULL : env.snapshot,
+                .input = stream_next ? stream_snapshot_dir : NULL,
                 .init_path = env.init_path,
                 .log_fd = log_fd,
                 .staging_fd = out->staging_fd,
@@ -259,6 +272,23 @@ static void test_hello_and_artifacts(void **state) {
         struct stat st;
         assert_int_equal(fstatat(j.staging_fd, "sub/out.txt", &st, AT_SYMLINK_NOFOLLOW), 0);
         assert_int_equal(st.st_size, 5);
+        jobrun_free(&j);
+}
+
+/* The inbox plane's input through docker/podman: the workspace stream goes over the engine
+ * CLI's attached stdin after the secret; /work holds it, and no /snapshot exists. */
+static void test_stream_input(void **state) {
+        (void) state;
+        JobRun j;
+        stream_next = true;
+        run_sh("streamed", "cat hello.txt; [ -z \"$(ls -A /snapshot 2>/dev/null)\" ] && echo snapshot=empty; "
+               "echo stdin=$(readlink /proc/self/fd/0)",
+               60, &j);
+        stream_next = false;
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_non_null(strstr(j.log, "hello from the snapshot\n"));
+        assert_value(&j, "snapshot", "empty"); /* the image may have the mount point */
+        assert_value(&j, "stdin", "/dev/null");
         jobrun_free(&j);
 }
 
@@ -469,6 +499,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_runtime_known),
         cmocka_unit_test(test_hello_and_artifacts),
         cmocka_unit_test(test_exit_code),
+        cmocka_unit_test(test_stream_input),
         cmocka_unit_test(test_walls),
         cmocka_unit_test(test_memory_bomb),
         cmocka_unit_test(test_fork_bomb),

@@ -36,6 +36,8 @@
 #include "capsule/job.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
+#include "snapshot/snapshot.h"
+#include "snapshot/stream.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
@@ -722,6 +724,9 @@ typedef struct JobOptions {
         char *const *extra_env;
         uint64_t cpu_seconds;
         bool end_on_log_limit;
+        int (*input)(void *userdata, int fd); /* a streamed input instead of env.snapshot */
+        void *input_userdata;
+        CapsuleWarm *warm;                    /* run on this capsule started ahead */
 } JobOptions;
 
 static void run_job_with(const char *id, char **argv, uint64_t timeout, const JobOptions *o, JobRun *out) {
@@ -740,7 +745,10 @@ static void run_job_with(const char *id, char **argv, uint64_t timeout, const Jo
                 .job_id = id,
                 .argv = argv,
                 .timeout_seconds = timeout,
-                .snapshot_dir = env.snapshot,
+                .snapshot_dir = o && o->input ? NULL : env.snapshot,
+                .input = o ? o->input : NULL,
+                .input_userdata = o ? o->input_userdata : NULL,
+                .warm = o ? o->warm : NULL,
                 .init_path = env.init_path,
                 .log_fd = log_fd,
                 .staging_fd = out->staging_fd,
@@ -830,9 +838,37 @@ static void test_hello_and_artifacts(void **state) {
         jobrun_free(&j);
 }
 
-static void test_walls(void **state) {
-        (void) state;
-        require_env();
+/* The input of a warm capsule: env.snapshot through the real snapshot walk. */
+static int stream_snapshot_dir(void *userdata, int fd) {
+        (void) userdata;
+        SnapshotLimits l = { .max_bytes = 64ULL << 20, .max_entries = 1000, .group = JOB_GID };
+        SnapshotSummary s;
+        TfwError e = {};
+        int r = snapshot_stream(env.snapshot, fd, &l, &s, &e);
+        if (r < 0)
+                print_message("stream of the snapshot: %s\n", e.message);
+        return r;
+}
+
+static CapsuleWarm *warm_start_tree(const char *warm_id, const char *tree) {
+        CapsuleWarmParams wp = {
+                .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch, .warm_id = warm_id, .init_path = env.init_path,
+                .snapshot_dir = tree,
+        };
+        CapsuleWarm *w = NULL;
+        TfwError e = {};
+        if (capsule_warm_start(&wp, &w, &e) < 0)
+                fail_msg("capsule_warm_start: %s", e.message);
+        return w;
+}
+
+static CapsuleWarm *warm_start(const char *warm_id) {
+        return warm_start_tree(warm_id, NULL);
+}
+
+static void check_walls(bool warm) {
+        const char *id = warm ? "wallswarm" : "walls";
         char port[16];
         _cleanup_close_ int lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
@@ -849,7 +885,8 @@ static void test_walls(void **state) {
 
         char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "walls", port, env.state_dir, env.key_path, NULL };
         JobRun j;
-        run_job("walls", argv, 60, &j);
+        JobOptions o = { .input = stream_snapshot_dir, .warm = warm ? warm_start("w-walls") : NULL };
+        run_job_with(id, argv, 60, warm ? &o : NULL, &j);
         close(canary);
         assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
 
@@ -874,8 +911,9 @@ static void test_walls(void **state) {
         assert_value(&j, "root_home", "ENOENT");
         assert_value(&j, "state_dir", "ENOENT");
         assert_value(&j, "key", "ENOENT");
-        assert_value(&j, "snapshot_create", "EROFS");
-        assert_value(&j, "snapshot_write", "EROFS");
+        /* A warm capsule has no /snapshot at all: its input came on the channel. */
+        assert_value(&j, "snapshot_create", warm ? "ENOENT" : "EROFS");
+        assert_value(&j, "snapshot_write", warm ? "ENOENT" : "EROFS");
         /* The empty root and /usr are also closed by permissions (EACCES), so the
          * read-only flag itself is asserted on the mount table: no rw mount but the
          * capsule's own tmpfs, proc, sysfs and devpts. */
@@ -896,9 +934,12 @@ static void test_walls(void **state) {
         assert_value(&j, "host_user_daemon", "absent");
         /* Exactly the contract's environment (sorted), nothing of the worker's. */
         assert_value(&j, "environ",
-                     "HOME=/work|LANG=C.UTF-8|"
-                     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
-                     "TENTAFLAKE_JOB=walls|TMPDIR=/tmp|");
+                     warm ? "HOME=/work|LANG=C.UTF-8|"
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
+                            "TENTAFLAKE_JOB=wallswarm|TMPDIR=/tmp|"
+                          : "HOME=/work|LANG=C.UTF-8|"
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin|"
+                            "TENTAFLAKE_JOB=walls|TMPDIR=/tmp|");
 
         /* The job's own fds: stdin /dev/null, stdout+stderr the relay pipe. */
         char buf[4096];
@@ -933,6 +974,20 @@ static void test_walls(void **state) {
         assert_value_not(&j, "init_ptrace", "ok");
         jobrun_free(&j);
 }
+
+static void test_walls(void **state) {
+        (void) state;
+        require_env();
+        check_walls(false);
+}
+
+/* Every wall probe again, on a capsule started before its job (threat 12). */
+static void test_walls_warm(void **state) {
+        (void) state;
+        require_env();
+        check_walls(true);
+}
+
 
 static void test_forged_channels(void **state) {
         (void) state;
@@ -1048,6 +1103,251 @@ static void test_fill_work(void **state) {
         assert_non_null(get(&j, "filled", buf, sizeof(buf)));
         assert_true(strtoull(buf, NULL, 10) <= WORK_TMPFS);
         jobrun_free(&j);
+}
+
+/* ---- the streamed input (snapshot/stream.h, issue 12) ---------------------------------- */
+
+typedef struct StreamFixture {
+        bool abort;          /* end with 'A' instead of 'E' */
+        uint64_t big;        /* > 0: one file of this many zero bytes (more than /work holds) */
+        int write_error;     /* what the last write returned */
+        uint64_t sent;
+} StreamFixture;
+
+static int put_record(int fd, uint8_t tag, const char *name, uint8_t flags, bool file, uint64_t size) {
+        uint8_t h[SNAPSHOT_STREAM_HEADER_MAX];
+        size_t n = 0, len = name ? strlen(name) : 0;
+        h[n++] = tag;
+        if (name) {
+                snapshot_stream_put_le(h + n, len, 2);
+                n += 2;
+                memcpy(h + n, name, len);
+                n += len;
+                h[n++] = flags;
+        }
+        if (file) {
+                snapshot_stream_put_le(h + n, size, 8);
+                n += 8;
+        }
+        return write_all(fd, h, n);
+}
+
+static int stream_fixture(void *userdata, int fd) {
+        StreamFixture *f = userdata;
+        static const char content[] = "streamed content";
+        static uint8_t zeros[1 << 16];
+        int r = put_record(fd, SNAPSHOT_STREAM_DIR, "d", 0, false, 0);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "x", 0, true, sizeof(content) - 1);
+        if (r >= 0)
+                r = write_all(fd, content, sizeof(content) - 1);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_UP, NULL, 0, false, 0);
+        if (r >= 0)
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "run.sh", SNAPSHOT_STREAM_EXEC, true, 10);
+        if (r >= 0)
+                r = write_all(fd, "#!/bin/sh\n", 10);
+        if (r >= 0 && f->big) {
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "big", 0, true, f->big);
+                for (uint64_t left = f->big; r >= 0 && left > 0;) {
+                        size_t k = (size_t) MIN(left, (uint64_t) sizeof(zeros));
+                        r = write_all(fd, zeros, k);
+                        left -= k;
+                        f->sent += k;
+                }
+        }
+        if (r >= 0)
+                r = put_record(fd, f->abort ? SNAPSHOT_STREAM_ABORT : SNAPSHOT_STREAM_END, NULL, 0, false, 0);
+        f->write_error = r;
+        return r;
+}
+
+#define STREAM_PROBE                                                                              \
+        "echo ran=yes; echo content=$(cat /work/d/x); [ -x /work/run.sh ] && echo exec=yes; "     \
+        "[ -d /work/artifacts ] && echo artifacts_dir=yes; "                                      \
+        "echo stdin=$(readlink /proc/self/fd/0); echo init_stdin=$(readlink /proc/1/fd/0 2>&1)"
+
+/* The workspace arrives as a stream: /work holds it, with the modes init gives, and the channel
+ * it came on is /dev/null for init and the job alike once the input was read. */
+static void test_stream_input(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = {};
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("stream", argv, 60, &o, &j);
+        assert_int_equal(f.write_error, 0);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "content", "streamed content");
+        assert_value(&j, "exec", "yes");
+        assert_value(&j, "artifacts_dir", "yes");
+        assert_value(&j, "stdin", "/dev/null");
+        assert_value(&j, "init_stdin", "/dev/null");
+        jobrun_free(&j);
+}
+
+/* A stream the host aborts (its walk refused the workspace): nothing runs. */
+static void test_stream_abort(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .abort = true };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streamabort", argv, 60, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_non_null(strstr(j.res.message, CAPSULE_INIT_ERROR_INPUT));
+        jobrun_free(&j);
+}
+
+/* A stream larger than /work: the init stops reading, the capsule ends, and the host's writer
+ * is released by the closed channel (no hang), the job never ran. */
+static void test_stream_too_big(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .big = WORK_TMPFS + (16ULL << 20) };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streambig", argv, 120, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_string_equal(j.res.reason, "snapshot_copy");
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_int_equal(f.write_error, -EPIPE);
+        assert_true(f.sent < f.big);
+        jobrun_free(&j);
+}
+
+/* Threat 12: two consecutive jobs, each on its own warm capsule. The first leaves files in
+ * /work and /tmp and a process that would outlive it (new session, ignoring SIGTERM/SIGHUP);
+ * the second sees none of them and no process of the first (found by the name the leftover
+ * carries in its argv, which the first job does see while it runs); the first's container is
+ * gone, its leftover process killed. */
+#define WARM1 "echo leftover >/work/left.txt; echo leftover >/tmp/left.txt; " \
+              "m=i12; setsid sh -c 'trap \"\" TERM HUP; while :; do sleep 1; done' ${m}leftover </dev/null >/dev/null 2>&1 & " \
+              "echo bg=$!; " LEFTOVERS("mine")
+#define LEFTOVERS(key) \
+        "echo " key "=$(for p in /proc/[0-9]*; do tr '\\0' ' ' <$p/cmdline; echo; done 2>/dev/null | grep -c 'i12leftove[r]'); "
+#define WARM2 "ls /work/left.txt /tmp/left.txt >/dev/null 2>&1 && echo leftovers=yes || echo leftovers=no; " \
+              LEFTOVERS("leftover_procs") "echo job=$TENTAFLAKE_JOB"
+
+static bool container_listed(const char *cid) {
+        char cmd[PATH_MAX * 3];
+        snprintf(cmd, sizeof(cmd), "'%s' --root '%s' list -quiet 2>/dev/null | grep -qx '%s'", env.drv.runsc.binary,
+                 env.runsc_root, cid);
+        return system(cmd) == 0;
+}
+
+/* runsc registers a container while it boots: wait for it (bounded), it is not instant. */
+static bool container_exists(const char *cid) {
+        for (unsigned i = 0; i < 200; i++) {
+                if (container_listed(cid))
+                        return true;
+                usleep(50 * 1000);
+        }
+        return false;
+}
+
+static void test_warm_one_job_each(void **state) {
+        (void) state;
+        require_env();
+        char *a1[] = { (char *) "/bin/sh", (char *) "-c", (char *) WARM1, NULL };
+        char *a2[] = { (char *) "/bin/sh", (char *) "-c", (char *) WARM2, NULL };
+        StreamFixture f = {};
+        JobRun j1, j2;
+
+        CapsuleWarm *w1 = warm_start("w-one");
+        char c1[256];
+        snprintf(c1, sizeof(c1), "%s", capsule_warm_container(w1));
+        assert_true(container_exists(c1));
+        JobOptions o1 = { .input = stream_fixture, .input_userdata = &f, .warm = w1 };
+        run_job_with("warmfirst", a1, 60, &o1, &j1);
+        assert_int_equal(j1.res.status, CAPSULE_SUCCEEDED);
+        assert_non_null(strstr(j1.log, "bg="));
+        /* The probe does see a process that would survive: the first job's own. */
+        assert_value(&j1, "mine", "1");
+        /* Its capsule is gone with its job: the leftover process with it. */
+        assert_false(container_listed(c1));
+        assert_nothing_left("w-one");
+
+        CapsuleWarm *w2 = warm_start("w-two");
+        JobOptions o2 = { .input = stream_fixture, .input_userdata = &f, .warm = w2 };
+        run_job_with("warmsecond", a2, 60, &o2, &j2);
+        assert_int_equal(j2.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j2, "leftovers", "no");
+        /* No process of the first job. */
+        assert_value(&j2, "leftover_procs", "0");
+        assert_value(&j2, "job", "warmsecond");
+        assert_nothing_left("w-two");
+        jobrun_free(&j1);
+        jobrun_free(&j2);
+}
+
+/* A prepared tree (serve's checkout) on a warm capsule: the directory is bound at /snapshot
+ * while it is still empty, and filled before the job is given; init copies what is there
+ * then, symlinks included. */
+static void test_warm_prepared_tree(void **state) {
+        (void) state;
+        require_env();
+        char tree[PATH_MAX];
+        snprintf(tree, sizeof(tree), "%s/warmtree", env.base);
+        assert_int_equal(mkdir(tree, 0750), 0);
+        assert_int_equal(chown(tree, 0, JOB_GID), 0);
+        CapsuleWarm *w = warm_start_tree("w-tree", tree);
+        char cid[256];
+        snprintf(cid, sizeof(cid), "%s", capsule_warm_container(w));
+        assert_true(container_exists(cid)); /* booted before the tree exists */
+        _cleanup_close_ int t = open(tree, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(t >= 0);
+        tfw_write_file(t, "late.txt", "filled after the boot\n", (size_t) -1);
+        assert_int_equal(fchmodat(t, "late.txt", 0644, 0), 0);
+        assert_int_equal(mkdirat(t, "sub", 0755), 0);
+        tfw_write_file(t, "sub/inner.txt", "inner\n", (size_t) -1);
+        assert_int_equal(fchmodat(t, "sub/inner.txt", 0644, 0), 0);
+        assert_int_equal(symlinkat("late.txt", t, "link"), 0);
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c",
+                         (char *) "echo late=$(cat /work/late.txt); echo inner=$(cat /work/sub/inner.txt); "
+                                  "echo link=$(readlink /work/link)",
+                         NULL };
+        JobOptions o = { .warm = w };
+        JobRun j;
+        /* run_job_with binds env.snapshot for a cold job; this one runs on the warm tree. */
+        TfwError e = {};
+        _cleanup_close_ int log_fd = memfd_create("job.log", MFD_CLOEXEC);
+        CapsuleJobParams p = {
+                .config = &env.config, .driver = &env.drv, .scratch_fd = env.scratch_fd,
+                .scratch_path = env.scratch, .job_id = "warmtree", .argv = argv, .timeout_seconds = 60,
+                .snapshot_dir = tree, .warm = o.warm, .init_path = env.init_path, .log_fd = log_fd,
+                .staging_fd = -1, .unpriv_uid = 65534, .unpriv_gid = 65534,
+        };
+        memset(&j, 0, sizeof(j));
+        j.staging_fd = -EBADF;
+        assert_int_equal(capsule_run_job(&p, &j.res, &e), 0);
+        assert_true(lseek(log_fd, 0, SEEK_SET) == 0);
+        assert_int_equal(read_full_fd_bounded(log_fd, 1 << 20, &j.log, &j.log_len), 0);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_value(&j, "late", "filled after the boot");
+        assert_value(&j, "inner", "inner");
+        assert_value(&j, "link", "late.txt");
+        assert_false(container_listed(cid));
+        assert_nothing_left("w-tree");
+        jobrun_free(&j);
+        (void) rm_rf_at(AT_FDCWD, tree);
+}
+
+/* A warm capsule nobody used: discarded, nothing of it is left. */
+static void test_warm_discarded(void **state) {
+        (void) state;
+        require_env();
+        CapsuleWarm *w = warm_start("w-unused");
+        char cid[256];
+        snprintf(cid, sizeof(cid), "%s", capsule_warm_container(w));
+        assert_true(container_exists(cid));
+        capsule_warm_free(w);
+        assert_false(container_listed(cid));
+        assert_nothing_left("w-unused");
 }
 
 static void test_fill_tmp(void **state) {
@@ -1264,6 +1564,10 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_hello_and_artifacts),
                 cmocka_unit_test(test_walls),
+                cmocka_unit_test(test_walls_warm),
+                cmocka_unit_test(test_warm_one_job_each),
+                cmocka_unit_test(test_warm_discarded),
+                cmocka_unit_test(test_warm_prepared_tree),
                 cmocka_unit_test(test_forged_channels),
                 cmocka_unit_test(test_forged_trailer_then_kill_init),
                 cmocka_unit_test(test_signals_to_init_ignored),
@@ -1273,6 +1577,9 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fork_bomb),
                 cmocka_unit_test(test_fill_work),
                 cmocka_unit_test(test_fill_tmp),
+                cmocka_unit_test(test_stream_input),
+                cmocka_unit_test(test_stream_abort),
+                cmocka_unit_test(test_stream_too_big),
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_output_limit),
                 cmocka_unit_test(test_cpu_limit),

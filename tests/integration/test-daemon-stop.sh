@@ -22,8 +22,11 @@ drop() { # drop ID ARGV_JSON
                 >"$inbox/.$1.tmp"
         mv "$inbox/.$1.tmp" "$inbox/$1.json"
 }
-in_capsule() { # in_capsule ID: runsc lists the job's container as running
-        runsc --root "$dir/state/runsc" list 2>/dev/null | grep -q -- "-$1 .* running "
+in_capsule() { # in_capsule ID: runsc lists the job's container as running (its own, or the
+        # capsule started ahead that the daemon gave it, runtime.warm_seconds)
+        local c
+        c=$(sed -n "s/.*job '$1': started in capsule '\(warm-[0-9a-f]*\)'.*/\1/p" "$dir/daemon.log" | tail -1)
+        runsc --root "$dir/state/runsc" list 2>/dev/null | grep -q -- "-${c:-$1} .* running "
 }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 # reap_daemon: wait (bounded) for the daemon to exit by itself; its exit status.

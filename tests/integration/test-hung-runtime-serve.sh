@@ -48,8 +48,10 @@ hung_check() {
         wait_ready "$name"
         enqueue "$name" "$TREE" '{"argv":["sh","-c","echo i11t-running; exec sleep 600"],"timeout_secs":900}'
         if [ "$mode" = run ]; then
+                # lane-1/, or lane-1-warm/ for a check that runs in the capsule the lane started
+                # ahead (issue 12: after the previous worker's job handed back here).
                 check "$name: the check runs (its output reached job.log)" \
-                        wait_for 120 grep -qs i11t-running "$tmp/state-$name/scratch/lane-1/job.log"
+                        wait_for 120 sh -c "grep -qs i11t-running '$tmp/state-$name/scratch/'lane-1*/job.log"
                 touch "$ctl/stop-now"
         fi
         check "$name: the sandbox was stopped ($mode)" wait_file "$ctl/stopped" 120

@@ -15,7 +15,9 @@
 #   - kill -9 mid-check: the lease expires, a second worker gets the job, exactly one
 #     attestation is accepted;
 #   - two lanes, many jobs: no job completed by a lane that did not claim it, no conflicts;
-#   - SIGTERM finishes the running check; a second signal hands the job back and exits.
+#   - SIGTERM finishes the running check; a second signal hands the job back and exits;
+#   - a lane runs its next job in a capsule started ahead when the job's limits are the
+#     defaults, cold otherwise, and leaves none behind (issue 12).
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 require_root
@@ -53,6 +55,15 @@ attestation fail1 fail1.att
 check "fail1 attestation verifies and says fail with exit 3 and the same digest (same walls)" \
         verify fail1.att --expect "subject.gitTree=$TREE" --expect predicate.result=fail \
         --expect predicate.exit_code=3 --expect "predicate.environment_digest=$DIGEST"
+
+# Issue 12 item 3: after a job the lane keeps a capsule started ahead for the next one with
+# the default limits (--warm-secs, default 60); a job with other limits starts cold.
+check "fail1 ran in the capsule the lane started ahead after pass1" grep -q "job 'fail1' runs in a capsule started ahead" ci-1.log
+check "pass1, the first job, started cold" bash -c "! grep -q \"job 'pass1' runs in a capsule\" ci-1.log"
+enqueue smallmem "$TREE" '{"argv":["sh","-c","cat ok.txt inlink"],"memory_mb":1024,"timeout_secs":60}'
+final smallmem
+check "a job with other limits passes" [ "$(q "jobs['smallmem']['history'][-1].get('status')")" = pass ]
+check "a job with other limits starts cold" bash -c "! grep -q \"job 'smallmem' runs in a capsule\" ci-1.log"
 
 enqueue timeout1 "$TREE" '{"argv":["sleep","30"],"timeout_secs":2}'
 final timeout1
@@ -148,6 +159,10 @@ kill -TERM "$W1"
 wait "$W1"; rc=$?
 check "after SIGTERM the worker exits 0" [ "$rc" = 0 ]
 check "after SIGTERM the running check finished and passed" [ "$(q "jobs['term1']['history'][-1].get('status')")" = pass ]
+check "secrets ran in a capsule started ahead (its probe saw the same walls)" grep -q "job 'secrets' runs in a capsule started ahead" ci-1.log
+check "after SIGTERM no capsule is left, the one started ahead included" \
+        test -z "$(runsc --root "$tmp/state-ci-1/runsc" list -quiet 2>/dev/null)"
+check "after SIGTERM no scratch is left" test -z "$(ls -A "$tmp/state-ci-1/scratch" 2>/dev/null)"
 
 # ---- 5b. output and CPU time end the check: signed fails naming the limit ------------------
 start_worker ci-7 --output-mb 1 --default-cpu-secs 2

@@ -78,6 +78,7 @@ static const char *get_value(const Config *c, const char *key) {
         S("runtime.driver", driver_to_string(c->driver));
         S("runtime.runsc", c->runsc);
         S("runtime.platform", c->platform);
+        U("runtime.warm_seconds", c->warm_seconds);
         S("runtime.rootfs", c->rootfs);
         S("runtime.image", c->image);
         U("limits.max_request_bytes", l->max_request_bytes);
@@ -358,6 +359,14 @@ static const Case static_cases[] = {
         OK("runsc_inside_system_mount_is_fine", "runtime.runsc", "/usr/bin/runsc",
            "runtime.runsc", "\"/usr/bin/runsc\""),
 
+        /* runtime.warm_seconds */
+        DEFAULT("warm_default", "runtime.warm_seconds", "60"),
+        OK("warm_off", "runtime.warm_seconds", "0", "runtime.warm_seconds", "0"),
+        OK("warm_max", "runtime.warm_seconds", "3600", "runtime.warm_seconds", "3600"),
+        BAD("warm_too_long", "out_of_range", "runtime.warm_seconds", "runtime.warm_seconds", "3601"),
+        BAD("warm_negative", "out_of_range", "runtime.warm_seconds", "runtime.warm_seconds", "-1"),
+        BAD("warm_string", "bad_type", "runtime.warm_seconds", "runtime.warm_seconds", "\"60\""),
+        BAD("warm_real", "bad_type", "runtime.warm_seconds", "runtime.warm_seconds", "1.5"),
         /* runtime.platform */
         DEFAULT("platform_default", "runtime.platform", "systrap"),
         OK("platform_systrap", "runtime.platform", "systrap", "runtime.platform", "\"systrap\""),

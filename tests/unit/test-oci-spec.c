@@ -262,6 +262,40 @@ static void test_root(void **state) {
         assert_true(has_option(gr, "ro"));
 }
 
+/* A capsule started ahead of its job (threat 12): nothing of the job in its spec, only init
+ * waiting (--warm) and PATH; the walls as for any job; a streamed input has no /snapshot. */
+static void test_warm_spec(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        f.params.warm = true;
+        f.params.job_id = "warm-0123456789ab";
+        f.params.cgroups_path = "/tentaflake-worker-coder-1/tfw-coder-1-warm-0123456789ab";
+        f.params.snapshot_dir = NULL;
+        f.params.extra_env = (char *const[]) { (char *) "SECRET_OF_A_JOB=1", NULL };
+        f.params.check = "lint";
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *proc = json_object_get(spec, "process");
+        json_t *args = json_object_get(proc, "args");
+        assert_int_equal(json_array_size(args), 2);
+        assert_string_equal(json_string_value(json_array_get(args, 0)), CAPSULE_INIT_PATH);
+        assert_string_equal(json_string_value(json_array_get(args, 1)), CAPSULE_WARM_ARG);
+        json_t *env = json_object_get(proc, "env");
+        assert_int_equal(json_array_size(env), 1);
+        assert_string_equal(json_string_value(json_array_get(env, 0)),
+                            "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        _cleanup_free_ char *dump = json_dumps(spec, 0);
+        assert_null(strstr(dump, "cargo"));
+        assert_null(strstr(dump, "SECRET_OF_A_JOB"));
+        assert_null(strstr(dump, "TENTAFLAKE"));
+        assert_null(find_mount(spec, CAPSULE_SNAPSHOT_PATH));
+        /* The walls are the same as a cold job's. */
+        assert_int_equal(get_int(json_object_get(proc, "user"), "uid"), 10000);
+        assert_true(json_is_true(json_object_get(proc, "noNewPrivileges")));
+        assert_true(json_is_true(json_object_get(json_object_get(spec, "root"), "readonly")));
+        assert_non_null(find_mount(spec, CAPSULE_WORK_PATH));
+}
+
 static void test_mounts(void **state) {
         (void) state;
         Fixture f;
@@ -532,6 +566,7 @@ int main(void) {
                 cmocka_unit_test(test_top_level),
                 cmocka_unit_test(test_process_user_and_caps),
                 cmocka_unit_test(test_process_args_env),
+                cmocka_unit_test(test_warm_spec),
                 cmocka_unit_test(test_rlimits),
                 cmocka_unit_test(test_root),
                 cmocka_unit_test(test_mounts),

@@ -34,6 +34,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "snapshot/snapshot.h"
+#include "snapshot/stream.h"
 #include "tests/unit/lib/tfw-test.h"
 
 #define EMPTY_TREE "6ef19b41225c5369f1c104d45d8d85efa9b057b53b14b4b9b939dd74decc5321"
@@ -136,12 +137,151 @@ static SnapshotLimits default_limits(void) {
         };
 }
 
+/* ---- stream mode: snapshot_stream() into a pipe, received as the capsule's init does ----- */
+
+/* The passes of the suite in stream mode run the same fixtures through snapshot_stream(): a
+ * thread reads the whole stream into memory, and a receiver written like the capsule's init
+ * (capsule/init/capsule-init.c) makes <tmp>/out/<name> from it when it ends with 'E', so every
+ * check of the copy (its bytes, its git tree id, no secret in it) applies to what a capsule
+ * would get. */
+static bool stream_mode;
+
+typedef struct StreamSink {
+        int fd;
+        uint8_t *buf;
+        size_t len, cap;
+} StreamSink;
+
+static void *sink_main(void *p) {
+        StreamSink *k = p;
+        for (;;) {
+                if (k->cap - k->len < 65536) {
+                        k->cap = k->cap ? 2 * k->cap : 1 << 20;
+                        k->buf = realloc(k->buf, k->cap);
+                        if (!k->buf)
+                                abort();
+                }
+                ssize_t n = read(k->fd, k->buf + k->len, k->cap - k->len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return NULL;
+                k->len += (size_t) n;
+        }
+}
+
+static bool take_bytes(const uint8_t *b, size_t n, size_t *off, void *dst, size_t want) {
+        if (n - *off < want)
+                return false;
+        memcpy(dst, b + *off, want);
+        *off += want;
+        return true;
+}
+
+/* Receive a complete stream into out/name; false when it is malformed or not complete. */
+static bool unpack_stream(const uint8_t *b, size_t n, int out, const char *name) {
+        int fds[SNAPSHOT_DEPTH_MAX + 2];
+        unsigned depth = 0;
+        size_t off = 0;
+        bool ok = false;
+
+        if (mkdirat(out, name, 0755) < 0)
+                return false;
+        fds[0] = openat(out, name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fds[0] < 0)
+                return false;
+        for (;;) {
+                uint8_t tag, h[2], flags, sz[8];
+                char nm[SNAPSHOT_STREAM_NAME_MAX + 1];
+                if (!take_bytes(b, n, &off, &tag, 1))
+                        break;
+                if (tag == SNAPSHOT_STREAM_END) {
+                        ok = depth == 0 && off == n;
+                        break;
+                }
+                if (tag == SNAPSHOT_STREAM_UP) {
+                        if (depth == 0)
+                                break;
+                        close(fds[depth--]);
+                        continue;
+                }
+                if (tag != SNAPSHOT_STREAM_DIR && tag != SNAPSHOT_STREAM_FILE)
+                        break;
+                if (!take_bytes(b, n, &off, h, 2))
+                        break;
+                size_t len = (size_t) snapshot_stream_get_le(h, 2);
+                if (len == 0 || len > SNAPSHOT_STREAM_NAME_MAX || !take_bytes(b, n, &off, nm, len) ||
+                    !take_bytes(b, n, &off, &flags, 1))
+                        break;
+                nm[len] = 0;
+                if (memchr(nm, '/', len) || memchr(nm, 0, len) || streq(nm, ".") || streq(nm, ".."))
+                        break;
+                if (tag == SNAPSHOT_STREAM_DIR) {
+                        if (depth + 1 > SNAPSHOT_DEPTH_MAX || mkdirat(fds[depth], nm, 0755) < 0)
+                                break;
+                        int fd = openat(fds[depth], nm, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (fd < 0)
+                                break;
+                        fds[++depth] = fd;
+                        continue;
+                }
+                if (!take_bytes(b, n, &off, sz, 8))
+                        break;
+                uint64_t size = snapshot_stream_get_le(sz, 8);
+                if (size > n - off)
+                        break;
+                int fd = openat(fds[depth], nm, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                                (flags & SNAPSHOT_STREAM_EXEC) ? 0755 : 0644);
+                if (fd < 0)
+                        break;
+                int r = write_all(fd, b + off, (size_t) size);
+                if (r >= 0 && fchmod(fd, (flags & SNAPSHOT_STREAM_EXEC) ? 0755 : 0644) < 0)
+                        r = -errno;
+                close(fd);
+                if (r < 0)
+                        break;
+                off += (size_t) size;
+        }
+        for (unsigned i = 0; i <= depth; i++)
+                close(fds[i]);
+        if (!ok)
+                (void) rm_rf_at(out, name);
+        return ok;
+}
+
+static int take_stream(const char *ws, int out, const char *name, const SnapshotLimits *l,
+                       SnapshotSummary *s, TfwError *e) {
+        int p[2];
+        pthread_t t;
+        StreamSink k = {};
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        k.fd = p[0];
+        assert_int_equal(pthread_create(&t, NULL, sink_main, &k), 0);
+        int r = snapshot_stream(ws, p[1], l, s, e);
+        close(p[1]);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        close(p[0]);
+        if (r >= 0) {
+                /* Complete, ended with 'E', and what it holds is the copy. */
+                if (!unpack_stream(k.buf, k.len, out, name))
+                        fail_msg("snapshot_stream succeeded but its stream is not complete (%zu bytes)", k.len);
+        } else {
+                /* A failed walk ends its stream with the abort mark: the capsule runs nothing. */
+                if (k.len == 0 || k.buf[k.len - 1] != SNAPSHOT_STREAM_ABORT)
+                        fail_msg("a failed snapshot_stream (%s) did not end its stream with 'A'", e->code);
+                assert_false(unpack_stream(k.buf, k.len, out, name));
+        }
+        free(k.buf);
+        return r;
+}
+
 /* Snapshot <tmp>/ws into <tmp>/out/<name>. On success, checks the resolver of this pass. */
 static int take_with(const TestDir *d, const char *name, const SnapshotLimits *l, SnapshotSummary *s,
                      TfwError *e) {
         _cleanup_free_ char *ws = ws_path(d);
         _cleanup_close_ int out = out_fd(d);
-        int r = snapshot_take(ws, out, name, l, s, e);
+        int r = stream_mode ? take_stream(ws, out, name, l, s, e) : snapshot_take(ws, out, name, l, s, e);
         if (r >= 0 && s->resolver != expected_resolver)
                 fail_msg("snapshot resolved with %d, expected %d", s->resolver, expected_resolver);
         return r;
@@ -911,6 +1051,43 @@ static int size_lies_child(const TestDir *d) {
         SnapshotLimits l = default_limits();
         SnapshotSummary s;
         TfwError e = {};
+        if (stream_mode) {
+                /* The stream sends exactly the size fstat gave (0 here): what the file holds
+                 * beyond it is cut off; and a sysfs file claiming 4096 bytes that reads as a
+                 * few is padded with zeros. Torn, never bytes from elsewhere, and the tree id
+                 * names what was sent. */
+                static const char sysfs[] = "/sys/kernel/mm/transparent_hugepage/enabled";
+                _cleanup_free_ char *grow = NULL;
+                struct stat ss;
+                bool have_sysfs = stat(sysfs, &ss) >= 0 && S_ISREG(ss.st_mode) && ss.st_size == 4096;
+                if (have_sysfs) {
+                        put(ws, "shrinks", "", 0, 0644);
+                        if (asprintf(&grow, "%s/ws/shrinks", d->path) < 0 ||
+                            mount(sysfs, grow, NULL, MS_BIND, NULL) < 0)
+                                return 20;
+                }
+                if (take_with(d, "snap", &l, &s, &e) < 0)
+                        return 21;
+                if (s.bytes != 5 + (have_sysfs ? 4096 : 0))
+                        return 22;
+                _cleanup_free_ char *copy = git_tree(d, "out/snap");
+                if (!streq(copy, s.tree))
+                        return 23;
+                _cleanup_close_ int out = out_fd(d);
+                struct stat cs;
+                if (fstatat(out, "snap/status", &cs, 0) < 0 || cs.st_size != 0)
+                        return 24;
+                if (have_sysfs) {
+                        char buf[4096], want[4096] = {};
+                        _cleanup_close_ int f = openat(out, "snap/shrinks", O_RDONLY | O_CLOEXEC);
+                        _cleanup_close_ int src = open(sysfs, O_RDONLY | O_CLOEXEC);
+                        ssize_t real = src >= 0 ? read(src, want, sizeof(want)) : -1;
+                        if (f < 0 || real <= 0 || real >= 4096 || read(f, buf, sizeof(buf)) != 4096 ||
+                            memcmp(buf, want, sizeof(buf)) != 0)
+                                return 25;
+                }
+                return 0;
+        }
         if (take_with(d, "snap", &l, &s, &e) < 0)
                 return 13;
         if (s.bytes <= 100 + 5)
@@ -1154,6 +1331,29 @@ static int install_no_openat2_filter(void) {
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, tfw_tmpdir_teardown)
 
+/* What applies to the stream too: everything but the copy's own modes, owner, ACLs, copy
+ * methods and destination (the stream has none; init gives /work its modes). */
+static const struct CMUnitTest stream_tests[] = {
+        T(test_tree_matches_git),
+        T(test_tree_matches_git_generated),
+        T(test_empty_trees),
+        T(test_symlinks_skipped),
+        T(test_root_refusals),
+        T(test_fifo_refused),
+        T(test_socket_refused),
+        T(test_devices_refused),
+        T(test_message_escapes_names),
+        T(test_hardlinks_copied_independently),
+        T(test_foreign_hardlink_refused),
+        T(test_control_dir_excluded),
+        T(test_bytes_ceiling),
+        T(test_entries_ceiling),
+        T(test_depth_ceiling),
+        T(test_size_changes_while_read),
+        T(test_race_symlink_swap),
+        T(test_race_fifo_swap),
+};
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_resolver_probe),
@@ -1197,6 +1397,9 @@ int main(void) {
         } else {
                 expected_resolver = SNAPSHOT_RESOLVER_OPENAT2;
                 failed = cmocka_run_group_tests_name("snapshot with openat2", tests, NULL, NULL);
+                stream_mode = true;
+                failed += cmocka_run_group_tests_name("snapshot stream with openat2", stream_tests, NULL, NULL);
+                stream_mode = false;
                 int r = install_no_openat2_filter();
                 if (r < 0) {
                         fprintf(stderr, "cannot install the seccomp filter: %s\n", strerror(-r));
@@ -1205,5 +1408,7 @@ int main(void) {
         }
         expected_resolver = SNAPSHOT_RESOLVER_OPENAT_FALLBACK;
         failed += cmocka_run_group_tests_name("snapshot with openat2 filtered to ENOSYS", tests, NULL, NULL);
+        stream_mode = true;
+        failed += cmocka_run_group_tests_name("snapshot stream with openat2 filtered to ENOSYS", stream_tests, NULL, NULL);
         return failed == 0 ? 0 : 1;
 }

@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Benchmark of a request in a real-sized workspace (issue 12 item 2). With a real daemon (`run`,
+# concurrency 1, the runsc driver):
+#   1. latency: a /bin/true request in a workspace of copies of /usr/include and
+#      /usr/lib/python3.11 (about 9.5k files, 170 MB; made here in a temporary directory),
+#      rename into the inbox until the result directory appears, against [bare `runsc run
+#      /bin/true` + `cp -a` of the same tree into a tmpfs]; alternating, medians of BENCH_RUNS
+#      (default 7); target ratio <= 2.0;
+#   2. disk writes: the bytes the daemon and its reaped children (runsc, gofer, sandbox) sent
+#      to the block layer (/proc/PID/io write_bytes) for one request in a 100 MB workspace,
+#      against the size of the result directory it published; target 0 beyond the result;
+#   3. `make -j2` of this project's binary (its git files) in a capsule, request to result,
+#      against the same build natively (reported, no target).
+# Prints every number; never fails because a target is missed (benchmarks report).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+RUNS=${BENCH_RUNS:-7}
+BENCH=$BUILD/tests/bench/bench-orchestrator
+BIN=$BUILD/tentaflake-worker
+for f in "$BENCH" "$BIN" "$BUILD/tentaflake-capsule-init"; do
+        [ -x "$f" ] || { echo "workspace.sh: $f missing (make bench builds it)" >&2; exit 1; }
+done
+if [ "$(id -u)" -ne 0 ]; then
+        echo "workspace.sh: SKIP: the worker and runsc need root"
+        exit 0
+fi
+command -v runsc >/dev/null || { echo "workspace.sh: runsc missing" >&2; exit 1; }
+BIN=$(realpath "$BIN")
+
+base=$(mktemp -d /tmp/tfw-bench-ws.XXXXXX)
+chmod 0755 "$base"
+daemon=
+stop_daemon() {
+        if [ -n "$daemon" ]; then
+                kill -TERM "$daemon" 2>/dev/null || true
+                wait "$daemon" 2>/dev/null || true
+                daemon=
+        fi
+}
+cleanup() {
+        stop_daemon
+        local r c
+        for r in "$base/state/runsc" "$base/bare-root"; do
+                [ -d "$r" ] || continue
+                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
+        done
+        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-ws*' -exec rmdir {} + 2>/dev/null
+        mountpoint -q "$base/tmpfs" && umount "$base/tmpfs"
+        rm -rf "$base"
+}
+trap cleanup EXIT
+
+start_daemon() {
+        cat >"$base/config.json" <<JSON
+{"version": 1, "name": "bench-ws", "workspace": "$base/ws",
+ "container_uid": 12345, "container_gid": 12345, "concurrency": 1,
+ "state_dir": "$base/state", "results_dir": "$base/results"}
+JSON
+        : >"$base/daemon.log"
+        "$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
+        daemon=$!
+        for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
+        grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "workspace.sh: the daemon did not start" >&2; exit 1; }
+}
+
+# 1. The 9.5k-file workspace.
+mkdir -p "$base/ws" "$base/tmpfs"
+cp -a /usr/include "$base/ws/include"
+[ -d /usr/lib/python3.11 ] && cp -a /usr/lib/python3.11 "$base/ws/python3.11"
+chown -R 12345:12345 "$base/ws"
+echo "workspace: $(find "$base/ws" -type f | wc -l) files, $(find "$base/ws" -type d | wc -l) directories, $(du -sm "$base/ws" | cut -f1) MB"
+mount -t tmpfs -o size=1g,mode=0700 i12-bench-ws "$base/tmpfs"
+start_daemon
+BENCH_BARE_COPY="$base/ws" BENCH_BARE_TMPFS="$base/tmpfs" BENCH_LABEL="workspace request" BENCH_TARGET=2.0 \
+        "$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" 0
+stop_daemon
+
+# 2. Disk writes for one request in a 100 MB workspace.
+rm -rf "$base/ws"
+mkdir -p "$base/ws/data"
+for i in $(seq 100); do head -c 1048576 /dev/urandom >"$base/ws/data/f$i"; done
+chown -R 12345:12345 "$base/ws"
+sync
+start_daemon
+wb() { awk '$1 == "write_bytes:" {print $2}' "/proc/$daemon/io"; }
+inbox=$base/ws/.tentaflake-worker/inbox
+request() {
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":["/bin/true"]}' "$1" >"$inbox/.$1.tmp"
+        mv "$inbox/.$1.tmp" "$inbox/$1.json"
+        for _ in $(seq 1200); do [ -f "$base/results/$1/result.json" ] && return 0; sleep 0.05; done
+        echo "workspace.sh: no result for $1" >&2
+        exit 1
+}
+request warmup
+w0=$(wb)
+request io1
+sync
+w1=$(wb)
+echo "disk writes: one request in a 100 MB workspace: $((w1 - w0)) bytes written by the daemon and its children; the result directory holds $(du -sb "$base/results/io1" | cut -f1) bytes (target: nothing beyond the result)"
+grep -o '"status": "[a-z_]*"' "$base/results/io1/result.json" | head -1
+
+# 3. `make -j2` of this project's binary in a capsule against natively (issue 12: report).
+stop_daemon
+rm -rf "$base/ws" "$base/native"
+mkdir -p "$base/ws" "$base/native"
+git ls-files -z | xargs -0 cp --parents -t "$base/ws"
+git ls-files -z | xargs -0 cp --parents -t "$base/native"
+chown -R 12345:12345 "$base/ws"
+t0=$(date +%s%N)
+make -s -C "$base/native" -j2 build/tentaflake-worker >"$base/native.log" 2>&1 || { tail "$base/native.log"; echo "workspace.sh: the native build failed" >&2; }
+t1=$(date +%s%N)
+native_ms=$(( (t1 - t0) / 1000000 ))
+start_daemon
+t0=$(date +%s%N)
+printf '{"version":1,"id":"build1","action_class":"local-reversible","argv":["make","-s","-j2","build/tentaflake-worker"],"timeout_seconds":900}' >"$inbox/.build1.tmp"
+mv "$inbox/.build1.tmp" "$inbox/build1.json"
+for _ in $(seq 18000); do [ -f "$base/results/build1/result.json" ] && break; sleep 0.05; done
+t1=$(date +%s%N)
+capsule_ms=$(( (t1 - t0) / 1000000 ))
+status=$(grep -o '"status": "[a-z_]*"' "$base/results/build1/result.json" | head -1)
+echo "make -j2 of the worker's binary: natively $native_ms ms, in a capsule (request to result) $capsule_ms ms ($status), ratio $(awk -v a="$capsule_ms" -v b="$native_ms" 'BEGIN { printf "%.2f", a / b }') (report)"

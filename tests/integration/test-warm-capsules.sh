@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# Capsules started ahead of the next request (issue 12 item 3; contract sections 2 and 6;
+# threats 12 and 13), with the real daemon and runsc:
+#   - after a request, one capsule waits for the next; the next request runs in it; each
+#     capsule serves one job and is destroyed (threat 12: the second job sees none of the
+#     first's files in /work or /tmp and none of its processes, and the first's leftover
+#     process is gone with its capsule);
+#   - after runtime.warm_seconds without a request the waiting capsule is removed: no sandbox;
+#   - warm_seconds 0: never one;
+#   - drain uses one while its queue is not empty, and leaves none;
+#   - a stop (SIGTERM) while one waits leaves no container, no runsc process, no cgroup.
+# Every wait is a bounded harness timeout on an event, never a timing assertion.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(mktemp -d /tmp/tfw-it-i12warm.XXXXXX)
+chmod 0755 "$dir"
+trap 'worker_cleanup "$dir"' EXIT
+new_worker "$dir" ', "runtime": {"warm_seconds": 3}'
+name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$dir/config.json")
+echo "workspace file" >"$dir/ws/ws.txt"
+chown 10000:10000 "$dir/ws/ws.txt"
+res=$dir/results
+
+containers() { runsc --root "$dir/state/runsc" list -quiet 2>/dev/null; }
+warm_listed() { containers | grep -q "^tfw-$name-warm-"; }
+none_listed() { [ -z "$(containers)" ]; }
+no_runsc_procs() { ! pgrep -f -- "--root $dir/state/runsc" >/dev/null; }
+no_job_cgroups() { [ -z "$(find /sys/fs/cgroup -maxdepth 3 -type d -path "*tentaflake-worker-$name/*" 2>/dev/null | head -1)" ]; }
+idle() { none_listed && no_runsc_procs; }
+
+start_daemon "$dir" || exit 1
+
+echo "-- [$SECONDS s] no request yet: no capsule waits"
+check "no container before the first request" none_listed
+
+echo "-- [$SECONDS s] a request, then one capsule waits for the next"
+submit "$dir" w1 local-reversible \
+        '["sh","-c","echo one >/work/left.txt; echo one >/tmp/left.txt; m=i12; setsid sh -c \"trap \\\"\\\" TERM HUP; while :; do sleep 1; done\" ${m}leftover </dev/null >/dev/null 2>&1 & echo started"]'
+check "w1 published" wait_result "$dir" w1
+check "w1 succeeded" test "$(result_field "$dir" w1 status)" = succeeded
+check "a capsule waits for the next request" wait_for 30 warm_listed
+warm1=$(containers | grep "^tfw-$name-warm-" | head -1)
+
+submit "$dir" w2 local-reversible \
+        '["sh","-c","cat ws.txt; ls /work/left.txt /tmp/left.txt >/dev/null 2>&1 && echo leftovers=yes || echo leftovers=no; echo procs=$(for p in /proc/[0-9]*; do tr \"\\\\0\" \" \" <$p/cmdline; echo; done 2>/dev/null | grep -c \"i12leftove[r]\"); echo job=$TENTAFLAKE_JOB"]'
+check "w2 published" wait_result "$dir" w2
+check "w2 succeeded" test "$(result_field "$dir" w2 status)" = succeeded
+check "w2 ran in the capsule started ahead" grep -q "job 'w2': started in capsule 'warm-" "$dir/daemon.log"
+check "w2 saw the workspace" grep -qx "workspace file" "$res/w2/job.log"
+check "w2 saw none of w1's files in /work or /tmp" grep -qx "leftovers=no" "$res/w2/job.log"
+check "w2 saw none of w1's processes" grep -qx "procs=0" "$res/w2/job.log"
+check "w2 had its own id" grep -qx "job=w2" "$res/w2/job.log"
+check "w2's capsule served one job and is gone" sh -c "! runsc --root '$dir/state/runsc' list -quiet 2>/dev/null | grep -qx '$warm1'"
+grep -q "leftovers=no" "$res/w2/job.log" || { echo "job.log of w2:"; cat "$res/w2/job.log"; }
+
+echo "-- [$SECONDS s] no request for warm_seconds: the waiting capsule is removed"
+check "back to no sandbox after the window" wait_for 60 idle
+check "no job cgroup left" no_job_cgroups
+check "the daemon is alive" daemon_alive
+
+echo "-- [$SECONDS s] a waiting capsule whose sandbox died: the next request runs cold"
+submit "$dir" w5 local-reversible '["true"]'
+check "w5 published" wait_result "$dir" w5
+check "a capsule waits after w5" wait_for 30 warm_listed
+dead=$(containers | grep "^tfw-$name-warm-" | head -1)
+sandbox_pid() { pgrep -f -- "runsc-sandbox.*$dead\$" | head -1; }
+have_sandbox() { [ -n "$(sandbox_pid)" ]; }
+check "its sandbox is found" wait_for 30 have_sandbox
+kill -KILL "$(sandbox_pid)" 2>/dev/null
+submit "$dir" w6 local-reversible '["sh","-c","echo ran-w6"]'
+check "w6 published" wait_result "$dir" w6
+check "w6 succeeded all the same" test "$(result_field "$dir" w6 status)" = succeeded
+check "w6 ran" grep -qx "ran-w6" "$res/w6/job.log"
+
+echo "-- [$SECONDS s] a stop while a capsule waits leaves nothing"
+submit "$dir" w3 local-reversible '["true"]'
+check "w3 published" wait_result "$dir" w3
+check "a capsule waits after w3" wait_for 30 warm_listed
+stop_daemon TERM
+check "the daemon stopped" test -z "$TFW_DAEMON_PID"
+check "no container after the stop" none_listed
+check "no runsc process after the stop" no_runsc_procs
+check "no job cgroup after the stop" no_job_cgroups
+check "no warm scratch left" test -z "$(find "$dir/state/scratch" -mindepth 1 -maxdepth 1 -name 'warm-*' | head -1)"
+
+echo "-- [$SECONDS s] drain: a capsule waits while the queue is not empty, none after"
+inbox=$dir/ws/.tentaflake-worker/inbox
+for i in 1 2 3 4; do
+        printf '{"version":1,"id":"d%s","action_class":"local-reversible","argv":["sh","-c","echo d%s"]}' "$i" "$i" >"$inbox/.d$i.tmp"
+        mv "$inbox/.d$i.tmp" "$inbox/d$i.json"
+done
+timeout 300 "$BIN" --config "$dir/config.json" drain >>"$dir/daemon.log" 2>&1
+check "drain exited 0" test $? -eq 0
+for i in 1 2 3 4; do
+        check "d$i succeeded" test "$(result_field "$dir" "d$i" status 2>/dev/null)" = succeeded
+done
+check "drain ran queued requests in capsules started ahead" grep -q "job 'd[234]': started in capsule 'warm-" "$dir/daemon.log"
+check "nothing left after drain" idle
+check "no job cgroup after drain" no_job_cgroups
+
+echo "-- [$SECONDS s] warm_seconds 0: never a capsule ahead"
+python3 - "$dir/config.json" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1])); c["runtime"] = {"warm_seconds": 0}
+json.dump(c, open(sys.argv[1], "w"))
+PY
+start_daemon "$dir" || exit 1
+submit "$dir" z1 local-reversible '["true"]'
+check "z1 published" wait_result "$dir" z1
+submit "$dir" z2 local-reversible '["true"]'
+check "z2 published" wait_result "$dir" z2
+check "z2 succeeded" test "$(result_field "$dir" z2 status)" = succeeded
+check "no job started in a warm capsule" sh -c "! grep -q \"job 'z[12]': started in capsule\" '$dir/daemon.log'"
+check "no capsule waits with warm_seconds 0" none_listed
+stop_daemon
+finish
