@@ -103,6 +103,24 @@ static char **build(Fixture *f) {
         return args;
 }
 
+/* serve --engine-timeout-secs (issue 13): the bound on every housekeeping command of the
+ * engine comes from the config; unset, the default. */
+static void test_engine_command_timeout(void **state) {
+        (void) state;
+        Config c = { .driver = DRIVER_DOCKER, .name = (char *) "coder",
+                     .image = (char *) "sha256:" "1111111111111111111111111111111111111111111111111111111111111111" };
+        Engine en = {};
+        TfwError e = {0};
+        if (engine_init(&en, &c, NULL, &e) < 0)
+                fail_msg("no docker CLI: %s (scripts/install-deps installs docker.io)", e.message);
+        assert_int_equal(en.command_timeout, CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS * USEC_PER_SEC);
+        engine_done(&en);
+        c.engine_timeout_seconds = 7;
+        assert_int_equal(engine_init(&en, &c, NULL, &e), 0);
+        assert_int_equal(en.command_timeout, 7 * USEC_PER_SEC);
+        engine_done(&en);
+}
+
 static void test_walled_in(void **state) {
         (void) state;
         Fixture f;
@@ -343,6 +361,7 @@ static void test_runtime_name_configurable(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_walled_in),
+                cmocka_unit_test(test_engine_command_timeout),
                 cmocka_unit_test(test_validation_env_and_ulimits),
                 cmocka_unit_test(test_forbidden_absent),
                 cmocka_unit_test(test_image_and_entrypoint_last),

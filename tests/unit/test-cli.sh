@@ -80,6 +80,9 @@ expect 2 "audit: unknown subcommand 'fix'" -- --config "$tmp/good.json" audit fi
 expect 2 "serve: the token is never taken from the command line" -- serve --server http://127.0.0.1:1 --key k --token t
 expect 2 "serve: --server URL and --key FILE are required" -- serve --key k
 expect 2 "serve: --server 'ftp://x' must be an http:// or https:// URL" -- serve --server ftp://x --key k
+expect 2 "serve: --log-level must be error, warning, notice, info or debug, not 'loud'" -- serve --server http://127.0.0.1:1 --key k --log-level loud
+expect 2 "serve: --server-socket 'rel.sock' must be an absolute path" -- serve --server http://127.0.0.1:1 --key k --server-socket rel.sock
+expect 2 "--json goes with --check" -- serve --server http://127.0.0.1:1 --key k --json
 expect 1 "serve: no token: set TENTAFLAKE_TOKEN or --token-file" -- serve --server http://127.0.0.1:1 --key k
 # serve's engine drivers: the image is required; runsc
 # flags are refused with an engine and engine flags with runsc.
