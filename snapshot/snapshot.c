@@ -791,6 +791,20 @@ static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
         return r < 0 ? io_error(w, r, "build tree") : 0;
 }
 
+/* What a finished walk read, for the caller. */
+static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GIT_OID_SIZE], SnapshotSummary *ret) {
+        *ret = (SnapshotSummary) {
+                .bytes = w->bytes,
+                .entries = w->entries,
+                .files = w->files,
+                .dirs = w->dirs,
+                .skipped_symlinks = w->skipped_symlinks,
+                .duration = now_monotonic() - start,
+                .resolver = w->use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
+        };
+        sha256_to_hex(tree, ret->tree);
+}
+
 /* Remove ACLs our new root directory may have inherited from dest_parent's default ACL, so
  * that nothing below it inherits extra grants and the mode bits say everything. */
 static int drop_acls(int fd) {
@@ -917,16 +931,7 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 goto out;
         }
 
-        *ret = (SnapshotSummary) {
-                .bytes = w.bytes,
-                .entries = w.entries,
-                .files = w.files,
-                .dirs = w.dirs,
-                .skipped_symlinks = w.skipped_symlinks,
-                .duration = now_monotonic() - start,
-                .resolver = w.use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
-        };
-        sha256_to_hex(tree, ret->tree);
+        summary_of(&w, start, tree, ret);
         r = 0;
 out:
         if (r < 0 && created) {
@@ -999,16 +1004,7 @@ int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits
         if (r < 0)
                 goto out;
 
-        *ret = (SnapshotSummary) {
-                .bytes = w.bytes,
-                .entries = w.entries,
-                .files = w.files,
-                .dirs = w.dirs,
-                .skipped_symlinks = w.skipped_symlinks,
-                .duration = now_monotonic() - start,
-                .resolver = w.use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
-        };
-        sha256_to_hex(tree, ret->tree);
+        summary_of(&w, start, tree, ret);
         r = 0;
 out:
         if (r < 0 && w.obuf) {
