@@ -250,19 +250,28 @@ static int copy_snapshot(void) {
 static uint8_t inbuf[256 * 1024];
 static size_t in_off, in_len;
 
-/* Exactly n bytes from the channel; -ECANCELED at its end (the host aborted). */
+/* Refill the channel buffer when it is empty; -ECANCELED at the channel's end (the host
+ * aborted). */
+static int in_fill(void) {
+        while (in_off == in_len) {
+                ssize_t k = read(STDIN_FILENO, inbuf, sizeof(inbuf));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return -ECANCELED;
+                in_off = 0;
+                in_len = (size_t) k;
+        }
+        return 0;
+}
+
+/* Exactly n bytes from the channel; -ECANCELED at its end. */
 static int in_read(void *dst, size_t n) {
         uint8_t *d = dst;
         while (n > 0) {
-                if (in_off == in_len) {
-                        ssize_t k = read(STDIN_FILENO, inbuf, sizeof(inbuf));
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k <= 0)
-                                return -ECANCELED;
-                        in_off = 0;
-                        in_len = (size_t) k;
-                }
+                int r = in_fill();
+                if (r < 0)
+                        return r;
                 size_t m = MIN(n, in_len - in_off);
                 memcpy(d, inbuf + in_off, m);
                 in_off += m;
@@ -275,17 +284,11 @@ static int in_read(void *dst, size_t n) {
 /* size bytes of file content from the channel into out. */
 static int in_copy(int out, uint64_t size) {
         while (size > 0) {
-                if (in_off == in_len) {
-                        ssize_t k = read(STDIN_FILENO, inbuf, sizeof(inbuf));
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k <= 0)
-                                return -ECANCELED;
-                        in_off = 0;
-                        in_len = (size_t) k;
-                }
+                int r = in_fill();
+                if (r < 0)
+                        return r;
                 size_t m = (size_t) MIN(size, (uint64_t) (in_len - in_off));
-                int r = write_all(out, inbuf + in_off, m);
+                r = write_all(out, inbuf + in_off, m);
                 if (r < 0)
                         return r;
                 in_off += m;
