@@ -817,6 +817,30 @@ static int drop_acls(int fd) {
         return 0;
 }
 
+/* The start of both walks: the hashers, the resolver, the workspace's root opened safely as a
+ * directory (its owner is the one whose bits are mirrored). Returns the root's fd. */
+static int walk_begin(Walk *w, const char *workspace_path, struct stat *ret_st, TfwError *e) {
+        int r = sha256_new(&w->h);
+        if (r >= 0)
+                r = blob_hasher_new(true, &w->hasher);
+        if (r < 0)
+                return tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
+
+        w->use_openat2 = snapshot_openat2_usable();
+        int root = open_root(w, workspace_path);
+        if (root < 0) {
+                char p[512];
+                return tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
+                                 printable_name(workspace_path, p, sizeof(p)), strerror(-root));
+        }
+        if (fstat(root, ret_st) < 0 || !S_ISDIR(ret_st->st_mode)) {
+                safe_close(root);
+                return tfw_error(e, ENOTDIR, "snapshot_workspace", "workspace is not a directory");
+        }
+        w->owner_uid = ret_st->st_uid;
+        return root;
+}
+
 int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *dest_name,
                   const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_close_ int root = -EBADF, dst = -EBADF;
@@ -847,29 +871,12 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
                 goto out;
         }
         w.path[0] = 0;
-        r = sha256_new(&w.h);
-        if (r >= 0)
-                r = blob_hasher_new(true, &w.hasher);
-        if (r < 0) {
-                r = tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
-                goto out;
-        }
         if (read_umask(&w.umask) < 0)
                 w.umask = (mode_t) -1; /* unknown: set every mode explicitly */
-
-        w.use_openat2 = snapshot_openat2_usable();
-        root = open_root(&w, workspace_path);
-        if (root < 0) {
-                char p[512];
-                r = tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
-                              printable_name(workspace_path, p, sizeof(p)), strerror(-root));
+        r = walk_begin(&w, workspace_path, &st, e);
+        if (r < 0)
                 goto out;
-        }
-        if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                r = tfw_error(e, ENOTDIR, "snapshot_workspace", "workspace is not a directory");
-                goto out;
-        }
-        w.owner_uid = st.st_uid;
+        root = r;
 
         if (mkdirat(dest_parent_fd, dest_name, 0700) < 0) {
                 r = tfw_error(e, errno, "snapshot_destination", "cannot create snapshot '%s': %s",
@@ -969,27 +976,10 @@ int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits
                 goto out;
         }
         w.path[0] = 0;
-        r = sha256_new(&w.h);
-        if (r >= 0)
-                r = blob_hasher_new(true, &w.hasher);
-        if (r < 0) {
-                r = tfw_error(e, r, "snapshot_io", "cannot set up SHA-256");
+        r = walk_begin(&w, workspace_path, &st, e);
+        if (r < 0)
                 goto out;
-        }
-
-        w.use_openat2 = snapshot_openat2_usable();
-        root = open_root(&w, workspace_path);
-        if (root < 0) {
-                char p[512];
-                r = tfw_error(e, root, "snapshot_workspace", "cannot open workspace '%s' safely: %s",
-                              printable_name(workspace_path, p, sizeof(p)), strerror(-root));
-                goto out;
-        }
-        if (fstat(root, &st) < 0 || !S_ISDIR(st.st_mode)) {
-                r = tfw_error(e, ENOTDIR, "snapshot_workspace", "workspace is not a directory");
-                goto out;
-        }
-        w.owner_uid = st.st_uid;
+        root = r;
 
         r = walk_dir(&w, root, -EBADF, 0, &root_tree);
         if (r >= 0)
