@@ -181,3 +181,39 @@ bool trailer_splitter_finish(TrailerSplitter *t, CapsuleTrailer *ret) {
         t->n_tail = 0;
         return false;
 }
+
+void job_ack_scanner_init(JobAckScanner *s, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
+                          LogSinkFn sink, void *userdata) {
+        char hex[2 * CAPSULE_TOKEN_SIZE + 1];
+
+        memset(s, 0, sizeof(*s));
+        capsule_token_hex(log_token, hex);
+        s->ack_len = (size_t) snprintf(s->ack, sizeof(s->ack), "%s%s\n", CAPSULE_JOB_ACK_TAG, hex);
+        s->sink = sink;
+        s->userdata = userdata;
+}
+
+bool job_ack_scanner_feed(JobAckScanner *s, uint8_t c) {
+        s->held[s->n_held++] = (char) c;
+        /* Keep the longest tail of what is held that is still a prefix of the answer. */
+        size_t skip = 0;
+        while (skip < s->n_held && memcmp(s->held + skip, s->ack, s->n_held - skip) != 0)
+                skip++;
+        if (skip > 0) {
+                s->sink(s->userdata, s->held, skip);
+                memmove(s->held, s->held + skip, s->n_held - skip);
+                s->n_held -= skip;
+        }
+        if (s->n_held == s->ack_len) {
+                s->n_held = 0;
+                s->found = true;
+                return true;
+        }
+        return false;
+}
+
+void job_ack_scanner_flush(JobAckScanner *s) {
+        if (s->n_held > 0)
+                s->sink(s->userdata, s->held, s->n_held);
+        s->n_held = 0;
+}

@@ -62,6 +62,29 @@ void trailer_splitter_feed(TrailerSplitter *t, const void *buf, size_t len);
  * Otherwise all held-back bytes go to the sink and false is returned. */
 bool trailer_splitter_finish(TrailerSplitter *t, CapsuleTrailer *ret);
 
+/* ---- log channel of a warm capsule: init's answer to the job record ---------------------- */
+
+typedef struct JobAckScanner {
+        char ack[sizeof(CAPSULE_JOB_ACK_TAG) + 2 * CAPSULE_TOKEN_SIZE + 1]; /* tag, hex, \n */
+        size_t ack_len;
+        char held[sizeof(CAPSULE_JOB_ACK_TAG) + 2 * CAPSULE_TOKEN_SIZE + 1]; /* a possible prefix */
+        size_t n_held;
+        bool found;
+        LogSinkFn sink;
+        void *userdata;
+} JobAckScanner;
+
+void job_ack_scanner_init(JobAckScanner *s, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
+                          LogSinkFn sink, void *userdata);
+
+/* Feed one byte read before the answer. Returns true when it completes the answer (the ack
+ * itself goes nowhere; feed nothing more). Every byte that cannot be part of it (what runsc
+ * wrote on the channel) goes to the sink. */
+bool job_ack_scanner_feed(JobAckScanner *s, uint8_t c);
+
+/* At the end of the channel without the answer: the held-back bytes go to the sink. */
+void job_ack_scanner_flush(JobAckScanner *s);
+
 /* Parse the fields after "<tag><hex token>": " exit=N signal=N init_error=W errno=N
  * skipped=N artifacts=ok|failed\n", exactly, up to the end. */
 bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret);

@@ -29,6 +29,8 @@
 #define KILL_GRACE_USEC (5 * USEC_PER_SEC)
 /* After runsc has exited, how long the channels may take to reach their end. */
 #define DRAIN_GRACE_USEC (5 * USEC_PER_SEC)
+/* A warm capsule's init is blocked reading the job record: it answers at once. */
+#define JOB_ACK_USEC (10 * USEC_PER_SEC)
 
 static void set_msg(CapsuleResult *r, const char *fmt, ...) _printf_(2, 3);
 static void set_msg(CapsuleResult *r, const char *fmt, ...) {
@@ -405,6 +407,53 @@ static void event_loop(Run *run, CgroupJob *cg) {
         }
         if (run->import_started && run->imp_w >= 0)
                 run->imp_w = safe_close(run->imp_w);
+}
+
+/* What came on the log channel before init's answer to the job record: runsc's own words,
+ * part of the log, and kept for the message when the answer never comes. */
+typedef struct PreAck {
+        Run *run;
+        char text[256];
+        size_t n;
+} PreAck;
+
+static void pre_ack_sink(void *userdata, const void *data, size_t len) {
+        PreAck *a = userdata;
+        const char *b = data;
+        trailer_splitter_feed(&a->run->splitter, data, len);
+        for (size_t i = 0; i < len && a->n + 1 < sizeof(a->text); i++)
+                a->text[a->n++] = (b[i] == '\n' || (unsigned char) b[i] < ' ') ? ' ' : b[i];
+        a->text[a->n] = 0;
+}
+
+/* Wait for a warm capsule's init to answer the job record (capsule/protocol.h), reading the
+ * log channel a byte at a time so nothing after the answer is taken here. 1: it answered; 0:
+ * the channel ended first (init never took the job: no job process ever existed); -ETIMEDOUT. */
+static int await_job_ack(Run *run, int fd, PreAck *pre, usec_t deadline) {
+        JobAckScanner s;
+        job_ack_scanner_init(&s, run->secret + CAPSULE_TOKEN_SIZE, pre_ack_sink, pre);
+        for (;;) {
+                struct pollfd pfd = { .fd = fd, .events = POLLIN };
+                int k = poll(&pfd, 1, poll_timeout(now_monotonic(), deadline));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k == 0) {
+                        job_ack_scanner_flush(&s);
+                        return -ETIMEDOUT;
+                }
+                uint8_t c;
+                ssize_t n = read(fd, &c, 1);
+                if (n < 0 && (errno == EINTR || errno == EAGAIN))
+                        continue;
+                if (n <= 0) {
+                        job_ack_scanner_flush(&s);
+                        return 0;
+                }
+                if (job_ack_scanner_feed(&s, c))
+                        return 1;
+        }
 }
 
 /* ---- the input thread ---------------------------------------------------------------- */
@@ -852,9 +901,41 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 if (p->cpu_seconds && boot.cg)
                         (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
                 r = write_job_record(boot.in_w, p, input_kind);
-                if (r < 0) {
-                        boot_fail(&res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
-                                  "cannot pass the job to its capsule: %s", strerror(-r));
+                if (r < 0 && r != -EPIPE) {
+                        boot_fail(&res, "capsule_setup", "cannot pass the job to its capsule: %s", strerror(-r));
+                        kill_capsule(&run, boot.cg, 1);
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
+                /* EPIPE: nothing reads the channel any more, init is gone. */
+                PreAck pre = { .run = &run };
+                int a = r < 0 ? 0 : await_job_ack(&run, boot.log_r, &pre, now_monotonic() + JOB_ACK_USEC);
+                if (a == -ETIMEDOUT) {
+                        /* Ended here; whether init took the job is what the channel holds up
+                         * to its end. */
+                        kill_capsule(&run, boot.cg, 1);
+                        a = await_job_ack(&run, boot.log_r, &pre, now_monotonic() + DRAIN_GRACE_USEC);
+                        if (a != 0) {
+                                boot_fail(&res, "runtime_failed",
+                                          "the capsule started ahead did not answer the job record within %llu s",
+                                          (unsigned long long) (JOB_ACK_USEC / USEC_PER_SEC));
+                                reap_runsc(&run, true);
+                                goto finish;
+                        }
+                }
+                if (a == 0) {
+                        /* Its init never read the job: nothing of it ran, the input was not
+                         * read, and the caller may run it in a capsule of its own. */
+                        boot_fail(&res, "warm_lost", "the capsule started ahead ended before it took the job%s%s",
+                                  pre.n ? ": " : "", pre.text);
+                        res.warm_lost = true;
+                        kill_capsule(&run, boot.cg, 1);
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
+                if (a < 0) {
+                        boot_fail(&res, "capsule_setup", "cannot read the capsule's answer to the job: %s",
+                                  strerror(-a));
                         kill_capsule(&run, boot.cg, 1);
                         reap_runsc(&run, true);
                         goto finish;

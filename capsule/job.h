@@ -111,6 +111,9 @@ typedef struct CapsuleResult {
         uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */
         bool have_peak_memory;
         int runsc_status;    /* wait status of `runsc run`, -1 when it did not run */
+        bool warm_lost;      /* CapsuleJobParams.warm had died before its init took the job
+                              * (reason "warm_lost"): no job process ever existed, the input
+                              * was not read, and the job may be run again cold */
 } CapsuleResult;
 
 /* Run the job. Returns 0 with *ret filled whatever the job did (its status says how it

@@ -46,6 +46,12 @@
  * end, no job process exists before the record is read, and each capsule takes exactly one
  * record (threat 12). */
 #define CAPSULE_WARM_ARG "--warm"
+/* Init's answer to the job record, on the log channel right after it read the record and
+ * before anything else of the job happens: CAPSULE_JOB_ACK_TAG <hex of the log token>\n. No
+ * job process exists yet, so nothing else can forge it; the host reads it before it sends the
+ * input. A channel that ends without it means init never took the job (its sandbox died while
+ * it waited): no job process ever existed, and the job may run in another capsule. */
+#define CAPSULE_JOB_ACK_TAG "\036tentaflake-capsule-job "
 #define CAPSULE_JOB_RECORD 'J'
 #define CAPSULE_JOB_RECORD_MAX (512 * 1024)
 

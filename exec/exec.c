@@ -326,6 +326,24 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         };
         k = capsule_run_job(&cp, &r.capsule, &se);
         cancel_unregister(p->cancel);
+        if (k >= 0 && r.capsule.warm_lost) {
+                /* The capsule started ahead died before it took the job: nothing of the job ran
+                 * and the input was not read, so it runs once in a capsule of its own. */
+                snprintf(r.warm_lost, sizeof(r.warm_lost), "%s", r.capsule.message);
+                free(cid);
+                cid = NULL;
+                if (capsule_container_id(p->config->name, p->job_id, &cid) < 0 || !cid ||
+                    !cancel_register(p->cancel, p->driver, cid)) {
+                        r.outcome = EXEC_CANCELLED;
+                        r.error = "cancelled";
+                        set_message(&r, "cancelled before the capsule started");
+                        goto done;
+                }
+                cp.warm = NULL;
+                r.capsule = (CapsuleResult) {0};
+                k = capsule_run_job(&cp, &r.capsule, &se);
+                cancel_unregister(p->cancel);
+        }
         if (p->workspace && in.done && in.r >= 0) {
                 r.have_snapshot = true;
                 r.snapshot = in.summary;

@@ -113,6 +113,8 @@ typedef struct ExecResult {
         ExecLimit limits[EXEC_LIMITS_MAX];
         size_t n_limits;
         char environment_digest[ENV_DIGEST_SIZE];
+        char warm_lost[1024];          /* non-empty: ExecPlan.warm died before it took the
+                                        * job, which then ran in a capsule of its own (why) */
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says

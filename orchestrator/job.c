@@ -195,6 +195,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e
         ExecResult x = {};
         r = exec_run(&plan, &x, e);
         capsule_driver_done(&drv);
+        if (r >= 0 && x.warm_lost[0])
+                log_warning("job '%s': %s; it ran in a capsule of its own", rec->id, x.warm_lost);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (r < 0)
                 return r;

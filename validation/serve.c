@@ -881,7 +881,9 @@ static Outcome run_job(Lane *l, VJob *j) {
         if (r < 0) {
                 x.outcome = EXEC_WORKER_FAULT;
                 snprintf(x.message, sizeof(x.message), "%s", e.message);
-        }
+        } else if (x.warm_lost[0])
+                say(LOG_WARNING, "serve %s: job '%s': %s; it ran in a capsule of its own", l->label, j->id,
+                    x.warm_lost);
         pthread_mutex_lock(&l->lock);
         bool lost = l->lost, stale = l->stale, unauth = l->unauthorized, interrupted = l->interrupted;
         pthread_mutex_unlock(&l->lock);

@@ -211,6 +211,72 @@ static void test_trailer_parse(void **state) {
                         fail_msg("accepted '%s'", bad[i]);
 }
 
+/* Feed data a byte at a time as the host does; the offset just past the answer, or -1 (then
+ * flushed). */
+static ptrdiff_t ack_scan(const uint8_t *tok, const char *data, size_t len, Sink *sink) {
+        JobAckScanner s;
+        memset(sink, 0, sizeof(*sink));
+        job_ack_scanner_init(&s, tok, sink_fn, sink);
+        for (size_t i = 0; i < len; i++)
+                if (job_ack_scanner_feed(&s, (uint8_t) data[i]))
+                        return (ptrdiff_t) i + 1;
+        job_ack_scanner_flush(&s);
+        return -1;
+}
+
+static char *ack_for(const uint8_t *tok) {
+        char hex[2 * CAPSULE_TOKEN_SIZE + 1], *s;
+        capsule_token_hex(tok, hex);
+        assert_true(asprintf(&s, "%s%s\n", CAPSULE_JOB_ACK_TAG, hex) > 0);
+        return s;
+}
+
+static void test_job_ack(void **state) {
+        (void) state;
+        _cleanup_free_ char *ack = ack_for(token);
+        size_t alen = strlen(ack);
+        char data[1024];
+        Sink sink;
+
+        /* Alone, and after what runsc may have written: found at its last byte, the words
+         * before it passed on whole, the answer itself not. */
+        assert_int_equal(ack_scan(token, ack, alen, &sink), (ptrdiff_t) alen);
+        assert_int_equal(sink.n, 0);
+        snprintf(data, sizeof(data), "runsc: a warning\n%s", ack);
+        assert_int_equal(ack_scan(token, data, strlen(data), &sink), (ptrdiff_t) strlen(data));
+        assert_int_equal(sink.n, strlen("runsc: a warning\n"));
+        assert_memory_equal(sink.buf, "runsc: a warning\n", sink.n);
+
+        /* A prefix of it, then the real one: the prefix is text. */
+        snprintf(data, sizeof(data), "%.*s%s", (int) (alen - 3), ack, ack);
+        assert_int_equal(ack_scan(token, data, strlen(data), &sink), (ptrdiff_t) strlen(data));
+        assert_int_equal(sink.n, alen - 3);
+        assert_memory_equal(sink.buf, ack, alen - 3);
+
+        /* Bytes after it are not read here: the offset is just past its newline. */
+        snprintf(data, sizeof(data), "%sjob output", ack);
+        assert_int_equal(ack_scan(token, data, strlen(data), &sink), (ptrdiff_t) alen);
+
+        /* Another token, a missing newline, nothing: never taken, every byte reaches the
+         * sink at the end. */
+        static const uint8_t wrong[CAPSULE_TOKEN_SIZE] = { 1 };
+        _cleanup_free_ char *forged = ack_for(wrong);
+        assert_int_equal(ack_scan(token, forged, strlen(forged), &sink), -1);
+        assert_int_equal(sink.n, strlen(forged));
+        assert_memory_equal(sink.buf, forged, sink.n);
+        assert_int_equal(ack_scan(token, ack, alen - 1, &sink), -1);
+        assert_int_equal(sink.n, alen - 1);
+        assert_memory_equal(sink.buf, ack, sink.n);
+        assert_int_equal(ack_scan(token, "", 0, &sink), -1);
+        assert_int_equal(sink.n, 0);
+
+        /* The status trailer is not the answer. */
+        _cleanup_free_ char *tr = trailer_for(token, " exit=0 signal=0 init_error=none errno=0 "
+                                                     "skipped=0 artifacts=ok\n");
+        assert_int_equal(ack_scan(token, tr, strlen(tr), &sink), -1);
+        assert_int_equal(sink.n, strlen(tr));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_token_every_chunking),
@@ -220,6 +286,7 @@ int main(void) {
                 cmocka_unit_test(test_trailer_forged),
                 cmocka_unit_test(test_trailer_flood),
                 cmocka_unit_test(test_trailer_parse),
+                cmocka_unit_test(test_job_ack),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
