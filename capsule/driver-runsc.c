@@ -136,6 +136,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .kind = DRIVER_RUNSC,
         .name = "runsc",
         .worker_cgroup = true,
+        .local_paths = true,
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,

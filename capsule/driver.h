@@ -55,6 +55,10 @@ typedef struct CapsuleDriverOps {
          * false: the engine makes the container's cgroup. */
         bool worker_cgroup;
         bool runs_images;         /* a job may pin its own image (the engines) */
+        /* true: the runtime opens the bundle by path in the worker's own mount namespace, so
+         * the scratch may be a tmpfs of the worker's namespace (orchestrator/scratch.h);
+         * false: an engine's daemon resolves paths in its own. */
+        bool local_paths;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */

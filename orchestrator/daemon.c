@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "common/process.h"
+#include "capsule/driver.h"
 #include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -31,6 +32,7 @@
 #include "orchestrator/publish.h"
 #include "orchestrator/recover.h"
 #include "orchestrator/retention.h"
+#include "orchestrator/scratch.h"
 #include "orchestrator/start.h"
 #include "orchestrator/store.h"
 
@@ -679,6 +681,16 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
 
         /* Recovery before anything new happens: nothing that was running is ever re-run. */
         job_cleanup(&d.w, NULL);
+        /* From here on the capsules' bundles are in memory of this daemon's own (what a
+         * predecessor left on the disk below was removed just above). */
+        const CapsuleDriverOps *ops = capsule_driver_ops(c->driver);
+        if (ops && ops->local_paths) {
+                TfwError se = {0};
+                if (scratch_private_tmpfs(&d.w.dirs, c->state_dir, &se) < 0)
+                        log_warning("%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
+                else
+                        log_debug("scratch: a private tmpfs of %s on state_dir/scratch", SCRATCH_TMPFS_SIZE);
+        }
         r = recover_at_start(&d.w, e);
         if (r < 0)
                 goto out;

@@ -10,7 +10,8 @@
  *                controller's group)
  * Below state_dir it makes requests/, scratch/ and runsc/ (0700), below results_dir the
  * staging area .staging/ (0700, so the controller cannot look into a result being built) and
- * .rejected/ (02750). Each is opened without following a symlink. */
+ * .rejected/ (02750). Each is opened without following a symlink. The daemon (runsc driver)
+ * then puts a tmpfs of its own mount namespace over scratch/ (orchestrator/scratch.h). */
 #pragma once
 
 #include <stdbool.h>

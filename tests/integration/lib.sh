@@ -110,6 +110,15 @@ stop_daemon() {
 }
 
 # wait_result DIR ID [SECONDS]: the published result of ID.
+# The capsules' scratch as the running daemon sees it: a tmpfs in its own mount namespace
+# (orchestrator/scratch.h), reached through its /proc/PID/root. Fails when there is none.
+daemon_scratch() { # daemon_scratch DIR: its entries, one a line
+        grep -q " $1/state/scratch .* - tmpfs tentaflake-scratch " "/proc/$TFW_DAEMON_PID/mountinfo" &&
+                ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch"
+}
+# No scratch tmpfs is mounted in this (the host's) namespace.
+no_scratch_mount() { ! grep -q " - tmpfs tentaflake-scratch " /proc/self/mountinfo; }
+
 wait_result() { wait_file "$1/results/$2/result.json" "${3:-120}"; }
 
 _state_is() {

@@ -91,7 +91,8 @@ start_daemon "$dir" || exit 1
 check "long1 published at the next start" wait_result "$dir" long1 30
 check "long1 is interrupted" test "$(json_get "$dir/results/long1/result.json" 'r["status"]')" = interrupted
 check "long1: its capsule is gone" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
-check "long1: its scratch is gone" test -z "$(ls -A "$dir/state/scratch")"
+check "long1: nothing of it in scratch on the disk" test -z "$(ls -A "$dir/state/scratch")"
+check "long1: nothing of it in the new daemon's scratch" test -z "$(daemon_scratch "$dir" || echo none)"
 check "long1: audited started, interrupted and nothing else" \
         test "$(audit_count "$dir" started long1)$(audit_count "$dir" interrupted long1)$(audit_count "$dir" finished long1)$(audit_count "$dir" error long1)" = 1100
 check "the daemon stops" stop_daemon TERM
@@ -109,7 +110,7 @@ for ((r = 0; r < rounds; r++)); do
                 decide_some
                 rand_sleep 2500
         fi
-        [ -n "$(find "$dir/state/scratch" -mindepth 1 -maxdepth 1 2>/dev/null)" ] && kills_running=$((kills_running + 1))
+        [ -n "$(daemon_scratch "$dir" 2>/dev/null)" ] && kills_running=$((kills_running + 1))
         kill -KILL "$TFW_DAEMON_PID"
         wait "$TFW_DAEMON_PID" 2>/dev/null
         TFW_DAEMON_PID=
@@ -220,6 +221,7 @@ check "  ... and so does the audit line" test "$(python3 -c 'import json,sys; pr
 check "no runsc container is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
 check "no bundle or snapshot is left in scratch/ ($(ls -A "$dir/state/scratch" | tr '\n' ' '))" \
         test -z "$(ls -A "$dir/state/scratch")"
+check "no scratch tmpfs is left mounted after $kills kills" no_scratch_mount
 check "no staging directory is left" test -z "$(ls -A "$dir/results/.staging")"
 check "no half-made capture is left" test -z "$(ls -A "$dir/state/requests" | grep '^\.capture-')"
 cg=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "tfw-$name-*" 2>/dev/null)

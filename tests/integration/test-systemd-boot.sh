@@ -98,6 +98,8 @@ check "its workspace is writable" grep -q '^rw' <<<"$(mnt_opts /srv/tfw-ws)"
 check "its state directory is writable" grep -q '^rw' <<<"$(mnt_opts /var/lib/tentaflake-worker-it)"
 check "its runtime directory is writable" grep -q '^rw' <<<"$(mnt_opts /run/tentaflake-worker-it)"
 check "/home is hidden (ProtectHome)" grep -q '^ro' <<<"$(mnt_opts /home)"
+check "the capsules' scratch is a tmpfs of its own mount namespace (issue 12)" \
+        grep -q ' /var/lib/tentaflake-worker-it/scratch .* - tmpfs tentaflake-scratch ' <<<"$mounts"
 check "it has a /tmp of its own (PrivateTmp)" test "$(ct stat -c %i "/proc/$pid/root/tmp")" != "$(ct stat -c %i /tmp)"
 
 submit j1 '{"version":1,"id":"j1","action_class":"local-reversible","argv":["sh","-c","echo hello from the capsule; cat priv/secret; id -u; mkdir -p artifacts/d; echo one > artifacts/d/a.txt; echo two > artifacts/b"]}'

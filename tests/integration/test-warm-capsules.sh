@@ -100,12 +100,20 @@ echo "-- [$SECONDS s] a stop while a capsule waits leaves nothing"
 submit "$dir" w3 local-reversible '["true"]'
 check "w3 published" wait_result "$dir" w3
 check "a capsule waits after w3" wait_for 30 warm_listed
+# Its bundle is in memory, in the daemon's own mount namespace; nothing of it on the disk.
+warm3=$(containers | grep "^tfw-$name-warm-" | head -1)
+check "the waiting capsule's bundle is in the daemon's scratch tmpfs" \
+        test -s "/proc/$TFW_DAEMON_PID/root$dir/state/scratch/${warm3#tfw-$name-}/$warm3/config.json"
+check "  ... a tmpfs of the daemon's own" quiet daemon_scratch "$dir"
+check "  ... and nothing of it is in scratch on the disk" test -z "$(ls -A "$dir/state/scratch")"
+check "  ... and the tmpfs is not mounted in the host's namespace" no_scratch_mount
 stop_daemon TERM
 check "the daemon stopped" test -z "$TFW_DAEMON_PID"
 check "no container after the stop" none_listed
 check "no runsc process after the stop" no_runsc_procs
 check "no job cgroup after the stop" no_job_cgroups
 check "no warm scratch left" test -z "$(find "$dir/state/scratch" -mindepth 1 -maxdepth 1 -name 'warm-*' | head -1)"
+check "no scratch tmpfs left" no_scratch_mount
 
 echo "-- [$SECONDS s] drain: a capsule waits while the queue is not empty, none after"
 inbox=$dir/ws/.tentaflake-worker/inbox

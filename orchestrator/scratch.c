@@ -1,0 +1,68 @@
+/* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <sched.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "orchestrator/scratch.h"
+
+int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) {
+        _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+        struct statfs sf;
+        int fd, r;
+
+        if (unshare(CLONE_NEWNS) < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot enter a mount namespace of its own: %m");
+        /* Ours stay ours; the host's still come in (a workspace mounted later, /run). */
+        if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot make the mounts of its namespace private: %m");
+
+        fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot open a tmpfs: %m");
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", "tentaflake-scratch", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "size", SCRATCH_TMPFS_SIZE, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", SCRATCH_TMPFS_INODES, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot configure the scratch tmpfs: %m");
+        mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs: %m");
+        /* The fds dirs_open made name the directories in the namespace left behind: the
+         * same directories, looked up again here and checked to be those. */
+        _cleanup_close_ int state = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (state < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot open state_dir '%s' again: %m", state_dir);
+        fd = open_dir_at(state, "scratch");
+        if (fd < 0)
+                return tfw_error(e, -fd, "scratch_tmpfs", "cannot open state_dir/scratch again: %s", strerror(-fd));
+        struct stat a, b;
+        if (fstat(fd, &a) < 0 || fstat(dirs->scratch_fd, &b) < 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+                safe_close(fd);
+                return tfw_error(e, EXDEV, "scratch_tmpfs", "state_dir/scratch changed while the worker started");
+        }
+        r = move_mount(mnt, "", fd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+        safe_close(fd);
+        if (r < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs on state_dir/scratch: %m");
+
+        /* From here on the tmpfs. */
+        fd = open_dir_at(state, "scratch");
+        if (fd < 0)
+                return tfw_error(e, -fd, "scratch_tmpfs", "cannot open state_dir/scratch on its tmpfs: %s", strerror(-fd));
+        if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+                safe_close(fd);
+                return tfw_error(e, EXDEV, "scratch_tmpfs", "state_dir/scratch is not the tmpfs just mounted");
+        }
+        safe_close(dirs->scratch_fd);
+        dirs->scratch_fd = fd;
+        return 0;
+}
