@@ -137,6 +137,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .name = "runsc",
         .worker_cgroup = true,
         .local_paths = true,
+        .boots_ahead = true,
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,

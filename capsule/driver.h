@@ -59,6 +59,9 @@ typedef struct CapsuleDriverOps {
          * the scratch may be a tmpfs of the worker's namespace (orchestrator/scratch.h);
          * false: an engine's daemon resolves paths in its own. */
         bool local_paths;
+        /* true: a capsule may be started ahead of its job (capsule_warm_start: the worker
+         * holds its channels and its cgroup); false: every capsule starts with its job. */
+        bool boots_ahead;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */

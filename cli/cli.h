@@ -33,6 +33,10 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
  * and return true: the caller exits 0. */
 bool cli_verb_help_requested(int argc, char **argv, const Verb *v);
 
+/* The library's event lines (the daemon's, serve's), logged: stderr, with sd-daemon
+ * priorities under systemd (cli/main.c). */
+void cli_report_line(void *userdata, int level, const char *line);
+
 /* `serve`'s command line (cli/serve.c): an exit status. */
 int cli_serve(int argc, char **argv);
 

@@ -45,6 +45,11 @@ int cli_usage_error(const char *verb, const char *fmt, ...) {
         return EXIT_USAGE;
 }
 
+void cli_report_line(void *userdata, int level, const char *line) {
+        (void) userdata;
+        log_internal(level, 0, "%s", line);
+}
+
 const Verb *verb_find(const char *name) {
         for (const Verb *v = verbs; v->name; v++)
                 if (streq(v->name, name))

@@ -377,12 +377,6 @@ static int serve_check(ServeOptions *o) {
         return r == 0 ? 0 : EXIT_FAILURE;
 }
 
-/* serve's events, logged here (stderr, with sd-daemon priorities under systemd). */
-static void report_line(void *userdata, int level, const char *line) {
-        (void) userdata;
-        log_internal(level, 0, "%s", line);
-}
-
 int cli_serve(int argc, char **argv) {
         ServeOptions o;
         TfwError e = {0};
@@ -391,7 +385,7 @@ int cli_serve(int argc, char **argv) {
 
         if (parse_options(argc, argv, &o) < 0)
                 return EXIT_USAGE;
-        o.report = report_line;
+        o.report = cli_report_line;
         if (check_mode)
                 return serve_check(&o);
         if (check_json)

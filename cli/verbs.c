@@ -127,6 +127,7 @@ static int open_worker(Worker *w, const Config *config) {
                 log_error("%s", e.message);
                 return 1;
         }
+        w->report = cli_report_line;
         return 0;
 }
 
@@ -147,6 +148,7 @@ static int verb_run(int argc, char **argv, const Config *config, const char *con
                 .drain = streq(argv[0], "drain"),
                 .stop_grace = DAEMON_STOP_GRACE_DEFAULT,
                 .config_path = config_path,
+                .report = cli_report_line,
         };
         if (daemon_run(config, &o, &e) < 0) {
                 log_error("%s: %s", argv[0], e.message);

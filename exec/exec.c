@@ -287,7 +287,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
          * walls are the job's and the input can come over its channel. */
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
         bool warm_input_ok = p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree;
-        if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->worker_cgroup ||
+        if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->boots_ahead ||
                      !capsule_warm_alive(warm)))
                 warm = (capsule_warm_free(warm), NULL);
         if (warm)

@@ -165,10 +165,10 @@ static void close_warm_socks(Daemon *d) {
 static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm) {
         TfwError e = {0};
         if (job_execute(&d->w, rec, warm, &e) < 0) {
-                log_error("job '%s': %s", rec->id, e.message);
+                worker_say(&d->w, LOG_ERR, "job '%s': %s", rec->id, e.message);
                 TfwError e2 = {0};
                 if (recover_finish_unpublished(&d->w, rec, "error", e.code ? e.code : "internal", e.message, &e2) < 0)
-                        log_error("job '%s': cannot publish its error: %s", rec->id, e2.message);
+                        worker_say(&d->w, LOG_ERR, "job '%s': cannot publish its error: %s", rec->id, e2.message);
         }
 }
 
@@ -203,7 +203,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &e) >= 0;
         if (!booted) {
                 /* The request may already be on its way: it is still served, cold. */
-                log_warning("warm capsule '%s': %s", warm_id, e.message);
+                worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, e.message);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 warm = NULL;
         }
@@ -217,7 +217,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         if (n > 0) {
                 id[n] = 0;
                 if (store_load(d->w.dirs.requests_fd, id, &rec, &e) < 0) {
-                        log_error("job '%s': %s", id, e.message);
+                        worker_say(&d->w, LOG_ERR, "job '%s': %s", id, e.message);
                         n = 0;
                 }
         }
@@ -234,9 +234,11 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
 }
 
 /* Should a capsule wait for the next request now? After a request, for warm_seconds; with
- * drain only while requests are queued; never while stopping; runsc only. */
+ * drain only while requests are queued; never while stopping; only with a driver that boots
+ * capsules ahead (runsc). */
 static bool warm_wanted(Daemon *d) {
-        return d->w.config->warm_seconds > 0 && d->w.config->driver == DRIVER_RUNSC && !d->stopping &&
+        const CapsuleDriverOps *ops = capsule_driver_ops(d->w.config->driver);
+        return d->w.config->warm_seconds > 0 && ops && ops->boots_ahead && !d->stopping &&
                d->warm_until > now_monotonic() && (!d->o.drain || d->n_queue > 0);
 }
 
@@ -353,7 +355,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                         continue;
                 if (r < 0 && se.code && streq(se.code, "audit_failed")) {
                         /* Fail closed: it stays queued, and is tried again at the next reload. */
-                        log_error("job '%s': not started: %s", id, se.message);
+                        worker_say(&d->w, LOG_ERR, "job '%s': not started: %s", id, se.message);
                         continue;
                 }
                 if (r < 0) {
@@ -368,7 +370,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 if (warm_take(d, &rec, run)) {
                         d->n_running++;
                         memcpy(run->id, rec.id, sizeof(run->id));
-                        log_info("job '%s': started in capsule '%s' (pid %d)", rec.id, run->capsule, (int) run->pid);
+                        worker_say(&d->w, LOG_INFO, "job '%s': started in capsule '%s' (pid %d)", rec.id, run->capsule, (int) run->pid);
                         continue;
                 }
                 /* A job never outlives the daemon: if the daemon dies, the job is published as
@@ -385,7 +387,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 d->n_running++;
                 run->pid = pid;
                 memcpy(run->id, rec.id, sizeof(run->id));
-                log_info("job '%s': started (pid %d)", rec.id, (int) pid);
+                worker_say(&d->w, LOG_INFO, "job '%s': started (pid %d)", rec.id, (int) pid);
         }
         /* One capsule waits for the next request while one is wanted; none otherwise. */
         if (warm_wanted(d)) {
@@ -424,10 +426,10 @@ static void reap(Daemon *d) {
                                                  WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
                                 if (recover_finish_unpublished(&d->w, &rec, run->stop_killed ? "interrupted" : "error",
                                                                run->stop_killed ? "interrupted" : "internal", msg, &e) < 0)
-                                        log_error("job '%s': %s", run->id, e.message);
+                                        worker_say(&d->w, LOG_ERR, "job '%s': %s", run->id, e.message);
                         }
                         if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0)
-                                log_info("job '%s': %s", run->id, rec.status[0] ? rec.status : "ended");
+                                worker_say(&d->w, LOG_INFO, "job '%s': %s", run->id, rec.status[0] ? rec.status : "ended");
                         d->running[i] = d->running[--d->n_running];
                         break;
                 }
@@ -461,9 +463,9 @@ static void handle_signals(Daemon *d) {
                                 d->stop_deadline = now_monotonic() + d->o.stop_grace;
                                 warm_retire(d);
                                 (void) sd_notify(0, "STOPPING=1");
-                                log_info("stopping: %u job(s) may finish", d->n_running);
+                                worker_say(&d->w, LOG_INFO, "stopping: %u job(s) may finish", d->n_running);
                         } else if (!d->killing) {
-                                log_info("second signal: killing %u job(s)", d->n_running);
+                                worker_say(&d->w, LOG_INFO, "second signal: killing %u job(s)", d->n_running);
                                 kill_running(d);
                         }
                 }
@@ -506,7 +508,7 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                         if (inbox_capture(&d->w, ev->name, &o, &one) < 0) {
                                 /* The entry stays in the inbox for the next scan; the worker
                                  * goes on with the others. */
-                                log_error("inbox entry '%s': %s", ev->name, one.message);
+                                worker_say(&d->w, LOG_ERR, "inbox entry '%s': %s", ev->name, one.message);
                                 continue;
                         }
                         if (o == CAPTURE_QUEUED) {
@@ -533,7 +535,7 @@ static bool consume_wake(Daemon *d) {
         if (unlinkat(d->w.dirs.state_fd, WORKER_WAKE_FILE, 0) >= 0)
                 return true;
         if (errno != ENOENT)
-                log_warning("cannot remove '%s/%s': %m", d->w.config->state_dir, WORKER_WAKE_FILE);
+                worker_say(&d->w, LOG_WARNING, "cannot remove '%s/%s': %m", d->w.config->state_dir, WORKER_WAKE_FILE);
         return false;
 }
 
@@ -610,7 +612,7 @@ static int handle_deadlines(Daemon *d, TfwError *e) {
                 warm_retire(d);
         }
         if (d->stopping && !d->killing && d->n_running > 0 && d->stop_deadline <= now_m) {
-                log_info("grace period over: killing %u job(s)", d->n_running);
+                worker_say(&d->w, LOG_INFO, "grace period over: killing %u job(s)", d->n_running);
                 kill_running(d);
         }
         return 0;
@@ -657,6 +659,8 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = worker_open(&d.w, c, e);
         if (r < 0)
                 return r;
+        d.w.report = o->report;
+        d.w.report_userdata = o->report_userdata;
         r = take_instance_lock(&d, e);
         if (r < 0)
                 goto out;
@@ -673,7 +677,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 /* Informational for the controller's client; never read back (threat 14). */
                 TfwError de = {0};
                 if (discovery_publish(&d.w, o->config_path, &de) < 0)
-                        log_warning("%s", de.message);
+                        worker_say(&d.w, LOG_WARNING, "%s", de.message);
         }
         audit_worker(&d, "worker-start", o->drain ? "drain" : "run");
 
@@ -687,7 +691,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         if (ops && ops->local_paths) {
                 TfwError se = {0};
                 if (scratch_private_tmpfs(&d.w.dirs, c->state_dir, &se) < 0)
-                        log_warning("%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
+                        worker_say(&d.w, LOG_WARNING, "%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
                 else
                         log_debug("scratch: a private tmpfs of %s on state_dir/scratch", SCRATCH_TMPFS_SIZE);
         }
@@ -695,7 +699,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         if (r < 0)
                 goto out;
         if (r > 0)
-                log_notice("%d job(s) were running when the worker last stopped: published as interrupted", r);
+                worker_say(&d.w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
         r = retention_run(&d.w, now_realtime(), false, &d.next_retention, e);
         if (r < 0)
                 goto out;
@@ -714,14 +718,14 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 d.next_watchdog = now_monotonic();
         }
         (void) sd_notify(0, "READY=1");
-        log_info("worker '%s' %s: watching '%s'", c->name, o->drain ? "draining" : "running", c->workspace);
+        worker_say(&d.w, LOG_INFO, "worker '%s' %s: watching '%s'", c->name, o->drain ? "draining" : "running", c->workspace);
 
         for (;;) {
                 if (d.rescan && !d.stopping) {
                         d.rescan = false;
                         TfwError one = {0};
                         if (inbox_scan(&d.w, &one) < 0)
-                                log_error("inbox: %s", one.message);
+                                worker_say(&d.w, LOG_ERR, "inbox: %s", one.message);
                         d.reload_queue = true;
                 }
                 if (d.reload_queue) {

@@ -23,6 +23,8 @@ typedef struct DaemonOptions {
         bool drain;          /* exit once the inbox and queue are empty and nothing runs */
         usec_t stop_grace;   /* how long running jobs may finish after SIGTERM */
         const char *config_path; /* named in worker.json for the operator's commands; may be NULL */
+        WorkerReport report;     /* the daemon's events (NULL: dropped); it logs nothing itself */
+        void *report_userdata;
 } DaemonOptions;
 
 /* Running jobs may finish for this long after the first SIGTERM (systemd's default stop

@@ -642,7 +642,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 probe_walls(&d, false);
                 /* The same walls on a capsule started ahead of its job, as the daemon and
                  * serve's lanes use them (runtime.warm_seconds; threat 12). */
-                if (c->warm_seconds > 0 && d.driver.ops->worker_cgroup)
+                if (c->warm_seconds > 0 && d.driver.ops->boots_ahead)
                         probe_walls(&d, true);
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);

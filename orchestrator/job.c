@@ -43,14 +43,14 @@ void job_cleanup(Worker *w, const char *id) {
                 /* Issue 11 item 7 (threat 13): the whole capsule, killed and removed, bounded. */
                 unsigned killed = 0;
                 if (job_teardown(w, id, &killed, &e) < 0)
-                        log_warning("job '%s': capsule teardown: %s", id, e.message);
+                        worker_say(w, LOG_WARNING, "job '%s': capsule teardown: %s", id, e.message);
                 else if (killed)
-                        log_notice("job '%s': capsule torn down (%u runtime process(es) killed)", id, killed);
+                        worker_say(w, LOG_NOTICE, "job '%s': capsule torn down (%u runtime process(es) killed)", id, killed);
                 (void) rm_rf_at(w->dirs.scratch_fd, id);
                 return;
         }
         if (job_driver_open(w, &d, &e) < 0) {
-                log_warning("cleanup: %s", e.message);
+                worker_say(w, LOG_WARNING, "cleanup: %s", e.message);
                 return;
         }
         unsigned removed = 0;
@@ -63,9 +63,9 @@ void job_cleanup(Worker *w, const char *id) {
         if (dir)
                 closedir(dir);
         if (d.ops->cleanup_stale(&d, w->dirs.scratch_fd, &removed, &e) < 0)
-                log_warning("start-up cleanup: %s", e.message);
+                worker_say(w, LOG_WARNING, "start-up cleanup: %s", e.message);
         else if (removed)
-                log_notice("start-up cleanup: removed %u container(s) left by a previous run", removed);
+                worker_say(w, LOG_NOTICE, "start-up cleanup: removed %u container(s) left by a previous run", removed);
         capsule_driver_done(&d);
 }
 
@@ -112,8 +112,10 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         _cleanup_close_ int scratch = -EBADF;
         int r;
 
-        if (w->config->driver != DRIVER_RUNSC)
-                return tfw_error(e, EOPNOTSUPP, "capsule_setup", "only the runsc driver starts capsules ahead");
+        const CapsuleDriverOps *ops = capsule_driver_ops(w->config->driver);
+        if (!ops || !ops->boots_ahead)
+                return tfw_error(e, EOPNOTSUPP, "capsule_setup", "the %s driver does not start capsules ahead",
+                                 driver_to_string(w->config->driver));
         (void) rm_rf_at(w->dirs.scratch_fd, warm_id);
         if (mkdirat(w->dirs.scratch_fd, warm_id, 0700) < 0)
                 return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", warm_id);
@@ -196,7 +198,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e
         r = exec_run(&plan, &x, e);
         capsule_driver_done(&drv);
         if (r >= 0 && x.warm_lost[0])
-                log_warning("job '%s': %s; it ran in a capsule of its own", rec->id, x.warm_lost);
+                worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", rec->id, x.warm_lost);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (r < 0)
                 return r;

@@ -1,11 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/fd-util.h"
 #include "common/log.h"
 #include "common/resolve.h"
 #include "orchestrator/worker.h"
+
+void worker_say(const Worker *w, int level, const char *fmt, ...) {
+        char line[2048];
+        va_list ap;
+
+        if (!w->report)
+                return;
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        w->report(w->report_userdata, level, line);
+}
 
 int worker_open(Worker *w, const Config *c, TfwError *e) {
         int r;
@@ -37,7 +51,7 @@ int worker_audit_best_effort(Worker *w, const char *event, json_t *fields) {
         /* The caller goes on after a failed append, so the failure is never silent: it reaches
          * the journal here. */
         if (r < 0)
-                log_error("audit: cannot record '%s': %s", event, e.message);
+                worker_say(w, LOG_ERR, "audit: cannot record '%s': %s", event, e.message);
         return r;
 }
 

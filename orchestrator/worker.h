@@ -4,13 +4,20 @@
 
 #include <stdbool.h>
 
+#include "common/macro.h"
 #include "orchestrator/audit.h"
 #include "orchestrator/dirs.h"
 #include "parser/config.h"
 #include "parser/request.h"
 
+/* Where the worker's events go (one line each, a syslog level): the library logs nothing
+ * itself; the CLI passes a function that logs (cli_report_line). */
+typedef void (*WorkerReport)(void *userdata, int level, const char *line);
+
 typedef struct Worker {
         const Config *config;
+        WorkerReport report; /* NULL: the events are dropped */
+        void *report_userdata;
         RequestPolicy policy;
         WorkerDirs dirs;
         Audit *audit;
@@ -19,9 +26,12 @@ typedef struct Worker {
         char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */
 } Worker;
 
-/* Open the worker's directories and audit log (not the inbox). */
+/* Open the worker's directories and audit log (not the inbox). The caller sets report after. */
 int worker_open(Worker *w, const Config *c, TfwError *e);
 void worker_close(Worker *w);
+
+/* One event line to w->report. */
+void worker_say(const Worker *w, int level, const char *fmt, ...) _printf_(3, 4);
 
 /* Record an audit event, BEST EFFORT: a failure is logged here and returned, and the caller
  * goes on (a job's result is published even when its audit line could not be written; a request

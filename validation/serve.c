@@ -432,7 +432,7 @@ static void lane_warm_drop(Lane *l) {
  * differ starts cold. */
 static void lane_warm_maintain(Lane *l) {
         Serve *s = l->s;
-        bool wanted = s->o.warm_secs > 0 && s->driver.ops->worker_cgroup && !atomic_load(&s->stopping) &&
+        bool wanted = s->o.warm_secs > 0 && s->driver.ops->boots_ahead && !atomic_load(&s->stopping) &&
                       l->warm_until > now_monotonic();
         if (!wanted) {
                 lane_warm_drop(l);
