@@ -109,6 +109,36 @@ void worker_dirs_close(WorkerDirs *d) {
         d->rejected_fd = safe_close(d->rejected_fd);
 }
 
+int worker_runsc_root(const Config *c, char *buf, size_t size) {
+        int n = snprintf(buf, size, WORKER_RUNTIME_DIR_PREFIX "%s/runsc", c->name);
+        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+}
+
+int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e) {
+        char path[PATH_MAX];
+        if (worker_runsc_root(c, buf, size) < 0 || worker_runsc_root(c, path, sizeof(path)) < 0)
+                return tfw_error(e, ENAMETOOLONG, "bad_directory", "the runsc root of '%s' is too long", c->name);
+        *strrchr(path, '/') = 0;
+        /* Also the default results_dir's parent, made by whoever came first (the unit's
+         * RuntimeDirectory=, mkdir_parents under any umask): root's, and writable by root only. */
+        if (mkdir(path, 0755) < 0 && errno != EEXIST)
+                return tfw_error(e, errno, "bad_directory", "cannot create the runtime directory '%s': %m", path);
+        _cleanup_close_ int run = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (run < 0 || fstat(run, &st) < 0)
+                return tfw_error(e, errno, "bad_directory",
+                                 "cannot open the runtime directory '%s' (symlinks are refused): %m", path);
+        if (st.st_uid != 0 || (st.st_mode & 022))
+                return tfw_error(e, EPERM, "bad_directory",
+                                 "the runtime directory '%s' is owned by %u with mode %04o; it must be root's and "
+                                 "writable by root only", path, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
+        int fd = ensure_subdir(run, "runtime directory", "runsc", 0, 0700, e);
+        if (fd < 0)
+                return fd;
+        safe_close(fd);
+        return 0;
+}
+
 int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
         WorkerDirs d = WORKER_DIRS_NULL;
         int r;
@@ -133,6 +163,7 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
                                           02750, e);
         if (r < 0)
                 goto fail;
+
         *ret = d;
         return 0;
 fail:

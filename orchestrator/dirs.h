@@ -8,7 +8,7 @@
  *   state_dir    root:root 0700
  *   results_dir  root:container_gid 02750 (the setgid bit makes published entries inherit the
  *                controller's group)
- * Below state_dir it makes requests/, scratch/ and runsc/ (0700), below results_dir the
+ * Below state_dir it makes requests/ and scratch/ (0700), below results_dir the
  * staging area .staging/ (0700, so the controller cannot look into a result being built) and
  * .rejected/ (02750). Each is opened without following a symlink. The daemon (runsc driver)
  * then puts a tmpfs of its own mount namespace over scratch/ (orchestrator/scratch.h). */
@@ -36,6 +36,18 @@ typedef struct WorkerDirs {
 #define RESULTS_DIR_MODE 02750
 
 int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e);
+
+/* runsc's own record of the worker's containers (its --root): /run/tentaflake-worker-<name>/runsc,
+ * root 0700, below the directory the default results_dir is in (root 0755; the unit's
+ * RuntimeDirectory=). /run is a tmpfs, where runsc keeps its root by default: a request
+ * writes none of it to the disk, a worker that starts after a crash still finds its
+ * predecessor's containers there (and the operator's verbs from outside the unit), and it is
+ * cleared at a reboot together with the containers it describes. worker_runsc_root() names
+ * it; worker_runsc_root_open() also makes it (and its parent) when missing and refuses one
+ * that is not root's alone. */
+#define WORKER_RUNTIME_DIR_PREFIX "/run/tentaflake-worker-"
+int worker_runsc_root(const Config *c, char *buf, size_t size);
+int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e);
 /* For doctor: check state_dir (results false) or results_dir against the rules above, without
  * creating or repairing anything. Missing or wrong: a negative errno and code "bad_directory". */
 int worker_dir_check(const Config *c, bool results, TfwError *e);

@@ -23,15 +23,11 @@
 #include "orchestrator/teardown.h"
 #include "snapshot/snapshot.h"
 
-static int runsc_root(Worker *w, char *buf, size_t size) {
-        int n = snprintf(buf, size, "%s/runsc", w->config->state_dir);
-        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
-}
-
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
         char root[PATH_MAX];
-        if (runsc_root(w, root, sizeof(root)) < 0)
-                return tfw_error(e, ENAMETOOLONG, "internal", "the runsc root of '%s' is too long", w->config->state_dir);
+        int r = worker_runsc_root_open(w->config, root, sizeof(root), e);
+        if (r < 0)
+                return r;
         return capsule_driver_init(d, w->config, root, NULL, e);
 }
 

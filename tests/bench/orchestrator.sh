@@ -39,7 +39,7 @@ daemon=
 cleanup() {
         [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
         local r c
-        for r in "$base/state/runsc" "$base/bare-root"; do
+        for r in /run/tentaflake-worker-bench-orch/runsc "$base/bare-root"; do
                 [ -d "$r" ] || continue
                 for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
         done
@@ -62,7 +62,7 @@ JSON
         for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
         grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "orchestrator.sh: the daemon did not start" >&2; exit 1; }
 }
-sandboxes() { pgrep -f -- "--root=$base/state/runsc|--root $base/state/runsc" | wc -l; }
+sandboxes() { pgrep -f -- "--root=/run/tentaflake-worker-bench-orch/runsc|--root /run/tentaflake-worker-bench-orch/runsc" | wc -l; }
 start_daemon "$WARM"
 
 status_kb() { awk -v k="$1:" '$1 == k {print $2}' "/proc/$daemon/status"; }

@@ -23,6 +23,10 @@ new_worker() {
 JSON
 }
 
+# runsc_root DIR: the runsc root of DIR's worker (orchestrator/dirs.h: below /run, by name).
+worker_name() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$1/config.json"; }
+runsc_root() { echo "/run/tentaflake-worker-$(worker_name "$1")/runsc"; }
+
 # submit DIR ID CLASS ARGV_JSON: write atomically as a controller would
 submit() {
         local dir=$1 id=$2 cls=$3 argv=$4 inbox="$1/ws/.tentaflake-worker/inbox"
@@ -187,12 +191,14 @@ worker_cleanup() {
         local dir=$1 name c
         [ -n "$TFW_DAEMON_PID" ] && kill -KILL "$TFW_DAEMON_PID" 2>/dev/null
         wait 2>/dev/null
-        if [ -d "$dir/state/runsc" ]; then
-                for c in $(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null); do
-                        runsc --root "$dir/state/runsc" delete -force "$c" >/dev/null 2>&1
+        name=$(worker_name "$dir" 2>/dev/null)
+        local root=/run/tentaflake-worker-$name/runsc
+        if [ -n "$name" ] && [ -d "$root" ]; then
+                for c in $(runsc --root "$root" list -quiet 2>/dev/null); do
+                        runsc --root "$root" delete -force "$c" >/dev/null 2>&1
                 done
+                rm -rf "/run/tentaflake-worker-$name"
         fi
-        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$dir/config.json" 2>/dev/null)
         [ -n "$name" ] && find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$name*" -exec rmdir {} + 2>/dev/null
         if [ -n "${TFW_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }

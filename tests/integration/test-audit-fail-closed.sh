@@ -35,7 +35,7 @@ check "drain exits 0 (exit $rc)" test "$rc" = 0
 check "run1 was not started: it stays queued" _state_is "$dir" run1 queued
 check "  ... and has no result" test ! -e "$res/run1/result.json"
 check "  ... the daemon says why" grep -q "job 'run1': not started: cannot record 'started' in the audit log" "$dir/daemon.log"
-check "  ... nothing ran in a capsule" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "  ... nothing ran in a capsule" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "pend1 and pend2 are pending" bash -c "$(declare -f _state_is); _state_is '$dir' pend1 pending && _state_is '$dir' pend2 pending"
 
 out=$(SUDO_USER=alice tfw "$dir" approve pend1 2>&1)

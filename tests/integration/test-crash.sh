@@ -79,7 +79,7 @@ rand_sleep() { # up to $1 ms: where the kill lands, not a timing assertion
 start_daemon "$dir" || exit 1
 drop long1.json '{"version":1,"id":"long1","action_class":"local-reversible","argv":["sh","-c","echo long-started; exec sleep 600"],"timeout_seconds":900}'
 check "long1 runs" wait_state "$dir" long1 running
-check "long1's capsule is up" wait_for 60 sh -c "runsc --root '$dir/state/runsc' list -quiet 2>/dev/null | grep -q long1"
+check "long1's capsule is up" wait_for 60 sh -c "runsc --root '$(runsc_root "$dir")' list -quiet 2>/dev/null | grep -q long1"
 jobpid=$(sed -n "s/.*job 'long1': started (pid \([0-9]*\)).*/\1/p" "$dir/daemon.log")
 check "the job process is known ($jobpid)" test -n "$jobpid"
 kill -KILL "$TFW_DAEMON_PID"
@@ -90,7 +90,7 @@ check "the job process died with the daemon" wait_for 10 gone "$jobpid"
 start_daemon "$dir" || exit 1
 check "long1 published at the next start" wait_result "$dir" long1 30
 check "long1 is interrupted" test "$(json_get "$dir/results/long1/result.json" 'r["status"]')" = interrupted
-check "long1: its capsule is gone" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "long1: its capsule is gone" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "long1: nothing of it in scratch on the disk" test -z "$(ls -A "$dir/state/scratch")"
 check "long1: nothing of it in the new daemon's scratch" test -z "$(daemon_scratch "$dir" || echo none)"
 check "long1: audited started, interrupted and nothing else" \
@@ -218,7 +218,7 @@ check "  ... with its status" test "$(json_get "$dir/results/$lost/result.json" 
 check "  ... and the record keeps it" test "$(json_get "$dir/state/requests/$lost/state.json" 'r["status"]')" = rejected
 check "  ... and so does the audit line" test "$(python3 -c 'import json,sys; print([json.loads(l).get("outcome") for l in open(sys.argv[1]) if json.loads(l).get("id")==sys.argv[2]][-1])' "$dir/state/audit/audit.jsonl" "$lost")" = rejected
 
-check "no runsc container is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no runsc container is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "no bundle or snapshot is left in scratch/ ($(ls -A "$dir/state/scratch" | tr '\n' ' '))" \
         test -z "$(ls -A "$dir/state/scratch")"
 check "no scratch tmpfs is left mounted after $kills kills" no_scratch_mount

@@ -26,7 +26,7 @@ in_capsule() { # in_capsule ID: runsc lists the job's container as running (its 
         # capsule started ahead that the daemon gave it, runtime.warm_seconds)
         local c
         c=$(sed -n "s/.*job '$1': started in capsule '\(warm-[0-9a-f]*\)'.*/\1/p" "$dir/daemon.log" | tail -1)
-        runsc --root "$dir/state/runsc" list 2>/dev/null | grep -q -- "-${c:-$1} .* running "
+        runsc --root "$(runsc_root "$dir")" list 2>/dev/null | grep -q -- "-${c:-$1} .* running "
 }
 gone() { ! kill -0 "$1" 2>/dev/null; }
 # reap_daemon: wait (bounded) for the daemon to exit by itself; its exit status.
@@ -57,7 +57,7 @@ check "stop2 was not started" test "$(audit_count "$dir" started stop2)" = 0
 check "stop2 is still queued" _state_is "$dir" stop2 queued
 check "late1 was not taken while stopping" test -e "$inbox/late1.json"
 check "the stop was audited" test "$(audit_count "$dir" worker-stop)" = 1
-check "no capsule is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no capsule is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 
 echo "-- the next start runs what was left"
 start_daemon "$dir" || exit 1
@@ -80,7 +80,7 @@ check "stop3 was published" test -e "$res/stop3/result.json"
 check "stop3 is interrupted" test "$(json_get "$res/stop3/result.json" 'r["status"]')" = interrupted
 check "stop3 audited as interrupted" test "$(audit_count "$dir" interrupted stop3)" = 1
 check "stop3 started once" test "$(audit_count "$dir" started stop3)" = 1
-check "no capsule is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no capsule is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "no scratch is left" test -z "$(ls -A "$dir/state/scratch")"
 check "no staging directory is left" test -z "$(ls -A "$res/.staging")"
 

@@ -20,12 +20,12 @@ dir=$(mktemp -d /tmp/i11t-hung.XXXXXX)
 ctl=$dir/ctl
 mkdir "$ctl"
 make_hung_runsc "$ctl"
-trap 'kill_leftovers "$dir/state/runsc" "$ctl"; worker_cleanup "$dir"' EXIT
+trap 'kill_leftovers "$(runsc_root "$dir")" "$ctl"; worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "concurrency": 1, "runtime": {"runsc": "'"$ctl/runsc"'"},
  "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
 name=$(json_get "$dir/config.json" 'r["name"]')
 group=tentaflake-worker-$name
-root=$dir/state/runsc
+root=$(runsc_root "$dir")
 inbox="$dir/ws/.tentaflake-worker/inbox"
 res="$dir/results"
 drop() { # drop ID ARGV_JSON

@@ -449,7 +449,7 @@ check "the controller cannot read the private state" sh -c "! setpriv --reuid=10
 alive "the whole run"
 check "the daemon stops with exit 0" stop_daemon TERM
 check "audit verify passes on the real log" quiet tfw "$dir" audit verify
-check "no runsc container is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no runsc container is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "no scratch (bundle, snapshot) is left" test -z "$(ls -A "$dir/state/scratch")"
 check "no staging directory is left" test -z "$(ls -A "$res/.staging")"
 if [ "$fails" -ne 0 ]; then echo "daemon log:"; tail -n 40 "$dir/daemon.log"; fi

@@ -146,6 +146,6 @@ PY
 )
 check "every request ended as expected ${out:+$out}" test -z "$out"
 check "audit verify passes on the long log" quiet tfw "$dir" audit verify
-check "no runsc container is left" test -z "$(runsc --root "$dir/state/runsc" list -quiet 2>/dev/null)"
+check "no runsc container is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "no scratch is left" test -z "$(ls -A "$dir/state/scratch")"
 finish

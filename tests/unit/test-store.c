@@ -81,6 +81,49 @@ static void test_dirs_created(void **state) {
         assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
 }
 
+/* runsc's root below /run (orchestrator/dirs.h): made when missing, repaired when its mode
+ * drifted, refused below a runtime directory that is not root's alone or is a symlink. A name
+ * of this test's own, removed at the end. */
+static void test_runsc_root(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        char name[64], run[128], root[PATH_MAX], target[600];
+        require_root();
+        snprintf(name, sizeof(name), "unit-%d", (int) getpid());
+        snprintf(run, sizeof(run), WORKER_RUNTIME_DIR_PREFIX "%s", name);
+        f->config.name = name;
+        (void) rm_rf_at(AT_FDCWD, run);
+
+        assert_int_equal(worker_runsc_root_open(&f->config, root, sizeof(root), &e), 0);
+        assert_true(snprintf(target, sizeof(target), "%s/runsc", run) > 0);
+        assert_string_equal(root, target);
+        assert_owner_mode(AT_FDCWD, run, 0, 0, 0755);
+        assert_owner_mode(AT_FDCWD, root, 0, 0, 0700);
+
+        assert_int_equal(chmod(root, 0755), 0);
+        assert_int_equal(worker_runsc_root_open(&f->config, root, sizeof(root), &e), 0);
+        assert_owner_mode(AT_FDCWD, root, 0, 0, 0700);
+
+        assert_int_equal(chmod(run, 0777), 0);
+        assert_true(worker_runsc_root_open(&f->config, root, sizeof(root), &e) < 0);
+        assert_non_null(strstr(e.message, run));
+        assert_non_null(strstr(e.message, "0777"));
+        assert_int_equal(chmod(run, 0700), 0); /* any mode root alone can write is fine */
+        assert_int_equal(worker_runsc_root_open(&f->config, root, sizeof(root), &e), 0);
+
+        assert_int_equal(chown(run, 1, 0), 0);
+        assert_true(worker_runsc_root_open(&f->config, root, sizeof(root), &e) < 0);
+        assert_non_null(strstr(e.message, "owned by 1"));
+
+        assert_int_equal(rm_rf_at(AT_FDCWD, run), 0);
+        assert_true(snprintf(target, sizeof(target), "%s/elsewhere", f->dir->path) > 0);
+        assert_int_equal(mkdir(target, 0755), 0);
+        assert_int_equal(symlink(target, run), 0);
+        assert_true(worker_runsc_root_open(&f->config, root, sizeof(root), &e) < 0);
+        assert_non_null(strstr(e.message, "symlinks are refused"));
+        assert_int_equal(unlink(run), 0);
+}
+
 static void test_dirs_wrong_mode_refused(void **state) {
         Fixture *f = *state;
         TfwError e = {0};
@@ -359,6 +402,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_dirs_created, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dirs_wrong_mode_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_runsc_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dirs_symlink_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_capture_and_load, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_incomplete_capture, setup, teardown),
