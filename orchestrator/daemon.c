@@ -656,11 +656,18 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 d.retiring[i].sock = -EBADF;
         int r;
 
+        /* runsc's root (orchestrator/dirs.h): a worker that cannot keep it refuses to start
+         * rather than fail every job. */
+        char root[PATH_MAX];
+        r = worker_runsc_root_open(c, root, sizeof(root), e);
+        if (r < 0)
+                return r;
         r = worker_open(&d.w, c, e);
         if (r < 0)
                 return r;
         d.w.report = o->report;
         d.w.report_userdata = o->report_userdata;
+
         r = take_instance_lock(&d, e);
         if (r < 0)
                 goto out;

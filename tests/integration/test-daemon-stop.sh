@@ -29,6 +29,15 @@ in_capsule() { # in_capsule ID: runsc lists the job's container as running (its 
         runsc --root "$(runsc_root "$dir")" list 2>/dev/null | grep -q -- "-${c:-$1} .* running "
 }
 gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# runsc's root below a runtime directory others may write: the daemon refuses to start.
+run_dir=$(dirname "$(runsc_root "$dir")")
+mkdir -p "$run_dir" && chmod 0777 "$run_dir"
+out=$(timeout 60 "$BIN" --config "$dir/config.json" run 2>&1); rc=$?
+check "a runtime directory others may write: the daemon refuses to start (exit 1)" test "$rc" -eq 1
+check "  ... naming the directory and its mode" grep -q "runtime directory '$run_dir' is owned by 0 with mode 0777" <<<"$out"
+chmod 0755 "$run_dir"
+
 # reap_daemon: wait (bounded) for the daemon to exit by itself; its exit status.
 reap_daemon() {
         local rc=0
