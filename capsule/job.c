@@ -427,11 +427,10 @@ static void pre_ack_sink(void *userdata, const void *data, size_t len) {
 }
 
 /* Wait for a warm capsule's init to answer the job record (capsule/protocol.h), reading the
- * log channel a byte at a time so nothing after the answer is taken here. 1: it answered; 0:
- * the channel ended first (init never took the job: no job process ever existed); -ETIMEDOUT. */
-static int await_job_ack(Run *run, int fd, PreAck *pre, usec_t deadline) {
-        JobAckScanner s;
-        job_ack_scanner_init(&s, run->secret + CAPSULE_TOKEN_SIZE, pre_ack_sink, pre);
+ * log channel a byte at a time so nothing after the answer is taken here; s is kept across
+ * calls (an answer may straddle a deadline). 1: it answered; 0: the channel ended first (init
+ * never took the job: no job process ever existed); -ETIMEDOUT. */
+static int await_job_ack(JobAckScanner *s, int fd, usec_t deadline) {
         for (;;) {
                 struct pollfd pfd = { .fd = fd, .events = POLLIN };
                 int k = poll(&pfd, 1, poll_timeout(now_monotonic(), deadline));
@@ -439,19 +438,17 @@ static int await_job_ack(Run *run, int fd, PreAck *pre, usec_t deadline) {
                         continue;
                 if (k < 0)
                         return -errno;
-                if (k == 0) {
-                        job_ack_scanner_flush(&s);
+                if (k == 0)
                         return -ETIMEDOUT;
-                }
                 uint8_t c;
                 ssize_t n = read(fd, &c, 1);
                 if (n < 0 && (errno == EINTR || errno == EAGAIN))
                         continue;
                 if (n <= 0) {
-                        job_ack_scanner_flush(&s);
+                        job_ack_scanner_flush(s);
                         return 0;
                 }
-                if (job_ack_scanner_feed(&s, c))
+                if (job_ack_scanner_feed(s, c))
                         return 1;
         }
 }
@@ -675,7 +672,7 @@ fail:
 
 /* The job record a warm capsule's init waits for (capsule/protocol.h): id, argv, the whole
  * environment the job gets. */
-static int write_job_record(int fd, const CapsuleJobParams *p, uint8_t input_kind) {
+static int write_job_record(int fd, const CapsuleJobParams *p) {
         _cleanup_free_ char *job_env = NULL, *check_env = NULL;
         _cleanup_free_ uint8_t *rec = NULL;
         size_t n = 0, cap = 1 + 4, argc = 0, envc = 0;
@@ -716,8 +713,7 @@ static int write_job_record(int fd, const CapsuleJobParams *p, uint8_t input_kin
         for (char *const *v = p->extra_env; v && *v; v++)
                 PUT_STR(*v);
 #undef PUT_STR
-        rec[n++] = input_kind;
-        uint32_t len = (uint32_t) (n - 5 - 1);
+        uint32_t len = (uint32_t) (n - 5);
         for (unsigned i = 0; i < 4; i++)
                 rec[1 + i] = (uint8_t) (len >> (8 * i));
         return write_all(fd, rec, n);
@@ -727,7 +723,7 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
         char *const argv[] = { (char *) CAPSULE_WARM_ARG, NULL };
         CapsuleResult res = {};
 
-        if (!p || !p->config || !p->driver || !p->driver->ops || !p->driver->ops->worker_cgroup ||
+        if (!p || !p->config || !p->driver || !p->driver->ops || !p->driver->ops->boots_ahead ||
             !p->warm_id || !capsule_job_id_is_valid(p->warm_id) || !p->init_path || !p->scratch_path)
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid warm capsule parameters");
         CapsuleWarm *w = calloc(1, sizeof(*w));
@@ -900,7 +896,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                         (void) cgroup_job_set_cpu_weight(boot.cg, false);
                 if (p->cpu_seconds && boot.cg)
                         (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
-                r = write_job_record(boot.in_w, p, input_kind);
+                r = write_job_record(boot.in_w, p);
                 if (r < 0 && r != -EPIPE) {
                         boot_fail(&res, "capsule_setup", "cannot pass the job to its capsule: %s", strerror(-r));
                         kill_capsule(&run, boot.cg, 1);
@@ -909,13 +905,16 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 }
                 /* EPIPE: nothing reads the channel any more, init is gone. */
                 PreAck pre = { .run = &run };
-                int a = r < 0 ? 0 : await_job_ack(&run, boot.log_r, &pre, now_monotonic() + JOB_ACK_USEC);
+                JobAckScanner ack;
+                job_ack_scanner_init(&ack, run.secret + CAPSULE_TOKEN_SIZE, pre_ack_sink, &pre);
+                int a = r < 0 ? 0 : await_job_ack(&ack, boot.log_r, now_monotonic() + JOB_ACK_USEC);
                 if (a == -ETIMEDOUT) {
                         /* Ended here; whether init took the job is what the channel holds up
                          * to its end. */
                         kill_capsule(&run, boot.cg, 1);
-                        a = await_job_ack(&run, boot.log_r, &pre, now_monotonic() + DRAIN_GRACE_USEC);
+                        a = await_job_ack(&ack, boot.log_r, now_monotonic() + DRAIN_GRACE_USEC);
                         if (a != 0) {
+                                job_ack_scanner_flush(&ack);
                                 boot_fail(&res, "runtime_failed",
                                           "the capsule started ahead did not answer the job record within %llu s",
                                           (unsigned long long) (JOB_ACK_USEC / USEC_PER_SEC));
@@ -936,6 +935,16 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 if (a < 0) {
                         boot_fail(&res, "capsule_setup", "cannot read the capsule's answer to the job: %s",
                                   strerror(-a));
+                        kill_capsule(&run, boot.cg, 1);
+                        reap_runsc(&run, true);
+                        goto finish;
+                }
+                /* Taken: only now the input, so an init that never answered has nothing to
+                 * start a job on. */
+                r = write_all(boot.in_w, &input_kind, 1);
+                if (r < 0) {
+                        boot_fail(&res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
+                                  "cannot pass the input to its capsule: %s", strerror(-r));
                         kill_capsule(&run, boot.cg, 1);
                         reap_runsc(&run, true);
                         goto finish;

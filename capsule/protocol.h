@@ -42,15 +42,16 @@
  * holds no argv and no job environment. After the secret, init waits for the job record,
  *   'J' u32 length (little-endian), then that many bytes: the job id NUL, u16 argc, argc
  *       NUL-terminated strings, u16 envc, envc NUL-terminated "NAME=VALUE" strings,
- * then the input byte below, and, for a stream, the stream. Only the worker holds the write
+ * then (after init's answer below) the input byte, and, for a stream, the stream. Only the worker holds the write
  * end, no job process exists before the record is read, and each capsule takes exactly one
  * record (threat 12). */
 #define CAPSULE_WARM_ARG "--warm"
 /* Init's answer to the job record, on the log channel right after it read the record and
  * before anything else of the job happens: CAPSULE_JOB_ACK_TAG <hex of the log token>\n. No
- * job process exists yet, so nothing else can forge it; the host reads it before it sends the
- * input. A channel that ends without it means init never took the job (its sandbox died while
- * it waited): no job process ever existed, and the job may run in another capsule. */
+ * job process exists yet, so nothing else can forge it; the host sends the input byte only
+ * after it has read it, and init that cannot write it exits without reading further. So a
+ * channel that ends without it means no job process ever existed and nothing of the input
+ * was sent (its sandbox died while it waited): the job may run in another capsule. */
 #define CAPSULE_JOB_ACK_TAG "\036tentaflake-capsule-job "
 #define CAPSULE_JOB_RECORD 'J'
 #define CAPSULE_JOB_RECORD_MAX (512 * 1024)

@@ -110,8 +110,7 @@ void worker_dirs_close(WorkerDirs *d) {
 }
 
 int worker_runsc_root(const Config *c, char *buf, size_t size) {
-        int n = snprintf(buf, size, WORKER_RUNTIME_DIR_PREFIX "%s/runsc", c->name);
-        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+        return config_runsc_root(c, buf, size);
 }
 
 int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e) {

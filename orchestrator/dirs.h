@@ -45,7 +45,7 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e);
  * cleared at a reboot together with the containers it describes. worker_runsc_root() names
  * it; worker_runsc_root_open() also makes it (and its parent) when missing and refuses one
  * that is not root's alone. */
-#define WORKER_RUNTIME_DIR_PREFIX "/run/tentaflake-worker-"
+#define WORKER_RUNTIME_DIR_PREFIX CONFIG_RUNTIME_DIR_PREFIX
 int worker_runsc_root(const Config *c, char *buf, size_t size);
 int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e);
 /* For doctor: check state_dir (results false) or results_dir against the rules above, without

@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
+#include <limits.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <sched.h>
@@ -18,6 +21,14 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         struct statfs sf;
         int fd, r;
 
+        /* unshare() moves only the calling thread of a threaded process: refused then. */
+        _cleanup_closedir_ DIR *tasks = opendir("/proc/self/task");
+        unsigned n_tasks = 0;
+        for (struct dirent *de; tasks && (de = readdir(tasks));)
+                n_tasks += de->d_name[0] != '.';
+        if (n_tasks != 1)
+                return tfw_error(e, EBUSY, "scratch_tmpfs", "the worker has %u threads (or /proc is missing); "
+                                 "a mount namespace of its own needs one", n_tasks);
         if (unshare(CLONE_NEWNS) < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot enter a mount namespace of its own: %m");
         /* Ours stay ours; the host's still come in (a workspace mounted later, /run). */
@@ -54,13 +65,17 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         if (r < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs on state_dir/scratch: %m");
 
-        /* From here on the tmpfs. */
+        /* From here on the tmpfs; or, when it cannot be opened, none at all: the caller goes
+         * on with the directory below, which runsc must then see too. */
         fd = open_dir_at(state, "scratch");
-        if (fd < 0)
-                return tfw_error(e, -fd, "scratch_tmpfs", "cannot open state_dir/scratch on its tmpfs: %s", strerror(-fd));
-        if (fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+        if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+                r = fd < 0 ? fd : -EXDEV;
                 safe_close(fd);
-                return tfw_error(e, EXDEV, "scratch_tmpfs", "state_dir/scratch is not the tmpfs just mounted");
+                char path[PATH_MAX];
+                if (snprintf(path, sizeof(path), "%s/scratch", state_dir) < (int) sizeof(path))
+                        (void) umount2(path, MNT_DETACH);
+                return tfw_error(e, -r, "scratch_tmpfs", "state_dir/scratch is not the tmpfs just mounted: %s",
+                                 strerror(-r));
         }
         safe_close(dirs->scratch_fd);
         dirs->scratch_fd = fd;

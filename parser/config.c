@@ -65,6 +65,11 @@ typedef struct Given {
         bool default_timeout, max_timeout;
 } Given;
 
+int config_runsc_root(const Config *c, char *buf, size_t size) {
+        int n = snprintf(buf, size, CONFIG_RUNTIME_DIR_PREFIX "%s/runsc", c->name);
+        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+}
+
 const char *driver_to_string(RuntimeDriver d) {
         if ((unsigned) d >= _DRIVER_MAX)
                 return NULL;
@@ -682,6 +687,18 @@ static int check_nesting(const Config *c, const Given *g, TfwError *e) {
                                          "'%s'%s contains the workspace '%s'", show(d, a), dflt,
                                          show(ws, b));
         }
+        /* runsc's root is root's alone and its own: no configured directory in it or around it. */
+        char root[PATH_MAX];
+        if (config_runsc_root(c, root, sizeof(root)) < 0)
+                return key_error(e, ENAMETOOLONG, "bad_value", "name", "the runsc root it names is too long");
+        const struct {
+                const char *key, *path;
+        } around[] = { { "workspace", ws }, { "state_dir", c->state_dir }, { "results_dir", c->results_dir } };
+        for (size_t i = 0; i < ELEMENTSOF(around); i++)
+                if (path_is_below_or_equal(around[i].path, root) || path_is_below_or_equal(root, around[i].path))
+                        return key_error(e, EINVAL, "inconsistent", around[i].key,
+                                         "'%s' overlaps the worker's runsc root '%s'", show(around[i].path, a),
+                                         show(root, b));
         if (path_is_below_or_equal(c->results_dir, c->state_dir) ||
             path_is_below_or_equal(c->state_dir, c->results_dir))
                 return key_error(e, EINVAL, "inconsistent", "results_dir",

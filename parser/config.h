@@ -122,4 +122,9 @@ static inline void config_freep(Config **c) {
 void config_request_policy(const Config *c, RequestPolicy *ret);
 
 const char *driver_to_string(RuntimeDriver d);
+
+/* The inbox worker's runsc root, fixed by its name: /run/tentaflake-worker-<name>/runsc
+ * (orchestrator/dirs.h says why). No configured directory may overlap it. */
+#define CONFIG_RUNTIME_DIR_PREFIX "/run/tentaflake-worker-"
+int config_runsc_root(const Config *c, char *buf, size_t size);
 bool config_name_is_valid(const char *name);

@@ -450,12 +450,13 @@ static int read_job_record(char ***ret_argv, char ***ret_env) {
 }
 
 /* Taken: the answer the worker waits for before it sends the input (capsule/protocol.h). */
-static void write_job_ack(void) {
+static int write_job_ack(void) {
         char hex[2 * CAPSULE_TOKEN_SIZE + 1], buf[sizeof(CAPSULE_JOB_ACK_TAG) + sizeof(hex) + 1];
         capsule_token_hex(secret + CAPSULE_TOKEN_SIZE, hex);
         int n = snprintf(buf, sizeof(buf), CAPSULE_JOB_ACK_TAG "%s\n", hex);
-        if (n > 0 && n < (int) sizeof(buf))
-                (void) write_all(STDERR_FILENO, buf, (size_t) n);
+        if (n <= 0 || n >= (int) sizeof(buf))
+                return -EINVAL;
+        return write_all(STDERR_FILENO, buf, (size_t) n);
 }
 
 /* ---- step 3: run the job ---------------------------------------------------------------- */
@@ -799,7 +800,10 @@ int main(int argc, char **argv) {
                         return CAPSULE_EXIT_INIT_FAILED;
                 }
                 environ = job_env;
-                write_job_ack();
+                /* Unanswered, the worker takes the job for never started and may run it
+                 * elsewhere: nothing of it may start here then. */
+                if (write_job_ack() < 0)
+                        return CAPSULE_EXIT_INIT_FAILED;
         }
 
         uint8_t kind = 0;

@@ -279,6 +279,15 @@ static const Case static_cases[] = {
             "state_dir", "\"/srv/tfw\"", "results_dir", "\"/srv/tfw/results\""),
         BAD("state_dir_inside_results_dir", "inconsistent", "results_dir",
             "state_dir", "\"/srv/tfw/results/state\"", "results_dir", "\"/srv/tfw/results\""),
+        /* runsc's root, /run/tentaflake-worker-<name>/runsc, belongs to no configured directory. */
+        BAD("results_dir_contains_runsc_root", "inconsistent", "results_dir",
+            "results_dir", "\"/run/tentaflake-worker-hermes-coding\""),
+        BAD("state_dir_inside_runsc_root", "inconsistent", "state_dir",
+            "state_dir", "\"/run/tentaflake-worker-hermes-coding/runsc/state\""),
+        BAD("workspace_is_runsc_root", "inconsistent", "workspace",
+            "workspace", "\"/run/tentaflake-worker-hermes-coding/runsc\""),
+        OK("results_dir_beside_runsc_root", "results_dir", "/run/tentaflake-worker-hermes-coding/out",
+           "results_dir", "\"/run/tentaflake-worker-hermes-coding/out\""),
         OK("sibling_with_common_prefix_is_not_inside", "state_dir", "/srv/ws2",
            "workspace", "\"/srv/ws\"", "state_dir", "\"/srv/ws2\"", "results_dir", "\"/srv/ws-r\""),
 
