@@ -719,6 +719,61 @@ static int write_job_record(int fd, const CapsuleJobParams *p) {
         return write_all(fd, rec, n);
 }
 
+/* Give a warm capsule its job (capsule/protocol.h): the record, init's answer, then the input
+ * byte. 0: taken. Negative: not, with res saying why, the capsule killed and runsc reaped;
+ * res->warm_lost when init never took it (nothing of the job can have started). */
+static int give_job(Run *run, Boot *boot, uint8_t input_kind, CapsuleResult *res) {
+        PreAck pre = { .run = run };
+        JobAckScanner ack;
+        int a;
+
+        int r = write_job_record(boot->in_w, run->p);
+        if (r < 0 && r != -EPIPE) {
+                boot_fail(res, "capsule_setup", "cannot pass the job to its capsule: %s", strerror(-r));
+                goto fail;
+        }
+        /* EPIPE: nothing reads the channel any more, init is gone. */
+        job_ack_scanner_init(&ack, run->secret + CAPSULE_TOKEN_SIZE, pre_ack_sink, &pre);
+        a = r < 0 ? 0 : await_job_ack(&ack, boot->log_r, now_monotonic() + JOB_ACK_USEC);
+        if (a == -ETIMEDOUT) {
+                /* Ended here; whether init took the job is what the channel holds up to its end. */
+                kill_capsule(run, boot->cg, 1);
+                a = await_job_ack(&ack, boot->log_r, now_monotonic() + DRAIN_GRACE_USEC);
+                if (a != 0) {
+                        job_ack_scanner_flush(&ack);
+                        boot_fail(res, "runtime_failed",
+                                  "the capsule started ahead did not answer the job record within %llu s",
+                                  (unsigned long long) (JOB_ACK_USEC / USEC_PER_SEC));
+                        goto fail;
+                }
+        }
+        if (a == 0) {
+                /* Its init never read the job: nothing of it ran, no input was sent, and the
+                 * caller may run it in a capsule of its own. */
+                boot_fail(res, "warm_lost", "the capsule started ahead ended before it took the job%s%s",
+                          pre.n ? ": " : "", pre.text);
+                res->warm_lost = true;
+                goto fail;
+        }
+        if (a < 0) {
+                boot_fail(res, "capsule_setup", "cannot read the capsule's answer to the job: %s", strerror(-a));
+                goto fail;
+        }
+        /* Taken: only now the input, so an init that never answered has nothing to start a
+         * job on. */
+        r = write_all(boot->in_w, &input_kind, 1);
+        if (r < 0) {
+                boot_fail(res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
+                          "cannot pass the input to its capsule: %s", strerror(-r));
+                goto fail;
+        }
+        return 0;
+fail:
+        kill_capsule(run, boot->cg, 1);
+        reap_runsc(run, true);
+        return -EIO;
+}
+
 int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *e) {
         char *const argv[] = { (char *) CAPSULE_WARM_ARG, NULL };
         CapsuleResult res = {};
@@ -896,59 +951,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                         (void) cgroup_job_set_cpu_weight(boot.cg, false);
                 if (p->cpu_seconds && boot.cg)
                         (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
-                r = write_job_record(boot.in_w, p);
-                if (r < 0 && r != -EPIPE) {
-                        boot_fail(&res, "capsule_setup", "cannot pass the job to its capsule: %s", strerror(-r));
-                        kill_capsule(&run, boot.cg, 1);
-                        reap_runsc(&run, true);
+                if (give_job(&run, &boot, input_kind, &res) < 0)
                         goto finish;
-                }
-                /* EPIPE: nothing reads the channel any more, init is gone. */
-                PreAck pre = { .run = &run };
-                JobAckScanner ack;
-                job_ack_scanner_init(&ack, run.secret + CAPSULE_TOKEN_SIZE, pre_ack_sink, &pre);
-                int a = r < 0 ? 0 : await_job_ack(&ack, boot.log_r, now_monotonic() + JOB_ACK_USEC);
-                if (a == -ETIMEDOUT) {
-                        /* Ended here; whether init took the job is what the channel holds up
-                         * to its end. */
-                        kill_capsule(&run, boot.cg, 1);
-                        a = await_job_ack(&ack, boot.log_r, now_monotonic() + DRAIN_GRACE_USEC);
-                        if (a != 0) {
-                                job_ack_scanner_flush(&ack);
-                                boot_fail(&res, "runtime_failed",
-                                          "the capsule started ahead did not answer the job record within %llu s",
-                                          (unsigned long long) (JOB_ACK_USEC / USEC_PER_SEC));
-                                reap_runsc(&run, true);
-                                goto finish;
-                        }
-                }
-                if (a == 0) {
-                        /* Its init never read the job: nothing of it ran, the input was not
-                         * read, and the caller may run it in a capsule of its own. */
-                        boot_fail(&res, "warm_lost", "the capsule started ahead ended before it took the job%s%s",
-                                  pre.n ? ": " : "", pre.text);
-                        res.warm_lost = true;
-                        kill_capsule(&run, boot.cg, 1);
-                        reap_runsc(&run, true);
-                        goto finish;
-                }
-                if (a < 0) {
-                        boot_fail(&res, "capsule_setup", "cannot read the capsule's answer to the job: %s",
-                                  strerror(-a));
-                        kill_capsule(&run, boot.cg, 1);
-                        reap_runsc(&run, true);
-                        goto finish;
-                }
-                /* Taken: only now the input, so an init that never answered has nothing to
-                 * start a job on. */
-                r = write_all(boot.in_w, &input_kind, 1);
-                if (r < 0) {
-                        boot_fail(&res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
-                                  "cannot pass the input to its capsule: %s", strerror(-r));
-                        kill_capsule(&run, boot.cg, 1);
-                        reap_runsc(&run, true);
-                        goto finish;
-                }
         }
         if (p->input) {
                 feeder.fn = p->input;

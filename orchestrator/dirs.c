@@ -109,13 +109,9 @@ void worker_dirs_close(WorkerDirs *d) {
         d->rejected_fd = safe_close(d->rejected_fd);
 }
 
-int worker_runsc_root(const Config *c, char *buf, size_t size) {
-        return config_runsc_root(c, buf, size);
-}
-
 int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e) {
         char path[PATH_MAX];
-        if (worker_runsc_root(c, buf, size) < 0 || worker_runsc_root(c, path, sizeof(path)) < 0)
+        if (config_runsc_root(c, buf, size) < 0 || config_runsc_root(c, path, sizeof(path)) < 0)
                 return tfw_error(e, ENAMETOOLONG, "bad_directory", "the runsc root of '%s' is too long", c->name);
         *strrchr(path, '/') = 0;
         /* Also the default results_dir's parent, made by whoever came first (the unit's

@@ -42,11 +42,9 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e);
  * RuntimeDirectory=). /run is a tmpfs, where runsc keeps its root by default: a request
  * writes none of it to the disk, a worker that starts after a crash still finds its
  * predecessor's containers there (and the operator's verbs from outside the unit), and it is
- * cleared at a reboot together with the containers it describes. worker_runsc_root() names
- * it; worker_runsc_root_open() also makes it (and its parent) when missing and refuses one
- * that is not root's alone. */
-#define WORKER_RUNTIME_DIR_PREFIX CONFIG_RUNTIME_DIR_PREFIX
-int worker_runsc_root(const Config *c, char *buf, size_t size);
+ * cleared at a reboot together with the containers it describes. config_runsc_root()
+ * (parser/config.h) names it; worker_runsc_root_open() also makes it (and its parent) when
+ * missing and refuses one that is not root's alone. */
 int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e);
 /* For doctor: check state_dir (results false) or results_dir against the rules above, without
  * creating or repairing anything. Missing or wrong: a negative errno and code "bad_directory". */

@@ -22,7 +22,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, TfwError *e);
  * -EOPNOTSUPP for a driver that cannot (the engines). */
 int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, TfwError *e);
 
-/* This worker's capsule driver (capsule/driver.h), its runsc root worker_runsc_root(). */
+/* This worker's capsule driver (capsule/driver.h), its runsc root worker_runsc_root_open(). */
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);
 
 

@@ -90,7 +90,7 @@ static void test_runsc_root(void **state) {
         char name[64], run[128], root[PATH_MAX], target[600];
         require_root();
         snprintf(name, sizeof(name), "unit-%d", (int) getpid());
-        snprintf(run, sizeof(run), WORKER_RUNTIME_DIR_PREFIX "%s", name);
+        snprintf(run, sizeof(run), CONFIG_RUNTIME_DIR_PREFIX "%s", name);
         f->config.name = name;
         (void) rm_rf_at(AT_FDCWD, run);
 
