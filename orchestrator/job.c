@@ -31,6 +31,47 @@ int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
         return capsule_driver_init(d, w->config, root, NULL, e);
 }
 
+/* Until issue 12 runsc's root was <state_dir>/runsc: what a worker killed before the upgrade
+ * left there goes as at any start, then the directory (kept when that fails, for the
+ * operator to look at). */
+static void legacy_root_cleanup(Worker *w) {
+        char root[PATH_MAX];
+        struct stat st;
+        CapsuleDriver d = {};
+        TfwError e = {0};
+        unsigned removed = 0;
+
+        if (fstatat(w->dirs.state_fd, "runsc", &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode) ||
+            snprintf(root, sizeof(root), "%s/runsc", w->config->state_dir) >= (int) sizeof(root))
+                return;
+        if (capsule_driver_init(&d, w->config, root, NULL, &e) < 0 ||
+            d.ops->cleanup_stale(&d, w->dirs.scratch_fd, &removed, &e) < 0) {
+                worker_say(w, LOG_WARNING, "start-up cleanup of the old runsc root '%s': %s", root, e.message);
+                capsule_driver_done(&d);
+                return;
+        }
+        capsule_driver_done(&d);
+        if (removed)
+                worker_say(w, LOG_NOTICE, "start-up cleanup: removed %u container(s) left in the old runsc root '%s'",
+                           removed, root);
+        /* A container of another owner (never touched) keeps the directory. */
+        _cleanup_close_ int fd = open_dir_at(w->dirs.state_fd, "runsc");
+        _cleanup_closedir_ DIR *dir = fd >= 0 ? fdopendir(fd) : NULL;
+        if (dir)
+                TAKE_FD(fd);
+        for (struct dirent *de; dir && (de = readdir(dir));) {
+                size_t n = strlen(de->d_name);
+                if (n > 6 && streq(de->d_name + n - 6, ".state")) {
+                        worker_say(w, LOG_WARNING, "the old runsc root '%s' still holds containers of other owners; "
+                                   "it is kept", root);
+                        return;
+                }
+        }
+        int r = rm_rf_at(w->dirs.state_fd, "runsc");
+        if (r < 0)
+                worker_say(w, LOG_WARNING, "cannot remove the old runsc root '%s': %s", root, strerror(-r));
+}
+
 void job_cleanup(Worker *w, const char *id) {
         CapsuleDriver d = {};
         TfwError e = {0};
@@ -63,6 +104,7 @@ void job_cleanup(Worker *w, const char *id) {
         else if (removed)
                 worker_say(w, LOG_NOTICE, "start-up cleanup: removed %u container(s) left by a previous run", removed);
         capsule_driver_done(&d);
+        legacy_root_cleanup(w);
 }
 
 void job_cache_runtime_version(Worker *w) {

@@ -38,6 +38,26 @@ check "a runtime directory others may write: the daemon refuses to start (exit 1
 check "  ... naming the directory and its mode" grep -q "runtime directory '$run_dir' is owned by 0 with mode 0777" <<<"$out"
 chmod 0755 "$run_dir"
 
+# A container a worker before issue 12 left in runsc's old root, <state_dir>/runsc: removed
+# at start, and the directory with it (orchestrator/job.c legacy_root_cleanup).
+name=$(worker_name "$dir")
+legacy=$dir/state/runsc
+mkdir -p "$legacy" "$dir/legacy-bundle" && chmod 0700 "$dir/state" "$legacy"
+runsc spec --bundle "$dir/legacy-bundle" -- /bin/sleep 1000
+python3 - "$dir/legacy-bundle/config.json" "$name" <<'PY'
+import json, sys
+p, name = sys.argv[1], sys.argv[2]
+c = json.load(open(p))
+c["root"] = {"path": "/", "readonly": True}
+c["process"]["terminal"] = False
+c["annotations"] = {"org.tentaflake.worker": name}
+json.dump(c, open(p, "w"))
+PY
+runsc --root "$legacy" --network=none --ignore-cgroups run --detach --bundle "$dir/legacy-bundle" \
+        "tfw-$name-legacy" </dev/null >/dev/null 2>&1
+check "a container of this worker runs in the old runsc root" \
+        sh -c "runsc --root '$legacy' list -quiet 2>/dev/null | grep -qx 'tfw-$name-legacy'"
+
 # reap_daemon: wait (bounded) for the daemon to exit by itself; its exit status.
 reap_daemon() {
         local rc=0
@@ -49,6 +69,10 @@ reap_daemon() {
 
 echo "-- SIGTERM: the running job finishes, the queue waits, the daemon exits 0"
 start_daemon "$dir" || exit 1
+check "the old runsc root's container was removed at start" \
+        grep -q "start-up cleanup: removed 1 container(s) left in the old runsc root '$legacy'" "$dir/daemon.log"
+check "  ... and the old root with it" test ! -e "$legacy"
+check "  ... and no process of it is left" sh -c "! pgrep -f -- 'tfw-$name-legac[y]' >/dev/null"
 drop stop1 '["sh","-c","echo begun; sleep 3; echo finished-ok"]'
 drop stop2 '["echo","second"]'
 check "stop1 runs in its capsule" wait_for 60 in_capsule stop1
