@@ -54,13 +54,18 @@ ptrdiff_t token_scanner_feed(TokenScanner *s, const uint8_t *buf, size_t len) {
         return -1;
 }
 
+/* "<tag><hex of token><end>" into buf; its length. */
+static size_t token_line(char *buf, size_t size, const char *tag, const uint8_t token[static CAPSULE_TOKEN_SIZE],
+                         const char *end) {
+        char hex[2 * CAPSULE_TOKEN_SIZE + 1];
+        capsule_token_hex(token, hex);
+        return (size_t) snprintf(buf, size, "%s%s%s", tag, hex, end);
+}
+
 void trailer_splitter_init(TrailerSplitter *t, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
                            LogSinkFn sink, void *userdata) {
-        char hex[2 * CAPSULE_TOKEN_SIZE + 1];
-
         memset(t, 0, sizeof(*t));
-        capsule_token_hex(log_token, hex);
-        t->tag_len = (size_t) snprintf(t->tag, sizeof(t->tag), "%s%s", CAPSULE_TRAILER_TAG, hex);
+        t->tag_len = token_line(t->tag, sizeof(t->tag), CAPSULE_TRAILER_TAG, log_token, "");
         t->sink = sink;
         t->userdata = userdata;
 }
@@ -184,11 +189,8 @@ bool trailer_splitter_finish(TrailerSplitter *t, CapsuleTrailer *ret) {
 
 void job_ack_scanner_init(JobAckScanner *s, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
                           LogSinkFn sink, void *userdata) {
-        char hex[2 * CAPSULE_TOKEN_SIZE + 1];
-
         memset(s, 0, sizeof(*s));
-        capsule_token_hex(log_token, hex);
-        s->ack_len = (size_t) snprintf(s->ack, sizeof(s->ack), "%s%s\n", CAPSULE_JOB_ACK_TAG, hex);
+        s->ack_len = token_line(s->ack, sizeof(s->ack), CAPSULE_JOB_ACK_TAG, log_token, "\n");
         s->sink = sink;
         s->userdata = userdata;
 }
