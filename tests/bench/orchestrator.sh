@@ -44,7 +44,7 @@ cleanup() {
                 for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
         done
         find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-orch*' -exec rmdir {} + 2>/dev/null
-        rm -rf "$base"
+        rm -rf "$base" /run/tentaflake-worker-bench-orch
 }
 trap cleanup EXIT
 

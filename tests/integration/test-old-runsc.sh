@@ -14,7 +14,7 @@ OLD=0.0~20221219.0-2+b3
 
 tmp=$(mktemp -d /tmp/tfw-oldrunsc.XXXXXX)
 chmod 0755 "$tmp"
-trap 'stop_daemon KILL >/dev/null 2>&1; rm -rf "$tmp"' EXIT
+trap 'stop_daemon KILL >/dev/null 2>&1; [ -e "$tmp/w/config.json" ] && worker_cleanup "$tmp/w"; rm -rf "$tmp"' EXIT
 if ! (cd "$tmp" && apt-get download -q "runsc=$OLD" >download.log 2>&1); then
         # The package lists may predate it: refresh once (as install-deps does), then retry.
         apt-get update -q >/dev/null 2>&1
