@@ -230,6 +230,19 @@ let
           { assertion = a.containerGid != null && a.containerGid != 0 && a.containerGid != 4294967295;
             message = "${opt name "containerGid"} must be set and must not be 0 (root) or 4294967295: "
               + "the job runs with this gid and the controller reads its results through it"; }
+        ] ++ concatLists (map (k: let
+            p = a.${k};
+            shared = filter (d: isInside p d) sharedDirs;
+            inWs = a.workspace != null && isInside p a.workspace;
+          in [
+            { assertion = shared == [ ];
+              message = "${opt name k} '${p}' is below '${if shared == [ ] then "" else head shared}', which "
+                + "users other than root can write: the worker refuses it (every directory above "
+                + "stateDir and resultsDir must be root's and writable by root only)"; }
+            { assertion = !inWs;
+              message = "${opt name k} '${p}' is inside the workspace '${toString a.workspace}', which "
+                + "the controller owns: the worker refuses it"; }
+          ]) [ "stateDir" "resultsDir" ]) ++ [
           { assertion = hg == null || groups ? ${hg};
             message = "${opt name "hostGroup"} '${toString hg}' is not declared in users.groups"; }
           { assertion = hg == null || !(groups ? ${hg}) || hgGid == a.containerGid;
@@ -294,6 +307,10 @@ let
   # The units themselves come from the package (systemd/*.service.in, installed by
   # `make install`); each agent gets drop-ins with what the template cannot know.
   homes = [ "/home" "/root" "/run/user" ];
+  # Directories that users other than root can write, or own parts of (orchestrator/dirs.h):
+  # root's own directories below one of them are refused by the worker at start, and by the
+  # assertions above at evaluation. /root is root's own, so it is not one of them.
+  sharedDirs = [ "/tmp" "/var/tmp" "/dev/shm" "/run/lock" "/var/lock" "/home" "/run/user" ];
   underHome = p: builtins.any (h: isInside p h) homes;
 
   serviceDropIn = name: a: verb: wanted:

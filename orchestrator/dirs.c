@@ -8,73 +8,37 @@
 #include <unistd.h>
 
 #include "common/fd-util.h"
+#include "common/root-dir.h"
 #include "orchestrator/dirs.h"
 
-/* mkdir -p for the operator's configured path; existing components are left as they are. */
-static int mkdir_parents(const char *path) {
-        char buf[PATH_MAX];
-        size_t n = strlen(path);
-
-        if (n >= sizeof(buf))
-                return -ENAMETOOLONG;
-        memcpy(buf, path, n + 1);
-        for (char *p = buf + 1; *p; p++) {
-                if (*p != '/')
-                        continue;
-                *p = 0;
-                if (mkdir(buf, 0755) < 0 && errno != EEXIST)
-                        return -errno;
-                *p = '/';
-        }
-        return 0;
-}
-
-/* Open an existing absolute directory without following a symlink in its last component and
- * check its owner, group and mode; the fd on success. Shared by worker_dirs_open and doctor. */
-static int check_dir(const char *key, const char *path, uid_t uid, gid_t gid, mode_t mode,
-                     TfwError *e) {
+/* fd's owner, group and mode are exactly uid:gid mode; otherwise a message naming key and path. */
+static int check_owner_mode(const char *key, const char *path, int fd, uid_t uid, gid_t gid, mode_t mode,
+                            TfwError *e) {
         struct stat st;
-        int r;
 
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return tfw_error(e, errno, "bad_directory",
-                                 "key '%s': cannot open '%s' as a directory (symlinks are refused): %m",
-                                 key, path);
-        if (fstat(fd, &st) < 0) {
-                r = -errno;
-                safe_close(fd);
-                return tfw_error(e, -r, "bad_directory", "key '%s': cannot stat '%s'", key, path);
-        }
-        if (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 07777) != mode) {
-                safe_close(fd);
+        if (fstat(fd, &st) < 0)
+                return tfw_error(e, errno, "bad_directory", "key '%s': cannot stat '%s': %m", key, path);
+        if (st.st_uid != uid || st.st_gid != gid || (st.st_mode & 07777) != mode)
                 return tfw_error(e, EPERM, "bad_directory",
                                  "key '%s': '%s' is owned by %u:%u with mode %04o; it must be %u:%u with mode %04o",
                                  key, path, (unsigned) st.st_uid, (unsigned) st.st_gid,
                                  (unsigned) (st.st_mode & 07777), (unsigned) uid, (unsigned) gid,
                                  (unsigned) mode);
-        }
-        return fd;
+        return 0;
 }
 
-/* Open (or create) an absolute directory and check its owner and mode. */
-static int ensure_dir(const char *key, const char *path, uid_t uid, gid_t gid, mode_t mode,
-                      TfwError *e) {
-        int r;
-
-        r = mkdir_parents(path);
+/* Open (create, with create) one of the configured directories by descriptor from "/"
+ * (common/root-dir.h: no symlink anywhere, every ancestor root's alone) and check its owner and
+ * mode; the fd on success. Shared by worker_dirs_open and doctor (which creates nothing). */
+static int open_dir(const char *key, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
+                    TfwError *e) {
+        _cleanup_close_ int fd = root_dir_open(key, path, create, uid, gid, mode, NULL, e);
+        if (fd < 0)
+                return fd;
+        int r = check_owner_mode(key, path, fd, uid, gid, mode, e);
         if (r < 0)
-                return tfw_error(e, r, "bad_directory", "key '%s': cannot create the parents of '%s': %s",
-                                 key, path, strerror(-r));
-        if (mkdir(path, 0700) >= 0) {
-                /* New: set owner first, then the mode (chown clears setgid). */
-                if (chown(path, uid, gid) < 0 || chmod(path, mode) < 0)
-                        return tfw_error(e, errno, "bad_directory", "key '%s': cannot set up '%s': %m",
-                                         key, path);
-        } else if (errno != EEXIST)
-                return tfw_error(e, errno, "bad_directory", "key '%s': cannot create '%s': %m", key, path);
-
-        return check_dir(key, path, uid, gid, mode, e);
+                return r;
+        return TAKE_FD(fd);
 }
 
 /* A subdirectory the worker owns outright: created if missing, and repaired if its mode or
@@ -115,15 +79,15 @@ int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e)
                 return tfw_error(e, ENAMETOOLONG, "bad_directory", "the runsc root of '%s' is too long", c->name);
         *strrchr(path, '/') = 0;
         /* Also the default results_dir's parent, made by whoever came first (the unit's
-         * RuntimeDirectory=, mkdir_parents under any umask): root's, and writable by root only. */
-        if (mkdir(path, 0755) < 0 && errno != EEXIST)
-                return tfw_error(e, errno, "bad_directory", "cannot create the runtime directory '%s': %m", path);
-        _cleanup_close_ int run = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+         * RuntimeDirectory=, or root_dir_open here or for results_dir, 0755 whatever the umask):
+         * root's, and writable by root only, reached by descriptor from "/". */
+        _cleanup_close_ int run = root_dir_open("runtime directory", path, true, 0, 0, 0755, NULL, e);
+        if (run < 0)
+                return run;
         struct stat st;
-        if (run < 0 || fstat(run, &st) < 0)
-                return tfw_error(e, errno, "bad_directory",
-                                 "cannot open the runtime directory '%s' (symlinks are refused): %m", path);
-        if (st.st_uid != 0 || (st.st_mode & 022))
+        if (fstat(run, &st) < 0)
+                return tfw_error(e, errno, "bad_directory", "cannot stat the runtime directory '%s': %m", path);
+        if (!root_dir_is_private(st.st_uid, st.st_mode))
                 return tfw_error(e, EPERM, "bad_directory",
                                  "the runtime directory '%s' is owned by %u with mode %04o; it must be root's and "
                                  "writable by root only", path, (unsigned) st.st_uid, (unsigned) (st.st_mode & 07777));
@@ -138,11 +102,11 @@ int worker_dirs_open(const Config *c, WorkerDirs *ret, TfwError *e) {
         WorkerDirs d = WORKER_DIRS_NULL;
         int r;
 
-        r = d.state_fd = ensure_dir("state_dir", c->state_dir, 0, 0, STATE_DIR_MODE, e);
+        r = d.state_fd = open_dir("state_dir", c->state_dir, true, 0, 0, STATE_DIR_MODE, e);
         if (r < 0)
                 goto fail;
-        r = d.results_fd = ensure_dir("results_dir", c->results_dir, 0, c->container_gid,
-                                      RESULTS_DIR_MODE, e);
+        r = d.results_fd = open_dir("results_dir", c->results_dir, true, 0, c->container_gid,
+                                    RESULTS_DIR_MODE, e);
         if (r < 0)
                 goto fail;
         r = d.requests_fd = ensure_subdir(d.state_fd, "state_dir", "requests", 0, 0700, e);
@@ -167,8 +131,8 @@ fail:
 }
 
 int worker_dir_check(const Config *c, bool results, TfwError *e) {
-        int fd = results ? check_dir("results_dir", c->results_dir, 0, c->container_gid, RESULTS_DIR_MODE, e)
-                         : check_dir("state_dir", c->state_dir, 0, 0, STATE_DIR_MODE, e);
+        int fd = results ? open_dir("results_dir", c->results_dir, false, 0, c->container_gid, RESULTS_DIR_MODE, e)
+                         : open_dir("state_dir", c->state_dir, false, 0, 0, STATE_DIR_MODE, e);
         if (fd < 0)
                 return fd;
         safe_close(fd);

@@ -2,9 +2,12 @@
 /* The worker's own directories: the private state directory and the published results
  * directory (contract sections 2 and 3).
  *
- * worker_dirs_open() creates each one that is missing (parents 0755 root) with the right owner
- * and mode, and refuses to start when an existing one is not a directory or has the wrong
- * owner, group or mode, naming the config key:
+ * worker_dirs_open() reaches each one by descriptor from "/" (common/root-dir.h: no symlink in
+ * any component, and every existing ancestor root's and writable by root only, a sticky /tmp
+ * refused too, so nobody can swap what root makes for a symlink before its fchown/fchmod),
+ * creates each one that is missing (parents 0755 root) with the right owner and mode, and
+ * refuses to start when an existing one is not a directory or has the wrong owner, group or
+ * mode, naming the config key and the directory at fault:
  *   state_dir    root:root 0700
  *   results_dir  root:container_gid 02750 (the setgid bit makes published entries inherit the
  *                controller's group)

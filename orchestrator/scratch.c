@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/fd-util.h"
+#include "common/root-dir.h"
 #include "orchestrator/scratch.h"
 
 int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) {
@@ -49,9 +50,11 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs: %m");
         /* The fds dirs_open made name the directories in the namespace left behind: the
          * same directories, looked up again here and checked to be those. */
-        _cleanup_close_ int state = open(state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (state < 0)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot open state_dir '%s' again: %m", state_dir);
+        _cleanup_close_ int state = root_dir_open("state_dir", state_dir, false, 0, 0, 0, NULL, e);
+        if (state < 0) {
+                tfw_error_prefix(e, "cannot open state_dir again: ");
+                return state;
+        }
         fd = open_dir_at(state, "scratch");
         if (fd < 0)
                 return tfw_error(e, -fd, "scratch_tmpfs", "cannot open state_dir/scratch again: %s", strerror(-fd));

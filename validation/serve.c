@@ -40,6 +40,7 @@
 #include "common/json-util.h"
 #include "common/log.h"
 #include "common/path-util.h"
+#include "common/root-dir.h"
 #include "artifacts/attest.h"
 #include "validation/checkout.h"
 #include "exec/exec.h"
@@ -320,12 +321,8 @@ void serve_walls_done(ServeWalls *w) {
  * <state_dir>/serve.lock (which holds the holder's label, for the message) and refuse to start
  * when another worker holds it. The fd is O_CLOEXEC (runsc never inherits it) and the lock
  * lasts as long as the process. */
-static int lock_state_dir(Serve *s, TfwError *e) {
+static int lock_state_dir(Serve *s, int dfd, TfwError *e) {
         char shown[PATH_MAX + 16], other[VJOB_TEXT_MAX + 32] = "";
-        _cleanup_close_ int dfd = open(s->o.state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0)
-                return tfw_error(e, errno, "state_dir", "cannot open --state-dir '%s': %m",
-                                 printable_name(s->o.state_dir, shown, sizeof(shown)));
         _cleanup_close_ int fd = openat(dfd, "serve.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
         if (fd < 0)
                 return tfw_error(e, errno, "state_dir", "cannot open '%s/serve.lock': %m",
@@ -1032,7 +1029,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         Lane *lanes = NULL;
         long n_lanes = 0;
         sigset_t mask;
-        int ret = 0;
+        int ret = 0, state_fd = -EBADF;
 
         if (!s)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -1054,12 +1051,22 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 say(LOG_WARNING, "serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
-        if (mkdir(s->o.state_dir, 0700) < 0 && errno != EEXIST) {
-                ret = tfw_error(e, errno, "state_dir", "cannot create --state-dir '%s': %m", s->o.state_dir);
+        /* By descriptor from "/", every ancestor root's alone (common/root-dir.h), and the
+         * directory itself writable by root only: the worker makes its scratch, runsc root and
+         * lock there. */
+        state_fd = root_dir_open("--state-dir", s->o.state_dir, true, 0, 0, 0700, NULL, e);
+        if (state_fd < 0) {
+                ret = state_fd;
+                goto out;
+        }
+        struct stat sst;
+        if (fstat(state_fd, &sst) < 0 || !root_dir_is_private(sst.st_uid, sst.st_mode)) {
+                ret = tfw_error(e, EPERM, "state_dir", "--state-dir '%s' must be root's and writable by root only",
+                                s->o.state_dir);
                 goto out;
         }
         /* Before the start-up cleanup: it would remove another worker's running containers. */
-        if (lock_state_dir(s, e) < 0) {
+        if (lock_state_dir(s, state_fd, e) < 0) {
                 ret = -EBUSY;
                 goto out;
         }
@@ -1068,10 +1075,18 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 ret = tfw_error(e, ENAMETOOLONG, "state_dir", "--state-dir '%s' is too long", s->o.state_dir);
                 goto out;
         }
-        if ((mkdir(s->scratch_path, 0700) < 0 && errno != EEXIST) ||
-            (s->scratch_fd = open(s->scratch_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                ret = tfw_error(e, errno, "state_dir", "cannot open '%s': %m", s->scratch_path);
-                goto out;
+        for (int i = 0; i < 2; i++) { /* scratch/ and runsc/, made and opened by descriptor */
+                const char *sub = i == 0 ? "scratch" : "runsc";
+                int fd = mkdirat(state_fd, sub, 0700) < 0 && errno != EEXIST ? -errno : open_dir_at(state_fd, sub);
+                if (fd < 0) {
+                        ret = tfw_error(e, -fd, "state_dir", "cannot open '%s/%s': %s", s->o.state_dir, sub,
+                                        strerror(-fd));
+                        goto out;
+                }
+                if (i == 0)
+                        s->scratch_fd = fd;
+                else
+                        safe_close(fd);
         }
         if (capsule_find_init(s->init_path, sizeof(s->init_path), e) < 0) {
                 ret = -ENOENT;
@@ -1210,6 +1225,7 @@ out:
         serve_walls_done(&s->walls);
         safe_close(s->scratch_fd);
         safe_close(s->lock_fd);
+        safe_close(state_fd);
         free(s);
         the_serve = NULL;
         return ret;

@@ -33,7 +33,8 @@ fi
 command -v runsc >/dev/null || { echo "orchestrator.sh: runsc missing" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 
-base=$(mktemp -d /tmp/tfw-bench-orch.XXXXXX)
+# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
+base=$(mktemp -d /var/lib/tfw-bench-orch.XXXXXX)
 chmod 0755 "$base"
 daemon=
 cleanup() {

@@ -28,7 +28,8 @@ fi
 command -v runsc >/dev/null || { echo "workspace.sh: runsc missing" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 
-base=$(mktemp -d /tmp/tfw-bench-ws.XXXXXX)
+# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
+base=$(mktemp -d /var/lib/tfw-bench-ws.XXXXXX)
 chmod 0755 "$base"
 daemon=
 stop_daemon() {

@@ -11,6 +11,15 @@ require_root() {
         if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; exit 77; fi
 }
 
+# test_dir NAME: a fresh directory for a test's worker, below $TFW_TEST_ROOT (root's, 0755).
+# Not /tmp: the worker refuses a state_dir or results_dir with an ancestor that anyone but root
+# can write, a world-writable sticky /tmp included (common/root-dir.h).
+TFW_TEST_ROOT=${TFW_TEST_ROOT:-/run/tentaflake-tests}
+test_dir() {
+        mkdir -p "$TFW_TEST_ROOT" && chown 0:0 "$TFW_TEST_ROOT" && chmod 0755 "$TFW_TEST_ROOT" &&
+                mktemp -d "$TFW_TEST_ROOT/$1.XXXXXX"
+}
+
 # new_worker DIR [EXTRA_JSON]: a config for a worker in DIR (workspace DIR/ws, uid/gid 10000).
 new_worker() {
         local dir=$1 extra=${2:-}

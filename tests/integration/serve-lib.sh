@@ -6,7 +6,7 @@
 # start_worker NAME [FLAGS...], which adds "${SERVE_FLAGS[@]}" (set by the test).
 BIN=$(realpath "$BIN")
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
-tmp=$(mktemp -d /tmp/tfw-serve.XXXXXX)
+tmp=$(test_dir tfw-serve)
 pids=()
 MAIN=$BASHPID
 cleanup() {

@@ -14,7 +14,7 @@ source tests/integration/lib.sh
 require_root
 if ! command -v runsc >/dev/null; then echo "SKIP: runsc is not installed"; exit 77; fi
 
-dir=$(mktemp -d /tmp/i14-approve-wait.XXXXXX)
+dir=$(test_dir i14-approve-wait)
 chmod 0755 "$dir"
 holder=
 trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; worker_cleanup "$dir"' EXIT

@@ -20,7 +20,7 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/i15-mcp.XXXXXX)
+dir=$(test_dir i15-mcp)
 chmod 0755 "$dir"
 trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1, "limits": {"memory": "512m", "memory_swap": "512m"}'

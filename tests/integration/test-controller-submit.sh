@@ -17,7 +17,7 @@ command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not insta
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/i15-sub.XXXXXX)
+dir=$(test_dir i15-sub)
 chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
 trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1,

@@ -23,7 +23,7 @@ rounds=${TFW_CRASH_ROUNDS:-12}
 RANDOM=$seed
 echo "seed $seed (TFW_CRASH_SEED=$seed replays this run), $rounds rounds"
 
-dir=$(mktemp -d /tmp/tfw-it-crash.XXXXXX)
+dir=$(test_dir tfw-it-crash)
 trap 'worker_cleanup "$dir"' EXIT
 
 new_worker "$dir" ', "concurrency": 2,

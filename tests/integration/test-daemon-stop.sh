@@ -12,7 +12,7 @@ command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/tfw-it-stop.XXXXXX)
+dir=$(test_dir tfw-it-stop)
 trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "concurrency": 1, "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
 inbox="$dir/ws/.tentaflake-worker/inbox"

@@ -11,7 +11,7 @@ require_root
 command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; exit 1; }
 
-tmp=$(mktemp -d /tmp/i14-doctor-dirs.XXXXXX)
+tmp=$(test_dir i14-doctor-dirs)
 chmod 0755 "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 gid=100 # a group with an entry (users), for the container_gid check

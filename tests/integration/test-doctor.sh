@@ -15,7 +15,7 @@ require_root
 runsc=$(command -v runsc) || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; exit 1; }
 
-tmp=$(mktemp -d /tmp/tfw-doctortest-XXXXXX)
+tmp=$(test_dir tfw-doctortest)
 probe_dirs() { ls -d /tmp/tfw-doctor-* 2>/dev/null; }
 probe_dirs_before=$(probe_dirs)
 chmod 0755 "$tmp"

@@ -16,7 +16,7 @@ require_root
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/i11t-hung.XXXXXX)
+dir=$(test_dir i11t-hung)
 ctl=$dir/ctl
 mkdir "$ctl"
 make_hung_runsc "$ctl"

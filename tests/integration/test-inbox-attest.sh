@@ -12,7 +12,7 @@ command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/tfw-it-attest.XXXXXX)
+dir=$(test_dir tfw-it-attest)
 trap 'worker_cleanup "$dir"' EXIT
 "$BIN" keygen --out "$dir/signing.key" --identity test:inbox >"$dir/keygen.json" || exit 1
 pub=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trusted_issuers"][0]["public_key"])' "$dir/keygen.json")

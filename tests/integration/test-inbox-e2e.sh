@@ -14,7 +14,7 @@ command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/tfw-it-e2e.XXXXXX)
+dir=$(test_dir tfw-it-e2e)
 chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
 trap 'umount -l "$dir/ws/.tentaflake-worker/inbox/mnt1.json" 2>/dev/null; worker_cleanup "$dir"' EXIT
 

@@ -20,7 +20,7 @@ BIN=$(realpath "$BIN")
 qfile=/proc/sys/fs/inotify/max_queued_events
 [ -w "$qfile" ] || { echo "SKIP: $qfile is not writable here"; exit 77; }
 
-dir=$(mktemp -d /tmp/tfw-it-load.XXXXXX)
+dir=$(test_dir tfw-it-load)
 old_q=$(cat "$qfile")
 trap 'echo "$old_q" >"$qfile"; worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "concurrency": 2, "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'

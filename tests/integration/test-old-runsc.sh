@@ -12,7 +12,7 @@ source tests/integration/lib.sh
 require_root
 OLD=0.0~20221219.0-2+b3
 
-tmp=$(mktemp -d /tmp/tfw-oldrunsc.XXXXXX)
+tmp=$(test_dir tfw-oldrunsc)
 chmod 0755 "$tmp"
 trap 'stop_daemon KILL >/dev/null 2>&1; [ -e "$tmp/w/config.json" ] && worker_cleanup "$tmp/w"; rm -rf "$tmp"' EXIT
 if ! (cd "$tmp" && apt-get download -q "runsc=$OLD" >download.log 2>&1); then

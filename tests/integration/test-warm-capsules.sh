@@ -18,7 +18,7 @@ command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/tfw-it-i12warm.XXXXXX)
+dir=$(test_dir tfw-it-i12warm)
 chmod 0755 "$dir"
 trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "runtime": {"warm_seconds": 3}'

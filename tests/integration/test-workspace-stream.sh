@@ -13,7 +13,7 @@ command -v git >/dev/null || { echo "SKIP: git is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
 BIN=$(realpath "$BIN")
 
-dir=$(mktemp -d /tmp/tfw-it-i12stream.XXXXXX)
+dir=$(test_dir tfw-it-i12stream)
 chmod 0755 "$dir"
 trap 'worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "limits": {"max_snapshot_bytes": "4m", "max_snapshot_entries": 5000}'

@@ -4,7 +4,13 @@
 # config validation before any verb runs.
 set -uo pipefail
 BIN=${BUILD:-build}/tentaflake-worker
-tmp=$(mktemp -d)
+# As root, not below /tmp: the worker refuses a state_dir whose ancestors anyone but root can
+# write (common/root-dir.h), and run and drain must get past that to the workspace check below.
+if [ "$(id -u)" -eq 0 ]; then
+        mkdir -p -m 0755 /run/tentaflake-tests && tmp=$(mktemp -d /run/tentaflake-tests/cli.XXXXXX)
+else
+        tmp=$(mktemp -d)
+fi
 # run and drain make the worker's runsc root below /run before they look at the workspace
 # (orchestrator/dirs.h): removed again when empty.
 trap 'rm -rf "$tmp"; rmdir /run/tentaflake-worker-demo/runsc /run/tentaflake-worker-demo 2>/dev/null' EXIT

@@ -164,6 +164,54 @@ static void test_dirs_symlink_refused(void **state) {
         assert_non_null(strstr(e.message, "key 'state_dir'"));
 }
 
+/* Issue 19: a state_dir or results_dir below a directory that anyone but root can write is
+ * refused, naming that directory, and nothing is made below it (the controller could swap what
+ * root makes there for a symlink to a root-only file before root's chown and chmod). A symlink
+ * in an ancestor is refused too. Missing ancestors are made 0755 whatever the umask. */
+static void test_dirs_untrusted_ancestor(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        char run[600], below[700], made[700], target[600];
+        struct stat st;
+        require_root();
+        snprintf(run, sizeof(run), "%s/run", f->dir->path);
+        snprintf(below, sizeof(below), "is below '%s',", run);
+        snprintf(made, sizeof(made), "%s/tfw-demo", run);
+        assert_int_equal(mkdir(run, 0755), 0);
+
+        const struct { uid_t uid; gid_t gid; mode_t mode; const char *shown; } bad[] = {
+                {GID, GID, 0755, "owned by 10000:10000 with mode 0755"}, /* the controller's */
+                {0, GID, 0775, "owned by 0:10000 with mode 0775"},       /* group-writable */
+                {0, 0, 01777, "owned by 0:0 with mode 1777"},            /* like /tmp */
+        };
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                assert_int_equal(chown(run, bad[i].uid, bad[i].gid), 0);
+                assert_int_equal(chmod(run, bad[i].mode), 0);
+                assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), -EPERM);
+                assert_non_null(strstr(e.message, "key 'results_dir'"));
+                assert_non_null(strstr(e.message, below));
+                assert_non_null(strstr(e.message, bad[i].shown));
+                assert_true(lstat(made, &st) < 0 && errno == ENOENT);
+        }
+
+        assert_int_equal(chown(run, 0, 0), 0);
+        assert_int_equal(chmod(run, 0755), 0);
+        mode_t old = umask(077);
+        int r = worker_dirs_open(&f->config, &f->dirs, &e);
+        umask(old);
+        assert_int_equal(r, 0);
+        assert_owner_mode(AT_FDCWD, made, 0, 0, 0755);
+        worker_dirs_close(&f->dirs);
+
+        /* A symlink in an ancestor of state_dir, to a directory that is itself fine. */
+        snprintf(target, sizeof(target), "%s/var-real", f->dir->path);
+        assert_int_equal(renameat(f->dir->fd, "var", f->dir->fd, "var-real"), 0);
+        assert_int_equal(symlinkat(target, f->dir->fd, "var"), 0);
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), -ELOOP);
+        assert_non_null(strstr(e.message, "key 'state_dir'"));
+        assert_non_null(strstr(e.message, "is a symlink"));
+}
+
 static void make_record(RequestRecord *r, const char *id, const char *body, RequestState st) {
         memset(r, 0, sizeof(*r));
         strcpy(r->id, id);
@@ -404,6 +452,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_dirs_wrong_mode_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_runsc_root, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dirs_symlink_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dirs_untrusted_ancestor, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_capture_and_load, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_incomplete_capture, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_capture_race, setup, teardown),

@@ -139,6 +139,16 @@ let
     signing-key-alone = one "a" { signingKeyFile = "/var/lib/tentaflake-worker-a/key"; } // {
       expect = "tentaflake.worker.agents.a.signingKeyFile and tentaflake.worker.agents.a.signingIdentity are set together";
       parserRejects = true; };
+    # issue 19: root's own directories only below directories that root alone can write
+    state-dir-below-tmp = one "a" { stateDir = "/tmp/tentaflake-a"; } // {
+      expect = "tentaflake.worker.agents.a.stateDir '/tmp/tentaflake-a' is below '/tmp', which users other than root can write";
+      parserRejects = false; };
+    results-dir-below-home = one "a" { resultsDir = "/home/agent/results"; } // {
+      expect = "tentaflake.worker.agents.a.resultsDir '/home/agent/results' is below '/home', which users other than root can write";
+      parserRejects = false; };
+    results-dir-in-workspace = one "a" { resultsDir = "/var/lib/hermes-coding/workspace/results"; } // {
+      expect = "tentaflake.worker.agents.a.resultsDir '/var/lib/hermes-coding/workspace/results' is inside the workspace '/var/lib/hermes-coding/workspace'";
+      parserRejects = true; };
     shared-workspace = {
       agents = { a = hermes; b = hermes // { containerUid = 10001; }; };
       expect = "tentaflake.worker.agents: 'a' and 'b' share the workspace '/var/lib/hermes-coding/workspace'";
