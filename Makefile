@@ -78,9 +78,11 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz-%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 
-# The in-capsule init: static, so it runs in any root filesystem.
+# The in-capsule init: static, so it runs in any root filesystem. Not in a sanitizer build
+# (SANFLAGS set, as in `make asan`): the ASan and UBSan runtimes cannot be linked into a
+# static-pie, so there `all` is the worker alone.
 INIT_SRC := $(wildcard capsule/init/*.c)
-INIT_BIN := $(if $(INIT_SRC),$(BUILD)/tentaflake-capsule-init)
+INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/tentaflake-capsule-init)
 # --gc-sections: libarchive's format table (pulled in by the pax writer for one helper) names
 # every format, xar included, which would drag in libxml2 and ICU; the init only writes tar, so
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
@@ -116,8 +118,8 @@ $(BUILD)/tests/fuzz/replay-%: $(BUILD)/tests/fuzz/fuzz-%.o $(BUILD)/tests/fuzz/r
 	$(CC) $(LDFLAGS_ALL) -o $@ $^ $(PKG_LIBS)
 
 # ---- tests -------------------------------------------------------------------------------
-# `make check` is what CI runs (.ci/run): install what is missing, build with -Werror, then
-# every tier. TENTAFLAKE_MUST_WORK=1 turns any skip into a failure.
+# `make check` is what CI runs (.ci/run, then `make asan`): install what is missing, build with
+# -Werror, then every tier. TENTAFLAKE_MUST_WORK=1 turns any skip into a failure.
 check: install-deps
 	$(MAKE) WERROR=1 all unit-bins integration-bins fuzz-bins
 	$(MAKE) clang-check
@@ -142,12 +144,19 @@ fuzz-replay: fuzz-bins
 integration: integration-bins
 	BUILD=$(BUILD) tests/run-tests integration
 
+# The tests are told the flags the build was made with (BUILD_OPT, BUILD_SANFLAGS, BUILD_HARDEN,
+# BUILD_WERROR): tests/unit/test-demo-build.sh rebuilds a copy of $(ASAN_BUILD) and must compile
+# and link it as it was made (instrumented objects link only with the sanitizer runtimes).
+ASAN_BUILD    := build-asan
+ASAN_OPT      := -O1 -g -fno-omit-frame-pointer
+ASAN_SANFLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+ASAN_HARDEN   := -fPIE
 asan:
-	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer" \
-		SANFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all" \
-		HARDEN="-fPIE" WERROR=1 build-asan/tentaflake-worker unit-bins fuzz-bins
+	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" SANFLAGS="$(ASAN_SANFLAGS)" \
+		HARDEN="$(ASAN_HARDEN)" WERROR=1 $(ASAN_BUILD)/tentaflake-worker unit-bins fuzz-bins
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-		BUILD=build-asan tests/run-tests unit fuzz
+		BUILD=$(ASAN_BUILD) BUILD_OPT="$(ASAN_OPT)" BUILD_SANFLAGS="$(ASAN_SANFLAGS)" \
+		BUILD_HARDEN="$(ASAN_HARDEN)" BUILD_WERROR=1 tests/run-tests unit fuzz
 
 # libFuzzer targets, built with clang, each run for FUZZ_SECONDS on a copy of its corpus.
 FUZZ_BUILD := build-fuzz
