@@ -21,25 +21,25 @@ static const char *prefix_of(const char *path, size_t n, char *buf, size_t size)
 }
 
 /* dir (path's first n bytes) is an ancestor: root's, and writable by root only. */
-static int check_ancestor(const char *key, const char *path, int dir, size_t n, TfwError *e) {
+static int check_ancestor(const char *what, const char *path, int dir, size_t n, TfwError *e) {
         char shown[PATH_MAX];
         struct stat st;
 
         if (fstat(dir, &st) < 0)
-                return tfw_error(e, errno, "bad_directory", "key '%s': cannot stat '%s': %m", key,
+                return tfw_error(e, errno, "bad_directory", "%s: cannot stat '%s': %m", what,
                                  prefix_of(path, n, shown, sizeof(shown)));
         if (!root_dir_is_private(st.st_uid, st.st_mode))
                 return tfw_error(e, EPERM, "bad_directory",
-                                 "key '%s': '%s' is below '%s', which is owned by %u:%u with mode %04o: every "
+                                 "%s: '%s' is below '%s', which is owned by %u:%u with mode %04o: every "
                                  "directory above it must be root's and writable by root only (a world-writable "
                                  "one such as /tmp is refused, sticky or not)",
-                                 key, path, prefix_of(path, n, shown, sizeof(shown)), (unsigned) st.st_uid,
+                                 what, path, prefix_of(path, n, shown, sizeof(shown)), (unsigned) st.st_uid,
                                  (unsigned) st.st_gid, (unsigned) (st.st_mode & 07777));
         return 0;
 }
 
 /* Why openat_child() refused comp (path's first n bytes) below dir, as the user reads it. */
-static int open_failed(const char *key, const char *path, int dir, const char *comp, size_t n, int r,
+static int open_failed(const char *what, const char *path, int dir, const char *comp, size_t n, int r,
                        TfwError *e) {
         char shown[PATH_MAX];
         struct stat st;
@@ -47,41 +47,41 @@ static int open_failed(const char *key, const char *path, int dir, const char *c
         prefix_of(path, n, shown, sizeof(shown));
         if ((r == -ELOOP || r == -ENOTDIR) && fstatat(dir, comp, &st, AT_SYMLINK_NOFOLLOW) >= 0)
                 return S_ISLNK(st.st_mode)
-                               ? tfw_error(e, ELOOP, "bad_directory", "key '%s': '%s' is a symlink; symlinks are "
-                                                                       "refused anywhere in '%s'", key, shown, path)
-                               : tfw_error(e, ENOTDIR, "bad_directory", "key '%s': '%s' is not a directory",
-                                           key, shown);
+                               ? tfw_error(e, ELOOP, "bad_directory", "%s: '%s' is a symlink; symlinks are "
+                                                                       "refused anywhere in '%s'", what, shown, path)
+                               : tfw_error(e, ENOTDIR, "bad_directory", "%s: '%s' is not a directory",
+                                           what, shown);
         if (r == -ENOENT)
-                return tfw_error(e, ENOENT, "bad_directory", "key '%s': '%s' does not exist", key, shown);
-        return tfw_error(e, -r, "bad_directory", "key '%s': cannot open '%s': %s", key, shown, strerror(-r));
+                return tfw_error(e, ENOENT, "bad_directory", "%s: '%s' does not exist", what, shown);
+        return tfw_error(e, -r, "bad_directory", "%s: cannot open '%s': %s", what, shown, strerror(-r));
 }
 
-int root_dir_open(const char *key, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
+int root_dir_open(const char *what, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
                   bool *ret_created, TfwError *e) {
         const bool use_openat2 = openat2_usable();
         char comp[NAME_MAX + 1];
         int r;
 
         if (!path_is_absolute_normalized(path) || streq(path, "/"))
-                return tfw_error(e, EINVAL, "bad_directory", "key '%s': '%s' is not an absolute, normalised path "
-                                                             "below /", key, path);
+                return tfw_error(e, EINVAL, "bad_directory", "%s: '%s' is not an absolute, normalised path "
+                                                             "below /", what, path);
         if (strlen(path) >= PATH_MAX)
-                return tfw_error(e, ENAMETOOLONG, "bad_directory", "key '%s': '%s' is too long", key, path);
+                return tfw_error(e, ENAMETOOLONG, "bad_directory", "%s: '%s' is too long", what, path);
         _cleanup_close_ int dir = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dir < 0)
-                return tfw_error(e, errno, "bad_directory", "key '%s': cannot open '/': %m", key);
+                return tfw_error(e, errno, "bad_directory", "%s: cannot open '/': %m", what);
 
         for (const char *s = path + 1;;) {
                 const char *slash = strchr(s, '/');
                 size_t n = slash ? (size_t) (slash - s) : strlen(s), walked = (size_t) (s - path) - 1;
                 bool last = !slash, made = false;
 
-                r = check_ancestor(key, path, dir, walked, e);
+                r = check_ancestor(what, path, dir, walked, e);
                 if (r < 0)
                         return r;
                 if (n > NAME_MAX)
-                        return tfw_error(e, ENAMETOOLONG, "bad_directory", "key '%s': a component of '%s' is too "
-                                                                           "long", key, path);
+                        return tfw_error(e, ENAMETOOLONG, "bad_directory", "%s: a component of '%s' is too "
+                                                                           "long", what, path);
                 memcpy(comp, s, n);
                 comp[n] = 0;
                 int next = openat_child(dir, comp, O_RDONLY | O_DIRECTORY, use_openat2);
@@ -90,17 +90,17 @@ int root_dir_open(const char *key, const char *path, bool create, uid_t uid, gid
                         if (mkdirat(dir, comp, last ? 0700 : 0755) >= 0)
                                 made = true;
                         else if (errno != EEXIST)
-                                return tfw_error(e, errno, "bad_directory", "key '%s': cannot create '%.*s': %m",
-                                                 key, (int) (walked + 1 + n), path);
+                                return tfw_error(e, errno, "bad_directory", "%s: cannot create '%.*s': %m",
+                                                 what, (int) (walked + 1 + n), path);
                         next = openat_child(dir, comp, O_RDONLY | O_DIRECTORY, use_openat2);
                 }
                 if (next < 0)
-                        return open_failed(key, path, dir, comp, walked + 1 + n, next, e);
+                        return open_failed(what, path, dir, comp, walked + 1 + n, next, e);
                 _cleanup_close_ int child = next;
                 if (made) {
                         r = last ? ensure_owner_mode(child, uid, gid, mode) : ensure_owner_mode(child, 0, 0, 0755);
                         if (r < 0)
-                                return tfw_error(e, -r, "bad_directory", "key '%s': cannot set up '%.*s': %s", key,
+                                return tfw_error(e, -r, "bad_directory", "%s: cannot set up '%.*s': %s", what,
                                                  (int) (walked + 1 + n), path, strerror(-r));
                 }
                 if (last) {

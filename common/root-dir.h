@@ -20,8 +20,9 @@
  * component is -ENOENT and nothing is made. An existing last component is returned as it is:
  * its owner and mode are the caller's to check (an ancestor's rule does not fit every leaf).
  *
- * Errors go to e with code "bad_directory", the message naming the config key, the path and the
- * component at fault. Returns the directory's fd (O_CLOEXEC). */
+ * Errors go to e with code "bad_directory": "<what>: <the reason>", naming the path and the
+ * component at fault; what names the setting ("key 'state_dir'", "--state-dir"). Returns the
+ * directory's fd (O_CLOEXEC). */
 #pragma once
 
 #include <stdbool.h>
@@ -29,7 +30,7 @@
 
 #include "common/error.h"
 
-int root_dir_open(const char *key, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
+int root_dir_open(const char *what, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
                   bool *ret_created, TfwError *e);
 
 /* Is a directory with this stat one that only root can change (the ancestors' rule above)? */

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -32,7 +33,9 @@ static int check_owner_mode(const char *key, const char *path, int fd, uid_t uid
  * mode; the fd on success. Shared by worker_dirs_open and doctor (which creates nothing). */
 static int open_dir(const char *key, const char *path, bool create, uid_t uid, gid_t gid, mode_t mode,
                     TfwError *e) {
-        _cleanup_close_ int fd = root_dir_open(key, path, create, uid, gid, mode, NULL, e);
+        char what[64];
+        snprintf(what, sizeof(what), "key '%s'", key);
+        _cleanup_close_ int fd = root_dir_open(what, path, create, uid, gid, mode, NULL, e);
         if (fd < 0)
                 return fd;
         int r = check_owner_mode(key, path, fd, uid, gid, mode, e);
@@ -81,7 +84,7 @@ int worker_runsc_root_open(const Config *c, char *buf, size_t size, TfwError *e)
         /* Also the default results_dir's parent, made by whoever came first (the unit's
          * RuntimeDirectory=, or root_dir_open here or for results_dir, 0755 whatever the umask):
          * root's, and writable by root only, reached by descriptor from "/". */
-        _cleanup_close_ int run = root_dir_open("runtime directory", path, true, 0, 0, 0755, NULL, e);
+        _cleanup_close_ int run = root_dir_open("the runtime directory", path, true, 0, 0, 0755, NULL, e);
         if (run < 0)
                 return run;
         struct stat st;

@@ -50,7 +50,7 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs: %m");
         /* The fds dirs_open made name the directories in the namespace left behind: the
          * same directories, looked up again here and checked to be those. */
-        _cleanup_close_ int state = root_dir_open("state_dir", state_dir, false, 0, 0, 0, NULL, e);
+        _cleanup_close_ int state = root_dir_open("key 'state_dir'", state_dir, false, 0, 0, 0, NULL, e);
         if (state < 0) {
                 tfw_error_prefix(e, "cannot open state_dir again: ");
                 return state;

@@ -209,6 +209,17 @@ TENTAFLAKE_TOKEN=wrong "$BIN" serve --server "$URL" --key "$tmp/ci.key" --label 
 rc=$?
 check "a wrong token: the worker stops with exit 1 and 'invalid token'" bash -c "[ $rc = 1 ] && grep -q 'invalid token' ci-4.log"
 check "the token never appears in a worker's log" bash -c "! grep -q -- '$TOKEN' ci-*.log"
+# Issue 19: a --state-dir below a directory anyone may write is refused before anything is made.
+mkdir -m 1777 "$tmp/sticky"
+TENTAFLAKE_TOKEN=$TOKEN "$BIN" serve --server "$URL" --key "$tmp/ci.key" --label "ci-st-$RUN" --state-dir "$tmp/sticky/state" \
+        --wait-secs 1 >ci-st.log 2>&1
+rc=$?
+state_dir_refused() {
+        [ "$rc" = 1 ] && [ ! -e "$tmp/sticky/state" ] &&
+                grep -qF -e "--state-dir: '$tmp/sticky/state' is below '$tmp/sticky', which is owned by 0:0 with mode 1777" ci-st.log ||
+                { echo "  exit $rc:"; sed 's/^/    /' ci-st.log; return 1; }
+}
+check "--state-dir below a world-writable directory: exit 1, naming it, nothing made" state_dir_refused
 curl -sf -X POST "$URL/test/switch" -d '{"job":"term2","switch":"unauthorized","on":false}' >/dev/null
 curl -sf -X POST "$URL/test/switch" -d '{"job":"term2","switch":"dotdot","on":true}' >/dev/null
 
