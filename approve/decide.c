@@ -154,7 +154,7 @@ int decide_deny(Worker *w, const char *id, const char *reason, const char *appro
                 snprintf(msg, sizeof(msg), "denied by %s%s%s", approver, reason ? ": " : "", reason ? reason : "");
                 r = audit_decision(w, "deny", "denied", &rec, reason, e);
                 if (r >= 0)
-                        r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, e);
+                        r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, NULL, e);
         }
         store_unlock(lock);
         return r < 0 ? r : 0;

@@ -1329,3 +1329,61 @@ fail:
         safe_close(it.fd);
         return r;
 }
+
+/* ---- search ---------------------------------------------------------------------------- */
+
+/* Does line (canonical JSON, keys sorted) record one of events for id? The substrings are
+ * only a filter: a quote inside a value is escaped, so `"id":"X"` cannot come from a value,
+ * and the line is parsed before it counts. */
+static bool line_records(const IterLine *l, const char *needle, const char *id, const char *const *events) {
+        if (!l->newline || l->too_long || !memmem(l->data, l->len, needle, strlen(needle)))
+                return false;
+        _cleanup_(json_decrefp) json_t *o = json_loadb(l->data, l->len, JSON_REJECT_DUPLICATES, NULL);
+        json_t *jid = json_object_get(o, "id"), *jev = json_object_get(o, "event");
+        if (!json_is_string(jid) || !json_is_string(jev) || !streq(json_string_value(jid), id))
+                return false;
+        for (const char *const *ev = events; *ev; ev++)
+                if (streq(json_string_value(jev), *ev))
+                        return true;
+        return false;
+}
+
+int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwError *e) {
+        _cleanup_free_ Rotated *files = NULL;
+        _cleanup_free_ char *buf = NULL, *needle = NULL;
+        size_t n_files = 0;
+        int r;
+
+        if (asprintf(&needle, "\"id\":\"%s\"", id) < 0)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        _cleanup_close_ int dir_fd = open_audit_dir(state_dir_fd, false, e);
+        if (dir_fd == -ENOENT)
+                return 0;
+        if (dir_fd < 0)
+                return dir_fd;
+        _cleanup_close_ int lock_fd = audit_lock(dir_fd, false, e);
+        if (lock_fd < 0 && lock_fd != -ENOENT)
+                return lock_fd;
+        r = list_rotated(dir_fd, &files, &n_files);
+        if (r < 0)
+                return tfw_error(e, r, "audit_io", "audit: cannot list '%s': %s", AUDIT_DIR, strerror(-r));
+        buf = malloc(AUDIT_LINE_MAX + 1 + ITER_CHUNK);
+        if (!buf)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        LineIter it = {
+                .dir_fd = dir_fd, .files = files, .n_files = n_files, .fd = -EBADF,
+                .buf = buf, .cap = AUDIT_LINE_MAX + 1 + ITER_CHUNK,
+        };
+        for (;;) {
+                IterLine l;
+                r = iter_next(&it, &l, e);
+                if (r <= 0)
+                        break;
+                if (line_records(&l, needle, id, events)) {
+                        r = 1;
+                        break;
+                }
+        }
+        safe_close(it.fd);
+        return r;
+}

@@ -101,3 +101,9 @@ typedef struct AuditVerifyReport {
  * The report is filled in the first two cases. A missing audit directory is an empty log.
  * A caller prints report->message on 0 (exit 0) and e->message otherwise (exit 1). */
 int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e);
+
+/* Is there a line for request id whose event is one of events (NULL-terminated), in any file
+ * below state_dir_fd/audit? 1 yes, 0 no (or no audit directory yet), a negative errno when the
+ * files cannot be read (e says why). Reads every file under audit.lock shared: for start-up
+ * recovery, which asks it only of a request whose ending may not have been recorded. */
+int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwError *e);

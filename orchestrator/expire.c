@@ -27,12 +27,9 @@ int expire_pending(Worker *w, usec_t now, TfwError *e) {
                 rec->decided_at = rec->updated_at = now;
                 snprintf(msg, sizeof(msg), "not approved within pending_ttl_hours (%u)",
                          w->config->pending_ttl_hours);
-                r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, e);
-                if (r >= 0) {
-                        expired++;
-                        _cleanup_(json_decrefp) json_t *f = finish_decision_fields(rec, NULL);
-                        (void) worker_audit_best_effort(w, "expired", f);
-                }
+                _cleanup_(json_decrefp) json_t *f = finish_decision_fields(rec, NULL);
+                r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, &(FinishAudit){"expired", f}, e);
+                expired += r >= 0;
         }
         store_unlock(lock);
         return r < 0 ? r : expired;

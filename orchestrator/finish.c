@@ -1,15 +1,58 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
 #include <stdio.h>
+#include <syslog.h>
 
 #include "common/fd-util.h"
 #include "artifacts/inbox-attest.h"
 #include "common/json-util.h"
+#include "orchestrator/audit.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/publish.h"
 
+/* The ending a published result stands for, when its own line may be missing: what recovery
+ * records (the request's state says whether a job began). */
+static const char *inferred_ending(const RequestRecord *rec, const char *status) {
+        if (streq(status, "interrupted") || streq(status, "expired") || streq(status, "denied"))
+                return status;
+        if (streq(status, "rejected") && rec->state != STATE_RUNNING)
+                return "rejected";
+        return "finished";
+}
+
+/* rec's result was already published, by this process or one that died before it marked the
+ * record final: its ending's audit line may or may not have been written (finish_request
+ * writes it between the two). Written once: only when no ending of rec is in the audit log,
+ * from the published result, its message saying so. */
+static void audit_published_ending(Worker *w, const RequestRecord *rec, const char *status) {
+        static const char *const endings[] = {"finished", "interrupted", "error", "denied", "expired",
+                                              "rejected", NULL};
+        TfwError e = {0};
+        int r = audit_find(w->dirs.state_fd, rec->id, endings, &e);
+        if (r < 0)
+                worker_say(w, LOG_ERR, "audit: cannot tell whether the ending of '%s' is recorded (not recorded "
+                                       "again): %s", rec->id, e.message);
+        if (r != 0)
+                return;
+        _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
+        json_t *err = json_object_get(res, "error"), *msg = json_object_get(res, "message");
+        json_t *code = json_object_get(res, "exit_code");
+        char text[1100];
+        snprintf(text, sizeof(text), "recorded at recovery, from the published result%s%s",
+                 json_is_string(msg) ? ": " : "", json_is_string(msg) ? json_string_value(msg) : "");
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:s, s:s?, s:s}", "id", rec->id, "request_sha256",
+                                                      rec->sha256, "outcome", status, "error",
+                                                      json_is_string(err) ? json_string_value(err) : NULL,
+                                                      "message", text);
+        if (f && json_is_integer(code))
+                json_object_set(f, "exit_code", code);
+        if (f)
+                (void) worker_audit_best_effort(w, inferred_ending(rec, status), f);
+}
+
 int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char *status,
-                   const char *error, const char *message, const ResultRun *run, TfwError *e) {
+                   const char *error, const char *message, const ResultRun *run, const FinishAudit *audit,
+                   TfwError *e) {
         _cleanup_request_ Request *loaded = NULL;
         char st[sizeof(rec->status)];
         int r;
@@ -33,6 +76,21 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
                 r = publish_commit(&w->dirs, w->config->container_gid, rec->id, res, e);
                 if (r < 0)
                         return r;
+                /* Published, then audited, then the record final: a crash before the record
+                 * leaves a published result that recovery adopts (below), never a final
+                 * record whose ending is not in the log. */
+                if (audit && audit->fields)
+                        (void) worker_audit_best_effort(w, audit->event, audit->fields);
+                else if (audit)
+                        finish_audit(w, audit->event, rec, error, message, run);
+        } else {
+                json_t *res = publish_load_result(&w->dirs, rec->id);
+                json_t *pst = json_object_get(res, "status");
+                if (json_is_string(pst))
+                        snprintf(st, sizeof(st), "%s", json_string_value(pst));
+                json_decref(res);
+                if (audit)
+                        audit_published_ending(w, rec, st);
         }
         rec->state = STATE_FINAL;
         snprintf(rec->status, sizeof(rec->status), "%s", st);

@@ -99,15 +99,25 @@ static void unlink_entry(Worker *w, const char *name, const struct stat *seen) {
                 (void) unlinkat(w->inbox_fd, name, 0);
 }
 
-static void audit_rejection(Worker *w, const char *name, const char *id, const char *sha,
-                            const char *code, const char *message) {
+static json_t *rejection_fields(const char *name, const char *id, const char *sha, const char *code,
+                                const char *message) {
         char pname[256];
         /* The name is the controller's bytes: only a printable form goes into JSON. */
-        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "name",
-                                                      printable_name(name, pname, sizeof(pname)),
-                                                      "id", id, "request_sha256", sha, "outcome",
-                                                      "rejected", "error", code, "message", message);
+        return json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s}", "name", printable_name(name, pname, sizeof(pname)),
+                         "id", id, "request_sha256", sha, "outcome", "rejected", "error", code, "message", message);
+}
+
+static void audit_rejection(Worker *w, const char *name, const char *id, const char *sha,
+                            const char *code, const char *message) {
+        _cleanup_(json_decrefp) json_t *f = rejection_fields(name, id, sha, code, message);
         (void) worker_audit_best_effort(w, "rejected", f);
+}
+
+/* A request that owns its id ends rejected: its result, its audit line, its record final. */
+static int finish_rejected(Worker *w, RequestRecord *rec, const Request *req, const char *name, const char *code,
+                           const char *message, TfwError *e) {
+        _cleanup_(json_decrefp) json_t *f = rejection_fields(name, rec->id, rec->sha256, code, message);
+        return finish_request(w, rec, req, "rejected", code, message, NULL, &(FinishAudit){"rejected", f}, e);
 }
 
 /* Reject an entry: a result under its id when it can own one, else a .rejected/ record.
@@ -141,10 +151,9 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
                 } else if (r < 0)
                         return r;
                 else {
-                        r = finish_request(w, &rec, NULL, "rejected", code, message, NULL, e);
+                        r = finish_rejected(w, &rec, NULL, name, code, message, e);
                         if (r < 0)
                                 return r;
-                        audit_rejection(w, name, owner_id, sha, code, message);
                         *ret = CAPTURE_REJECTED;
                         return 0;
                 }
@@ -301,10 +310,9 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
 
         if (pol == ACTION_POLICY_REJECT) {
                 snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
-                r = finish_request(w, &rec, req, "rejected", "forbidden", msg, NULL, e);
+                r = finish_rejected(w, &rec, req, name, "forbidden", msg, e);
                 if (r < 0)
                         return r;
-                audit_rejection(w, name, req->id, req->sha256, "forbidden", msg);
                 *ret = CAPTURE_REJECTED;
         } else {
                 r = publish_state(&w->dirs, w->config->container_gid, req->id, rec.state, rec.submitted_at, e);

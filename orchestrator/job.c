@@ -124,10 +124,7 @@ static json_t *snapshot_json(const SnapshotSummary *s) {
 
 static int finish(Worker *w, RequestRecord *rec, const Request *req, const char *status, const char *error,
                   const char *message, const ResultRun *run, TfwError *e) {
-        int r = finish_request(w, rec, req, status, error, message, run, e);
-        if (r >= 0)
-                finish_audit(w, "finished", rec, error, message, run);
-        return r;
+        return finish_request(w, rec, req, status, error, message, run, &(FinishAudit){"finished", NULL}, e);
 }
 
 /* The inbox plane's reading of the core's one classification (exec/exec.h). */

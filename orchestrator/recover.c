@@ -20,11 +20,8 @@ int recover_finish_unpublished(Worker *w, RequestRecord *rec, const char *status
         _cleanup_close_ int sfd = open_dir_at(w->dirs.staging_fd, rec->id);
         if (sfd >= 0)
                 (void) rm_rf_at(sfd, "artifacts");
-        int r = finish_request(w, rec, NULL, status, error, message, NULL, e);
-        if (r < 0)
-                return r;
-        finish_audit(w, streq(rec->status, "interrupted") ? "interrupted" : "error", rec, error, message, NULL);
-        return 0;
+        FinishAudit audit = {streq(status, "interrupted") ? "interrupted" : "error", NULL};
+        return finish_request(w, rec, NULL, status, error, message, NULL, &audit, e);
 }
 
 int recover_at_start(Worker *w, TfwError *e) {
@@ -42,12 +39,9 @@ int recover_at_start(Worker *w, TfwError *e) {
                 _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
 
                 if (rec->state != STATE_FINAL && res) {
-                        /* Published, then the record update was lost: the result is the truth. */
-                        json_t *st = json_object_get(res, "status");
-                        rec->state = STATE_FINAL;
-                        snprintf(rec->status, sizeof(rec->status), "%s",
-                                 json_is_string(st) ? json_string_value(st) : "error");
-                        r = store_save(w->dirs.requests_fd, rec, e);
+                        /* Published, then the record update was lost: the result is the truth,
+                         * and its ending is audited unless that line was written. */
+                        r = finish_request(w, rec, NULL, "error", NULL, NULL, NULL, &(FinishAudit){"finished", NULL}, e);
                 } else if (rec->state == STATE_RUNNING) {
                         r = recover_finish_unpublished(w, rec, "interrupted", "interrupted",
                                                        "the worker stopped while the job ran; it is never restarted automatically",

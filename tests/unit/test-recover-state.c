@@ -12,6 +12,9 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "orchestrator/finish.h"
+#include "orchestrator/publish.h"
+#include "orchestrator/result.h"
 #include "orchestrator/store.h"
 #include "orchestrator/recover.h"
 #include "tests/unit/lib/tfw-test.h"
@@ -74,11 +77,71 @@ static void test_queued_request_gets_complete_state_file(void **state) {
         assert_string_equal(json_string_value(json_object_get(j, "state")), "queued");
 }
 
+/* How many lines of the audit log record event for id. */
+static int audit_lines(Fixture *f, const char *id, const char *event) {
+        char want_id[96], want_ev[64], line[70000];
+        int n = 0;
+        snprintf(want_id, sizeof(want_id), "\"id\":\"%s\"", id);
+        snprintf(want_ev, sizeof(want_ev), "\"event\":\"%s\"", event);
+        _cleanup_close_ int fd = openat(f->w.dirs.state_fd, "audit/audit.jsonl", O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        assert_true(fd >= 0);
+        FILE *fp = fdopen(TAKE_FD(fd), "re");
+        assert_non_null(fp);
+        while (fgets(line, sizeof(line), fp))
+                n += strstr(line, want_id) && strstr(line, want_ev);
+        fclose(fp);
+        return n;
+}
+
+/* A job whose process died after publishing its result, before it marked the record final:
+ * with its "finished" line not written yet (killed between publish and audit), or written
+ * (killed between audit and record). Recovery adopts the result either way and the log holds
+ * the ending exactly once (threat 10; tests/integration/test-crash.sh found the first case). */
+static void publish_running(Fixture *f, const char *id) {
+        RequestRecord rec;
+        TfwError e = {0};
+        capture(f, id, "local-reversible", CAPTURE_QUEUED);
+        assert_int_equal(store_load(f->w.dirs.requests_fd, id, &rec, &e), 0);
+        rec.state = STATE_RUNNING;
+        assert_int_equal(store_save(f->w.dirs.requests_fd, &rec, &e), 0);
+        _cleanup_(json_decrefp) json_t *res = result_build(&f->config, &rec, NULL, "succeeded", NULL, NULL, NULL);
+        assert_non_null(res);
+        _cleanup_close_ int sfd = publish_stage_begin(&f->w.dirs, id, &e);
+        assert_true(sfd >= 0);
+        assert_int_equal(publish_commit(&f->w.dirs, f->config.container_gid, id, res, &e), 0);
+}
+
+static void test_published_job_ending_audited_once(void **state) {
+        Fixture *f = worker_fixture(state);
+        TfwError e = {0};
+        RequestRecord rec;
+
+        publish_running(f, "died1"); /* before its line */
+        publish_running(f, "died2"); /* after its line */
+        assert_int_equal(store_load(f->w.dirs.requests_fd, "died2", &rec, &e), 0);
+        snprintf(rec.status, sizeof(rec.status), "succeeded");
+        finish_audit(&f->w, "finished", &rec, NULL, NULL, NULL);
+        assert_int_equal(audit_lines(f, "died1", "finished"), 0);
+        assert_int_equal(audit_lines(f, "died2", "finished"), 1);
+
+        assert_true(recover_at_start(&f->w, &e) >= 0);
+        for (int again = 0; again < 2; again++) {
+                assert_int_equal(audit_lines(f, "died1", "finished"), 1);
+                assert_int_equal(audit_lines(f, "died2", "finished"), 1);
+                assert_int_equal(audit_lines(f, "died1", "interrupted"), 0);
+                assert_int_equal(store_load(f->w.dirs.requests_fd, "died1", &rec, &e), 0);
+                assert_int_equal(rec.state, STATE_FINAL);
+                assert_string_equal(rec.status, "succeeded");
+                assert_true(recover_at_start(&f->w, &e) >= 0); /* and once more: nothing new */
+        }
+}
+
 int main(void) {
 #define T(x) cmocka_unit_test_setup_teardown(x, worker_fixture_setup, worker_fixture_teardown)
         const struct CMUnitTest tests[] = {
                 T(test_final_request_loses_stale_state_file),
                 T(test_queued_request_gets_complete_state_file),
+                T(test_published_job_ending_audited_once),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
