@@ -16,32 +16,9 @@
 #include "approve/wait.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/proc-locks.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/store.h"
-
-/* Does a process hold an flock on inode ino? 1 yes, 0 no, negative errno when /proc/locks
- * cannot be read. Lines look like "3: FLOCK  ADVISORY  WRITE 1234 08:02:56789 0 EOF"; waiters
- * ("3: -> FLOCK ...") hold nothing. Only the inode number is compared: on overlayfs the device
- * printed there is not the one stat() gives, and a false match only makes approve wait (for a
- * bounded time) where it could have said at once that no worker runs. */
-static int flock_held(ino_t ino) {
-        FILE *f = fopen("/proc/locks", "re");
-        char line[256];
-        int held = 0;
-
-        if (!f)
-                return -errno;
-        while (!held && fgets(line, sizeof(line), f)) {
-                char kind[16], dev[64];
-                if (sscanf(line, "%*s %15s %*s %*s %*s %63s", kind, dev) != 2 || !streq(kind, "FLOCK"))
-                        continue;
-                const char *colon = strrchr(dev, ':');
-                if (colon && strtoull(colon + 1, NULL, 10) == (unsigned long long) ino)
-                        held = 1;
-        }
-        fclose(f);
-        return held;
-}
 
 /* ActiveState of a unit, via the system bus; NULL when systemd cannot be asked. */
 static char *unit_active_state(sd_bus *bus, const char *unit) {

@@ -128,6 +128,18 @@ static bool runsc_drv_check(const CapsuleDriver *d, CapsuleCheckReport report, v
         return true;
 }
 
+static int runsc_drv_leftovers(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,
+                               void *userdata) {
+        _cleanup_free_ RunscOwnContainer *own = NULL;
+        size_t n = 0;
+        int r = runsc_list_own(&d->runsc, worker_root, &own, &n);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < n; i++)
+                report(userdata, own[i].id, own[i].state);
+        return (int) n;
+}
+
 static void runsc_drv_done(CapsuleDriver *d) {
         runsc_done(&d->runsc);
 }
@@ -138,6 +150,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .worker_cgroup = true,
         .local_paths = true,
         .boots_ahead = true,
+        .own_seccomp = true,
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,
@@ -152,6 +165,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .oom_killed = runsc_drv_oom_killed,
         .cleanup_stale = runsc_drv_cleanup_stale,
         .check = runsc_drv_check,
+        .leftovers = runsc_drv_leftovers,
         .cgroup_description = "worker-owned job cgroup (memory, memory+swap, pids, cpu quota)",
         .done = runsc_drv_done,
 };

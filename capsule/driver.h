@@ -48,6 +48,9 @@ typedef struct CapsuleCpuProbe {
 /* One line of a driver's live self-check (doctor): check name, ok, detail. */
 typedef void (*CapsuleCheckReport)(void *userdata, const char *check, bool ok, const char *detail);
 
+/* One container a predecessor of the worker left (doctor): its id and its state. */
+typedef void (*CapsuleLeftoverReport)(void *userdata, const char *id, const char *state);
+
 typedef struct CapsuleDriverOps {
         RuntimeDriver kind;
         const char *name;         /* "runsc", "docker", "podman" */
@@ -62,6 +65,10 @@ typedef struct CapsuleDriverOps {
         /* true: a capsule may be started ahead of its job (capsule_warm_start: the worker
          * holds its channels and its cgroup); false: every capsule starts with its job. */
         bool boots_ahead;
+        /* true: the capsule runs the worker's own seccomp profile and /dev without fuse or tun
+         * (capsule/seccomp-profile.h, capsule/oci-spec.c), which doctor proves live; false:
+         * the engine's own spec and default profile, which doctor only reports. */
+        bool own_seccomp;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */
@@ -97,6 +104,13 @@ typedef struct CapsuleDriverOps {
         /* doctor: the runtime answers (and, for the engines, knows the runtime and holds the
          * image); each finding reported as one line. Returns true when all of it holds. */
         bool (*check)(const CapsuleDriver *d, CapsuleCheckReport report, void *userdata);
+        /* doctor, when no worker of this config runs: every container of this worker the
+         * runtime still keeps, each reported with its state. runsc: those in the worker's own
+         * root `worker_root` (runsc_list_own: read from its files, nothing created; the
+         * driver's own root is doctor's private one). Returns how many, or a negative errno.
+         * NULL: the driver cannot tell without its engine (docker, podman). */
+        int (*leftovers)(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,
+                         void *userdata);
         /* The isolation facts of the environment digest: who makes the cgroup, the image. */
         const char *cgroup_description;
         void (*done)(CapsuleDriver *d);

@@ -1074,12 +1074,32 @@ finish:
 
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e) {
         _cleanup_free_ char *prefix = NULL, *group = NULL;
+        _cleanup_free_ RunscOwnContainer *own = NULL;
         unsigned removed = 0, cg_removed = 0;
+        size_t n_own = 0;
         int r;
 
+        /* First what the root's files say is ours, each ended whole with the bounded teardown
+         * (threat 13): a predecessor SIGKILLed while a capsule booted can leave a `runsc run`
+         * that hangs holding the container's lock (`runsc list` and `delete` would wait on it),
+         * a creation cut half-way (no state file: runsc does not list it) with its sandbox and
+         * gofer alive, or a stopped container. Its processes, its cgroup, runsc's record. */
+        r = runsc_list_own(rt, NULL, &own, &n_own);
+        if (r < 0)
+                return tfw_error(e, -r, "runtime_unavailable", "cannot read the runsc root '%s': %s", rt->root,
+                                 strerror(-r));
+        for (size_t i = 0; i < n_own; i++) {
+                TfwError te = {};
+                if (capsule_teardown(rt, NULL, own[i].id, 0, NULL, &te) < 0)
+                        return tfw_error(e, te.error ? te.error : EBUSY, "runtime_unavailable",
+                                         "cannot remove stale container '%s' (%s): %s", own[i].id, own[i].state,
+                                         te.message);
+        }
+        /* Then whatever runsc itself lists of ours (a root some other version of it laid out). */
         r = runsc_cleanup_stale(rt, &removed, e);
         if (r < 0)
                 return r;
+        removed += (unsigned) n_own;
         if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
 

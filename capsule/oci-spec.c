@@ -7,6 +7,7 @@
 #include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
+#include "capsule/seccomp-profile.h"
 #include "common/macro.h"
 #include "common/path-util.h"
 #include "capsule/id.h"
@@ -58,6 +59,18 @@ static json_t *tmpfs_json(const char *dest, uint64_t size, const char *mode, uid
         snprintf(g, sizeof(g), "gid=%u", (unsigned) gid);
         const char *opts[] = { "nosuid", "nodev", sz, mode, owned ? u : NULL, owned ? g : NULL,
                                NULL };
+        return mount_json(dest, "tmpfs", "tmpfs", opts);
+}
+
+/* The devices gVisor puts in every /dev beyond the null/zero/random family (contract section
+ * 5: no devices). runsc turns any mount at /dev into its own device filesystem, whatever the
+ * spec says, and it has no flag to leave one out (its --fuse is a no-op), so each is covered
+ * by an empty tmpfs that cannot be written, read or entered (mode 0000, ro): /dev/fuse
+ * becomes that empty directory, no device; /dev/net an empty one, no tun. */
+static const char *const covered_devices[] = { CAPSULE_DEV_FUSE_PATH, CAPSULE_DEV_NET_PATH };
+
+static json_t *cover_json(const char *dest) {
+        const char *opts[] = { "ro", "nosuid", "nodev", "noexec", "mode=0000", "size=4k", NULL };
         return mount_json(dest, "tmpfs", "tmpfs", opts);
 }
 
@@ -200,10 +213,13 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         if (!mounts)
                 return NULL;
         r = add_mount(mounts, mount_json("/proc", "proc", "proc", proc_opts));
-        /* gVisor fills its own /dev tmpfs with null, zero, full, random, urandom, tty, ptmx
-         * and pts; no host device is ever passed (linux.devices stays empty). */
+        /* gVisor fills its own /dev with null, zero, full, random, urandom, tty, ptmx and pts,
+         * and with every device it registers, fuse and net/tun among them; no host device is
+         * ever passed (linux.devices stays empty). */
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/dev", "tmpfs", "tmpfs", dev_opts));
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(covered_devices); i++)
+                r = add_mount(mounts, cover_json(covered_devices[i]));
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
         if (r >= 0)
@@ -242,16 +258,19 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
         uint64_t quota = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000);
         json_t *lx;
 
+        /* The seccomp profile takes effect only with `runsc --oci-seccomp` (capsule/runsc.c);
+         * without it runsc ignores it and says so in its log. */
         lx = json_pack(
                 "{s:[{s:s}, {s:s}, {s:s}, {s:s}, {s:s}],"
-                " s:{s:{s:I, s:I}, s:{s:I}, s:{s:I, s:I}, s:[{s:b, s:s}]}}",
+                " s:{s:{s:I, s:I}, s:{s:I}, s:{s:I, s:I}, s:[{s:b, s:s}]}, s:o}",
                 "namespaces", "type", "pid", "type", "ipc", "type", "uts", "type", "mount",
                 "type", "network",
                 "resources",
                 "memory", "limit", (json_int_t) l->memory, "swap", (json_int_t) l->memory_swap,
                 "pids", "limit", (json_int_t) l->pids,
                 "cpu", "quota", (json_int_t) quota, "period", (json_int_t) CAPSULE_CPU_PERIOD_US,
-                "devices", "allow", 0, "access", "rwm");
+                "devices", "allow", 0, "access", "rwm",
+                "seccomp", capsule_seccomp_json());
         /* The cgroup the driver created and limited: runsc joins it as it is. */
         if (lx && p->cgroups_path &&
             json_object_set_new(lx, "cgroupsPath", json_string(p->cgroups_path)) < 0) {

@@ -22,6 +22,9 @@
 #define CAPSULE_NOFILE 1024
 #define CAPSULE_CPU_PERIOD_US 100000
 #define CAPSULE_DEV_TMPFS_SIZE "size=65536k"
+/* Devices of gVisor's /dev that the spec covers with an empty, closed tmpfs (oci-spec.c). */
+#define CAPSULE_DEV_FUSE_PATH "/dev/fuse"
+#define CAPSULE_DEV_NET_PATH "/dev/net"
 /* The annotations naming the owner of a container: start-up cleanup removes only containers
  * whose CAPSULE_ANNOTATION_WORKER equals this worker's name. */
 #define CAPSULE_ANNOTATION_WORKER "org.tentaflake.worker"
@@ -58,7 +61,8 @@ typedef struct CapsuleSpecParams {
  * supplementary group, empty capability sets, no_new_privileges, a read-only root, read-only
  * bind mounts (snapshot, init, system mounts or passwd/group over an image), bounded
  * nosuid/nodev tmpfs on
- * /work and /tmp, fresh pid/ipc/uts/mount/network namespaces, the resource limits and the
+ * /work and /tmp, /dev/fuse and /dev/net covered, fresh pid/ipc/uts/mount/network
+ * namespaces, the resource limits, the seccomp profile of capsule/seccomp-profile.h and the
  * constant environment. No host path is mounted writable. */
 int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e);
 

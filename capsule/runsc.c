@@ -128,10 +128,12 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         if (asprintf(&platform, "--platform=%s", rt->platform) < 0 ||
             asprintf(&log, "--log=%s", log_path) < 0)
                 return -ENOMEM;
-        /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2). */
+        /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2).
+         * --oci-seccomp: the spec's linux.seccomp is loaded inside the sandbox (without it runsc
+         * ignores the profile: capsule/seccomp-profile.h). */
         char *argv[] = { rt->binary, (char *) "--root", rt->root, (char *) "--network=none",
-                         platform, (char *) "--cpu-num-from-quota", log, (char *) "run",
-                         (char *) "--bundle", (char *) bundle, (char *) id, NULL };
+                         platform, (char *) "--cpu-num-from-quota", (char *) "--oci-seccomp", log,
+                         (char *) "run", (char *) "--bundle", (char *) bundle, (char *) id, NULL };
         return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
 }
 
@@ -310,6 +312,120 @@ int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e) {
         }
         if (ret_removed)
                 *ret_removed = removed;
+        return 0;
+}
+
+/* The container id a file of runsc's root is about: "<id>_sandbox:<sandbox id>.state" or
+ * ".lock", "runsc-<id>.sock". false when it names none. */
+static bool root_entry_id(const char *name, char *id, size_t size, bool *ret_state) {
+        size_t n = strlen(name), l;
+        const char *sep = strstr(name, "_sandbox:");
+        bool state = n > 6 && streq(name + n - 6, ".state");
+
+        if (sep && (state || (n > 5 && streq(name + n - 5, ".lock"))))
+                l = (size_t) (sep - name);
+        else if (n > 11 && strncmp(name, "runsc-", 6) == 0 && streq(name + n - 5, ".sock")) {
+                name += 6;
+                l = n - 11;
+                state = false;
+        } else
+                return false;
+        if (l == 0 || l >= size)
+                return false;
+        memcpy(id, name, l);
+        id[l] = 0;
+        *ret_state = state;
+        return filename_is_valid(id);
+}
+
+typedef struct RootEntry {
+        RunscOwnContainer c;
+        char state_file[NAME_MAX + 1]; /* empty: none */
+} RootEntry;
+
+int runsc_list_own(const Runsc *rt, const char *root, RunscOwnContainer **ret, size_t *ret_n) {
+        _cleanup_free_ RootEntry *all = NULL;
+        _cleanup_free_ char *prefix = NULL;
+        RunscOwnContainer *own = NULL;
+        size_t n = 0, m = 0;
+        struct dirent *de;
+
+        if (!root)
+                root = rt->root;
+        if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0) {
+                if (errno != ENOENT)
+                        return -errno;
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        _cleanup_closedir_ DIR *d = fdopendir(fd);
+        if (!d)
+                return -errno;
+        TAKE_FD(fd);
+        all = calloc(RUNSC_OWN_MAX, sizeof(*all));
+        if (!all)
+                return -ENOMEM;
+        while ((de = readdir(d))) {
+                char id[sizeof(all->c.id)];
+                bool state;
+                size_t i;
+                if (!root_entry_id(de->d_name, id, sizeof(id), &state))
+                        continue;
+                for (i = 0; i < n && !streq(all[i].c.id, id); i++)
+                        ;
+                if (i == n) {
+                        if (n == RUNSC_OWN_MAX)
+                                continue; /* the bound: the rest is found at the next look */
+                        snprintf(all[n++].c.id, sizeof(all->c.id), "%s", id);
+                }
+                if (state)
+                        snprintf(all[i].state_file, sizeof(all[i].state_file), "%s", de->d_name);
+        }
+        for (size_t i = 0; i < n; i++) {
+                RootEntry *en = &all[i];
+                _cleanup_json_ json_t *j = NULL;
+                _cleanup_free_ char *p = NULL;
+                const char *owner = NULL, *status = NULL;
+
+                if (en->state_file[0]) {
+                        if (asprintf(&p, "%s/%s", root, en->state_file) < 0)
+                                return -ENOMEM;
+                        if (read_json_file(p, RUNSC_STATE_MAX, &j) >= 0) {
+                                owner = owner_of_spec(json_object_get(j, "spec"));
+                                status = json_string_value(json_object_get(j, "status"));
+                        }
+                }
+                if (owner) {
+                        if (!streq(owner, rt->worker_name))
+                                continue; /* another worker's: not ours to report or remove */
+                } else if (strncmp(en->c.id, prefix, strlen(prefix)) != 0 ||
+                           !capsule_job_id_is_valid(en->c.id + strlen(prefix)))
+                        continue;
+                if (!en->state_file[0])
+                        status = "creating";
+                else if (!status)
+                        status = "unknown"; /* a state file runsc was killed while writing */
+                else if (streq(status, "created") || streq(status, "running")) {
+                        json_int_t pid = json_integer_value(json_object_get(json_object_get(j, "sandbox"), "pid"));
+                        if (pid <= 0 || pid > INT_MAX || (kill((pid_t) pid, 0) < 0 && errno == ESRCH))
+                                status = "stopped";
+                }
+                snprintf(en->c.state, sizeof(en->c.state), "%s", status);
+                all[m++].c = en->c;
+        }
+        if (m) {
+                own = calloc(m, sizeof(*own));
+                if (!own)
+                        return -ENOMEM;
+                for (size_t i = 0; i < m; i++)
+                        own[i] = all[i].c;
+        }
+        *ret = own;
+        *ret_n = m;
         return 0;
 }
 

@@ -2,7 +2,7 @@
 /* The runsc driver: starting `runsc run` with exactly the intended descriptors, stopping and
  * deleting containers, and the start-up removal of a killed predecessor's containers.
  * Flags are those of runsc 0.0~20221219 (Debian 12): --root, --network=none, --platform,
- * --cpu-num-from-quota, --log. The cgroup is the worker's (capsule/cgroup.h), named in the
+ * --cpu-num-from-quota, --oci-seccomp, --log. The cgroup is the worker's (capsule/cgroup.h), named in the
  * spec's linux.cgroupsPath. */
 #pragma once
 
@@ -56,3 +56,23 @@ int runsc_state_exists(const Runsc *rt, const char *id);
  * equals this worker's name is force-deleted and its cgroup removed; any other container is
  * left alone. */
 int runsc_cleanup_stale(const Runsc *rt, unsigned *ret_removed, TfwError *e);
+
+/* A container of this worker found in a runsc root (runsc_list_own). */
+typedef struct RunscOwnContainer {
+        char id[CAPSULE_JOB_ID_MAX + 64];
+        /* The status in runsc's state file ("created", "running", …), "stopped" when it says
+         * created or running but its sandbox process is gone, "creating" when runsc left only
+         * its lock file or control socket (its creation never finished). */
+        char state[16];
+} RunscOwnContainer;
+
+/* Every container of rt's worker in the runsc root `root` (NULL: rt->root), read from the
+ * root's files only: no runsc command, which would wait on the lock a hung `runsc run`
+ * holds, and nothing is created or changed. A container is this worker's when runsc's state
+ * file for it carries the owner annotation CAPSULE_ANNOTATION_WORKER = rt->worker_name, or,
+ * with no state file (runsc was stopped or killed while creating it), when its id is
+ * capsule_container_id(worker_name, a valid job id). At most RUNSC_OWN_MAX are returned.
+ * Returns the number in *ret (freed by the caller, NULL when none); a root that does not exist
+ * holds none. */
+#define RUNSC_OWN_MAX 1024
+int runsc_list_own(const Runsc *rt, const char *root, RunscOwnContainer **ret, size_t *ret_n);

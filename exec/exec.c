@@ -13,10 +13,12 @@
 #include "capsule/id.h"
 #include "capsule/init-path.h"
 #include "capsule/oci-spec.h"
+#include "capsule/seccomp-profile.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/sha256.h"
 #include "exec/exec.h"
 
 /* The artifact parser drops to nobody. */
@@ -160,6 +162,24 @@ static void classify(ExecResult *r) {
                 r->outcome = EXEC_RAN;
 }
 
+/* The narrowing of the capsule into the digest's isolation: the worker's own seccomp profile
+ * (its sha256: a changed list is a changed environment) and the covered devices; or, for the
+ * engines, that the engine's spec decides. */
+static int add_narrowing(json_t *iso, const CapsuleDriver *d) {
+        if (!d->ops->own_seccomp)
+                return json_object_set_new(iso, "seccomp", json_string("engine"));
+        _cleanup_(json_decrefp) json_t *profile = capsule_seccomp_json();
+        _cleanup_free_ char *c = profile ? json_dumps_canonical(profile) : NULL;
+        char hex[SHA256_HEX_SIZE], v[8 + SHA256_HEX_SIZE];
+        if (!c || sha256_buffer_hex(c, strlen(c), hex) < 0)
+                return -ENOMEM;
+        snprintf(v, sizeof(v), "sha256:%s", hex);
+        if (json_object_set_new(iso, "seccomp", json_string(v)) < 0 ||
+            json_object_set_new(iso, "devices_covered", json_pack("[s, s]", CAPSULE_DEV_FUSE_PATH, CAPSULE_DEV_NET_PATH)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 int exec_plan_digest(const ExecPlan *p, char out[static ENV_DIGEST_SIZE]) {
         _cleanup_(json_decrefp) json_t *desc =
                 env_description(p->config, p->timeout_seconds, p->config->limits.max_log_bytes, p->cpu_seconds,
@@ -175,6 +195,8 @@ int exec_plan_digest(const ExecPlan *p, char out[static ENV_DIGEST_SIZE]) {
         const ConfigLimits *l = &p->config->limits;
         if (json_object_set_new(lim, "open_files", json_integer((json_int_t) (l->open_files ? l->open_files : CAPSULE_NOFILE))) < 0 ||
             json_object_set_new(lim, "file_size", l->file_size ? json_integer((json_int_t) l->file_size) : json_null()) < 0)
+                return -ENOMEM;
+        if (add_narrowing(json_object_get(desc, "isolation"), p->driver) < 0)
                 return -ENOMEM;
         return env_digest(desc, out);
 }

@@ -43,6 +43,9 @@
 
 /* A warm capsule's id: its container is tfw-<name>-<id>, its scratch <scratch>/<id>. */
 #define WARM_ID_MAX 32
+/* The daemon's word to a warm child that it is to go (never a request id). The socket's end
+ * without it means the daemon died (SIGKILL): the child then leaves its capsule alone. */
+#define WARM_RETIRE "-"
 #define WARM_RETIRING_MAX 4
 
 typedef struct Running {
@@ -213,8 +216,19 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 n = read(sock, id, sizeof(id) - 1);
         while (n < 0 && errno == EINTR);
         safe_close(sock);
+        if (n == 0) {
+                /* The daemon died without a word (SIGKILL): this process dies with it
+                 * (FORK_DEATHSIG), and a teardown started now would be cut short by that kill
+                 * half-way, after the capsule's processes but before its record and cgroup, which
+                 * left "stopped" containers behind. Not begun: the capsule ends by itself (init
+                 * reads the end of its channel and exits, `runsc run` removes the container) or,
+                 * if its runtime hangs, the next start's cleanup removes it whole. */
+                _exit(1);
+        }
         RequestRecord rec;
-        if (n > 0) {
+        if (n == (ssize_t) strlen(WARM_RETIRE) && memcmp(id, WARM_RETIRE, (size_t) n) == 0)
+                n = 0; /* told to go */
+        else if (n > 0) {
                 id[n] = 0;
                 if (store_load(d->w.dirs.requests_fd, id, &rec, &e) < 0) {
                         worker_say(&d->w, LOG_ERR, "job '%s': %s", id, e.message);
@@ -276,6 +290,7 @@ static void warm_spawn(Daemon *d) {
 static void warm_retire(Daemon *d) {
         if (!d->warm.pid)
                 return;
+        (void) send(d->warm.sock, WARM_RETIRE, strlen(WARM_RETIRE), MSG_NOSIGNAL | MSG_DONTWAIT);
         d->warm.sock = safe_close(d->warm.sock);
         for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
                 if (!d->retiring[i].pid) {

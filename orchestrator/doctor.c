@@ -23,6 +23,7 @@
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "common/proc-locks.h"
 #include "common/resolve.h"
 #include "common/size.h"
 #include "orchestrator/dirs.h"
@@ -219,6 +220,62 @@ static void check_group(Doctor *d) {
 /* A private directory: scratch for bundles, a runsc root (the worker's own is never used: a
  * running worker is not disturbed) and a snapshot with one file writable by permission, so
  * only the read-only mount can refuse a write to it. */
+/* Containers of this worker that a predecessor killed with SIGKILL left (threat 13): only
+ * while no worker of this config runs, which proves itself by its lock on
+ * state_dir/daemon.lock (read from /proc/locks, never taken: a worker starting now must not
+ * find it held). A live worker's containers are its own, never called leftovers. */
+typedef struct Leftovers {
+        char list[1400];
+        size_t len;
+} Leftovers;
+
+static void leftover_line(void *userdata, const char *id, const char *state) {
+        Leftovers *l = userdata;
+        if (l->len >= sizeof(l->list) - 1)
+                return;
+        int n = snprintf(l->list + l->len, sizeof(l->list) - l->len, "%s%s (%s)", l->len ? ", " : "", id, state);
+        l->len = n < 0 ? l->len : MIN(l->len + (size_t) n, sizeof(l->list) - 1);
+}
+
+static void check_leftovers(Doctor *d) {
+        const Config *c = d->config;
+        char root[PATH_MAX];
+        Leftovers l = {};
+        struct stat st;
+
+        if (!d->driver.ops || !d->driver.ops->leftovers)
+                return;
+        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd >= 0 && fstatat(sfd, "daemon.lock", &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode)) {
+                int r = flock_held(st.st_ino);
+                if (r > 0) {
+                        report(d, "leftover_containers", true,
+                               "a worker runs (it holds '%s/daemon.lock'): its containers are its own", c->state_dir);
+                        return;
+                }
+                if (r < 0) {
+                        report(d, "leftover_containers", true,
+                               "cannot read /proc/locks (%s): a worker may run, its containers are not judged",
+                               strerror(-r));
+                        return;
+                }
+        }
+        if (config_runsc_root(c, root, sizeof(root)) < 0) {
+                report(d, "leftover_containers", false, "the runsc root of worker '%s' has no valid path", c->name);
+                return;
+        }
+        int n = d->driver.ops->leftovers(&d->driver, root, leftover_line, &l);
+        if (n < 0)
+                report(d, "leftover_containers", false, "cannot read the runsc root '%s': %s", root, strerror(-n));
+        else if (n == 0)
+                report(d, "leftover_containers", true, "none in '%s'", root);
+        else
+                report(d, "leftover_containers", false,
+                       "no worker runs, yet '%s' holds %d container(s) of this worker: %s%s; "
+                       "the next start of the worker removes them",
+                       root, n, l.list, l.len >= sizeof(l.list) - 1 ? "…" : "");
+}
+
 static int probe_setup(Doctor *d) {
         const Config *c = d->config;
         _cleanup_close_ int base = -EBADF, snap = -EBADF, f = -EBADF;
@@ -498,6 +555,141 @@ static void probe_walls(Doctor *d, bool warm) {
 #undef NAME
 }
 
+/* ---- the narrower capsule: no FUSE or tun device, the seccomp profile ------------------ */
+
+/* The devices gVisor's /dev may show a job (contract section 5: no other device). */
+static bool device_allowed(const char *name) {
+        static const char *const family[] = {"full", "null", "random", "urandom", "zero", "tty", "ptmx", "pts/ptmx"};
+        for (size_t i = 0; i < ELEMENTSOF(family); i++)
+                if (streq(name, family[i]))
+                        return true;
+        return false;
+}
+
+/* A finding of the narrow probe: ✓/✗ where the capsule runs the worker's own profile (the
+ * runsc driver), "·" for an engine's capsule, which keeps the engine's own spec. */
+static void report_narrow(Doctor *d, const char *check, bool ok, const char *fmt, ...) _printf_(4, 5);
+static void report_narrow(Doctor *d, const char *check, bool ok, const char *fmt, ...) {
+        char detail[1600];
+        va_list ap;
+
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        if (d->driver.ops->own_seccomp)
+                report(d, check, ok, "%s", detail);
+        else
+                report_info(d, check, "%s (the engine's own profile and /dev, not the worker's)", detail);
+}
+
+/* What the probe printed for one attempt: "allowed", "refused:N" as "refused (EPERM)", or
+ * "not tried" when it printed nothing. */
+static const char *attempt_text(const char *v, char *buf, size_t n) {
+        if (!v)
+                return "not tried";
+        if (strncmp(v, "refused:", 8) != 0)
+                return v;
+        const char *name = strerrorname_np((int) strtol(v + 8, NULL, 10));
+        snprintf(buf, n, "refused (%s)", name ?: v + 8);
+        return buf;
+}
+
+static void report_no_fuse(Doctor *d, const Probe *p, const char *name) {
+        char buf[1200], extra[512] = "";
+        const char *v = probe_get(p, "devices", buf, sizeof(buf));
+        bool ok = v != NULL;
+
+        for (char *save = NULL, *t = v ? strtok_r(buf, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save)) {
+                if (device_allowed(t))
+                        continue;
+                ok = false;
+                size_t k = strlen(extra);
+                snprintf(extra + k, sizeof(extra) - k, "%s/dev/%s", k ? ", " : "", t);
+        }
+        if (!v)
+                report_narrow(d, name, false, "the probe printed no device list");
+        else if (ok)
+                report_narrow(d, name, true, "no device in /dev but the null/zero/random family, tty and ptmx "
+                                             "(no /dev/fuse, no /dev/net/tun)");
+        else
+                report_narrow(d, name, false, "/dev has %s: a device beyond the null/zero/random family", extra);
+}
+
+static void report_seccomp(Doctor *d, const Probe *p, const char *name) {
+        static const struct {
+                const char *key, *what;
+        } attempts[] = {
+                {"unshare_user", "unshare(CLONE_NEWUSER)"},
+                {"userns_mount", "a tmpfs mount in a new user namespace"},
+                {"keyctl", "keyctl"},
+                {"bpf", "bpf"},
+                {"ptrace", "ptrace of a child"},
+        };
+        char detail[1400] = "", sc[32], v[64], t[64];
+        const char *mode = probe_get(p, "seccomp", sc, sizeof(sc));
+        bool ok = mode && streq(mode, "2"), tried = false;
+
+        for (size_t i = 0; i < ELEMENTSOF(attempts); i++) {
+                const char *r = probe_get(p, attempts[i].key, v, sizeof(v));
+                tried = tried || r;
+                ok = ok && r && strncmp(r, "refused:", 8) == 0;
+                size_t k = strlen(detail);
+                snprintf(detail + k, sizeof(detail) - k, "%s%s %s", i ? ", " : "", attempts[i].what,
+                         attempt_text(r, t, sizeof(t)));
+        }
+        if (!tried)
+                report_narrow(d, name, false, "cannot prove it: perl is not in the capsule (Seccomp: %s)",
+                              mode && *mode ? mode : "?");
+        else
+                report_narrow(d, name, ok, "%s; Seccomp: %s%s", detail, mode && *mode ? mode : "?",
+                              ok ? "" : " (each must be refused, under a filter: Seccomp 2)");
+}
+
+/* The narrower capsule (attack review): gVisor's /dev without fuse or tun, and the seccomp
+ * profile refusing, live, a new user namespace, a tmpfs mount inside one, keyctl, bpf and
+ * ptrace. The syscalls are made through perl's syscall() (the host's perl under the runsc
+ * driver); numbers are this architecture's. warm: on a capsule started ahead ("_warm"). */
+static void probe_narrow(Doctor *d, bool warm) {
+        const Config *c = d->config;
+        char script[2048], buf[1200], nm[64], nm2[64];
+        Probe p;
+        char *argv[4];
+        int r;
+
+        snprintf(script, sizeof(script),
+                 "printf devices=; for f in /dev/* /dev/*/*; do [ -L \"$f\" ] && continue;"
+                 " { [ -c \"$f\" ] || [ -b \"$f\" ]; } && printf '%%s ' \"${f#/dev/}\"; done; echo;"
+                 "echo seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status);"
+                 "command -v perl >/dev/null 2>&1 || exit 0;"
+                 "perl -e 'sub t { print $_[0], \"=\", ($_[1] >= 0 ? \"allowed\" : \"refused:\" . ($!+0)), \"\\n\" }"
+                 " t(\"keyctl\", syscall(%ld, 0, -3, 0)); t(\"bpf\", syscall(%ld, 0, 0, 0));"
+                 " my $p = fork; if (!$p) { sleep 10; exit 0 }"
+                 " t(\"ptrace\", syscall(%ld, 16, $p, 0, 0)); kill 9, $p; waitpid $p, 0;"
+                 " t(\"unshare_user\", syscall(%ld, 0x10000000));';"
+                 "perl -e 'if (syscall(%ld, 0x10020000) < 0) { print \"userns_mount=refused:\", $!+0, \"\\n\"; exit }"
+                 " my ($s, $t, $f) = (\"none\", \"/tmp\", \"tmpfs\");"
+                 " print \"userns_mount=\", (syscall(%ld, $s, $t, $f, 0, 0) >= 0 ? \"allowed\""
+                 " : \"refused:\" . ($!+0)), \"\\n\"'; :",
+                 (long) SYS_keyctl, (long) SYS_bpf, (long) SYS_ptrace, (long) SYS_unshare, (long) SYS_unshare,
+                 (long) SYS_mount);
+        memcpy(argv, sh_argv, sizeof(argv));
+        argv[2] = script;
+        snprintf(nm, sizeof(nm), "probe_no_fuse%s", warm ? "_warm" : "");
+        snprintf(nm2, sizeof(nm2), "probe_seccomp%s", warm ? "_warm" : "");
+        r = run_probe_in(d, c, warm ? "narrowwarm" : "narrow", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, warm, &p);
+        if (r < 0 || p.res.status != CAPSULE_SUCCEEDED) {
+                const char *why = r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf));
+                report(d, nm, false, "the narrow-capsule probe job did not complete: %s", why);
+                report(d, nm2, false, "the narrow-capsule probe job did not complete: %s", why);
+                if (r >= 0)
+                        probe_free(&p);
+                return;
+        }
+        report_no_fuse(d, &p, nm);
+        report_seccomp(d, &p, nm2);
+        probe_free(&p);
+}
+
 /* The pids limit and the /work tmpfs size, with small overrides of the configured limits. */
 static void probe_pids_tmpfs(Doctor *d) {
         Config c = *d->config;
@@ -629,6 +821,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         if (o->inbox_dirs) {
                 check_dirs(&d);
                 check_group(&d);
+                check_leftovers(&d);
         }
 
         e = (TfwError){0};
@@ -640,10 +833,13 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 report(&d, "probe", false, "not run: %s", !runtime_ok ? "the runtime is unavailable" : "no capsule init");
         else if (probe_platform(&d)) {
                 probe_walls(&d, false);
+                probe_narrow(&d, false);
                 /* The same walls on a capsule started ahead of its job, as the daemon and
                  * serve's lanes use them (runtime.warm_seconds; threat 12). */
-                if (c->warm_seconds > 0 && d.driver.ops->boots_ahead)
+                if (c->warm_seconds > 0 && d.driver.ops->boots_ahead) {
                         probe_walls(&d, true);
+                        probe_narrow(&d, true);
+                }
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);
                 probe_other_platforms(&d);

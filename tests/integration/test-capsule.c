@@ -23,11 +23,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <pthread.h>
+#include <spawn.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -358,30 +363,169 @@ static int spammer(void *arg) {
 }
 
 static int probe_escape(void) {
-        /* Two processes that would outlive the job and keep writing into the artifact
-         * channel if init did not kill every process before it sends its tar: an orphan in
-         * a new session, and one in a new user and pid namespace (allowed to an
-         * unprivileged user). Without the sweep they also keep the log relay open, and the
-         * job never ends. */
+        /* Processes that would outlive the job and keep writing into the artifact channel if
+         * init did not kill every process before it sends its tar: an orphan in a new
+         * session, and one in a new user and pid namespace where the capsule allows it (its
+         * seccomp profile refuses it now: the probe says which). Without the sweep they also
+         * keep the log relay open, and the job never ends. */
         static char stack[64 * 1024];
-        int rp[2];
+        int rp[2], started = 1;
         if (pipe(rp) < 0)
                 return 1;
         spam_fd = rp[1];
         pid_t p = clone(spammer, stack + sizeof(stack), CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD,
                         &spam_fd);
         printf("clone_userns=%s\n", TRY(p > 0));
+        started += p > 0;
         if (fork() == 0) {
                 setsid();
                 spammer(&spam_fd);
         }
         char c;
-        for (int got = 0; got < 2 && read(rp[0], &c, 1) == 1; got++)
+        for (int got = 0; got < started && read(rp[0], &c, 1) == 1; got++)
                 ;
         int a = open("/work/artifacts/real.txt", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         (void) write_all(a, "real\n", 5);
         close(a);
         fflush(stdout);
+        return 0;
+}
+
+/* The devices of /dev and one level below, sorted, as "name:major:minor" (a directory that
+ * cannot be read, such as the cover of /dev/fuse, has none). */
+static void print_devices(void) {
+        char *names[64];
+        int n = 0;
+        const char *dirs[] = { "/dev", "/dev/pts", "/dev/net", "/dev/shm", "/dev/fuse" };
+        for (size_t i = 0; i < ELEMENTSOF(dirs); i++) {
+                DIR *d = opendir(dirs[i]);
+                struct dirent *de;
+                while (d && (de = readdir(d)) && n < 64) {
+                        char p[PATH_MAX];
+                        struct stat st;
+                        snprintf(p, sizeof(p), "%s/%s", dirs[i], de->d_name);
+                        if (lstat(p, &st) < 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)))
+                                continue;
+                        if (asprintf(&names[n], "%s:%u:%u", p + 5, major(st.st_rdev), minor(st.st_rdev)) > 0)
+                                n++;
+                }
+                if (d)
+                        closedir(d);
+        }
+        qsort(names, (size_t) n, sizeof(names[0]), cmp_str);
+        printf("devices=");
+        for (int i = 0; i < n; i++) {
+                printf("%s%s", i ? "," : "", names[i]);
+                free(names[i]);
+        }
+        printf("\n");
+}
+
+static void *thread_main(void *arg) {
+        return arg;
+}
+
+/* A child that is root in a new user namespace (if the capsule lets it make one) mounts a
+ * tmpfs: the attack review's finding. Prints what refused it. */
+static void probe_userns_mount(void) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                if (unshare(CLONE_NEWUSER | CLONE_NEWNS) < 0)
+                        printf("userns_mount=unshare:%s\n", errname(0, errno));
+                else
+                        printf("userns_mount=%s\n", TRY(mount("none", "/tmp", "tmpfs", 0, NULL) == 0));
+                fflush(stdout);
+                _exit(0);
+        }
+        (void) waitpid(pid, NULL, 0);
+}
+
+/* ptrace(PTRACE_ATTACH) of the job's own child (gVisor allows a parent to trace its child). */
+static void probe_ptrace_child(void) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+                pause();
+                _exit(0);
+        }
+        long r = ptrace(PTRACE_ATTACH, pid, 0, 0);
+        printf("ptrace_child=%s\n", TRY(r == 0));
+        if (r == 0)
+                (void) ptrace(PTRACE_DETACH, pid, 0, 0);
+        (void) kill(pid, SIGKILL);
+        (void) waitpid(pid, NULL, 0);
+}
+
+/* The narrower capsule (attack review, "/dev/fuse and user namespaces"): no FUSE or tun device,
+ * and the seccomp profile refuses what Docker's default profile refuses, while what a build
+ * does (threads, posix_spawn, fork, `sh`) still works. */
+static int probe_narrow(void) {
+        struct stat st;
+        char line[256];
+
+        print_devices();
+        printf("fuse_chr=%s\n", stat("/dev/fuse", &st) == 0 && S_ISCHR(st.st_mode) ? "yes" : "no");
+        int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+        printf("fuse_open=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+        fd = open("/dev/net/tun", O_RDWR | O_CLOEXEC);
+        printf("tun_open=%s\n", TRY(fd >= 0));
+        safe_close(fd);
+
+        FILE *f = fopen("/proc/self/status", "re");
+        while (f && fgets(line, sizeof(line), f))
+                if (strncmp(line, "Seccomp:", 8) == 0)
+                        printf("seccomp=%d\n", atoi(line + 8));
+        if (f)
+                fclose(f);
+
+        /* The util-linux command, as a job would type it: it exits 1 when refused. */
+        fflush(stdout);
+        int st2 = system("unshare -U true 2>/dev/null");
+        printf("unshare_cmd=%d\n", WIFEXITED(st2) ? WEXITSTATUS(st2) : -1);
+        probe_userns_mount();
+        probe_ptrace_child();
+        /* mount, chroot and bpf need a capability gVisor checks itself: without the profile
+         * they fail too (EPERM), so only the user namespace case above shows the profile. */
+        printf("mount=%s\n", TRY(mount("none", "/tmp", "tmpfs", 0, NULL) == 0));
+        printf("keyctl=%s\n", TRY(syscall(SYS_keyctl, 0 /* GET_KEYRING_ID */, -3 /* SESSION */, 0) >= 0));
+        printf("add_key=%s\n", TRY(syscall(SYS_add_key, "user", "k", "v", 1, -3) >= 0));
+        printf("bpf=%s\n", TRY(syscall(SYS_bpf, 0 /* MAP_CREATE */, NULL, 0) >= 0));
+        printf("perf_event_open=%s\n", TRY(syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0) >= 0));
+        printf("setns=%s\n", TRY(setns(0, CLONE_NEWUSER) == 0));
+        printf("chroot=%s\n", TRY(chroot("/") == 0));
+        printf("personality=%s\n", TRY(syscall(SYS_personality, 0x0400000 /* READ_IMPLIES_EXEC */) >= 0));
+        printf("userfaultfd=%s\n", TRY(syscall(SYS_userfaultfd, 0) >= 0));
+        /* clone with a namespace flag: raw, so a success returns in a child that leaves. */
+        long c = syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0);
+        if (c == 0)
+                _exit(0);
+        printf("clone_newuser=%s\n", TRY(c > 0));
+        if (c > 0)
+                (void) waitpid((pid_t) c, NULL, 0);
+        printf("clone3=%s\n", TRY(syscall(SYS_clone3, NULL, 0) >= 0));
+        /* Last: where it is allowed, this process is in a new user namespace afterwards. */
+        printf("unshare_user=%s\n", TRY(unshare(CLONE_NEWUSER) == 0));
+
+        /* What builds do: threads (clone3 first, then clone), posix_spawn, fork, a shell. */
+        pthread_t t;
+        int r = pthread_create(&t, NULL, thread_main, NULL);
+        printf("pthread=%s\n", r == 0 ? "ok" : strerrorname_np(r));
+        if (r == 0)
+                (void) pthread_join(t, NULL);
+        pid_t pid;
+        char *sh[] = { (char *) "/bin/sh", (char *) "-c", (char *) "exit 7", NULL };
+        r = posix_spawn(&pid, sh[0], NULL, NULL, sh, environ);
+        int ws = 0;
+        if (r == 0)
+                (void) waitpid(pid, &ws, 0);
+        printf("spawn_sh=%s\n", r == 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 7 ? "ok" : "failed");
+        fflush(stdout);
+        pid = fork();
+        if (pid == 0)
+                _exit(3);
+        printf("fork=%s\n", pid > 0 && waitpid(pid, &ws, 0) == pid && WEXITSTATUS(ws) == 3 ? "ok" : "failed");
         return 0;
 }
 
@@ -495,6 +639,8 @@ static int probe_main(int argc, char **argv) {
                 return probe_signals();
         if (streq(mode, "escape"))
                 return probe_escape();
+        if (streq(mode, "narrow"))
+                return probe_narrow();
         if (streq(mode, "membomb"))
                 return probe_membomb();
         if (streq(mode, "forkbomb"))
@@ -989,6 +1135,59 @@ static void test_walls_warm(void **state) {
 }
 
 
+/* The narrower capsule (attack review: /dev/fuse 0666 and user namespaces in every runsc
+ * capsule): every refusal of probe_narrow, in a cold capsule and in one started ahead. */
+static void check_narrow(bool warm) {
+        char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "narrow", NULL };
+        JobOptions o = { .input = stream_snapshot_dir, .warm = warm ? warm_start("w-narrow") : NULL };
+        JobRun j;
+        run_job_with(warm ? "narrowwarm" : "narrow", argv, 60, warm ? &o : NULL, &j);
+        print_message("%.*s", (int) MIN(j.log_len, 2000), j.log);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+
+        /* gVisor's /dev without fuse and net/tun: the null/zero/random family, tty, ptmx. */
+        assert_value(&j, "devices", "full:1:7,null:1:3,pts/ptmx:5:2,random:1:8,tty:5:0,urandom:1:9,zero:1:5");
+        assert_value(&j, "fuse_chr", "no");
+        assert_value_not(&j, "fuse_open", "ok");
+        assert_value_not(&j, "tun_open", "ok");
+
+        /* A filter is attached, and it refuses, with Docker's EPERM ... */
+        assert_value(&j, "seccomp", "2");
+        assert_value(&j, "userns_mount", "unshare:EPERM");
+        assert_value(&j, "ptrace_child", "EPERM");
+        assert_value(&j, "mount", "EPERM");
+        assert_value(&j, "keyctl", "EPERM");
+        assert_value(&j, "add_key", "EPERM");
+        assert_value(&j, "bpf", "EPERM");
+        assert_value(&j, "perf_event_open", "EPERM");
+        assert_value(&j, "setns", "EPERM");
+        assert_value(&j, "chroot", "EPERM");
+        assert_value(&j, "personality", "EPERM");
+        assert_value(&j, "userfaultfd", "EPERM");
+        assert_value(&j, "clone_newuser", "EPERM");
+        assert_value(&j, "unshare_user", "EPERM");
+        assert_value(&j, "unshare_cmd", "1");
+        /* ... and clone3 with ENOSYS, on which libc falls back to clone ... */
+        assert_value(&j, "clone3", "ENOSYS");
+        /* ... so threads, posix_spawn, fork and a shell still work. */
+        assert_value(&j, "pthread", "ok");
+        assert_value(&j, "spawn_sh", "ok");
+        assert_value(&j, "fork", "ok");
+        jobrun_free(&j);
+}
+
+static void test_narrow(void **state) {
+        (void) state;
+        require_env();
+        check_narrow(false);
+}
+
+static void test_narrow_warm(void **state) {
+        (void) state;
+        require_env();
+        check_narrow(true);
+}
+
 static void test_forged_channels(void **state) {
         (void) state;
         require_env();
@@ -1043,7 +1242,8 @@ static void test_no_survivors(void **state) {
         char *argv[] = { (char *) "./probe", (char *) "probe", (char *) "escape", NULL };
         JobRun j;
         run_job("escape", argv, 120, &j);
-        assert_value(&j, "clone_userns", "ok");
+        /* The capsule's seccomp profile refuses the new user namespace (test_narrow). */
+        assert_value(&j, "clone_userns", "EPERM");
         assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
         /* They did write into the channel, and none of it followed init's token. */
         assert_true(j.res.artifact_junk_bytes > 0);
@@ -1568,6 +1768,8 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_hello_and_artifacts),
                 cmocka_unit_test(test_walls),
                 cmocka_unit_test(test_walls_warm),
+                cmocka_unit_test(test_narrow),
+                cmocka_unit_test(test_narrow_warm),
                 cmocka_unit_test(test_warm_one_job_each),
                 cmocka_unit_test(test_warm_discarded),
                 cmocka_unit_test(test_warm_prepared_tree),

@@ -2,7 +2,8 @@
 # `doctor` on the real machine (issue 6): it passes, every line ✓, on a good config with the
 # runsc driver (and with the docker driver when an engine can be started), and fails with a
 # clear ✗ line when runsc is missing, the results directory has the wrong mode, the memory
-# limit is not applied, or the docker image is missing. Root, real runsc; exit 77 without.
+# limit is not applied, the seccomp profile and the /dev covers are not (attack review "a
+# narrower capsule"), or the docker image is missing. Root, real runsc; exit 77 without.
 #
 # "The memory limit is not applied" is simulated honestly, from outside the worker: runtime.runsc
 # names a wrapper that, for `runsc run`, lifts the memory limit of the job's cgroup (which the
@@ -65,7 +66,8 @@ check "good config: exit 0 (was $rc)" [ "$rc" -eq 0 ]
 check "good config: every line ✓" every_line_passes
 for c in runtime openat2 cgroup_memory cgroup_pids state_dir results_dir container_gid platform \
         probe_uid_gid probe_capabilities probe_no_new_privs probe_network probe_readonly_root \
-        probe_readonly_snapshot probe_tmpfs_limit probe_pids_limit probe_memory_limit; do
+        probe_readonly_snapshot probe_tmpfs_limit probe_pids_limit probe_memory_limit \
+        probe_no_fuse probe_seccomp probe_no_fuse_warm probe_seccomp_warm; do
         check "good config: ✓ $c" has "^✓ $c: "
 done
 check "good config: runsc version shown" has "^✓ runtime: .*runsc version"
@@ -141,6 +143,35 @@ check "no memory limit: the wrapper lifted the limits" [ -s "$tmp/lifted" ]
 check "no memory limit: ✗ probe_memory_limit" \
         has "^✗ probe_memory_limit: allocating 256 MiB under a 64 MiB limit was not killed: the job ended succeeded"
 check "no memory limit: the only failure" only_failure probe_memory_limit
+
+# ---- the narrow capsule not applied -------------------------------------------------------
+# Attack review "a narrower capsule": runtime.runsc names a wrapper that drops --oci-seccomp
+# (runsc then ignores the spec's seccomp profile) and the covers of /dev/fuse and /dev/net
+# from the bundle's spec, then execs the real runsc; only the live probes can notice.
+cat >"$tmp/wide-runsc" <<SH
+#!/bin/bash
+a=() prev= bundle=
+for x in "\$@"; do
+        [ "\$x" = --oci-seccomp ] && continue
+        [ "\$prev" = --bundle ] && bundle=\$x
+        prev=\$x; a+=("\$x")
+done
+[ -n "\$bundle" ] && /usr/bin/python3 -c 'import json, sys
+p = sys.argv[1]; s = json.load(open(p))
+s["mounts"] = [m for m in s["mounts"] if m["destination"] not in ("/dev/fuse", "/dev/net")]
+json.dump(s, open(p, "w"))' "\$bundle/config.json"
+exec $runsc "\${a[@]}"
+SH
+chmod 0755 "$tmp/wide-runsc"
+config wide "{\"driver\": \"runsc\", \"runsc\": \"$tmp/wide-runsc\"}"
+quiet tfw "$tmp/wide" list
+doctor wide
+check "no narrowing: exit 1" [ "$rc" -eq 1 ]
+check "no narrowing: ✗ probe_seccomp names what was allowed" \
+        has "^✗ probe_seccomp: unshare(CLONE_NEWUSER) allowed, a tmpfs mount in a new user namespace allowed"
+check "no narrowing: ✗ probe_no_fuse names /dev/fuse" has "^✗ probe_no_fuse: /dev has /dev/fuse"
+check "no narrowing: ✗ on the capsule started ahead too" has "^✗ probe_seccomp_warm: .* allowed"
+check "no narrowing: ✗ probe_no_fuse_warm" has "^✗ probe_no_fuse_warm: /dev has /dev/fuse"
 
 # ---- docker driver ------------------------------------------------------------------------
 if command -v docker >/dev/null && scripts/start-dockerd >/dev/null 2>&1 &&

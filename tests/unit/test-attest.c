@@ -18,6 +18,7 @@
 #include "tests/unit/lib/tfw-test.h"
 #include "capsule/driver.h"
 #include "exec/envdigest.h"
+#include "exec/exec.h"
 
 /* The description the core gives for a config: its driver's own words. */
 #define CGROUP_DESC(c) (capsule_driver_ops((c)->driver)->cgroup_description)
@@ -204,6 +205,28 @@ static void test_env_digest_engine(void **state) {
         assert_null(json_object_get(json_object_get(dr, "isolation"), "image"));
 }
 
+/* The capsule's narrowing is part of the digest (issue 19): the runsc driver's own seccomp
+ * profile by its sha256, with the covered devices; a driver without it (the engines) records
+ * that the engine decides, and so has another digest for the same walls. */
+static void test_env_digest_narrowing(void **state) {
+        (void) state;
+        char a[ENV_DIGEST_SIZE], b[ENV_DIGEST_SIZE];
+        _cleanup_config_ Config *c = config_of("");
+        char *argv[] = {(char *) "true", NULL};
+        const CapsuleDriverOps *runsc = capsule_driver_ops(DRIVER_RUNSC);
+        CapsuleDriverOps engine = *runsc;
+        engine.own_seccomp = false;
+        CapsuleDriver own = {.ops = runsc}, other = {.ops = &engine};
+        ExecPlan p = {.config = c, .driver = &own, .runtime_version = "v", .argv = argv, .timeout_seconds = 60};
+        assert_int_equal(exec_plan_digest(&p, a), 0);
+        p.driver = &other;
+        assert_int_equal(exec_plan_digest(&p, b), 0);
+        assert_string_not_equal(a, b);
+        p.driver = &own;
+        assert_int_equal(exec_plan_digest(&p, b), 0);
+        assert_string_equal(a, b);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_inbox_attestation, tfw_tmpdir_setup, tfw_tmpdir_teardown),
@@ -211,6 +234,7 @@ int main(void) {
                                                 tfw_tmpdir_teardown),
                 cmocka_unit_test(test_env_digest),
                 cmocka_unit_test(test_env_digest_engine),
+                cmocka_unit_test(test_env_digest_narrowing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,6 +164,8 @@ static void test_spawn_only_stdio(void **state) {
         assert_non_null(strstr(o, "arg --network=none\n"));
         assert_non_null(strstr(o, "arg --platform=ptrace\n"));
         assert_non_null(strstr(o, "arg --cpu-num-from-quota\n"));
+        /* Without it runsc ignores the spec's seccomp profile (capsule/seccomp-profile.h). */
+        assert_non_null(strstr(o, "arg --oci-seccomp\n"));
         assert_null(strstr(o, "--ignore-cgroups"));
         assert_non_null(strstr(o, "arg --log=/b/runsc.log\n"));
         assert_non_null(strstr(o, "arg run\narg --bundle\narg /b/tfw-coder-j1\narg tfw-coder-j1\n"));
@@ -287,6 +289,60 @@ static void test_cleanup_only_ours(void **state) {
         fake_done(&f);
 }
 
+/* runsc_list_own reads the root's files (a hung `runsc run` holds the lock `runsc list` waits
+ * on; a creation cut short has no state file): ours by annotation, half-created ones by name,
+ * another worker's never; states from the state file, a dead sandbox as "stopped". */
+static void test_list_own(void **state) {
+        Fake f;
+        fake_init(&f, state);
+        _cleanup_close_ int rfd = open(f.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        RunscOwnContainer *own = NULL;
+        size_t n = 99;
+        char body[512];
+
+        assert_int_equal(runsc_list_own(&f.rt, "/nonexistent/root", &own, &n), 0);
+        assert_int_equal(n, 0);
+        assert_null(own);
+        assert_int_equal(runsc_list_own(&f.rt, NULL, &own, &n), 0);
+        assert_int_equal(n, 0);
+
+        /* Created, its sandbox alive (this process); running with a dead sandbox; another
+         * worker's; half-created ones of ours (lock only, socket only) and of a foreign name. */
+        snprintf(body, sizeof(body),
+                 "{\"status\":\"created\",\"sandbox\":{\"pid\":%d},"
+                 "\"spec\":{\"annotations\":{\"org.tentaflake.worker\":\"coder\"}}}", (int) getpid());
+        tfw_write_file(rfd, "tfw-coder-warm-1_sandbox:tfw-coder-warm-1.state", body, (size_t) -1);
+        tfw_write_file(rfd, "tfw-coder-warm-1_sandbox:tfw-coder-warm-1.lock", "", 0);
+        tfw_write_file(rfd, "runsc-tfw-coder-warm-1.sock", "", 0);
+        tfw_write_file(rfd, "tfw-coder-j2_sandbox:tfw-coder-j2.state",
+                       "{\"status\":\"running\",\"sandbox\":{\"pid\":2147483647},"
+                       "\"spec\":{\"annotations\":{\"org.tentaflake.worker\":\"coder\"}}}", (size_t) -1);
+        write_state(rfd, "tfw-coder-x-b", "coder-x");
+        tfw_write_file(rfd, "tfw-coder-x-b_sandbox:tfw-coder-x-b.lock", "", 0);
+        tfw_write_file(rfd, "tfw-coder-j3_sandbox:tfw-coder-j3.lock", "", 0);
+        tfw_write_file(rfd, "runsc-tfw-coder-j4.sock", "", 0);
+        tfw_write_file(rfd, "foreign_sandbox:foreign.lock", "", 0);
+        tfw_write_file(rfd, "tfw-coder-Bad_sandbox:tfw-coder-Bad.lock", "", 0);
+
+        assert_int_equal(runsc_list_own(&f.rt, NULL, &own, &n), 0);
+        assert_int_equal(n, 4);
+        const char *want[][2] = {{"tfw-coder-warm-1", "created"}, {"tfw-coder-j2", "stopped"},
+                                 {"tfw-coder-j3", "creating"}, {"tfw-coder-j4", "creating"}};
+        for (size_t w = 0; w < ELEMENTSOF(want); w++) {
+                size_t i;
+                for (i = 0; i < n && strcmp(own[i].id, want[w][0]) != 0; i++)
+                        ;
+                assert_true(i < n);
+                assert_string_equal(own[i].state, want[w][1]);
+        }
+        free(own);
+        /* The same through an explicit root (doctor's way: the worker's, not the driver's). */
+        assert_int_equal(runsc_list_own(&f.rt, f.root, &own, &n), 0);
+        assert_int_equal(n, 4);
+        free(own);
+        fake_done(&f);
+}
+
 static void test_bundle(void **state) {
         TestDir *d = *state;
         TfwError e = {};
@@ -387,6 +443,7 @@ int main(int argc, char **argv) {
                                                 tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_cleanup_only_ours, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_list_own, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_bundle, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_runsc_error_message, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
