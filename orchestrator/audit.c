@@ -1081,6 +1081,23 @@ static int iter_open_next(LineIter *it, TfwError *e) {
         }
 }
 
+/* An iterator over every file of dir_fd in chain order; *ret_files and *ret_buf are the
+ * caller's to free (also on failure). */
+static int iter_init(LineIter *it, int dir_fd, Rotated **ret_files, char **ret_buf, TfwError *e) {
+        size_t n_files = 0;
+        int r = list_rotated(dir_fd, ret_files, &n_files);
+        if (r < 0)
+                return tfw_error(e, r, "audit_io", "audit: cannot list '%s': %s", AUDIT_DIR, strerror(-r));
+        *ret_buf = malloc(AUDIT_LINE_MAX + 1 + ITER_CHUNK);
+        if (!*ret_buf)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        *it = (LineIter) {
+                .dir_fd = dir_fd, .files = *ret_files, .n_files = n_files, .fd = -EBADF,
+                .buf = *ret_buf, .cap = AUDIT_LINE_MAX + 1 + ITER_CHUNK,
+        };
+        return 0;
+}
+
 /* 1 with a line in *ret (valid until the next call), 0 at the end of the last file. */
 static int iter_next(LineIter *it, IterLine *ret, TfwError *e) {
         for (;;) {
@@ -1162,7 +1179,6 @@ static int verify_break(AuditVerifyReport *rep, const Where *w, TfwError *e, con
 int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e) {
         _cleanup_free_ Rotated *files = NULL;
         _cleanup_free_ char *buf = NULL;
-        size_t n_files = 0;
         AuditVerifyReport rep = {};
         Where prev_where = {}, cur = {};
         uint8_t prev_digest[SHA256_DIGEST_SIZE] = {};
@@ -1185,17 +1201,10 @@ int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e) {
         if (lock_fd < 0 && lock_fd != -ENOENT)
                 return lock_fd;
 
-        r = list_rotated(dir_fd, &files, &n_files);
+        LineIter it;
+        r = iter_init(&it, dir_fd, &files, &buf, e);
         if (r < 0)
-                return tfw_error(e, r, "audit_io", "audit: cannot list '%s': %s", AUDIT_DIR,
-                                 strerror(-r));
-        buf = malloc(AUDIT_LINE_MAX + 1 + ITER_CHUNK);
-        if (!buf)
-                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
-        LineIter it = {
-                .dir_fd = dir_fd, .files = files, .n_files = n_files, .fd = -EBADF,
-                .buf = buf, .cap = AUDIT_LINE_MAX + 1 + ITER_CHUNK,
-        };
+                return r;
 
         for (;;) {
                 IterLine l;
@@ -1351,7 +1360,6 @@ static bool line_records(const IterLine *l, const char *needle, const char *id, 
 int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwError *e) {
         _cleanup_free_ Rotated *files = NULL;
         _cleanup_free_ char *buf = NULL, *needle = NULL;
-        size_t n_files = 0;
         int r;
 
         if (asprintf(&needle, "\"id\":\"%s\"", id) < 0)
@@ -1364,16 +1372,10 @@ int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwE
         _cleanup_close_ int lock_fd = audit_lock(dir_fd, false, e);
         if (lock_fd < 0 && lock_fd != -ENOENT)
                 return lock_fd;
-        r = list_rotated(dir_fd, &files, &n_files);
+        LineIter it;
+        r = iter_init(&it, dir_fd, &files, &buf, e);
         if (r < 0)
-                return tfw_error(e, r, "audit_io", "audit: cannot list '%s': %s", AUDIT_DIR, strerror(-r));
-        buf = malloc(AUDIT_LINE_MAX + 1 + ITER_CHUNK);
-        if (!buf)
-                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
-        LineIter it = {
-                .dir_fd = dir_fd, .files = files, .n_files = n_files, .fd = -EBADF,
-                .buf = buf, .cap = AUDIT_LINE_MAX + 1 + ITER_CHUNK,
-        };
+                return r;
         for (;;) {
                 IterLine l;
                 r = iter_next(&it, &l, e);
