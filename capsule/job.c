@@ -861,214 +861,273 @@ bool capsule_warm_fits(const CapsuleWarm *w, const Config *config) {
                 a->tmp_tmpfs == b->tmp_tmpfs && a->open_files == b->open_files && a->file_size == b->file_size);
 }
 
-int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) {
-        _cleanup_free_ uint8_t *buf = NULL;
-        _cleanup_log_cap_ LogCap *log = NULL;
-        CapsuleResult res = { .exit_code = -1, .runsc_status = -1 };
-        CapsuleEnding end = {};
-        Boot boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
-        Feeder feeder = { .fd = -EBADF };
-        Run run = { .p = p, .res = &res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF,
-                    .pidfd = -EBADF };
-        char runsc_error[512] = "";
+/* ---- one job, step by step (capsule_run_job) ------------------------------------------- */
+
+/* What the steps of one job share, from its parameters to its result. Lives on
+ * capsule_run_job's stack: run.res points into it. */
+typedef struct Job {
+        const CapsuleJobParams *p;
+        uint8_t *buf;
+        LogCap *log;
+        CapsuleResult res;
+        CapsuleEnding end;
+        Boot boot;
+        Feeder feeder;
+        Run run;
+        char runsc_error[512];
         sigset_t pipe_set, old_set;
-        usec_t t0 = 0;
+        usec_t t0;
+} Job;
+
+static bool job_params_valid(const CapsuleJobParams *p) {
+        return p && p->config && p->driver && p->driver->ops && p->job_id && capsule_job_id_is_valid(p->job_id) &&
+               p->argv && p->argv[0] && p->timeout_seconds != 0 && !p->snapshot_dir != !p->input &&
+               p->init_path && p->scratch_path && (!p->warm || streq_ptr(p->snapshot_dir, p->warm->snapshot_dir));
+}
+
+/* Step 1: SIGPIPE held, what the ending is judged against, the warm capsule taken over (every
+ * wall in place, ours alone from here on), the buffers. */
+static int job_begin(Job *j) {
+        const CapsuleJobParams *p = j->p;
         int r;
 
-        if (!p || !p->config || !p->driver || !p->driver->ops || !p->job_id || !capsule_job_id_is_valid(p->job_id) ||
-            !p->argv || !p->argv[0] || p->timeout_seconds == 0 || !p->snapshot_dir == !p->input ||
-            !p->init_path || !p->scratch_path ||
-            (p->warm && !streq_ptr(p->snapshot_dir, p->warm->snapshot_dir)))
-                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
+        sigemptyset(&j->pipe_set);
+        sigaddset(&j->pipe_set, SIGPIPE);
+        pthread_sigmask(SIG_BLOCK, &j->pipe_set, &j->old_set);
 
-        sigemptyset(&pipe_set);
-        sigaddset(&pipe_set, SIGPIPE);
-        pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+        j->res.started_at = now_realtime();
+        j->end.timeout_seconds = p->timeout_seconds;
+        j->end.output_bytes = p->config->limits.max_log_bytes;
+        j->end.cpu_seconds = p->cpu_seconds;
+        j->end.memory = p->config->limits.memory;
+        j->end.pids = p->config->limits.pids;
+        j->end.argv0 = p->argv[0];
 
-        res.started_at = now_realtime();
-        end.timeout_seconds = p->timeout_seconds;
-        end.output_bytes = p->config->limits.max_log_bytes;
-        end.cpu_seconds = p->cpu_seconds;
-        end.memory = p->config->limits.memory;
-        end.pids = p->config->limits.pids;
-        end.argv0 = p->argv[0];
-
-        uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
         if (p->warm) {
-                /* Booted ahead, every wall in place; ours alone from here on. */
-                boot = p->warm->boot;
+                j->boot = p->warm->boot;
                 p->warm->boot = (Boot) { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
         }
-        buf = malloc(2 * CHUNK);
-        r = buf ? log_cap_new(p->config->limits.max_log_bytes, &log) : -ENOMEM;
+        j->buf = malloc(2 * CHUNK);
+        r = j->buf ? log_cap_new(p->config->limits.max_log_bytes, &j->log) : -ENOMEM;
         if (r < 0) {
-                boot_fail(&res, "capsule_setup", "cannot prepare job '%s': %s", p->job_id, strerror(-r));
-                goto finish;
+                boot_fail(&j->res, "capsule_setup", "cannot prepare job '%s': %s", p->job_id, strerror(-r));
+                return r;
         }
-        run.pending = buf;
-        run.log = log;
+        j->run.pending = j->buf;
+        j->run.log = j->log;
+        return 0;
+}
 
-        if (!p->warm) {
-                CapsuleSpecParams sp = {
-                        .config = p->config,
-                        .job_id = p->job_id,
-                        .argv = p->argv,
-                        .extra_env = p->extra_env,
-                        .check = p->check,
-                        .timeout_seconds = p->timeout_seconds,
-                        .snapshot_dir = p->snapshot_dir,
-                        .init_path = p->init_path,
-                };
-                if (p->gate && p->gate(p->gate_userdata, false) < 0) {
-                        res.status = CAPSULE_ERROR;
-                        res.reason = "cancelled";
-                        set_msg(&res, "cancelled before the capsule started");
-                        goto finish;
-                }
-                if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
-                                 input_kind, &boot, &res, false) < 0) {
-                        end.started = boot.started;
-                        goto finish;
-                }
-                /* Cancelled while it was being started: the gate ended it, and the run below
-                 * sees it end like any killed capsule. */
-                if (p->gate)
-                        (void) p->gate(p->gate_userdata, true);
+/* Step 2, for a job without a warm capsule: the caller's gate, then cgroup, bundle, channels
+ * and runsc (boot_capsule), then the gate again. */
+static int job_boot_cold(Job *j) {
+        const CapsuleJobParams *p = j->p;
+
+        if (p->warm)
+                return 0;
+        CapsuleSpecParams sp = {
+                .config = p->config,
+                .job_id = p->job_id,
+                .argv = p->argv,
+                .extra_env = p->extra_env,
+                .check = p->check,
+                .timeout_seconds = p->timeout_seconds,
+                .snapshot_dir = p->snapshot_dir,
+                .init_path = p->init_path,
+        };
+        if (p->gate && p->gate(p->gate_userdata, false) < 0) {
+                j->res.status = CAPSULE_ERROR;
+                j->res.reason = "cancelled";
+                set_msg(&j->res, "cancelled before the capsule started");
+                return -ECANCELED;
         }
-        end.started = boot.started;
-        run.cid = boot.id;
-        memcpy(run.secret, boot.secret, sizeof(run.secret));
-        run.runsc_pid = boot.runsc_pid;
-        token_scanner_init(&run.scanner, run.secret);
-        trailer_splitter_init(&run.splitter, run.secret + CAPSULE_TOKEN_SIZE, log_sink, &run);
+        uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
+        if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
+                         input_kind, &j->boot, &j->res, false) < 0) {
+                j->end.started = j->boot.started;
+                return -EIO;
+        }
+        /* Cancelled while it was being started: the gate ended it, and the run below sees it
+         * end like any killed capsule. */
+        if (p->gate)
+                (void) p->gate(p->gate_userdata, true);
+        return 0;
+}
 
-        t0 = now_monotonic();
-        res.started_at = now_realtime();
-        if (boot.warm) {
-                /* The job, only now and only here: after the secret, on the channel only the
-                 * worker can write (threat 12). */
-                if (boot.cg)
-                        (void) cgroup_job_set_cpu_weight(boot.cg, false);
-                if (p->cpu_seconds && boot.cg)
-                        (void) cgroup_job_cpu_usage(boot.cg, &run.cpu_base);
-                if (give_job(&run, &boot, input_kind, &res) < 0)
-                        goto finish;
+/* Step 3: the capsule's channels to the event loop; a warm capsule gets the job only now and
+ * only here, after the secret, on the channel only the worker can write (threat 12); the input
+ * thread starts streaming. */
+static int job_hand_over(Job *j) {
+        const CapsuleJobParams *p = j->p;
+        Run *run = &j->run;
+        int r;
+
+        j->end.started = j->boot.started;
+        run->cid = j->boot.id;
+        memcpy(run->secret, j->boot.secret, sizeof(run->secret));
+        run->runsc_pid = j->boot.runsc_pid;
+        token_scanner_init(&run->scanner, run->secret);
+        trailer_splitter_init(&run->splitter, run->secret + CAPSULE_TOKEN_SIZE, log_sink, run);
+
+        j->t0 = now_monotonic();
+        j->res.started_at = now_realtime();
+        if (j->boot.warm) {
+                if (j->boot.cg)
+                        (void) cgroup_job_set_cpu_weight(j->boot.cg, false);
+                if (p->cpu_seconds && j->boot.cg)
+                        (void) cgroup_job_cpu_usage(j->boot.cg, &run->cpu_base);
+                uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
+                if (give_job(run, &j->boot, input_kind, &j->res) < 0)
+                        return -EIO;
         }
         if (p->input) {
-                feeder.fn = p->input;
-                feeder.userdata = p->input_userdata;
-                feeder.fd = TAKE_FD(boot.in_w);
-                r = feeder_start(&feeder);
+                j->feeder.fn = p->input;
+                j->feeder.userdata = p->input_userdata;
+                j->feeder.fd = TAKE_FD(j->boot.in_w);
+                r = feeder_start(&j->feeder);
                 if (r < 0) {
-                        feeder.fd = safe_close(feeder.fd);
-                        kill_capsule(&run, boot.cg, 1);
-                        boot_fail(&res, "capsule_setup", "cannot start the input thread: %s", strerror(-r));
-                        reap_runsc(&run, true);
-                        goto finish;
+                        j->feeder.fd = safe_close(j->feeder.fd);
+                        kill_capsule(run, j->boot.cg, 1);
+                        boot_fail(&j->res, "capsule_setup", "cannot start the input thread: %s", strerror(-r));
+                        reap_runsc(run, true);
+                        return r;
                 }
         } else
-                boot.in_w = safe_close(boot.in_w);
-        run.art_r = TAKE_FD(boot.art_r);
-        run.log_r = TAKE_FD(boot.log_r);
-        (void) fcntl(run.art_r, F_SETFL, O_NONBLOCK);
-        (void) fcntl(run.log_r, F_SETFL, O_NONBLOCK);
-        run.pidfd = (int) syscall(SYS_pidfd_open, run.runsc_pid, 0);
-        if (run.pidfd < 0)
-                run.pidfd = -EBADF;
+                j->boot.in_w = safe_close(j->boot.in_w);
+        run->art_r = TAKE_FD(j->boot.art_r);
+        run->log_r = TAKE_FD(j->boot.log_r);
+        (void) fcntl(run->art_r, F_SETFL, O_NONBLOCK);
+        (void) fcntl(run->log_r, F_SETFL, O_NONBLOCK);
+        run->pidfd = (int) syscall(SYS_pidfd_open, run->runsc_pid, 0);
+        if (run->pidfd < 0)
+                run->pidfd = -EBADF;
+        return 0;
+}
 
-        CgroupJob *cg = boot.cg;
-        event_loop(&run, cg);
-        reap_runsc(&run, true);
+/* Step 4: the event loop until the capsule ends, then what ended it: the limits checked once
+ * more, the times, init's trailer, the kernel's record of limit kills (read before the cgroup
+ * goes), runsc's error, classified (capsule/status.c). */
+static void job_wait(Job *j) {
+        const CapsuleJobParams *p = j->p;
+        Run *run = &j->run;
+        CgroupJob *cg = j->boot.cg;
+
+        event_loop(run, cg);
+        reap_runsc(run, true);
         /* A job that went past a limit between two checks and then ended by itself was not
          * within it either. */
         const ConfigLimits *l = &p->config->limits;
-        if (p->end_on_log_limit && !run_cut(&run) && log_cap_seen(log) > l->max_log_bytes)
-                run.output_exceeded = true;
-        if (p->cpu_seconds && cg && !run_cut(&run) && !capsule_test_cpu_usage_hook) {
+        if (p->end_on_log_limit && !run_cut(run) && log_cap_seen(j->log) > l->max_log_bytes)
+                run->output_exceeded = true;
+        if (p->cpu_seconds && cg && !run_cut(run) && !capsule_test_cpu_usage_hook) {
                 uint64_t used;
-                if (cgroup_job_cpu_usage(cg, &used) >= 0 && used - MIN(used, run.cpu_base) >= p->cpu_seconds * USEC_PER_SEC)
-                        run.cpu_exceeded = true;
+                if (cgroup_job_cpu_usage(cg, &used) >= 0 && used - MIN(used, run->cpu_base) >= p->cpu_seconds * USEC_PER_SEC)
+                        run->cpu_exceeded = true;
         }
-        res.finished_at = now_realtime();
-        res.duration_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
-        res.runsc_status = run.runsc_status;
+        j->res.finished_at = now_realtime();
+        j->res.duration_ms = (now_monotonic() - j->t0) / USEC_PER_MSEC;
+        j->res.runsc_status = run->runsc_status;
 
-        /* The kernel's record of limit kills, read before the cgroup goes. */
-        end.have_trailer = trailer_splitter_finish(&run.splitter, &end.trailer);
+        j->end.have_trailer = trailer_splitter_finish(&run->splitter, &j->end.trailer);
         if (cg) {
-                (void) cgroup_job_events(cg, &res.events);
-                if (cgroup_job_peak_memory(cg, &res.peak_memory_bytes) >= 0)
-                        res.have_peak_memory = true;
+                (void) cgroup_job_events(cg, &j->res.events);
+                if (cgroup_job_peak_memory(cg, &j->res.peak_memory_bytes) >= 0)
+                        j->res.have_peak_memory = true;
         }
-        else if (!end.have_trailer && p->driver->ops->oom_killed(p->driver, boot.id) > 0)
-                res.events.oom_kills = 1; /* the engine's record of the kernel's kill; asked
-                                           * only when init did not report (a host OOM kill
-                                           * takes the whole sandbox) */
-        end.runsc_status = run.runsc_status;
-        end.timed_out = run.timed_out;
-        end.output_exceeded = run.output_exceeded;
-        end.cpu_exceeded = run.cpu_exceeded;
-        end.cpu_unreadable = run.cpu_unreadable;
-        end.cpu_error = run.cpu_error;
-        end.events = res.events;
-        capsule_bundle_runsc_error(boot.bundle, runsc_error, sizeof(runsc_error));
-        end.runsc_error = runsc_error;
-        capsule_classify(&end, &res);
+        else if (!j->end.have_trailer && p->driver->ops->oom_killed(p->driver, j->boot.id) > 0)
+                j->res.events.oom_kills = 1; /* the engine's record of the kernel's kill; asked
+                                              * only when init did not report (a host OOM kill
+                                              * takes the whole sandbox) */
+        j->end.runsc_status = run->runsc_status;
+        j->end.timed_out = run->timed_out;
+        j->end.output_exceeded = run->output_exceeded;
+        j->end.cpu_exceeded = run->cpu_exceeded;
+        j->end.cpu_unreadable = run->cpu_unreadable;
+        j->end.cpu_error = run->cpu_error;
+        j->end.events = j->res.events;
+        capsule_bundle_runsc_error(j->boot.bundle, j->runsc_error, sizeof(j->runsc_error));
+        j->end.runsc_error = j->runsc_error;
+        capsule_classify(&j->end, &j->res);
+}
 
-finish:
-        safe_close(run.art_r);
-        safe_close(run.log_r);
-        safe_close(run.imp_w);
-        safe_close(run.pidfd);
+/* Step 5, after every ending: step 4 of the contract (the container, its cgroup and its
+ * bundle, always), the input thread joined, the artifacts' verdict, job.log. */
+static void job_end(Job *j) {
+        const CapsuleJobParams *p = j->p;
+        Run *run = &j->run;
+        int r;
 
-        /* Step 4 of the contract: the container, its cgroup and its bundle, always. */
-        boot_destroy(&boot, p->driver);
+        safe_close(run->art_r);
+        safe_close(run->log_r);
+        safe_close(run->imp_w);
+        safe_close(run->pidfd);
+
+        boot_destroy(&j->boot, p->driver);
         /* Every process of the capsule is gone, so is the channel's reader: the feeder's next
          * write fails if it had not finished. */
-        feeder_join(&feeder);
+        feeder_join(&j->feeder);
 
         /* The artifacts: the importer's verdict, or why there was no stream. */
-        res.artifact_junk_bytes = run.scanner.found ? run.scanner.discarded
-                                                    : run.scanner.discarded + run.scanner.n_carry;
-        if (run.import_started) {
+        j->res.artifact_junk_bytes = run->scanner.found ? run->scanner.discarded
+                                                        : run->scanner.discarded + run->scanner.n_carry;
+        if (run->import_started) {
                 TfwError ie = {};
-                r = artifacts_import_finish(run.import, &res.artifacts, &ie);
+                r = artifacts_import_finish(run->import, &j->res.artifacts, &ie);
                 if (r < 0)
-                        art_error(&run, ie.code ?: "artifact_rejected", "%s", ie.message);
-                else if (end.have_trailer && !end.trailer.artifacts_ok)
-                        art_error(&run, "artifact_stream_failed",
+                        art_error(run, ie.code ?: "artifact_rejected", "%s", ie.message);
+                else if (j->end.have_trailer && !j->end.trailer.artifacts_ok)
+                        art_error(run, "artifact_stream_failed",
                                   "the capsule could not write all of /work/artifacts");
-        } else if (end.started && p->staging_fd >= 0)
-                art_error(&run, "no_artifact_stream",
+        } else if (j->end.started && p->staging_fd >= 0)
+                art_error(run, "no_artifact_stream",
                           "the capsule ended before it sent its artifacts");
-        res.artifacts_ok = !res.artifacts_error_code;
+        j->res.artifacts_ok = !j->res.artifacts_error_code;
 
-        if (log) {
-                res.log_bytes = log_cap_seen(log);
-                res.log_truncated = log_cap_truncated(log);
-                res.log_file_bytes = log_cap_size(log);
-                if (p->log_fd >= 0 && (r = rewrite_log(log, p->log_fd)) < 0 &&
-                    res.status != CAPSULE_ERROR) {
-                        res.status = CAPSULE_ERROR;
-                        res.reason = "capsule_setup";
-                        set_msg(&res, "cannot write job.log: %s", strerror(-r));
+        if (j->log) {
+                j->res.log_bytes = log_cap_seen(j->log);
+                j->res.log_truncated = log_cap_truncated(j->log);
+                j->res.log_file_bytes = log_cap_size(j->log);
+                if (p->log_fd >= 0 && (r = rewrite_log(j->log, p->log_fd)) < 0 &&
+                    j->res.status != CAPSULE_ERROR) {
+                        j->res.status = CAPSULE_ERROR;
+                        j->res.reason = "capsule_setup";
+                        set_msg(&j->res, "cannot write job.log: %s", strerror(-r));
                 }
         }
-        if (!res.finished_at)
-                res.finished_at = now_realtime();
+        if (!j->res.finished_at)
+                j->res.finished_at = now_realtime();
 
         /* A SIGPIPE raised while the importer went away must not outlive the mask. */
         struct timespec zero = {};
-        while (sigtimedwait(&pipe_set, NULL, &zero) > 0)
+        while (sigtimedwait(&j->pipe_set, NULL, &zero) > 0)
                 ;
-        pthread_sigmask(SIG_SETMASK, &old_set, NULL);
-        explicit_bzero(run.secret, sizeof(run.secret));
+        pthread_sigmask(SIG_SETMASK, &j->old_set, NULL);
+        explicit_bzero(run->secret, sizeof(run->secret));
         if (p->warm) {
                 /* Served its one job: what is left of it is freed here. */
                 free(p->warm->snapshot_dir);
                 free(p->warm);
         }
-        *ret = res;
+        log_cap_free(j->log);
+        free(j->buf);
+}
+
+int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) {
+        if (!job_params_valid(p))
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid job parameters");
+
+        Job j = {
+                .p = p,
+                .res = { .exit_code = -1, .runsc_status = -1 },
+                .boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF },
+                .feeder = { .fd = -EBADF },
+        };
+        j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF, .pidfd = -EBADF };
+
+        if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
+                job_wait(&j);
+        job_end(&j);
+        *ret = j.res;
         return 0;
 }
 
