@@ -18,6 +18,7 @@
  * The price: a syscall a later gVisor adds is allowed until it is named here. */
 #define _GNU_SOURCE
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include "capsule/seccomp-profile.h"
 #include "common/macro.h"
@@ -53,6 +54,9 @@ static const char *const refused[] = {
 static const uint64_t personas[] = { 0x0, 0x8, 0x20000, 0x20008, 0xffffffff };
 
 #define AF_VSOCK_NUMBER 40
+
+/* The file types of device nodes, as mknod's mode carries them. */
+static const uint64_t device_types[] = { S_IFCHR, S_IFBLK };
 
 static json_t *names_json(const char *const *names, size_t n) {
         json_t *a = json_array();
@@ -100,6 +104,16 @@ json_t *capsule_seccomp_json(void) {
         if (r >= 0)
                 r = append(rules, arg_rule_json("socket", "SCMP_ACT_ERRNO", 0, AF_VSOCK_NUMBER, 0,
                                                 "SCMP_CMP_EQ"));
+        /* No device node: this gVisor checks no CAP_MKNOD and no nodev, so a job could make
+         * fuse (10:229) or tun (10:200) anew in /tmp or /work and open it past the /dev
+         * covers; Docker has that refusal from the kernel. FIFOs, sockets and files stay. */
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(device_types); i++) {
+                r = append(rules, arg_rule_json("mknod", "SCMP_ACT_ERRNO", 1, S_IFMT, device_types[i],
+                                                "SCMP_CMP_MASKED_EQ"));
+                if (r >= 0)
+                        r = append(rules, arg_rule_json("mknodat", "SCMP_ACT_ERRNO", 2, S_IFMT, device_types[i],
+                                                        "SCMP_CMP_MASKED_EQ"));
+        }
         for (size_t i = 0; r >= 0 && i < ELEMENTSOF(personas); i++)
                 r = append(rules, arg_rule_json("personality", "SCMP_ACT_ALLOW", 0, personas[i], 0,
                                                 "SCMP_CMP_EQ"));

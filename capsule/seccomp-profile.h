@@ -17,7 +17,8 @@
  * as its only errno) for every syscall Docker's default profile refuses to an unprivileged
  * container and this gVisor implements, ptrace and process_vm_* included, and for io_uring and
  * name_to_handle_at; clone only without a namespace flag, socket never AF_VSOCK, personality
- * only with Docker's values, each else EPERM; clone3 ENOSYS (SCMP_ACT_TRACE with no tracer, and
+ * only with Docker's values, mknod and mknodat never a character or block device, each else
+ * EPERM; clone3 ENOSYS (SCMP_ACT_TRACE with no tracer, and
  * ptrace is refused, so no process of the capsule can become one), on which libc falls back to
  * clone, whose flags the filter sees; everything else allowed (the default action). NULL on
  * ENOMEM. */

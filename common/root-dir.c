@@ -4,7 +4,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -20,14 +22,31 @@ static const char *prefix_of(const char *path, size_t n, char *buf, size_t size)
         return buf;
 }
 
-/* dir (path's first n bytes) is an ancestor: root's, and writable by root only. */
+/* Is dir on a FUSE file system, whose owners and modes are whatever its (possibly the
+ * controller's, with user_allow_other) server answers? 1 yes, 0 no, negative errno. */
+static int on_fuse(int dir) {
+        struct statfs sf;
+        if (fstatfs(dir, &sf) < 0)
+                return -errno;
+        return sf.f_type == FUSE_SUPER_MAGIC;
+}
+
+/* dir (path's first n bytes) is an ancestor: root's, writable by root only, not on FUSE. */
 static int check_ancestor(const char *what, const char *path, int dir, size_t n, TfwError *e) {
         char shown[PATH_MAX];
         struct stat st;
+        int r;
 
         if (fstat(dir, &st) < 0)
                 return tfw_error(e, errno, "bad_directory", "%s: cannot stat '%s': %m", what,
                                  prefix_of(path, n, shown, sizeof(shown)));
+        r = on_fuse(dir);
+        if (r != 0)
+                return r < 0 ? tfw_error(e, -r, "bad_directory", "%s: cannot statfs '%s': %s", what,
+                                         prefix_of(path, n, shown, sizeof(shown)), strerror(-r))
+                             : tfw_error(e, EPERM, "bad_directory", "%s: '%s' is below '%s', which is on a FUSE file "
+                                         "system: its owner and mode are what its server says", what, path,
+                                         prefix_of(path, n, shown, sizeof(shown)));
         if (!root_dir_is_private(st.st_uid, st.st_mode))
                 return tfw_error(e, EPERM, "bad_directory",
                                  "%s: '%s' is below '%s', which is owned by %u:%u with mode %04o: every "
@@ -104,6 +123,13 @@ int root_dir_open(const char *what, const char *path, bool create, uid_t uid, gi
                                                  (int) (walked + 1 + n), path, strerror(-r));
                 }
                 if (last) {
+                        r = on_fuse(child);
+                        if (r != 0)
+                                return r < 0 ? tfw_error(e, -r, "bad_directory", "%s: cannot statfs '%s': %s", what,
+                                                         path, strerror(-r))
+                                             : tfw_error(e, EPERM, "bad_directory", "%s: '%s' is on a FUSE file "
+                                                         "system: its owner and mode are what its server says",
+                                                         what, path);
                         if (ret_created)
                                 *ret_created = made;
                         return TAKE_FD(child);

@@ -6,8 +6,9 @@
  * time with openat_child() (O_NOFOLLOW; RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS where openat2 is
  * usable): a symlink in any component is -ELOOP, something that is not a directory -ENOTDIR.
  *
- * Every ancestor ("/" and each directory above the last component) must be owned by root and
- * writable by nobody else: a group or other write bit is refused (-EPERM), the sticky bit does
+ * Every ancestor ("/" and each directory above the last component) must be owned by root,
+ * not on a FUSE file system (whose owners are what its server says; the last component neither),
+ * and writable by nobody else: a group or other write bit is refused (-EPERM), the sticky bit does
  * not save it (a world-writable /tmp is refused as well: anyone can create the name the worker
  * is about to make there). In a chain that only root can write, nobody else can rename, replace
  * or create an entry, so what the walk checked is what the caller gets, and the caller's

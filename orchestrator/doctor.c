@@ -606,13 +606,20 @@ static void report_no_fuse(Doctor *d, const Probe *p, const char *name) {
                 size_t k = strlen(extra);
                 snprintf(extra + k, sizeof(extra) - k, "%s/dev/%s", k ? ", " : "", t);
         }
+        char mk[32];
+        const char *made = probe_get(p, "mknod_dev", mk, sizeof(mk));
         if (!v)
                 report_narrow(d, name, false, "the probe printed no device list");
-        else if (ok)
-                report_narrow(d, name, true, "no device in /dev but the null/zero/random family, tty and ptmx "
-                                             "(no /dev/fuse, no /dev/net/tun)");
-        else
+        else if (!ok)
                 report_narrow(d, name, false, "/dev has %s: a device beyond the null/zero/random family", extra);
+        else if (!made || !streq(made, "refused"))
+                report_narrow(d, name, false, "%s",
+                              made && streq(made, "allowed")
+                                      ? "the job made a FUSE device node (mknod c 10 229 in /tmp): past the /dev cover"
+                                      : "cannot prove that no device node can be made: mknod is not in the capsule");
+        else
+                report_narrow(d, name, true, "no device in /dev but the null/zero/random family, tty and ptmx "
+                                             "(no /dev/fuse, no /dev/net/tun), and mknod of one is refused");
 }
 
 static void report_seccomp(Doctor *d, const Probe *p, const char *name) {
@@ -659,6 +666,8 @@ static void probe_narrow(Doctor *d, bool warm) {
         snprintf(script, sizeof(script),
                  "printf devices=; for f in /dev/* /dev/*/*; do [ -L \"$f\" ] && continue;"
                  " { [ -c \"$f\" ] || [ -b \"$f\" ]; } && printf '%%s ' \"${f#/dev/}\"; done; echo;"
+                 "if command -v mknod >/dev/null 2>&1; then mknod /tmp/tfw-doctor-fuse c 10 229 2>/dev/null"
+                 " && echo mknod_dev=allowed || echo mknod_dev=refused; else echo mknod_dev=untested; fi;"
                  "echo seccomp=$(sed -n 's/^Seccomp:[[:space:]]*//p' /proc/self/status);"
                  "command -v perl >/dev/null 2>&1 || exit 0;"
                  "perl -e 'sub t { print $_[0], \"=\", ($_[1] >= 0 ? \"allowed\" : \"refused:\" . ($!+0)), \"\\n\" }"

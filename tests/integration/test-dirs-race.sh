@@ -13,6 +13,7 @@ cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
 require_root
 command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not installed"; exit 77; }
+command -v bindfs >/dev/null || { echo "SKIP: bindfs is not installed (scripts/install-deps installs it)"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; exit 1; }
 RUNS=${DIRS_RACE_RUNS:-300}
 
@@ -21,6 +22,7 @@ chmod 0755 "$dir"
 racer_pid=
 cleanup() {
         [ -n "$racer_pid" ] && kill "$racer_pid" 2>/dev/null && wait "$racer_pid" 2>/dev/null
+        umount "$dir/fuse" 2>/dev/null
         rm -rf "$dir"
         rmdir /run/tentaflake-worker-i19-race-{results,state}/runsc /run/tentaflake-worker-i19-race-{results,state} 2>/dev/null
 }
@@ -104,5 +106,16 @@ check "nothing was made in any of them" \
         bash -c "[ -z \"\$(find '$dir/sticky' '$dir/group' '$dir/real' -mindepth 1)\" ]"
 check "state_dir below /tmp itself: refused, named" refused "/tmp/i19-never-made/state" "is below '/tmp', which is owned by 0:0 with mode 1777"
 check "  ... and not made" test ! -e /tmp/i19-never-made
+
+# A FUSE ancestor: its owner and mode are whatever its server says (a controller with
+# user_allow_other could mount one over its home). bindfs shows the controller's directory as
+# root's 0755 here.
+mkdir "$dir/fuse-src" "$dir/fuse" && chown 10000:10000 "$dir/fuse-src"
+bindfs -o allow_other --force-user=root --force-group=root --perms=0755 "$dir/fuse-src" "$dir/fuse"
+check "bindfs shows the controller's directory as root's 0755" test "$(stat -c '%u %a' "$dir/fuse")" = "0 755"
+check "state_dir below a FUSE mount: refused, named" \
+        refused "$dir/fuse/state" "is below '$dir/fuse', which is on a FUSE file system"
+check "  ... and nothing made there" test -z "$(ls -A "$dir/fuse-src")"
+umount "$dir/fuse"
 
 finish

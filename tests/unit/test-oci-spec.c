@@ -515,6 +515,23 @@ static void test_seccomp(void **state) {
         assert_string_equal(json_string_value(json_object_get(a, "op")), "SCMP_CMP_EQ");
         assert_int_equal(get_int(a, "value"), 40);
 
+        /* mknod and mknodat: a character or a block device refused (masked-equal on S_IFMT of
+         * the mode: argument 1, and 2 for mknodat); anything else falls to the default. */
+        const struct { const char *name; int64_t index; } mk[] = { { "mknod", 1 }, { "mknodat", 2 } };
+        for (size_t k = 0; k < ELEMENTSOF(mk); k++) {
+                n = seccomp_rules_for(sc, mk[k].name, r, ELEMENTSOF(r));
+                assert_int_equal(n, 2);
+                const int64_t types[] = { 0020000 /* S_IFCHR */, 0060000 /* S_IFBLK */ };
+                for (size_t t = 0; t < 2; t++) {
+                        assert_string_equal(rule_action(r[t]), "SCMP_ACT_ERRNO");
+                        a = json_array_get(json_object_get(r[t], "args"), 0);
+                        assert_int_equal(get_int(a, "index"), mk[k].index);
+                        assert_string_equal(json_string_value(json_object_get(a, "op")), "SCMP_CMP_MASKED_EQ");
+                        assert_int_equal(get_int(a, "value"), 0170000);
+                        assert_int_equal(get_int(a, "valueTwo"), types[t]);
+                }
+        }
+
         /* What a build needs is named by no rule: the default allows it. */
         const char *needed[] = { "read", "write", "openat", "execve", "wait4", "fork", "vfork",
                                  "futex", "mmap", "rt_sigaction", "pipe2", "prlimit64", "prctl",
