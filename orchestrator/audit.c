@@ -1344,12 +1344,21 @@ fail:
 /* Does line (canonical JSON, keys sorted) record one of events for id? The substrings are
  * only a filter: a quote inside a value is escaped, so `"id":"X"` cannot come from a value,
  * and the line is parsed before it counts. */
-static bool line_records(const IterLine *l, const char *needle, const char *id, const char *const *events) {
+static bool line_records(const IterLine *l, const char *needle, const char *id, const char *sha256, usec_t since,
+                         const char *const *events) {
+        usec_t t;
         if (!l->newline || l->too_long || !memmem(l->data, l->len, needle, strlen(needle)))
                 return false;
         _cleanup_(json_decrefp) json_t *o = json_loadb(l->data, l->len, JSON_REJECT_DUPLICATES, NULL);
         json_t *jid = json_object_get(o, "id"), *jev = json_object_get(o, "event");
+        json_t *jsha = json_object_get(o, "request_sha256"), *jt = json_object_get(o, "time");
         if (!json_is_string(jid) || !json_is_string(jev) || !streq(json_string_value(jid), id))
+                return false;
+        /* An earlier request under the same id (ids are free again after retention): another
+         * sha256, or a line from before this one was captured (times have whole seconds). */
+        if (json_is_string(jsha) && sha256 && sha256[0] && !streq(json_string_value(jsha), sha256))
+                return false;
+        if (!json_is_string(jt) || parse_rfc3339(json_string_value(jt), &t) < 0 || t + USEC_PER_SEC <= since)
                 return false;
         for (const char *const *ev = events; *ev; ev++)
                 if (streq(json_string_value(jev), *ev))
@@ -1357,7 +1366,8 @@ static bool line_records(const IterLine *l, const char *needle, const char *id, 
         return false;
 }
 
-int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwError *e) {
+int audit_find(int state_dir_fd, const char *id, const char *sha256, usec_t since, const char *const *events,
+               TfwError *e) {
         _cleanup_free_ Rotated *files = NULL;
         _cleanup_free_ char *buf = NULL, *needle = NULL;
         int r;
@@ -1376,12 +1386,18 @@ int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwE
         r = iter_init(&it, dir_fd, &files, &buf, e);
         if (r < 0)
                 return r;
+        /* A rotated file holds one UTC day: none before the day of since is read. */
+        uint32_t first_day = utc_date(since);
+        while (it.n_files > 0 && it.files[0].date < first_day) {
+                it.files++;
+                it.n_files--;
+        }
         for (;;) {
                 IterLine l;
                 r = iter_next(&it, &l, e);
                 if (r <= 0)
                         break;
-                if (line_records(&l, needle, id, events)) {
+                if (line_records(&l, needle, id, sha256, since, events)) {
                         r = 1;
                         break;
                 }

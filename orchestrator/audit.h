@@ -102,8 +102,11 @@ typedef struct AuditVerifyReport {
  * A caller prints report->message on 0 (exit 0) and e->message otherwise (exit 1). */
 int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e);
 
-/* Is there a line for request id whose event is one of events (NULL-terminated), in any file
+/* Is there a line for request id (with this request_sha256 when the line names one, and not
+ * older than since, the request's capture) whose event is one of events (NULL-terminated),
  * below state_dir_fd/audit? 1 yes, 0 no (or no audit directory yet), a negative errno when the
- * files cannot be read (e says why). Reads every file under audit.lock shared: for start-up
- * recovery, which asks it only of a request whose ending may not have been recorded. */
-int audit_find(int state_dir_fd, const char *id, const char *const *events, TfwError *e);
+ * files cannot be read (e says why). Reads, under audit.lock shared, the files from since's
+ * UTC day on: for recovery, which asks it only of a request whose ending may not have been
+ * recorded. */
+int audit_find(int state_dir_fd, const char *id, const char *sha256, usec_t since, const char *const *events,
+               TfwError *e);

@@ -28,7 +28,7 @@ static void audit_published_ending(Worker *w, const RequestRecord *rec, const ch
         static const char *const endings[] = {"finished", "interrupted", "error", "denied", "expired",
                                               "rejected", NULL};
         TfwError e = {0};
-        int r = audit_find(w->dirs.state_fd, rec->id, endings, &e);
+        int r = audit_find(w->dirs.state_fd, rec->id, rec->sha256, rec->submitted_at, endings, &e);
         if (r < 0)
                 worker_say(w, LOG_ERR, "audit: cannot tell whether the ending of '%s' is recorded (not recorded "
                                        "again): %s", rec->id, e.message);
@@ -93,6 +93,7 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
                         audit_published_ending(w, rec, st);
         }
         rec->state = STATE_FINAL;
+        rec->ending_unrecorded = false;
         snprintf(rec->status, sizeof(rec->status), "%s", st);
         rec->updated_at = now_realtime();
         return store_save(w->dirs.requests_fd, rec, e);

@@ -132,7 +132,7 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
                 (void) sha256_buffer_hex(bytes, len, sha);
 
         if (owner_id && bytes) {
-                RequestRecord rec = {.state = STATE_FINAL, .action_class = -1}, existing;
+                RequestRecord rec = {.state = STATE_FINAL, .action_class = -1, .ending_unrecorded = true}, existing;
                 strcpy(rec.id, owner_id);
                 strcpy(rec.status, "rejected");
                 memcpy(rec.sha256, sha, sizeof(sha));
@@ -280,8 +280,10 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         strcpy(rec.id, req->id);
         memcpy(rec.sha256, req->sha256, sizeof(rec.sha256));
         rec.state = pol == ACTION_POLICY_RUN ? STATE_QUEUED : pol == ACTION_POLICY_APPROVAL ? STATE_PENDING : STATE_FINAL;
-        if (pol == ACTION_POLICY_REJECT)
+        if (pol == ACTION_POLICY_REJECT) {
                 strcpy(rec.status, "rejected");
+                rec.ending_unrecorded = true;
+        }
 
         int lock = r = store_lock(w->dirs.requests_fd);
         if (r < 0)

@@ -47,6 +47,10 @@ int recover_at_start(Worker *w, TfwError *e) {
                                                        "the worker stopped while the job ran; it is never restarted automatically",
                                                        e);
                         interrupted += r >= 0;
+                } else if (rec->state == STATE_FINAL && res && rec->ending_unrecorded) {
+                        /* A rejection captured final, published, then the worker died before
+                         * its line or its record: the line, unless it was written. */
+                        r = finish_request(w, rec, NULL, rec->status, NULL, NULL, NULL, &(FinishAudit){"rejected", NULL}, e);
                 } else if (rec->state == STATE_FINAL && !res) {
                         r = recover_finish_unpublished(w, rec, rec->status[0] ? rec->status : "error", "result_lost",
                                                        "the worker stopped before this result was published", e);

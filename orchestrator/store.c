@@ -57,7 +57,7 @@ void store_unlock(int lock_fd) {
 
 static json_t *record_to_json(const RequestRecord *r) {
         char sub[RFC3339_MAX], upd[RFC3339_MAX], dec[RFC3339_MAX];
-        return json_pack("{s:s, s:s, s:s?, s:I, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:s?, s:s?}",
+        json_t *j = json_pack("{s:s, s:s, s:s?, s:I, s:s, s:s?, s:s, s:s, s:s?, s:s?, s:s?, s:s?}",
                          "id", r->id, "state", request_state_to_string(r->state),
                          "status", r->status[0] ? r->status : NULL, "seq", (json_int_t) r->seq,
                          "sha256", r->sha256, "action_class",
@@ -69,6 +69,12 @@ static json_t *record_to_json(const RequestRecord *r) {
                          r->approver[0] ? r->approver : NULL, "decided_at",
                          r->decided_at ? format_rfc3339(r->decided_at, dec) : NULL, "reason",
                          r->reason[0] ? r->reason : NULL);
+        /* Only when set: every record written before it existed reads as false. */
+        if (j && r->ending_unrecorded && json_object_set_new(j, "ending_unrecorded", json_true()) < 0) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
 }
 
 static int copy_field(json_t *o, const char *key, char *dst, size_t size, bool required) {
@@ -122,6 +128,10 @@ static int record_from_json(json_t *o, RequestRecord *r) {
             copy_field(o, "approver", r->approver, sizeof(r->approver), false) < 0 ||
             copy_field(o, "reason", r->reason, sizeof(r->reason), false) < 0)
                 return -EBADMSG;
+        json_t *unrec = json_object_get(o, "ending_unrecorded");
+        if (unrec && !json_is_boolean(unrec))
+                return -EBADMSG;
+        r->ending_unrecorded = json_is_true(unrec);
         return 0;
 }
 

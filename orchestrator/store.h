@@ -41,6 +41,8 @@ typedef struct RequestRecord {
         char decision[16];            /* "approved", "denied", "expired" or "" */
         usec_t decided_at;
         char reason[REQUEST_REASON_MAX + 1]; /* the operator's deny reason */
+        bool ending_unrecorded;       /* captured final (a rejection): its result and its audit
+                                       * line may still be missing; finish_request clears it */
 } RequestRecord;
 
 const char *request_state_to_string(RequestState s);

@@ -12,6 +12,8 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/sha256.h"
+#include "common/time-util.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
@@ -136,12 +138,46 @@ static void test_published_job_ending_audited_once(void **state) {
         }
 }
 
+/* A rejection is captured final (so a crash never queues it): killed after its result was
+ * published, before its "rejected" line, the next start records it, once. And an ending of an
+ * earlier request under the same id (ids are free again after retention) is not taken for
+ * this one's: another sha256. */
+static void test_rejection_and_reused_id_endings(void **state) {
+        Fixture *f = worker_fixture(state);
+        TfwError e = {0};
+        const char *body = "{\"version\":1,\"id\":\"rej1\",\"action_class\":\"forbidden\",\"argv\":[\"true\"]}";
+        RequestRecord rec = {.id = "rej1", .state = STATE_FINAL, .status = "rejected", .action_class = -1,
+                             .ending_unrecorded = true};
+        assert_int_equal(sha256_buffer_hex(body, strlen(body), rec.sha256), 0);
+        assert_int_equal(store_capture(f->w.dirs.requests_fd, &rec, body, strlen(body), now_realtime(), NULL, &e), 0);
+        _cleanup_(json_decrefp) json_t *res = result_build(&f->config, &rec, NULL, "rejected", "forbidden", "no", NULL);
+        _cleanup_close_ int sfd = publish_stage_begin(&f->w.dirs, "rej1", &e);
+        assert_true(sfd >= 0);
+        assert_int_equal(publish_commit(&f->w.dirs, f->config.container_gid, "rej1", res, &e), 0);
+
+        RequestRecord old = {.id = "died3", .status = "succeeded"};
+        memset(old.sha256, 'a', 64);
+        finish_audit(&f->w, "finished", &old, NULL, NULL, NULL); /* a request of last month */
+        publish_running(f, "died3");
+
+        assert_int_equal(audit_lines(f, "rej1", "rejected"), 0);
+        assert_int_equal(audit_lines(f, "died3", "finished"), 1);
+        for (int again = 0; again < 2; again++) {
+                assert_true(recover_at_start(&f->w, &e) >= 0);
+                assert_int_equal(audit_lines(f, "rej1", "rejected"), 1);
+                assert_int_equal(audit_lines(f, "died3", "finished"), 2);
+        }
+        assert_int_equal(store_load(f->w.dirs.requests_fd, "rej1", &rec, &e), 0);
+        assert_false(rec.ending_unrecorded);
+}
+
 int main(void) {
 #define T(x) cmocka_unit_test_setup_teardown(x, worker_fixture_setup, worker_fixture_teardown)
         const struct CMUnitTest tests[] = {
                 T(test_final_request_loses_stale_state_file),
                 T(test_queued_request_gets_complete_state_file),
                 T(test_published_job_ending_audited_once),
+                T(test_rejection_and_reused_id_endings),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
