@@ -703,257 +703,356 @@ static void lane_capsule_id(const Lane *l, const VJob *j, char out[static 64]) {
         snprintf(out, 64, "l%u-%.16s", l->index, hex);
 }
 
-static Outcome run_job(Lane *l, VJob *j) {
-        Serve *s = l->s;
-        TfwError e = {0};
-        char msg[2600], path[1024], lane_dir[64], lane_path[PATH_MAX], snap_path[PATH_MAX];
-        _cleanup_free_ char *body = NULL;
-        _cleanup_vmanifest_ VManifest *m = NULL;
-        _cleanup_close_ int lane_fd = -EBADF, co_fd = -EBADF, log_fd = -EBADF;
-        /* Every owned resource is declared here: the gotos below jump forward over the code
-         * that fills them, and a cleanup attribute must never see an uninitialised value. */
-        _cleanup_json_ json_t *st = NULL, *env = NULL, *res = NULL;
-        _cleanup_free_ char **argv = NULL;
-        CheckoutSummary cs = {};
-        ExecResult x = {};
-        Config jc;
-        char digest[ENV_DIGEST_SIZE] = "";
+/* What the steps of one job share, from its plan to the lane's cleanup. The plan points into it
+ * (the walls, argv, the lane's paths), so it lives in run_job's frame and never moves. */
+typedef struct JobRun {
+        char msg[2600];          /* the text of fault (or of a refusal), when it is not a constant */
+        const char *fault;       /* STEP_FAIL: the job fails with this reason */
+        bool permanent;          /* ... and never again (no retry) */
+        Outcome out;             /* STEP_DONE: what the job came to */
+        char lane_dir[64], lane_path[PATH_MAX], snap_path[PATH_MAX];
         char local_id[64];
-        uint64_t timeout = 0;
-        size_t len = 0;
-        long status = 0;
-        int r;
+        char digest[ENV_DIGEST_SIZE];
+        char **argv;             /* owned; its strings are the job's */
+        Config jc;
+        uint64_t timeout;
+        bool use_warm;           /* the lane's capsule started ahead runs this job */
+        ExecPlan plan;
+        VManifest *m;
+        int lane_fd, co_fd, log_fd;
+        CheckoutSummary cs;
+        ExecResult x;
+        pthread_t hb;
+        bool hb_started;
+} JobRun;
 
-        if (j->refusal)
-                return send_fail(l, j, j->refusal, true);
-        if (refuse_before_download(l, j, msg, sizeof(msg)))
-                return send_fail(l, j, msg, false);
+/* How a step ends: the next step; a fail (r->fault, r->permanent) still to send; or r->out
+ * already decided (completed, dropped, fatal). */
+typedef enum Step {
+        STEP_GO_ON,
+        STEP_FAIL,
+        STEP_DONE,
+} Step;
+
+/* What a JobRun owns goes when run_job returns, after the lane is cleaned. */
+static void job_run_done(JobRun *r) {
+        free(r->argv);
+        safe_close(r->log_fd);
+        safe_close(r->co_fd);
+        safe_close(r->lane_fd);
+        vmanifest_free(r->m);
+}
+
+/* A fault whose reason is formatted into r->msg (errno is untouched until then: %m works). */
+static Step job_fault(JobRun *r, bool permanent, const char *fmt, ...) _printf_(3, 4);
+static Step job_fault(JobRun *r, bool permanent, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+        va_end(ap);
+        r->fault = r->msg;
+        r->permanent = permanent;
+        return STEP_FAIL;
+}
+
+/* Step: refuse what this worker must not run (the server's refusal, the ceilings), before any download. */
+static Step job_refuse(Lane *l, const VJob *j, JobRun *r) {
+        if (j->refusal) {
+                r->fault = j->refusal;
+                r->permanent = true;
+                return STEP_FAIL;
+        }
+        if (refuse_before_download(l, j, r->msg, sizeof(r->msg))) {
+                r->fault = r->msg;
+                return STEP_FAIL;
+        }
+        return STEP_GO_ON;
+}
+
+/* Step: plan the run (argv, walls, capsule, environment digest) and refuse a pin it does not match. */
+static Step job_plan(Lane *l, const VJob *j, JobRun *r) {
+        Serve *s = l->s;
 
         /* argv, without a shell; the policy's env goes after the constant one (extra_env). */
-        argv = calloc(j->run.n_argv + 1, sizeof(char *));
-        if (!argv)
-                return send_fail(l, j, "out of memory", false);
+        r->argv = calloc(j->run.n_argv + 1, sizeof(char *));
+        if (!r->argv) {
+                r->fault = "out of memory";
+                return STEP_FAIL;
+        }
         for (size_t i = 0; i < j->run.n_argv; i++)
-                argv[i] = j->run.argv[i];
-        lane_capsule_id(l, j, local_id);
-        job_walls(s, j, &jc, &timeout);
+                r->argv[i] = j->run.argv[i];
+        lane_capsule_id(l, j, r->local_id);
+        job_walls(s, j, &r->jc, &r->timeout);
         /* The lane's capsule started ahead, when the job's walls are its walls (the defaults). */
-        bool use_warm = l->warm && capsule_warm_fits(l->warm, &jc) && !jc.image;
-        if (use_warm)
-                snprintf(lane_dir, sizeof(lane_dir), "%s", l->warm_dir);
+        r->use_warm = l->warm && capsule_warm_fits(l->warm, &r->jc) && !r->jc.image;
+        if (r->use_warm)
+                snprintf(r->lane_dir, sizeof(r->lane_dir), "%s", l->warm_dir);
         else
-                snprintf(lane_dir, sizeof(lane_dir), "lane-%u", l->index);
+                snprintf(r->lane_dir, sizeof(r->lane_dir), "lane-%u", l->index);
 
         /* The seed's rules: output beyond --output-mb and CPU beyond the CPU seconds end the
          * check (a signed fail), like time, memory and processes. */
-        ExecPlan plan = {
-                .config = &jc, .driver = &s->driver, .runtime_version = s->runtime_version,
-                .tree_dir = snap_path, .scratch_fd = -EBADF, .scratch_path = lane_path, .job_id = local_id,
-                .argv = argv, .extra_env = j->run.env, .check = j->check, .timeout_seconds = timeout,
-                .cpu_seconds = (uint64_t) s->o.default_cpu_secs, .end_on_log_limit = true, .log_fd = -EBADF,
-                .artifacts_fd = -EBADF, .cancel = &l->cancel,
+        r->plan = (ExecPlan) {
+                .config = &r->jc, .driver = &s->driver, .runtime_version = s->runtime_version,
+                .tree_dir = r->snap_path, .scratch_fd = -EBADF, .scratch_path = r->lane_path,
+                .job_id = r->local_id, .argv = r->argv, .extra_env = j->run.env, .check = j->check,
+                .timeout_seconds = r->timeout, .cpu_seconds = (uint64_t) s->o.default_cpu_secs,
+                .end_on_log_limit = true, .log_fd = -EBADF, .artifacts_fd = -EBADF, .cancel = &l->cancel,
         };
         /* The digest depends only on the flags and the policy: a pin this worker does not
          * produce is refused before anything is downloaded. */
-        if (exec_plan_digest(&plan, digest) < 0)
-                return send_fail(l, j, "cannot compute the environment digest", false);
-        if (j->run.environment_digest && !streq(j->run.environment_digest, digest)) {
-                snprintf(msg, sizeof(msg), "the policy pins environment_digest %s; this worker produces %s",
-                         j->run.environment_digest, digest);
-                return send_fail(l, j, msg, false);
+        if (exec_plan_digest(&r->plan, r->digest) < 0) {
+                r->fault = "cannot compute the environment digest";
+                return STEP_FAIL;
         }
+        if (j->run.environment_digest && !streq(j->run.environment_digest, r->digest))
+                return job_fault(r, false, "the policy pins environment_digest %s; this worker produces %s",
+                                 j->run.environment_digest, r->digest);
+        return STEP_GO_ON;
+}
 
-        /* The heartbeat runs from here on: fetching a big tree takes time too. */
-        pthread_t hb;
+/* Step: keep the lease: the heartbeat thread renews it from here until the job ends. */
+static void job_heartbeat_start(Lane *l, const VJob *j, JobRun *r) {
+        /* Started before the download: fetching a big tree takes time too. */
         exec_cancel_reset(&l->cancel);
         pthread_mutex_lock(&l->lock);
         l->job = j;
         l->running = true;
         l->done = l->stale = l->lost = l->unauthorized = false;
         /* A job claimed as the second signal came is stopped like the others. */
-        l->interrupted = atomic_load(&s->stopping) >= 2;
+        l->interrupted = atomic_load(&l->s->stopping) >= 2;
         pthread_mutex_unlock(&l->lock);
-        bool hb_started = pthread_create(&hb, NULL, heartbeat_main, l) == 0;
-        Outcome out = OUT_FAILED;
-        bool permanent = false;
-        const char *fault = NULL;
+        r->hb_started = pthread_create(&r->hb, NULL, heartbeat_main, l) == 0;
+}
+
+/* Step: fetch the tree's manifest and verify it (the job's tree, its paths, the tree id recomputed). */
+static Step job_fetch_manifest(Lane *l, const VJob *j, JobRun *r) {
+        TfwError e = {0};
+        char path[1024];
+        _cleanup_free_ char *body = NULL;
+        size_t len = 0;
+        long status = 0;
+        int k;
 
         snprintf(path, sizeof(path), "/v1/repos/%s/trees/%s", j->repo, j->tree);
-        r = http_call(l->http, false, path, NULL, VMANIFEST_MAX_BYTES, 0, &status, &body, &len, &e);
-        if (r < 0) {
-                snprintf(msg, sizeof(msg), "cannot fetch the manifest: %s", e.message);
-                fault = msg;
-                goto end;
-        }
+        k = http_call(l->http, false, path, NULL, VMANIFEST_MAX_BYTES, 0, &status, &body, &len, &e);
+        if (k < 0)
+                return job_fault(r, false, "cannot fetch the manifest: %s", e.message);
         if (status == 401 || status == 403) {
-                snprintf(msg, sizeof(msg), "the server refused the credential (HTTP %ld)", status);
-                set_fatal(s, msg);
-                out = OUT_FATAL;
-                goto end_nofail;
+                snprintf(r->msg, sizeof(r->msg), "the server refused the credential (HTTP %ld)", status);
+                set_fatal(l->s, r->msg);
+                r->out = OUT_FATAL;
+                return STEP_DONE;
         }
-        if (status != 200) {
-                snprintf(msg, sizeof(msg), "the server answered HTTP %ld for the manifest", status);
-                fault = msg;
-                goto end;
-        }
-        r = vmanifest_parse(body, len, &m, &e);
-        if (r >= 0 && !streq(m->tree, j->tree))
-                r = tfw_error(&e, EBADMSG, "tree_mismatch", "the manifest names tree %s, not the job's %s", m->tree, j->tree);
-        if (r < 0) {
-                snprintf(msg, sizeof(msg), "the manifest is not acceptable: %s", e.message);
-                fault = msg;
-                goto end;
-        }
-        r = vmanifest_check_paths(m, &e);
-        if (r < 0) {
-                snprintf(msg, sizeof(msg), "the tree will never be materialised: %s", e.message);
-                fault = msg;
-                permanent = true;
-                goto end;
-        }
-        r = vmanifest_verify_tree(m, j->tree, &e);
-        if (r < 0) {
-                snprintf(msg, sizeof(msg), "the manifest does not verify: %s", e.message);
-                fault = msg;
-                goto end;
-        }
+        if (status != 200)
+                return job_fault(r, false, "the server answered HTTP %ld for the manifest", status);
+        k = vmanifest_parse(body, len, &r->m, &e);
+        if (k >= 0 && !streq(r->m->tree, j->tree))
+                k = tfw_error(&e, EBADMSG, "tree_mismatch", "the manifest names tree %s, not the job's %s",
+                              r->m->tree, j->tree);
+        if (k < 0)
+                return job_fault(r, false, "the manifest is not acceptable: %s", e.message);
+        k = vmanifest_check_paths(r->m, &e);
+        if (k < 0)
+                return job_fault(r, true, "the tree will never be materialised: %s", e.message);
+        k = vmanifest_verify_tree(r->m, j->tree, &e);
+        if (k < 0)
+                return job_fault(r, false, "the manifest does not verify: %s", e.message);
+        return STEP_GO_ON;
+}
 
-        /* A fresh lane directory holding the checkout, the bundle and the log; for a capsule
-         * started ahead, its own, whose (empty) checkout/ it has bound at /snapshot. */
-        if (use_warm) {
-                if ((lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0) {
-                        snprintf(msg, sizeof(msg), "cannot open the scratch directory: %m");
-                        fault = msg;
-                        goto end;
-                }
+/* Step: prepare a fresh lane directory for the checkout, the bundle and the log. */
+static Step job_prepare_lane_dir(Lane *l, JobRun *r) {
+        Serve *s = l->s;
+
+        /* For a capsule started ahead, its own, whose (empty) checkout/ it has bound at /snapshot. */
+        if (r->use_warm) {
+                if ((r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0 ||
+                    (r->co_fd = open_dir_at(r->lane_fd, "checkout")) < 0)
+                        return job_fault(r, false, "cannot open the scratch directory: %m");
         } else {
-                (void) rm_rf_at(s->scratch_fd, lane_dir);
-                if (mkdirat(s->scratch_fd, lane_dir, 0700) < 0 || (lane_fd = open_dir_at(s->scratch_fd, lane_dir)) < 0 ||
-                    mkdirat(lane_fd, "checkout", 0750) < 0 || (co_fd = open_dir_at(lane_fd, "checkout")) < 0 ||
-                    fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0) {
-                        snprintf(msg, sizeof(msg), "cannot prepare the scratch directory: %m");
-                        fault = msg;
-                        goto end;
-                }
+                (void) rm_rf_at(s->scratch_fd, r->lane_dir);
+                if (mkdirat(s->scratch_fd, r->lane_dir, 0700) < 0 ||
+                    (r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0 ||
+                    mkdirat(r->lane_fd, "checkout", 0750) < 0 ||
+                    (r->co_fd = open_dir_at(r->lane_fd, "checkout")) < 0 ||
+                    fchown(r->co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(r->co_fd, 0750) < 0)
+                        return job_fault(r, false, "cannot prepare the scratch directory: %m");
         }
-        if (path_join_buf(lane_path, sizeof(lane_path), s->scratch_path, lane_dir) < 0 ||
-            path_join_buf(snap_path, sizeof(snap_path), lane_path, "checkout") < 0) {
-                fault = "the scratch path is too long";
-                goto end;
+        if (path_join_buf(r->lane_path, sizeof(r->lane_path), s->scratch_path, r->lane_dir) < 0 ||
+            path_join_buf(r->snap_path, sizeof(r->snap_path), r->lane_path, "checkout") < 0) {
+                r->fault = "the scratch path is too long";
+                return STEP_FAIL;
         }
+        return STEP_GO_ON;
+}
 
-        r = checkout_materialise(l->http, j->repo, m, co_fd, s->walls.config->container_gid,
-                                 (uint64_t) s->o.max_checkout_mb << 20, &cs, &e);
-        if (r < 0) {
-                if (e.code && streq(e.code, "unauthorized")) {
-                        set_fatal(s, e.message);
-                        out = OUT_FATAL;
-                        goto end_nofail;
-                }
-                permanent = e.code && (streq(e.code, "symlink_escape") || streq(e.code, "bad_symlink"));
-                snprintf(msg, sizeof(msg), "%s: %s", permanent ? "the tree will never be materialised" : "checkout failed",
-                         e.message);
-                fault = msg;
-                goto end;
-        }
+/* Step: download every blob, hash-check it and write the verified checkout. */
+static Step job_checkout(Lane *l, const VJob *j, JobRun *r) {
+        Serve *s = l->s;
+        TfwError e = {0};
+        bool permanent;
 
-        log_fd = openat(lane_fd, "job.log", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (log_fd < 0) {
-                snprintf(msg, sizeof(msg), "cannot create the job log: %m");
-                fault = msg;
-                goto end;
+        if (checkout_materialise(l->http, j->repo, r->m, r->co_fd, s->walls.config->container_gid,
+                                 (uint64_t) s->o.max_checkout_mb << 20, &r->cs, &e) >= 0)
+                return STEP_GO_ON;
+        if (e.code && streq(e.code, "unauthorized")) {
+                set_fatal(s, e.message);
+                r->out = OUT_FATAL;
+                return STEP_DONE;
         }
-        plan.scratch_fd = lane_fd;
-        plan.log_fd = log_fd;
-        if (use_warm) {
+        permanent = e.code && (streq(e.code, "symlink_escape") || streq(e.code, "bad_symlink"));
+        return job_fault(r, permanent, "%s: %s",
+                         permanent ? "the tree will never be materialised" : "checkout failed", e.message);
+}
+
+/* Step: run the check in its capsule, the log in the lane directory. */
+static Step job_execute(Lane *l, const VJob *j, JobRun *r) {
+        TfwError e = {0};
+
+        r->log_fd = openat(r->lane_fd, "job.log", O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (r->log_fd < 0)
+                return job_fault(r, false, "cannot create the job log: %m");
+        r->plan.scratch_fd = r->lane_fd;
+        r->plan.log_fd = r->log_fd;
+        if (r->use_warm) {
                 /* Given to this one job; the shutdown's teardown finds it by the cancellation
                  * from here on. */
-                plan.warm = TAKE_PTR(l->warm);
+                r->plan.warm = TAKE_PTR(l->warm);
                 pthread_mutex_lock(&l->lock);
                 l->warm_cid[0] = 0;
                 pthread_mutex_unlock(&l->lock);
                 say(LOG_INFO, "serve %s: job '%s' runs in a capsule started ahead", l->label, j->id);
         }
-        r = exec_run(&plan, &x, &e);
-        if (r < 0) {
-                x.outcome = EXEC_WORKER_FAULT;
-                snprintf(x.message, sizeof(x.message), "%s", e.message);
-        } else if (x.warm_lost[0])
+        if (exec_run(&r->plan, &r->x, &e) < 0) {
+                r->x.outcome = EXEC_WORKER_FAULT;
+                snprintf(r->x.message, sizeof(r->x.message), "%s", e.message);
+        } else if (r->x.warm_lost[0])
                 say(LOG_WARNING, "serve %s: job '%s': %s; it ran in a capsule of its own", l->label, j->id,
-                    x.warm_lost);
+                    r->x.warm_lost);
+        return STEP_GO_ON;
+}
+
+/* Step: judge how the check ended; STEP_GO_ON: a real run ended, to be signed. */
+static Step job_judge_ending(Lane *l, const VJob *j, JobRun *r) {
+        const ExecResult *x = &r->x;
+
+        /* The lease first (what the heartbeat and the signals said), then the classification. */
         pthread_mutex_lock(&l->lock);
         bool lost = l->lost, stale = l->stale, unauth = l->unauthorized, interrupted = l->interrupted;
         pthread_mutex_unlock(&l->lock);
 
         if (unauth) {
-                out = OUT_FATAL;
-                goto end_nofail;
+                r->out = OUT_FATAL;
+                return STEP_DONE;
         }
         if (lost) {
                 say(LOG_NOTICE, "serve %s: job '%s': lease lost, the check was stopped and its result dropped", l->label, j->id);
-                out = OUT_DROPPED;
-                goto end_nofail;
+                r->out = OUT_DROPPED;
+                return STEP_DONE;
         }
         if (stale) {
-                res = json_pack("{s:s}", "status", "stale");
-                out = send_complete(l, j, "stale", NULL, res);
-                goto end_nofail;
+                _cleanup_json_ json_t *res = json_pack("{s:s}", "status", "stale");
+                r->out = send_complete(l, j, "stale", NULL, res);
+                return STEP_DONE;
         }
-        if (interrupted || x.outcome == EXEC_CANCELLED) {
-                fault = "the worker was stopped during the check";
-                goto end;
+        if (interrupted || x->outcome == EXEC_CANCELLED) {
+                r->fault = "the worker was stopped during the check";
+                return STEP_FAIL;
         }
         /* The validation plane's reading of the one classification: a worker fault, an argv[0]
          * this worker cannot execute (a toolchain it lacks) included, is never signed. */
-        if (x.outcome != EXEC_RAN) {
-                snprintf(msg, sizeof(msg), "worker fault (%s): %s", x.error ? x.error : exec_outcome_to_string(x.outcome),
-                         x.message);
-                fault = msg;
-                permanent = x.outcome == EXEC_REFUSED;
-                goto end;
-        }
+        if (x->outcome != EXEC_RAN)
+                return job_fault(r, x->outcome == EXEC_REFUSED, "worker fault (%s): %s",
+                                 x->error ? x->error : exec_outcome_to_string(x->outcome), x->message);
+        return STEP_GO_ON;
+}
 
-        /* A real run ended: sign pass (exit 0) or fail (everything else). */
-        const CapsuleResult *cr = &x.capsule;
+/* Step: sign pass (exit 0) or fail (everything else) and complete the job with its RESULT. */
+static Step job_sign_and_complete(Lane *l, const VJob *j, JobRun *r) {
+        Serve *s = l->s;
+        const ExecResult *x = &r->x;
+        const CapsuleResult *cr = &x->capsule;
+        _cleanup_json_ json_t *st = NULL, *env = NULL, *res = NULL;
+        TfwError e = {0};
         bool pass = cr->status == CAPSULE_SUCCEEDED;
         ValidationFacts f = {
                 .job_id = j->id, .repo = j->repo, .proposal = j->proposal, .check = j->check, .tree = j->tree,
                 .policy_version = j->policy_version, .attempt = j->attempt, .pass = pass,
                 .status = capsule_status_to_string(cr->status), .exit_code = cr->exit_code, .signal = cr->signal,
-                .environment_digest = digest, .worker = l->label, .started_at = x.started_at,
-                .finished_at = x.finished_at,
+                .environment_digest = r->digest, .worker = l->label, .started_at = x->started_at,
+                .finished_at = x->finished_at,
         };
+
         st = attest_validation_statement(&f, s->walls.key->identity);
         if (!st || attest_sign_statement(s->walls.key, st, &env, &e) < 0) {
-                fault = "cannot sign the attestation";
-                goto end;
+                r->fault = "cannot sign the attestation";
+                return STEP_FAIL;
         }
-        res = result_json(&x, pass, &cs, digest, log_fd, (size_t) s->o.result_tail_kb << 10);
-        out = send_complete(l, j, pass ? "pass" : "fail", env, res ? res : json_object());
-        goto end_nofail;
+        res = result_json(x, pass, &r->cs, r->digest, r->log_fd, (size_t) s->o.result_tail_kb << 10);
+        r->out = send_complete(l, j, pass ? "pass" : "fail", env, res ? res : json_object());
+        return STEP_DONE;
+}
 
-end:
-        out = send_fail(l, j, fault ? fault : "worker fault", permanent);
-end_nofail:
+/* Step: stop the heartbeat (the lease is no longer kept) and join its thread. */
+static void job_heartbeat_stop(Lane *l, JobRun *r) {
         pthread_mutex_lock(&l->lock);
         l->done = true;
         l->running = false;
         pthread_cond_broadcast(&l->cond);
         pthread_mutex_unlock(&l->lock);
-        if (hb_started)
-                pthread_join(hb, NULL);
+        if (r->hb_started)
+                pthread_join(r->hb, NULL);
         pthread_mutex_lock(&l->lock);
         l->job = NULL;
         pthread_mutex_unlock(&l->lock);
+}
+
+/* Step: clean the lane and open the window in which a capsule waits for the next job. */
+static void job_clean_lane(Lane *l, JobRun *r) {
+        Serve *s = l->s;
+
         /* A capsule started ahead that this job did not get to use may have a partial
          * checkout bound: it goes too. */
-        if (use_warm && l->warm)
+        if (r->use_warm && l->warm)
                 lane_warm_drop(l);
-        if (lane_fd >= 0 || s->scratch_fd >= 0)
-                (void) rm_rf_at(s->scratch_fd, lane_dir);
+        if (r->lane_fd >= 0 || s->scratch_fd >= 0)
+                (void) rm_rf_at(s->scratch_fd, r->lane_dir);
         /* The next job may come soon: a capsule waits for it for --warm-secs. */
         l->warm_until = now_monotonic() + (usec_t) s->o.warm_secs * USEC_PER_SEC;
-        return out;
+}
+
+/* One claimed job, its steps in order (docs/architecture.md lists them). A refusal fails the
+ * job before the heartbeat starts; from then on every ending stops the heartbeat and cleans
+ * the lane, a fail being sent first. */
+static Outcome run_job(Lane *l, VJob *j) {
+        _cleanup_(job_run_done) JobRun r = {
+                .out = OUT_FAILED, .lane_fd = -EBADF, .co_fd = -EBADF, .log_fd = -EBADF,
+        };
+        Step step = job_refuse(l, j, &r);
+
+        if (step == STEP_GO_ON)
+                step = job_plan(l, j, &r);
+        if (step != STEP_GO_ON)
+                return send_fail(l, j, r.fault, r.permanent);
+
+        job_heartbeat_start(l, j, &r);
+        step = job_fetch_manifest(l, j, &r);
+        if (step == STEP_GO_ON)
+                step = job_prepare_lane_dir(l, &r);
+        if (step == STEP_GO_ON)
+                step = job_checkout(l, j, &r);
+        if (step == STEP_GO_ON)
+                step = job_execute(l, j, &r);
+        if (step == STEP_GO_ON)
+                step = job_judge_ending(l, j, &r);
+        if (step == STEP_GO_ON)
+                step = job_sign_and_complete(l, j, &r);
+        if (step == STEP_FAIL)
+                r.out = send_fail(l, j, r.fault ? r.fault : "worker fault", r.permanent);
+        job_heartbeat_stop(l, &r);
+        job_clean_lane(l, &r);
+        return r.out;
 }
 
 /* ---- lanes ------------------------------------------------------------------------------------- */
