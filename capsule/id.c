@@ -20,6 +20,12 @@ bool capsule_job_id_is_valid(const char *id) {
         return true;
 }
 
+bool capsule_container_id_is_workers(const char *worker_name, const char *name) {
+        size_t n = strlen(worker_name);
+        return strncmp(name, "tfw-", 4) == 0 && strncmp(name + 4, worker_name, n) == 0 && name[4 + n] == '-' &&
+               capsule_job_id_is_valid(name + 4 + n + 1);
+}
+
 int capsule_container_id(const char *worker_name, const char *job_id, char **ret) {
         char *s;
 

@@ -15,3 +15,8 @@ bool capsule_job_id_is_valid(const char *id);
 /* The container id of a job: "tfw-<worker name>-<job id>". Caller frees. -EINVAL for a job id
  * that is not valid. */
 int capsule_container_id(const char *worker_name, const char *job_id, char **ret);
+
+/* Is name a container id (or a bundle directory) capsule_container_id() makes for this worker:
+ * "tfw-<worker name>-" and a valid job id? A prefix rule: it cannot tell worker "a"'s job
+ * "b-x" from worker "a-b"'s job "x", which is why each worker has its own runsc root. */
+bool capsule_container_id_is_workers(const char *worker_name, const char *name);

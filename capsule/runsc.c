@@ -16,6 +16,7 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include "capsule/id.h"
 #include "capsule/oci-spec.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
@@ -345,15 +346,12 @@ typedef struct RootEntry {
 
 int runsc_list_own(const Runsc *rt, const char *root, RunscOwnContainer **ret, size_t *ret_n) {
         _cleanup_free_ RootEntry *all = NULL;
-        _cleanup_free_ char *prefix = NULL;
         RunscOwnContainer *own = NULL;
         size_t n = 0, m = 0;
         struct dirent *de;
 
         if (!root)
                 root = rt->root;
-        if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
-                return -ENOMEM;
         _cleanup_close_ int fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
                 if (errno != ENOENT)
@@ -402,8 +400,7 @@ int runsc_list_own(const Runsc *rt, const char *root, RunscOwnContainer **ret, s
                 if (owner) {
                         if (!streq(owner, rt->worker_name))
                                 continue; /* another worker's: not ours to report or remove */
-                } else if (strncmp(en->c.id, prefix, strlen(prefix)) != 0 ||
-                           !capsule_job_id_is_valid(en->c.id + strlen(prefix)))
+                } else if (!capsule_container_id_is_workers(rt->worker_name, en->c.id))
                         continue;
                 if (!en->state_file[0])
                         status = "creating";

@@ -226,6 +226,13 @@ static void test_container_id_and_state(void **state) {
         _cleanup_free_ char *id = NULL;
         assert_int_equal(capsule_container_id("coder", "cargo_test_1", &id), 0);
         assert_string_equal(id, "tfw-coder-cargo_test_1");
+        /* And back: what capsule_container_id makes for this worker, nothing else. */
+        assert_true(capsule_container_id_is_workers("coder", id));
+        assert_false(capsule_container_id_is_workers("code", id));
+        assert_false(capsule_container_id_is_workers("coder", "tfw-coder-"));
+        assert_false(capsule_container_id_is_workers("coder", "tfw-coder-Bad"));
+        assert_false(capsule_container_id_is_workers("coder", "xfw-coder-a"));
+        assert_false(capsule_container_id_is_workers("coder", "tfw-codera"));
 
         assert_int_equal(runsc_state_exists(&f.rt, "tfw-coder-a"), 0);
         _cleanup_close_ int rfd = open(f.root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
