@@ -874,6 +874,7 @@ typedef struct Job {
         Boot boot;
         Feeder feeder;
         Run run;
+        uint8_t input_kind;       /* CAPSULE_INPUT_STREAM or CAPSULE_INPUT_MOUNTED */
         char runsc_error[512];
         sigset_t pipe_set, old_set;
         usec_t t0;
@@ -941,9 +942,8 @@ static int job_boot_cold(Job *j) {
                 set_msg(&j->res, "cancelled before the capsule started");
                 return -ECANCELED;
         }
-        uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
         if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
-                         input_kind, &j->boot, &j->res, false) < 0) {
+                         j->input_kind, &j->boot, &j->res, false) < 0) {
                 j->end.started = j->boot.started;
                 return -EIO;
         }
@@ -976,8 +976,7 @@ static int job_hand_over(Job *j) {
                         (void) cgroup_job_set_cpu_weight(j->boot.cg, false);
                 if (p->cpu_seconds && j->boot.cg)
                         (void) cgroup_job_cpu_usage(j->boot.cg, &run->cpu_base);
-                uint8_t input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED;
-                if (give_job(run, &j->boot, input_kind, &j->res) < 0)
+                if (give_job(run, &j->boot, j->input_kind, &j->res) < 0)
                         return -EIO;
         }
         if (p->input) {
@@ -1121,6 +1120,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .res = { .exit_code = -1, .runsc_status = -1 },
                 .boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF },
                 .feeder = { .fd = -EBADF },
+                .input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED,
         };
         j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF, .pidfd = -EBADF };
 
@@ -1132,7 +1132,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
 }
 
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e) {
-        _cleanup_free_ char *prefix = NULL, *group = NULL;
+        _cleanup_free_ char *group = NULL;
         _cleanup_free_ RunscOwnContainer *own = NULL;
         unsigned removed = 0, cg_removed = 0;
         size_t n_own = 0;
@@ -1159,8 +1159,6 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
         if (r < 0)
                 return r;
         removed += (unsigned) n_own;
-        if (asprintf(&prefix, "tfw-%s-", rt->worker_name) < 0)
-                return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
 
         /* Bundles: a directory per container id in our private scratch. */
         _cleanup_closedir_ DIR *d = opendir_fd(scratch_fd);
@@ -1168,8 +1166,7 @@ int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed
                 return tfw_error(e, errno, "capsule_setup", "scratch: %s", strerror(errno));
         struct dirent *de;
         while ((de = readdir(d))) {
-                if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-                    !capsule_job_id_is_valid(de->d_name + strlen(prefix)))
+                if (!capsule_container_id_is_workers(rt->worker_name, de->d_name))
                         continue;
                 if (rm_rf_at(scratch_fd, de->d_name) >= 0)
                         removed++;
