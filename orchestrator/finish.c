@@ -24,7 +24,7 @@ static const char *inferred_ending(const RequestRecord *rec, const char *status)
  * record final: its ending's audit line may or may not have been written (finish_request
  * writes it between the two). Written once: only when no ending of rec is in the audit log,
  * from the published result, its message saying so. */
-static void audit_published_ending(Worker *w, const RequestRecord *rec, const char *status) {
+static void audit_published_ending(Worker *w, const RequestRecord *rec, const char *status, const json_t *res) {
         static const char *const endings[] = {"finished", "interrupted", "error", "denied", "expired",
                                               "rejected", NULL};
         TfwError e = {0};
@@ -34,7 +34,6 @@ static void audit_published_ending(Worker *w, const RequestRecord *rec, const ch
                                        "again): %s", rec->id, e.message);
         if (r != 0)
                 return;
-        _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
         json_t *err = json_object_get(res, "error"), *msg = json_object_get(res, "message");
         json_t *code = json_object_get(res, "exit_code");
         char text[1100];
@@ -84,13 +83,12 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
                 else if (audit)
                         finish_audit(w, audit->event, rec, error, message, run);
         } else {
-                json_t *res = publish_load_result(&w->dirs, rec->id);
+                _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
                 json_t *pst = json_object_get(res, "status");
                 if (json_is_string(pst))
                         snprintf(st, sizeof(st), "%s", json_string_value(pst));
-                json_decref(res);
                 if (audit)
-                        audit_published_ending(w, rec, st);
+                        audit_published_ending(w, rec, st, res);
         }
         rec->state = STATE_FINAL;
         rec->ending_unrecorded = false;
