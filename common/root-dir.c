@@ -22,13 +22,23 @@ static const char *prefix_of(const char *path, size_t n, char *buf, size_t size)
         return buf;
 }
 
-/* Is dir on a FUSE file system, whose owners and modes are whatever its (possibly the
- * controller's, with user_allow_other) server answers? 1 yes, 0 no, negative errno. */
-static int on_fuse(int dir) {
+/* fd (path's first n bytes: an ancestor, or with n == strlen(path) the directory itself) is
+ * not on a FUSE file system, whose owners and modes are whatever its server (possibly the
+ * controller's, with user_allow_other) answers. */
+static int refuse_fuse(const char *what, const char *path, int fd, size_t n, TfwError *e) {
+        char shown[PATH_MAX];
         struct statfs sf;
-        if (fstatfs(dir, &sf) < 0)
-                return -errno;
-        return sf.f_type == FUSE_SUPER_MAGIC;
+
+        prefix_of(path, n, shown, sizeof(shown));
+        if (fstatfs(fd, &sf) < 0)
+                return tfw_error(e, errno, "bad_directory", "%s: cannot statfs '%s': %m", what, shown);
+        if (sf.f_type != FUSE_SUPER_MAGIC)
+                return 0;
+        if (n == strlen(path))
+                return tfw_error(e, EPERM, "bad_directory", "%s: '%s' is on a FUSE file system: its owner "
+                                 "and mode are what its server says", what, path);
+        return tfw_error(e, EPERM, "bad_directory", "%s: '%s' is below '%s', which is on a FUSE file system: "
+                         "its owner and mode are what its server says", what, path, shown);
 }
 
 /* dir (path's first n bytes) is an ancestor: root's, writable by root only, not on FUSE. */
@@ -40,13 +50,9 @@ static int check_ancestor(const char *what, const char *path, int dir, size_t n,
         if (fstat(dir, &st) < 0)
                 return tfw_error(e, errno, "bad_directory", "%s: cannot stat '%s': %m", what,
                                  prefix_of(path, n, shown, sizeof(shown)));
-        r = on_fuse(dir);
-        if (r != 0)
-                return r < 0 ? tfw_error(e, -r, "bad_directory", "%s: cannot statfs '%s': %s", what,
-                                         prefix_of(path, n, shown, sizeof(shown)), strerror(-r))
-                             : tfw_error(e, EPERM, "bad_directory", "%s: '%s' is below '%s', which is on a FUSE file "
-                                         "system: its owner and mode are what its server says", what, path,
-                                         prefix_of(path, n, shown, sizeof(shown)));
+        r = refuse_fuse(what, path, dir, n, e);
+        if (r < 0)
+                return r;
         if (!root_dir_is_private(st.st_uid, st.st_mode))
                 return tfw_error(e, EPERM, "bad_directory",
                                  "%s: '%s' is below '%s', which is owned by %u:%u with mode %04o: every "
@@ -123,13 +129,9 @@ int root_dir_open(const char *what, const char *path, bool create, uid_t uid, gi
                                                  (int) (walked + 1 + n), path, strerror(-r));
                 }
                 if (last) {
-                        r = on_fuse(child);
-                        if (r != 0)
-                                return r < 0 ? tfw_error(e, -r, "bad_directory", "%s: cannot statfs '%s': %s", what,
-                                                         path, strerror(-r))
-                                             : tfw_error(e, EPERM, "bad_directory", "%s: '%s' is on a FUSE file "
-                                                         "system: its owner and mode are what its server says",
-                                                         what, path);
+                        r = refuse_fuse(what, path, child, strlen(path), e);
+                        if (r < 0)
+                                return r;
                         if (ret_created)
                                 *ret_created = made;
                         return TAKE_FD(child);
