@@ -1081,6 +1081,20 @@ static int iter_open_next(LineIter *it, TfwError *e) {
         }
 }
 
+/* audit/ for reading the chain, with audit.lock taken shared (so appends wait meanwhile; no
+ * lock file yet: none taken): -ENOENT when there is no audit/ yet. */
+static int chain_open_shared(int state_dir_fd, int *ret_dir, int *ret_lock, TfwError *e) {
+        _cleanup_close_ int dir_fd = open_audit_dir(state_dir_fd, false, e);
+        if (dir_fd < 0)
+                return dir_fd;
+        int lock_fd = audit_lock(dir_fd, false, e);
+        if (lock_fd < 0 && lock_fd != -ENOENT)
+                return lock_fd;
+        *ret_dir = TAKE_FD(dir_fd);
+        *ret_lock = lock_fd < 0 ? -EBADF : lock_fd;
+        return 0;
+}
+
 /* An iterator over every file of dir_fd in chain order; *ret_files and *ret_buf are the
  * caller's to free (also on failure). */
 static int iter_init(LineIter *it, int dir_fd, Rotated **ret_files, char **ret_buf, TfwError *e) {
@@ -1187,19 +1201,17 @@ int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e) {
         char why[256];
         int r;
 
-        _cleanup_close_ int dir_fd = open_audit_dir(state_dir_fd, false, e);
-        if (dir_fd == -ENOENT) {
+        _cleanup_close_ int dir_fd = -EBADF, lock_fd = -EBADF;
+        r = chain_open_shared(state_dir_fd, &dir_fd, &lock_fd, e);
+        if (r == -ENOENT) {
                 rep.intact = true;
                 snprintf(rep.message, sizeof(rep.message),
                          "audit log empty: there is no '%s' directory yet", AUDIT_DIR);
                 *report = rep;
                 return 0;
         }
-        if (dir_fd < 0)
-                return dir_fd;
-        _cleanup_close_ int lock_fd = audit_lock(dir_fd, false, e);
-        if (lock_fd < 0 && lock_fd != -ENOENT)
-                return lock_fd;
+        if (r < 0)
+                return r;
 
         LineIter it;
         r = iter_init(&it, dir_fd, &files, &buf, e);
@@ -1374,14 +1386,12 @@ int audit_find(int state_dir_fd, const char *id, const char *sha256, usec_t sinc
 
         if (asprintf(&needle, "\"id\":\"%s\"", id) < 0)
                 return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
-        _cleanup_close_ int dir_fd = open_audit_dir(state_dir_fd, false, e);
-        if (dir_fd == -ENOENT)
+        _cleanup_close_ int dir_fd = -EBADF, lock_fd = -EBADF;
+        r = chain_open_shared(state_dir_fd, &dir_fd, &lock_fd, e);
+        if (r == -ENOENT)
                 return 0;
-        if (dir_fd < 0)
-                return dir_fd;
-        _cleanup_close_ int lock_fd = audit_lock(dir_fd, false, e);
-        if (lock_fd < 0 && lock_fd != -ENOENT)
-                return lock_fd;
+        if (r < 0)
+                return r;
         LineIter it;
         r = iter_init(&it, dir_fd, &files, &buf, e);
         if (r < 0)
