@@ -42,6 +42,9 @@ static int engine_drv_prepare(const CapsuleDriver *d, const Config *c, TfwError 
 }
 
 static int engine_drv_spawn(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t *ret_pid) {
+        /* The engine's daemon cannot see the worker's store (binds_generations is false). */
+        if (s->work_dir)
+                return -EOPNOTSUPP;
         _cleanup_free_ char *pw = NULL, *gr = NULL;
 
         if (asprintf(&pw, "%s/passwd", s->bundle_path) < 0 || asprintf(&gr, "%s/group", s->bundle_path) < 0)

@@ -40,8 +40,8 @@ static int runsc_drv_spawn(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t 
         /* runsc joins the cgroup named in the spec before it starts the sandbox and the gofer
          * (they inherit it) and then leaves it; entering it here as well would cost one more
          * cgroup migration, an RCU grace period under v1 (4 to 16 ms measured). */
-        return runsc_spawn_run(&d->runsc, s->bundle_path, s->cid, s->log_path, s->in_fd, s->out_fd, s->err_fd,
-                               NULL, ret_pid);
+        return runsc_spawn_run(&d->runsc, s->bundle_path, s->cid, s->log_path, s->work_dir != NULL, s->in_fd,
+                               s->out_fd, s->err_fd, NULL, ret_pid);
 }
 
 static void runsc_drv_kill(const CapsuleDriver *d, const char *cid, pid_t front, const CgroupJob *cg, int stage) {
@@ -151,6 +151,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .local_paths = true,
         .boots_ahead = true,
         .own_seccomp = true,
+        .binds_generations = true,
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,

@@ -33,6 +33,7 @@ typedef struct CapsuleSpawn {
         char *const *extra_env;
         const char *check;        /* validation plane: CI=true, TENTAFLAKE_CHECK=<check> */
         const char *snapshot_dir;
+        const char *work_dir;     /* a generation bound at /work (binds_generations only) */
         const char *init_path;
         const char *bundle_path;  /* the private bundle directory (engines: also its workdir) */
         const char *log_path;     /* runsc --log */
@@ -69,6 +70,10 @@ typedef struct CapsuleDriverOps {
          * (capsule/seccomp-profile.h, capsule/oci-spec.c), which doctor proves live; false:
          * the engine's own spec and default profile, which doctor only reports. */
         bool own_seccomp;
+        /* true: a generation can be bound at /work under the sandbox's overlay (CapsuleSpawn
+         * work_dir; docs/snapshot.md, "Generations"); false: /work is a tmpfs the workspace is
+         * streamed into (an engine's daemon cannot see the worker's store). */
+        bool binds_generations;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */

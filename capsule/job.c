@@ -495,10 +495,6 @@ static int make_pipe(int fds[2]) {
         return pipe2(fds, O_CLOEXEC) < 0 ? -errno : 0;
 }
 
-static bool streq_ptr(const char *a, const char *b) {
-        return a == b || (a && b && streq(a, b));
-}
-
 /* ---- booting a capsule ------------------------------------------------------------------ */
 
 /* What a started capsule holds: a cold one for its job, a warm one until its job comes. */
@@ -520,6 +516,7 @@ struct CapsuleWarm {
         ConfigLimits limits; /* the limits its walls were made from */
         char warm_id[CAPSULE_JOB_ID_MAX + 1];
         char *snapshot_dir;
+        char *work_dir;
 };
 
 static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) _printf_(3, 4);
@@ -643,6 +640,7 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         CapsuleSpawn sp_run = {
                 .config = config, .cid = b->id, .job_id = sp->job_id, .argv = sp->argv,
                 .extra_env = sp->extra_env, .check = sp->check, .snapshot_dir = sp->snapshot_dir,
+                .work_dir = sp->work_dir,
                 .init_path = sp->init_path,
                 .bundle_path = b->bundle->path, .log_path = b->bundle->log_path,
                 .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
@@ -788,7 +786,9 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
         w->config = p->config;
         w->limits = p->config->limits;
         snprintf(w->warm_id, sizeof(w->warm_id), "%s", p->warm_id);
-        if (p->snapshot_dir && !(w->snapshot_dir = strdup(p->snapshot_dir))) {
+        if ((p->snapshot_dir && !(w->snapshot_dir = strdup(p->snapshot_dir))) ||
+            (p->work_dir && !(w->work_dir = strdup(p->work_dir)))) {
+                free(w->snapshot_dir);
                 free(w);
                 return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
         }
@@ -800,12 +800,14 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .timeout_seconds = 1,
                 .init_path = p->init_path,
                 .snapshot_dir = p->snapshot_dir,
+                .work_dir = p->work_dir,
         };
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, 0,
                              &w->boot, &res, true);
         if (r < 0) {
                 boot_destroy(&w->boot, p->driver);
                 free(w->snapshot_dir);
+                free(w->work_dir);
                 free(w);
                 return tfw_error(e, -r, res.reason ? res.reason : "capsule_setup", "warm capsule: %s", res.message);
         }
@@ -826,6 +828,7 @@ void capsule_warm_free(CapsuleWarm *w) {
         }
         boot_destroy(&w->boot, w->driver);
         free(w->snapshot_dir);
+        free(w->work_dir);
         free(w);
 }
 
@@ -844,6 +847,10 @@ bool capsule_warm_alive(CapsuleWarm *w) {
 
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w) {
         return w ? w->snapshot_dir : NULL;
+}
+
+const char *capsule_warm_work_dir(const CapsuleWarm *w) {
+        return w ? w->work_dir : NULL;
 }
 
 const char *capsule_warm_container(const CapsuleWarm *w) {
@@ -874,7 +881,7 @@ typedef struct Job {
         Boot boot;
         Feeder feeder;
         Run run;
-        uint8_t input_kind;       /* CAPSULE_INPUT_STREAM or CAPSULE_INPUT_MOUNTED */
+        uint8_t input_kind;       /* CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND */
         char runsc_error[512];
         sigset_t pipe_set, old_set;
         usec_t t0;
@@ -882,8 +889,11 @@ typedef struct Job {
 
 static bool job_params_valid(const CapsuleJobParams *p) {
         return p && p->config && p->driver && p->driver->ops && p->job_id && capsule_job_id_is_valid(p->job_id) &&
-               p->argv && p->argv[0] && p->timeout_seconds != 0 && !p->snapshot_dir != !p->input &&
-               p->init_path && p->scratch_path && (!p->warm || streq_ptr(p->snapshot_dir, p->warm->snapshot_dir));
+               p->argv && p->argv[0] && p->timeout_seconds != 0 &&
+               (!!p->snapshot_dir + !!p->input + !!p->work_dir) == 1 &&
+               (!p->work_dir || p->driver->ops->binds_generations) && p->init_path && p->scratch_path &&
+               (!p->warm || (streq_ptr(p->snapshot_dir, p->warm->snapshot_dir) &&
+                             streq_ptr(p->work_dir, p->warm->work_dir)));
 }
 
 /* Step 1: SIGPIPE held, what the ending is judged against, the warm capsule taken over (every
@@ -934,6 +944,7 @@ static int job_boot_cold(Job *j) {
                 .check = p->check,
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
+                .work_dir = p->work_dir,
                 .init_path = p->init_path,
         };
         if (p->gate && p->gate(p->gate_userdata, false) < 0) {
@@ -1105,6 +1116,7 @@ static void job_end(Job *j) {
         if (p->warm) {
                 /* Served its one job: what is left of it is freed here. */
                 free(p->warm->snapshot_dir);
+                free(p->warm->work_dir);
                 free(p->warm);
         }
         log_cap_free(j->log);
@@ -1120,7 +1132,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .res = { .exit_code = -1, .runsc_status = -1 },
                 .boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF },
                 .feeder = { .fd = -EBADF },
-                .input_kind = p->input ? CAPSULE_INPUT_STREAM : CAPSULE_INPUT_MOUNTED,
+                .input_kind = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED,
         };
         j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF, .pidfd = -EBADF };
 

@@ -56,6 +56,10 @@ typedef struct CapsuleJobParams {
         bool end_on_log_limit;    /* output beyond limits.max_log_bytes ends the job (killed,
                                    * "output_limit"); false: the log is only cut */
         const char *snapshot_dir; /* absolute; mounted read-only at /snapshot; NULL with input */
+        /* Or a generation (snapshot/gen-store.h: a host read-only bind mount, absolute) bound at
+         * /work under the sandbox's overlay: the job's writes stay in the capsule's memory
+         * (drivers with binds_generations). Exactly one of snapshot_dir, work_dir, input. */
+        const char *work_dir;
         /* Or the input streamed over the capsule's stdin after the secret (capsule/protocol.h):
          * called on a thread of its own (every signal blocked) once the capsule is started,
          * with the write end of the channel, which it must not close; it returns when it has
@@ -140,6 +144,9 @@ typedef struct CapsuleWarmParams {
                                    * is bound read-only at /snapshot now and filled before the
                                    * job is given (the job's snapshot_dir must be it); NULL:
                                    * the job's input is streamed */
+        const char *work_dir;     /* or a generation's lane, bound at /work now and changed into
+                                   * the job's generation before the job is given (the job's
+                                   * work_dir must be it) */
 } CapsuleWarmParams;
 
 /* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
@@ -154,6 +161,7 @@ static inline void capsule_warm_freep(CapsuleWarm **w) {
 const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
 const char *capsule_warm_id(const CapsuleWarm *w);
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
+const char *capsule_warm_work_dir(const CapsuleWarm *w);     /* NULL: no generation */
 /* Is its runtime still running (not ended while it waited)? */
 bool capsule_warm_alive(CapsuleWarm *w);
 /* Were its walls made from the same limits as config's? */

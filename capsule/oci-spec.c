@@ -51,6 +51,15 @@ static json_t *ro_bind_json(const char *dest, const char *source, bool recursive
         return mount_json(dest, "bind", source, opts);
 }
 
+/* A generation at /work: a bind without "ro", so that the sandbox's overlay (which leaves
+ * read-only mounts alone) takes it and holds every write in the sandbox's memory. The host
+ * side is a read-only mount (snapshot/gen-store.h): without the overlay a write fails with
+ * EROFS, it never reaches the generation. */
+static json_t *work_bind_json(const char *source) {
+        const char *opts[] = { "bind", "nosuid", "nodev", NULL };
+        return mount_json(CAPSULE_WORK_PATH, "bind", source, opts);
+}
+
 static json_t *tmpfs_json(const char *dest, uint64_t size, const char *mode, uid_t uid,
                           gid_t gid, bool owned) {
         char sz[64], u[32], g[32];
@@ -222,7 +231,9 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
                 r = add_mount(mounts, cover_json(covered_devices[i]));
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
-        if (r >= 0)
+        if (r >= 0 && p->work_dir)
+                r = add_mount(mounts, work_bind_json(p->work_dir));
+        else if (r >= 0)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_WORK_PATH, c->limits.workspace_tmpfs,
                                                  "mode=0700", c->container_uid,
                                                  c->container_gid, true));
@@ -282,6 +293,9 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
 
 static bool params_valid(const CapsuleSpecParams *p) {
         const char *paths[] = { p->snapshot_dir, p->init_path, p->passwd_path, p->group_path };
+
+        if (p->work_dir && (p->snapshot_dir || !path_is_absolute_normalized(p->work_dir)))
+                return false;
 
         if (!p->config || !p->job_id || !capsule_job_id_is_valid(p->job_id) || !p->argv ||
             !p->argv[0])

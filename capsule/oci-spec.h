@@ -41,6 +41,10 @@ typedef struct CapsuleSpecParams {
         const char *root_dir;     /* empty private directory, used as root when rootfs is NULL */
         const char *snapshot_dir; /* mounted read-only at /snapshot; NULL: none (the workspace
                                    * is streamed over stdin) */
+        const char *work_dir;     /* a generation (a host read-only bind mount) bound at /work,
+                                   * made writable inside only by the sandbox's overlay (runsc
+                                   * --overlay2=all:memory: the job's writes stay in its
+                                   * memory); NULL: /work is a tmpfs */
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */

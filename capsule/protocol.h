@@ -8,8 +8,8 @@
  * what carries a per-run secret the job never sees:
  *
  *   stdin   the host writes CAPSULE_SECRET_SIZE random bytes, then the input: one byte
- *           CAPSULE_INPUT_MOUNTED (the tree is bound read-only at /snapshot: init copies it)
- *           or CAPSULE_INPUT_STREAM followed by the workspace stream (snapshot/stream.h), which the host's
+ *           CAPSULE_INPUT_MOUNTED (the tree is bound read-only at /snapshot: init copies it),
+ *           CAPSULE_INPUT_BOUND (a generation is /work already) or CAPSULE_INPUT_STREAM followed by the workspace stream (snapshot/stream.h), which the host's
  *           snapshot walk writes as it reads the workspace (no copy on the host's disk).
  *           Init reads all of it before any job process exists and then replaces fd 0 with
  *           /dev/null, so nothing of the job ever reads or writes this channel.
@@ -59,6 +59,9 @@
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'
 #define CAPSULE_INPUT_STREAM 'S'
+/* /work is already the job's tree: a generation bound under the sandbox's overlay (the driver's
+ * work_dir); nothing to copy or receive. */
+#define CAPSULE_INPUT_BOUND 'B'
 
 /* The workspace stream itself: snapshot/stream.h. */
 

@@ -122,7 +122,7 @@ static int spawn(const Runsc *rt, char *const *argv, int in_fd, int out_fd, int 
         return 0;
 }
 
-int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
+int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path, bool overlay,
                     int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid) {
         _cleanup_free_ char *platform = NULL, *log = NULL;
 
@@ -131,10 +131,28 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
                 return -ENOMEM;
         /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2).
          * --oci-seccomp: the spec's linux.seccomp is loaded inside the sandbox (without it runsc
-         * ignores the profile: capsule/seccomp-profile.h). */
-        char *argv[] = { rt->binary, (char *) "--root", rt->root, (char *) "--network=none",
-                         platform, (char *) "--cpu-num-from-quota", (char *) "--oci-seccomp", log,
-                         (char *) "run", (char *) "--bundle", (char *) bundle, (char *) id, NULL };
+         * ignores the profile: capsule/seccomp-profile.h).
+         * --overlay2=all:memory: every mount the spec does not make read-only (only /work: a
+         * generation, itself a read-only mount on the host) gets an overlay whose upper layer
+         * is the sandbox's memory, so the job writes /work and nothing reaches the host; without
+         * it, runsc's default. */
+        char *argv[16];
+        size_t n = 0;
+        argv[n++] = rt->binary;
+        argv[n++] = (char *) "--root";
+        argv[n++] = rt->root;
+        argv[n++] = (char *) "--network=none";
+        argv[n++] = platform;
+        argv[n++] = (char *) "--cpu-num-from-quota";
+        argv[n++] = (char *) "--oci-seccomp";
+        argv[n++] = log;
+        if (overlay)
+                argv[n++] = (char *) "--overlay2=all:memory";
+        argv[n++] = (char *) "run";
+        argv[n++] = (char *) "--bundle";
+        argv[n++] = (char *) bundle;
+        argv[n++] = (char *) id;
+        argv[n] = NULL;
         return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
 }
 

@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,3 +74,7 @@ static inline void strv_freep(char ***l) {
 #define _cleanup_strv_free_ _cleanup_(strv_freep)
 
 #define streq(a, b) (strcmp((a), (b)) == 0)
+/* Both NULL, or both strings and equal. */
+static inline bool streq_ptr(const char *a, const char *b) {
+        return a == b || (a && b && strcmp(a, b) == 0);
+}

@@ -232,7 +232,8 @@ static bool snapshot_refusal(const TfwError *se) {
 }
 
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e) {
+                    const char *warm_id, const char *tree_dir, const GenLane *lane, CapsuleWarm **ret,
+                    TfwError *e) {
         char init_path[PATH_MAX];
         int r = capsule_find_init(init_path, sizeof(init_path), e);
         if (r < 0)
@@ -245,8 +246,44 @@ int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scrat
                 .warm_id = warm_id,
                 .init_path = init_path,
                 .snapshot_dir = tree_dir,
+                .work_dir = lane && driver->ops->binds_generations ? lane->ro_path : NULL,
         };
         return capsule_warm_start(&wp, ret, e);
+}
+
+/* ---- the input: the workspace walked into a generation ------------------------------------ */
+
+/* The workspace into the plan's lane (a refusal of the walk is the outcome: 1 with r->outcome
+ * set). 0 with *ret_work_dir the generation to bind; 0 with *ret_work_dir NULL when the store
+ * could not take it (r->input_note says why: the workspace is streamed instead). */
+static int input_generation(const ExecPlan *p, const SnapshotLimits *limits, ExecResult *r, const char **ret_work_dir) {
+        TfwError ge = {0};
+
+        *ret_work_dir = NULL;
+        if (!p->workspace || !p->lane || !p->driver->ops->binds_generations)
+                return 0;
+        int k = gen_lane_update(p->lane, p->store_fd, p->store_lanes, p->workspace, p->config->container_uid,
+                                limits, &r->snapshot, &ge);
+        if (k >= 0) {
+                r->have_snapshot = true;
+                *ret_work_dir = p->lane->ro_path;
+                return 0;
+        }
+        if (snapshot_refusal(&ge)) {
+                r->outcome = EXEC_REFUSED;
+                r->error = ge.code;
+                set_message(r, "%s", ge.message);
+                return 1;
+        }
+        if (ge.code && streq(ge.code, "snapshot_workspace")) {
+                r->outcome = EXEC_WORKER_FAULT;
+                r->error = ge.code;
+                set_message(r, "%s", ge.message);
+                return 1;
+        }
+        snprintf(r->input_note, sizeof(r->input_note), "the generation store could not take the workspace (%s: %.900s); it was streamed",
+                 ge.code ? ge.code : "generation_store", ge.message);
+        return 0;
 }
 
 /* capsule/job.h's gate: a cancellation that came before the container existed still ends it. */
@@ -298,6 +335,11 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                         .r = -EINPROGRESS,
                 };
 
+        const char *work_dir = NULL;
+        if (input_generation(p, &in.limits, &r, &work_dir) > 0)
+                goto done;
+        r.input = work_dir ? "generation" : p->workspace ? "stream" : "tree";
+
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
                 r.error = se.code ? se.code : "capsule_setup";
@@ -308,7 +350,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         /* 2-4. The capsule: run, drain log and artifacts, clean up. A warm one only when its
          * walls are the job's and the input can come over its channel. */
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
-        bool warm_input_ok = p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree;
+        bool warm_input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
+                             streq_ptr(capsule_warm_work_dir(warm), work_dir);
         if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->boots_ahead ||
                      !capsule_warm_alive(warm)))
                 warm = (capsule_warm_free(warm), NULL);
@@ -335,7 +378,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .cpu_seconds = p->cpu_seconds,
                 .end_on_log_limit = p->end_on_log_limit,
                 .snapshot_dir = tree,
-                .input = p->workspace ? stream_input : NULL,
+                .work_dir = work_dir,
+                .input = p->workspace && !work_dir ? stream_input : NULL,
                 .input_userdata = &in,
                 .gate = p->cancel ? cancel_gate : NULL,
                 .gate_userdata = p->cancel,

@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "exec/envdigest.h"
 #include "parser/config.h"
+#include "snapshot/gen-store.h"
 #include "snapshot/snapshot.h"
 
 /* The caller's cancellation (a lost lease, a stale candidate, a shutdown): exec_cancel() may
@@ -52,6 +53,14 @@ typedef struct ExecPlan {
         /* The input tree, exactly one of: */
         const char *workspace;          /* a workspace to snapshot (threat 1) */
         const char *tree_dir;           /* a prepared tree (absolute), mounted as it is */
+        /* With a workspace: a lane of the generation store (snapshot/gen-store.h) this process
+         * holds. The workspace is walked into its generation, which is bound at /work
+         * (drivers with binds_generations; docs/snapshot.md, "Generations"); when the store
+         * cannot take it, the workspace is streamed as without one (ExecResult.input_note says
+         * why). NULL: streamed. A warm capsule must have been started on this lane. */
+        GenLane *lane;
+        int store_fd;                   /* the store, for collecting unheld lanes when full */
+        unsigned store_lanes;
         int scratch_fd;                 /* a private directory of this job (it is emptied) */
         const char *scratch_path;       /* its absolute path */
         const char *job_id;             /* capsule_job_id_is_valid() */
@@ -115,6 +124,9 @@ typedef struct ExecResult {
         char environment_digest[ENV_DIGEST_SIZE];
         char warm_lost[1024];          /* non-empty: ExecPlan.warm died before it took the
                                         * job, which then ran in a capsule of its own (why) */
+        const char *input;             /* how the job got its tree: "generation", "stream",
+                                        * "tree" (a prepared tree) */
+        char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says
@@ -128,10 +140,12 @@ int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
  * bundle goes into scratch (a private directory of its own), its container is
  * tfw-<name>-<warm_id>. tree_dir: for a prepared tree, the (empty, private) directory that
  * is bound at /snapshot now and must hold the tree when the plan runs (ExecPlan.tree_dir is
- * it); NULL: for a workspace. Give it to exactly one exec_run() (ExecPlan.warm), or discard
+ * it); NULL: for a workspace. lane: for a workspace walked into that lane's generation (bound at
+ * /work now, changed into the job's generation before the job is given); NULL: streamed. Give it to exactly one exec_run() (ExecPlan.warm), or discard
  * it with capsule_warm_free(). */
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, const char *tree_dir, CapsuleWarm **ret, TfwError *e);
+                    const char *warm_id, const char *tree_dir, const GenLane *lane, CapsuleWarm **ret,
+                    TfwError *e);
 
 /* The environment digest the plan would run in (contract section 8): the same function
  * exec_run uses, so a pinned digest can be compared before anything is downloaded. */

@@ -165,9 +165,9 @@ static void close_warm_socks(Daemon *d) {
                 d->retiring[i].sock = safe_close(d->retiring[i].sock);
 }
 
-static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm) {
+static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane) {
         TfwError e = {0};
-        if (job_execute(&d->w, rec, warm, &e) < 0) {
+        if (job_execute(&d->w, rec, warm, lane, &e) < 0) {
                 worker_say(&d->w, LOG_ERR, "job '%s': %s", rec->id, e.message);
                 TfwError e2 = {0};
                 if (recover_finish_unpublished(&d->w, rec, "error", e.code ? e.code : "internal", e.message, &e2) < 0)
@@ -185,7 +185,7 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         (void) setpgid(0, 0);
-        run_job_in(d, rec, NULL);
+        run_job_in(d, rec, NULL, NULL);
         _exit(0);
 }
 
@@ -195,6 +195,7 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
 static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         _cleanup_(capsule_driver_done) CapsuleDriver drv = {};
         CapsuleWarm *warm = NULL;
+        GenLane *lane = NULL;
         TfwError e = {0};
         sigset_t all;
 
@@ -203,7 +204,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         (void) setpgid(0, 0);
-        bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &e) >= 0;
+        bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &lane, &e) >= 0;
         if (!booted) {
                 /* The request may already be on its way: it is still served, cold. */
                 worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, e.message);
@@ -239,10 +240,11 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 /* No request came in time (or the daemon stops): nothing of it is left. A
                  * capsule that could not boot says so (no other one until the next request). */
                 capsule_warm_free(warm);
+                gen_lane_release(lane);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 _exit(booted ? 0 : 1);
         }
-        run_job_in(d, &rec, warm);
+        run_job_in(d, &rec, warm, lane);
         (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
         _exit(0);
 }
@@ -714,8 +716,12 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 TfwError se = {0};
                 if (scratch_private_tmpfs(&d.w.dirs, c->state_dir, &se) < 0)
                         worker_say(&d.w, LOG_WARNING, "%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
-                else
+                else {
                         log_debug("scratch: a private tmpfs of %s on state_dir/scratch", SCRATCH_TMPFS_SIZE);
+                        if (ops->binds_generations && scratch_store_tmpfs(&d.w.dirs, c, &se) < 0)
+                                worker_say(&d.w, LOG_WARNING, "%s: no generation store, every workspace is streamed",
+                                           se.message);
+                }
         }
         r = recover_at_start(&d.w, e);
         if (r < 0)

@@ -71,6 +71,7 @@ void worker_dirs_close(WorkerDirs *d) {
         d->state_fd = safe_close(d->state_fd);
         d->requests_fd = safe_close(d->requests_fd);
         d->scratch_fd = safe_close(d->scratch_fd);
+        d->store_fd = safe_close(d->store_fd);
         d->results_fd = safe_close(d->results_fd);
         d->staging_fd = safe_close(d->staging_fd);
         d->rejected_fd = safe_close(d->rejected_fd);

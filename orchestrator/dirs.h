@@ -29,11 +29,14 @@ typedef struct WorkerDirs {
         int results_fd;
         int staging_fd;
         int rejected_fd;
+        /* The generation store (orchestrator/scratch.h), -EBADF without one: a tmpfs of the
+         * daemon's namespace at <state_dir>/scratch/.store. */
+        int store_fd;
 } WorkerDirs;
 
 #define WORKER_DIRS_NULL                                                                          \
         { .state_fd = -EBADF, .requests_fd = -EBADF, .scratch_fd = -EBADF, .results_fd = -EBADF, \
-          .staging_fd = -EBADF, .rejected_fd = -EBADF }
+          .staging_fd = -EBADF, .rejected_fd = -EBADF, .store_fd = -EBADF }
 
 #define STATE_DIR_MODE 0700
 #define RESULTS_DIR_MODE 02750

@@ -335,7 +335,7 @@ static int run_probe_in(Doctor *d, const Config *c, const char *what, char **arg
         if (warm) {
                 char wid[80];
                 snprintf(wid, sizeof(wid), "%s-warm", id);
-                r = exec_warm_start(c, &d->driver, d->scratch_fd, d->scratch, wid, d->snapshot, &w, &e);
+                r = exec_warm_start(c, &d->driver, d->scratch_fd, d->scratch, wid, d->snapshot, NULL, &w, &e);
                 if (r < 0)
                         return r;
         }

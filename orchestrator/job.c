@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@
 #include "orchestrator/job.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
+#include "orchestrator/scratch.h"
 #include "orchestrator/teardown.h"
 #include "snapshot/snapshot.h"
 
@@ -142,7 +144,43 @@ static const char *inbox_status(const ExecResult *x) {
         return capsule_status_to_string(x->capsule.status);
 }
 
-int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, TfwError *e) {
+/* A lane of the generation store for a job of this process, or NULL (no store, every lane
+ * held, or the store failed: said in *note, the workspace is then streamed). */
+static GenLane *job_lane(Worker *w, char *note, size_t note_size) {
+        char path[PATH_MAX];
+        GenLane *l = NULL;
+        TfwError e = {0};
+        const CapsuleDriverOps *ops = capsule_driver_ops(w->config->driver);
+
+        if (w->dirs.store_fd < 0 || !ops || !ops->binds_generations)
+                return NULL;
+        if (scratch_store_path(w->config, path, sizeof(path)) < 0 ||
+            gen_lane_acquire(w->dirs.store_fd, path, scratch_store_lanes(w->config), w->config->container_uid,
+                             w->config->container_gid, &l, &e) < 0) {
+                snprintf(note, note_size, "no lane of the generation store (%.900s); the workspace is streamed",
+                         e.message[0] ? e.message : "path too long");
+                return NULL;
+        }
+        return l;
+}
+
+/* What the store holds, for `list --json` and doctor (they cannot see the daemon's tmpfs):
+ * <state_dir>/store.json, replaced after each job. */
+static void job_store_report(Worker *w) {
+        GenStoreUsage u;
+        if (w->dirs.store_fd < 0 || gen_store_usage(w->dirs.store_fd, scratch_store_lanes(w->config), &u) < 0)
+                return;
+        _cleanup_(json_decrefp) json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "bytes", (json_int_t) u.bytes,
+                                                       "max_bytes", (json_int_t) u.max_bytes, "inodes", (json_int_t) u.inodes,
+                                                       "max_inodes", (json_int_t) u.max_inodes, "generations",
+                                                       (json_int_t) u.lanes, "at", (json_int_t) (now_realtime() / USEC_PER_SEC));
+        _cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (s)
+                (void) write_file_replace_at(w->dirs.state_fd, "store.json", s, strlen(s), 0600, 0, 0);
+}
+
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
+                   TfwError *e) {
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
         _cleanup_close_ int scratch = -EBADF;
         int r;
@@ -163,11 +201,20 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         r = job_driver_open(w, drv, e);
         if (r < 0)
                 return r;
-        return exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, ret, e);
+        char note[1024] = "";
+        _cleanup_(gen_lane_releasep) GenLane *lane = job_lane(w, note, sizeof(note));
+        if (note[0])
+                worker_say(w, LOG_WARNING, "warm capsule '%s': %s", warm_id, note);
+        r = exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, lane, ret, e);
+        if (r >= 0)
+                *ret_lane = TAKE_PTR(lane);
+        return r;
 }
 
-int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e) {
-        /* Ours: handed to exec_run, or torn down on any way out before it. */
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, TfwError *e) {
+        /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
+         * capsule (declared first, released last). */
+        _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
         _cleanup_(capsule_warm_freep) CapsuleWarm *warm = warm_in;
         _cleanup_request_ Request *req = NULL;
         _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF;
@@ -215,11 +262,19 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e
         if (!w->runtime_version[0])
                 drv.ops->version(&drv, w->runtime_version, sizeof(w->runtime_version));
 
+        char note[1024] = "";
+        if (!lane)
+                lane = job_lane(w, note, sizeof(note));
+        if (note[0])
+                worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, note);
         ExecPlan plan = {
                 .config = w->config,
                 .driver = &drv,
                 .runtime_version = w->runtime_version,
                 .workspace = w->config->workspace,
+                .lane = lane,
+                .store_fd = w->dirs.store_fd,
+                .store_lanes = scratch_store_lanes(w->config),
                 .scratch_fd = scratch,
                 .scratch_path = scratch_path,
                 .job_id = rec->id,
@@ -234,6 +289,15 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, TfwError *e
         capsule_driver_done(&drv);
         if (r >= 0 && x.warm_lost[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", rec->id, x.warm_lost);
+        if (r >= 0 && x.have_snapshot)
+                worker_say(w, LOG_INFO, "job '%s': %s %s: %" PRIu64 " entries, %" PRIu64 " bytes, kept %" PRIu64 " of %" PRIu64
+                           " files (%" PRIu64 " ms)",
+                           rec->id, x.input, x.snapshot.tree, x.snapshot.entries, x.snapshot.bytes, x.snapshot.files_reused,
+                           x.snapshot.files, (uint64_t) (x.snapshot.duration / 1000));
+        if (r >= 0 && x.input_note[0])
+                worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, x.input_note);
+        if (lane)
+                job_store_report(w);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (r < 0)
                 return r;

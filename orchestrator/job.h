@@ -8,19 +8,23 @@
 #include "capsule/driver.h"
 #include "capsule/job.h"
 #include "orchestrator/store.h"
+#include "snapshot/gen-store.h"
 #include "orchestrator/worker.h"
 
 /* Ask the runtime for its version once (a `runsc --version` costs a Go program's start-up)
  * and keep it in w, so the jobs forked afterwards record it without asking again. */
 void job_cache_runtime_version(Worker *w);
 
-/* warm: a capsule this process started ahead (job_warm_start), consumed; NULL: cold. */
-int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, TfwError *e);
+/* warm: a capsule this process started ahead (job_warm_start), consumed; NULL: cold. lane: the
+ * generation store's lane it was started on, consumed (NULL: the job takes one itself when
+ * there is a store; docs/snapshot.md, "Generations"). */
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
  * <scratch>/<warm_id>, its container tfw-<name>-<warm_id>; drv must stay open while it lives.
  * -EOPNOTSUPP for a driver that cannot (the engines). */
-int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, TfwError *e);
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
+                   TfwError *e);
 
 /* This worker's capsule driver (capsule/driver.h), its runsc root worker_runsc_root_open(). */
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);

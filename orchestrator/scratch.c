@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <fcntl.h>
@@ -14,11 +15,30 @@
 #include <unistd.h>
 
 #include "common/fd-util.h"
+#include "common/macro.h"
 #include "common/root-dir.h"
+#include "snapshot/gen-store.h"
 #include "orchestrator/scratch.h"
 
+/* A tmpfs made but not attached anywhere yet (0700, nosuid, nodev): its mount fd. */
+static int tmpfs_detached(const char *source, const char *size, const char *inodes, const char *what, TfwError *e) {
+        _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
+        if (fs < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot open a tmpfs: %m");
+        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", source, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
+            fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot configure the %s tmpfs: %m", what);
+        int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        if (mnt < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the %s tmpfs: %m", what);
+        return mnt;
+}
+
 int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) {
-        _cleanup_close_ int fs = -EBADF, mnt = -EBADF;
+        _cleanup_close_ int mnt = -EBADF;
         struct statfs sf;
         int fd, r;
 
@@ -36,18 +56,9 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot make the mounts of its namespace private: %m");
 
-        fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
-        if (fs < 0)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot open a tmpfs: %m");
-        if (fsconfig(fs, FSCONFIG_SET_STRING, "source", "tentaflake-scratch", 0) < 0 ||
-            fsconfig(fs, FSCONFIG_SET_STRING, "size", SCRATCH_TMPFS_SIZE, 0) < 0 ||
-            fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", SCRATCH_TMPFS_INODES, 0) < 0 ||
-            fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
-            fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot configure the scratch tmpfs: %m");
-        mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
+        mnt = tmpfs_detached("tentaflake-scratch", SCRATCH_TMPFS_SIZE, SCRATCH_TMPFS_INODES, "scratch", e);
         if (mnt < 0)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the scratch tmpfs: %m");
+                return mnt;
         /* The fds dirs_open made name the directories in the namespace left behind: the
          * same directories, looked up again here and checked to be those. */
         _cleanup_close_ int state = root_dir_open("key 'state_dir'", state_dir, false, 0, 0, 0, NULL, e);
@@ -82,5 +93,43 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         }
         safe_close(dirs->scratch_fd);
         dirs->scratch_fd = fd;
+        return 0;
+}
+
+unsigned scratch_store_lanes(const Config *c) {
+        return MIN((unsigned) c->concurrency + 1, (unsigned) GEN_STORE_LANES_MAX);
+}
+
+int scratch_store_path(const Config *c, char *buf, size_t size) {
+        int n = snprintf(buf, size, "%s/scratch/" SCRATCH_STORE_NAME, c->state_dir);
+        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+}
+
+int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e) {
+        char size[32], inodes[32];
+        struct statfs sf;
+
+        /* Each generation's entries, its lane's four, and some room. */
+        uint64_t n_inodes = (uint64_t) scratch_store_lanes(c) * (c->limits.max_snapshot_entries + 8) + 1024;
+        snprintf(size, sizeof(size), "%" PRIu64, c->limits.max_store_bytes);
+        snprintf(inodes, sizeof(inodes), "%" PRIu64, n_inodes);
+        _cleanup_close_ int mnt = tmpfs_detached("tentaflake-store", size, inodes, "generation store", e);
+        if (mnt < 0)
+                return mnt;
+        if (mkdirat(dirs->scratch_fd, SCRATCH_STORE_NAME, 0700) < 0 && errno != EEXIST)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot make state_dir/scratch/" SCRATCH_STORE_NAME ": %m");
+        _cleanup_close_ int target = open_dir_at(dirs->scratch_fd, SCRATCH_STORE_NAME);
+        if (target < 0)
+                return tfw_error(e, -target, "scratch_tmpfs", "cannot open state_dir/scratch/" SCRATCH_STORE_NAME ": %s",
+                                 strerror(-target));
+        if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the generation store: %m");
+        int fd = open_dir_at(dirs->scratch_fd, SCRATCH_STORE_NAME);
+        if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
+                safe_close(fd);
+                return tfw_error(e, EXDEV, "scratch_tmpfs", "state_dir/scratch/" SCRATCH_STORE_NAME " is not the tmpfs just mounted");
+        }
+        safe_close(dirs->store_fd);
+        dirs->store_fd = fd;
         return 0;
 }

@@ -19,8 +19,23 @@
 
 #include "common/error.h"
 #include "orchestrator/dirs.h"
+#include "parser/config.h"
 
 #define SCRATCH_TMPFS_SIZE "64m"
 #define SCRATCH_TMPFS_INODES "16384"
 
 int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e);
+
+/* The generation store (snapshot/gen-store.h; docs/snapshot.md, "Generations"): after
+ * scratch_private_tmpfs(), a second tmpfs of the same namespace on <scratch>/.store (a name no
+ * request or capsule id can take), size limits.max_store_bytes, inodes for
+ * scratch_store_lanes() generations of limits.max_snapshot_entries, mode 0700, nosuid, nodev;
+ * dirs->store_fd opened on it. Nothing of it is on the disk, a crash leaves nothing, and only
+ * this daemon's processes see it. A negative errno with *e when it cannot be made (the jobs are
+ * then streamed, as without a store). */
+#define SCRATCH_STORE_NAME ".store"
+int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e);
+/* Lanes of the store: one per job that may run at once, and one for a capsule started ahead. */
+unsigned scratch_store_lanes(const Config *c);
+/* Its absolute path (in the daemon's namespace). */
+int scratch_store_path(const Config *c, char *buf, size_t size);

@@ -55,7 +55,7 @@ static const char *const limits_keys[] = {
         "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
         "max_timeout_seconds", "max_snapshot_bytes", "max_snapshot_entries", "memory",
         "memory_swap", "cpus", "pids", "workspace_tmpfs", "tmp_tmpfs", "max_log_bytes",
-        "max_artifact_bytes", "max_artifact_entries", NULL,
+        "max_artifact_bytes", "max_artifact_entries", "max_store_bytes", NULL,
 };
 
 /* Which optional keys the file spelled out, for the cross-key checks and their messages. */
@@ -583,6 +583,8 @@ static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
         SIZE(max_log_bytes, 4 * KIB, 1 * GIB, 8 * MIB, NULL);
         SIZE(max_artifact_bytes, 1, 1 * TIB, 1 * GIB, NULL);
         UINT(max_artifact_entries, 1, 10000000, 200000, NULL);
+        /* The generation store (docs/snapshot.md, "Generations"): at least one snapshot. */
+        SIZE(max_store_bytes, 1, 2 * TIB, MIN(2 * l->max_snapshot_bytes, 2 * TIB), NULL);
         l->open_files = CONFIG_DEFAULT_OPEN_FILES;
         l->file_size = 0;
 #undef SIZE
@@ -789,6 +791,12 @@ static int check_limits(const Config *c, const Given *g, TfwError *e) {
                                  "swap)",
                                  format_size(l->memory_swap, a, sizeof(a)),
                                  format_size(l->memory, b, sizeof(b)));
+        if (l->max_store_bytes < l->max_snapshot_bytes)
+                return key_error(e, EINVAL, "inconsistent", "limits.max_store_bytes",
+                                 "%s is below limits.max_snapshot_bytes %s: the store could not "
+                                 "hold one snapshot",
+                                 format_size(l->max_store_bytes, a, sizeof(a)),
+                                 format_size(l->max_snapshot_bytes, b, sizeof(b)));
         if (l->max_snapshot_bytes > l->workspace_tmpfs)
                 return key_error(e, EINVAL, "inconsistent", "limits.max_snapshot_bytes",
                                  "%s is above limits.workspace_tmpfs %s: a snapshot that large "

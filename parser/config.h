@@ -69,6 +69,7 @@ typedef struct ConfigLimits {
         uint64_t max_log_bytes;
         uint64_t max_artifact_bytes;
         uint64_t max_artifact_entries;
+        uint64_t max_store_bytes; /* the generation store's tmpfs (docs/snapshot.md) */
         /* Not configuration keys (contract section 2): the inbox plane keeps the defaults,
          * serve sets them from --open-files and --file-size-mb. */
         uint64_t open_files;     /* RLIMIT_NOFILE inside the capsule */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -21,6 +22,7 @@
 #include "common/path-util.h"
 #include "common/resolve.h"
 #include "blob-hasher.h"
+#include "gen-index.h"
 #include "snapshot.h"
 #include "stream.h"
 
@@ -63,6 +65,9 @@ typedef struct Tree {
         struct Tree *parent; /* NULL for the root */
         size_t parent_index; /* our entry in parent->b */
         struct Tree *next;   /* the completed trees, in the order they completed */
+        /* Generation mode: this directory in the previous generation (NULL: it had none) and
+         * in the one being made. */
+        GenDir *gold, *gnew;
 } Tree;
 
 static Tree *tree_free(Tree *t) {
@@ -101,6 +106,12 @@ typedef struct Walk {
         uint8_t *obuf;
         size_t olen;
         NameSet names[SNAPSHOT_DEPTH_MAX + 1]; /* the names sent in each open directory */
+        /* Generation mode (snapshot_update()): the copy is the previous generation, changed
+         * into the new one. */
+        GenIndex *gen;      /* the new generation's index, being made */
+        bool gen_trust;     /* the previous index may vouch for unchanged files */
+        int64_t racy_from;  /* ctime (ns) from which an entry is racy */
+        uint64_t files_reused, bytes_reused;
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -247,6 +258,10 @@ static int read_umask(mode_t *ret) {
 static int set_group(Walk *w, int fd) {
         gid_t g = w->limits->group;
 
+        /* A generation's entries belong to the job's uid and group (the sandbox's overlay
+         * keeps the lower layer's owners: the job must own /work to write in it). */
+        if (w->gen)
+                return fchown(fd, w->gen->copy_uid, w->gen->copy_gid) < 0 ? -errno : 0;
         if (g == (gid_t) -1)
                 return 0;
         if (!w->group_checked) {
@@ -597,6 +612,119 @@ static bool hardlink_allowed(const Walk *w, const struct stat *st) {
         return (st->st_mode & S_IROTH) != 0;
 }
 
+/* ---- generation mode (snapshot_update()) ----------------------------------------------- */
+
+static bool gen_racy(const Walk *w, const struct stat *st) {
+        return (int64_t) st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec >= w->racy_from;
+}
+
+/* Is name the file the previous generation read, unchanged: a regular file whose identity
+ * equals the recorded one and that was not racy? Then its copy and blob id stay, nothing of it
+ * is read: 1 (also when the name is gone, or a second readdir answer for a name already
+ * handled). 0: the caller reads it as any walk does. */
+static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, size_t len, mode_t kind, Tree *t) {
+        GenEntry *old = w->gen_trust ? gen_dir_find(t->gold, name, len) : NULL;
+        struct stat st;
+        GenIdentity id;
+        int r;
+
+        if (!old || old->is_dir || old->racy || !S_ISREG(kind))
+                return 0;
+        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 1 : io_error(w, -errno, "stat");
+        gen_identity_of(&st, &id);
+        if (!S_ISREG(st.st_mode) || !gen_identity_equal(&id, &old->id) || !hardlink_allowed(w, &st))
+                return 0;
+        r = name_set_add(&w->names[depth], name, len);
+        if (r <= 0)
+                return r < 0 ? io_error(w, r, "allocate") : 1;
+        if (id.size > w->limits->max_bytes - w->bytes)
+                return too_large(w, "more file content than max_bytes");
+        r = git_tree_builder_add(&t->b, name, len, (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE,
+                                 old->oid);
+        if (r < 0)
+                return io_error(w, r, "record tree entry");
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
+        if (!ne)
+                return io_error(w, -ENOMEM, "allocate");
+        ne->id = id;
+        memcpy(ne->oid, old->oid, GIT_OID_SIZE);
+        old->seen = true;
+        w->bytes += id.size;
+        w->files++;
+        w->files_reused++;
+        w->bytes_reused += id.size;
+        return 1;
+}
+
+/* The previous generation's entry for a name about to be written again goes first, unless it
+ * is a directory that stays one (its entries are then compared one by one). Returns 1 when
+ * that directory is kept. */
+static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t len, bool want_dir) {
+        GenEntry *old = gen_dir_find(t->gold, name, len);
+        if (!old)
+                return 0;
+        old->seen = true;
+        if (old->is_dir && want_dir)
+                return 1;
+        int r = old->is_dir ? rm_rf_at(dst, name) : (unlinkat(dst, name, 0) < 0 ? -errno : 0);
+        return r < 0 && r != -ENOENT ? io_error(w, r, "remove from the previous generation") : 0;
+}
+
+/* A file just copied into the new generation: its identity, and where its blob id will be. */
+static int gen_record_file(Walk *w, Tree *t, const char *name, size_t len, const struct stat *st, size_t index) {
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
+        if (!ne)
+                return io_error(w, -ENOMEM, "allocate");
+        gen_identity_of(st, &ne->id);
+        ne->racy = gen_racy(w, st);
+        ne->tb_index = index;
+        return 0;
+}
+
+/* The new generation's directory entry (its entries are filled by the walk of child). */
+static int gen_record_dir(Walk *w, Tree *t, Tree *child, const char *name, size_t len, const struct stat *st,
+                          bool kept) {
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
+        if (!ne || gen_entry_make_dir(ne) < 0)
+                return io_error(w, -ENOMEM, "allocate");
+        gen_identity_of(st, &ne->id);
+        ne->racy = gen_racy(w, st);
+        child->gnew = ne->dir;
+        GenEntry *old = kept ? gen_dir_find(t->gold, name, len) : NULL;
+        child->gold = old ? old->dir : NULL;
+        return 0;
+}
+
+/* A directory's walk is complete: what the previous generation had and the source no longer
+ * has is removed from the copy. */
+static int gen_finish_dir(Walk *w, int dst, Tree *t) {
+        for (size_t i = 0; t->gold && i < t->gold->n; i++) {
+                GenEntry *old = &t->gold->v[i];
+                if (old->seen)
+                        continue;
+                char nm[NAME_MAX + 1];
+                memcpy(nm, old->name, old->len);
+                nm[old->len] = 0;
+                int r = old->is_dir ? rm_rf_at(dst, nm) : (unlinkat(dst, nm, 0) < 0 ? -errno : 0);
+                if (r < 0 && r != -ENOENT)
+                        return io_error(w, r, "remove from the previous generation");
+        }
+        int r = gen_dir_seal(t->gnew);
+        return r < 0 ? io_error(w, r, "allocate") : 0;
+}
+
+/* After the hashing: the blob ids of the files copied this time into their index entries. */
+static void gen_harvest(Tree *t) {
+        for (size_t i = 0; t->gnew && i < t->gnew->n; i++) {
+                GenEntry *ne = &t->gnew->v[i];
+                if (ne->tb_index != SIZE_MAX && ne->tb_index < t->b.n_entries) {
+                        memcpy(ne->oid, t->b.entries[ne->tb_index].oid, GIT_OID_SIZE);
+                        ne->tb_index = SIZE_MAX;
+                }
+        }
+}
+
 static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t);
 
 /* Handle one directory entry of src (level depth) named name, whose readdir type is dtype.
@@ -622,6 +750,8 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         /* Refused by their readdir type, without ever being opened. */
         if (is_special(kind))
                 return special_file(w, kind);
+        if (w->gen && (r = gen_try_reuse(w, src, depth, name, len, kind, t)) != 0)
+                return MIN(r, 0);
 
         for (unsigned attempt = 0;; attempt++) {
                 fd = open_child(w, src, name, S_ISDIR(kind) ? CHILD_DIR_FLAGS : CHILD_FILE_FLAGS);
@@ -655,7 +785,7 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 return io_error(w, -errno, "fstat");
 
         bool stream = w->out_fd >= 0;
-        if (stream && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+        if ((stream || w->gen) && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
                 /* A name readdir returned twice: the first one stays, as in the copy. */
                 r = name_set_add(&w->names[depth], name, len);
                 if (r < 0)
@@ -672,25 +802,32 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                         return too_large(w, "directories nested too deep");
                 mode_t mode = copy_mode(st.st_mode);
                 _cleanup_close_ int child_dst = -EBADF;
+                bool gen_kept = false;
                 if (stream) {
                         r = out_entry(w, SNAPSHOT_STREAM_DIR, name, len, st.st_mode, 0);
                         if (r < 0)
                                 return r;
                 } else {
+                        int kept = w->gen ? gen_clear_slot(w, dst, t, name, len, true) : 0;
+                        if (kept < 0)
+                                return kept;
                         /* Only root can enter it while it is filled; finish_dir() opens it up. */
-                        if (mkdirat(dst, name, 0700) < 0)
+                        if (!kept && mkdirat(dst, name, 0700) < 0)
                                 return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
                         child_dst = openat(dst, name, CHILD_DIR_FLAGS);
                         if (child_dst < 0)
                                 return io_error(w, -errno, "open copy");
-                        r = set_group(w, child_dst);
+                        r = kept ? 0 : set_group(w, child_dst);
                         if (r < 0)
                                 return io_error(w, r, "set owner and mode");
+                        gen_kept = kept;
                 }
                 w->dirs++;
                 _cleanup_(tree_freep) Tree *child = calloc(1, sizeof(Tree));
                 if (!child)
                         return io_error(w, -ENOMEM, "allocate");
+                if (w->gen && (r = gen_record_dir(w, t, child, name, len, &st, gen_kept)) < 0)
+                        return r;
                 r = walk_dir(w, fd, child_dst, depth + 1, child);
                 if (r < 0)
                         return r;
@@ -716,7 +853,12 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                         return walk_fail(w, ENOTSUP, "snapshot_special_file",
                                          "workspace entry '%s' is a hard link to a file owned by uid %u that the workspace owner may not read",
                                          (unsigned) st.st_uid);
+                if (w->gen && (r = gen_clear_slot(w, dst, t, name, len, false)) < 0)
+                        return r;
+                size_t index = git_tree_builder_size(&t->b);
                 r = copy_file(w, fd, &st, dst, name, len, &t->b);
+                if (r == 0 && w->gen)
+                        r = gen_record_file(w, t, name, len, &st, index);
                 return MIN(r, 0);
         } else
                 return special_file(w, st.st_mode);
@@ -734,7 +876,7 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                         return io_error(w, -ENOMEM, "allocate");
         }
         char *buf = w->dents[depth];
-        if (w->out_fd >= 0)
+        if (w->out_fd >= 0 || w->gen)
                 name_set_reset(&w->names[depth]);
 
         for (;;) {
@@ -773,7 +915,7 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                 }
         }
 
-        return 0;
+        return w->gen ? gen_finish_dir(w, dst, t) : 0;
 }
 
 /* After the walk: every blob id into its entry, then every tree, children first (the list is
@@ -782,6 +924,11 @@ static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
         int r = blob_hasher_sync(w->hasher);
         if (r < 0)
                 return io_error(w, r, "hash");
+        if (w->gen) {
+                for (Tree *t = w->done; t; t = t->next)
+                        gen_harvest(t);
+                gen_harvest(root);
+        }
         for (Tree *t = w->done; t; t = t->next) {
                 r = git_tree_builder_finish(&t->b, w->h, t->parent->b.entries[t->parent_index].oid);
                 if (r < 0)
@@ -799,6 +946,8 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .files = w->files,
                 .dirs = w->dirs,
                 .skipped_symlinks = w->skipped_symlinks,
+                .files_reused = w->files_reused,
+                .bytes_reused = w->bytes_reused,
                 .duration = now_monotonic() - start,
                 .resolver = w->use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
         };
@@ -945,6 +1094,91 @@ out:
                 dst = safe_close(dst);
                 (void) rm_rf_at(dest_parent_fd, dest_name);
         }
+        walk_done(&w);
+        return r;
+}
+
+/* The walk's start on the realtime clock the filesystems stamp ctimes with, less the racy
+ * window: an entry whose ctime is later is read again next time. */
+int64_t snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
+
+static int64_t racy_threshold(void) {
+        struct timespec ts;
+        if (clock_gettime(CLOCK_REALTIME_COARSE, &ts) < 0 && clock_gettime(CLOCK_REALTIME, &ts) < 0)
+                return INT64_MIN; /* no clock: every entry is racy */
+        return (int64_t) ts.tv_sec * 1000000000LL + ts.tv_nsec - snapshot_test_racy_window_nsec;
+}
+
+int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uint32_t copy_uid,
+                    const SnapshotLimits *limits, GenIndex **ret_next, SnapshotSummary *ret, TfwError *e) {
+        _cleanup_close_ int root = -EBADF;
+        _cleanup_(gen_index_freep) GenIndex *next = NULL;
+        _cleanup_(tree_done) Tree root_tree = {};
+        Walk w = {
+                .limits = limits,
+                .e = e,
+                .copy = limits->copy == SNAPSHOT_COPY_READ_WRITE ? SNAPSHOT_COPY_READ_WRITE
+                                                                 : SNAPSHOT_COPY_FILE_RANGE,
+                .umask = (mode_t) -1,
+                .out_fd = -EBADF,
+                .racy_from = racy_threshold(),
+        };
+        w.done_tail = &w.done;
+        usec_t start = now_monotonic();
+        struct stat st, dst_st;
+        uint8_t tree[GIT_OID_SIZE];
+        int r;
+
+        tfw_error_clear(e);
+        if (limits->group == (gid_t) -1 || copy_uid == (uint32_t) -1)
+                return tfw_error(e, EINVAL, "snapshot_destination", "a generation needs an owner and a group");
+        w.path = malloc(WALK_PATH_MAX);
+        if (!w.path) {
+                r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
+                goto out;
+        }
+        w.path[0] = 0;
+        if (read_umask(&w.umask) < 0)
+                w.umask = (mode_t) -1;
+        r = walk_begin(&w, workspace_path, &st, e);
+        if (r < 0)
+                goto out;
+        root = r;
+        if (fstat(tree_fd, &dst_st) < 0 || !S_ISDIR(dst_st.st_mode)) {
+                r = tfw_error(e, errno ? errno : ENOTDIR, "snapshot_destination", "the generation is not a directory");
+                goto out;
+        }
+        w.dst_dev = dst_st.st_dev;
+        w.dst_ino = dst_st.st_ino;
+        r = gen_index_new((uint32_t) st.st_uid, copy_uid, (uint32_t) limits->group, &next);
+        if (r < 0) {
+                r = tfw_error(e, -r, "snapshot_io", "out of memory");
+                goto out;
+        }
+        w.gen = next;
+        /* An index made for another owner or group vouches for nothing: its entries are still
+         * compared name by name, and removed, but every file is read again. */
+        w.gen_trust = prev && prev->owner_uid == next->owner_uid && prev->copy_uid == copy_uid &&
+                      prev->copy_gid == next->copy_gid;
+        root_tree.gold = prev ? &prev->root : NULL;
+        root_tree.gnew = &next->root;
+        /* The root keeps one owner and mode whatever the workspace's (/work as the tmpfs of a
+         * streamed job has it): a capsule started ahead of its job looked at it when it booted
+         * and need not see it change. */
+        if (fchown(tree_fd, copy_uid, limits->group) < 0 || fchmod(tree_fd, SNAPSHOT_GENERATION_ROOT_MODE) < 0) {
+                r = tfw_error(e, errno, "snapshot_destination", "cannot set the generation's owner: %m");
+                goto out;
+        }
+
+        r = walk_dir(&w, root, tree_fd, 0, &root_tree);
+        if (r >= 0)
+                r = build_trees(&w, &root_tree, tree);
+        if (r < 0)
+                goto out;
+        summary_of(&w, start, tree, ret);
+        *ret_next = TAKE_PTR(next);
+        r = 0;
+out:
         walk_done(&w);
         return r;
 }

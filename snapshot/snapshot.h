@@ -39,6 +39,7 @@
 
 #include "common/error.h"
 #include "common/time-util.h"
+#include "gen-index.h"
 #include "git-object.h"
 
 /* Deepest directory nesting copied (the root is level 0). Each level holds two fds open, and
@@ -71,6 +72,8 @@ typedef struct SnapshotSummary {
         uint64_t entries;          /* directory entries looked at (files + dirs + symlinks) */
         uint64_t files, dirs;      /* copied (dirs excludes the root) */
         uint64_t skipped_symlinks;
+        uint64_t files_reused;     /* snapshot_update(): files kept from the previous generation */
+        uint64_t bytes_reused;     /* and their bytes (included in bytes) */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */
         usec_t duration;
         SnapshotResolver resolver; /* which way paths were resolved */
@@ -100,6 +103,23 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
  * Blocks while out_fd is full; SIGPIPE must be blocked or ignored by the caller. */
 int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits *limits,
                     SnapshotSummary *ret, TfwError *e);
+
+/* The same walk, with the same defences, ceilings, refusals and tree id, into a generation
+ * (docs/snapshot.md, "Generations"; threat 17): tree_fd is the previous generation's root
+ * directory, whose entries prev describes (NULL: tree_fd is empty), and is changed in place into
+ * the new generation. A regular file whose identity (gen-index.h) equals prev's and was not
+ * racy keeps its copy and blob id without being opened; anything else is read and copied as
+ * snapshot_take() does; what the workspace no longer has is removed. Every entry made is owned
+ * by copy_uid and limits->group (both required); the root's mode is SNAPSHOT_GENERATION_ROOT_MODE. prev's `seen` marks are used up. On success
+ * *ret_next describes the new generation. On failure tree_fd holds a mix of both: the caller
+ * must not use it as either (it empties it). Error codes as snapshot_take(). */
+/* The mode of a generation's root, always (its owner is copy_uid, its group limits->group). */
+#define SNAPSHOT_GENERATION_ROOT_MODE 0700
+int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uint32_t copy_uid,
+                    const SnapshotLimits *limits, GenIndex **ret_next, SnapshotSummary *ret, TfwError *e);
+
+/* Tests only (no configuration reaches it): the racy window, GEN_RACY_WINDOW_NSEC. */
+extern int64_t snapshot_test_racy_window_nsec;
 
 /* Does openat2 work in this process? false when the kernel lacks it (ENOSYS) or a seccomp
  * filter refuses it (ENOSYS or EPERM). Asked again on every call: a filter can appear at any

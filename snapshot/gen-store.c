@@ -1,0 +1,237 @@
+/* SPDX-License-Identifier: MIT */
+/* The generation store's lanes. See gen-store.h and docs/snapshot.md, "Generations". */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "gen-index.h"
+#include "gen-store.h"
+
+#define LANE_NAME_MAX 32
+#define INDEX_NAME "index"
+
+static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
+        snprintf(buf, LANE_NAME_MAX, "lane-%u", k);
+}
+
+void gen_lane_release(GenLane *l) {
+        if (!l)
+                return;
+        safe_close(l->tree_fd);
+        safe_close(l->lane_fd);
+        safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
+        free(l->ro_path);
+        free(l);
+}
+
+/* Is lane_fd/ro the read-only bind mount of the tree open at tree_fd? */
+static int ro_mounted(int lane_fd, int tree_fd) {
+        struct statx lane, ro;
+        struct stat tree;
+
+        if (statx(lane_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &lane) < 0 ||
+            statx(lane_fd, "ro", AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_INO, &ro) < 0 || fstat(tree_fd, &tree) < 0)
+                return -errno;
+        if (!(lane.stx_mask & STATX_MNT_ID) || !(ro.stx_mask & STATX_MNT_ID))
+                return -EOPNOTSUPP;
+        if (lane.stx_mnt_id == ro.stx_mnt_id)
+                return 0;
+        /* Something is mounted there: it must be the tree, read-only. */
+        _cleanup_close_ int fd = openat(lane_fd, "ro", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct statvfs sv;
+        if (fd < 0 || fstatvfs(fd, &sv) < 0)
+                return -errno;
+        return ro.stx_ino == tree.st_ino && (sv.f_flag & ST_RDONLY) ? 1 : -EEXIST;
+}
+
+/* lane_fd/ro becomes a read-only, nosuid, nodev bind mount of the tree: made by descriptor
+ * (open_tree), set read-only before it is attached, so it is never writable for an instant. */
+static int mount_ro(int lane_fd, int tree_fd) {
+        _cleanup_close_ int m = open_tree(tree_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (m < 0)
+                return -errno;
+        struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
+        if (mount_setattr(m, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
+                return -errno;
+        _cleanup_close_ int target = openat(lane_fd, "ro", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (target < 0)
+                return -errno;
+        if (move_mount(m, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
+                return -errno;
+        return 0;
+}
+
+static int mkdir_ok(int dfd, const char *name) {
+        return mkdirat(dfd, name, 0700) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+/* The lane's directories, its mount, its descriptors; the lock is already held. */
+static int lane_open(GenLane *l, const char *store_path, const char *name, uint32_t copy_uid, uint32_t copy_gid,
+                     TfwError *e) {
+        int r = mkdir_ok(l->lane_fd, "tree");
+        if (r >= 0)
+                r = mkdir_ok(l->lane_fd, "ro");
+        if (r < 0)
+                return tfw_error(e, -r, "generation_store", "cannot make the store's %s: %s", name, strerror(-r));
+        l->tree_fd = open_dir_at(l->lane_fd, "tree");
+        if (l->tree_fd < 0)
+                return tfw_error(e, -l->tree_fd, "generation_store", "cannot open the store's %s/tree: %s", name,
+                                 strerror(-l->tree_fd));
+        if (fchown(l->tree_fd, copy_uid, copy_gid) < 0 || fchmod(l->tree_fd, SNAPSHOT_GENERATION_ROOT_MODE) < 0)
+                return tfw_error(e, errno, "generation_store", "cannot set the owner of the store's %s/tree: %m", name);
+        r = ro_mounted(l->lane_fd, l->tree_fd);
+        if (r == 0)
+                r = mount_ro(l->lane_fd, l->tree_fd);
+        if (r < 0)
+                return tfw_error(e, -r, "generation_store", "cannot mount the store's %s/ro read-only: %s", name,
+                                 strerror(-r));
+        if (asprintf(&l->ro_path, "%s/%s/ro", store_path, name) < 0) {
+                l->ro_path = NULL;
+                return tfw_error(e, ENOMEM, "generation_store", "out of memory");
+        }
+        return 0;
+}
+
+int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
+                     GenLane **ret, TfwError *e) {
+        for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
+                char name[LANE_NAME_MAX];
+                lane_name(k, name);
+                int r = mkdir_ok(store_fd, name);
+                if (r < 0)
+                        return tfw_error(e, -r, "generation_store", "cannot make the store's %s: %s", name, strerror(-r));
+                GenLane *l = calloc(1, sizeof(*l));
+                if (!l)
+                        return tfw_error(e, ENOMEM, "generation_store", "out of memory");
+                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF };
+                l->lane_fd = open_dir_at(store_fd, name);
+                if (l->lane_fd >= 0)
+                        l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (l->lane_fd < 0 || l->lock_fd < 0) {
+                        r = l->lane_fd < 0 ? l->lane_fd : -errno;
+                        gen_lane_release(l);
+                        return tfw_error(e, -r, "generation_store", "cannot open the store's %s: %s", name, strerror(-r));
+                }
+                if (flock(l->lock_fd, LOCK_EX | LOCK_NB) < 0) {
+                        r = -errno;
+                        gen_lane_release(l);
+                        if (r == -EWOULDBLOCK)
+                                continue;
+                        return tfw_error(e, -r, "generation_store", "cannot lock the store's %s: %s", name, strerror(-r));
+                }
+                r = lane_open(l, store_path, name, copy_uid, copy_gid, e);
+                if (r < 0) {
+                        gen_lane_release(l);
+                        return r;
+                }
+                *ret = l;
+                return 0;
+        }
+        return tfw_error(e, EBUSY, "generation_store", "every lane of the generation store is in use (%u)", max_lanes);
+}
+
+/* Remove everything below the directory open at fd (the tree holds no mount). */
+static int empty_dir(int fd) {
+        _cleanup_closedir_ DIR *d = opendir_fd(fd);
+        int r = 0;
+
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                int k = rm_rf_at(fd, de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        return r;
+}
+
+/* The lane no longer holds a generation: its index first, then its entries. */
+static int lane_empty(int lane_fd, int tree_fd) {
+        if (unlinkat(lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
+                return -errno;
+        return empty_dir(tree_fd);
+}
+
+/* The store is full: every lane no process holds gives its generation back. */
+static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
+        for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
+                char name[LANE_NAME_MAX];
+                if (k == except)
+                        continue;
+                lane_name(k, name);
+                _cleanup_close_ int lane = open_dir_at(store_fd, name);
+                if (lane < 0)
+                        continue;
+                _cleanup_close_ int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+                if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
+                        continue;
+                _cleanup_close_ int tree = open_dir_at(lane, "tree");
+                if (tree >= 0)
+                        (void) lane_empty(lane, tree);
+        }
+}
+
+static int update_once(GenLane *l, const char *workspace, uint32_t copy_uid, const SnapshotLimits *limits,
+                       SnapshotSummary *ret, TfwError *e) {
+        _cleanup_(gen_index_freep) GenIndex *prev = NULL, *next = NULL;
+        TfwError le = {};
+        int r = gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
+
+        /* No index (or one that cannot be read): the tree is not a complete generation. */
+        if (r < 0 && (r = empty_dir(l->tree_fd)) < 0)
+                return tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
+                                 strerror(-r));
+        if (unlinkat(l->lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
+                return tfw_error(e, errno, "generation_store", "cannot remove the index of lane %u: %m", l->number);
+        r = snapshot_update(workspace, l->tree_fd, prev, copy_uid, limits, &next, ret, e);
+        if (r >= 0)
+                r = gen_index_save(next, l->lane_fd, INDEX_NAME, e);
+        if (r < 0)
+                (void) empty_dir(l->tree_fd);
+        return r;
+}
+
+int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
+                    const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
+        int r = update_once(l, workspace, copy_uid, limits, ret, e);
+        if (r == -ENOSPC || r == -EDQUOT) {
+                collect_unheld(store_fd, max_lanes, l->number);
+                r = update_once(l, workspace, copy_uid, limits, ret, e);
+                if (r == -ENOSPC || r == -EDQUOT)
+                        tfw_error_prefix(e, "the generation store is full (limits.max_store_bytes): ");
+        }
+        return r;
+}
+
+int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret) {
+        struct statvfs sv;
+        if (fstatvfs(store_fd, &sv) < 0)
+                return -errno;
+        *ret = (GenStoreUsage) {
+                .bytes = (uint64_t) (sv.f_blocks - sv.f_bfree) * sv.f_frsize,
+                .max_bytes = (uint64_t) sv.f_blocks * sv.f_frsize,
+                .inodes = (uint64_t) (sv.f_files - sv.f_ffree),
+                .max_inodes = (uint64_t) sv.f_files,
+        };
+        for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
+                char name[LANE_NAME_MAX];
+                lane_name(k, name);
+                _cleanup_close_ int lane = open_dir_at(store_fd, name);
+                if (lane >= 0 && faccessat(lane, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+                        ret->lanes++;
+        }
+        return 0;
+}

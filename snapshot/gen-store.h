@@ -1,0 +1,67 @@
+/* SPDX-License-Identifier: MIT */
+/* The generation store (docs/snapshot.md, "Generations"; threat 17): root-private lanes, each
+ * holding one generation of the workspace, that a capsule binds at /work.
+ *
+ *   <store>/lane-<k>/lock    flock'ed by the one process using the lane (a job, or a capsule
+ *                            started ahead and then its job); released when it exits
+ *   <store>/lane-<k>/tree    the generation: owned by the job's uid and group, changed only by
+ *                            snapshot_update() while the lane's lock is held and no capsule
+ *                            runs a job on it
+ *   <store>/lane-<k>/ro      a read-only bind mount of tree (nosuid, nodev): what the capsule
+ *                            binds, so that even a runtime bug that writes through its /work
+ *                            meets a read-only mount on the host (the second wall)
+ *   <store>/lane-<k>/index   the generation's index (gen-index.h), present only while tree is
+ *                            a complete generation: removed before tree is changed, written
+ *                            after
+ *
+ * The store is a tmpfs of the daemon's own mount namespace (orchestrator/scratch.c), sized by
+ * limits.max_store_bytes: nothing of it is on the disk, a crash leaves nothing behind, and no
+ * other process (the agent's included) can reach it. A lane whose update fails, and a lane
+ * without an index, is emptied and built again from nothing by its next user. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "snapshot.h"
+
+/* Lanes at most: concurrency jobs plus one capsule started ahead. */
+#define GEN_STORE_LANES_MAX 65
+
+typedef struct GenLane {
+        unsigned number;
+        int lock_fd;
+        int lane_fd;
+        int tree_fd;
+        char *ro_path;  /* absolute: what the capsule binds at /work */
+} GenLane;
+
+/* Take the first lane of store_fd (absolute path store_path) no other process holds, among
+ * lanes 0..max_lanes-1: made when missing (directories 0700, the read-only bind mount). The
+ * tree's root is made copy_uid:copy_gid SNAPSHOT_GENERATION_ROOT_MODE now, before any capsule
+ * binds it: a capsule started ahead sees the root as it was when it booted.
+ * -EBUSY (e set) when every lane is held. */
+int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
+                     GenLane **ret, TfwError *e);
+/* Release it (the generation stays for its next user). NULL is fine. */
+void gen_lane_release(GenLane *l);
+static inline void gen_lane_releasep(GenLane **l) {
+        gen_lane_release(*l);
+}
+
+/* Make the lane's generation the workspace's (snapshot_update() from the lane's index), owned
+ * by copy_uid and limits->group. On success the index is written; on any failure the lane is
+ * emptied. store_fd: when the store is full (ENOSPC), the lanes no process holds are emptied
+ * and the update is tried once more. */
+int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
+                    const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* What the store holds, from its filesystem. */
+typedef struct GenStoreUsage {
+        uint64_t bytes, max_bytes;
+        uint64_t inodes, max_inodes;
+        unsigned lanes;
+} GenStoreUsage;
+
+int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret);

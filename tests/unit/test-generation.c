@@ -1,0 +1,288 @@
+/* SPDX-License-Identifier: MIT */
+/* snapshot_update() and the generation index (issue 18; threat 17). test-snapshot runs every
+ * walk test through snapshot_update() too; this file proves what is particular to generations:
+ * which files are read again, that the changed-in-place generation always equals a fresh
+ * snapshot of the same workspace (tree id and bytes), and the index file.
+ *
+ * <tmp>/ws is the workspace, <tmp>/gen the generation, <tmp>/fresh/<n> fresh snapshots. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "snapshot/gen-index.h"
+#include "snapshot/snapshot.h"
+#include "tests/unit/lib/tfw-test.h"
+
+#define COPY_UID ((uid_t) 4343)
+#define COPY_GID ((gid_t) 4242)
+
+typedef struct Fixture {
+        TestDir *d;
+        char *ws;
+        int gen_fd;
+        GenIndex *index;
+        SnapshotSummary s;
+        unsigned fresh;
+} Fixture;
+
+static void sh(const Fixture *f, const char *fmt, ...) _printf_(2, 3);
+static void sh(const Fixture *f, const char *fmt, ...) {
+        _cleanup_free_ char *body = NULL, *cmd = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        assert_true(vasprintf(&body, fmt, ap) >= 0);
+        va_end(ap);
+        assert_true(asprintf(&cmd, "set -e; cd '%s'; %s", f->ws, body) >= 0);
+        int st = system(cmd);
+        if (st != 0)
+                fail_msg("command failed (%d): %s", st, body);
+}
+
+static int setup(void **state) {
+        if (tfw_tmpdir_setup(state) < 0)
+                return -1;
+        Fixture *f = calloc(1, sizeof(*f));
+        f->d = *state;
+        if (mkdirat(f->d->fd, "ws", 0755) < 0 || mkdirat(f->d->fd, "gen", 0700) < 0 ||
+            mkdirat(f->d->fd, "fresh", 0700) < 0 || asprintf(&f->ws, "%s/ws", f->d->path) < 0)
+                return -1;
+        f->gen_fd = openat(f->d->fd, "gen", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *state = f;
+        return f->gen_fd >= 0 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        gen_index_free(f->index);
+        safe_close(f->gen_fd);
+        free(f->ws);
+        *state = f->d;
+        free(f);
+        snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
+        return tfw_tmpdir_teardown(state);
+}
+
+static SnapshotLimits limits(void) {
+        return (SnapshotLimits) { .max_bytes = 1ULL << 30, .max_entries = 100000, .group = COPY_GID };
+}
+
+/* Past the racy window of what was just written (the tests set the window to 0 unless they
+ * test it): the walk starts on the coarse clock, which lags the fine-grained ctimes the
+ * filesystem may stamp by up to a tick of a few ms. */
+static void settle(void) {
+        (void) nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+}
+
+/* Update the generation from the workspace; the previous index is replaced. */
+static void update(Fixture *f) {
+        SnapshotLimits l = limits();
+        GenIndex *next = NULL;
+        TfwError e = {};
+        int r = snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e);
+        if (r < 0)
+                fail_msg("snapshot_update: %d %s: %s", r, e.code, e.message);
+        gen_index_free(f->index);
+        f->index = next;
+}
+
+/* A fresh snapshot of the workspace; its summary. */
+static SnapshotSummary fresh(Fixture *f) {
+        SnapshotLimits l = limits();
+        SnapshotSummary s;
+        TfwError e = {};
+        char name[32];
+        snprintf(name, sizeof(name), "%u", f->fresh++);
+        _cleanup_close_ int out = openat(f->d->fd, "fresh", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int r = snapshot_take(f->ws, out, name, &l, &s, &e);
+        if (r < 0)
+                fail_msg("snapshot_take: %d %s: %s", r, e.code, e.message);
+        return s;
+}
+
+/* The generation is exactly what a fresh snapshot of the workspace would be: the same tree id,
+ * bytes, entries, and the same files with the same bytes and modes (diff -r compares contents;
+ * the mode listing compares the group mirror). */
+static void assert_equals_fresh(Fixture *f) {
+        SnapshotSummary s = fresh(f);
+        assert_string_equal(f->s.tree, s.tree);
+        assert_int_equal(f->s.bytes, s.bytes);
+        assert_int_equal(f->s.entries, s.entries);
+        assert_int_equal(f->s.files, s.files);
+        assert_int_equal(f->s.dirs, s.dirs);
+        sh(f, "diff -r ../gen ../fresh/%u >/dev/null", f->fresh - 1);
+        sh(f, "a=$(cd ../gen && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); "
+              "b=$(cd ../fresh/%u && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); [ \"$a\" = \"$b\" ]",
+           f->fresh - 1);
+}
+
+static void make_tree(Fixture *f) {
+        sh(f, "mkdir -p a/b/c d e; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
+              "printf x >d/x; printf '#!/bin/sh\\n' >run.sh; chmod 755 run.sh; seq 1 20000 >big; ln -s a link");
+        settle();
+}
+
+/* Nothing changed: every file is kept, none read; the tree id is the fresh one's. */
+static void test_unchanged_reads_nothing(void **state) {
+        Fixture *f = *state;
+        snapshot_test_racy_window_nsec = 0;
+        make_tree(f);
+        update(f);
+        assert_int_equal(f->s.files_reused, 0);
+        assert_equals_fresh(f);
+        settle();
+        update(f);
+        assert_int_equal(f->s.files_reused, f->s.files);
+        assert_int_equal(f->s.bytes_reused, f->s.bytes);
+        assert_equals_fresh(f);
+}
+
+/* A change that restores mtime and size is still seen: ctime cannot be set back. */
+static void test_restored_mtime_and_size_seen(void **state) {
+        Fixture *f = *state;
+        snapshot_test_racy_window_nsec = 0;
+        make_tree(f);
+        update(f);
+        settle();
+        sh(f, "touch -r a/b/two ../ref; printf TWO >a/b/two; touch -r ../ref a/b/two");
+        update(f);
+        assert_int_equal(f->s.files_reused, f->s.files - 1);
+        assert_equals_fresh(f);
+        sh(f, "[ \"$(cat ../gen/a/b/two)\" = TWO ]");
+}
+
+/* Each kind of change, one update each, and the generation equals a fresh snapshot after
+ * every one of them. */
+static void test_every_change(void **state) {
+        static const char *const changes[] = {
+                "printf changed >a/one",                         /* content */
+                "printf 'longer content' >>d/x",                 /* size */
+                "rm a/b/c/three",                                 /* file gone */
+                "rm -r a/b",                                      /* tree gone */
+                "mkdir -p n/m; printf new >n/m/f",                /* new tree */
+                "rm d/x; mkdir d/x; printf in >d/x/f",            /* file -> directory */
+                "rm -r n; printf now-a-file >n",                  /* directory -> file */
+                "rm a/one; ln -s run.sh a/one",                   /* file -> symlink */
+                "chmod 644 run.sh",                               /* x bit */
+                "chmod 700 e",                                    /* directory mode */
+                "mv big big2",                                    /* rename */
+                "mkdir e/empty",                                  /* an empty directory */
+                "rm -r a d e n run.sh big2 link",                 /* everything */
+                "printf back >back",                              /* and something again */
+        };
+        Fixture *f = *state;
+        snapshot_test_racy_window_nsec = 0;
+        make_tree(f);
+        update(f);
+        for (size_t i = 0; i < ELEMENTSOF(changes); i++) {
+                settle();
+                sh(f, "%s", changes[i]);
+                update(f);
+                assert_equals_fresh(f);
+        }
+}
+
+/* With the real window, what was written just before the walk is read again by the next
+ * one (its ctime is not older than the window), then kept once it is. */
+static void test_racy_read_again(void **state) {
+        Fixture *f = *state;
+        sh(f, "printf old >old; printf new >new");
+        update(f);
+        assert_int_equal(f->s.files_reused, 0);
+        update(f);
+        assert_int_equal(f->s.files_reused, 0);
+        /* Read again once more with the window closed (the last walk saw them racy), then kept. */
+        snapshot_test_racy_window_nsec = 0;
+        settle();
+        update(f);
+        assert_int_equal(f->s.files_reused, 0);
+        settle();
+        update(f);
+        assert_int_equal(f->s.files_reused, 2);
+        assert_equals_fresh(f);
+}
+
+/* The generation's entries belong to the job's uid and group; its root too. */
+static void test_owner(void **state) {
+        Fixture *f = *state;
+        if (geteuid() != 0)
+                skip();
+        make_tree(f);
+        update(f);
+        sh(f, "[ -z \"$(find ../gen \\( ! -uid %u -o ! -gid %u \\) -print)\" ]", (unsigned) COPY_UID,
+           (unsigned) COPY_GID);
+}
+
+/* The index file: saved and loaded, it vouches as the one in memory did; a damaged one is
+ * refused, not trusted. An index made for another group vouches for nothing. */
+static void test_index_file(void **state) {
+        Fixture *f = *state;
+        TfwError e = {};
+        snapshot_test_racy_window_nsec = 0;
+        make_tree(f);
+        update(f);
+        assert_int_equal(gen_index_save(f->index, f->d->fd, "index", &e), 0);
+        GenIndex *loaded = NULL;
+        assert_int_equal(gen_index_load(f->d->fd, "index", 100000, &loaded, &e), 0);
+        assert_int_equal(loaded->entries, f->index->entries);
+        gen_index_free(f->index);
+        f->index = loaded;
+        settle();
+        update(f);
+        assert_int_equal(f->s.files_reused, f->s.files);
+        assert_equals_fresh(f);
+
+        /* Damaged: cut short, one byte changed in a name, and too many entries for the bound. */
+        assert_int_equal(gen_index_save(f->index, f->d->fd, "index", &e), 0);
+        sh(f, "cp ../index ../cut; truncate -s -7 ../cut; cp ../index ../bad;"
+              "printf '\\000' | dd of=../bad bs=1 seek=40 conv=notrunc status=none");
+        GenIndex *x = NULL;
+        assert_int_equal(gen_index_load(f->d->fd, "cut", 100000, &x, &e), -EBADMSG);
+        assert_int_equal(gen_index_load(f->d->fd, "bad", 100000, &x, &e), -EBADMSG);
+        assert_int_equal(gen_index_load(f->d->fd, "index", 3, &x, &e), -EBADMSG);
+        assert_int_equal(gen_index_load(f->d->fd, "none", 100000, &x, &e), -ENOENT);
+        assert_null(x);
+
+        f->index->copy_gid++;
+        update(f);
+        assert_int_equal(f->s.files_reused, 0);
+        assert_equals_fresh(f);
+}
+
+/* A ceiling met in an update fails it like any walk (the store then empties the generation). */
+static void test_ceiling(void **state) {
+        Fixture *f = *state;
+        SnapshotLimits l = limits();
+        GenIndex *next = NULL;
+        TfwError e = {};
+        snapshot_test_racy_window_nsec = 0;
+        make_tree(f);
+        update(f);
+        settle();
+        l.max_bytes = f->s.bytes - 1;
+        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e), -E2BIG);
+        assert_string_equal(e.code, "snapshot_too_large");
+        assert_null(next);
+}
+
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                T(test_unchanged_reads_nothing),
+                T(test_restored_mtime_and_size_seen),
+                T(test_every_change),
+                T(test_racy_read_again),
+                T(test_owner),
+                T(test_index_file),
+                T(test_ceiling),
+        };
+        return cmocka_run_group_tests_name("generations", tests, NULL, NULL);
+}
