@@ -294,6 +294,9 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                            " files (%" PRIu64 " ms)",
                            rec->id, x.input, x.snapshot.tree, x.snapshot.entries, x.snapshot.bytes, x.snapshot.files_reused,
                            x.snapshot.files, (uint64_t) (x.snapshot.duration / 1000));
+        if (r >= 0 && x.have_snapshot && x.snapshot.lease_unusable)
+                worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
+                           "again by every request", rec->id);
         if (r >= 0 && x.input_note[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, x.input_note);
         if (lane)

@@ -11,7 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/xattr.h>
 #include <time.h>
@@ -68,6 +71,8 @@ typedef struct Tree {
         /* Generation mode: this directory in the previous generation (NULL: it had none) and
          * in the one being made. */
         GenDir *gold, *gnew;
+        bool reuse_ok;       /* its filesystem stamps every change (gen_fs_vouches) */
+        dev_t dev;
 } Tree;
 
 static Tree *tree_free(Tree *t) {
@@ -112,6 +117,8 @@ typedef struct Walk {
         bool gen_trust;     /* the previous index may vouch for unchanged files */
         int64_t racy_from;  /* ctime (ns) from which an entry is racy */
         uint64_t files_reused, bytes_reused;
+        uint64_t last_copied; /* the bytes copy_file() copied last */
+        bool lease_unusable;  /* open_for_writing() could not ask */
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -558,7 +565,9 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
         _cleanup_close_ int dst = openat(dst_dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                                          mode);
         if (dst < 0)
-                return errno == EEXIST ? 1 : io_error(w, -errno, "create copy");
+                /* In a generation the names were cleared first (gen_clear_slot): an entry already
+                 * there means the tree is not what its index says, which fails the walk. */
+                return errno == EEXIST && !w->gen ? 1 : io_error(w, -errno, "create copy");
         r = set_group(w, dst);
         if (r >= 0)
                 r = fix_file_mode(w, dst, mode);
@@ -598,6 +607,7 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
         }
         w->bytes += total;
         w->files++;
+        w->last_copied = total;
         return 0;
 }
 
@@ -628,12 +638,13 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         GenIdentity id;
         int r;
 
-        if (!old || old->is_dir || old->racy || !S_ISREG(kind))
+        if (!old || old->is_dir || old->racy || !S_ISREG(kind) || !t->reuse_ok)
                 return 0;
         if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? 1 : io_error(w, -errno, "stat");
         gen_identity_of(&st, &id);
-        if (!S_ISREG(st.st_mode) || !gen_identity_equal(&id, &old->id) || !hardlink_allowed(w, &st))
+        if (!S_ISREG(st.st_mode) || st.st_dev != t->dev || !gen_identity_equal(&id, &old->id) ||
+            !hardlink_allowed(w, &st))
                 return 0;
         r = name_set_add(&w->names[depth], name, len);
         if (r <= 0)
@@ -671,13 +682,53 @@ static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t le
         return r < 0 && r != -ENOENT ? io_error(w, r, "remove from the previous generation") : 0;
 }
 
+/* Do this filesystem's timestamps vouch for its files' contents? Only local filesystems that
+ * stamp mtime and ctime on every write, a write through a shared mapping included (their
+ * page_mkwrite): not tmpfs (a write through a mapping never changes its times), not network
+ * or FUSE filesystems (times from elsewhere, or cached), not vfat (2 s timestamps). Elsewhere
+ * every file is read again by every walk. */
+static bool gen_fs_vouches(int dir_fd) {
+        struct statfs sf;
+        if (fstatfs(dir_fd, &sf) < 0)
+                return false;
+        switch ((unsigned long) sf.f_type) {
+        case EXT4_SUPER_MAGIC: /* ext2, ext3 and ext4 */
+        case XFS_SUPER_MAGIC:
+        case BTRFS_SUPER_MAGIC:
+        case F2FS_SUPER_MAGIC:
+                return true;
+        default:
+                return false;
+        }
+}
+
+/* Was the file open for writing by anyone (a writable shared mapping included) while it was
+ * read? Then its copy may hold a write in progress that its ctime predates: read again next
+ * time. A read lease is refused (EAGAIN) exactly then. It is taken and dropped at once; a
+ * lease break in between is signalled with SIGURG, which is ignored by default, never with
+ * SIGIO, which would end this process. */
+static bool open_for_writing(Walk *w, int fd) {
+        if (fcntl(fd, F_SETSIG, SIGURG) < 0 || fcntl(fd, F_SETLEASE, F_RDLCK) < 0) {
+                /* EAGAIN: a writer. Anything else (no CAP_LEASE for a file of another owner):
+                 * the question cannot be asked, which vouches for nothing either. */
+                if (errno != EAGAIN)
+                        w->lease_unusable = true;
+                return true;
+        }
+        (void) fcntl(fd, F_SETLEASE, F_UNLCK);
+        return false;
+}
+
 /* A file just copied into the new generation: its identity, and where its blob id will be. */
-static int gen_record_file(Walk *w, Tree *t, const char *name, size_t len, const struct stat *st, size_t index) {
+static int gen_record_file(Walk *w, Tree *t, int src, const char *name, size_t len, const struct stat *st,
+                           size_t index) {
         GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
         if (!ne)
                 return io_error(w, -ENOMEM, "allocate");
         gen_identity_of(st, &ne->id);
-        ne->racy = gen_racy(w, st);
+        /* A file that read as another size than it claimed (a /proc file bound in, a file
+         * changed while read) says nothing by its identity: read again every time. */
+        ne->racy = gen_racy(w, st) || w->last_copied != (uint64_t) st->st_size || !t->reuse_ok || open_for_writing(w, src);
         ne->tb_index = index;
         return 0;
 }
@@ -813,7 +864,7 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                                 return kept;
                         /* Only root can enter it while it is filled; finish_dir() opens it up. */
                         if (!kept && mkdirat(dst, name, 0700) < 0)
-                                return errno == EEXIST ? 0 : io_error(w, -errno, "create copy");
+                                return errno == EEXIST && !w->gen ? 0 : io_error(w, -errno, "create copy");
                         child_dst = openat(dst, name, CHILD_DIR_FLAGS);
                         if (child_dst < 0)
                                 return io_error(w, -errno, "open copy");
@@ -858,7 +909,7 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 size_t index = git_tree_builder_size(&t->b);
                 r = copy_file(w, fd, &st, dst, name, len, &t->b);
                 if (r == 0 && w->gen)
-                        r = gen_record_file(w, t, name, len, &st, index);
+                        r = gen_record_file(w, t, fd, name, len, &st, index);
                 return MIN(r, 0);
         } else
                 return special_file(w, st.st_mode);
@@ -878,6 +929,11 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
         char *buf = w->dents[depth];
         if (w->out_fd >= 0 || w->gen)
                 name_set_reset(&w->names[depth]);
+        if (w->gen) {
+                struct stat ds;
+                t->reuse_ok = fstat(src, &ds) >= 0 && gen_fs_vouches(src);
+                t->dev = t->reuse_ok ? ds.st_dev : 0;
+        }
 
         for (;;) {
                 ssize_t n = getdents64(src, buf, DENTS_BUF_SIZE);
@@ -948,6 +1004,7 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .skipped_symlinks = w->skipped_symlinks,
                 .files_reused = w->files_reused,
                 .bytes_reused = w->bytes_reused,
+                .lease_unusable = w->lease_unusable,
                 .duration = now_monotonic() - start,
                 .resolver = w->use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
         };

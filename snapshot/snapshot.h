@@ -74,6 +74,8 @@ typedef struct SnapshotSummary {
         uint64_t skipped_symlinks;
         uint64_t files_reused;     /* snapshot_update(): files kept from the previous generation */
         uint64_t bytes_reused;     /* and their bytes (included in bytes) */
+        bool lease_unusable;       /* snapshot_update(): no read lease could be asked for (no
+                                    * CAP_LEASE): no file copied now will be kept next time */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */
         usec_t duration;
         SnapshotResolver resolver; /* which way paths were resolved */
