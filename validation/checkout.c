@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +12,8 @@
 #include <unistd.h>
 
 #include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
 #include "validation/checkout.h"
 
 typedef struct DirCache {
@@ -19,7 +23,8 @@ typedef struct DirCache {
 
 /* Open (creating as needed) the directory part of path below root; returns a borrowed fd
  * owned by the cache. */
-static int parent_dir(int root, const char *path, gid_t group, DirCache *c, CheckoutSummary *sum, TfwError *e) {
+static int parent_dir_at(int root, const char *path, gid_t group, bool create, DirCache *c, CheckoutSummary *sum,
+                         TfwError *e) {
         const char *last = strrchr(path, '/');
         size_t dl = last ? (size_t) (last - path) : 0;
 
@@ -40,7 +45,7 @@ static int parent_dir(int root, const char *path, gid_t group, DirCache *c, Chec
                 memcpy(name, p, l);
                 name[l] = 0;
                 int fd = openat(cur, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0 && errno == ENOENT) {
+                if (fd < 0 && errno == ENOENT && create) {
                         if (mkdirat(cur, name, 0750) < 0)
                                 return tfw_error(e, errno, "checkout_io", "cannot create directory '%.*s': %m",
                                                  (int) (p + l - path), path);
@@ -65,6 +70,10 @@ static int parent_dir(int root, const char *path, gid_t group, DirCache *c, Chec
         return c->fd;
 }
 
+static int parent_dir(int root, const char *path, gid_t group, DirCache *c, CheckoutSummary *sum, TfwError *e) {
+        return parent_dir_at(root, path, group, true, c, sum, e);
+}
+
 static int blob_status_error(long status, const char *path, TfwError *e) {
         if (status == 401 || status == 403)
                 return tfw_error(e, EACCES, "unauthorized", "the server refused the credential (HTTP %ld) for '%s'",
@@ -72,18 +81,16 @@ static int blob_status_error(long status, const char *path, TfwError *e) {
         return tfw_error(e, EIO, "server", "the server answered HTTP %ld for blob of '%s'", status, path);
 }
 
-int checkout_materialise(Http *http, const char *repo, const VManifest *m, int dir_fd, gid_t group,
-                         uint64_t max_bytes, CheckoutSummary *ret, TfwError *e) {
-        CheckoutSummary sum = {};
+/* Download, verify and write every entry of m that keep does not mark (NULL: every one) below
+ * dir_fd; a kept symlink's target is already in targets[i]. Then the symlinks, once every
+ * target is known to stay inside. */
+static int materialise(Http *http, const char *repo, const VManifest *m, int dir_fd, gid_t group, uint64_t max_bytes,
+                       const bool *keep, char **targets, CheckoutSummary *ret, TfwError *e) {
+        CheckoutSummary sum = *ret;
         DirCache cache = {.fd = -EBADF};
-        char **targets = NULL;
         uint64_t budget = max_bytes;
         char url[GIT_PATH_MAX + 512];
         int r = 0;
-
-        targets = calloc(m->n_entries + 1, sizeof(char *));
-        if (!targets)
-                return tfw_error(e, ENOMEM, "oom", "out of memory");
 
         for (size_t i = 0; i < m->n_entries; i++) {
                 const VManifestEntry *en = &m->entries[i];
@@ -92,6 +99,8 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
                 uint64_t size = 0;
                 long status = 0;
 
+                if (keep && keep[i])
+                        continue;
                 sha256_to_hex(en->blob, hex);
                 snprintf(url, sizeof(url), "/v1/repos/%s/blobs/%s", repo, hex);
 
@@ -118,6 +127,8 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
                                 goto out;
                         }
                         sum.bytes += size;
+                        sum.download_bytes += size;
+                        sum.downloaded++;
                         continue;
                 }
 
@@ -151,7 +162,9 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
                         goto out;
                 }
                 sum.bytes += size;
+                sum.download_bytes += size;
                 sum.files++;
+                sum.downloaded++;
         }
 
         r = vmanifest_check_symlinks(m, targets, e);
@@ -159,7 +172,7 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
                 goto out;
         for (size_t i = 0; i < m->n_entries; i++) {
                 const VManifestEntry *en = &m->entries[i];
-                if (en->mode != GIT_MODE_SYMLINK)
+                if (en->mode != GIT_MODE_SYMLINK || (keep && keep[i]))
                         continue;
                 int pfd = parent_dir(dir_fd, en->path, group, &cache, &sum, e);
                 if (pfd < 0) {
@@ -182,8 +195,232 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
         r = 0;
 out:
         safe_close(cache.fd);
-        for (size_t i = 0; i < m->n_entries; i++)
+        return r;
+}
+
+static void targets_free(char **targets, size_t n) {
+        for (size_t i = 0; targets && i < n; i++)
                 free(targets[i]);
         free(targets);
+}
+
+int checkout_materialise(Http *http, const char *repo, const VManifest *m, int dir_fd, gid_t group,
+                         uint64_t max_bytes, CheckoutSummary *ret, TfwError *e) {
+        char **targets = calloc(m->n_entries + 1, sizeof(char *));
+        if (!targets)
+                return tfw_error(e, ENOMEM, "oom", "out of memory");
+        *ret = (CheckoutSummary) {};
+        int r = materialise(http, repo, m, dir_fd, group, max_bytes, NULL, targets, ret, e);
+        targets_free(targets, m->n_entries);
+        return r;
+}
+
+/* ---- a checkout kept between jobs (issue 18 item 3; docs/validation.md) -------------------- */
+
+#define INDEX_NAME "checkout.index"
+#define CHECKOUT_NAME "checkout"
+
+/* What the index vouches for one entry: its mode and blob, and the identity the file had when
+ * this worker wrote it (an entry whose file is not that file any more is fetched again). */
+static json_t *entry_record(int co_fd, const VManifestEntry *en, DirCache *c) {
+        CheckoutSummary ignored = {};
+        TfwError e = {0};
+        char hex[GIT_OID_HEX_SIZE];
+        struct stat st;
+        int pfd = parent_dir_at(co_fd, en->path, 0, false, c, &ignored, &e);
+        const char *name = strrchr(en->path, '/');
+        name = name ? name + 1 : en->path;
+        if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return NULL;
+        sha256_to_hex(en->blob, hex);
+        return json_pack("[I, s, I, I, I, I]", (json_int_t) en->mode, hex, (json_int_t) st.st_size,
+                         (json_int_t) st.st_ino, (json_int_t) st.st_ctim.tv_sec, (json_int_t) st.st_ctim.tv_nsec);
+}
+
+static int save_index(int lane_fd, int co_fd, const char *repo, const VManifest *m, TfwError *e) {
+        _cleanup_json_ json_t *entries = json_object(), *idx = NULL;
+        DirCache cache = {.fd = -EBADF};
+        int r = entries ? 0 : -ENOMEM;
+
+        for (size_t i = 0; r >= 0 && i < m->n_entries; i++) {
+                json_t *rec = entry_record(co_fd, &m->entries[i], &cache);
+                r = rec ? json_object_set_new(entries, m->entries[i].path, rec) : -EIO;
+        }
+        safe_close(cache.fd);
+        idx = r >= 0 ? json_pack("{s:i, s:s, s:O}", "version", 1, "repo", repo, "entries", entries) : NULL;
+        _cleanup_free_ char *text = idx ? json_dumps(idx, JSON_COMPACT) : NULL;
+        if (!text)
+                return tfw_error(e, r < 0 ? -r : ENOMEM, "checkout_io", "cannot record the checkout's index");
+        r = write_file_replace_at(lane_fd, INDEX_NAME, text, strlen(text), 0600, 0, 0);
+        return r < 0 ? tfw_error(e, -r, "checkout_io", "cannot write the checkout's index: %s", strerror(-r)) : 0;
+}
+
+/* The last checkout's entries when it was of repo and its index is complete; NULL otherwise. */
+static json_t *load_index(int lane_fd, const char *repo, size_t max_entries) {
+        _cleanup_close_ int fd = openat(lane_fd, INDEX_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        if (fd < 0 || read_full_fd_bounded(fd, 64 + max_entries * (GIT_PATH_MAX + 160), &text, NULL) < 0)
+                return NULL;
+        _cleanup_json_ json_t *idx = json_loads(text, 0, NULL);
+        json_t *v = json_object_get(idx, "version"), *rp = json_object_get(idx, "repo"), *en = json_object_get(idx, "entries");
+        if (!json_is_integer(v) || json_integer_value(v) != 1 || !json_is_string(rp) || !streq(json_string_value(rp), repo) ||
+            !json_is_object(en))
+                return NULL;
+        return json_incref(en);
+}
+
+/* Does the old record stand for the manifest's entry, and is the file on disk still the one
+ * this worker wrote? */
+static bool entry_kept(int co_fd, const VManifestEntry *en, json_t *rec, DirCache *c) {
+        _cleanup_json_ json_t *now = json_is_array(rec) ? entry_record(co_fd, en, c) : NULL;
+        return now && json_equal(now, rec);
+}
+
+static int remove_path(int co_fd, const char *path, bool dir, DirCache *c) {
+        CheckoutSummary ignored = {};
+        TfwError e = {0};
+        int pfd = parent_dir_at(co_fd, path, 0, false, c, &ignored, &e);
+        const char *name = strrchr(path, '/');
+        name = name ? name + 1 : path;
+        if (pfd < 0)
+                return e.error == ENOENT || e.error == ENOTDIR ? 0 : -e.error;
+        int r = dir ? rm_rf_at(pfd, name) : (unlinkat(pfd, name, 0) < 0 ? -errno : 0);
+        return r == -ENOENT || r == -EISDIR ? (dir ? 0 : rm_rf_at(pfd, name)) : r;
+}
+
+/* Every directory a path of m needs, as a set. */
+static json_t *dirs_of(const VManifest *m) {
+        json_t *set = json_object();
+        char buf[GIT_PATH_MAX + 1];
+        for (size_t i = 0; set && i < m->n_entries; i++) {
+                snprintf(buf, sizeof(buf), "%s", m->entries[i].path);
+                for (char *p = strrchr(buf, '/'); p; p = strrchr(buf, '/')) {
+                        *p = 0;
+                        if (json_object_get(set, buf))
+                                break;
+                        json_object_set_new(set, buf, json_true());
+                }
+        }
+        return set;
+}
+
+/* What the last checkout has and m does not, or has otherwise, goes; keep[i] says which entries
+ * of m stay as they are (a kept symlink's target read back into targets[i], its blob id checked). */
+static int remove_stale(int co_fd, const VManifest *m, json_t *old, bool *keep, char **targets, CheckoutSummary *sum) {
+        _cleanup_json_ json_t *wanted = json_object(), *dirs = dirs_of(m);
+        DirCache cache = {.fd = -EBADF};
+        int r = wanted && dirs ? 0 : -ENOMEM;
+
+        for (size_t i = 0; r >= 0 && old && i < m->n_entries; i++) {
+                const VManifestEntry *en = &m->entries[i];
+                if (!entry_kept(co_fd, en, json_object_get(old, en->path), &cache))
+                        continue;
+                if (en->mode == GIT_MODE_SYMLINK) {
+                        CheckoutSummary ignored = {};
+                        TfwError e = {0};
+                        char t[PATH_MAX];
+                        uint8_t oid[GIT_OID_SIZE];
+                        const char *name = strrchr(en->path, '/');
+                        int pfd = parent_dir_at(co_fd, en->path, 0, false, &cache, &ignored, &e);
+                        ssize_t n = pfd >= 0 ? readlinkat(pfd, name ? name + 1 : en->path, t, sizeof(t)) : -1;
+                        if (n <= 0 || (size_t) n >= sizeof(t) || git_blob_id(t, (size_t) n, oid) < 0 ||
+                            memcmp(oid, en->blob, GIT_OID_SIZE) != 0 || !(targets[i] = strndup(t, (size_t) n)))
+                                continue;
+                }
+                keep[i] = true;
+                sum->kept++;
+                sum->bytes += (uint64_t) json_integer_value(json_array_get(json_object_get(old, en->path), 2));
+                if (en->mode == GIT_MODE_SYMLINK)
+                        sum->symlinks++;
+                else
+                        sum->files++;
+                r = json_object_set_new(wanted, en->path, json_true());
+        }
+        /* Files and symlinks that are not kept, then directories m does not need. */
+        const char *path;
+        json_t *rec;
+        json_object_foreach(old, path, rec) {
+                if (r < 0)
+                        break;
+                if (!json_object_get(wanted, path))
+                        r = remove_path(co_fd, path, false, &cache);
+        }
+        safe_close(cache.fd);
+        cache.fd = -EBADF;
+        cache.path[0] = 0;
+        _cleanup_json_ json_t *old_dirs = json_object();
+        json_object_foreach(old, path, rec) {
+                char buf[GIT_PATH_MAX + 1];
+                snprintf(buf, sizeof(buf), "%s", path);
+                for (char *p = strrchr(buf, '/'); p && old_dirs; p = strrchr(buf, '/')) {
+                        *p = 0;
+                        json_object_set_new(old_dirs, buf, json_true());
+                }
+        }
+        json_object_foreach(old_dirs, path, rec) {
+                if (r < 0)
+                        break;
+                if (!json_object_get(dirs, path))
+                        r = remove_path(co_fd, path, true, &cache);
+        }
+        safe_close(cache.fd);
+        return r;
+}
+
+/* Remove everything below the directory open at fd. */
+static int empty_dir(int fd) {
+        _cleanup_closedir_ DIR *d = opendir_fd(fd);
+        int r = 0;
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                int k = rm_rf_at(fd, de->d_name);
+                if (k < 0 && r == 0)
+                        r = k;
+        }
+        return r;
+}
+
+int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_fd, gid_t group, uint64_t max_bytes,
+                    CheckoutSummary *ret, TfwError *e) {
+        _cleanup_json_ json_t *old = load_index(lane_fd, repo, m->n_entries + 65536);
+        _cleanup_free_ bool *keep = calloc(m->n_entries + 1, sizeof(bool));
+        char **targets = calloc(m->n_entries + 1, sizeof(char *));
+        _cleanup_close_ int co = -EBADF;
+        int r;
+
+        *ret = (CheckoutSummary) {};
+        if (!keep || !targets) {
+                free(targets);
+                return tfw_error(e, ENOMEM, "oom", "out of memory");
+        }
+        /* From here until the index is written again the checkout is not a complete one. */
+        if (unlinkat(lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT) {
+                r = tfw_error(e, errno, "checkout_io", "cannot remove the checkout's index: %m");
+                goto out;
+        }
+        if (mkdirat(lane_fd, CHECKOUT_NAME, 0750) < 0 && errno != EEXIST) {
+                r = tfw_error(e, errno, "checkout_io", "cannot make the checkout: %m");
+                goto out;
+        }
+        co = open_dir_at(lane_fd, CHECKOUT_NAME);
+        if (co < 0 || fchown(co, 0, group) < 0 || fchmod(co, 0750) < 0) {
+                r = tfw_error(e, co < 0 ? -co : errno, "checkout_io", "cannot open the checkout");
+                goto out;
+        }
+        r = old ? remove_stale(co, m, old, keep, targets, ret) : empty_dir(co);
+        if (r < 0) {
+                r = tfw_error(e, -r, "checkout_io", "cannot remove what the last checkout had: %s", strerror(-r));
+                goto out;
+        }
+        r = materialise(http, repo, m, co, group, max_bytes, keep, targets, ret, e);
+        if (r >= 0)
+                r = save_index(lane_fd, co, repo, m, e);
+out:
+        if (r < 0 && co >= 0)
+                (void) empty_dir(co);
+        targets_free(targets, m->n_entries);
         return r;
 }

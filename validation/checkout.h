@@ -29,9 +29,24 @@
 #include "validation/job.h"
 
 typedef struct CheckoutSummary {
-        uint64_t bytes;
-        uint64_t files, symlinks, dirs;
+        uint64_t bytes;                /* of the whole tree */
+        uint64_t files, symlinks;      /* of the whole tree */
+        uint64_t dirs;                 /* made */
+        uint64_t downloaded;           /* blobs downloaded (files and symlinks) */
+        uint64_t download_bytes;       /* and their bytes */
+        uint64_t kept;                 /* checkout_update(): entries kept from the last checkout */
 } CheckoutSummary;
+
+/* The lane's checkout kept between jobs (issue 18 item 3; docs/validation.md, "Checkouts kept
+ * between jobs"): lane_fd/checkout becomes m's tree, lane_fd/checkout.index records it. When the
+ * index names the same repository, an entry whose path, mode and blob equal the last
+ * checkout's, and whose file is still the one written then (size, inode, ctime), is kept
+ * without a download (a kept symlink's target is read back and its blob id recomputed);
+ * everything else the last checkout had goes, and the rest is downloaded and verified as
+ * checkout_materialise() does. The index is removed first and written only after a complete
+ * checkout; any failure empties the checkout. Same error codes. */
+int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_fd, gid_t group, uint64_t max_bytes,
+                    CheckoutSummary *ret, TfwError *e);
 
 int checkout_materialise(Http *http, const char *repo, const VManifest *m, int dir_fd, gid_t group,
                          uint64_t max_bytes, CheckoutSummary *ret, TfwError *e);

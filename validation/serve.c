@@ -424,6 +424,31 @@ static void lane_warm_drop(Lane *l) {
         (void) rm_rf_at(l->s->scratch_fd, l->warm_dir);
 }
 
+/* The lane's checkout kept between jobs (validation/checkout.h checkout_update): the directory
+ * <scratch>/lane-<i>-tree holding checkout/ and its index, made when missing; the absolute path
+ * of checkout/ into co. Returns the directory's fd. */
+static int lane_tree_open(Lane *l, char *co, size_t co_size) {
+        Serve *s = l->s;
+        char name[64], path[PATH_MAX];
+        snprintf(name, sizeof(name), "lane-%u-tree", l->index);
+        if (mkdirat(s->scratch_fd, name, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        int fd = open_dir_at(s->scratch_fd, name);
+        if (fd < 0)
+                return fd;
+        int co_fd = -EBADF;
+        if ((mkdirat(fd, "checkout", 0750) < 0 && errno != EEXIST) || (co_fd = open_dir_at(fd, "checkout")) < 0 ||
+            fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0 ||
+            path_join_buf(path, sizeof(path), s->scratch_path, name) < 0 || path_join_buf(co, co_size, path, "checkout") < 0) {
+                int r = co_fd < 0 && co_fd != -EBADF ? co_fd : -errno;
+                safe_close(co_fd);
+                safe_close(fd);
+                return r < 0 ? r : -EIO;
+        }
+        safe_close(co_fd);
+        return fd;
+}
+
 /* Before each claim: one capsule waits while the window after the last job is open (runsc
  * only, never while stopping), none otherwise. It has the default walls; a job whose limits
  * differ starts cold. */
@@ -447,11 +472,11 @@ static void lane_warm_maintain(Lane *l) {
                  rnd[3], rnd[4], rnd[5]);
         snprintf(l->warm_dir, sizeof(l->warm_dir), "lane-%u-warm", l->index);
         (void) rm_rf_at(s->scratch_fd, l->warm_dir);
+        /* It binds the lane's kept checkout (lane_tree_open), which the next job's checkout
+         * changes into its tree before the job is given. */
         if (mkdirat(s->scratch_fd, l->warm_dir, 0700) < 0 || (dfd = open_dir_at(s->scratch_fd, l->warm_dir)) < 0 ||
-            mkdirat(dfd, "checkout", 0750) < 0 || (cfd = open_dir_at(dfd, "checkout")) < 0 ||
-            fchown(cfd, 0, s->walls.config->container_gid) < 0 || fchmod(cfd, 0750) < 0 ||
-            path_join_buf(path, sizeof(path), s->scratch_path, l->warm_dir) < 0 ||
-            path_join_buf(co, sizeof(co), path, "checkout") < 0) {
+            (cfd = lane_tree_open(l, co, sizeof(co))) < 0 ||
+            path_join_buf(path, sizeof(path), s->scratch_path, l->warm_dir) < 0) {
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 return;
         }
@@ -865,37 +890,43 @@ static Step job_fetch_manifest(Lane *l, const VJob *j, JobRun *r) {
 static Step job_prepare_lane_dir(Lane *l, JobRun *r) {
         Serve *s = l->s;
 
-        /* For a capsule started ahead, its own, whose (empty) checkout/ it has bound at /snapshot. */
+        /* For a capsule started ahead, its own (its bundle is there); the checkout is the lane's
+         * kept one (lane_tree_open), which that capsule has bound at /snapshot. */
         if (r->use_warm) {
-                if ((r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0 ||
-                    (r->co_fd = open_dir_at(r->lane_fd, "checkout")) < 0)
+                if ((r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0)
                         return job_fault(r, false, "cannot open the scratch directory: %m");
         } else {
                 (void) rm_rf_at(s->scratch_fd, r->lane_dir);
                 if (mkdirat(s->scratch_fd, r->lane_dir, 0700) < 0 ||
-                    (r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0 ||
-                    mkdirat(r->lane_fd, "checkout", 0750) < 0 ||
-                    (r->co_fd = open_dir_at(r->lane_fd, "checkout")) < 0 ||
-                    fchown(r->co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(r->co_fd, 0750) < 0)
+                    (r->lane_fd = open_dir_at(s->scratch_fd, r->lane_dir)) < 0)
                         return job_fault(r, false, "cannot prepare the scratch directory: %m");
         }
-        if (path_join_buf(r->lane_path, sizeof(r->lane_path), s->scratch_path, r->lane_dir) < 0 ||
-            path_join_buf(r->snap_path, sizeof(r->snap_path), r->lane_path, "checkout") < 0) {
+        r->co_fd = lane_tree_open(l, r->snap_path, sizeof(r->snap_path));
+        if (r->co_fd < 0)
+                return job_fault(r, false, "cannot open the lane's checkout: %s", strerror(-r->co_fd));
+        if (path_join_buf(r->lane_path, sizeof(r->lane_path), s->scratch_path, r->lane_dir) < 0) {
                 r->fault = "the scratch path is too long";
                 return STEP_FAIL;
         }
         return STEP_GO_ON;
 }
 
-/* Step: download every blob, hash-check it and write the verified checkout. */
+/* Step: the lane's checkout changed into the job's verified tree: what changed since the lane's
+ * last checkout of the same repository is downloaded and hash-checked, the rest kept. */
 static Step job_checkout(Lane *l, const VJob *j, JobRun *r) {
         Serve *s = l->s;
         TfwError e = {0};
         bool permanent;
+        usec_t t0 = now_monotonic();
 
-        if (checkout_materialise(l->http, j->repo, r->m, r->co_fd, s->walls.config->container_gid,
-                                 (uint64_t) s->o.max_checkout_mb << 20, &r->cs, &e) >= 0)
+        if (checkout_update(l->http, j->repo, r->m, r->co_fd, s->walls.config->container_gid,
+                            (uint64_t) s->o.max_checkout_mb << 20, &r->cs, &e) >= 0) {
+                say(LOG_INFO, "serve %s: job '%s': checkout of %zu entries: %" PRIu64 " downloaded (%" PRIu64
+                    " bytes), %" PRIu64 " kept (%" PRIu64 " ms)",
+                    l->label, j->id, r->m->n_entries, r->cs.downloaded, r->cs.download_bytes, r->cs.kept,
+                    (uint64_t) ((now_monotonic() - t0) / 1000));
                 return STEP_GO_ON;
+        }
         if (e.code && streq(e.code, "unauthorized")) {
                 set_fatal(s, e.message);
                 r->out = OUT_FATAL;

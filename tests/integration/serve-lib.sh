@@ -1,6 +1,7 @@
 # The validation-plane test harness (sourced by test-serve*.sh after lib.sh): a real
-# `git init --object-format=sha256` repository with a good tree ($TREE) and one holding a
-# symlink that leaves the checkout ($EVIL), the test-double forge of tests/server/ on a free
+# `git init --object-format=sha256` repository with a good tree ($TREE), one holding a
+# symlink that leaves the checkout ($EVIL), $TREE and one more file ($FRESH), $TREE with one
+# blob changed ($TREE2), the test-double forge of tests/server/ on a free
 # port ($URL, token $TOKEN), a signing key ($tmp/ci.key, public key $PUB) and helpers to
 # enqueue jobs, read the server's state and verify attestations. Workers are started with
 # start_worker NAME [FLAGS...], which adds "${SERVE_FLAGS[@]}" (set by the test).
@@ -28,6 +29,12 @@ git init -q --object-format=sha256 repo
 TREE=$(git -C repo rev-parse 'HEAD^{tree}')
 (cd repo && ln -s ../../etc/shadow evil && git add -A && git -c user.name=t -c user.email=t@t commit -qm evil)
 EVIL=$(git -C repo rev-parse 'HEAD^{tree}')
+# The good tree and one new file (a blob no checkout of $TREE has: it is downloaded), then the
+# good tree with ok.txt changed (one blob differs from $TREE).
+(cd repo && git rm -q evil && echo fresh >fresh.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm fresh)
+FRESH=$(git -C repo rev-parse 'HEAD^{tree}')
+(cd repo && git rm -q fresh.txt && echo hello2 >ok.txt && git add -A && git -c user.name=t -c user.email=t@t commit -qm two)
+TREE2=$(git -C repo rev-parse 'HEAD^{tree}')
 
 TOKEN=tok-$RANDOM-$RANDOM-secret
 echo "$TOKEN" >token

@@ -81,8 +81,10 @@ check "the token is not in the check's environment, mounts or fds" bash -c "! gr
 check "the key file is not visible in the check" bash -c "! grep -q 'ci.key' <<<\"\$0\"" "$TAIL"
 
 # ---- 3. the server misbehaves -------------------------------------------------------------
+# wrong_blob on a tree with a blob no lane has kept: it must be downloaded to be tampered with.
 for sw in wrong_blob wrong_manifest; do
-        enqueue "$sw" "$TREE" '{"argv":["true"]}' "[\"$sw\"]"
+        t=$TREE; [ "$sw" = wrong_blob ] && t=$FRESH
+        enqueue "$sw" "$t" '{"argv":["true"]}' "[\"$sw\"]"
         final "$sw"
         check "$sw: failed after 5 attempts" [ "$(q "(jobs['$sw']['state'], jobs['$sw']['attempt'])")" = "('failed', 5)" ]
         check "$sw: every failure asks for a retry" \
@@ -162,7 +164,8 @@ check "after SIGTERM the running check finished and passed" [ "$(q "jobs['term1'
 check "secrets ran in a capsule started ahead (its probe saw the same walls)" grep -q "job 'secrets' runs in a capsule started ahead" ci-1.log
 check "after SIGTERM no capsule is left, the one started ahead included" \
         test -z "$(runsc --root "$tmp/state-ci-1/runsc" list -quiet 2>/dev/null)"
-check "after SIGTERM no scratch is left" test -z "$(ls -A "$tmp/state-ci-1/scratch" 2>/dev/null)"
+check "after SIGTERM no scratch is left but the lanes' kept checkouts" \
+        test -z "$(ls -A "$tmp/state-ci-1/scratch" 2>/dev/null | grep -v '^lane-[0-9]*-tree$')"
 
 # ---- 5b. output and CPU time end the check: signed fails naming the limit ------------------
 start_worker ci-7 --output-mb 1 --default-cpu-secs 2
@@ -285,6 +288,32 @@ check "serve --check --json with a key of mode 0644: exit 1, key and walls false
         [ "$rc:$(python3 -c "import json; c={x['check']: x['ok'] for x in json.load(open('check.json'))}; print(c['key'], c['token'], c['walls'], c.get('platform'))")" = "1:False True False None" ]
 CHK_TOKEN= chk --key "$tmp/ci.key" >check2.out 2>&1; rc=$?
 check "serve --check without a token: exit 1 with ✗ token" sh -c "[ $rc = 1 ] && grep -q '^✗ token:' check2.out"
+
+# ---- 11. checkouts kept between jobs (issue 18 item 3) --------------------------------------
+start_worker keep1
+WK=$wpid
+wait_ready keep1
+gets() { q "json.load(open('$tmp/state.json'))['blob_gets']"; }
+n_blobs=$(git -C repo ls-tree -r "$TREE" | wc -l)
+g0=$(gets)
+enqueue keep_a "$TREE" '{"argv":["sh","-c","cat ok.txt; ls -a"],"timeout_secs":60}'
+final keep_a
+g1=$(gets)
+check "keep_a: the first checkout of the lane downloads every blob ($n_blobs; got $((g1 - g0)))" [ $((g1 - g0)) = "$n_blobs" ]
+enqueue keep_b "$TREE2" '{"argv":["sh","-c","cat ok.txt; ls -a; cat inlink; ./run.sh"],"timeout_secs":60}'
+final keep_b
+g2=$(gets)
+check "keep_b: a tree that differs by one blob downloads that blob alone (got $((g2 - g1)))" [ $((g2 - g1)) = 1 ]
+check "keep_b passed, and saw the changed file, the kept symlink and the kept script" \
+        [ "$(q "(jobs['keep_b']['history'][-1]['result']['result'], 'hello2' in jobs['keep_b']['history'][-1]['result']['log']['tail'], 'script-ran' in jobs['keep_b']['history'][-1]['result']['log']['tail'], 'sub' in jobs['keep_b']['history'][-1]['result']['log']['tail'])")" = "('pass', True, True, True)" ]
+check "keep_b: the worker says what it kept" grep -q "job 'keep_b': checkout of $n_blobs entries: 1 downloaded .* $((n_blobs - 1)) kept" keep1.log
+enqueue keep_c "$TREE" '{"argv":["sh","-c","cat ok.txt"],"timeout_secs":60}'
+final keep_c
+g3=$(gets)
+check "keep_c: back to the first tree, one blob again (got $((g3 - g2)))" [ $((g3 - g2)) = 1 ]
+check "keep_c passed and saw the first tree's file" \
+        [ "$(q "(jobs['keep_c']['history'][-1]['result']['result'], 'hello' in jobs['keep_c']['history'][-1]['result']['log']['tail'], 'hello2' in jobs['keep_c']['history'][-1]['result']['log']['tail'])")" = "('pass', True, False)" ]
+kill -TERM "$WK"; wait "$WK"
 
 start_worker lanes2 --concurrency 3 --wait-secs 3
 WL2=$wpid

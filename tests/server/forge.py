@@ -19,7 +19,8 @@
 #   forge.py --repo DIR --repo-name acme/app --token-file F --port-file F [--lease-grace 0]
 # Test control (no worker token; for the test script):
 #   POST /test/jobs {"id","check","tree","run",...,"switches":[...]}   enqueue a job
-#   GET  /test/state                                                  every job and its history
+#   GET  /test/state                                                  every job and its history, and
+#                                                                     blob_gets: the blobs served so far
 #   POST /test/switch {"job","switch","on":bool}                      change a switch
 #   POST /test/expire {"job"}                                         expire a job's lease now
 import argparse
@@ -85,6 +86,7 @@ class State:
         self.git = Git(args.repo)
         self.cv = threading.Condition()
         self.jobs = {}      # id -> dict
+        self.blob_gets = 0  # blobs served (GET /v1/repos/R/blobs/B answered 200)
         self.order = []
 
     # -- queue ---------------------------------------------------------------------------
@@ -172,7 +174,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts == ["test", "state"]:
             with self.st.cv:
                 out = [{k: v for k, v in self.st.jobs[i].items()} for i in self.st.order]
-            return self.send_json(200, {"jobs": out})
+                gets = self.st.blob_gets
+            return self.send_json(200, {"jobs": out, "blob_gets": gets})
         if len(parts) >= 6 and parts[:2] == ["v1", "repos"] and parts[-2] in ("trees", "blobs"):
             repo = "/".join(parts[2:-2])
             if not self.authorized():
@@ -303,6 +306,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.send_json(404, {"error": "no such blob"})
         with self.st.cv:
             wrong = any("wrong_blob" in j["switches"] and j["state"] == "claimed" for j in self.st.jobs.values())
+            self.st.blob_gets += 1
         if wrong:
             data = b"tampered:" + data
         self.send_bytes(data)
