@@ -22,6 +22,7 @@
 #include "exec/exec.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
+#include "common/json-util.h"
 #include "common/macro.h"
 #include "common/proc-locks.h"
 #include "common/resolve.h"
@@ -235,6 +236,36 @@ static void leftover_line(void *userdata, const char *id, const char *state) {
                 return;
         int n = snprintf(l->list + l->len, sizeof(l->list) - l->len, "%s%s (%s)", l->len ? ", " : "", id, state);
         l->len = n < 0 ? l->len : MIN(l->len + (size_t) n, sizeof(l->list) - 1);
+}
+
+/* The generation store's use, as the running daemon last reported it (state_dir/store.json:
+ * the store is a tmpfs of the daemon's own namespace, not visible here). Informational. */
+static void check_store(Doctor *d) {
+        const Config *c = d->config;
+        char a[32], b[32];
+
+        if (!d->driver.ops || !d->driver.ops->binds_generations) {
+                report_info(d, "generation_store", "none with the %s driver: every workspace is streamed",
+                            d->driver.ops ? d->driver.ops->name : "configured");
+                return;
+        }
+        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, "store.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
+        _cleanup_free_ char *text = NULL;
+        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0) {
+                report_info(d, "generation_store", "no job has used it yet (limit %s, limits.max_store_bytes)",
+                            format_size(c->limits.max_store_bytes, a, sizeof(a)));
+                return;
+        }
+        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
+        json_t *bytes = json_object_get(j, "bytes"), *gens = json_object_get(j, "generations");
+        if (!json_is_integer(bytes) || !json_is_integer(gens)) {
+                report_info(d, "generation_store", "state_dir/store.json cannot be read");
+                return;
+        }
+        report_info(d, "generation_store", "%lld generation(s), %s of %s (limits.max_store_bytes) after the last job",
+                    (long long) json_integer_value(gens), format_size((uint64_t) json_integer_value(bytes), a, sizeof(a)),
+                    format_size(c->limits.max_store_bytes, b, sizeof(b)));
 }
 
 static void check_leftovers(Doctor *d) {
@@ -831,6 +862,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 check_dirs(&d);
                 check_group(&d);
                 check_leftovers(&d);
+                check_store(&d);
         }
 
         e = (TfwError){0};

@@ -125,9 +125,10 @@ stop_daemon() {
 # wait_result DIR ID [SECONDS]: the published result of ID.
 # The capsules' scratch as the running daemon sees it: a tmpfs in its own mount namespace
 # (orchestrator/scratch.h), reached through its /proc/PID/root. Fails when there is none.
+# The generation store's mount point (.store, orchestrator/scratch.h) is not an entry of a job.
 daemon_scratch() { # daemon_scratch DIR: its entries, one a line
         grep -q " $1/state/scratch .* - tmpfs tentaflake-scratch " "/proc/$TFW_DAEMON_PID/mountinfo" &&
-                ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch"
+                { ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch" | grep -vx '\.store'; true; }
 }
 # No scratch tmpfs is mounted in this (the host's) namespace.
 no_scratch_mount() { ! grep -q " - tmpfs tentaflake-scratch " /proc/self/mountinfo; }
