@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* One verified checkout from a validation server, as `serve` does it before running a
  * check: manifest (strict parse, path rules, git SHA-256 tree id recomputed), then every blob
- * downloaded, hash-checked and written below DEST. Prints "bytes files seconds".
- * usage: bench-validation URL REPO TREE DEST (token in TENTAFLAKE_TOKEN) */
+ * downloaded, hash-checked and written below DEST. Prints "bytes files seconds downloaded kept".
+ * With --kept, DEST is a lane directory and the checkout is serve's kept one (checkout_update:
+ * only what changed since the last checkout in DEST is downloaded).
+ * usage: bench-validation URL REPO TREE DEST [--kept] (token in TENTAFLAKE_TOKEN) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,8 +29,9 @@ int main(int argc, char **argv) {
         long status = 0;
         CheckoutSummary cs = {};
 
-        if (argc != 5 || !getenv("TENTAFLAKE_TOKEN")) {
-                fprintf(stderr, "usage: TENTAFLAKE_TOKEN=… %s URL REPO TREE DEST\n", argv[0]);
+        bool kept = argc == 6 && strcmp(argv[5], "--kept") == 0;
+        if ((argc != 5 && !kept) || !getenv("TENTAFLAKE_TOKEN")) {
+                fprintf(stderr, "usage: TENTAFLAKE_TOKEN=… %s URL REPO TREE DEST [--kept]\n", argv[0]);
                 return 2;
         }
         usec_t t0 = now_monotonic();
@@ -48,11 +52,12 @@ int main(int argc, char **argv) {
                 return 1;
         }
         int dfd = open(argv[4], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || checkout_materialise(h, argv[2], m, dfd, getgid(), (uint64_t) 4 << 30, &cs, &e) < 0)
+        if (dfd < 0 || (kept ? checkout_update(h, argv[2], m, dfd, getgid(), (uint64_t) 4 << 30, &cs, &e)
+                             : checkout_materialise(h, argv[2], m, dfd, getgid(), (uint64_t) 4 << 30, &cs, &e)) < 0)
                 goto fail;
         usec_t t1 = now_monotonic();
-        printf("%llu %llu %.3f\n", (unsigned long long) cs.bytes, (unsigned long long) cs.files,
-               (double) (t1 - t0) / 1e6);
+        printf("%llu %llu %.3f %llu %llu\n", (unsigned long long) cs.bytes, (unsigned long long) cs.files,
+               (double) (t1 - t0) / 1e6, (unsigned long long) cs.downloaded, (unsigned long long) cs.kept);
         close(dfd);
         free(body);
         vmanifest_free(m);

@@ -6,7 +6,9 @@
 # hash-checked and written (tests/bench/bench-validation.c). A tree of 20,000 files, about
 # 360 MB (sizes 200 B to 60 KB, random contents, 200 directories). Runs alternate between the
 # two; prints medians of BENCH_RUNS (default 5), MB/s and the ratio checkout/clone
-# (target <= 1.5).
+# (target <= 1.5). Then serve's kept checkout (issue 18 item 3): a lane's first checkout of the
+# tree, then of a tree that differs by one blob, alternating between the two trees; prints
+# medians and the ratio second/first (target <= 0.1).
 #
 # Environment: BUILD (default build), BENCH_RUNS (5), BENCH_FILES (20000), BENCH_DIR
 # (default ${TMPDIR:-/var/tmp}).
@@ -70,3 +72,26 @@ echo "tree: $FILES files, $((BYTES / 1000000)) MB"
 echo "verified checkout from the server: median ${mco}s, $(awk "BEGIN {printf \"%.1f\", $BYTES / 1000000 / $mco}") MB/s (runs: ${co[*]})"
 echo "git clone --no-local file://:       median ${mcl}s, $(awk "BEGIN {printf \"%.1f\", $BYTES / 1000000 / $mcl}") MB/s (runs: ${cl[*]})"
 echo "ratio checkout/clone: $(awk "BEGIN {printf \"%.2f\", $mco / $mcl}") (target <= 1.5)"
+
+# Serve's kept checkout: the first checkout into a fresh lane, then a tree with one blob changed.
+git -C repo -c user.name=b -c user.email=b@b commit -qm base --allow-empty
+echo "one changed blob" >>repo/d00/s00/f00000
+git -C repo add -A
+git -C repo -c user.name=b -c user.email=b@b commit -qm one
+TREE2=$(git -C repo rev-parse 'HEAD^{tree}')
+first=() second=()
+for i in $(seq "$RUNS"); do
+        mkdir "lane$i"
+        out=$("$BIN" "$URL" acme/app "$TREE" "lane$i" --kept)
+        first+=("$(cut -d' ' -f3 <<<"$out")")
+        t=$TREE2; [ $((i % 2)) = 0 ] && t=$TREE # alternate which tree is the second
+        [ "$t" = "$TREE" ] && "$BIN" "$URL" acme/app "$TREE2" "lane$i" --kept >/dev/null
+        out=$("$BIN" "$URL" acme/app "$t" "lane$i" --kept)
+        second+=("$(cut -d' ' -f3 <<<"$out")")
+        [ "$(cut -d' ' -f4 <<<"$out")" = 1 ] || { echo "validation.sh: the second checkout downloaded more than one blob: $out" >&2; exit 1; }
+done
+mf=$(printf '%s\n' "${first[@]}" | median)
+ms=$(printf '%s\n' "${second[@]}" | median)
+echo "kept checkout, first: median ${mf}s (runs: ${first[*]})"
+echo "kept checkout, one blob changed: median ${ms}s (runs: ${second[*]}), 1 blob downloaded"
+echo "ratio second/first: $(awk "BEGIN {printf \"%.3f\", $ms / $mf}") (target <= 0.1)"
