@@ -174,7 +174,7 @@ int mount_root_at(int dir_fd, const char *name) {
         return (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) && (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
 }
 
-static int rm_rf_children(int fd, unsigned depth) {
+static int rm_rf_children_depth(int fd, unsigned depth) {
         _cleanup_closedir_ DIR *d = NULL;
         struct dirent *de;
         int r = 0;
@@ -200,7 +200,7 @@ static int rm_rf_children(int fd, unsigned depth) {
                         r = r < 0 ? r : sub;
                         continue;
                 }
-                int k = rm_rf_children(sub, depth + 1);
+                int k = rm_rf_children_depth(sub, depth + 1);
                 if (k < 0 && r >= 0)
                         r = k;
                 if (unlinkat(fd, de->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT && r >= 0)
@@ -224,7 +224,7 @@ int rm_rf_at(int dir_fd, const char *name) {
                 fd = openat_child_same_mount(dir_fd, name, O_RDONLY | O_DIRECTORY);
         if (fd < 0)
                 return fd == -ENOENT ? 0 : fd;
-        int r = rm_rf_children(fd, 0);
+        int r = rm_rf_children_depth(fd, 0);
         if (unlinkat(dir_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT && r >= 0)
                 r = -errno;
         return r;
@@ -271,4 +271,8 @@ int close_all_fds_except(int first, const int *keep, size_t n_keep) {
                         return 0;
                 lo = next + 1;
         }
+}
+
+int rm_rf_children(int dir_fd) {
+        return rm_rf_children_depth(dir_fd, 0);
 }

@@ -56,6 +56,10 @@ int mount_root_at(int dir_fd, const char *name);
  * symlinks and never entering a mount point (-EXDEV, what is mounted is left untouched); a
  * missing entry is success. Depth is bounded. */
 int rm_rf_at(int dir_fd, const char *name);
+/* Everything below the directory open at dir_fd, with rm_rf_at()'s rules (no symlink followed,
+ * no mount point entered); the directory itself stays. The first error is returned, the other
+ * entries are still removed. */
+int rm_rf_children(int dir_fd);
 
 /* Make fd's owner and mode exactly uid:gid mode, calling fchown/fchmod only when they differ
  * (a setgid directory that inherited the right group and bit needs neither, which matters

@@ -141,28 +141,11 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
         return tfw_error(e, EBUSY, "generation_store", "every lane of the generation store is in use (%u)", max_lanes);
 }
 
-/* Remove everything below the directory open at fd (the tree holds no mount). */
-static int empty_dir(int fd) {
-        _cleanup_closedir_ DIR *d = opendir_fd(fd);
-        int r = 0;
-
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (errno = 0, de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                int k = rm_rf_at(fd, de->d_name);
-                if (k < 0 && r == 0)
-                        r = k;
-        }
-        return r;
-}
-
 /* The lane no longer holds a generation: its index first, then its entries. */
 static int lane_empty(int lane_fd, int tree_fd) {
         if (unlinkat(lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
                 return -errno;
-        return empty_dir(tree_fd);
+        return rm_rf_children(tree_fd);
 }
 
 /* The store is full: every lane no process holds gives its generation back. */
@@ -191,7 +174,7 @@ static int update_once(GenLane *l, const char *workspace, uint32_t copy_uid, con
         int r = gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
 
         /* No index (or one that cannot be read): the tree is not a complete generation. */
-        if (r < 0 && (r = empty_dir(l->tree_fd)) < 0)
+        if (r < 0 && (r = rm_rf_children(l->tree_fd)) < 0)
                 return tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
                                  strerror(-r));
         if (unlinkat(l->lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
@@ -200,7 +183,7 @@ static int update_once(GenLane *l, const char *workspace, uint32_t copy_uid, con
         if (r >= 0)
                 r = gen_index_save(next, l->lane_fd, INDEX_NAME, e);
         if (r < 0)
-                (void) empty_dir(l->tree_fd);
+                (void) rm_rf_children(l->tree_fd);
         return r;
 }
 

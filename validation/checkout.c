@@ -367,22 +367,6 @@ static int remove_stale(int co_fd, const VManifest *m, json_t *old, bool *keep, 
         return r;
 }
 
-/* Remove everything below the directory open at fd. */
-static int empty_dir(int fd) {
-        _cleanup_closedir_ DIR *d = opendir_fd(fd);
-        int r = 0;
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                int k = rm_rf_at(fd, de->d_name);
-                if (k < 0 && r == 0)
-                        r = k;
-        }
-        return r;
-}
-
 int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_fd, gid_t group, uint64_t max_bytes,
                     CheckoutSummary *ret, TfwError *e) {
         _cleanup_json_ json_t *old = load_index(lane_fd, repo, m->n_entries + 65536);
@@ -410,7 +394,7 @@ int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_f
                 r = tfw_error(e, co < 0 ? -co : errno, "checkout_io", "cannot open the checkout");
                 goto out;
         }
-        r = old ? remove_stale(co, m, old, keep, targets, ret) : empty_dir(co);
+        r = old ? remove_stale(co, m, old, keep, targets, ret) : rm_rf_children(co);
         if (r < 0) {
                 r = tfw_error(e, -r, "checkout_io", "cannot remove what the last checkout had: %s", strerror(-r));
                 goto out;
@@ -420,7 +404,7 @@ int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_f
                 r = save_index(lane_fd, co, repo, m, e);
 out:
         if (r < 0 && co >= 0)
-                (void) empty_dir(co);
+                (void) rm_rf_children(co);
         targets_free(targets, m->n_entries);
         return r;
 }
