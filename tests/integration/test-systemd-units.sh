@@ -117,7 +117,15 @@ check "without the sandboxing block the exposure is far higher ($e)" le 8.0 "$e"
 cp "$tmp/unit.bak" "$units/tentaflake-worker@.service"
 
 # 4. The sandboxing block: one text in both services; every wanted setting set or explained.
-block() { sed -n '/^# ---- sandboxing/,/^# ---- end of sandboxing/p' "$1"; }
+# The daemon and the drain alone add CAP_LEASE (and its comment line): the generation walk's
+# read leases; gc and serve copy no workspace.
+block() { sed -n '/^# ---- sandboxing/,/^# ---- end of sandboxing/p' "$1" | grep -v '^# LEASE' | sed 's/ CAP_LEASE$//'; }
+for u in tentaflake-worker@ tentaflake-worker-queue@; do
+        check "$u: CAP_LEASE in the bounding set" grep -q '^CapabilityBoundingSet=.* CAP_LEASE$' "systemd/$u.service.in"
+done
+for u in tentaflake-worker-gc@ tentaflake-worker-serve@; do
+        check "$u: no CAP_LEASE" sh -c "! grep -q CAP_LEASE 'systemd/$u.service.in'"
+done
 check "the sandboxing block is present" test "$(block 'systemd/tentaflake-worker@.service.in' | wc -l)" -gt 40
 check "the sandboxing block is the same in the daemon and drain" \
         cmp -s <(block 'systemd/tentaflake-worker@.service.in') <(block 'systemd/tentaflake-worker-queue@.service.in')
