@@ -106,13 +106,6 @@ int gen_entry_make_dir(GenEntry *e) {
         return 0;
 }
 
-static uint64_t name_hash(const char *name, size_t len) {
-        uint64_t h = 1469598103934665603ULL;
-        for (size_t i = 0; i < len; i++)
-                h = (h ^ (uint8_t) name[i]) * 1099511628211ULL;
-        return h;
-}
-
 int gen_dir_seal(GenDir *d) {
         size_t n = 16;
         while (n < 2 * d->n)
@@ -123,7 +116,7 @@ int gen_dir_seal(GenDir *d) {
                 return -ENOMEM;
         d->n_slots = n;
         for (size_t i = 0; i < d->n; i++) {
-                size_t j = name_hash(d->v[i].name, d->v[i].len) & (n - 1);
+                size_t j = gen_name_hash(d->v[i].name, d->v[i].len) & (n - 1);
                 while (d->slots[j])
                         j = (j + 1) & (n - 1);
                 d->slots[j] = (uint32_t) (i + 1);
@@ -134,7 +127,7 @@ int gen_dir_seal(GenDir *d) {
 GenEntry *gen_dir_find(const GenDir *d, const char *name, size_t len) {
         if (!d || !d->slots)
                 return NULL;
-        for (size_t j = name_hash(name, len) & (d->n_slots - 1); d->slots[j]; j = (j + 1) & (d->n_slots - 1)) {
+        for (size_t j = gen_name_hash(name, len) & (d->n_slots - 1); d->slots[j]; j = (j + 1) & (d->n_slots - 1)) {
                 GenEntry *e = &d->v[d->slots[j] - 1];
                 if (e->len == len && memcmp(e->name, name, len) == 0)
                         return e;

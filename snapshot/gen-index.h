@@ -80,6 +80,14 @@ int gen_dir_seal(GenDir *d);
 /* The entry named name in a sealed d, or NULL. */
 GenEntry *gen_dir_find(const GenDir *d, const char *name, size_t len);
 
+/* The hash of a name both the walk's sets of names and gen_dir_find() use (64-bit FNV-1a). */
+static inline uint64_t gen_name_hash(const char *name, size_t len) {
+        uint64_t h = 1469598103934665603ULL;
+        for (size_t i = 0; i < len; i++)
+                h = (h ^ (uint8_t) name[i]) * 1099511628211ULL;
+        return h;
+}
+
 void gen_identity_of(const struct stat *st, GenIdentity *ret);
 bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b);
 

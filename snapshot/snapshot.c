@@ -123,13 +123,7 @@ typedef struct Walk {
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
  * read may return a name twice, and the stream must not (the copy mode's O_EXCL keeps the
- * first one; so does this). Open addressing over a 64-bit FNV-1a hash, names compared in full. */
-static uint64_t name_hash(const char *name, size_t len) {
-        uint64_t h = 1469598103934665603ULL;
-        for (size_t i = 0; i < len; i++)
-                h = (h ^ (uint8_t) name[i]) * 1099511628211ULL;
-        return h;
-}
+ * first one; so does this). Open addressing over gen_name_hash(), names compared in full. */
 
 static void name_set_reset(NameSet *s) {
         if (s->slots && s->n_used)
@@ -163,7 +157,7 @@ static int name_set_add(NameSet *s, const char *name, size_t len) {
                 s->slots = v;
                 s->n_slots = n;
         }
-        uint64_t h = name_hash(name, len);
+        uint64_t h = gen_name_hash(name, len);
         size_t j = h & (s->n_slots - 1);
         for (; s->slots[j].len; j = (j + 1) & (s->n_slots - 1))
                 if (s->slots[j].hash == h && s->slots[j].len == len &&
@@ -678,8 +672,8 @@ static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t le
         old->seen = true;
         if (old->is_dir && want_dir)
                 return 1;
-        int r = old->is_dir ? rm_rf_at(dst, name) : (unlinkat(dst, name, 0) < 0 ? -errno : 0);
-        return r < 0 && r != -ENOENT ? io_error(w, r, "remove from the previous generation") : 0;
+        int r = rm_rf_at(dst, name);
+        return r < 0 ? io_error(w, r, "remove from the previous generation") : 0;
 }
 
 /* Do this filesystem's timestamps vouch for its files' contents? Only local filesystems that
@@ -757,8 +751,8 @@ static int gen_finish_dir(Walk *w, int dst, Tree *t) {
                 char nm[NAME_MAX + 1];
                 memcpy(nm, old->name, old->len);
                 nm[old->len] = 0;
-                int r = old->is_dir ? rm_rf_at(dst, nm) : (unlinkat(dst, nm, 0) < 0 ? -errno : 0);
-                if (r < 0 && r != -ENOENT)
+                int r = rm_rf_at(dst, nm);
+                if (r < 0)
                         return io_error(w, r, "remove from the previous generation");
         }
         int r = gen_dir_seal(t->gnew);
@@ -1023,9 +1017,17 @@ static int drop_acls(int fd) {
         return 0;
 }
 
-/* The start of both walks: the hashers, the resolver, the workspace's root opened safely as a
- * directory (its owner is the one whose bits are mirrored). Returns the root's fd. */
+/* The start of every walk: the path buffer, the umask a copy's modes are checked against, the
+ * hashers, the resolver, the workspace's root opened safely as a directory (its owner is the
+ * one whose bits are mirrored). Returns the root's fd. */
 static int walk_begin(Walk *w, const char *workspace_path, struct stat *ret_st, TfwError *e) {
+        w->path = malloc(WALK_PATH_MAX);
+        if (!w->path)
+                return tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
+        w->path[0] = 0;
+        if (w->out_fd < 0 && read_umask(&w->umask) < 0)
+                w->umask = (mode_t) -1; /* unknown: set every mode explicitly */
+
         int r = sha256_new(&w->h);
         if (r >= 0)
                 r = blob_hasher_new(true, &w->hasher);
@@ -1071,14 +1073,6 @@ int snapshot_take(const char *workspace_path, int dest_parent_fd, const char *de
         if (!filename_is_valid(dest_name))
                 return tfw_error(e, EINVAL, "snapshot_destination", "invalid snapshot name");
 
-        w.path = malloc(WALK_PATH_MAX);
-        if (!w.path) {
-                r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
-                goto out;
-        }
-        w.path[0] = 0;
-        if (read_umask(&w.umask) < 0)
-                w.umask = (mode_t) -1; /* unknown: set every mode explicitly */
         r = walk_begin(&w, workspace_path, &st, e);
         if (r < 0)
                 goto out;
@@ -1189,14 +1183,6 @@ int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uin
         tfw_error_clear(e);
         if (limits->group == (gid_t) -1 || copy_uid == (uint32_t) -1)
                 return tfw_error(e, EINVAL, "snapshot_destination", "a generation needs an owner and a group");
-        w.path = malloc(WALK_PATH_MAX);
-        if (!w.path) {
-                r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
-                goto out;
-        }
-        w.path[0] = 0;
-        if (read_umask(&w.umask) < 0)
-                w.umask = (mode_t) -1;
         r = walk_begin(&w, workspace_path, &st, e);
         if (r < 0)
                 goto out;
@@ -1260,13 +1246,11 @@ int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits
         tfw_error_clear(e);
         if (out_fd < 0)
                 return tfw_error(e, EBADF, "snapshot_stream", "no stream to write to");
-        w.path = malloc(WALK_PATH_MAX);
         w.obuf = malloc(OUT_BUF_SIZE);
-        if (!w.path || !w.obuf) {
+        if (!w.obuf) {
                 r = tfw_error(e, ENOMEM, "snapshot_io", "out of memory");
                 goto out;
         }
-        w.path[0] = 0;
         r = walk_begin(&w, workspace_path, &st, e);
         if (r < 0)
                 goto out;
