@@ -276,31 +276,35 @@ static bool entry_kept(int co_fd, const VManifestEntry *en, json_t *rec, DirCach
         return now && json_equal(now, rec);
 }
 
-static int remove_path(int co_fd, const char *path, bool dir, DirCache *c) {
+/* Whatever is at path (a file, a symlink or a whole directory); a path whose parent is gone is
+ * gone too. */
+static int remove_path(int co_fd, const char *path, DirCache *c) {
         CheckoutSummary ignored = {};
         TfwError e = {0};
         int pfd = parent_dir_at(co_fd, path, 0, false, c, &ignored, &e);
         const char *name = strrchr(path, '/');
-        name = name ? name + 1 : path;
         if (pfd < 0)
                 return e.error == ENOENT || e.error == ENOTDIR ? 0 : -e.error;
-        int r = dir ? rm_rf_at(pfd, name) : (unlinkat(pfd, name, 0) < 0 ? -errno : 0);
-        return r == -ENOENT || r == -EISDIR ? (dir ? 0 : rm_rf_at(pfd, name)) : r;
+        return rm_rf_at(pfd, name ? name + 1 : path);
+}
+
+/* The directories path lies in (every proper prefix), into the set. */
+static void add_parent_dirs(json_t *set, const char *path) {
+        char buf[GIT_PATH_MAX + 1];
+        snprintf(buf, sizeof(buf), "%s", path);
+        for (char *p = strrchr(buf, '/'); p; p = strrchr(buf, '/')) {
+                *p = 0;
+                if (json_object_get(set, buf))
+                        break;
+                json_object_set_new(set, buf, json_true());
+        }
 }
 
 /* Every directory a path of m needs, as a set. */
 static json_t *dirs_of(const VManifest *m) {
         json_t *set = json_object();
-        char buf[GIT_PATH_MAX + 1];
-        for (size_t i = 0; set && i < m->n_entries; i++) {
-                snprintf(buf, sizeof(buf), "%s", m->entries[i].path);
-                for (char *p = strrchr(buf, '/'); p; p = strrchr(buf, '/')) {
-                        *p = 0;
-                        if (json_object_get(set, buf))
-                                break;
-                        json_object_set_new(set, buf, json_true());
-                }
-        }
+        for (size_t i = 0; set && i < m->n_entries; i++)
+                add_parent_dirs(set, m->entries[i].path);
         return set;
 }
 
@@ -343,25 +347,22 @@ static int remove_stale(int co_fd, const VManifest *m, json_t *old, bool *keep, 
                 if (r < 0)
                         break;
                 if (!json_object_get(wanted, path))
-                        r = remove_path(co_fd, path, false, &cache);
+                        r = remove_path(co_fd, path, &cache);
         }
         safe_close(cache.fd);
         cache.fd = -EBADF;
         cache.path[0] = 0;
         _cleanup_json_ json_t *old_dirs = json_object();
-        json_object_foreach(old, path, rec) {
-                char buf[GIT_PATH_MAX + 1];
-                snprintf(buf, sizeof(buf), "%s", path);
-                for (char *p = strrchr(buf, '/'); p && old_dirs; p = strrchr(buf, '/')) {
-                        *p = 0;
-                        json_object_set_new(old_dirs, buf, json_true());
-                }
-        }
+        if (!old_dirs)
+                r = r < 0 ? r : -ENOMEM;
+        json_object_foreach(old, path, rec)
+                if (old_dirs)
+                        add_parent_dirs(old_dirs, path);
         json_object_foreach(old_dirs, path, rec) {
                 if (r < 0)
                         break;
                 if (!json_object_get(dirs, path))
-                        r = remove_path(co_fd, path, true, &cache);
+                        r = remove_path(co_fd, path, &cache);
         }
         safe_close(cache.fd);
         return r;
@@ -390,8 +391,9 @@ int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_f
                 goto out;
         }
         co = open_dir_at(lane_fd, CHECKOUT_NAME);
-        if (co < 0 || fchown(co, 0, group) < 0 || fchmod(co, 0750) < 0) {
-                r = tfw_error(e, co < 0 ? -co : errno, "checkout_io", "cannot open the checkout");
+        r = co < 0 ? co : ensure_owner_mode(co, 0, group, 0750);
+        if (r < 0) {
+                r = tfw_error(e, -r, "checkout_io", "cannot open the checkout: %s", strerror(-r));
                 goto out;
         }
         r = old ? remove_stale(co, m, old, keep, targets, ret) : rm_rf_children(co);

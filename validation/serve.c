@@ -433,20 +433,20 @@ static int lane_tree_open(Lane *l, char *co, size_t co_size) {
         snprintf(name, sizeof(name), "lane-%u-tree", l->index);
         if (mkdirat(s->scratch_fd, name, 0700) < 0 && errno != EEXIST)
                 return -errno;
-        int fd = open_dir_at(s->scratch_fd, name);
+        _cleanup_close_ int fd = open_dir_at(s->scratch_fd, name);
         if (fd < 0)
                 return fd;
-        int co_fd = -EBADF;
-        if ((mkdirat(fd, "checkout", 0750) < 0 && errno != EEXIST) || (co_fd = open_dir_at(fd, "checkout")) < 0 ||
-            fchown(co_fd, 0, s->walls.config->container_gid) < 0 || fchmod(co_fd, 0750) < 0 ||
-            path_join_buf(path, sizeof(path), s->scratch_path, name) < 0 || path_join_buf(co, co_size, path, "checkout") < 0) {
-                int r = co_fd < 0 && co_fd != -EBADF ? co_fd : -errno;
-                safe_close(co_fd);
-                safe_close(fd);
-                return r < 0 ? r : -EIO;
-        }
-        safe_close(co_fd);
-        return fd;
+        if (mkdirat(fd, "checkout", 0750) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int co_fd = open_dir_at(fd, "checkout");
+        if (co_fd < 0)
+                return co_fd;
+        int r = ensure_owner_mode(co_fd, 0, s->walls.config->container_gid, 0750);
+        if (r < 0)
+                return r;
+        if (path_join_buf(path, sizeof(path), s->scratch_path, name) < 0 || path_join_buf(co, co_size, path, "checkout") < 0)
+                return -ENAMETOOLONG;
+        return TAKE_FD(fd);
 }
 
 /* Before each claim: one capsule waits while the window after the last job is open (runsc
