@@ -175,13 +175,13 @@ static int get_unsigned(json_t *obj, const char *key, int64_t min, int64_t max, 
 
 /* A size: a JSON non-negative integer (bytes) or a string parse_size() accepts ("64k", "2g",
  * "1000"), within [min, max]; def when absent. */
-static int get_size(json_t *obj, const char *key, uint64_t min, uint64_t max, uint64_t def,
-                    bool *ret_given, uint64_t *ret, TfwError *e) {
+static int get_size(json_t *obj, const char *prefix, const char *key, uint64_t min, uint64_t max,
+                    uint64_t def, bool *ret_given, uint64_t *ret, TfwError *e) {
         char field[FIELD_MAX], shown[SHOW_MAX], a[24], b[24], c[24];
         json_t *v = json_object_get(obj, key);
         uint64_t x;
 
-        field_name(field, "limits.", key);
+        field_name(field, prefix, key);
         if (!v) {
                 *ret = def;
                 if (ret_given)
@@ -555,7 +555,7 @@ static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
 
 #define SIZE(key, min, max, def, g)                                                              \
         do {                                                                                     \
-                r = get_size(lim, #key, (min), (max), (def), (g), &l->key, e);                   \
+                r = get_size(lim, "limits.", #key, (min), (max), (def), (g), &l->key, e);        \
                 if (r < 0)                                                                       \
                         goto out;                                                                \
         } while (0)
