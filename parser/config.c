@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,9 @@
 #define MIB (UINT64_C(1) << 20)
 #define GIB (UINT64_C(1) << 30)
 #define TIB (UINT64_C(1) << 40)
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /* Longest key name we build ("runtime.system_mounts[63]" and the like). */
 #define FIELD_MAX 64
@@ -46,7 +50,7 @@ static const char *const reserved_sandbox_paths[] = { "/proc", "/dev", "/sys", "
 static const char *const top_keys[] = {
         "version", "name", "workspace", "state_dir", "results_dir", "container_uid",
         "container_gid", "concurrency", "retention_days", "audit_generations",
-        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", NULL,
+        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", NULL,
 };
 static const char *const runtime_keys[] = {
         "driver", "runsc", "platform", "rootfs", "system_mounts", "image", "warm_seconds", NULL,
@@ -56,6 +60,18 @@ static const char *const limits_keys[] = {
         "max_timeout_seconds", "max_snapshot_bytes", "max_snapshot_entries", "memory",
         "memory_swap", "cpus", "pids", "workspace_tmpfs", "tmp_tmpfs", "max_log_bytes",
         "max_artifact_bytes", "max_artifact_entries", "max_store_bytes", NULL,
+};
+
+static const char *const cache_keys[] = { "paths", "max_bytes", "max_entries", NULL };
+
+/* Names of /work that the worker gives a meaning of its own, so no cache may own them: the
+ * control directory (snapshot/snapshot.h, SNAPSHOT_CONTROL_DIR: never part of a snapshot) and
+ * the artifact directory (contract section 6, step 3). */
+static const struct {
+        const char *path, *what;
+} reserved_cache_paths[] = {
+        { ".tentaflake-worker", "the worker's control directory, never part of a snapshot" },
+        { "artifacts", "the artifact directory: what a job leaves in /work/artifacts are its artifacts" },
 };
 
 /* Which optional keys the file spelled out, for the cross-key checks and their messages. */
@@ -661,6 +677,141 @@ static int parse_signing(Config *c, json_t *root, TfwError *e) {
         return 0;
 }
 
+/* Why p (len bytes, as JSON gave them) is not a cache path, NULL when it is one: relative
+ * to the workspace and already normalised, each component a file name of 1..NAME_MAX bytes
+ * without control characters, at most CONFIG_CACHE_PATH_MAX bytes in all. */
+static const char *cache_path_problem(const char *p, size_t len) {
+        if (len == 0)
+                return "must not be empty";
+        if (strlen(p) != len)
+                return "must not contain a NUL byte";
+        if (len > CONFIG_CACHE_PATH_MAX)
+                return "is longer than " STR(CONFIG_CACHE_PATH_MAX) " bytes";
+        if (p[0] == '/')
+                return "must be relative to the workspace (no leading '/')";
+        if (p[len - 1] == '/')
+                return "must be normalised (no trailing '/')";
+        for (const char *c = p; *c; c++)
+                if ((unsigned char) *c < 0x20 || *c == 0x7f)
+                        return "must not contain control characters";
+        for (const char *s = p;;) {
+                const char *slash = strchr(s, '/');
+                size_t n = slash ? (size_t) (slash - s) : strlen(s);
+                if (n == 0)
+                        return "must be normalised (no '//')";
+                if ((n == 1 && s[0] == '.') || (n == 2 && s[0] == '.' && s[1] == '.'))
+                        return "must be normalised (no '.' or '..' component)";
+                if (n > NAME_MAX)
+                        return "has a component longer than " STR(NAME_MAX) " bytes";
+                if (!slash)
+                        return NULL;
+                s = slash + 1;
+        }
+}
+
+/* cache.paths[i]: a valid path, not a reserved one nor inside one, and neither equal to,
+ * inside nor around any of earlier[0..i-1]: the cache owns each path whole, so two of them
+ * may not share entries. */
+static int check_cache_path(char *const *earlier, json_t *item, size_t i, TfwError *e) {
+        char field[FIELD_MAX], a[SHOW_MAX], b[SHOW_MAX];
+        const char *p, *problem;
+
+        (void) snprintf(field, sizeof(field), "cache.paths[%zu]", i);
+        if (!json_is_string(item))
+                return key_error(e, EBADMSG, "bad_type", field, "must be a string");
+        p = json_string_value(item);
+        problem = cache_path_problem(p, json_string_length(item));
+        if (problem)
+                return key_error(e, EBADMSG, "bad_value", field, "'%s' %s", show(p, a), problem);
+        for (size_t k = 0; k < ELEMENTSOF(reserved_cache_paths); k++) {
+                const char *name = reserved_cache_paths[k].path, *what = reserved_cache_paths[k].what;
+                if (streq(p, name))
+                        return key_error(e, EBADMSG, "bad_value", field, "'%s' is %s", name, what);
+                if (path_is_below_or_equal(p, name))
+                        return key_error(e, EBADMSG, "bad_value", field, "'%s' is inside '%s', %s",
+                                         show(p, a), name, what);
+        }
+        for (size_t j = 0; j < i; j++) {
+                const char *q = earlier[j];
+                if (streq(p, q))
+                        return key_error(e, EBADMSG, "bad_value", field, "'%s' is already cache.paths[%zu]",
+                                         show(p, a), j);
+                if (path_is_below_or_equal(p, q) || path_is_below_or_equal(q, p))
+                        return key_error(e, EBADMSG, "bad_value", field,
+                                         "'%s' and cache.paths[%zu] '%s' overlap: the cache owns each path "
+                                         "whole, so no path may be inside another",
+                                         show(p, a), j, show(q, b));
+        }
+        return 0;
+}
+
+static int parse_cache_paths(ConfigCache *cc, json_t *v, TfwError *e) {
+        _cleanup_strv_free_ char **paths = NULL;
+        size_t n;
+        int r;
+
+        if (!v)
+                return key_error(e, EINVAL, "missing_field", "cache.paths",
+                                 "required with cache: the workspace-relative paths the cache keeps");
+        if (!json_is_array(v))
+                return key_error(e, EBADMSG, "bad_type", "cache.paths",
+                                 "must be a list of workspace-relative paths");
+        n = json_array_size(v);
+        if (n == 0)
+                return key_error(e, EBADMSG, "bad_value", "cache.paths",
+                                 "must name at least one path (leave cache out for no cache)");
+        if (n > CONFIG_CACHE_PATHS_MAX)
+                return key_error(e, E2BIG, "out_of_range", "cache.paths",
+                                 "%zu entries, at most %d allowed", n, CONFIG_CACHE_PATHS_MAX);
+        paths = calloc(n + 1, sizeof(char *));
+        if (!paths)
+                return oom(e);
+        for (size_t i = 0; i < n; i++) {
+                json_t *item = json_array_get(v, i);
+                r = check_cache_path(paths, item, i, e);
+                if (r < 0)
+                        return r;
+                paths[i] = strdup(json_string_value(item));
+                if (!paths[i])
+                        return oom(e);
+        }
+        cc->paths = TAKE_PTR(paths);
+        cc->n_paths = n;
+        return 0;
+}
+
+/* "cache": {"paths": [...], "max_bytes": "2g", "max_entries": 200000}. Absent: no cache. The
+ * cache lives on the worker's side (the generation store), which only the runsc driver's
+ * capsules see. */
+static int parse_cache(Config *c, json_t *root, TfwError *e) {
+        ConfigCache *cc = &c->cache;
+        json_t *v = NULL;
+        int r;
+
+        r = get_object(root, "cache", &v, e);
+        if (r < 0)
+                return r;
+        if (!v)
+                return 0;
+        if (c->driver != DRIVER_RUNSC)
+                return key_error(e, EINVAL, "inconsistent", "cache",
+                                 "needs runtime.driver \"runsc\": the engines' daemons cannot see the "
+                                 "worker's cache (driver '%s')",
+                                 driver_to_string(c->driver));
+        r = json_check_keys(v, cache_keys, "cache.", e);
+        if (r < 0)
+                return r;
+        r = get_size(v, "cache.", "max_bytes", 1, 2 * TIB, CONFIG_DEFAULT_CACHE_MAX_BYTES, NULL,
+                     &cc->max_bytes, e);
+        if (r < 0)
+                return r;
+        r = get_uint(v, "cache.", "max_entries", 1, 10000000, CONFIG_DEFAULT_CACHE_MAX_ENTRIES, NULL,
+                     &cc->max_entries, e);
+        if (r < 0)
+                return r;
+        return parse_cache_paths(cc, json_object_get(v, "paths"), e);
+}
+
 /* The nesting rules between the directories and files the config names. Who may reach what:
  *   the agent writes the workspace and reads results_dir;
  *   the job reads every system mount's HOST and the rootfs;
@@ -910,6 +1061,10 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         if (r < 0)
                 return r;
 
+        r = parse_cache(c, root, e);
+        if (r < 0)
+                return r;
+
         r = check_limits(c, &given, e);
         if (r < 0)
                 return r;
@@ -999,6 +1154,7 @@ Config *config_free(Config *c) {
         free(c->image);
         free(c->signing_key);
         free(c->signing_identity);
+        strv_free(c->cache.paths);
         free(c);
         return NULL;
 }
@@ -1011,4 +1167,25 @@ void config_request_policy(const Config *c, RequestPolicy *ret) {
                 .default_timeout_seconds = c->limits.default_timeout_seconds,
                 .max_timeout_seconds = c->limits.max_timeout_seconds,
         };
+}
+
+uint64_t config_store_tmpfs_bytes(const Config *c) {
+        uint64_t store = c->limits.max_store_bytes, cache;
+
+        if (!c->cache.paths)
+                return store;
+        if (__builtin_mul_overflow(c->cache.max_bytes, 2, &cache) ||
+            __builtin_add_overflow(store, cache, &store))
+                return UINT64_MAX;
+        return store;
+}
+
+uint64_t config_store_cache_inodes(const Config *c) {
+        uint64_t n;
+
+        if (!c->cache.paths)
+                return 0;
+        if (__builtin_mul_overflow(c->cache.max_entries, 2, &n) || __builtin_add_overflow(n, 64, &n))
+                return UINT64_MAX;
+        return n;
 }

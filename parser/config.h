@@ -7,7 +7,9 @@
  * malformed sizes/paths/names, and inconsistent combinations (memory_swap below memory,
  * default timeout above the maximum, image with the runsc driver or missing for docker/podman,
  * rootfs with docker/podman, state or results directory inside the workspace, signing_key
- * without signing_identity). Every message names the key as a dotted path ("limits.memory").
+ * without signing_identity, a cache with docker/podman or with paths that are not relative,
+ * normalised, distinct and disjoint, or that name .tentaflake-worker or artifacts). Every
+ * message names the key as a dotted path ("limits.memory", "cache.paths[2]").
  * Guarantees: on success every field is set (defaults filled in) and consistent. */
 #pragma once
 
@@ -29,6 +31,12 @@
 /* runtime.warm_seconds (contract section 2). */
 #define CONFIG_DEFAULT_WARM_SECONDS 60
 #define CONFIG_WARM_SECONDS_MAX 3600
+
+/* cache (contract sections 2 and 6): the build cache of local-reversible jobs. */
+#define CONFIG_CACHE_PATHS_MAX 16
+#define CONFIG_CACHE_PATH_MAX 4095    /* bytes of one cache path, as PATH_MAX - 1 */
+#define CONFIG_DEFAULT_CACHE_MAX_BYTES (UINT64_C(2) << 30)
+#define CONFIG_DEFAULT_CACHE_MAX_ENTRIES 200000
 
 /* runsc --platform when the config names none (contract section 2): systrap, which runsc has
  * had since 2023; ptrace stays accepted for a runsc without it. */
@@ -76,6 +84,15 @@ typedef struct ConfigLimits {
         uint64_t file_size;      /* RLIMIT_FSIZE inside the capsule; 0: none */
 } ConfigLimits;
 
+/* The build cache: what a local-reversible job leaves under these workspace-relative paths
+ * is shown to the next one there. */
+typedef struct ConfigCache {
+        char **paths;          /* NULL-terminated; NULL when the key is absent (no cache) */
+        size_t n_paths;        /* 0 when absent */
+        uint64_t max_bytes;    /* default 2g (CONFIG_DEFAULT_CACHE_MAX_BYTES) */
+        uint64_t max_entries;  /* default 200000 (CONFIG_DEFAULT_CACHE_MAX_ENTRIES) */
+} ConfigCache;
+
 typedef struct Config {
         int version;
         char *name;
@@ -104,6 +121,8 @@ typedef struct Config {
 
         char *signing_key;       /* NULL when unset */
         char *signing_identity;
+
+        ConfigCache cache;       /* paths NULL: no cache (runsc driver only) */
 } Config;
 
 /* Parse a config from its bytes / from an fd (at most CONFIG_MAX_BYTES). */
@@ -123,6 +142,13 @@ static inline void config_freep(Config **c) {
 void config_request_policy(const Config *c, RequestPolicy *ret);
 
 const char *driver_to_string(RuntimeDriver d);
+
+/* The generation store's tmpfs: limits.max_store_bytes, plus room for the cache and the one
+ * being taken in (2 * cache.max_bytes) when there is a cache; UINT64_MAX if that overflows. */
+uint64_t config_store_tmpfs_bytes(const Config *c);
+/* Inodes the store's tmpfs needs for the cache: 2 * cache.max_entries (the cache and the one
+ * being taken in) + 64 for the directories that hold them; 0 without a cache. */
+uint64_t config_store_cache_inodes(const Config *c);
 
 /* The inbox worker's runsc root, fixed by its name: /run/tentaflake-worker-<name>/runsc
  * (orchestrator/dirs.h says why). No configured directory may overlap it. */

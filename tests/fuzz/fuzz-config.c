@@ -83,6 +83,27 @@ static void check_config(const Config *c) {
         CHECK(l->max_artifact_bytes >= 1 && l->max_artifact_entries >= 1);
         CHECK(l->max_snapshot_entries >= 1);
 
+        const ConfigCache *cc = &c->cache;
+        if (!cc->paths) {
+                CHECK(cc->n_paths == 0 && config_store_cache_inodes(c) == 0);
+                CHECK(config_store_tmpfs_bytes(c) == l->max_store_bytes);
+        } else {
+                CHECK(c->driver == DRIVER_RUNSC);
+                CHECK(cc->n_paths >= 1 && cc->n_paths <= CONFIG_CACHE_PATHS_MAX && !cc->paths[cc->n_paths]);
+                CHECK(cc->max_bytes >= 1 && cc->max_bytes <= (UINT64_C(2) << 40));
+                CHECK(cc->max_entries >= 1 && cc->max_entries <= 10000000);
+                CHECK(config_store_tmpfs_bytes(c) == l->max_store_bytes + 2 * cc->max_bytes);
+                CHECK(config_store_cache_inodes(c) == 2 * cc->max_entries + 64);
+                for (size_t i = 0; i < cc->n_paths; i++) {
+                        const char *q = cc->paths[i];
+                        size_t n = strlen(q);
+                        CHECK(n >= 1 && n <= CONFIG_CACHE_PATH_MAX && q[0] != '/' && q[n - 1] != '/');
+                        CHECK(!strstr(q, "//") && !overlaps(q, ".tentaflake-worker") && !overlaps(q, "artifacts"));
+                        for (size_t j = 0; j < i; j++)
+                                CHECK(!overlaps(q, cc->paths[j]));
+                }
+        }
+
         config_request_policy(c, &p);
         CHECK(p.max_timeout_seconds == l->max_timeout_seconds);
 }

@@ -98,10 +98,23 @@ static const char *get_value(const Config *c, const char *key) {
         U("limits.max_artifact_entries", l->max_artifact_entries);
         S("signing_key", c->signing_key);
         S("signing_identity", c->signing_identity);
+        U("cache.max_bytes", c->cache.max_bytes);
+        U("cache.max_entries", c->cache.max_entries);
+        U("cache.n_paths", c->cache.n_paths);
 #undef U
 #undef S
         if (streq(key, "limits.cpus")) {
                 snprintf(text, sizeof(text), "%s/%" PRIu64, l->cpus, l->cpus_milli);
+                return text;
+        }
+        if (streq(key, "cache.paths")) {
+                /* "a,b,...", in the file's order; "(null)" without a cache. */
+                size_t n = 0;
+                if (!c->cache.paths)
+                        return "(null)";
+                text[0] = 0;
+                for (size_t i = 0; c->cache.paths[i]; i++)
+                        n += snprintf(text + n, sizeof(text) - n, "%s%s", i ? "," : "", c->cache.paths[i]);
                 return text;
         }
         if (streq(key, "runtime.system_mounts")) {
@@ -727,11 +740,90 @@ static const Case static_cases[] = {
         BAD("signing_key_inside_rootfs", "inconsistent", "runtime.rootfs",
             "signing_key", "\"/srv/rootfs/etc/k\"", "signing_identity", "\"w\"",
             "runtime.rootfs", "\"/srv/rootfs\""),
+
+        /* cache */
+        DEFAULT("cache_default_none", "cache.paths", "(null)"),
+        DEFAULT("cache_default_no_paths", "cache.n_paths", "0"),
+        OK("cache_paths_kept_in_order", "cache.paths", "target,build/obj,node_modules,.cache/pip",
+           "cache.paths", "[\"target\",\"build/obj\",\"node_modules\",\".cache/pip\"]"),
+        OK("cache_n_paths", "cache.n_paths", "2", "cache.paths", "[\"target\",\"build\"]"),
+        OK("cache_max_bytes_default", "cache.max_bytes", "2147483648", "cache.paths", "[\"build\"]"),
+        OK("cache_max_entries_default", "cache.max_entries", "200000", "cache.paths", "[\"build\"]"),
+        OK("cache_max_bytes_1", "cache.max_bytes", "1", "cache.paths", "[\"build\"]", "cache.max_bytes", "1"),
+        OK("cache_max_bytes_2048g", "cache.max_bytes", "2199023255552",
+           "cache.paths", "[\"build\"]", "cache.max_bytes", "\"2048g\""),
+        OK("cache_max_bytes_string_digits", "cache.max_bytes", "1048576",
+           "cache.paths", "[\"build\"]", "cache.max_bytes", "\"1024k\""),
+        BAD("cache_max_bytes_0", "out_of_range", "cache.max_bytes",
+            "cache.paths", "[\"build\"]", "cache.max_bytes", "0"),
+        BAD("cache_max_bytes_2048g_plus_1", "out_of_range", "cache.max_bytes",
+            "cache.paths", "[\"build\"]", "cache.max_bytes", "2199023255553"),
+        BAD("cache_max_bytes_malformed", "bad_value", "cache.max_bytes",
+            "cache.paths", "[\"build\"]", "cache.max_bytes", "\"2G\""),
+        BAD("cache_max_bytes_null", "bad_type", "cache.max_bytes",
+            "cache.paths", "[\"build\"]", "cache.max_bytes", "null"),
+        OK("cache_max_entries_1", "cache.max_entries", "1", "cache.paths", "[\"build\"]", "cache.max_entries", "1"),
+        OK("cache_max_entries_10000000", "cache.max_entries", "10000000",
+           "cache.paths", "[\"build\"]", "cache.max_entries", "10000000"),
+        BAD("cache_max_entries_0", "out_of_range", "cache.max_entries",
+            "cache.paths", "[\"build\"]", "cache.max_entries", "0"),
+        BAD("cache_max_entries_10000001", "out_of_range", "cache.max_entries",
+            "cache.paths", "[\"build\"]", "cache.max_entries", "10000001"),
+        BAD("cache_max_entries_string", "bad_type", "cache.max_entries",
+            "cache.paths", "[\"build\"]", "cache.max_entries", "\"1000\""),
+        BAD("cache_null", "bad_type", "cache", "cache", "null"),
+        BAD("cache_not_object", "bad_type", "cache", "cache", "[\"build\"]"),
+        BAD("cache_unknown_key", "unknown_field", "cache.size", "cache.paths", "[\"build\"]", "cache.size", "\"1g\""),
+        BAD("cache_without_paths", "missing_field", "cache.paths", "cache", "{}"),
+        BAD("cache_paths_null", "bad_type", "cache.paths", "cache.paths", "null"),
+        BAD("cache_paths_string", "bad_type", "cache.paths", "cache.paths", "\"build\""),
+        BAD("cache_paths_empty", "bad_value", "cache.paths", "cache.paths", "[]"),
+        BAD("cache_path_number", "bad_type", "cache.paths[1]", "cache.paths", "[\"build\",7]"),
+        BAD("cache_path_null", "bad_type", "cache.paths[0]", "cache.paths", "[null]"),
+        BAD("cache_path_empty", "bad_value", "cache.paths[0]", "cache.paths", "[\"\"]"),
+        BAD("cache_path_absolute", "bad_value", "cache.paths[0]", "cache.paths", "[\"/build\"]"),
+        BAD("cache_path_root", "bad_value", "cache.paths[0]", "cache.paths", "[\"/\"]"),
+        BAD("cache_path_trailing_slash", "bad_value", "cache.paths[0]", "cache.paths", "[\"build/\"]"),
+        BAD("cache_path_double_slash", "bad_value", "cache.paths[0]", "cache.paths", "[\"build//obj\"]"),
+        BAD("cache_path_dot", "bad_value", "cache.paths[0]", "cache.paths", "[\".\"]"),
+        BAD("cache_path_leading_dot_component", "bad_value", "cache.paths[0]", "cache.paths", "[\"./build\"]"),
+        BAD("cache_path_trailing_dot_component", "bad_value", "cache.paths[0]", "cache.paths", "[\"build/.\"]"),
+        BAD("cache_path_dotdot", "bad_value", "cache.paths[0]", "cache.paths", "[\"..\"]"),
+        BAD("cache_path_dotdot_inside", "bad_value", "cache.paths[0]", "cache.paths", "[\"build/../../etc\"]"),
+        BAD("cache_path_control_char", "bad_value", "cache.paths[0]", "cache.paths", "[\"bu\\u0001ild\"]"),
+        BAD("cache_path_newline", "bad_value", "cache.paths[0]", "cache.paths", "[\"build\\nx\"]"),
+        BAD("cache_path_del", "bad_value", "cache.paths[0]", "cache.paths", "[\"build\\u007f\"]"),
+        OK("cache_path_dot_names_are_names", "cache.paths", "...,..x,.cache,x.",
+           "cache.paths", "[\"...\",\"..x\",\".cache\",\"x.\"]"),
+        OK("cache_path_space_and_utf8", "cache.paths", "my build,caf\xc3\xa9",
+           "cache.paths", "[\"my build\",\"caf\\u00e9\"]"),
+        BAD("cache_path_control_dir", "bad_value", "cache.paths[0]", "cache.paths", "[\".tentaflake-worker\"]"),
+        BAD("cache_path_inside_control_dir", "bad_value", "cache.paths[1]",
+            "cache.paths", "[\"build\",\".tentaflake-worker/inbox\"]"),
+        BAD("cache_path_artifacts", "bad_value", "cache.paths[0]", "cache.paths", "[\"artifacts\"]"),
+        BAD("cache_path_inside_artifacts", "bad_value", "cache.paths[0]", "cache.paths", "[\"artifacts/cache\"]"),
+        OK("cache_path_beside_reserved", "cache.paths", ".tentaflake-worker2,artifacts-old,src/artifacts",
+           "cache.paths", "[\".tentaflake-worker2\",\"artifacts-old\",\"src/artifacts\"]"),
+        BAD("cache_path_duplicate", "bad_value", "cache.paths[2]",
+            "cache.paths", "[\"build\",\"target\",\"build\"]"),
+        BAD("cache_path_inside_earlier", "bad_value", "cache.paths[1]",
+            "cache.paths", "[\"build\",\"build/x\"]"),
+        BAD("cache_path_around_earlier", "bad_value", "cache.paths[2]",
+            "cache.paths", "[\"target\",\"build/x/y\",\"build\"]"),
+        OK("cache_path_common_prefix_is_not_inside", "cache.paths", "build,build2,buildx/y",
+           "cache.paths", "[\"build\",\"build2\",\"buildx/y\"]"),
+        BAD("cache_with_docker", "inconsistent", "cache", "runtime.driver", "\"docker\"",
+            "runtime.image", "\"sha256:" H64 "\"", "cache.paths", "[\"build\"]"),
+        BAD("cache_with_podman", "inconsistent", "cache", "runtime.driver", "\"podman\"",
+            "runtime.image", "\"sha256:" H64 "\"", "cache.paths", "[\"build\"]"),
+        /* the driver is the first thing wrong with a cache for an engine, whatever it holds */
+        BAD("cache_with_docker_before_its_paths", "inconsistent", "cache", "runtime.driver", "\"docker\"",
+            "runtime.image", "\"sha256:" H64 "\"", "cache", "{}"),
 };
 /* clang-format on */
 
 /* Cases whose values are built at run time (lengths at the edges). */
-static Case dynamic_cases[16];
+static Case dynamic_cases[32];
 static size_t n_dynamic;
 
 static void add_dynamic(const char *name, const char *code, const char *names, const char *get,
@@ -743,7 +835,65 @@ static void add_dynamic(const char *name, const char *code, const char *names, c
         };
 }
 
+/* A relative path of exactly total bytes: components of at most 255 bytes ('c'), each
+ * separated by '/', none empty. Wrapped in prefix and suffix. */
+static const char *long_rel_path(size_t total, const char *prefix, const char *suffix) {
+        size_t p = strlen(prefix), s = strlen(suffix), o = p, rem = total;
+        char *b = malloc(p + total + s + 1);
+        assert_non_null(b);
+        memcpy(b, prefix, p);
+        while (rem > 0) {
+                size_t n = MIN(rem, (size_t) 255);
+                if (rem - n == 1)
+                        n--; /* leave room for "/c": never a trailing '/' */
+                memset(b + o, 'c', n);
+                o += n;
+                rem -= n;
+                if (rem > 0) {
+                        b[o++] = '/';
+                        rem--;
+                }
+        }
+        memcpy(b + o, suffix, s + 1);
+        return b;
+}
+
+static void make_cache_dynamic_cases(void) {
+        /* one component: 255 bytes accepted, 256 refused */
+        add_dynamic("cache_path_component_255", NULL, NULL, "cache.paths", rep('c', 255, "", ""),
+                    "cache.paths", rep('c', 255, "[\"", "\"]"), NULL, NULL);
+        add_dynamic("cache_path_component_256", "bad_value", "cache.paths[0]", NULL, NULL,
+                    "cache.paths", rep('c', 256, "[\"", "\"]"), NULL, NULL);
+        /* the whole path: CONFIG_CACHE_PATH_MAX bytes accepted, one more refused */
+        add_dynamic("cache_path_4095_bytes", NULL, NULL, "cache.paths",
+                    long_rel_path(CONFIG_CACHE_PATH_MAX, "", ""), "cache.paths",
+                    long_rel_path(CONFIG_CACHE_PATH_MAX, "[\"", "\"]"), NULL, NULL);
+        add_dynamic("cache_path_4096_bytes", "bad_value", "cache.paths[0]", NULL, NULL, "cache.paths",
+                    long_rel_path(CONFIG_CACHE_PATH_MAX + 1, "[\"", "\"]"), NULL, NULL);
+        /* CONFIG_CACHE_PATHS_MAX paths accepted, one more refused */
+        for (int extra = 0; extra <= 1; extra++) {
+                int n = CONFIG_CACHE_PATHS_MAX + extra;
+                char *list = malloc((size_t) n * 16 + 8), *want = malloc((size_t) n * 16), *p = list, *q = want;
+                assert_non_null(list);
+                assert_non_null(want);
+                p += sprintf(p, "[");
+                for (int i = 0; i < n; i++) {
+                        p += sprintf(p, "%s\"p%d\"", i ? "," : "", i);
+                        q += sprintf(q, "%sp%d", i ? "," : "", i);
+                }
+                sprintf(p, "]");
+                if (extra) {
+                        free(want);
+                        add_dynamic("cache_paths_one_too_many", "out_of_range", "cache.paths", NULL, NULL,
+                                    "cache.paths", list, NULL, NULL);
+                } else
+                        add_dynamic("cache_paths_at_the_maximum", NULL, NULL, "cache.paths", want, "cache.paths",
+                                    list, NULL, NULL);
+        }
+}
+
 static void make_dynamic_cases(void) {
+        make_cache_dynamic_cases();
         /* name: 48 characters accepted, 49 refused */
         const char *n48 = rep('a', 48, "", "");
         add_dynamic("name_48_chars", NULL, NULL, "name", n48, "name", rep('a', 48, "\"", "\""),
@@ -1029,6 +1179,13 @@ static void test_full_every_key(void **state) {
         assert_int_equal(c->limits.max_artifact_entries, 100000);
         assert_string_equal(c->signing_key, "/var/lib/tfw/ci-runner-7/signing.key");
         assert_string_equal(c->signing_identity, "ci-runner-7@build.example.org");
+        assert_int_equal(c->cache.n_paths, 3);
+        assert_string_equal(c->cache.paths[0], "target");
+        assert_string_equal(c->cache.paths[1], "build/cache");
+        assert_string_equal(c->cache.paths[2], ".cache/pip");
+        assert_null(c->cache.paths[3]);
+        assert_int_equal(c->cache.max_bytes, 4ULL << 30);
+        assert_int_equal(c->cache.max_entries, 300000);
 
         config_request_policy(c, &p);
         assert_int_equal(p.max_request_bytes, 128 << 10);
@@ -1051,6 +1208,7 @@ static void test_docker_fixture(void **state) {
         assert_int_equal(c->limits.memory, 4ULL << 30);
         assert_int_equal(c->limits.memory_swap, 4ULL << 30);
         assert_int_equal(c->limits.cpus_milli, 1500);
+        assert_null(c->cache.paths);
 }
 
 static void test_rootfs_fixture(void **state) {
@@ -1083,6 +1241,133 @@ static void test_bad_fixtures(void **state) {
                 if (!strstr(e.message, t[i].key))
                         fail_msg("%s: '%s' does not name %s", t[i].file, e.message, t[i].key);
         }
+}
+
+/* ---- the cache ------------------------------------------------------------------------------ */
+
+static Config *parse_mods(const char *const *mods) {
+        _cleanup_free_ char *json = build_config(mods);
+        Config *c = NULL;
+        TfwError e = {};
+        if (config_parse_buffer(json, strlen(json), &c, &e) < 0)
+                fail_msg("%s: refused: %s (%s)", json, e.message, e.code);
+        return c;
+}
+
+static void expect_message(const char *const *mods, const char *code, const char *message) {
+        _cleanup_free_ char *json = build_config(mods);
+        _cleanup_config_ Config *c = NULL;
+        TfwError e = {};
+        if (config_parse_buffer(json, strlen(json), &c, &e) >= 0)
+                fail_msg("%s: accepted, expected %s", json, code);
+        assert_string_equal(e.code, code);
+        assert_string_equal(e.message, message);
+}
+
+static void test_cache_absent(void **state) {
+        (void) state;
+        _cleanup_config_ Config *c = parse_fixture(MINIMAL);
+
+        assert_null(c->cache.paths);
+        assert_int_equal(c->cache.n_paths, 0);
+        /* no cache: the store is limits.max_store_bytes (2 x 1g) and needs no inodes for one */
+        assert_int_equal(config_store_tmpfs_bytes(c), c->limits.max_store_bytes);
+        assert_int_equal(config_store_tmpfs_bytes(c), 2ULL << 30);
+        assert_int_equal(config_store_cache_inodes(c), 0);
+}
+
+static void test_cache_defaults(void **state) {
+        (void) state;
+        _cleanup_config_ Config *c = parse_mods((const char *const[]) {
+                "cache.paths", "[\"target\",\"node_modules/.cache\"]", NULL });
+
+        assert_int_equal(c->cache.n_paths, 2);
+        assert_string_equal(c->cache.paths[0], "target");
+        assert_string_equal(c->cache.paths[1], "node_modules/.cache");
+        assert_null(c->cache.paths[2]);
+        assert_int_equal(c->cache.max_bytes, CONFIG_DEFAULT_CACHE_MAX_BYTES);
+        assert_int_equal(c->cache.max_bytes, 2ULL << 30);
+        assert_int_equal(c->cache.max_entries, CONFIG_DEFAULT_CACHE_MAX_ENTRIES);
+        assert_int_equal(c->cache.max_entries, 200000);
+        /* the store grows by the cache and the one being taken in: 2g + 2 x 2g */
+        assert_int_equal(c->limits.max_store_bytes, 2ULL << 30);
+        assert_int_equal(config_store_tmpfs_bytes(c), 6ULL << 30);
+        assert_int_equal(config_store_cache_inodes(c), 2 * 200000 + 64);
+}
+
+static void test_cache_set(void **state) {
+        (void) state;
+        _cleanup_config_ Config *c = parse_mods((const char *const[]) {
+                "cache.paths", "[\"build\"]", "cache.max_bytes", "\"512m\"", "cache.max_entries", "1000",
+                "limits.max_store_bytes", "\"3g\"", NULL });
+
+        assert_int_equal(c->cache.n_paths, 1);
+        assert_string_equal(c->cache.paths[0], "build");
+        assert_int_equal(c->cache.max_bytes, 512ULL << 20);
+        assert_int_equal(c->cache.max_entries, 1000);
+        /* limits.max_store_bytes itself is what the file says; only the tmpfs adds the cache */
+        assert_int_equal(c->limits.max_store_bytes, 3ULL << 30);
+        assert_int_equal(config_store_tmpfs_bytes(c), 4ULL << 30);
+        assert_int_equal(config_store_cache_inodes(c), 2064);
+}
+
+static void test_cache_store_at_the_maxima(void **state) {
+        (void) state;
+        _cleanup_config_ Config *c = parse_mods((const char *const[]) {
+                "cache.paths", "[\"build\"]", "cache.max_bytes", "\"2048g\"", "cache.max_entries", "10000000",
+                "limits.max_store_bytes", "\"2048g\"", NULL });
+
+        assert_int_equal(config_store_tmpfs_bytes(c), 3 * (2ULL << 40));
+        assert_int_equal(config_store_cache_inodes(c), 20000064);
+}
+
+/* The helpers saturate rather than wrap, whatever a caller put in a Config. */
+static void test_cache_store_saturates(void **state) {
+        (void) state;
+        char *paths[] = { (char *) "build", NULL };
+        Config c = {
+                .limits.max_store_bytes = UINT64_MAX - 10,
+                .cache = { .paths = paths, .n_paths = 1, .max_bytes = 6, .max_entries = UINT64_MAX / 2 },
+        };
+
+        assert_true(config_store_tmpfs_bytes(&c) == UINT64_MAX);
+        assert_true(config_store_cache_inodes(&c) == UINT64_MAX);
+        c.limits.max_store_bytes = 1;
+        c.cache.max_bytes = UINT64_MAX / 2 + 1;
+        assert_true(config_store_tmpfs_bytes(&c) == UINT64_MAX);
+        c.cache.max_bytes = 5;
+        c.cache.max_entries = UINT64_MAX / 2 - 63;
+        assert_true(config_store_tmpfs_bytes(&c) == 11);
+        assert_true(config_store_cache_inodes(&c) == UINT64_MAX - 127 + 64);
+}
+
+static void test_cache_messages(void **state) {
+        (void) state;
+        expect_message((const char *const[]) { "cache.paths", "[\"build\",\"target\",\"build/x\"]", NULL },
+                       "bad_value",
+                       "key 'cache.paths[2]': 'build/x' and cache.paths[0] 'build' overlap: the cache owns "
+                       "each path whole, so no path may be inside another");
+        expect_message((const char *const[]) { "cache.paths", "[\"build\",\"build\"]", NULL }, "bad_value",
+                       "key 'cache.paths[1]': 'build' is already cache.paths[0]");
+        expect_message((const char *const[]) { "cache.paths", "[\"a\",\"/srv/build\"]", NULL }, "bad_value",
+                       "key 'cache.paths[1]': '/srv/build' must be relative to the workspace (no leading '/')");
+        expect_message((const char *const[]) { "cache.paths", "[\"a/../b\"]", NULL }, "bad_value",
+                       "key 'cache.paths[0]': 'a/../b' must be normalised (no '.' or '..' component)");
+        expect_message((const char *const[]) { "cache.paths", "[\"a\\u0001b\"]", NULL }, "bad_value",
+                       "key 'cache.paths[0]': 'a?b' must not contain control characters");
+        expect_message((const char *const[]) { "cache.paths", "[\"artifacts/x\"]", NULL }, "bad_value",
+                       "key 'cache.paths[0]': 'artifacts/x' is inside 'artifacts', the artifact directory: "
+                       "what a job leaves in /work/artifacts are its artifacts");
+        expect_message((const char *const[]) { "cache.paths", "[\".tentaflake-worker\"]", NULL }, "bad_value",
+                       "key 'cache.paths[0]': '.tentaflake-worker' is the worker's control directory, never "
+                       "part of a snapshot");
+        expect_message((const char *const[]) { "cache.paths", "[]", NULL }, "bad_value",
+                       "key 'cache.paths': must name at least one path (leave cache out for no cache)");
+        expect_message((const char *const[]) { "runtime.driver", "\"podman\"", "runtime.image",
+                                               "\"sha256:" H64 "\"", "cache.paths", "[\"build\"]", NULL },
+                       "inconsistent",
+                       "key 'cache': needs runtime.driver \"runsc\": the engines' daemons cannot see the "
+                       "worker's cache (driver 'podman')");
 }
 
 static void test_names_and_drivers(void **state) {
@@ -1275,6 +1560,12 @@ int main(void) {
                 cmocka_unit_test(test_rootfs_fixture),
                 cmocka_unit_test(test_bad_fixtures),
                 cmocka_unit_test(test_names_and_drivers),
+                cmocka_unit_test(test_cache_absent),
+                cmocka_unit_test(test_cache_defaults),
+                cmocka_unit_test(test_cache_set),
+                cmocka_unit_test(test_cache_store_at_the_maxima),
+                cmocka_unit_test(test_cache_store_saturates),
+                cmocka_unit_test(test_cache_messages),
                 cmocka_unit_test_setup_teardown(test_load_good, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_load_symlink, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_load_message_exact, tfw_tmpdir_setup, tfw_tmpdir_teardown),
