@@ -46,6 +46,44 @@ let
 
   showSize = v: if typeOf v == "int" then toString v else "'${v}'";
 
+  # ---- the build cache (docs/config.md, "cache") -------------------------------------------
+  # What the module fills in for a cache that names only its paths (the worker's defaults).
+  cacheDefaults = { maxBytes = "2g"; maxEntries = 200000; };
+  # The worker's limits on cache.paths (parser/config.h).
+  maxCachePaths = 16;
+  maxCachePathBytes = 4095;
+  # Names of /work the worker owns: its control directory and the artifact directory.
+  reservedCachePaths = [ ".tentaflake-worker" "artifacts" ];
+  cacheOf = a: if a.cache == null then null else cacheDefaults // a.cache;
+  # Why a cache path is refused ("" when it is fine): relative, normalised, no control
+  # character, components of at most 255 bytes, at most maxCachePathBytes in all, not reserved.
+  cachePathProblem = p:
+    let comps = filter (x: typeOf x == "string") (builtins.split "/" p);
+    in if typeOf p != "string" || p == "" then "is empty"
+    else if match ".*(//|/\\./|/\\.\\./).*" ("/" + p + "/") != null then
+      "is not relative and normalised (no leading or trailing '/', no empty, '.' or '..' component)"
+    else if match ".*[[:cntrl:]].*" p != null then "has a control character"
+    else if stringLength p > maxCachePathBytes then "is longer than ${toString maxCachePathBytes} bytes"
+    else if builtins.any (c: stringLength c > 255) comps then "has a component longer than 255 bytes"
+    else
+      let r = filter (x: isInside p x) reservedCachePaths;
+      in if r != [ ] then "is '${head r}' or inside it, which the worker owns" else "";
+  # The first thing wrong with a cache's paths, "" when nothing is.
+  cachePathsProblem = paths:
+    let
+      n = length paths;
+      bad = filter (p: cachePathProblem p != "") paths;
+      overlapping = filter (x: x != null) (concatLists (genList (i: genList (j:
+        let x = builtins.elemAt paths i; y = builtins.elemAt paths (i + j + 1);
+        in if isInside x y || isInside y x then "'${x}' and '${y}'" else null)
+        (n - i - 1)) n));
+    in if n < 1 || n > maxCachePaths then
+      "must name 1..${toString maxCachePaths} workspace-relative paths, got ${toString n}"
+    else if bad != [ ] then "'${head bad}' ${cachePathProblem (head bad)}"
+    else if overlapping != [ ] then
+      "${head overlapping} overlap: the cache owns each path whole, so no path may be equal to or inside another"
+    else "";
+
   # ---- defaults: the worker's own (contract section 2), as option values -----------------
   defaults = name: {
     enable = true;
@@ -93,6 +131,8 @@ let
     maxArtifactEntries = 200000;
     signingKeyFile = null;
     signingIdentity = null;
+    cache = null;              # or { paths; maxBytes ? "2g"; maxEntries ? 200000; }: the build
+                               # cache of local-reversible jobs (runsc driver only)
     package = null;            # the module passes the package (a derivation or store path)
   };
 
@@ -184,6 +224,12 @@ let
       };
       signing_key = a.signingKeyFile;
       signing_identity = a.signingIdentity;
+      # No cache: no key at all (the worker reads an absent cache as none).
+      cache = let c = cacheOf a; in if c == null then null else {
+        paths = c.paths or [ ];
+        max_bytes = c.maxBytes;
+        max_entries = c.maxEntries;
+      };
     };
 
   configPath = name: "/etc/tentaflake/workers/${name}.json";
@@ -214,6 +260,8 @@ let
                        "workspaceTmpfsSize" "tmpTmpfsSize" "maxLogBytes" "maxArtifactBytes" ];
           hg = a.hostGroup;
           hgGid = if hg != null && groups ? ${hg} then groups.${hg}.gid or null else null;
+          cache = cacheOf a;
+          cacheProblem = if cache == null then "" else cachePathsProblem (cache.paths or [ ]);
         in [
           { assertion = nameIsValid name;
             message = "tentaflake.worker.agents: the name '${name}' is not a worker name "
@@ -272,6 +320,14 @@ let
           { assertion = (a.signingKeyFile == null) == (a.signingIdentity == null);
             message = "${opt name "signingKeyFile"} and ${opt name "signingIdentity"} are set together "
               + "or not at all"; }
+          { assertion = cache == null || a.driver == "runsc";
+            message = "${opt name "cache"} needs the runsc driver: the engines' daemons cannot see the "
+              + "worker's cache (driver ${a.driver})"; }
+          { assertion = cacheProblem == "";
+            message = "${opt name "cache.paths"}: ${cacheProblem}"; }
+          { assertion = cache == null || parseSize cache.maxBytes != null;
+            message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
+              + "count, or digits followed by k, m or g"; }
         ] ++ map (k: {
           assertion = parseSize a.${k} != null;
           message = "${opt name k} (${showSize a.${k}}) is not a size: a byte count, or digits "
@@ -399,5 +455,5 @@ let
 in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
-    toolchainMounts;
+    toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes;
 }

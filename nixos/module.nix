@@ -148,8 +148,43 @@ let
           "ed25519 key made by `tentaflake-worker keygen`; every result is then signed.";
         signingIdentity = opt (types.nullOr types.str) d.signingIdentity
           "The identity named in signed results (with signingKeyFile).";
+        cache = mkOption {
+          type = types.nullOr (types.submodule cacheModule);
+          default = d.cache;
+          example = lib.literalExpression ''{ paths = [ "target" "build/cache" ]; maxBytes = "4g"; }'';
+          description = ''
+            The build cache of local-reversible jobs (runsc driver only; docs/config.md,
+            "cache"): what such a job leaves under these paths is shown to the next one there.
+            Approval-class jobs never see it. It lives in memory, in the generation store. null:
+            no cache.
+          '';
+        };
       };
     };
+
+  cacheModule = {
+    options = {
+      paths = mkOption {
+        type = types.listOf types.str;
+        example = [ "target" "node_modules/.cache" ];
+        description = ''
+          1..${toString logic.maxCachePaths} workspace-relative, normalised paths, none inside
+          another, not `.tentaflake-worker` or `artifacts`. The cache owns them: jobs that use
+          it do not see the workspace's own entries there.
+        '';
+      };
+      maxBytes = mkOption {
+        type = size;
+        default = logic.cacheDefaults.maxBytes;
+        description = "The cache's byte ceiling; the generation store's tmpfs grows by twice this.";
+      };
+      maxEntries = mkOption {
+        type = types.ints.positive;
+        default = logic.cacheDefaults.maxEntries;
+        description = "The cache's entry ceiling.";
+      };
+    };
+  };
 
   # What the logic needs of pkgs, as store paths: the toolchain's buildEnv and closure, the
   # image loader and the engine CLI.

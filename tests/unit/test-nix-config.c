@@ -64,6 +64,9 @@ static void test_hermes_coding(void **state) {
         assert_int_equal(c->limits.max_log_bytes, 8 * MIB);
         assert_int_equal(c->retention_days, 14);
         assert_int_equal(c->concurrency, 1);
+        /* no cache option: no cache key, so no cache */
+        assert_null(c->cache.paths);
+        assert_int_equal(c->cache.n_paths, 0);
 }
 
 static void test_hermes_review(void **state) {
@@ -107,6 +110,13 @@ static void test_builder(void **state) {
         assert_int_equal(c->limits.default_timeout_seconds, 600);
         assert_string_equal(c->signing_key, "/srv/tfw/builder-state/signing.key");
         assert_string_equal(c->signing_identity, "builder@ci.example");
+        /* cache = { paths = [ "target" "build/cache" ]; maxBytes = "1g"; } */
+        assert_int_equal(c->cache.n_paths, 2);
+        assert_string_equal(c->cache.paths[0], "target");
+        assert_string_equal(c->cache.paths[1], "build/cache");
+        assert_null(c->cache.paths[2]);
+        assert_int_equal(c->cache.max_bytes, GIB);
+        assert_int_equal(c->cache.max_entries, 200000);
 }
 
 static void test_docker_one(void **state) {
@@ -118,6 +128,7 @@ static void test_docker_one(void **state) {
                             "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
         assert_null(c->runsc);
         assert_int_equal(c->n_system_mounts, 0);
+        assert_null(c->cache.paths);
 }
 
 static int check_files(int argc, char **argv) {

@@ -10,6 +10,8 @@
 #    has the gc timer; docker with an image archive gets the loader before it starts and the
 #    engine CLI on PATH;
 #  - each bad case: exactly its assertion message;
+#  - the build cache: the option's submodule fills in maxBytes and maxEntries, the config carries
+#    it as `cache` (and the good agents without it have no `cache` key, by the expected files);
 #  - a misspelt option name and wrong option types are refused by the module system.
 # Without NIXPKGS_LIB it says SKIP and exits 0: no Debian package ships nixpkgs, so this one
 # is exempt from TENTAFLAKE_MUST_WORK (the builtins-only half is tests/unit/test-nix.sh).
@@ -144,6 +146,9 @@ reject unknown-driver '{ driver = "lxc"; }' "tentaflake.worker.agents.a.driver' 
 reject unknown-activation '{ activation = "cron"; }' "tentaflake.worker.agents.a.activation' is not of type"
 reject relative-state-dir '{ stateDir = "var/lib/x"; }' "tentaflake.worker.agents.a.stateDir' is not of type"
 reject concurrency-zero '{ concurrency = 0; }' "tentaflake.worker.agents.a.concurrency' is not of type"
+reject cache-misspelt '{ cache = { path = [ "target" ]; }; }' "option .tentaflake.worker.agents.a.cache.path' does not exist"
+reject cache-size-with-space '{ cache = { paths = [ "target" ]; maxBytes = "2 GB"; }; }' "tentaflake.worker.agents.a.cache.maxBytes' is not of type"
+reject cache-entries-zero '{ cache = { paths = [ "target" ]; maxEntries = 0; }; }' "tentaflake.worker.agents.a.cache.maxEntries' is not of type"
 # docker with an image archive: the loader runs before the daemon and drain, not before gc.
 img=/nix/store/cccccccccccccccccccccccccccccccc-worker-image.tar.gz
 if evalm "$tmp/image.json" --arg extra "{ driver = \"docker\"; imageReference = \"sha256:$(printf '%064d' 7)\"; image = \"$img\"; }" &&
@@ -173,6 +178,32 @@ if evalm "$tmp/extra-ok.json" --arg extra '{ memory = "3g"; memorySwap = "3g"; }
         ok
 else
         bad "a valid extra option value was refused"; head -5 "$tmp/extra-ok.json.err"
+fi
+
+# the build cache: the submodule's defaults fill in what is left out, and the config carries it
+if evalm "$tmp/cache.json" --arg extra '{ cache = { paths = [ "target" ".cache/pip" ]; }; }' &&
+   python3 - "$tmp/cache.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["failed"] == [], d["failed"]
+assert d["configs"]["a"]["cache"] == {"paths": ["target", ".cache/pip"], "max_bytes": "2g", "max_entries": 200000}, d["configs"]["a"].get("cache")
+PY
+then ok; else bad "cache: the generated config does not carry the cache with its defaults"; head -5 "$tmp/cache.json.err"; fi
+# a cache without paths: the module system says the option has no value, or (where the config
+# leaves an undefined option out) the assertion says the list is empty
+if evalm "$tmp/cache-no-paths.json" --arg extra '{ cache = { maxBytes = "1g"; }; }'; then
+        python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["failed"]; sys.exit(0 if len(f)==1 and "cache.paths: must name 1..16 workspace-relative paths, got 0" in f[0] else 1)' "$tmp/cache-no-paths.json" &&
+                ok || bad "a cache without paths: not exactly the empty-paths assertion: $(head -c 300 "$tmp/cache-no-paths.json")"
+elif grep -q "tentaflake.worker.agents.a.cache.paths' \(was accessed but has no value defined\|is used but not defined\)" "$tmp/cache-no-paths.json.err"; then
+        ok
+else
+        bad "a cache without paths failed otherwise:"; grep -v nixbld "$tmp/cache-no-paths.json.err" | head -5
+fi
+if evalm "$tmp/cache-set.json" --arg extra '{ cache = { paths = [ "build" ]; maxBytes = 1073741824; maxEntries = 5000; }; }' &&
+   python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d["failed"]==[] and d["configs"]["a"]["cache"]=={"paths":["build"],"max_bytes":1073741824,"max_entries":5000} else 1)' "$tmp/cache-set.json"; then
+        ok
+else
+        bad "cache: maxBytes and maxEntries are not carried as given"; head -5 "$tmp/cache-set.json.err"
 fi
 
 echo "nix module (lib.evalModules, $lib): $passes passed, $fails failed"

@@ -9,6 +9,8 @@
 #    build/tests/unit/test-nix-config --check): the good ones load; a bad case's config is
 #    refused by the parser too where the assertion mirrors a parser rule, and accepted where
 #    only the module can know (groups, two agents);
+#  - the build cache (cache.paths/maxBytes/maxEntries): the config carries it as `cache`, and no
+#    `cache` key without it; its bad paths and the docker driver fail one assertion each;
 #  - with a toolchain (issue 14): its bin is the capsule's /usr/bin and /bin, and the config is
 #    built by closureMergeScript, run here with jq on a fake closure: one read-only mount per
 #    store path, then accepted by the parser; a closure over the parser's mount limit fails the
@@ -72,6 +74,11 @@ for n, c in g["configs"].items():
 # docker: no runsc-only key even as null (the parser refuses them for docker)
 check(set(g["configs"]["docker-one"]["runtime"]) == {"driver", "image"}, "docker runtime has only driver and image")
 check(g["configs"]["docker-one"]["runtime"]["image"] == "sha256:" + "0123456789abcdef" * 4, "docker: runtime.image is imageReference")
+# the build cache: maxBytes as given, maxEntries the worker's default; no key without the option
+check(g["configs"]["builder"].get("cache") == {"paths": ["target", "build/cache"], "max_bytes": "1g", "max_entries": 200000},
+      "builder: cache carries paths, max_bytes and the default max_entries (%s)" % g["configs"]["builder"].get("cache"))
+check([n for n, c in sorted(g["configs"].items()) if "cache" in c] == ["builder"],
+      "no cache key for the agents without the cache option")
 env = d["toolchainEnv"]
 check(g["configs"]["tools"]["runtime"]["system_mounts"] == [env + "/bin:/usr/bin", env + "/bin:/bin"],
       "toolchain: its bin is the capsule's /usr/bin and /bin (%s)" % g["configs"]["tools"]["runtime"].get("system_mounts"))
@@ -171,6 +178,15 @@ if command -v jq >/dev/null && merge tools.json 2>"$tmp/merge.err"; then
         [ "$got" = "$want" ] && ok || bad "merged mounts: each closure path, then the bins; got: $got"
         out=$("$CHECKER" --check "$tmp/tools.json") && ok || bad "the parser refuses the merged toolchain config: $out"
         max=$(cat "$tmp/max-mounts")
+        python3 - "$tmp/run.json" parser/config.h <<'PY' && ok || bad "nixos/logic.nix's cache limits or defaults are not parser/config.h's"
+import json, re, sys
+d = json.load(open(sys.argv[1])); h = open(sys.argv[2]).read()
+def define(n): return re.search(r"^#define %s (.*?)\s*(/\*.*)?$" % n, h, re.M).group(1)
+assert str(d["maxCachePaths"]) == define("CONFIG_CACHE_PATHS_MAX")
+assert str(d["maxCachePathBytes"]) == define("CONFIG_CACHE_PATH_MAX")
+assert str(d["cacheDefaults"]["maxEntries"]) == define("CONFIG_DEFAULT_CACHE_MAX_ENTRIES")
+assert d["cacheDefaults"]["maxBytes"] == "2g" and define("CONFIG_DEFAULT_CACHE_MAX_BYTES") == "(UINT64_C(2) << 30)"
+PY
         [ "$max" = "$(sed -n 's/^#define CONFIG_MAX_SYSTEM_MOUNTS \([0-9]*\)$/\1/p' parser/config.h)" ] && ok ||
                 bad "nixos/logic.nix's maxSystemMounts ($max) is not the parser's CONFIG_MAX_SYSTEM_MOUNTS"
         for i in $(seq "$max"); do printf '/nix/store/%032d-p\n' "$i"; done >"$tmp/closure/store-paths"

@@ -64,6 +64,8 @@ let
       defaultTimeoutSeconds = 600;
       signingKeyFile = "/srv/tfw/builder-state/signing.key";
       signingIdentity = "builder@ci.example";
+      # maxEntries left to its default
+      cache = { paths = [ "target" "build/cache" ]; maxBytes = "1g"; };
     };
     docker-one = {
       workspace = "/srv/docker-one/ws";
@@ -148,6 +150,28 @@ let
       parserRejects = false; };
     results-dir-in-workspace = one "a" { resultsDir = "/var/lib/hermes-coding/workspace/results"; } // {
       expect = "tentaflake.worker.agents.a.resultsDir '/var/lib/hermes-coding/workspace/results' is inside the workspace '/var/lib/hermes-coding/workspace'";
+      parserRejects = true; };
+    # the build cache: the parser's rules on cache, said at evaluation
+    cache-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; cache = { paths = [ "target" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache needs the runsc driver: the engines' daemons cannot see the worker's cache";
+      parserRejects = true; };
+    cache-without-paths = one "a" { cache = { paths = [ ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: must name 1..16 workspace-relative paths, got 0";
+      parserRejects = true; };
+    cache-path-absolute = one "a" { cache = { paths = [ "target" "/srv/build" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: '/srv/build' is not relative and normalised";
+      parserRejects = true; };
+    cache-path-dotdot = one "a" { cache = { paths = [ "build/../../etc" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: 'build/../../etc' is not relative and normalised";
+      parserRejects = true; };
+    cache-path-artifacts = one "a" { cache = { paths = [ "artifacts/cache" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: 'artifacts/cache' is 'artifacts' or inside it, which the worker owns";
+      parserRejects = true; };
+    cache-path-control-dir = one "a" { cache = { paths = [ ".tentaflake-worker" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: '.tentaflake-worker' is '.tentaflake-worker' or inside it";
+      parserRejects = true; };
+    cache-paths-overlap = one "a" { cache = { paths = [ "build" "target" "build/x" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.cache.paths: 'build' and 'build/x' overlap";
       parserRejects = true; };
     shared-workspace = {
       agents = { a = hermes; b = hermes // { containerUid = 10001; }; };
