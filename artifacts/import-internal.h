@@ -28,6 +28,7 @@ struct archive;
 #define ARTIFACT_CODE_FAILED "artifact_import_failed"
 
 #define ARTIFACT_NAME_MAX (PATH_MAX - 1) /* bytes of an entry name, as the stream spells it */
+#define ARTIFACT_LINK_MAX (PATH_MAX - 1) /* bytes of a symbolic link's target (cache profile) */
 #define ARTIFACT_DEPTH_MAX 128u          /* components of an entry name */
 #define ARTIFACT_TRAILER_MAX (1u << 20)  /* bytes tolerated after the end-of-archive marker */
 #define ARTIFACT_PARSER_CPU_SECONDS 600  /* RLIMIT_CPU of the parser */
@@ -35,17 +36,25 @@ struct archive;
 
 /* ---- frames: parser -> writer --------------------------------------------------------------
  * Each frame is a header {u32 type, u32 len} in host byte order followed by len payload bytes.
+ *   ATTR   i64 mtime seconds, u32 mtime nanoseconds, u32 permission bits (libarchive's perm),
+ *          then, for a symbolic link, the target bytes (0..ARTIFACT_LINK_MAX + 1: one more than
+ *          the writer accepts, so it can name the refusal); sent right before every ENTRY
  *   ENTRY  u32 filetype (AE_IF* as libarchive reports it), u32 flags, the name bytes
  *   DATA   u64 offset, 1..FRAME_DATA_MAX bytes of the current entry's contents
  *   END    u64 logical size of the entry (libarchive's offset at the end of its data)
  *   DONE   empty: the stream ended cleanly, trailer included
- *   FAIL   u32 kind (FRAME_FAIL_*), a printable message */
+ *   FAIL   u32 kind (FRAME_FAIL_*), a printable message
+ * ATTR came later than the others (the cache profile): ENTRY keeps its layout, so a stream of
+ * frames without ATTR means what it always meant to the artifact profile, which checks an ATTR's
+ * size and otherwise ignores it. The cache profile requires exactly one ATTR before each ENTRY
+ * and none elsewhere. */
 enum {
         FRAME_ENTRY = 1,
         FRAME_DATA = 2,
         FRAME_END = 3,
         FRAME_DONE = 4,
         FRAME_FAIL = 5,
+        FRAME_ATTR = 6,
 };
 enum {
         FRAME_FAIL_REJECTED = 0,  /* the stream is malformed */
@@ -55,10 +64,13 @@ enum {
 #define ENTRY_FLAG_HARDLINK 1u
 #define ENTRY_FLAG_SYMLINK 2u
 
+#define FRAME_ATTR_FIXED 16u /* the ATTR payload before the link target */
+
 #define FRAME_HEADER_SIZE 8u
 #define FRAME_DATA_MAX ((size_t) 256 << 10)
 #define FRAME_MESSAGE_MAX 512u
 #define FRAME_PAYLOAD_MAX (FRAME_DATA_MAX + 8u) /* the largest valid payload (DATA) */
+_Static_assert(FRAME_ATTR_FIXED + ARTIFACT_LINK_MAX + 1 <= FRAME_PAYLOAD_MAX, "ATTR fits a frame");
 
 /* A buffered frame encoder. Whole frames are handed to flush, never split, so an in-process
  * consumer can decode each flushed buffer completely. */
@@ -85,7 +97,7 @@ int frame_flush_fd(void *userdata, const uint8_t *buf, size_t len);
 /* A libarchive reader for the tar formats only (ustar, pax, GNU; no compression filter). */
 int artifact_archive_new(struct archive **ret);
 
-/* Read every entry of a and emit ENTRY/DATA/END frames, then nothing (the caller sends DONE
+/* Read every entry of a and emit ATTR/ENTRY/DATA/END frames, then nothing (the caller sends DONE
  * after checking the trailer) on a clean end of archive. On a malformed stream emits FAIL and
  * returns -EBADMSG; on an encoder failure returns its error. Applies no policy beyond what the
  * frames can carry: the writer decides. */

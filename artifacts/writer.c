@@ -490,6 +490,11 @@ int artifact_writer_feed(ArtifactWriter *w, const uint8_t *buf, size_t len, size
                 pos += FRAME_HEADER_SIZE + n;
 
                 switch (h[0]) {
+                case FRAME_ATTR:
+                        /* Nothing an artifact keeps; still a frame the parser must get right. */
+                        if (n < FRAME_ATTR_FIXED || n - FRAME_ATTR_FIXED > ARTIFACT_LINK_MAX + 1)
+                                return protocol_error(e, "bad attribute frame");
+                        break;
                 case FRAME_ENTRY:
                         if (n < 2 * sizeof(uint32_t))
                                 return protocol_error(e, "short entry frame");
