@@ -7,8 +7,11 @@ DLSYM_PROTOTYPE(archive_entry_copy_pathname) = NULL;
 DLSYM_PROTOTYPE(archive_entry_filetype) = NULL;
 DLSYM_PROTOTYPE(archive_entry_free) = NULL;
 DLSYM_PROTOTYPE(archive_entry_hardlink) = NULL;
+DLSYM_PROTOTYPE(archive_entry_mtime) = NULL;
+DLSYM_PROTOTYPE(archive_entry_mtime_nsec) = NULL;
 DLSYM_PROTOTYPE(archive_entry_new) = NULL;
 DLSYM_PROTOTYPE(archive_entry_pathname) = NULL;
+DLSYM_PROTOTYPE(archive_entry_perm) = NULL;
 DLSYM_PROTOTYPE(archive_entry_set_filetype) = NULL;
 DLSYM_PROTOTYPE(archive_entry_set_perm) = NULL;
 DLSYM_PROTOTYPE(archive_entry_set_size) = NULL;
@@ -38,8 +41,11 @@ int dlopen_libarchive(TfwError *e) {
                                DLSYM_ARG(archive_entry_filetype),
                                DLSYM_ARG(archive_entry_free),
                                DLSYM_ARG(archive_entry_hardlink),
+                               DLSYM_ARG(archive_entry_mtime),
+                               DLSYM_ARG(archive_entry_mtime_nsec),
                                DLSYM_ARG(archive_entry_new),
                                DLSYM_ARG(archive_entry_pathname),
+                               DLSYM_ARG(archive_entry_perm),
                                DLSYM_ARG(archive_entry_set_filetype),
                                DLSYM_ARG(archive_entry_set_perm),
                                DLSYM_ARG(archive_entry_set_size),

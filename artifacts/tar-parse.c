@@ -49,6 +49,23 @@ static int emit_data(FrameOut *o, int64_t offset, const uint8_t *p, size_t size)
         return 0;
 }
 
+/* ATTR: what the cache profile keeps of an entry (the artifact profile ignores it). A negative
+ * nanosecond count becomes a large one, which the writer refuses. */
+static int emit_attr(FrameOut *o, struct archive_entry *ae) {
+        uint8_t fixed[FRAME_ATTR_FIXED];
+        int64_t sec = (int64_t) sym_archive_entry_mtime(ae);
+        uint32_t nsec = (uint32_t) sym_archive_entry_mtime_nsec(ae);
+        uint32_t perm = (uint32_t) sym_archive_entry_perm(ae);
+        const char *target = sym_archive_entry_symlink(ae);
+        /* As for names: one byte more than the writer accepts, so it can name the refusal. */
+        size_t n = target ? strnlen(target, ARTIFACT_LINK_MAX + 1) : 0;
+
+        memcpy(fixed, &sec, sizeof(sec));
+        memcpy(fixed + 8, &nsec, sizeof(nsec));
+        memcpy(fixed + 12, &perm, sizeof(perm));
+        return frame_out_put(o, FRAME_ATTR, fixed, sizeof(fixed), target, n);
+}
+
 static int fail_archive(FrameOut *o, struct archive *a, const char *what) {
         const char *msg = sym_archive_error_string(a);
         int r;
@@ -86,7 +103,9 @@ int artifact_parse_tar(struct archive *a, FrameOut *o) {
                         head[1] |= ENTRY_FLAG_HARDLINK;
                 if (sym_archive_entry_symlink(ae))
                         head[1] |= ENTRY_FLAG_SYMLINK;
-                r = frame_out_put(o, FRAME_ENTRY, head, sizeof(head), name, len);
+                r = emit_attr(o, ae);
+                if (r >= 0)
+                        r = frame_out_put(o, FRAME_ENTRY, head, sizeof(head), name, len);
                 if (r < 0)
                         return r;
 
