@@ -121,6 +121,16 @@ extern void (*artifacts_test_parser_hook)(void);
 
 /* ---- the writer ------------------------------------------------------------------------- */
 
+/* A directory's mtime from the stream, applied when the stream is done (cache profile). The
+ * directory is known by its inode, so that applying needs no path (and no memory for one). */
+typedef struct DirTime {
+        dev_t dev;
+        ino_t ino;
+        uint64_t seq; /* order of arrival: a repeated directory entry's last mtime wins */
+        int64_t sec;
+        uint32_t nsec;
+} DirTime;
+
 typedef struct ArtifactWriter {
         int root_fd;             /* the staging directory (not owned) */
         uint64_t max_bytes, max_entries;
@@ -128,19 +138,31 @@ typedef struct ArtifactWriter {
         gid_t group;             /* (gid_t) -1: leave the inherited group */
         bool inherit;            /* root is setgid with the right group: nothing to chown */
         bool fix_file_mode;      /* the umask would strip bits from 0640 */
+        bool cache;              /* the build-cache profile (import.h) */
 
-        uint64_t entries, bytes, files, dirs, frames;
+        uint64_t entries, bytes, files, dirs, links, frames;
 
         bool in_entry, entry_is_file, done;
         int file_fd;
         uint64_t file_end;
         char name[ARTIFACT_NAME_MAX + 1]; /* the current entry, normalised */
 
+        /* Cache profile: the last ATTR, pending until its ENTRY, then the current entry's. */
+        bool have_attr;
+        int64_t mtime_sec;
+        uint32_t mtime_nsec, perm;
+        size_t target_len;
+        char target[ARTIFACT_LINK_MAX + 2]; /* one byte over the limit, and a NUL */
+
+        DirTime *dir_times; /* cache profile: one per directory entry, so <= max_entries */
+        size_t n_dir_times, cap_dir_times;
+
         char cache_path[ARTIFACT_NAME_MAX + 1]; /* last parent directory looked up */
         int cache_fd;
 } ArtifactWriter;
 
-/* owner/group: what published inodes get; (uid_t)-1/(gid_t)-1 leave them (fuzzing). */
+/* owner/group: what published inodes get; (uid_t)-1/(gid_t)-1 leave them (fuzzing). The
+ * profile is limits->cache (limits->owner is not used: owner is). */
 int artifact_writer_init(ArtifactWriter *w, int root_fd, const ArtifactLimits *limits,
                          uid_t owner, gid_t group, TfwError *e);
 void artifact_writer_done(ArtifactWriter *w);
@@ -148,11 +170,17 @@ void artifact_writer_done(ArtifactWriter *w);
 /* The rules, one call per frame's content. Each returns a negative errno with e filled:
  * EBADMSG/artifact_rejected, E2BIG/artifact_too_large, or another errno/artifact_import_failed
  * for a host-side failure. */
+/* An ATTR frame's content; target is target_len bytes (not NUL-terminated, at most
+ * ARTIFACT_LINK_MAX + 1). Ignored in the artifact profile. */
+int artifact_writer_attr(ArtifactWriter *w, int64_t mtime_sec, uint32_t mtime_nsec, uint32_t perm,
+                         const char *target, size_t target_len, TfwError *e);
 int artifact_writer_begin(ArtifactWriter *w, uint32_t filetype, uint32_t flags, const char *name,
                           size_t len, TfwError *e);
 int artifact_writer_data(ArtifactWriter *w, uint64_t offset, const void *buf, size_t len,
                          TfwError *e);
 int artifact_writer_end(ArtifactWriter *w, uint64_t size, TfwError *e);
+/* DONE: the stream ended. The cache profile applies the directories' mtimes now. */
+int artifact_writer_finish(ArtifactWriter *w, TfwError *e);
 
 /* Decode and apply the complete frames at the start of buf; *ret_consumed says how many bytes
  * they took (a trailing partial frame is left). Sets w->done on DONE; any frame after DONE,
@@ -166,6 +194,19 @@ int artifact_writer_feed(ArtifactWriter *w, const uint8_t *buf, size_t len, size
  * reason in e. */
 int artifact_name_normalise(const char *name, size_t len, char *out, bool *ret_trailing_slash,
                             TfwError *e);
+
+/* Words for messages, so that a reader knows which stream a message is about: "artifact" /
+ * "cache entry" before a quoted name, "artifacts" / "cache" before a colon, "artifact" /
+ * "cache" before "parser" or "writer". */
+static inline const char *import_entry_word(bool cache) {
+        return cache ? "cache entry" : "artifact";
+}
+static inline const char *import_stream_word(bool cache) {
+        return cache ? "cache" : "artifacts";
+}
+static inline const char *import_kind_word(bool cache) {
+        return cache ? "cache" : "artifact";
+}
 
 /* Remove everything below dir_fd, fd-relative, never following a symlink. */
 int artifact_dir_empty(int dir_fd);

@@ -49,6 +49,7 @@ struct ArtifactImport {
         pid_t pid;
         int result_fd;
         int staging_fd;
+        bool cache; /* the profile, for messages */
 };
 
 static const char *verdict_code(int32_t c) {
@@ -210,12 +211,14 @@ static int run_writer(int chan_fd, int staging_fd, const ArtifactLimits *limits,
         size_t start = 0, end = 0;
         int r;
 
-        r = artifact_writer_init(&w, staging_fd, limits, 0, limits->group, e);
+        r = artifact_writer_init(&w, staging_fd, limits, limits->cache ? limits->owner : 0,
+                                 limits->group, e);
         if (r < 0)
                 return r;
         buf = malloc(WRITER_BUF_SIZE);
         if (!buf) {
-                r = tfw_error(e, ENOMEM, ARTIFACT_CODE_FAILED, "artifact writer: out of memory");
+                r = tfw_error(e, ENOMEM, ARTIFACT_CODE_FAILED, "%s writer: out of memory",
+                              import_kind_word(limits->cache));
                 goto finish;
         }
         for (;;) {
@@ -251,23 +254,27 @@ static int run_writer(int chan_fd, int staging_fd, const ArtifactLimits *limits,
                               "the tar parser broke the frame protocol: data after the end");
                 goto finish;
         }
-        *ret = (ArtifactSummary) { .files = w.files, .dirs = w.dirs, .bytes = w.bytes };
+        *ret = (ArtifactSummary) {
+                .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links
+        };
         r = 0;
 finish:
         artifact_writer_done(&w);
         return r;
 }
 
-static int parser_fate(int status, TfwError *e) {
+static int parser_fate(int status, bool cache, TfwError *e) {
+        const char *what = import_stream_word(cache);
+
         if (WIFSIGNALED(status))
                 return tfw_error(e, EBADMSG, ARTIFACT_CODE_REJECTED,
-                                 "artifacts: the tar parser was killed by signal %d (%s)",
+                                 "%s: the tar parser was killed by signal %d (%s)", what,
                                  WTERMSIG(status), strsignal(WTERMSIG(status)));
         if (WIFEXITED(status) && WEXITSTATUS(status) == 3)
-                return tfw_error(e, EIO, ARTIFACT_CODE_FAILED,
-                                 "artifacts: the tar parser could not start");
+                return tfw_error(e, EIO, ARTIFACT_CODE_FAILED, "%s: the tar parser could not start",
+                                 what);
         return tfw_error(e, EBADMSG, ARTIFACT_CODE_REJECTED,
-                         "artifacts: the tar parser stopped (status %d) before the end",
+                         "%s: the tar parser stopped (status %d) before the end", what,
                          WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 }
 
@@ -277,6 +284,7 @@ static _noreturn_ void writer_main(int stream_fd, int staging_fd, int result_fd,
         TfwError e = {};
         int chan[2] = { -EBADF, -EBADF }, status = 0, r;
         pid_t parser = -1;
+        const char *kind = import_kind_word(limits->cache);
 
         reset_signals();
         /* Files are created 0640 and directories 0750 exactly; no chmod needed. */
@@ -285,19 +293,20 @@ static _noreturn_ void writer_main(int stream_fd, int staging_fd, int result_fd,
         r = close_all_fds_except(0, (int[]) { STDERR_FILENO, stream_fd, staging_fd, result_fd },
                                  4);
         if (r < 0) {
-                r = tfw_error(&e, r, ARTIFACT_CODE_FAILED, "artifact writer: close_range: %s",
-                              strerror(-r));
+                r = tfw_error(&e, r, ARTIFACT_CODE_FAILED, "%s writer: close_range: %s",
+                              kind, strerror(-r));
                 goto report;
         }
         if (pipe2(chan, O_CLOEXEC) < 0) {
-                r = tfw_error(&e, errno, ARTIFACT_CODE_FAILED, "artifact writer: pipe: %m");
+                r = tfw_error(&e, errno, ARTIFACT_CODE_FAILED, "%s writer: pipe: %m", kind);
                 goto report;
         }
         (void) fcntl(chan[0], F_SETPIPE_SZ, CHANNEL_PIPE_SIZE);
         pid_t self = getpid();
         r = safe_fork(FORK_DEATHSIG, &parser);
         if (r < 0) {
-                r = tfw_error(&e, -r, ARTIFACT_CODE_FAILED, "artifact writer: fork: %s", strerror(-r));
+                r = tfw_error(&e, -r, ARTIFACT_CODE_FAILED, "%s writer: fork: %s", kind,
+                              strerror(-r));
                 goto report;
         }
         if (parser == 0) {
@@ -316,7 +325,7 @@ static _noreturn_ void writer_main(int stream_fd, int staging_fd, int result_fd,
         while (waitpid(parser, &status, 0) < 0 && errno == EINTR)
                 ;
         if (r == -ECHILD || (r >= 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)))
-                r = parser_fate(status, &e);
+                r = parser_fate(status, limits->cache, &e);
 
 report:
         if (r < 0) {
@@ -370,38 +379,44 @@ int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimi
 
         if (!limits || !ret || stream_fd < 0 || staging_dir_fd < 0)
                 return tfw_error(e, EINVAL, ARTIFACT_CODE_FAILED, "artifacts: invalid arguments");
+        const char *what = import_stream_word(limits->cache);
         if (limits->unpriv_uid == 0 || limits->unpriv_gid == 0 ||
             limits->unpriv_uid == (uid_t) -1 || limits->unpriv_gid == (gid_t) -1)
                 return tfw_error(e, EINVAL, ARTIFACT_CODE_FAILED,
-                                 "artifacts: the tar parser must not run as root");
+                                 "%s: the tar parser must not run as root", what);
+        if (limits->cache && limits->owner == (uid_t) -1)
+                return tfw_error(e, EINVAL, ARTIFACT_CODE_FAILED,
+                                 "cache: no owner for the cache (limits.owner)");
         /* Here, in the caller: the parser inherits the mapping and is confined before it could
          * open the library itself. */
         TfwError dl = {};
         r = dlopen_libarchive(&dl);
         if (r < 0)
-                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: %s", dl.message);
+                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "%s: %s", what, dl.message);
         imp = calloc(1, sizeof(*imp));
         if (!imp)
-                return tfw_error(e, ENOMEM, ARTIFACT_CODE_FAILED, "artifacts: out of memory");
+                return tfw_error(e, ENOMEM, ARTIFACT_CODE_FAILED, "%s: out of memory", what);
         imp->result_fd = -EBADF;
+        imp->cache = limits->cache;
         /* Our own open file description: its offset and lifetime are independent of the
          * caller's fd. */
         imp->staging_fd = openat(staging_dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (imp->staging_fd < 0)
-                return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "artifacts: staging directory: %m");
+                return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "%s: staging directory: %m",
+                                 what);
         r = dir_is_empty(imp->staging_fd);
         if (r <= 0)
                 return tfw_error(e, r < 0 ? -r : ENOTEMPTY, ARTIFACT_CODE_FAILED,
-                                 "artifacts: staging directory: %s",
+                                 "%s: staging directory: %s", what,
                                  r < 0 ? strerror(-r) : "not empty");
         if (pipe2(result, O_CLOEXEC) < 0)
-                return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "artifacts: pipe: %m");
+                return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "%s: pipe: %m", what);
         /* The writer child dies with its parent, like every other child (a job process killed
          * mid-import must not leave it writing into the staging directory). */
         pid_t pid;
         r = safe_fork(FORK_DEATHSIG, &pid);
         if (r < 0) {
-                r = tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: fork: %s", strerror(-r));
+                r = tfw_error(e, -r, ARTIFACT_CODE_FAILED, "%s: fork: %s", what, strerror(-r));
                 safe_close(result[0]);
                 safe_close(result[1]);
                 return r;
@@ -440,7 +455,8 @@ int artifacts_import_finish(ArtifactImport *imp_, ArtifactSummary *ret, TfwError
                 /* The writer died: nothing it left can be trusted to be complete. */
                 (void) artifact_dir_empty(imp->staging_fd);
                 return tfw_error(e, EIO, ARTIFACT_CODE_FAILED,
-                                 "artifacts: the importer died (wait status %d)", status);
+                                 "%s: the importer died (wait status %d)",
+                                 import_stream_word(imp->cache), status);
         }
         if (v.error != 0) {
                 v.message[sizeof(v.message) - 1] = 0;
@@ -492,19 +508,21 @@ int artifacts_import_buffer(const void *buf, size_t len, int staging_dir_fd,
         if (!e)
                 e = &local;
         FeedCtx ctx = { .w = &w, .e = e };
+        const char *what = import_stream_word(limits->cache);
 
         TfwError dl = {};
         r = dlopen_libarchive(&dl);
         if (r < 0)
-                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "artifacts: %s", dl.message);
-        r = artifact_writer_init(&w, staging_dir_fd, limits, (uid_t) -1, limits->group, e);
+                return tfw_error(e, -r, ARTIFACT_CODE_FAILED, "%s: %s", what, dl.message);
+        r = artifact_writer_init(&w, staging_dir_fd, limits,
+                                 limits->cache ? limits->owner : (uid_t) -1, limits->group, e);
         if (r < 0)
                 return r;
         r = frame_out_init(&o, feed_writer, &ctx);
         if (r >= 0)
                 r = artifact_archive_new(&a);
         if (r < 0) {
-                r = tfw_error(e, r, ARTIFACT_CODE_FAILED, "artifacts: out of memory");
+                r = tfw_error(e, r, ARTIFACT_CODE_FAILED, "%s: out of memory", what);
                 goto finish;
         }
         /* A FAIL frame the parser emits becomes the writer's error through the same path. */
@@ -521,9 +539,9 @@ int artifacts_import_buffer(const void *buf, size_t len, int staging_dir_fd,
         if (k < 0)
                 r = k;
         else if (r >= 0 && !w.done)
-                r = tfw_error(e, EBADMSG, ARTIFACT_CODE_REJECTED, "artifacts: no end of stream");
+                r = tfw_error(e, EBADMSG, ARTIFACT_CODE_REJECTED, "%s: no end of stream", what);
         else if (r < 0 && !e->code)
-                r = tfw_error(e, r, ARTIFACT_CODE_REJECTED, "artifacts: malformed tar stream");
+                r = tfw_error(e, r, ARTIFACT_CODE_REJECTED, "%s: malformed tar stream", what);
 finish:
         if (a)
                 sym_archive_read_free(a);
@@ -534,6 +552,8 @@ finish:
                 return r;
         }
         if (ret)
-                *ret = (ArtifactSummary) { .files = w.files, .dirs = w.dirs, .bytes = w.bytes };
+                *ret = (ArtifactSummary) {
+                        .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links
+                };
         return 0;
 }

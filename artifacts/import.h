@@ -31,7 +31,38 @@
  * is refused with ENOTEMPTY, its contents untouched). When it is setgid with group `group`
  * (as results_dir is, 02750), new inodes inherit the group and the setgid bit, so the import
  * needs no chown or chmod at all and works under systemd's RestrictSUIDSGID=; otherwise each
- * inode is chowned and chmodded. */
+ * inode is chowned and chmodded.
+ *
+ * The cache profile (limits->cache; contract section 6, the build cache; threat 15): what a job
+ * left under its cache paths, imported into a root-private staging directory. The same
+ * processes, confinement, bounds and refusals as above, except:
+ *   names    every entry is a top-level component `<i>` (one per cache path, a decimal index;
+ *            the importer does not care what the top-level names are) or below one; the
+ *            top-level entry, when present, must be a directory (a file `0` is refused), and
+ *            "." (the staging directory itself) is refused;
+ *   types    regular files, directories and symbolic links; hard links, devices, FIFOs and
+ *            sockets are refused;
+ *   links    the target must be relative, non-empty, at most PATH_MAX - 1 bytes, without NUL,
+ *            and, resolved lexically from the link's own directory (each ".." removes one
+ *            component, "." and empty components do nothing), must never leave the link's
+ *            top-level component: `0/a/l -> ../b` is fine, `0/l -> ../1/x`, `0/l -> ../../x`
+ *            and `0/l -> /etc` are refused. A ".." after a named component (`0/l -> d/../x`)
+ *            is refused too: `d` may itself be a link, and the kernel resolves `d/..` from
+ *            where `d` points, not lexically. With every link so confined, resolving any link
+ *            of the import never leaves its top-level directory;
+ *   owners   every published inode is owner:group (symlinks with lchown); files 0640, or 0750
+ *            when the stream's mode has u+x; directories 0750, never setgid; symlinks as they
+ *            are. Nothing is inherited from a setgid staging directory;
+ *   times    the mtime of every file, symlink and directory is the stream's, nanoseconds kept
+ *            (atimes are left); directory mtimes are applied after all entries (adding
+ *            children changes them), deepest first (every directory after all of its
+ *            descendants), each opened component by component with O_NOFOLLOW;
+ *   bounds   max_bytes counts file bytes plus symlink target bytes; max_entries as above;
+ *   caller   CAP_CHOWN and CAP_FOWNER as well (inodes change owner, then get their times);
+ *            limits->owner must be set (artifacts_import_start refuses (uid_t) -1);
+ *   errors   the same codes, with messages naming "cache entry '...'" (and "cache: ...")
+ *            instead of "artifact '...'" (and "artifacts: ..."), so a reader knows which
+ *            stream a message is about. */
 #pragma once
 
 #include <stdbool.h>
@@ -46,12 +77,16 @@ typedef struct ArtifactLimits {
         uid_t unpriv_uid;   /* uid the parsing child drops to (e.g. 65534); never 0 */
         gid_t unpriv_gid;   /* never 0 */
         gid_t group;        /* group of the published files (container_gid) */
+        bool cache;         /* the build-cache profile (above); false: artifacts */
+        uid_t owner;        /* cache profile: owner of every published inode (container_uid);
+                             * ignored for artifacts */
 } ArtifactLimits;
 
 typedef struct ArtifactSummary {
         uint64_t files;
         uint64_t dirs;  /* directories created, explicit or implicit */
-        uint64_t bytes; /* sum of the files' logical sizes */
+        uint64_t bytes; /* sum of the files' logical sizes (cache: plus the links' targets) */
+        uint64_t links; /* symbolic links (cache profile only) */
 } ArtifactSummary;
 
 /* Import the stream from stream_fd into staging_dir_fd, blocking until the stream ends.
