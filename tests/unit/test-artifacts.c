@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,7 +283,8 @@ static void import_forked(Env *env, const Buf *b, Outcome *o) {
 static void import_inproc(Env *env, const Buf *b, Outcome *o) {
         ArtifactLimits l = env->limits;
         if (!is_root())
-                l.group = (gid_t) -1; /* chown to another group needs root */
+                l.group = (gid_t) -1; /* chown to another group needs root (cache_profile sets
+                                       * the owner to ourselves) */
         *o = (Outcome) {};
         o->r = artifacts_import_buffer(b->p ? (const void *) b->p : "", b->len, env->staging, &l,
                                        &o->s, &o->e);
@@ -1356,6 +1358,587 @@ static void test_writer_distrusts_parser(void **state) {
         buf_free(&b);
 }
 
+/* ---- the cache profile (threat 15: links kept inside the path, mtimes kept) ------------------ */
+
+#define OWNER 4243
+#define T0 1700000000LL
+
+/* Switch env to the cache profile. Without root the inodes can only be chowned to ourselves
+ * (and import_inproc leaves the group). */
+static void cache_profile(Env *env) {
+        env->limits.cache = true;
+        env->limits.owner = is_root() ? OWNER : geteuid();
+}
+
+/* An entry with an mtime; pax interchange keeps its nanoseconds. */
+static void tw_at(struct archive *a, const char *name, unsigned type, unsigned perm,
+                  const char *data, const char *symlink, long long sec, long nsec) {
+        struct archive_entry *ae = archive_entry_new();
+        size_t len = data ? strlen(data) : 0;
+        archive_entry_copy_pathname(ae, name);
+        archive_entry_set_filetype(ae, type);
+        archive_entry_set_perm(ae, perm);
+        archive_entry_set_uid(ae, 1234);
+        archive_entry_set_gid(ae, 1234);
+        archive_entry_set_mtime(ae, (time_t) sec, nsec);
+        if (type == AE_IFREG)
+                archive_entry_set_size(ae, (la_int64_t) len);
+        if (symlink)
+                archive_entry_copy_symlink(ae, symlink);
+        assert_true(archive_write_header(a, ae) >= ARCHIVE_WARN);
+        if (len)
+                assert_int_equal(archive_write_data(a, data, len), (la_ssize_t) len);
+        archive_entry_free(ae);
+}
+
+static void tw_link(struct archive *a, const char *name, const char *target) {
+        tw_at(a, name, AE_IFLNK, 0777, NULL, target, T0, 0);
+}
+
+/* A stream of one link (its parents implicit). */
+static void one_link(Buf *b, const char *name, const char *target) {
+        struct archive *a = tw_new(b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_link(a, name, target);
+        tw_close(a);
+}
+
+static void check_cache_inode(int dir_fd, const char *path, mode_t type, mode_t mode,
+                              long long sec, long nsec) {
+        struct stat st;
+        if (fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                fail_msg("'%s': %s", path, strerror(errno));
+        if ((st.st_mode & S_IFMT) != type)
+                fail_msg("'%s': type %o, want %o", path, st.st_mode & S_IFMT, type);
+        if (type != S_IFLNK && (st.st_mode & 07777) != mode)
+                fail_msg("'%s': mode %04o, want %04o", path, st.st_mode & 07777, mode);
+        uid_t uid = is_root() ? OWNER : geteuid();
+        if (st.st_uid != uid || (is_root() && st.st_gid != GROUP))
+                fail_msg("'%s': owner %u:%u, want %u:%u", path, st.st_uid, st.st_gid, uid, GROUP);
+        if (sec >= 0 && (st.st_mtim.tv_sec != sec || st.st_mtim.tv_nsec != nsec))
+                fail_msg("'%s': mtime %lld.%09ld, want %lld.%09ld", path,
+                         (long long) st.st_mtim.tv_sec, st.st_mtim.tv_nsec, sec, nsec);
+}
+
+static void assert_link(int dir_fd, const char *path, const char *target) {
+        char buf[PATH_MAX + 1];
+        ssize_t n = readlinkat(dir_fd, path, buf, sizeof(buf));
+        if (n < 0)
+                fail_msg("'%s': %s", path, strerror(errno));
+        buf[n] = 0;
+        assert_string_equal(buf, target);
+}
+
+/* The kernel as an independent judge: every link below staging, resolved from its top-level
+ * directory with RESOLVE_BENEATH, must not try to leave it (EXDEV). */
+static void links_beneath(int top_fd, int dir_fd, char *rel, size_t len) {
+        _cleanup_closedir_ DIR *d = opendir_fd(dir_fd);
+        assert_non_null(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                size_t n = strlen(de->d_name);
+                assert_true(len + n + 2 < PATH_MAX);
+                snprintf(rel + len, PATH_MAX - len, "%s%s", len ? "/" : "", de->d_name);
+                if (de->d_type == DT_LNK) {
+                        struct open_how how = { .flags = O_PATH | O_CLOEXEC,
+                                                .resolve = RESOLVE_BENEATH };
+                        long fd = syscall(SYS_openat2, top_fd, rel, &how, sizeof(how));
+                        if (fd < 0 && errno == EXDEV)
+                                fail_msg("link '%s' leaves its top-level directory", rel);
+                        if (fd >= 0)
+                                close((int) fd);
+                } else if (de->d_type == DT_DIR) {
+                        _cleanup_close_ int sub = open_dir_at(dir_fd, de->d_name);
+                        assert_true(sub >= 0);
+                        links_beneath(top_fd, sub, rel, len + (len ? 1 : 0) + n);
+                }
+                rel[len] = 0;
+        }
+}
+
+static void assert_links_beneath(int staging) {
+        struct open_how how = { .flags = O_PATH | O_CLOEXEC, .resolve = RESOLVE_BENEATH };
+        long probe = syscall(SYS_openat2, staging, ".", &how, sizeof(how));
+        if (probe < 0 && errno == ENOSYS) {
+                print_message("(no openat2: the links' confinement is not double-checked)\n");
+                return;
+        }
+        close((int) probe);
+        _cleanup_closedir_ DIR *d = opendir_fd(staging);
+        assert_non_null(d);
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                assert_int_equal(de->d_type, DT_DIR); /* top level: directories only */
+                _cleanup_close_ int top = open_dir_at(staging, de->d_name);
+                assert_true(top >= 0);
+                char rel[PATH_MAX] = "";
+                links_beneath(top, top, rel, 0);
+        }
+}
+
+/* Both pipelines accept; check runs on each one's result. */
+typedef void (*cache_check_t)(Env *env, const ArtifactSummary *s);
+static void cache_accept(Env *env, const Buf *b, cache_check_t check) {
+        Outcome o;
+
+        import_inproc(env, b, &o);
+        if (o.r < 0)
+                fail_msg("in-process import failed: %s: %s", o.e.code, o.e.message);
+        check(env, &o.s);
+        assert_links_beneath(env->staging);
+        assert_contained(env);
+        if (!is_root()) {
+                print_message("(forked import not run: needs root)\n");
+                return;
+        }
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        import_forked(env, b, &o);
+        if (o.r < 0)
+                fail_msg("forked import failed: %s: %s", o.e.code, o.e.message);
+        check(env, &o.s);
+        assert_links_beneath(env->staging);
+        assert_contained(env);
+}
+
+static void build_cache_tree(Buf *b) {
+        struct archive *a = tw_new(b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_at(a, "0/", AE_IFDIR, 0755, NULL, NULL, T0 + 1, 100);
+        tw_at(a, "0/a/", AE_IFDIR, 02777, NULL, NULL, T0 + 2, 200);
+        tw_at(a, "0/a/run", AE_IFREG, 04755, "#!/bin/sh\n", NULL, T0 + 3, 300);
+        tw_at(a, "0/a/l", AE_IFLNK, 0777, NULL, "../b", T0 + 4, 400);
+        tw_at(a, "0/b", AE_IFREG, 0666, "data", NULL, T0 + 5, 500);
+        /* Implicit parents, then the directory's entry after its contents. */
+        tw_at(a, "0/a/deep/er/f", AE_IFREG, 0600, "x", NULL, T0 + 6, 600);
+        tw_at(a, "0/a/deep/er/", AE_IFDIR, 0700, NULL, NULL, T0 + 7, 700);
+        tw_at(a, "0/a/dl", AE_IFLNK, 0777, NULL, "deep/./er/", T0 + 8, 800);
+        /* A non-ASCII target, through the confined parser's charset conversion. */
+        tw_at(a, "0/a/u", AE_IFLNK, 0777, NULL, "../\xc3\xa9t\xc3\xa9", T0 + 9, 900);
+        tw_at(a, "1/x/y/", AE_IFDIR, 0755, NULL, NULL, T0 + 10, 999999999);
+        tw_at(a, "1/x/y/z", AE_IFREG, 0640, "", NULL, T0 + 11, 1);
+        tw_at(a, "1/ln", AE_IFLNK, 0777, NULL, "x/y/z", T0 + 12, 2);
+        tw_close(a);
+}
+
+static void check_cache_tree(Env *env, const ArtifactSummary *s) {
+        int st = env->staging;
+
+        assert_int_equal(s->files, 4);
+        assert_int_equal(s->dirs, 7); /* 0 0/a 0/a/deep 0/a/deep/er 1 1/x 1/x/y */
+        assert_int_equal(s->links, 4);
+        /* The files' bytes and the links' targets. */
+        assert_int_equal(s->bytes, 10 + 4 + 1 + 0 + 4 + 10 + 8 + 5);
+        check_cache_inode(st, "0", S_IFDIR, 0750, T0 + 1, 100);
+        check_cache_inode(st, "0/a", S_IFDIR, 0750, T0 + 2, 200);
+        check_cache_inode(st, "0/a/run", S_IFREG, 0750, T0 + 3, 300);
+        check_cache_inode(st, "0/a/l", S_IFLNK, 0, T0 + 4, 400);
+        check_cache_inode(st, "0/b", S_IFREG, 0640, T0 + 5, 500);
+        check_cache_inode(st, "0/a/deep", S_IFDIR, 0750, -1, 0);
+        check_cache_inode(st, "0/a/deep/er/f", S_IFREG, 0640, T0 + 6, 600);
+        check_cache_inode(st, "0/a/deep/er", S_IFDIR, 0750, T0 + 7, 700);
+        check_cache_inode(st, "0/a/dl", S_IFLNK, 0, T0 + 8, 800);
+        check_cache_inode(st, "0/a/u", S_IFLNK, 0, T0 + 9, 900);
+        check_cache_inode(st, "1", S_IFDIR, 0750, -1, 0);
+        check_cache_inode(st, "1/x", S_IFDIR, 0750, -1, 0);
+        check_cache_inode(st, "1/x/y", S_IFDIR, 0750, T0 + 10, 999999999);
+        check_cache_inode(st, "1/x/y/z", S_IFREG, 0640, T0 + 11, 1);
+        check_cache_inode(st, "1/ln", S_IFLNK, 0, T0 + 12, 2);
+        assert_link(st, "0/a/l", "../b");
+        assert_link(st, "0/a/dl", "deep/./er/");
+        assert_link(st, "0/a/u", "../\xc3\xa9t\xc3\xa9");
+        assert_link(st, "1/ln", "x/y/z");
+        assert_file(st, "0/a/run", "#!/bin/sh\n", 10);
+        assert_file(st, "0/b", "data", 4);
+}
+
+/* Files (one executable), nested and implicit directories, links that stay inside their
+ * top-level directory; owner:group, modes and mtimes (nanoseconds included) as specified,
+ * directory mtimes surviving the entries added below them; the same below a setgid staging
+ * directory, which must not pass its bit on. */
+static void test_cache_tree(void **state) {
+        Env *env = *state;
+        Buf b = {};
+
+        cache_profile(env);
+        build_cache_tree(&b);
+        cache_accept(env, &b, check_cache_tree);
+        if (is_root()) {
+                assert_int_equal(artifact_dir_empty(env->staging), 0);
+                assert_int_equal(fchown(env->staging, 0, GROUP), 0);
+                assert_int_equal(fchmod(env->staging, 02750), 0);
+                cache_accept(env, &b, check_cache_tree);
+        }
+        buf_free(&b);
+}
+
+static void check_one_link(Env *env, const ArtifactSummary *s) {
+        assert_int_equal(s->links, 1);
+        (void) env;
+}
+
+/* Link targets: relative and, read lexically from the link's directory, never out of the
+ * link's top-level component. */
+static void test_cache_link_targets(void **state) {
+        Env *env = *state;
+        static const struct {
+                const char *name, *target;
+        } ok[] = {
+                { "0/a/l", "../b" },
+                { "0/l", "." },
+                { "0/l", "./x/./y//" },
+                { "0/a/b/l", "../../c" },
+                { "0/a/b/l", "./.././../" },
+        };
+        static const struct {
+                const char *name, *target, *why;
+        } bad[] = {
+                { "0/l", "/etc", "cache entry '0/l': absolute link target '/etc'" },
+                { "0/l", "../1/x", "cache entry '0/l': link target '../1/x' leaves its top-level" },
+                { "0/l", "../../x", "link target '../../x' leaves its top-level directory" },
+                { "0/x/l", "../../../y", "cache entry '0/x/l': link target '../../../y' leaves" },
+                { "0/l", "..", "link target '..' leaves" },
+                { "0/l", "./../0/x", "leaves its top-level directory" },
+                /* d may be a link, and the kernel resolves "d/.." from where d points. */
+                { "0/l", "d/../x", "link target 'd/../x' has '..' after a name" },
+                { "0/l", "", "cache entry '0/l': symbolic link with an empty target" },
+        };
+
+        cache_profile(env);
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++) {
+                Buf b = {};
+                print_message("accept %s -> %s\n", ok[i].name, ok[i].target);
+                one_link(&b, ok[i].name, ok[i].target);
+                cache_accept(env, &b, check_one_link);
+                assert_link(env->staging, ok[i].name, ok[i].target);
+                assert_int_equal(artifact_dir_empty(env->staging), 0);
+                buf_free(&b);
+        }
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                Buf b = {};
+                print_message("refuse %s -> '%s'\n", bad[i].name, bad[i].target);
+                one_link(&b, bad[i].name, bad[i].target);
+                expect_reject(env, &b, ARTIFACT_CODE_REJECTED, bad[i].why);
+                buf_free(&b);
+        }
+
+        /* The escape a lexical reading alone would let through: deep/l is ".." twice (0
+         * itself), so "d/deep/l/../../.." is, to the kernel, three levels above 0. */
+        Buf b = {};
+        struct archive *a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_at(a, "0/d/deep/", AE_IFDIR, 0755, NULL, NULL, T0, 0);
+        tw_link(a, "0/d/deep/l", "../..");
+        tw_link(a, "0/s", "d/deep/l/../../..");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED, "cache entry '0/s': link target");
+        buf_free(&b);
+
+        /* Target length: PATH_MAX - 1 bytes pass, PATH_MAX do not. */
+        char target[PATH_MAX + 1];
+        for (size_t i = 0; i < PATH_MAX - 1; i += 2)
+                memcpy(target + i, "a/", 2);
+        target[PATH_MAX - 1] = 0; /* 4095 bytes, ending in "a" */
+        assert_int_equal(strlen(target), PATH_MAX - 1);
+        one_link(&b, "0/long", target);
+        cache_accept(env, &b, check_one_link);
+        assert_link(env->staging, "0/long", target);
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        buf_free(&b);
+        target[PATH_MAX - 1] = 'a';
+        target[PATH_MAX] = 0;
+        one_link(&b, "0/long", target);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED, "link target longer than 4095 bytes");
+        buf_free(&b);
+}
+
+/* What the cache profile refuses besides link targets; every refusal names a cache entry and
+ * leaves staging empty. */
+static void test_cache_refusals(void **state) {
+        Env *env = *state;
+        Buf b = {};
+
+        cache_profile(env);
+        struct archive *a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_file(a, "0/first", "x");
+        tw_add(a, "0/h", AE_IFREG, 0644, NULL, 0, NULL, "0/first");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED, "cache entry '0/h': hard link");
+        buf_free(&b);
+
+        static const struct {
+                unsigned type;
+                const char *why;
+        } nodes[] = {
+                { AE_IFIFO, "cache entry '0/node': FIFO" },
+                { AE_IFCHR, "cache entry '0/node': character device" },
+                { AE_IFBLK, "cache entry '0/node': block device" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(nodes); i++) {
+                a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+                tw_add(a, "0/node", nodes[i].type, 0666, NULL, 0, NULL, NULL);
+                tw_close(a);
+                expect_reject(env, &b, ARTIFACT_CODE_REJECTED, nodes[i].why);
+                buf_free(&b);
+        }
+
+        /* The top level holds one directory per cache path, and nothing else. */
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_file(a, "0", "x");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED,
+                      "cache entry '0': a top-level regular file");
+        buf_free(&b);
+        one_link(&b, "0", "x");
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED,
+                      "cache entry '0': a top-level symbolic link");
+        buf_free(&b);
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_dir(a, "./");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED, "'./': the staging directory itself");
+        buf_free(&b);
+
+        /* Nothing is ever written through a link, and links are no exception to the
+         * duplicate and type-change rules. */
+        static const struct {
+                const char *first, *second, *why;
+        } pairs[] = {
+                { "link", "file below", "'0/l': changes type (a symbolic link, then a directory)" },
+                { "link", "dir", "'0/l': changes type (a symbolic link, then a directory)" },
+                { "link", "file", "'0/l': changes type (a symbolic link, then a regular file)" },
+                { "link", "link", "cache entry '0/l': duplicate entry" },
+                { "dir", "link", "'0/l': changes type (a directory, then a symbolic link)" },
+                { "file", "link", "'0/l': changes type (a regular file, then a symbolic link)" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+                const char *kinds[] = { pairs[i].first, pairs[i].second };
+                for (size_t k = 0; k < 2; k++) {
+                        if (streq(kinds[k], "link"))
+                                tw_link(a, "0/l", "d");
+                        else if (streq(kinds[k], "dir"))
+                                tw_dir(a, "0/l");
+                        else if (streq(kinds[k], "file"))
+                                tw_file(a, "0/l", "x");
+                        else
+                                tw_file(a, "0/l/pwned", "x");
+                }
+                tw_close(a);
+                expect_reject(env, &b, ARTIFACT_CODE_REJECTED, pairs[i].why);
+                buf_free(&b);
+        }
+        /* The names follow the artifact rules. */
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_file(a, "0/../outside/pwned", "x");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_REJECTED, "cache entry '0/../outside/pwned': '..'");
+        buf_free(&b);
+}
+
+static void check_nothing(Env *env, const ArtifactSummary *s) {
+        (void) env;
+        (void) s;
+}
+
+/* max_bytes counts the links' targets with the files' bytes; max_entries counts implicit
+ * directories; the messages name the cache. */
+static void test_cache_limits(void **state) {
+        Env *env = *state;
+        Buf b = {};
+
+        cache_profile(env);
+        env->limits.max_bytes = 10;
+        struct archive *a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_file(a, "0/f", "8 bytes.");
+        tw_link(a, "0/l", "ab");
+        tw_close(a);
+        cache_accept(env, &b, check_nothing);
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        buf_free(&b);
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_file(a, "0/f", "8 bytes.");
+        tw_link(a, "0/l", "abc");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_TOO_LARGE, "cache: more than 10 bytes (at '0/l')");
+        buf_free(&b);
+
+        env->limits.max_bytes = MiB;
+        env->limits.max_entries = 3;
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_link(a, "0/a/l", "x"); /* 0 and 0/a implicitly, and the link */
+        tw_close(a);
+        cache_accept(env, &b, check_nothing);
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        buf_free(&b);
+        a = tw_new(&b, ARCHIVE_FORMAT_TAR_PAX_INTERCHANGE);
+        tw_link(a, "0/a/l", "x");
+        tw_file(a, "0/b", "");
+        tw_close(a);
+        expect_reject(env, &b, ARTIFACT_CODE_TOO_LARGE, "cache: more than 3 entries (at '0/b')");
+        buf_free(&b);
+}
+
+static void frame_attr(Buf *b, int64_t sec, uint32_t nsec, uint32_t perm, const char *target,
+                       size_t len) {
+        uint8_t fixed[FRAME_ATTR_FIXED];
+        memcpy(fixed, &sec, 8);
+        memcpy(fixed + 8, &nsec, 4);
+        memcpy(fixed + 12, &perm, 4);
+        frame(b, FRAME_ATTR, fixed, sizeof(fixed), target, len);
+}
+
+/* Feed b to a writer of the given profile; 0 or the error. */
+static int feed_frames(Env *env, bool cache, const Buf *b, TfwError *e) {
+        ArtifactWriter w;
+        ArtifactLimits l = env->limits;
+        size_t used = 0;
+        l.cache = cache;
+        assert_int_equal(artifact_writer_init(&w, env->staging, &l, (uid_t) -1, (gid_t) -1, e), 0);
+        int r = artifact_writer_feed(&w, b->p, b->len, &used, e);
+        if (r >= 0 && used != b->len)
+                r = tfw_error(e, EPROTO, "partial", "partial frame left");
+        artifact_writer_done(&w);
+        return r;
+}
+
+static void expect_cache_frames_reject(Env *env, const Buf *b, const char *needle) {
+        env->limits.cache = true;
+        expect_frames_reject(env, b, ARTIFACT_CODE_REJECTED, needle);
+        env->limits.cache = false;
+}
+
+/* The writer against a parser that lies about ATTR frames. */
+static void test_cache_frames(void **state) {
+        Env *env = *state;
+        Buf b = {};
+
+        frame_entry(&b, AE_IFDIR, 0, "0");
+        expect_cache_frames_reject(env, &b, "entry without attributes");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0755, NULL, 0);
+        frame_attr(&b, T0, 0, 0755, NULL, 0);
+        frame_entry(&b, AE_IFDIR, 0, "0");
+        expect_cache_frames_reject(env, &b, "two attribute frames");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0644, NULL, 0);
+        frame_entry(&b, AE_IFREG, 0, "0/f");
+        frame_attr(&b, T0, 0, 0644, NULL, 0);
+        expect_cache_frames_reject(env, &b, "attributes out of order");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0755, NULL, 0);
+        frame(&b, FRAME_DONE, NULL, 0, NULL, 0);
+        expect_cache_frames_reject(env, &b, "attributes without an entry");
+        buf_free(&b);
+
+        /* UTIME_NOW and UTIME_OMIT are nanosecond values too: never from the stream. */
+        static const uint32_t bad_nsec[] = { 1000000000u, (1u << 30) - 1, (1u << 30) - 2,
+                                             UINT32_MAX };
+        for (size_t i = 0; i < ELEMENTSOF(bad_nsec); i++) {
+                frame_attr(&b, T0, bad_nsec[i], 0755, NULL, 0);
+                frame_entry(&b, AE_IFDIR, 0, "0");
+                expect_cache_frames_reject(env, &b, "cache entry '0': mtime nanoseconds");
+                buf_free(&b);
+        }
+
+        frame_attr(&b, T0, 0, 0644, "x", 1);
+        frame_entry(&b, AE_IFREG, 0, "0/f");
+        expect_cache_frames_reject(env, &b, "a link target for an entry that is not a link");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0644, "x", 1);
+        frame_entry(&b, AE_IFREG, ENTRY_FLAG_SYMLINK, "0/f");
+        expect_cache_frames_reject(env, &b, "cache entry '0/f': a regular file with a link target");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0777, NULL, 0);
+        frame_entry(&b, AE_IFLNK, ENTRY_FLAG_SYMLINK, "0/l");
+        expect_cache_frames_reject(env, &b, "symbolic link with an empty target");
+        buf_free(&b);
+
+        frame_attr(&b, T0, 0, 0777, "a\0b", 3);
+        frame_entry(&b, AE_IFLNK, ENTRY_FLAG_SYMLINK, "0/l");
+        expect_cache_frames_reject(env, &b, "NUL byte in the link target");
+        buf_free(&b);
+
+        char big[PATH_MAX + 1];
+        memset(big, 'a', sizeof(big));
+        frame_attr(&b, T0, 0, 0777, big, PATH_MAX);
+        frame_entry(&b, AE_IFLNK, ENTRY_FLAG_SYMLINK, "0/l");
+        expect_cache_frames_reject(env, &b, "link target longer than 4095 bytes");
+        buf_free(&b);
+}
+
+/* ATTR in both profiles: a malformed one is refused by both; the artifact profile otherwise
+ * ignores it; the cache profile applies it. */
+static void test_attr_frames(void **state) {
+        Env *env = *state;
+        TfwError e = {};
+        Buf b = {};
+        char big[PATH_MAX + 1];
+
+        memset(big, 'a', sizeof(big));
+        /* A malformed ATTR is refused by both profiles. */
+        for (int cache = 0; cache < 2; cache++) {
+                uint8_t shortp[FRAME_ATTR_FIXED - 1] = {};
+                frame(&b, FRAME_ATTR, shortp, sizeof(shortp), NULL, 0);
+                assert_true(feed_frames(env, cache, &b, &e) < 0);
+                assert_non_null(strstr(e.message, "bad attribute frame"));
+                buf_free(&b);
+                frame_attr(&b, T0, 0, 0777, big, PATH_MAX + 1);
+                assert_true(feed_frames(env, cache, &b, &e) < 0);
+                assert_non_null(strstr(e.message, "bad attribute frame"));
+                buf_free(&b);
+        }
+
+        /* The artifact profile ignores well-formed ATTR frames, wherever they are, and still
+         * refuses what it always refused. */
+        frame_attr(&b, T0, 2000000000u, 0777, "../../etc", 9);
+        frame_attr(&b, T0, 0, 0777, NULL, 0);
+        frame_entry(&b, AE_IFREG, 0, "f");
+        frame_attr(&b, T0, 0, 0777, NULL, 0);
+        frame_data(&b, 0, "abc");
+        frame_end(&b, 3);
+        frame(&b, FRAME_DONE, NULL, 0, NULL, 0);
+        if (feed_frames(env, false, &b, &e) < 0)
+                fail_msg("%s: %s", e.code, e.message);
+        assert_file(env->staging, "f", "abc", 3);
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        buf_free(&b);
+        frame_attr(&b, T0, 0, 0777, "target", 6);
+        frame_entry(&b, AE_IFLNK, ENTRY_FLAG_SYMLINK, "l");
+        expect_frames_reject(env, &b, ARTIFACT_CODE_REJECTED, "artifact 'l': symbolic link");
+        buf_free(&b);
+
+        /* A complete cache stream of frames, as the parser sends it. */
+        frame_attr(&b, T0, 5, 0755, NULL, 0);
+        frame_entry(&b, AE_IFDIR, 0, "0/");
+        frame_end(&b, 0);
+        frame_attr(&b, T0 + 1, 6, 0777, "f", 1);
+        frame_entry(&b, AE_IFLNK, ENTRY_FLAG_SYMLINK, "0/l");
+        frame_end(&b, 0);
+        frame_attr(&b, T0 + 2, 7, 0700, NULL, 0);
+        frame_entry(&b, AE_IFREG, 0, "0/f");
+        frame_data(&b, 0, "abc");
+        frame_end(&b, 3);
+        frame(&b, FRAME_DONE, NULL, 0, NULL, 0);
+        if (feed_frames(env, true, &b, &e) < 0)
+                fail_msg("%s: %s", e.code, e.message);
+        struct stat st;
+        assert_int_equal(fstatat(env->staging, "0", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(st.st_mtim.tv_sec == T0 && st.st_mtim.tv_nsec == 5);
+        assert_int_equal(fstatat(env->staging, "0/l", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISLNK(st.st_mode) && st.st_mtim.tv_sec == T0 + 1 && st.st_mtim.tv_nsec == 6);
+        assert_int_equal(fstatat(env->staging, "0/f", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(st.st_mtim.tv_sec == T0 + 2 && st.st_mtim.tv_nsec == 7);
+        assert_int_equal(st.st_mode & 07777, 0750);
+        assert_int_equal(artifact_dir_empty(env->staging), 0);
+        buf_free(&b);
+}
+
 static void test_name_escape(void **state _unused_) {
         char buf[256];
         assert_string_equal(artifact_name_escape("a'b\\c\n\xff", 7, buf, sizeof(buf)),
@@ -1398,6 +1981,12 @@ int main(void) {
                 T(test_parser_is_confined),
                 T(test_parser_seccomp),
                 T(test_writer_distrusts_parser),
+                T(test_cache_tree),
+                T(test_cache_link_targets),
+                T(test_cache_refusals),
+                T(test_cache_limits),
+                T(test_cache_frames),
+                T(test_attr_frames),
                 cmocka_unit_test(test_name_escape),
 #undef T
         };
