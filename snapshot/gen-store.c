@@ -29,42 +29,44 @@ void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
         safe_close(l->tree_fd);
+        safe_close(l->cache_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
         free(l->ro_path);
+        free(l->cache_ro_path);
         free(l);
 }
 
-/* Is lane_fd/ro the read-only bind mount of the tree open at tree_fd? */
-static int ro_mounted(int lane_fd, int tree_fd) {
+/* Is lane_fd/<ro> the read-only bind mount of the tree open at tree_fd? */
+static int ro_mounted(int lane_fd, const char *ro_name, int tree_fd) {
         struct statx lane, ro;
         struct stat tree;
 
         if (statx(lane_fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &lane) < 0 ||
-            statx(lane_fd, "ro", AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_INO, &ro) < 0 || fstat(tree_fd, &tree) < 0)
+            statx(lane_fd, ro_name, AT_SYMLINK_NOFOLLOW, STATX_MNT_ID | STATX_INO, &ro) < 0 || fstat(tree_fd, &tree) < 0)
                 return -errno;
         if (!(lane.stx_mask & STATX_MNT_ID) || !(ro.stx_mask & STATX_MNT_ID))
                 return -EOPNOTSUPP;
         if (lane.stx_mnt_id == ro.stx_mnt_id)
                 return 0;
         /* Something is mounted there: it must be the tree, read-only. */
-        _cleanup_close_ int fd = openat(lane_fd, "ro", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(lane_fd, ro_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         struct statvfs sv;
         if (fd < 0 || fstatvfs(fd, &sv) < 0)
                 return -errno;
         return ro.stx_ino == tree.st_ino && (sv.f_flag & ST_RDONLY) ? 1 : -EEXIST;
 }
 
-/* lane_fd/ro becomes a read-only, nosuid, nodev bind mount of the tree: made by descriptor
+/* lane_fd/<ro> becomes a read-only, nosuid, nodev bind mount of the tree: made by descriptor
  * (open_tree), set read-only before it is attached, so it is never writable for an instant. */
-static int mount_ro(int lane_fd, int tree_fd) {
+static int mount_ro(int lane_fd, const char *ro_name, int tree_fd) {
         _cleanup_close_ int m = open_tree(tree_fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
         if (m < 0)
                 return -errno;
         struct mount_attr a = { .attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV };
         if (mount_setattr(m, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0)
                 return -errno;
-        _cleanup_close_ int target = openat(lane_fd, "ro", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int target = openat(lane_fd, ro_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (target < 0)
                 return -errno;
         if (move_mount(m, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
@@ -76,31 +78,44 @@ static int mkdir_ok(int dfd, const char *name) {
         return mkdirat(dfd, name, 0700) < 0 && errno != EEXIST ? -errno : 0;
 }
 
-/* The lane's directories, its mount, its descriptors; the lock is already held. */
-static int lane_open(GenLane *l, const char *store_path, const char *name, uint32_t copy_uid, uint32_t copy_gid,
-                     TfwError *e) {
-        int r = mkdir_ok(l->lane_fd, "tree");
+/* One tree of the lane (name) owned copy_uid:copy_gid with the mode given, and its read-only
+ * bind mount (ro_name); returns the tree's fd and the mount's absolute path. */
+static int lane_tree(GenLane *l, const char *store_path, const char *lane, const char *name, const char *ro_name,
+                     uint32_t copy_uid, uint32_t copy_gid, mode_t mode, int *ret_fd, char **ret_ro_path, TfwError *e) {
+        int r = mkdir_ok(l->lane_fd, name);
         if (r >= 0)
-                r = mkdir_ok(l->lane_fd, "ro");
+                r = mkdir_ok(l->lane_fd, ro_name);
         if (r < 0)
-                return tfw_error(e, -r, "generation_store", "cannot make the store's %s: %s", name, strerror(-r));
-        l->tree_fd = open_dir_at(l->lane_fd, "tree");
-        if (l->tree_fd < 0)
-                return tfw_error(e, -l->tree_fd, "generation_store", "cannot open the store's %s/tree: %s", name,
-                                 strerror(-l->tree_fd));
-        if (fchown(l->tree_fd, copy_uid, copy_gid) < 0 || fchmod(l->tree_fd, SNAPSHOT_GENERATION_ROOT_MODE) < 0)
-                return tfw_error(e, errno, "generation_store", "cannot set the owner of the store's %s/tree: %m", name);
-        r = ro_mounted(l->lane_fd, l->tree_fd);
+                return tfw_error(e, -r, "generation_store", "cannot make the store's %s/%s: %s", lane, name, strerror(-r));
+        _cleanup_close_ int fd = open_dir_at(l->lane_fd, name);
+        if (fd < 0)
+                return tfw_error(e, -fd, "generation_store", "cannot open the store's %s/%s: %s", lane, name,
+                                 strerror(-fd));
+        if (fchown(fd, copy_uid, copy_gid) < 0 || fchmod(fd, mode) < 0)
+                return tfw_error(e, errno, "generation_store", "cannot set the owner of the store's %s/%s: %m", lane, name);
+        r = ro_mounted(l->lane_fd, ro_name, fd);
         if (r == 0)
-                r = mount_ro(l->lane_fd, l->tree_fd);
+                r = mount_ro(l->lane_fd, ro_name, fd);
         if (r < 0)
-                return tfw_error(e, -r, "generation_store", "cannot mount the store's %s/ro read-only: %s", name,
+                return tfw_error(e, -r, "generation_store", "cannot mount the store's %s/%s read-only: %s", lane, ro_name,
                                  strerror(-r));
-        if (asprintf(&l->ro_path, "%s/%s/ro", store_path, name) < 0) {
-                l->ro_path = NULL;
+        if (asprintf(ret_ro_path, "%s/%s/%s", store_path, lane, ro_name) < 0) {
+                *ret_ro_path = NULL;
                 return tfw_error(e, ENOMEM, "generation_store", "out of memory");
         }
+        *ret_fd = TAKE_FD(fd);
         return 0;
+}
+
+/* The lane's trees, their mounts, their descriptors; the lock is already held. */
+static int lane_open(GenLane *l, const char *store_path, const char *name, uint32_t copy_uid, uint32_t copy_gid,
+                     TfwError *e) {
+        int r = lane_tree(l, store_path, name, "tree", "ro", copy_uid, copy_gid, SNAPSHOT_GENERATION_ROOT_MODE,
+                          &l->tree_fd, &l->ro_path, e);
+        if (r < 0)
+                return r;
+        /* The build cache's slots (snapshot/build-cache.h): root's, the slots below it the job's. */
+        return lane_tree(l, store_path, name, "cache", "cache-ro", 0, 0, 0700, &l->cache_fd, &l->cache_ro_path, e);
 }
 
 int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
@@ -114,7 +129,7 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                 GenLane *l = calloc(1, sizeof(*l));
                 if (!l)
                         return tfw_error(e, ENOMEM, "generation_store", "out of memory");
-                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF };
+                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .cache_fd = -EBADF };
                 l->lane_fd = open_dir_at(store_fd, name);
                 if (l->lane_fd >= 0)
                         l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);

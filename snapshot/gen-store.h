@@ -10,6 +10,8 @@
  *   <store>/lane-<k>/ro      a read-only bind mount of tree (nosuid, nodev): what the capsule
  *                            binds, so that even a runtime bug that writes through its /work
  *                            meets a read-only mount on the host (the second wall)
+ *   <store>/lane-<k>/cache   the build cache's slots for the job on this lane (build-cache.h),
+ *                            and cache-ro its read-only bind mount, which the capsule binds
  *   <store>/lane-<k>/index   the generation's index (gen-index.h), present only while tree is
  *                            a complete generation: removed before tree is changed, written
  *                            after
@@ -35,6 +37,8 @@ typedef struct GenLane {
         int lane_fd;
         int tree_fd;
         char *ro_path;  /* absolute: what the capsule binds at /work */
+        int cache_fd;   /* the build cache's slots (build-cache.h) */
+        char *cache_ro_path; /* absolute: their read-only bind mount */
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among

@@ -574,10 +574,16 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
         if (r < 0)
                 return io_error(w, r, "record tree entry");
 
+        /* The workspace's times go with the copy: make, ninja and cargo compare them with what a
+         * build cache holds (docs/cache.md). Set once the data is complete (a write after would
+         * stamp it again). */
+        struct timespec times[2] = { st->st_atim, st->st_mtim };
         if (w->copy == SNAPSHOT_COPY_FILE_RANGE) {
                 r = copy_range(w, src, dst, expected, budget, &total);
                 if (r < 0)
                         return r;
+                if (r == 0 && futimens(dst, times) < 0)
+                        return io_error(w, -errno, "set the copy's times");
                 if (r == 0) {
                         /* The kernel copied; the hasher reads the copy, which only we can
                          * write, so its id names exactly what was copied. */
@@ -591,6 +597,8 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                 r = copy_read_write(w, src, dst, expected, budget, tb, index, &total);
                 if (r < 0)
                         return r;
+                if (futimens(dst, times) < 0)
+                        return io_error(w, -errno, "set the copy's times");
                 /* The file changed size while it was read: the header announced the wrong
                  * length and the hasher dropped that id. Hash the copy instead. */
                 if (total != expected) {
@@ -662,11 +670,29 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         return 1;
 }
 
+/* Where does the entry being handled (w->path) stand to the cache's paths: 2 it is one, 1 it
+ * is a parent of one, 0 neither. */
+static int cache_path_match(const Walk *w) {
+        for (char *const *c = w->limits->cache_paths; c && *c; c++) {
+                size_t n = strlen(*c);
+                if (n == w->path_len && memcmp(*c, w->path, n) == 0)
+                        return 2;
+                if (n > w->path_len && (*c)[w->path_len] == '/' && memcmp(*c, w->path, w->path_len) == 0)
+                        return 1;
+        }
+        return 0;
+}
+
 /* The previous generation's entry for a name about to be written again goes first, unless it
  * is a directory that stays one (its entries are then compared one by one). Returns 1 when
- * that directory is kept. */
+ * that directory is kept. A name the index does not know is new, except where the worker made
+ * a mount point for the cache (snapshot.h): that goes. */
 static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t len, bool want_dir) {
         GenEntry *old = gen_dir_find(t->gold, name, len);
+        if (!old && w->limits->cache_paths && cache_path_match(w) > 0) {
+                int r = rm_rf_at(dst, name);
+                return r < 0 ? io_error(w, r, "remove a mount point of the cache") : 0;
+        }
         if (!old)
                 return 0;
         old->seen = true;
@@ -948,8 +974,6 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                                 continue;
                         if (depth == 0 && streq(name, SNAPSHOT_CONTROL_DIR))
                                 continue;
-                        if (++w->entries > w->limits->max_entries)
-                                return too_large(w, "more entries than max_entries");
                         len = strnlen(name, NAME_MAX + 1);
                         /* The kernel never returns these; a walk that relies on single
                          * components checks anyway. */
@@ -958,6 +982,12 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
 
                         size_t saved;
                         path_push(w, name, len, &saved);
+                        if (w->limits->exclude_cache && cache_path_match(w) == 2) {
+                                path_pop(w, saved);
+                                continue;
+                        }
+                        if (++w->entries > w->limits->max_entries)
+                                return too_large(w, "more entries than max_entries");
                         r = walk_entry(w, src, dst, depth, name, len, d->d_type, t);
                         if (r < 0)
                                 return r;

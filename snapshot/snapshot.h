@@ -60,6 +60,14 @@ typedef struct SnapshotLimits {
         uint64_t max_entries; /* directory entries looked at: files, directories, symlinks */
         gid_t group;          /* group of every copied entry; (gid_t) -1 keeps the creator's */
         SnapshotCopyMethod copy;
+        /* The build cache's paths (docs/cache.md): relative, normalised, NULL-terminated; NULL:
+         * none. With exclude_cache the walk neither reads nor counts the workspace's entries
+         * at those paths (the cache owns them: the capsule mounts it there). In a generation,
+         * an entry at one of them or at one of their parents that the previous generation's
+         * index does not name is one the worker made (a mount point) and is removed before the
+         * workspace's entry of that name is written. */
+        char *const *cache_paths;
+        bool exclude_cache;
 } SnapshotLimits;
 
 typedef enum SnapshotResolver {

@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: MIT */
+/* The build cache's store (build-cache.h, docs/cache.md). Everything below <store>/cache is
+ * made by this file only, reached through directory fds, never following a symlink. */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "common/sha256.h"
+#include "snapshot/build-cache.h"
+
+#define CACHE_DIR "cache"
+#define CURRENT "current"
+#define META "meta"
+#define DATA "data"
+#define EPOCH "epoch"
+#define SLOT_MODE 0750
+#define TAKE_IN_PREFIX "in-"
+/* Deepest directory a take-in may hold (the importer allows 128 levels below /work). */
+#define LINK_DEPTH_MAX 256
+#define META_MAX 256
+
+struct BuildCache {
+        int dir_fd;
+        int lock_fd;
+        BuildCacheParams p;
+        size_t n_paths;
+};
+
+size_t build_cache_n_paths(const BuildCache *c) {
+        return c->n_paths;
+}
+
+char *const *build_cache_paths(const BuildCache *c) {
+        return c->p.paths;
+}
+
+void build_cache_free(BuildCache *c) {
+        if (!c)
+                return;
+        safe_close(c->lock_fd);
+        safe_close(c->dir_fd);
+        free(c);
+}
+
+int build_cache_open(int store_fd, const BuildCacheParams *p, BuildCache **ret, TfwError *e) {
+        size_t n = 0;
+        while (p->paths && p->paths[n])
+                n++;
+        if (n == 0 || n > BUILD_CACHE_PATHS_MAX)
+                return tfw_error(e, EINVAL, "build_cache", "between 1 and %d cache paths", BUILD_CACHE_PATHS_MAX);
+        if (mkdirat(store_fd, CACHE_DIR, 0700) < 0 && errno != EEXIST)
+                return tfw_error(e, errno, "build_cache", "cannot make the store's cache: %m");
+        _cleanup_(build_cache_freep) BuildCache *c = calloc(1, sizeof(*c));
+        if (!c)
+                return tfw_error(e, ENOMEM, "build_cache", "out of memory");
+        *c = (BuildCache) { .dir_fd = -EBADF, .lock_fd = -EBADF, .p = *p, .n_paths = n };
+        c->dir_fd = open_dir_at(store_fd, CACHE_DIR);
+        if (c->dir_fd < 0)
+                return tfw_error(e, -c->dir_fd, "build_cache", "cannot open the store's cache: %s", strerror(-c->dir_fd));
+        if (fchmod(c->dir_fd, 0700) < 0)
+                return tfw_error(e, errno, "build_cache", "cannot set the mode of the store's cache: %m");
+        c->lock_fd = openat(c->dir_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (c->lock_fd < 0)
+                return tfw_error(e, errno, "build_cache", "cannot open the cache's lock: %m");
+        *ret = TAKE_PTR(c);
+        return 0;
+}
+
+static int lock(BuildCache *c, int how) {
+        while (flock(c->lock_fd, how) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        return 0;
+}
+
+static void unlock(BuildCache *c) {
+        (void) flock(c->lock_fd, LOCK_UN);
+}
+
+/* A small text file of dir_fd: its bytes, NUL-terminated; -ENOENT when missing. */
+static int read_small(int dir_fd, const char *name, char buf[static META_MAX]) {
+        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        ssize_t k = read(fd, buf, META_MAX - 1);
+        if (k < 0)
+                return -errno;
+        buf[k] = 0;
+        return 0;
+}
+
+static int read_epoch(BuildCache *c, uint64_t *ret) {
+        char buf[META_MAX];
+        int r = read_small(c->dir_fd, EPOCH, buf);
+        if (r == -ENOENT) {
+                *ret = 0;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        return sscanf(buf, "%" SCNu64, ret) == 1 ? 0 : -EBADMSG;
+}
+
+/* current/meta, or nothing (tree "") when there is no cache; under the lock. */
+static int read_state(BuildCache *c, BuildCacheState *ret) {
+        char buf[META_MAX], tree[GIT_OID_HEX_SIZE];
+        BuildCacheState s = {};
+        int r = read_epoch(c, &s.epoch);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int cur = openat(c->dir_fd, CURRENT, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cur < 0 && errno != ENOENT)
+                return -errno;
+        if (cur >= 0) {
+                r = read_small(cur, META, buf);
+                if (r < 0)
+                        return r;
+                if (sscanf(buf, "%64s %" SCNu64 " %" SCNu64, tree, &s.bytes, &s.entries) != 3 || strlen(tree) != 64)
+                        return -EBADMSG;
+                memcpy(s.tree, tree, sizeof(s.tree));
+        }
+        *ret = s;
+        return 0;
+}
+
+int build_cache_state(BuildCache *c, BuildCacheState *ret, TfwError *e) {
+        int r = lock(c, LOCK_SH);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot lock the cache: %s", strerror(-r));
+        r = read_state(c, ret);
+        unlock(c);
+        return r < 0 ? tfw_error(e, -r, "build_cache", "cannot read the cache's state: %s", strerror(-r)) : 0;
+}
+
+/* ---- the lane --------------------------------------------------------------------------- */
+
+static int own_dir(int fd, const BuildCache *c) {
+        return fchown(fd, c->p.uid, c->p.gid) < 0 || fchmod(fd, SLOT_MODE) < 0 ? -errno : 0;
+}
+
+/* Open (make when missing) the directory name of dir_fd as the job's; *made when made. */
+static int dir_of_job(const BuildCache *c, int dir_fd, const char *name, bool *made) {
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 || errno != ENOENT)
+                return fd >= 0 ? fd : -errno;
+        if (mkdirat(dir_fd, name, SLOT_MODE) < 0 && errno != EEXIST)
+                return -errno;
+        fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        int r = own_dir(fd, c);
+        if (r < 0) {
+                safe_close(fd);
+                return r;
+        }
+        *made = true;
+        return fd;
+}
+
+/* Every component of path made a directory below tree_fd (the job's where made). */
+static int mount_point(const BuildCache *c, int tree_fd, const char *path, bool *made, TfwError *e) {
+        _cleanup_close_ int cur = -EBADF;
+        char comp[NAME_MAX + 1];
+        size_t len = strlen(path);
+
+        for (size_t i = 0; i < len;) {
+                const char *slash = memchr(path + i, '/', len - i);
+                size_t m = slash ? (size_t) (slash - (path + i)) : len - i;
+                if (m == 0 || m > NAME_MAX)
+                        return tfw_error(e, EINVAL, "build_cache", "invalid cache path '%s'", path);
+                memcpy(comp, path + i, m);
+                comp[m] = 0;
+                int fd = dir_of_job(c, cur >= 0 ? cur : tree_fd, comp, made);
+                if (fd == -ENOTDIR || fd == -ELOOP)
+                        return tfw_error(e, ENOTDIR, "cache_path_blocked",
+                                         "the workspace's '%.*s' is not a directory, so the cache path '%s' cannot be mounted there",
+                                         (int) (i + m), path, path);
+                if (fd < 0)
+                        return tfw_error(e, -fd, "build_cache", "cannot make the mount point of the cache path '%s': %s",
+                                         path, strerror(-fd));
+                safe_close(cur);
+                cur = fd;
+                i += m + 1;
+        }
+        return 0;
+}
+
+int build_cache_prepare_lane(BuildCache *c, GenLane *lane, bool *ret_made, TfwError *e) {
+        bool made = false, slot_made = false;
+
+        for (size_t i = 0; i < c->n_paths; i++) {
+                char name[24];
+                snprintf(name, sizeof(name), "%zu", i);
+                int fd = dir_of_job(c, lane->cache_fd, name, &slot_made);
+                if (fd >= 0)
+                        fd = (own_dir(fd, c) < 0 ? (safe_close(fd), -errno) : fd);
+                if (fd < 0)
+                        return tfw_error(e, -fd, "build_cache", "cannot make the lane's cache slot %zu: %s", i, strerror(-fd));
+                safe_close(fd);
+                int r = mount_point(c, lane->tree_fd, c->p.paths[i], &made, e);
+                if (r < 0)
+                        return r;
+        }
+        *ret_made = made;
+        return 0;
+}
+
+int build_cache_lane_empty(GenLane *lane) {
+        _cleanup_closedir_ DIR *d = opendir_fd(lane->cache_fd);
+        int r = 0;
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                _cleanup_close_ int fd = openat(lane->cache_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int k = fd < 0 ? rm_rf_at(lane->cache_fd, de->d_name) : rm_rf_children(fd);
+                if (k < 0 && r >= 0)
+                        r = k;
+        }
+        return r;
+}
+
+/* src's entries into dst: files and symbolic links as hard links, directories made again with
+ * their mode and times (owned by the job). */
+static int link_tree(const BuildCache *c, int src, int dst, unsigned depth, uint64_t *budget) {
+        if (depth > LINK_DEPTH_MAX)
+                return -ELOOP;
+        _cleanup_closedir_ DIR *d = opendir_fd(src);
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if ((*budget)-- == 0)
+                        return -E2BIG;
+                if (fstatat(src, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                if (S_ISREG(st.st_mode) || S_ISLNK(st.st_mode)) {
+                        if (linkat(src, de->d_name, dst, de->d_name, 0) < 0)
+                                return -errno;
+                        continue;
+                }
+                if (!S_ISDIR(st.st_mode))
+                        continue; /* the take-in makes nothing else */
+                if (mkdirat(dst, de->d_name, 0700) < 0)
+                        return -errno;
+                _cleanup_close_ int s = openat(src, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int t = openat(dst, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (s < 0 || t < 0)
+                        return -errno;
+                if (fchown(t, c->p.uid, c->p.gid) < 0)
+                        return -errno;
+                int r = link_tree(c, s, t, depth + 1, budget);
+                if (r < 0)
+                        return r;
+                struct timespec ts[2] = { st.st_atim, st.st_mtim };
+                if (fchmod(t, st.st_mode & 07777) < 0 || futimens(t, ts) < 0)
+                        return -errno;
+        }
+        return errno ? -errno : 0;
+}
+
+static int hand_out_slot(BuildCache *c, GenLane *lane, int data_fd, size_t i) {
+        char name[24];
+        snprintf(name, sizeof(name), "%zu", i);
+        _cleanup_close_ int dst = openat(lane->cache_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int src = openat(data_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (dst < 0 || src < 0 || fstat(src, &st) < 0)
+                return -errno;
+        uint64_t budget = c->p.max_entries + 1;
+        int r = link_tree(c, src, dst, 0, &budget);
+        if (r < 0)
+                return r;
+        struct timespec ts[2] = { st.st_atim, st.st_mtim };
+        return fchmod(dst, st.st_mode & 07777) < 0 || futimens(dst, ts) < 0 ? -errno : 0;
+}
+
+int build_cache_hand_out(BuildCache *c, GenLane *lane, BuildCacheState *ret, TfwError *e) {
+        int r = build_cache_lane_empty(lane);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot empty the lane's cache slots: %s", strerror(-r));
+        r = lock(c, LOCK_SH);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot lock the cache: %s", strerror(-r));
+        BuildCacheState s;
+        r = read_state(c, &s);
+        _cleanup_close_ int data = -EBADF;
+        if (r >= 0 && s.tree[0]) {
+                data = open_dir_at(c->dir_fd, CURRENT "/" DATA);
+                r = data < 0 ? data : 0;
+                for (size_t i = 0; r >= 0 && i < c->n_paths; i++)
+                        r = hand_out_slot(c, lane, data, i);
+        }
+        unlock(c);
+        if (r < 0) {
+                (void) build_cache_lane_empty(lane);
+                return tfw_error(e, -r, "build_cache", "cannot hand the cache out to the lane: %s", strerror(-r));
+        }
+        *ret = s;
+        return 0;
+}
+
+/* ---- the take-in ------------------------------------------------------------------------ */
+
+static int take_in_name(const char *job_id, char buf[static NAME_MAX + 1]) {
+        int n = snprintf(buf, NAME_MAX + 1, TAKE_IN_PREFIX "%s", job_id);
+        return n > 0 && n <= NAME_MAX && !strchr(job_id, '/') && job_id[0] ? 0 : -EINVAL;
+}
+
+int build_cache_take_in_begin(BuildCache *c, const char *job_id, int *ret_fd, TfwError *e) {
+        char name[NAME_MAX + 1];
+        if (take_in_name(job_id, name) < 0)
+                return tfw_error(e, EINVAL, "build_cache", "invalid job id");
+        int r = rm_rf_at(c->dir_fd, name);
+        if (r >= 0 && mkdirat(c->dir_fd, name, 0700) < 0)
+                r = -errno;
+        _cleanup_close_ int fd = -EBADF;
+        int data = -EBADF;
+        if (r >= 0 && (fd = open_dir_at(c->dir_fd, name)) < 0)
+                r = fd;
+        if (r >= 0 && mkdirat(fd, DATA, 0700) < 0)
+                r = -errno;
+        if (r >= 0 && (data = open_dir_at(fd, DATA)) < 0)
+                r = data;
+        if (r < 0) {
+                (void) rm_rf_at(c->dir_fd, name);
+                return tfw_error(e, -r, "build_cache", "cannot make the cache's take-in: %s", strerror(-r));
+        }
+        *ret_fd = data;
+        return 0;
+}
+
+void build_cache_take_in_discard(BuildCache *c, const char *job_id) {
+        char name[NAME_MAX + 1];
+        if (take_in_name(job_id, name) >= 0)
+                (void) rm_rf_at(c->dir_fd, name);
+}
+
+/* The take-in's data holds exactly the directories 0 .. n-1. */
+static int check_slots(const BuildCache *c, int data_fd, TfwError *e) {
+        _cleanup_closedir_ DIR *d = opendir_fd(data_fd);
+        size_t seen = 0;
+        if (!d)
+                return tfw_error(e, errno, "build_cache", "cannot read the take-in: %m");
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                struct stat st;
+                char *end;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                errno = 0;
+                unsigned long i = strtoul(de->d_name, &end, 10);
+                char canon[24];
+                snprintf(canon, sizeof(canon), "%lu", i);
+                if (errno || *end || i >= c->n_paths || !streq(canon, de->d_name) ||
+                    fstatat(data_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISDIR(st.st_mode))
+                        return tfw_error(e, EBADMSG, "cache_rejected", "the cache stream holds an unexpected top-level entry");
+                seen++;
+        }
+        if (seen != c->n_paths)
+                return tfw_error(e, EBADMSG, "cache_rejected", "the cache stream lacks %zu of its %zu paths",
+                                 c->n_paths - seen, c->n_paths);
+        return 0;
+}
+
+int build_cache_take_in_commit(BuildCache *c, const char *job_id, uint64_t since_epoch, BuildCacheState *ret,
+                               TfwError *e) {
+        char name[NAME_MAX + 1], meta[META_MAX];
+        BuildCacheState s;
+        int r;
+
+        if (take_in_name(job_id, name) < 0)
+                return tfw_error(e, EINVAL, "build_cache", "invalid job id");
+        _cleanup_close_ int in = open_dir_at(c->dir_fd, name);
+        _cleanup_close_ int data = in >= 0 ? open_dir_at(in, DATA) : in;
+        if (data < 0) {
+                r = tfw_error(e, -data, "build_cache", "cannot open the take-in: %s", strerror(-data));
+                goto out;
+        }
+        r = check_slots(c, data, e);
+        if (r >= 0)
+                r = build_cache_tree_id(data, c->p.paths, c->p.max_entries, &s, e);
+        if (r < 0)
+                goto out;
+        int n = snprintf(meta, sizeof(meta), "%s %" PRIu64 " %" PRIu64 "\n", s.tree, s.bytes, s.entries);
+        r = write_file_replace_at(in, META, meta, (size_t) n, 0600, 0, 0);
+        if (r < 0) {
+                r = tfw_error(e, -r, "build_cache", "cannot write the take-in's meta: %s", strerror(-r));
+                goto out;
+        }
+        r = lock(c, LOCK_EX);
+        if (r < 0) {
+                r = tfw_error(e, -r, "build_cache", "cannot lock the cache: %s", strerror(-r));
+                goto out;
+        }
+        uint64_t epoch;
+        r = read_epoch(c, &epoch);
+        if (r >= 0 && epoch != since_epoch)
+                r = -ESTALE;
+        if (r >= 0 && renameat2(c->dir_fd, name, c->dir_fd, CURRENT, RENAME_EXCHANGE) < 0) {
+                r = -errno;
+                if (r == -ENOENT)
+                        r = renameat2(c->dir_fd, name, c->dir_fd, CURRENT, RENAME_NOREPLACE) < 0 ? -errno : 0;
+        }
+        unlock(c);
+        if (r == -ESTALE)
+                r = tfw_error(e, ESTALE, "cache_cleared", "the cache was cleared while the job ran: nothing kept");
+        else if (r < 0)
+                r = tfw_error(e, -r, "build_cache", "cannot replace the cache: %s", strerror(-r));
+        if (r >= 0) {
+                s.epoch = epoch;
+                *ret = s;
+        }
+out:
+        /* Either the take-in that was refused, or (exchanged) the cache it replaced. */
+        (void) rm_rf_at(c->dir_fd, name);
+        return r;
+}
+
+int build_cache_clear(BuildCache *c, TfwError *e) {
+        int r = lock(c, LOCK_EX);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot lock the cache: %s", strerror(-r));
+        uint64_t epoch;
+        char buf[32];
+        r = read_epoch(c, &epoch);
+        if (r >= 0) {
+                int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", epoch + 1);
+                r = write_file_replace_at(c->dir_fd, EPOCH, buf, (size_t) n, 0600, 0, 0);
+        }
+        if (r >= 0)
+                r = rm_rf_at(c->dir_fd, CURRENT);
+        unlock(c);
+        return r < 0 ? tfw_error(e, -r, "build_cache", "cannot clear the cache: %s", strerror(-r)) : 0;
+}
+
+/* ---- the tree id ------------------------------------------------------------------------ */
+
+typedef struct TreeWalk {
+        GitPathEntry *v;
+        size_t n, cap;
+        uint64_t max_entries, entries, bytes;
+        char path[GIT_PATH_MAX + 1];
+        Sha256 *h;
+        uint8_t buf[128 * 1024];
+} TreeWalk;
+
+static int blob_of_fd(TreeWalk *t, int fd, uint64_t size, uint8_t oid[static GIT_OID_SIZE]) {
+        int r = git_blob_hash_start(t->h, size);
+        for (uint64_t left = size; r >= 0 && left > 0;) {
+                ssize_t k = read(fd, t->buf, (size_t) MIN((uint64_t) sizeof(t->buf), left));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO; /* nothing changes a take-in but us */
+                r = sha256_update(t->h, t->buf, (size_t) k);
+                left -= (uint64_t) k;
+        }
+        return r < 0 ? r : sha256_final(t->h, oid);
+}
+
+static int add_path_entry(TreeWalk *t, uint32_t mode) {
+        if (t->n == t->cap) {
+                size_t cap = MAX((size_t) 256, 2 * t->cap);
+                GitPathEntry *v = realloc(t->v, cap * sizeof(*v));
+                if (!v)
+                        return -ENOMEM;
+                t->v = v;
+                t->cap = cap;
+        }
+        char *p = strdup(t->path);
+        if (!p)
+                return -ENOMEM;
+        t->v[t->n++] = (GitPathEntry) { .path = p, .mode = mode };
+        return 0;
+}
+
+static int tree_walk(TreeWalk *t, int dir, size_t len, unsigned depth) {
+        if (depth > LINK_DEPTH_MAX)
+                return -ELOOP;
+        _cleanup_closedir_ DIR *d = opendir_fd(dir);
+        if (!d)
+                return -errno;
+        struct dirent *de;
+        while ((errno = 0, de = readdir(d))) {
+                struct stat st;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (++t->entries > t->max_entries)
+                        return -E2BIG;
+                size_t nl = strlen(de->d_name);
+                if (len + 1 + nl > GIT_PATH_MAX)
+                        return -ENAMETOOLONG;
+                t->path[len] = '/';
+                memcpy(t->path + len + 1, de->d_name, nl + 1);
+                if (fstatat(dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        return -errno;
+                int r = 0;
+                if (S_ISDIR(st.st_mode)) {
+                        _cleanup_close_ int fd = openat(dir, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        r = fd < 0 ? -errno : tree_walk(t, fd, len + 1 + nl, depth + 1);
+                } else if (S_ISREG(st.st_mode)) {
+                        _cleanup_close_ int fd = openat(dir, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+                        r = fd < 0 ? -errno : add_path_entry(t, (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE);
+                        if (r >= 0)
+                                r = blob_of_fd(t, fd, (uint64_t) st.st_size, t->v[t->n - 1].oid);
+                        t->bytes += (uint64_t) st.st_size;
+                } else if (S_ISLNK(st.st_mode)) {
+                        char target[PATH_MAX];
+                        ssize_t k = readlinkat(dir, de->d_name, target, sizeof(target));
+                        r = k < 0 ? -errno : (size_t) k >= sizeof(target) ? -ENAMETOOLONG : add_path_entry(t, GIT_MODE_SYMLINK);
+                        if (r >= 0)
+                                r = git_blob_id(target, (size_t) k, t->v[t->n - 1].oid);
+                        t->bytes += k > 0 ? (uint64_t) k : 0;
+                } else
+                        r = -EBADMSG;
+                if (r < 0)
+                        return r;
+                t->path[len] = 0;
+        }
+        return errno ? -errno : 0;
+}
+
+int build_cache_tree_id(int data_fd, char *const *paths, uint64_t max_entries, BuildCacheState *ret, TfwError *e) {
+        _cleanup_free_ TreeWalk *t = calloc(1, sizeof(*t));
+        uint8_t oid[GIT_OID_SIZE];
+        int r;
+
+        if (!t)
+                return tfw_error(e, ENOMEM, "build_cache", "out of memory");
+        t->max_entries = max_entries + BUILD_CACHE_PATHS_MAX;
+        r = sha256_new(&t->h);
+        for (size_t i = 0; r >= 0 && paths[i]; i++) {
+                char name[24];
+                snprintf(name, sizeof(name), "%zu", i);
+                size_t len = strlen(paths[i]);
+                if (len > GIT_PATH_MAX - 2) {
+                        r = -ENAMETOOLONG;
+                        break;
+                }
+                memcpy(t->path, paths[i], len + 1);
+                _cleanup_close_ int fd = openat(data_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                r = fd < 0 ? -errno : tree_walk(t, fd, len, 0);
+        }
+        if (r >= 0)
+                r = git_tree_id_from_paths(t->v, t->n, oid);
+        for (size_t i = 0; i < t->n; i++)
+                free((char *) t->v[i].path);
+        free(t->v);
+        sha256_free(t->h);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot compute the cache's tree id: %s", strerror(-r));
+        BuildCacheState s = { .bytes = t->bytes, .entries = t->entries };
+        sha256_to_hex(oid, s.tree);
+        *ret = s;
+        return 0;
+}
