@@ -144,19 +144,23 @@ bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret) {
         const char *p = s, *end = s + len;
         CapsuleTrailer t = {};
         long long exit_code, sig, err, skipped;
-        char art[8];
+        char art[8], cache[8];
 
         if (!parse_int(&p, end, " exit=", 0, 255, &exit_code) ||
             !parse_int(&p, end, " signal=", 0, 64, &sig) ||
             !parse_word(&p, end, " init_error=", t.init_error, sizeof(t.init_error)) ||
             !parse_int(&p, end, " errno=", 0, 4095, &err) ||
             !parse_int(&p, end, " skipped=", 0, (long long) 1 << 62, &skipped) ||
-            !parse_word(&p, end, " artifacts=", art, sizeof(art)))
+            !parse_word(&p, end, " artifacts=", art, sizeof(art)) ||
+            !parse_word(&p, end, " cache=", cache, sizeof(cache)))
                 return false;
         if (p + 1 != end || *p != '\n')
                 return false;
         if (!streq(art, "ok") && !streq(art, "failed"))
                 return false;
+        if (!streq(cache, "ok") && !streq(cache, "failed") && !streq(cache, "none"))
+                return false;
+        t.cache_ok = streq(cache, "ok");
         t.exit_code = (int) exit_code;
         t.signal = (int) sig;
         t.error = (int) err;

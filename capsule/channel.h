@@ -48,6 +48,7 @@ typedef struct CapsuleTrailer {
         int error;
         uint64_t skipped;
         bool artifacts_ok;
+        bool cache_ok;      /* init sent every cache path whole ("cache=ok") */
 } CapsuleTrailer;
 
 void trailer_splitter_init(TrailerSplitter *t, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],
@@ -86,5 +87,5 @@ bool job_ack_scanner_feed(JobAckScanner *s, uint8_t c);
 void job_ack_scanner_flush(JobAckScanner *s);
 
 /* Parse the fields after "<tag><hex token>": " exit=N signal=N init_error=W errno=N
- * skipped=N artifacts=ok|failed\n", exactly, up to the end. */
+ * skipped=N artifacts=ok|failed cache=ok|failed|none\n", exactly, up to the end. */
 bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret);

@@ -18,6 +18,7 @@
 #include "capsule/job.h"
 #include "capsule/log-cap.h"
 #include "capsule/oci-spec.h"
+#include "capsule/outputs.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
@@ -42,8 +43,6 @@ static void set_msg(CapsuleResult *r, const char *fmt, ...) {
 
 /* ---- the run --------------------------------------------------------------------------- */
 
-typedef enum ArtState { ART_SCAN, ART_STREAM, ART_DISCARD } ArtState;
-
 typedef struct Run {
         const CapsuleJobParams *p;
         CapsuleResult *res;
@@ -52,19 +51,15 @@ typedef struct Run {
 
         LogCap *log;
         TrailerSplitter splitter;
-        TokenScanner scanner;
+        Outputs out;
 
-        int log_r, art_r, imp_w, pidfd;
+        int log_r, art_r, pidfd;
         pid_t runsc_pid;
         bool runsc_done;
         int runsc_status;
 
-        ArtState art_state;
-        uint8_t *pending;
-        size_t pending_off, pending_len;
+        uint8_t *pending;   /* read buffers: the artifact channel's, then the log's */
         bool art_eof;
-        ArtifactImport *import;
-        bool import_started;
 
         bool timed_out;
         bool output_exceeded;
@@ -110,70 +105,29 @@ static void art_error(Run *run, const char *code, const char *fmt, ...) {
         va_end(ap);
 }
 
-static void start_import(Run *run) {
-        int pfd[2];
-        TfwError e = {};
-        const ConfigLimits *l = &run->p->config->limits;
+/* The importers of the artifact channel (capsule/outputs.h): the artifacts' and, with cache
+ * paths, the build cache's. */
+static void outputs_setup(Run *run) {
+        const CapsuleJobParams *p = run->p;
+        const ConfigLimits *l = &p->config->limits;
         ArtifactLimits al = {
                 .max_bytes = l->max_artifact_bytes,
                 .max_entries = l->max_artifact_entries,
-                .unpriv_uid = run->p->unpriv_uid,
-                .unpriv_gid = run->p->unpriv_gid,
-                .group = run->p->config->container_gid,
+                .unpriv_uid = p->unpriv_uid,
+                .unpriv_gid = p->unpriv_gid,
+                .group = p->config->container_gid,
         };
-
-        if (run->p->staging_fd < 0) {
-                run->art_state = ART_DISCARD;
-                return;
-        }
-        if (pipe2(pfd, O_CLOEXEC) < 0) {
-                art_error(run, "artifact_import_failed", "pipe: %s", strerror(errno));
-                run->art_state = ART_DISCARD;
-                return;
-        }
-        int r = artifacts_import_start(pfd[0], run->p->staging_fd, &al, &run->import, &e);
-        safe_close(pfd[0]);
-        if (r < 0) {
-                safe_close(pfd[1]);
-                art_error(run, e.code ?: "artifact_import_failed", "%s", e.message);
-                run->art_state = ART_DISCARD;
-                return;
-        }
-        run->import_started = true;
-        (void) fcntl(pfd[1], F_SETFL, O_NONBLOCK);
-        run->imp_w = pfd[1];
-        run->art_state = ART_STREAM;
-}
-
-static void stop_streaming(Run *run) {
-        run->imp_w = safe_close(run->imp_w);
-        run->pending_len = run->pending_off = 0;
-        run->art_state = ART_DISCARD;
-}
-
-/* Push pending bytes to the importer. EPIPE: it stopped reading (a rule was broken); its
- * verdict comes from artifacts_import_finish, the rest of the stream is drained and dropped
- * so init never blocks. */
-static void flush_pending(Run *run) {
-        while (run->pending_off < run->pending_len) {
-                ssize_t k = write(run->imp_w, run->pending + run->pending_off,
-                                  run->pending_len - run->pending_off);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0 && errno == EAGAIN)
-                        return;
-                if (k < 0) {
-                        stop_streaming(run);
-                        return;
-                }
-                run->pending_off += (size_t) k;
-        }
-        run->pending_off = run->pending_len = 0;
+        ArtifactLimits cl = al;
+        cl.cache = true;
+        cl.max_bytes = p->cache_max_bytes;
+        cl.max_entries = p->cache_max_entries;
+        cl.owner = p->config->container_uid;
+        outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1);
 }
 
 static void on_art_readable(Run *run) {
-        if (run->art_state == ART_STREAM && run->pending_len > 0)
-                return; /* back-pressure: the importer has not taken the last chunk yet */
+        if (outputs_blocked_fd(&run->out) >= 0)
+                return; /* back-pressure: an importer has not taken the last chunk yet */
         ssize_t k = read(run->art_r, run->pending, CHUNK);
         if (k < 0) {
                 if (errno == EINTR || errno == EAGAIN)
@@ -185,27 +139,7 @@ static void on_art_readable(Run *run) {
                 run->art_r = safe_close(run->art_r);
                 return;
         }
-        switch (run->art_state) {
-        case ART_SCAN: {
-                ptrdiff_t off = token_scanner_feed(&run->scanner, run->pending, (size_t) k);
-                if (off < 0)
-                        return;
-                start_import(run);
-                if (run->art_state != ART_STREAM)
-                        return;
-                run->pending_off = (size_t) off;
-                run->pending_len = (size_t) k;
-                flush_pending(run);
-                return;
-        }
-        case ART_STREAM:
-                run->pending_off = 0;
-                run->pending_len = (size_t) k;
-                flush_pending(run);
-                return;
-        case ART_DISCARD:
-                return;
-        }
+        outputs_feed(&run->out, run->pending, (size_t) k);
 }
 
 static void on_log_readable(Run *run) {
@@ -290,11 +224,12 @@ static void event_loop(Run *run, CgroupJob *cg) {
 
                 struct pollfd pfd[4];
                 int n = 0, i_pid = -1, i_art = -1, i_log = -1, i_imp = -1;
+                int blocked = outputs_blocked_fd(&run->out);
                 if (!run->runsc_done && run->pidfd >= 0) {
                         pfd[n] = (struct pollfd) { .fd = run->pidfd, .events = POLLIN };
                         i_pid = n++;
                 }
-                if (art_open && !(run->art_state == ART_STREAM && run->pending_len > 0)) {
+                if (art_open && blocked < 0) {
                         pfd[n] = (struct pollfd) { .fd = run->art_r, .events = POLLIN };
                         i_art = n++;
                 }
@@ -302,8 +237,8 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         pfd[n] = (struct pollfd) { .fd = run->log_r, .events = POLLIN };
                         i_log = n++;
                 }
-                if (run->art_state == ART_STREAM && run->pending_len > 0) {
-                        pfd[n] = (struct pollfd) { .fd = run->imp_w, .events = POLLOUT };
+                if (blocked >= 0) {
+                        pfd[n] = (struct pollfd) { .fd = blocked, .events = POLLOUT };
                         i_imp = n++;
                 }
 
@@ -329,12 +264,8 @@ static void event_loop(Run *run, CgroupJob *cg) {
                                 on_log_readable(run);
                         if (i_art >= 0 && pfd[i_art].revents)
                                 on_art_readable(run);
-                        if (i_imp >= 0 && pfd[i_imp].revents) {
-                                if (pfd[i_imp].revents & (POLLERR | POLLHUP))
-                                        stop_streaming(run);
-                                else
-                                        flush_pending(run);
-                        }
+                        if (i_imp >= 0 && pfd[i_imp].revents)
+                                outputs_writable(&run->out, pfd[i_imp].revents & (POLLERR | POLLHUP));
                 }
                 bool was_done = run->runsc_done;
                 if (i_pid < 0 || (k > 0 && pfd[i_pid].revents))
@@ -343,11 +274,9 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 if (run->runsc_done && !was_done)
                         drain_deadline = now + DRAIN_GRACE_USEC;
 
-                /* The artifact stream ended: let the importer see the end. */
-                if (run->art_eof && run->art_state == ART_STREAM && run->pending_len == 0) {
-                        run->imp_w = safe_close(run->imp_w);
-                        run->art_state = ART_DISCARD;
-                }
+                /* The artifact channel ended: let the importers see the end. */
+                if (run->art_eof && outputs_blocked_fd(&run->out) < 0)
+                        outputs_end(&run->out);
 
                 /* What the job wrote so far reaches job.log now and then: a worker that dies
                  * mid-job (its job processes die with it) leaves the output up to here. */
@@ -405,8 +334,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         }
                 }
         }
-        if (run->import_started && run->imp_w >= 0)
-                run->imp_w = safe_close(run->imp_w);
+        outputs_end(&run->out);
 }
 
 /* What came on the log channel before init's answer to the job record: runsc's own words,
@@ -517,6 +445,7 @@ struct CapsuleWarm {
         char warm_id[CAPSULE_JOB_ID_MAX + 1];
         char *snapshot_dir;
         char *work_dir;
+        bool binds_cache;
 };
 
 static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) _printf_(3, 4);
@@ -548,12 +477,14 @@ static void boot_destroy(Boot *b, const CapsuleDriver *d) {
         explicit_bzero(b->secret, sizeof(b->secret));
 }
 
-/* Cgroup, bundle, channels, the secret (and for a cold job its input's kind), runsc started.
+/* Cgroup, bundle, channels, the secret (and for a cold job its prelude: the cache record and
+ * the input's kind), runsc started.
  * sp: the spec's job part (argv, environment; warm: init waits for them on the channel). On
  * failure *res says why and b holds what must be destroyed. */
 static int boot_capsule(const Config *config, const CapsuleDriver *driver, int scratch_fd,
                         const char *scratch_path, const char *job_id, CapsuleSpecParams *sp,
-                        bool warm, uint8_t input_kind, Boot *b, CapsuleResult *res, bool low_cpu) {
+                        bool warm, const uint8_t *prelude, size_t prelude_len, Boot *b, CapsuleResult *res,
+                        bool low_cpu) {
         _cleanup_free_ char *group = NULL;
         int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
         const CapsuleDriverOps *ops = driver->ops;
@@ -629,7 +560,7 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
          * runsc exists. A warm capsule's job record, a streamed input, follow later. */
         r = write_all(in[1], b->secret, sizeof(b->secret));
         if (r >= 0 && !warm)
-                r = write_all(in[1], &input_kind, 1);
+                r = write_all(in[1], prelude, prelude_len);
         if (r < 0) {
                 boot_fail(res, "capsule_setup", "cannot pass the channel secret: %s", strerror(-r));
                 goto fail;
@@ -720,7 +651,7 @@ static int write_job_record(int fd, const CapsuleJobParams *p) {
 /* Give a warm capsule its job (capsule/protocol.h): the record, init's answer, then the input
  * byte. 0: taken. Negative: not, with res saying why, the capsule killed and runsc reaped;
  * res->warm_lost when init never took it (nothing of the job can have started). */
-static int give_job(Run *run, Boot *boot, uint8_t input_kind, CapsuleResult *res) {
+static int give_job(Run *run, Boot *boot, const uint8_t *prelude, size_t prelude_len, CapsuleResult *res) {
         PreAck pre = { .run = run };
         JobAckScanner ack;
         int a;
@@ -759,7 +690,7 @@ static int give_job(Run *run, Boot *boot, uint8_t input_kind, CapsuleResult *res
         }
         /* Taken: only now the input, so an init that never answered has nothing to start a
          * job on. */
-        r = write_all(boot->in_w, &input_kind, 1);
+        r = write_all(boot->in_w, prelude, prelude_len);
         if (r < 0) {
                 boot_fail(res, r == -EPIPE ? "runtime_failed" : "capsule_setup",
                           "cannot pass the input to its capsule: %s", strerror(-r));
@@ -801,8 +732,11 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .init_path = p->init_path,
                 .snapshot_dir = p->snapshot_dir,
                 .work_dir = p->work_dir,
+                .cache_paths = p->work_dir ? p->cache_paths : NULL,
+                .cache_dirs = p->work_dir ? p->cache_dirs : NULL,
         };
-        int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, 0,
+        w->binds_cache = sp.cache_paths != NULL;
+        int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, NULL, 0,
                              &w->boot, &res, true);
         if (r < 0) {
                 boot_destroy(&w->boot, p->driver);
@@ -853,6 +787,10 @@ const char *capsule_warm_work_dir(const CapsuleWarm *w) {
         return w ? w->work_dir : NULL;
 }
 
+bool capsule_warm_binds_cache(const CapsuleWarm *w) {
+        return w && w->binds_cache;
+}
+
 const char *capsule_warm_container(const CapsuleWarm *w) {
         return w ? w->boot.id : NULL;
 }
@@ -881,19 +819,80 @@ typedef struct Job {
         Boot boot;
         Feeder feeder;
         Run run;
-        uint8_t input_kind;       /* CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND */
+        /* What follows the secret (a warm capsule: the job record): the cache record, then the
+         * input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
+        uint8_t prelude[2 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
+        size_t prelude_len;
         char runsc_error[512];
         sigset_t pipe_set, old_set;
         usec_t t0;
 } Job;
+
+/* The cache record (capsule/protocol.h) and the input's kind. */
+static int job_prelude(Job *j) {
+        const CapsuleJobParams *p = j->p;
+        uint8_t *b = j->prelude;
+        size_t n = 0;
+        if (p->cache_paths) {
+                size_t k = 0;
+                while (p->cache_paths[k])
+                        k++;
+                if (k == 0 || k > CAPSULE_CACHE_PATHS_MAX)
+                        return -EINVAL;
+                b[n++] = CAPSULE_CACHE_RECORD;
+                b[n++] = (uint8_t) k;
+                for (size_t i = 0; i < k; i++) {
+                        size_t len = strlen(p->cache_paths[i]);
+                        if (len == 0 || len > CAPSULE_CACHE_PATH_MAX)
+                                return -EINVAL;
+                        b[n++] = (uint8_t) len;
+                        b[n++] = (uint8_t) (len >> 8);
+                        memcpy(b + n, p->cache_paths[i], len);
+                        n += len;
+                }
+        }
+        b[n++] = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED;
+        j->prelude_len = n;
+        return 0;
+}
+
+static void cache_error(CapsuleResult *res, const char *code, const char *fmt, ...) _printf_(3, 4);
+static void cache_error(CapsuleResult *res, const char *code, const char *fmt, ...) {
+        va_list ap;
+        if (res->cache_error_code)
+                return;
+        res->cache_error_code = code;
+        va_start(ap, fmt);
+        vsnprintf(res->cache_error, sizeof(res->cache_error), fmt, ap);
+        va_end(ap);
+}
+
+/* The cache may be kept only when its importer took it whole, init vouched for it in the
+ * trailer (which only init can write, after the job is dead), and the job ended by itself. */
+static void cache_verdict(Job *j, bool whole) {
+        CapsuleResult *res = &j->res;
+        const OutputSink *s = &j->run.out.cache;
+        if (s->error_code)
+                cache_error(res, s->error_code, "%s", s->error);
+        else if (!j->end.have_trailer)
+                cache_error(res, "cache_not_vouched", "the capsule ended without its status: nothing of the cache is kept");
+        else if (!j->end.trailer.cache_ok)
+                cache_error(res, "cache_stream_failed", "the capsule could not send the whole cache");
+        else if (res->status != CAPSULE_SUCCEEDED && res->status != CAPSULE_FAILED)
+                cache_error(res, "cache_job_ended", "the job ended %s%s%s: nothing of the cache is kept",
+                            capsule_status_to_string(res->status), res->reason ? ", " : "", res->reason ? res->reason : "");
+        res->cache_whole = whole && !res->cache_error_code;
+}
 
 static bool job_params_valid(const CapsuleJobParams *p) {
         return p && p->config && p->driver && p->driver->ops && p->job_id && capsule_job_id_is_valid(p->job_id) &&
                p->argv && p->argv[0] && p->timeout_seconds != 0 &&
                (!!p->snapshot_dir + !!p->input + !!p->work_dir) == 1 &&
                (!p->work_dir || p->driver->ops->binds_generations) && p->init_path && p->scratch_path &&
+               (!p->cache_paths || (p->work_dir && p->cache_dirs)) &&
                (!p->warm || (streq_ptr(p->snapshot_dir, p->warm->snapshot_dir) &&
-                             streq_ptr(p->work_dir, p->warm->work_dir)));
+                             streq_ptr(p->work_dir, p->warm->work_dir) &&
+                             !!p->cache_paths == p->warm->binds_cache));
 }
 
 /* Step 1: SIGPIPE held, what the ending is judged against, the warm capsule taken over (every
@@ -945,6 +944,8 @@ static int job_boot_cold(Job *j) {
                 .timeout_seconds = p->timeout_seconds,
                 .snapshot_dir = p->snapshot_dir,
                 .work_dir = p->work_dir,
+                .cache_paths = p->cache_paths,
+                .cache_dirs = p->cache_dirs,
                 .init_path = p->init_path,
         };
         if (p->gate && p->gate(p->gate_userdata, false) < 0) {
@@ -954,7 +955,7 @@ static int job_boot_cold(Job *j) {
                 return -ECANCELED;
         }
         if (boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->job_id, &sp, false,
-                         j->input_kind, &j->boot, &j->res, false) < 0) {
+                         j->prelude, j->prelude_len, &j->boot, &j->res, false) < 0) {
                 j->end.started = j->boot.started;
                 return -EIO;
         }
@@ -977,7 +978,7 @@ static int job_hand_over(Job *j) {
         run->cid = j->boot.id;
         memcpy(run->secret, j->boot.secret, sizeof(run->secret));
         run->runsc_pid = j->boot.runsc_pid;
-        token_scanner_init(&run->scanner, run->secret);
+        outputs_setup(run);
         trailer_splitter_init(&run->splitter, run->secret + CAPSULE_TOKEN_SIZE, log_sink, run);
 
         j->t0 = now_monotonic();
@@ -987,7 +988,7 @@ static int job_hand_over(Job *j) {
                         (void) cgroup_job_set_cpu_weight(j->boot.cg, false);
                 if (p->cpu_seconds && j->boot.cg)
                         (void) cgroup_job_cpu_usage(j->boot.cg, &run->cpu_base);
-                if (give_job(run, &j->boot, j->input_kind, &j->res) < 0)
+                if (give_job(run, &j->boot, j->prelude, j->prelude_len, &j->res) < 0)
                         return -EIO;
         }
         if (p->input) {
@@ -1069,7 +1070,7 @@ static void job_end(Job *j) {
 
         safe_close(run->art_r);
         safe_close(run->log_r);
-        safe_close(run->imp_w);
+        outputs_end(&run->out);
         safe_close(run->pidfd);
 
         boot_destroy(&j->boot, p->driver);
@@ -1077,20 +1078,17 @@ static void job_end(Job *j) {
          * write fails if it had not finished. */
         feeder_join(&j->feeder);
 
-        /* The artifacts: the importer's verdict, or why there was no stream. */
-        j->res.artifact_junk_bytes = run->scanner.found ? run->scanner.discarded
-                                                        : run->scanner.discarded + run->scanner.n_carry;
-        if (run->import_started) {
-                TfwError ie = {};
-                r = artifacts_import_finish(run->import, &j->res.artifacts, &ie);
-                if (r < 0)
-                        art_error(run, ie.code ?: "artifact_rejected", "%s", ie.message);
-                else if (j->end.have_trailer && !j->end.trailer.artifacts_ok)
-                        art_error(run, "artifact_stream_failed",
-                                  "the capsule could not write all of /work/artifacts");
-        } else if (j->end.started && p->staging_fd >= 0)
-                art_error(run, "no_artifact_stream",
-                          "the capsule ended before it sent its artifacts");
+        /* The artifacts and the cache: the importers' verdicts, or why there was no stream. */
+        j->res.artifact_junk_bytes = outputs_junk_bytes(&run->out);
+        bool cache_whole = outputs_finish(&run->out, &j->res.artifacts, &j->res.cache);
+        if (run->out.art.error_code)
+                art_error(run, run->out.art.error_code, "%s", run->out.art.error);
+        else if (!run->out.found && j->end.started && p->staging_fd >= 0)
+                art_error(run, "no_artifact_stream", "the capsule ended before it sent its artifacts");
+        else if (j->end.have_trailer && !j->end.trailer.artifacts_ok)
+                art_error(run, "artifact_stream_failed", "the capsule could not write all of /work/artifacts");
+        if (p->cache_paths)
+                cache_verdict(j, cache_whole);
         j->res.artifacts_ok = !j->res.artifacts_error_code;
 
         if (j->log) {
@@ -1132,9 +1130,12 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .res = { .exit_code = -1, .runsc_status = -1 },
                 .boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF },
                 .feeder = { .fd = -EBADF },
-                .input_kind = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED,
         };
-        j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .imp_w = -EBADF, .pidfd = -EBADF };
+        if (job_prelude(&j) < 0)
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid cache paths");
+        j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .pidfd = -EBADF };
+        /* Until the capsule's secret is known (outputs_setup): no importer, no descriptor. */
+        j.run.out.art = j.run.out.cache = (OutputSink) { .staging_fd = -1, .w = -EBADF };
 
         if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
                 job_wait(&j);

@@ -82,6 +82,15 @@ typedef struct CapsuleJobParams {
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
                                    * at its end); -1: not kept */
         int staging_fd;           /* empty directory receiving the artifacts; -1: discarded */
+        /* The build cache (docs/cache.md; with work_dir only): cache_paths (relative to /work,
+         * normalised, NULL-terminated) are bound from cache_dirs[i] (absolute: read-only bind
+         * mounts on the host) under the overlay and given to init; what the job leaves there
+         * comes back with the cache profile of the importer into cache_staging_fd (an empty
+         * private directory), bounded by cache_max_bytes / _entries. NULL: no cache. */
+        char *const *cache_paths;
+        char *const *cache_dirs;
+        int cache_staging_fd;
+        uint64_t cache_max_bytes, cache_max_entries;
         uid_t unpriv_uid;         /* the artifact parser drops to this uid/gid */
         gid_t unpriv_gid;
 } CapsuleJobParams;
@@ -110,6 +119,12 @@ typedef struct CapsuleResult {
         const char *artifacts_error_code;
         char artifacts_error[1024];
         uint64_t artifact_junk_bytes; /* what the job wrote onto the artifact channel */
+
+        bool cache_whole;    /* the cache came back whole, init vouched for it and the job ended
+                              * by itself (succeeded or failed): the take-in may be kept */
+        ArtifactSummary cache;
+        const char *cache_error_code; /* why not (with CapsuleJobParams.cache_paths) */
+        char cache_error[1024];
 
         CgroupEvents events;
         uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */
@@ -147,6 +162,10 @@ typedef struct CapsuleWarmParams {
         const char *work_dir;     /* or a generation's lane, bound at /work now and changed into
                                    * the job's generation before the job is given (the job's
                                    * work_dir must be it) */
+        /* With work_dir: the build cache's slots, bound now (the job's must be the same, or
+         * NULL for both). */
+        char *const *cache_paths;
+        char *const *cache_dirs;
 } CapsuleWarmParams;
 
 /* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
@@ -162,6 +181,7 @@ const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
 const char *capsule_warm_id(const CapsuleWarm *w);
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
 const char *capsule_warm_work_dir(const CapsuleWarm *w);     /* NULL: no generation */
+bool capsule_warm_binds_cache(const CapsuleWarm *w);       /* booted with the cache's slots */
 /* Is its runtime still running (not ended while it waited)? */
 bool capsule_warm_alive(CapsuleWarm *w);
 /* Were its walls made from the same limits as config's? */

@@ -55,9 +55,9 @@ static json_t *ro_bind_json(const char *dest, const char *source, bool recursive
  * read-only mounts alone) takes it and holds every write in the sandbox's memory. The host
  * side is a read-only mount (snapshot/gen-store.h): without the overlay a write fails with
  * EROFS, it never reaches the generation. */
-static json_t *work_bind_json(const char *source) {
+static json_t *work_bind_json(const char *dest, const char *source) {
         const char *opts[] = { "bind", "nosuid", "nodev", NULL };
-        return mount_json(CAPSULE_WORK_PATH, "bind", source, opts);
+        return mount_json(dest, "bind", source, opts);
 }
 
 static json_t *tmpfs_json(const char *dest, uint64_t size, const char *mode, uid_t uid,
@@ -232,8 +232,14 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
         if (r >= 0 && p->work_dir)
-                r = add_mount(mounts, work_bind_json(p->work_dir));
-        else if (r >= 0)
+                r = add_mount(mounts, work_bind_json(CAPSULE_WORK_PATH, p->work_dir));
+        for (size_t i = 0; r >= 0 && p->work_dir && p->cache_paths && p->cache_paths[i]; i++) {
+                _cleanup_free_ char *dest = NULL;
+                r = asprintf(&dest, CAPSULE_WORK_PATH "/%s", p->cache_paths[i]) < 0 ? -ENOMEM : 0;
+                if (r >= 0)
+                        r = add_mount(mounts, work_bind_json(dest, p->cache_dirs[i]));
+        }
+        if (r >= 0 && !p->work_dir)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_WORK_PATH, c->limits.workspace_tmpfs,
                                                  "mode=0700", c->container_uid,
                                                  c->container_gid, true));
@@ -296,6 +302,12 @@ static bool params_valid(const CapsuleSpecParams *p) {
 
         if (p->work_dir && (p->snapshot_dir || !path_is_absolute_normalized(p->work_dir)))
                 return false;
+        if (p->cache_paths && !p->work_dir)
+                return false;
+        for (size_t i = 0; p->cache_paths && p->cache_paths[i]; i++)
+                if (!p->cache_dirs || !p->cache_dirs[i] || !path_is_absolute_normalized(p->cache_dirs[i]) ||
+                    p->cache_paths[i][0] == '/' || strstr(p->cache_paths[i], ".."))
+                        return false;
 
         if (!p->config || !p->job_id || !capsule_job_id_is_valid(p->job_id) || !p->argv ||
             !p->argv[0])

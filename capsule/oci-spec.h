@@ -45,6 +45,10 @@ typedef struct CapsuleSpecParams {
                                    * made writable inside only by the sandbox's overlay (runsc
                                    * --overlay2=all:memory: the job's writes stay in its
                                    * memory); NULL: /work is a tmpfs */
+        /* With work_dir: the build cache's paths (relative to /work, NULL-terminated), each
+         * bound from cache_dirs[i] (a host read-only bind mount) under the same overlay. */
+        char *const *cache_paths;
+        char *const *cache_dirs;
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */

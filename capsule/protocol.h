@@ -14,8 +14,9 @@
  *           Init reads all of it before any job process exists and then replaces fd 0 with
  *           /dev/null, so nothing of the job ever reads or writes this channel.
  *   stdout  whatever the job wrote, then (after init has killed and reaped every job process)
- *           the artifact token (first half of the secret) followed by one tar stream. The host
- *           discards everything before the token.
+ *           the artifact token (first half of the secret) followed by chunks (below) carrying
+ *           the artifacts' tar stream and the build cache's. The host discards everything
+ *           before the token.
  *   stderr  the job's combined output, relayed by init, then the trailer line
  *           CAPSULE_TRAILER_TAG <hex of the log token (second half)> <fields>\n, written after
  *           the job is dead, so it is the last thing on the channel. A trailer without the
@@ -55,6 +56,27 @@
 #define CAPSULE_JOB_ACK_TAG "\036tentaflake-capsule-job "
 #define CAPSULE_JOB_RECORD 'J'
 #define CAPSULE_JOB_RECORD_MAX (512 * 1024)
+
+/* Before the input byte, the host may give the build cache's paths (docs/cache.md): 'C', u8 n
+ * (1..CAPSULE_CACHE_PATHS_MAX), then n times u16 length (little-endian, 1..CAPSULE_CACHE_PATH_MAX)
+ * and the path, relative to /work and normalised. Init then sends what the job left there. */
+#define CAPSULE_CACHE_RECORD 'C'
+#define CAPSULE_CACHE_PATHS_MAX 16
+#define CAPSULE_CACHE_PATH_MAX 4095
+
+/* The artifact channel after the artifact token: chunks of {u8 kind, u32 length (little-endian,
+ * at most CAPSULE_CHUNK_MAX), that many bytes}, up to the channel's end:
+ *   'A'  the next bytes of the artifacts' tar stream (/work/artifacts)
+ *   'C'  the next bytes of the cache's tar stream: entries "<i>/..." for cache path i, each
+ *        "<i>" itself a directory entry first (docs/cache.md)
+ *   'X'  the cache could not be sent whole (a special file, an unreadable one, a cache path
+ *        that is not a directory): a printable message; nothing of the cache is to be kept
+ * The artifacts come first. The trailer's cache= field vouches for the cache stream. */
+#define CAPSULE_CHUNK_ARTIFACTS 'A'
+#define CAPSULE_CHUNK_CACHE 'C'
+#define CAPSULE_CHUNK_CACHE_REFUSED 'X'
+#define CAPSULE_CHUNK_HEADER 5
+#define CAPSULE_CHUNK_MAX (1u << 20)
 
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'

@@ -19,7 +19,8 @@
  * 4. when ARGV's process ends, SIGKILL every other process (kill(-1)) and reap until none is
  *    left, then drain the relay;
  * 5. write the artifact token and a tar stream of /work/artifacts (regular files and
- *    directories only, opened with O_NOFOLLOW) to stdout (the artifact channel);
+ *    directories only, opened with O_NOFOLLOW) to stdout (the artifact channel), and, when the
+ *    host gave cache paths, a tar stream of what the job left there (out-channel.c);
  * 6. write the status trailer to stderr and exit with the job's status (128+N for signal N). */
 #define _GNU_SOURCE
 #include <archive.h>
@@ -44,22 +45,26 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capsule/init/init-internal.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "snapshot/stream.h"
 #include "common/macro.h"
 
-#define PROG "tentaflake-capsule-init"
-/* Each level of a tree walk holds two fds; RLIMIT_NOFILE is 1024. */
-#define MAX_DEPTH 256
-#define COPY_BUF (128 * 1024)
+uint8_t secret[CAPSULE_SECRET_SIZE];
+unsigned long long skipped;
+bool locale_set;
+char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
+size_t n_cache_paths;
 
-static uint8_t secret[CAPSULE_SECRET_SIZE];
-static unsigned long long skipped;
-static bool locale_set;
+void init_utf8_names(void) {
+        if (!locale_set) {
+                (void) setlocale(LC_CTYPE, "C.UTF-8");
+                locale_set = true;
+        }
+}
 
-static void say(const char *fmt, ...) _printf_(1, 2);
-static void say(const char *fmt, ...) {
+void say(const char *fmt, ...) {
         char buf[1024];
         va_list ap;
         int n = snprintf(buf, sizeof(buf), PROG ": ");
@@ -399,6 +404,45 @@ static int receive_stream(void) {
 
 /* ---- a warm capsule: the job record (capsule/protocol.h) -------------------------------- */
 
+/* The build cache's paths (capsule/protocol.h), when the host sends them: 1 when it did (and
+ * *ret_kind is the input byte that follows), 0 when kind already is the input byte. */
+static int read_cache_record(uint8_t *kind) {
+        uint8_t n;
+        if (*kind != CAPSULE_CACHE_RECORD)
+                return 0;
+        int r = in_read(&n, 1);
+        if (r < 0)
+                return r;
+        if (n == 0 || n > CAPSULE_CACHE_PATHS_MAX)
+                return -EBADMSG;
+        for (size_t i = 0; i < n; i++) {
+                uint8_t l[2];
+                r = in_read(l, 2);
+                if (r < 0)
+                        return r;
+                size_t len = (size_t) l[0] | ((size_t) l[1] << 8);
+                if (len == 0 || len > CAPSULE_CACHE_PATH_MAX)
+                        return -EBADMSG;
+                char *p = malloc(len + 1);
+                if (!p)
+                        return -ENOMEM;
+                r = in_read(p, len);
+                if (r < 0) {
+                        free(p);
+                        return r;
+                }
+                p[len] = 0;
+                /* The host checked them; a path that would leave /work is refused anyway. */
+                if (strlen(p) != len || p[0] == '/' || strstr(p, "..")) {
+                        free(p);
+                        return -EBADMSG;
+                }
+                cache_paths[n_cache_paths++] = p;
+        }
+        r = in_read(kind, 1);
+        return r < 0 ? r : 1;
+}
+
 static char *rec_next(char **p, char *end) {
         char *s = *p, *z = s < end ? memchr(s, 0, (size_t) (end - s)) : NULL;
         if (!z)
@@ -596,174 +640,17 @@ static void run_job(char **argv, JobOutcome *out) {
         close(sfd);
 }
 
-/* ---- step 5: /work/artifacts -> tar on stdout ------------------------------------------- */
-
-static int archive_result(struct archive *a, int r) {
-        if (r == ARCHIVE_OK)
-                return 0;
-        if (r == ARCHIVE_WARN)
-                return 0;
-        say("artifacts: %s", archive_error_string(a) ?: "archive error");
-        return -EIO;
-}
-
-static int tar_tree(struct archive *a, int dir, char *path, size_t len, unsigned depth);
-
-static int tar_entry(struct archive *a, int dir, const char *name, char *path, size_t len,
-                     unsigned depth) {
-        struct archive_entry *e;
-        struct stat st;
-        size_t nl = strlen(name);
-        int r = 0;
-
-        if (len + nl + 2 > PATH_MAX) {
-                say("artifacts: skipping a name longer than PATH_MAX");
-                skipped++;
-                return 0;
-        }
-        if (len > 0)
-                path[len++] = '/';
-        memcpy(path + len, name, nl + 1);
-        len += nl;
-
-        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
-                say("artifacts: skipping '%s' (only regular files and directories leave)", path);
-                skipped++;
-                return 0;
-        }
-        int fd = openat(dir, name,
-                        O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC |
-                                (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
-        if (fd < 0)
-                return -errno;
-        /* Judge the opened object, not the name. */
-        if (fstat(fd, &st) < 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
-                close(fd);
-                skipped++;
-                return 0;
-        }
-
-        e = archive_entry_new();
-        if (!e) {
-                close(fd);
-                return -ENOMEM;
-        }
-        archive_entry_set_pathname(e, path);
-        archive_entry_set_mtime(e, st.st_mtim.tv_sec, 0);
-        if (S_ISDIR(st.st_mode)) {
-                archive_entry_set_filetype(e, AE_IFDIR);
-                archive_entry_set_perm(e, 0755);
-                r = archive_result(a, archive_write_header(a, e));
-                if (r >= 0)
-                        r = tar_tree(a, fd, path, len, depth + 1);
-        } else {
-                archive_entry_set_filetype(e, AE_IFREG);
-                archive_entry_set_perm(e, (st.st_mode & S_IXUSR) ? 0755 : 0644);
-                archive_entry_set_size(e, st.st_size);
-                r = archive_result(a, archive_write_header(a, e));
-                static char buf[COPY_BUF];
-                int64_t left = st.st_size;
-                while (r >= 0 && left > 0) {
-                        ssize_t k = read(fd, buf, (size_t) MIN((int64_t) sizeof(buf), left));
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k <= 0)
-                                break; /* libarchive pads a short entry with zeros */
-                        if (archive_write_data(a, buf, (size_t) k) != k)
-                                r = archive_result(a, ARCHIVE_FATAL);
-                        left -= k;
-                }
-                if (r >= 0)
-                        r = archive_result(a, archive_write_finish_entry(a));
-        }
-        archive_entry_free(e);
-        close(fd);
-        return r;
-}
-
-static int tar_tree(struct archive *a, int dir, char *path, size_t len, unsigned depth) {
-        int r = 0;
-
-        if (depth > MAX_DEPTH) {
-                say("artifacts: skipping '%s' (deeper than %d levels)", path, MAX_DEPTH);
-                skipped++;
-                return 0;
-        }
-        DIR *d = opendir_fd(dir);
-        if (!d)
-                return -errno;
-        struct dirent *de;
-        while (r >= 0 && (errno = 0, de = readdir(d))) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                /* Names are UTF-8: with a UTF-8 character type the pax writer stores them
-                 * as they are. Set before the first entry, only LC_CTYPE, and only when
-                 * there is an entry: every locale file is a gofer round trip, and loading
-                 * all categories at start-up cost every job milliseconds (issue 5). */
-                if (!locale_set) {
-                        (void) setlocale(LC_CTYPE, "C.UTF-8");
-                        locale_set = true;
-                }
-                r = tar_entry(a, dir, de->d_name, path, len, depth);
-                path[len] = 0;
-        }
-        if (r >= 0 && errno != 0)
-                r = -errno;
-        closedir(d);
-        return r;
-}
-
-static int write_artifacts(void) {
-        static char path[PATH_MAX];
-        struct archive *a;
-        int r, dir;
-
-        /* The token first: the host ignores everything before it on this channel. */
-        r = write_all(STDOUT_FILENO, secret, CAPSULE_TOKEN_SIZE);
-        if (r < 0)
-                return r;
-
-        a = archive_write_new();
-        if (!a)
-                return -ENOMEM;
-        r = archive_result(a, archive_write_set_format_pax_restricted(a));
-        if (r >= 0)
-                r = archive_result(a, archive_write_set_bytes_in_last_block(a, 1));
-        if (r >= 0)
-                r = archive_result(a, archive_write_open_fd(a, STDOUT_FILENO));
-        if (r < 0) {
-                archive_write_free(a);
-                return r;
-        }
-
-        dir = open(CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR,
-                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (dir >= 0) {
-                path[0] = 0;
-                r = tar_tree(a, dir, path, 0, 0);
-                close(dir);
-        } else if (errno != ENOENT) {
-                say("artifacts: '" CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR
-                    "' is not a directory (%s); no artifacts", strerror(errno));
-        }
-        if (archive_write_close(a) != ARCHIVE_OK && r >= 0)
-                r = archive_result(a, ARCHIVE_FATAL);
-        archive_write_free(a);
-        return r;
-}
-
 /* ---- step 6 ---------------------------------------------------------------------------- */
 
-static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool artifacts_ok) {
+static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool artifacts_ok, CacheOut cache) {
         char hex[2 * CAPSULE_TOKEN_SIZE + 1], buf[CAPSULE_TRAILER_MAX];
         capsule_token_hex(secret + CAPSULE_TOKEN_SIZE, hex);
         int n = snprintf(buf, sizeof(buf),
                          CAPSULE_TRAILER_TAG "%s exit=%d signal=%d init_error=%s errno=%d "
-                                             "skipped=%llu artifacts=%s\n",
+                                             "skipped=%llu artifacts=%s cache=%s\n",
                          hex, exit_code, sig, o->init_error, o->error, skipped,
-                         artifacts_ok ? "ok" : "failed");
+                         artifacts_ok ? "ok" : "failed",
+                         cache == CACHE_OUT_OK ? "ok" : cache == CACHE_OUT_FAILED ? "failed" : "none");
         if (n > 0 && n < (int) sizeof(buf))
                 (void) write_all(STDERR_FILENO, buf, (size_t) n);
 }
@@ -808,6 +695,8 @@ int main(int argc, char **argv) {
 
         uint8_t kind = 0;
         r = in_read(&kind, 1);
+        if (r >= 0)
+                r = read_cache_record(&kind);
         if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
                 r = receive_stream();
         else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
@@ -845,8 +734,12 @@ int main(int argc, char **argv) {
                         exit_code = CAPSULE_EXIT_INIT_FAILED;
         }
 
-        r = write_artifacts();
+        CacheOut cache = CACHE_OUT_NONE;
+        r = write_outputs(&cache);
         close(STDOUT_FILENO);
-        write_trailer(&o, exit_code, sig, r >= 0);
+        /* A job that never ran left nothing to keep. */
+        if (cache == CACHE_OUT_OK && !streq(o.init_error, CAPSULE_INIT_ERROR_NONE))
+                cache = CACHE_OUT_FAILED;
+        write_trailer(&o, exit_code, sig, r >= 0, cache);
         return exit_code;
 }

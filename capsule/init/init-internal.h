@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* What the files of tentaflake-capsule-init share (capsule-init.c, out-channel.c). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "capsule/protocol.h"
+#include "common/macro.h"
+
+#define PROG "tentaflake-capsule-init"
+/* Each level of a tree walk holds two fds; RLIMIT_NOFILE is 1024. */
+#define MAX_DEPTH 256
+#define COPY_BUF (128 * 1024)
+
+extern uint8_t secret[CAPSULE_SECRET_SIZE];
+extern unsigned long long skipped; /* artifacts left out */
+extern bool locale_set;
+
+void say(const char *fmt, ...) _printf_(1, 2);
+/* Names are UTF-8: with a UTF-8 character type the pax writer stores them as they are. Set
+ * before the first entry, only LC_CTYPE, and only when there is an entry: every locale file is
+ * a gofer round trip, and loading all categories at start-up cost every job milliseconds. */
+void init_utf8_names(void);
+
+/* The build cache's paths the host gave (CAPSULE_CACHE_RECORD), relative to /work. */
+extern char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
+extern size_t n_cache_paths;
+
+typedef enum CacheOut {
+        CACHE_OUT_NONE,   /* no cache record */
+        CACHE_OUT_OK,     /* every cache path went out whole */
+        CACHE_OUT_FAILED, /* something could not: nothing of it is to be kept */
+} CacheOut;
+
+/* Step 5: the artifact token, then the channel's chunks: /work/artifacts as one tar stream,
+ * then (with cache paths) the cache as another. Returns < 0 when the artifacts could not all
+ * be written; *ret_cache says how the cache went. */
+int write_outputs(CacheOut *ret_cache);

@@ -1,0 +1,333 @@
+/* SPDX-License-Identifier: MIT */
+/* Step 5 of tentaflake-capsule-init: what leaves the capsule on the artifact channel after the
+ * job is dead (capsule/protocol.h): the token, then chunks of /work/artifacts' tar stream and,
+ * with cache paths, of the build cache's (docs/cache.md). */
+#define _GNU_SOURCE
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "capsule/init/init-internal.h"
+#include "common/fd-util.h"
+
+/* ---- chunks ------------------------------------------------------------------------------ */
+
+typedef struct Out {
+        uint8_t kind;             /* CAPSULE_CHUNK_ARTIFACTS or _CACHE */
+        bool cache;               /* the cache's rules: links kept, times to the nanosecond */
+        char refusal[512];        /* cache: why it cannot go out whole */
+} Out;
+
+static int put_chunk(uint8_t kind, const void *data, size_t len) {
+        uint8_t h[CAPSULE_CHUNK_HEADER] = { kind, (uint8_t) len, (uint8_t) (len >> 8), (uint8_t) (len >> 16),
+                                            (uint8_t) (len >> 24) };
+        int r = write_all(STDOUT_FILENO, h, sizeof(h));
+        return r < 0 ? r : write_all(STDOUT_FILENO, data, len);
+}
+
+static la_ssize_t chunk_write(struct archive *a, void *userdata, const void *buf, size_t len) {
+        Out *o = userdata;
+        const uint8_t *p = buf;
+        for (size_t left = len; left > 0;) {
+                size_t n = MIN(left, (size_t) CAPSULE_CHUNK_MAX);
+                int r = put_chunk(o->kind, p, n);
+                if (r < 0) {
+                        archive_set_error(a, -r, "cannot write the channel: %s", strerror(-r));
+                        return -1;
+                }
+                p += n;
+                left -= n;
+        }
+        return (la_ssize_t) len;
+}
+
+static int archive_result(struct archive *a, const Out *o, int r) {
+        if (r == ARCHIVE_OK || r == ARCHIVE_WARN)
+                return 0;
+        say("%s: %s", o->cache ? "cache" : "artifacts", archive_error_string(a) ?: "archive error");
+        return -EIO;
+}
+
+/* The cache cannot go out whole: the first reason is the one the host is told. */
+static int refuse(Out *o, const char *fmt, ...) _printf_(2, 3);
+static int refuse(Out *o, const char *fmt, ...) {
+        va_list ap;
+        if (!o->refusal[0]) {
+                va_start(ap, fmt);
+                vsnprintf(o->refusal, sizeof(o->refusal), fmt, ap);
+                va_end(ap);
+        }
+        return -ENOTSUP;
+}
+
+/* ---- one tree --------------------------------------------------------------------------- */
+
+static int tar_tree(struct archive *a, Out *o, int dir, char *path, size_t len, unsigned depth);
+
+static int tar_file_data(struct archive *a, const Out *o, int fd, int64_t size) {
+        static char buf[COPY_BUF];
+        int r = 0;
+        for (int64_t left = size; r >= 0 && left > 0;) {
+                ssize_t k = read(fd, buf, (size_t) MIN((int64_t) sizeof(buf), left));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break; /* libarchive pads a short entry with zeros */
+                if (archive_write_data(a, buf, (size_t) k) != k)
+                        r = archive_result(a, o, ARCHIVE_FATAL);
+                left -= k;
+        }
+        return r >= 0 ? archive_result(a, o, archive_write_finish_entry(a)) : r;
+}
+
+/* A symbolic link of the cache: as it is (the host judges where it points). */
+static int tar_symlink(struct archive *a, Out *o, int dir, const char *name, const char *path, struct archive_entry *e) {
+        char target[PATH_MAX];
+        ssize_t k = readlinkat(dir, name, target, sizeof(target) - 1);
+        if (k < 0)
+                return refuse(o, "cannot read the link '%s': %s", path, strerror(errno));
+        target[k] = 0;
+        archive_entry_set_filetype(e, AE_IFLNK);
+        archive_entry_set_perm(e, 0777);
+        archive_entry_set_symlink(e, target);
+        return archive_result(a, o, archive_write_header(a, e));
+}
+
+/* One entry of dir: artifacts take regular files and directories (anything else is skipped);
+ * the cache takes symbolic links too and fails on anything else. */
+static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char *path, size_t len, unsigned depth) {
+        struct stat st;
+        size_t nl = strlen(name);
+        int r = 0;
+
+        if (len + nl + 2 > PATH_MAX) {
+                if (o->cache)
+                        return refuse(o, "a name longer than PATH_MAX below '%s'", path);
+                say("artifacts: skipping a name longer than PATH_MAX");
+                skipped++;
+                return 0;
+        }
+        if (len > 0)
+                path[len++] = '/';
+        memcpy(path + len, name, nl + 1);
+        len += nl;
+
+        if (fstatat(dir, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return o->cache ? refuse(o, "cannot look at '%s': %s", path, strerror(errno)) : -errno;
+        struct archive_entry *e = archive_entry_new();
+        if (!e)
+                return -ENOMEM;
+        archive_entry_set_pathname(e, path);
+        archive_entry_set_mtime(e, st.st_mtim.tv_sec, o->cache ? st.st_mtim.tv_nsec : 0);
+        if (o->cache && S_ISLNK(st.st_mode)) {
+                r = tar_symlink(a, o, dir, name, path, e);
+                archive_entry_free(e);
+                return r;
+        }
+        if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) {
+                archive_entry_free(e);
+                if (o->cache)
+                        return refuse(o, "'%s' is not a regular file, a directory or a symbolic link", path);
+                say("artifacts: skipping '%s' (only regular files and directories leave)", path);
+                skipped++;
+                return 0;
+        }
+        int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
+        /* Judge the opened object, not the name. */
+        if (fd < 0 || fstat(fd, &st) < 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
+                r = fd < 0 ? -errno : 0;
+                if (fd >= 0)
+                        close(fd);
+                archive_entry_free(e);
+                if (o->cache)
+                        return refuse(o, "cannot read '%s': %s", path, r < 0 ? strerror(-r) : "it changed type");
+                if (r < 0)
+                        return r;
+                skipped++;
+                return 0;
+        }
+        mode_t perm = o->cache ? (st.st_mode & 0777) : S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR) ? 0755 : 0644;
+        archive_entry_set_perm(e, perm);
+        if (S_ISDIR(st.st_mode)) {
+                archive_entry_set_filetype(e, AE_IFDIR);
+                r = archive_result(a, o, archive_write_header(a, e));
+                if (r >= 0)
+                        r = tar_tree(a, o, fd, path, len, depth + 1);
+        } else {
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_size(e, st.st_size);
+                r = archive_result(a, o, archive_write_header(a, e));
+                if (r >= 0)
+                        r = tar_file_data(a, o, fd, st.st_size);
+        }
+        archive_entry_free(e);
+        close(fd);
+        return r;
+}
+
+static int tar_tree(struct archive *a, Out *o, int dir, char *path, size_t len, unsigned depth) {
+        int r = 0;
+
+        if (depth > MAX_DEPTH) {
+                if (o->cache)
+                        return refuse(o, "'%s' is deeper than %d levels", path, MAX_DEPTH);
+                say("artifacts: skipping '%s' (deeper than %d levels)", path, MAX_DEPTH);
+                skipped++;
+                return 0;
+        }
+        DIR *d = opendir_fd(dir);
+        if (!d)
+                return o->cache ? refuse(o, "cannot read '%s': %s", path, strerror(errno)) : -errno;
+        struct dirent *de;
+        while (r >= 0 && (errno = 0, de = readdir(d))) {
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                init_utf8_names();
+                r = tar_entry(a, o, dir, de->d_name, path, len, depth);
+                path[len] = 0;
+        }
+        if (r >= 0 && errno != 0)
+                r = o->cache ? refuse(o, "cannot read '%s': %s", path, strerror(errno)) : -errno;
+        closedir(d);
+        return r;
+}
+
+/* ---- the two streams -------------------------------------------------------------------- */
+
+static struct archive *stream_open(Out *o) {
+        struct archive *a = archive_write_new();
+        if (!a)
+                return NULL;
+        /* The cache's times to the nanosecond: only full pax records them (the restricted
+         * flavour drops what ustar cannot hold). */
+        if (archive_result(a, o, o->cache ? archive_write_set_format_pax(a) : archive_write_set_format_pax_restricted(a)) < 0 ||
+            archive_result(a, o, archive_write_set_bytes_per_block(a, 64 * 1024)) < 0 ||
+            archive_result(a, o, archive_write_set_bytes_in_last_block(a, 1)) < 0 ||
+            archive_result(a, o, archive_write_open(a, o, NULL, chunk_write, NULL)) < 0) {
+                archive_write_free(a);
+                return NULL;
+        }
+        return a;
+}
+
+static int stream_close(struct archive *a, const Out *o, int r) {
+        if (archive_write_close(a) != ARCHIVE_OK && r >= 0)
+                r = archive_result(a, o, ARCHIVE_FATAL);
+        archive_write_free(a);
+        return r;
+}
+
+static int write_artifacts(void) {
+        static char path[PATH_MAX];
+        Out o = { .kind = CAPSULE_CHUNK_ARTIFACTS };
+        struct archive *a = stream_open(&o);
+        int r = 0;
+        if (!a)
+                return -ENOMEM;
+        int dir = open(CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir >= 0) {
+                path[0] = 0;
+                r = tar_tree(a, &o, dir, path, 0, 0);
+                close(dir);
+        } else if (errno != ENOENT)
+                say("artifacts: '" CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR "' is not a directory (%s); no artifacts",
+                    strerror(errno));
+        return stream_close(a, &o, r);
+}
+
+/* /work/<path> opened component by component, never following a link; -ENOENT: not there. */
+static int open_cache_path(const char *path) {
+        int cur = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        char comp[NAME_MAX + 1];
+        size_t len = strlen(path);
+
+        for (size_t i = 0; cur >= 0 && i < len;) {
+                const char *slash = memchr(path + i, '/', len - i);
+                size_t m = slash ? (size_t) (slash - (path + i)) : len - i;
+                if (m == 0 || m > NAME_MAX) {
+                        close(cur);
+                        return -EINVAL;
+                }
+                memcpy(comp, path + i, m);
+                comp[m] = 0;
+                int fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                int err = errno;
+                close(cur);
+                if (fd < 0)
+                        return -err;
+                cur = fd;
+                i += m + 1;
+        }
+        return cur < 0 ? -errno : cur;
+}
+
+/* Cache path i as the directory "<i>" and what is below it. Gone (the job removed it): an empty
+ * directory, so the cache becomes empty. */
+static int tar_cache_path(struct archive *a, Out *o, size_t i) {
+        static char path[PATH_MAX];
+        int n = snprintf(path, sizeof(path), "%zu", i);
+        int fd = open_cache_path(cache_paths[i]);
+        if (fd == -ELOOP || fd == -ENOTDIR)
+                return refuse(o, "'" CAPSULE_WORK_PATH "/%s' is not a directory", cache_paths[i]);
+        if (fd < 0 && fd != -ENOENT)
+                return refuse(o, "cannot open '" CAPSULE_WORK_PATH "/%s': %s", cache_paths[i], strerror(-fd));
+        struct stat st = { .st_mode = S_IFDIR | 0755 };
+        if (fd >= 0 && fstat(fd, &st) < 0) {
+                close(fd);
+                return refuse(o, "cannot look at '" CAPSULE_WORK_PATH "/%s': %s", cache_paths[i], strerror(errno));
+        }
+        struct archive_entry *e = archive_entry_new();
+        if (!e) {
+                if (fd >= 0)
+                        close(fd);
+                return -ENOMEM;
+        }
+        archive_entry_set_pathname(e, path);
+        archive_entry_set_filetype(e, AE_IFDIR);
+        archive_entry_set_perm(e, st.st_mode & 0777);
+        archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+        int r = archive_result(a, o, archive_write_header(a, e));
+        archive_entry_free(e);
+        if (r >= 0 && fd >= 0)
+                r = tar_tree(a, o, fd, path, (size_t) n, 1);
+        if (fd >= 0)
+                close(fd);
+        return r;
+}
+
+static CacheOut write_cache(void) {
+        Out o = { .kind = CAPSULE_CHUNK_CACHE, .cache = true };
+        struct archive *a = stream_open(&o);
+        int r = a ? 0 : -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < n_cache_paths; i++)
+                r = tar_cache_path(a, &o, i);
+        if (a)
+                r = stream_close(a, &o, r);
+        if (r >= 0)
+                return CACHE_OUT_OK;
+        if (!o.refusal[0])
+                snprintf(o.refusal, sizeof(o.refusal), "the cache stream failed: %s", strerror(-r));
+        say("cache: %s; nothing of it is kept", o.refusal);
+        (void) put_chunk(CAPSULE_CHUNK_CACHE_REFUSED, o.refusal, strlen(o.refusal));
+        return CACHE_OUT_FAILED;
+}
+
+int write_outputs(CacheOut *ret_cache) {
+        *ret_cache = CACHE_OUT_NONE;
+        /* The token first: the host ignores everything before it on this channel. */
+        int r = write_all(STDOUT_FILENO, secret, CAPSULE_TOKEN_SIZE);
+        if (r < 0)
+                return r;
+        r = write_artifacts();
+        if (n_cache_paths > 0)
+                *ret_cache = write_cache();
+        return r;
+}

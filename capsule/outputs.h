@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+/* The host's side of the artifact channel (capsule/protocol.h): everything before init's token
+ * is dropped, then the chunks are parted between two bounded importers (artifacts/import.h):
+ * the artifacts' stream into their staging directory, the build cache's (docs/cache.md) into
+ * the cache's take-in with the cache profile. Neither importer ever waits on the other: a
+ * stalled or finished one has its chunks dropped, so init never blocks. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "artifacts/import.h"
+#include "capsule/channel.h"
+
+typedef struct OutputSink {
+        ArtifactLimits limits;
+        int staging_fd;          /* -1: not wanted (its chunks are dropped) */
+        int w;                   /* the importer's stream, while it takes bytes */
+        ArtifactImport *import;
+        bool started;
+        const char *error_code;  /* the first reason nothing (or not all) was kept */
+        char error[1024];
+} OutputSink;
+
+typedef struct Outputs {
+        TokenScanner scanner;
+        bool found;              /* the token was seen: chunks follow */
+        bool broken;             /* the framing was broken: the rest is dropped */
+        bool cache_on;           /* a cache stream may come */
+        OutputSink art, cache;
+        uint8_t hdr[CAPSULE_CHUNK_HEADER];
+        size_t hdr_n;
+        uint8_t kind;            /* of the chunk being read */
+        uint32_t left;           /* its bytes still to come */
+        bool cache_refused;      /* init sent 'X' */
+        const uint8_t *pending;  /* bytes read and not taken yet */
+        size_t pending_len;
+        OutputSink *blocked;     /* the importer that did not take them */
+} Outputs;
+
+/* art / cache: the importers' limits and staging directories (cache->staging_fd -1: no cache). */
+void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], const ArtifactLimits *art, int art_fd,
+                  const ArtifactLimits *cache, int cache_fd);
+
+/* Give it the bytes just read from the channel (only when outputs_blocked_fd() is -1). Bytes an
+ * importer cannot take now stay pending: the buffer must stay valid until then. */
+void outputs_feed(Outputs *o, const uint8_t *buf, size_t len);
+/* The importer the pending bytes wait for (poll it for POLLOUT), or -1. */
+int outputs_blocked_fd(const Outputs *o);
+/* It became writable (or hung up: hup). */
+void outputs_writable(Outputs *o, bool hup);
+/* The channel ended: the importers see the end of their streams. */
+void outputs_end(Outputs *o);
+/* What the job wrote before the token (junk). */
+uint64_t outputs_junk_bytes(const Outputs *o);
+
+/* The importers' verdicts (waits for them). ret_art / ret_cache: their summaries. Returns
+ * whether the cache was imported whole (false without one). The sinks' error fields say why not. */
+bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache);
