@@ -127,7 +127,12 @@ int inbox_attest_result(const Config *c, int result_dir_fd, json_t *result, TfwE
         json_t *subject = tree ? json_pack("[{s:s, s:{s:s}}]", "name", "snapshot", "digest", "gitTree", tree)
                                : json_pack("[{s:s, s:{s:s}}]", "name", "request", "digest", "sha256",
                                            req_sha ? req_sha : "");
-        json_t *pred = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:s, s:O}",
+        /* The build cache the job started from is one of its inputs (threat 15). */
+        json_t *cache = json_object_get(result, "cache");
+        _cleanup_json_ json_t *inputs = json_is_object(cache) && json_is_true(json_object_get(cache, "used"))
+                                                ? json_pack("{s:{s:O}}", "build_cache", "gitTree", json_object_get(cache, "from"))
+                                                : NULL;
+        json_t *pred = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:s, s:O, s:O?}",
                                  "id", json_object_get(result, "id"), "request_sha256",
                                  json_object_get(result, "request_sha256"), "approval",
                                  json_object_get(result, "approval"), "environment_digest",

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "approve/cache.h"
 #include "approve/decide.h"
 #include "orchestrator/expire.h"
 #include "approve/report.h"
@@ -316,6 +317,35 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
         return 0;
 }
 
+static int verb_cache(int argc, char **argv, const Config *config, const char *config_path) {
+        (void) config_path;
+        if (argc < 2)
+                return cli_usage_error("cache", "missing the subcommand (clear)");
+        if (!streq(argv[1], "clear"))
+                return cli_usage_error("cache", "unknown subcommand '%s' (only clear)", argv[1]);
+        if (argc > 2)
+                return cli_usage_error("cache", "unexpected argument '%s'", argv[2]);
+
+        Worker w;
+        TfwError e = {0};
+        bool daemon = false;
+        int r = open_worker(&w, config);
+        if (r)
+                return r;
+        r = cache_clear(&w, &daemon, &e);
+        worker_close(&w);
+        if (r < 0) {
+                log_error("cache clear: %s", e.message);
+                return 1;
+        }
+        if (daemon)
+                printf("cache clear: the build cache of worker '%s' is empty; the next job starts without one\n", config->name);
+        else
+                printf("cache clear: no daemon of worker '%s' runs: its build cache lives in the daemon's memory and is "
+                       "already empty\n", config->name);
+        return 0;
+}
+
 static int verb_keygen(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
                 {"out", required_argument, NULL, 'o'},
@@ -421,6 +451,12 @@ const Verb verbs[] = {
          "Usage: tentaflake-worker --config FILE audit verify\n\n"
          "Verify the hash chain of the audit log across its rotated files.\n" CONFIG_OPT,
          true, verb_audit},
+        {"cache", "cache clear              empty the build cache (docs/cache.md)",
+         "Usage: tentaflake-worker --config FILE cache clear\n\n"
+         "Empty the build cache that local-reversible jobs leave for the next (cache.paths):\n"
+         "the running daemon removes it and the next job starts without one; a job running\n"
+         "meanwhile keeps nothing. Waits until it is done.\n" CONFIG_OPT,
+         true, verb_cache},
         {"keygen", "keygen --out FILE --identity ID   make an ed25519 signing key",
          "Usage: tentaflake-worker keygen --out FILE --identity ID\n\n"
          "Create an ed25519 signing key (mode 0600, never overwritten) and print the\n"

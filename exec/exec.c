@@ -5,6 +5,7 @@
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -231,13 +232,47 @@ static bool snapshot_refusal(const TfwError *se) {
         return se->code && (streq(se->code, "snapshot_too_large") || streq(se->code, "snapshot_special_file"));
 }
 
+/* The lane's cache slots, as the capsule binds them: lane/cache-ro/<i>. */
+typedef struct CacheDirs {
+        char *v[BUILD_CACHE_PATHS_MAX + 1];
+} CacheDirs;
+
+static void cache_dirs_done(CacheDirs *d) {
+        for (size_t i = 0; i < ELEMENTSOF(d->v); i++) {
+                free(d->v[i]);
+                d->v[i] = NULL;
+        }
+}
+
+static int cache_dirs_of(const BuildCache *c, const GenLane *lane, CacheDirs *ret) {
+        for (size_t i = 0; i < build_cache_n_paths(c); i++)
+                if (asprintf(&ret->v[i], "%s/%zu", lane->cache_ro_path, i) < 0) {
+                        ret->v[i] = NULL;
+                        cache_dirs_done(ret);
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, const char *tree_dir, const GenLane *lane, CapsuleWarm **ret,
+                    const char *warm_id, const char *tree_dir, GenLane *lane, BuildCache *cache, CapsuleWarm **ret,
                     TfwError *e) {
+        _cleanup_(cache_dirs_done) CacheDirs dirs = {};
         char init_path[PATH_MAX];
         int r = capsule_find_init(init_path, sizeof(init_path), e);
         if (r < 0)
                 return r;
+        bool bound = lane && driver->ops->binds_generations;
+        if (bound && cache) {
+                /* The runtime mounts the slots onto their paths in the generation: they must be
+                 * there now. A job whose walk removes one finds this capsule unusable. */
+                bool made;
+                r = build_cache_prepare_lane(cache, lane, &made, e);
+                if (r >= 0)
+                        r = cache_dirs_of(cache, lane, &dirs) < 0 ? tfw_error(e, ENOMEM, "out_of_memory", "out of memory") : 0;
+                if (r < 0)
+                        return r;
+        }
         CapsuleWarmParams wp = {
                 .config = config,
                 .driver = driver,
@@ -246,7 +281,9 @@ int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scrat
                 .warm_id = warm_id,
                 .init_path = init_path,
                 .snapshot_dir = tree_dir,
-                .work_dir = lane && driver->ops->binds_generations ? lane->ro_path : NULL,
+                .work_dir = bound ? lane->ro_path : NULL,
+                .cache_paths = bound && cache ? build_cache_paths(cache) : NULL,
+                .cache_dirs = bound && cache ? dirs.v : NULL,
         };
         return capsule_warm_start(&wp, ret, e);
 }
@@ -286,6 +323,107 @@ static int input_generation(const ExecPlan *p, const SnapshotLimits *limits, Exe
         return 0;
 }
 
+/* ---- the build cache -------------------------------------------------------------------- */
+
+static void cache_note(ExecResult *r, const char *code, const char *fmt, ...) _printf_(3, 4);
+static void cache_note(ExecResult *r, const char *code, const char *fmt, ...) {
+        va_list ap;
+        if (r->cache.error)
+                return;
+        r->cache.error = code;
+        va_start(ap, fmt);
+        vsnprintf(r->cache.message, sizeof(r->cache.message), fmt, ap);
+        va_end(ap);
+}
+
+/* Before the capsule: the lane's mount points and slots, the current cache linked into them,
+ * the take-in's staging directory. 1 with r's outcome set when the job cannot run (a cache path
+ * blocked by the workspace: refused; the store failing: a worker fault); 0 otherwise, with
+ * *ret_made when a mount point had to be made now. */
+static int cache_hand_out(const ExecPlan *p, ExecResult *r, CacheDirs *dirs, int *ret_staging, bool *ret_made) {
+        BuildCacheState from;
+        TfwError ce = {0};
+        usec_t t0 = now_monotonic();
+
+        int k = build_cache_prepare_lane(p->cache, p->lane, ret_made, &ce);
+        if (k >= 0)
+                k = build_cache_hand_out(p->cache, p->lane, &from, &ce);
+        if (k >= 0)
+                k = build_cache_take_in_begin(p->cache, p->job_id, ret_staging, &ce);
+        if (k >= 0 && cache_dirs_of(p->cache, p->lane, dirs) < 0)
+                k = tfw_error(&ce, ENOMEM, "out_of_memory", "out of memory");
+        if (k < 0) {
+                r->outcome = ce.code && streq(ce.code, "cache_path_blocked") ? EXEC_REFUSED : EXEC_WORKER_FAULT;
+                r->error = ce.code ? ce.code : "build_cache";
+                set_message(r, "%s", ce.message);
+                cache_note(r, r->error, "%s", ce.message);
+                (void) build_cache_lane_empty(p->lane);
+                build_cache_take_in_discard(p->cache, p->job_id);
+                return 1;
+        }
+        r->cache.used = true;
+        memcpy(r->cache.from, from.tree, sizeof(from.tree));
+        memcpy(r->cache.left, from.tree, sizeof(from.tree));
+        r->cache.hand_out_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
+        r->cache.epoch = from.epoch;
+        return 0;
+}
+
+/* The cache's stream names cache path i "<i>/..." (capsule/protocol.h): a message of the
+ * importer's says "'<i>/x'"; the reader knows it as "'build/x'". */
+static void cache_message_paths(char *msg, size_t size, char *const *paths) {
+        char out[sizeof(((ExecCache *) 0)->message)];
+        size_t o = 0;
+        for (const char *p = msg; *p && o + 1 < sizeof(out);) {
+                char *end;
+                if (p[0] == '\'' && p[1] >= '0' && p[1] <= '9') {
+                        unsigned long i = strtoul(p + 1, &end, 10);
+                        size_t n = 0;
+                        while (paths[n])
+                                n++;
+                        if (i < n && (*end == '/' || *end == '\'')) {
+                                int k = snprintf(out + o, sizeof(out) - o, "'%s", paths[i]);
+                                o = k > 0 ? MIN(o + (size_t) k, sizeof(out) - 1) : o;
+                                p = end;
+                                continue;
+                        }
+                }
+                out[o++] = *p++;
+        }
+        out[o] = 0;
+        snprintf(msg, size, "%s", out);
+}
+
+/* After the capsule: what it left replaces the cache when the capsule vouched for it whole
+ * and the job ran to its own end; otherwise the cache stays as it was and the result says why. */
+static void cache_take_in(const ExecPlan *p, ExecResult *r) {
+        TfwError ce = {0};
+        usec_t t0 = now_monotonic();
+
+        if (r->outcome != EXEC_RAN && r->outcome != EXEC_EXEC_FAILED)
+                cache_note(r, "cache_job_ended", "the job %s: nothing of the cache is kept",
+                           r->outcome == EXEC_CANCELLED ? "was cancelled" : "did not run to its end");
+        else if (!r->capsule.cache_whole)
+                cache_note(r, r->capsule.cache_error_code ? r->capsule.cache_error_code : "cache_rejected", "%s",
+                           r->capsule.cache_error[0] ? r->capsule.cache_error : "the cache did not come back whole");
+        if (r->cache.error) {
+                cache_message_paths(r->cache.message, sizeof(r->cache.message), build_cache_paths(p->cache));
+                build_cache_take_in_discard(p->cache, p->job_id);
+        } else {
+                BuildCacheState left;
+                if (build_cache_take_in_commit(p->cache, p->job_id, r->cache.epoch, &left, &ce) < 0)
+                        cache_note(r, ce.code ? ce.code : "build_cache", "%s", ce.message);
+                else {
+                        r->cache.kept = true;
+                        memcpy(r->cache.left, left.tree, sizeof(left.tree));
+                        r->cache.bytes = left.bytes;
+                        r->cache.entries = left.entries;
+                }
+        }
+        (void) build_cache_lane_empty(p->lane);
+        r->cache.take_in_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
+}
+
 /* capsule/job.h's gate: a cancellation that came before the container existed still ends it. */
 static int cancel_gate(void *userdata, bool spawned) {
         ExecCancel *c = userdata;
@@ -308,6 +446,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         StreamInput in = { .r = -EINPROGRESS };
         /* Ours from here: used below, or torn down on the way out. */
         _cleanup_(capsule_warm_freep) CapsuleWarm *warm = p ? p->warm : NULL;
+        _cleanup_(cache_dirs_done) CacheDirs cache_dirs = {};
+        _cleanup_close_ int cache_staging = -EBADF;
         ExecResult r = {0};
         TfwError se = {0};
         int k;
@@ -331,6 +471,9 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                                 .max_bytes = p->config->limits.max_snapshot_bytes,
                                 .max_entries = p->config->limits.max_snapshot_entries,
                                 .group = p->config->container_gid,
+                                /* The cache's paths belong to the cache in a job that uses it. */
+                                .cache_paths = p->cache ? build_cache_paths(p->cache) : NULL,
+                                .exclude_cache = p->cache && p->use_cache && p->lane,
                         },
                         .r = -EINPROGRESS,
                 };
@@ -339,6 +482,18 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         if (input_generation(p, &in.limits, &r, &work_dir) > 0)
                 goto done;
         r.input = work_dir ? "generation" : p->workspace ? "stream" : "tree";
+        bool with_cache = p->cache && p->use_cache && work_dir;
+        bool cache_made = false;
+        if (p->cache && p->use_cache && !work_dir) {
+                /* Streamed: there is nothing to mount the cache under; the workspace's own
+                 * entries at its paths go in as they are. */
+                in.limits.exclude_cache = false;
+                cache_note(&r, "cache_unavailable", "the workspace was not a generation (%s): the job ran without the build cache",
+                           r.input_note[0] ? r.input_note : "no lane");
+        } else if (p->cache && !p->use_cache)
+                cache_note(&r, "cache_not_for_class", "a job of this class runs without the build cache");
+        if (with_cache && cache_hand_out(p, &r, &cache_dirs, &cache_staging, &cache_made) > 0)
+                goto done;
 
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
@@ -351,7 +506,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
          * walls are the job's and the input can come over its channel. */
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
         bool warm_input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
-                             streq_ptr(capsule_warm_work_dir(warm), work_dir);
+                             streq_ptr(capsule_warm_work_dir(warm), work_dir) &&
+                             capsule_warm_binds_cache(warm) == with_cache && !cache_made;
         if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->boots_ahead ||
                      !capsule_warm_alive(warm)))
                 warm = (capsule_warm_free(warm), NULL);
@@ -387,6 +543,11 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .staging_fd = p->artifacts_fd,
+                .cache_paths = with_cache ? build_cache_paths(p->cache) : NULL,
+                .cache_dirs = with_cache ? cache_dirs.v : NULL,
+                .cache_staging_fd = cache_staging,
+                .cache_max_bytes = p->cache ? p->config->cache.max_bytes : 0,
+                .cache_max_entries = p->cache ? p->config->cache.max_entries : 0,
                 .unpriv_uid = ARTIFACT_PARSER_UID,
                 .unpriv_gid = ARTIFACT_PARSER_GID,
         };
@@ -450,6 +611,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         }
 
 done:
+        if (r.cache.used)
+                cache_take_in(p, &r);
         if (!r.finished_at)
                 r.finished_at = now_realtime();
         *ret = r;

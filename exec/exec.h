@@ -22,6 +22,7 @@
 #include "common/error.h"
 #include "exec/envdigest.h"
 #include "parser/config.h"
+#include "snapshot/build-cache.h"
 #include "snapshot/gen-store.h"
 #include "snapshot/snapshot.h"
 
@@ -61,6 +62,13 @@ typedef struct ExecPlan {
         GenLane *lane;
         int store_fd;                   /* the store, for collecting unheld lanes when full */
         unsigned store_lanes;
+        /* The controller's build cache (snapshot/build-cache.h; docs/cache.md), or NULL when none
+         * is configured. With use_cache (an inbox job of class local-reversible) and a
+         * generation, the job sees it at its paths under /work (the workspace's entries there are
+         * not read) and what it leaves there replaces it; without, the job runs as if there were
+         * none. */
+        BuildCache *cache;
+        bool use_cache;
         int scratch_fd;                 /* a private directory of this job (it is emptied) */
         const char *scratch_path;       /* its absolute path */
         const char *job_id;             /* capsule_job_id_is_valid() */
@@ -105,6 +113,19 @@ typedef struct ExecLimit {
 
 #define EXEC_LIMITS_MAX 10
 
+/* The build cache around one job (ExecPlan.cache). */
+typedef struct ExecCache {
+        bool used;                     /* the job ran with the cache handed out */
+        char from[GIT_OID_HEX_SIZE];   /* the cache's tree id it started from ("": none yet) */
+        char left[GIT_OID_HEX_SIZE];   /* the cache's tree id after it: the take-in's when kept */
+        bool kept;                     /* what the job left replaced the cache */
+        uint64_t bytes, entries;       /* of the take-in (kept) */
+        const char *error;             /* why it was not used or nothing was kept; NULL */
+        char message[1024];
+        uint64_t hand_out_ms, take_in_ms;
+        uint64_t epoch;                /* the cache's clears when it was handed out */
+} ExecCache;
+
 typedef struct ExecResult {
         ExecOutcome outcome;
         const char *error;             /* stable code: the refusal's, the fault's, or the
@@ -127,6 +148,7 @@ typedef struct ExecResult {
         const char *input;             /* how the job got its tree: "generation", "stream",
                                         * "tree" (a prepared tree) */
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
+        ExecCache cache;
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says
@@ -141,10 +163,11 @@ int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
  * tfw-<name>-<warm_id>. tree_dir: for a prepared tree, the (empty, private) directory that
  * is bound at /snapshot now and must hold the tree when the plan runs (ExecPlan.tree_dir is
  * it); NULL: for a workspace. lane: for a workspace walked into that lane's generation (bound at
- * /work now, changed into the job's generation before the job is given); NULL: streamed. Give it to exactly one exec_run() (ExecPlan.warm), or discard
+ * /work now, changed into the job's generation before the job is given); NULL: streamed. cache: with a lane, the build
+ * cache's slots are bound too (only a job with use_cache can then use it). Give it to exactly one exec_run() (ExecPlan.warm), or discard
  * it with capsule_warm_free(). */
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
-                    const char *warm_id, const char *tree_dir, const GenLane *lane, CapsuleWarm **ret,
+                    const char *warm_id, const char *tree_dir, GenLane *lane, BuildCache *cache, CapsuleWarm **ret,
                     TfwError *e);
 
 /* The environment digest the plan would run in (contract section 8): the same function

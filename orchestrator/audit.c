@@ -28,7 +28,7 @@
 static const char *const audit_events[] = {
         "captured", "rejected", "pending",  "approved",        "denied",       "expired",
         "started",  "finished", "error",    "interrupted",     "expired-results",
-        "worker-start", "worker-stop",
+        "worker-start", "worker-stop", "cache-cleared",
 };
 
 bool audit_event_is_valid(const char *event) {

@@ -73,6 +73,7 @@ typedef struct Daemon {
         Running running[64];
         unsigned n_running;
         bool rescan, reload_queue, stopping, killing;
+        bool clear_cache;                   /* WORKER_CACHE_CLEAR_FILE appeared */
         usec_t stop_deadline;
         usec_t watchdog_usec, next_watchdog;
         usec_t next_expiry, next_retention, last_retention;
@@ -506,6 +507,8 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                         if (ev->wd == d->state_wd) {
                                 if (ev->len && streq(ev->name, WORKER_WAKE_FILE))
                                         d->reload_queue = true;
+                                if (ev->len && streq(ev->name, WORKER_CACHE_CLEAR_FILE))
+                                        d->clear_cache = true;
                                 continue;
                         }
                         if (ev->wd != d->inbox_wd || !ev->len || d->stopping)
@@ -544,6 +547,23 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                         }
                 }
         }
+}
+
+/* `cache clear` (WORKER_CACHE_CLEAR_FILE): the cache emptied, then the file removed, which tells
+ * the command it is done. Jobs running meanwhile keep nothing (build-cache.h's epoch). */
+static void clear_cache(Daemon *d) {
+        char who[128] = "";
+        d->clear_cache = false;
+        _cleanup_close_ int fd = openat(d->w.dirs.state_fd, WORKER_CACHE_CLEAR_FILE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        ssize_t k = read(fd, who, sizeof(who) - 1);
+        who[k > 0 ? k : 0] = 0;
+        for (char *p = who; *p; p++)
+                if ((unsigned char) *p < 0x20 || (unsigned char) *p >= 0x7f)
+                        *p = 0;
+        job_cache_clear(&d->w, who[0] ? who : "an operator");
+        (void) unlinkat(d->w.dirs.state_fd, WORKER_CACHE_CLEAR_FILE, 0);
 }
 
 /* The wake file (approve/decide.h) says "the store has news"; whoever reloads the queue takes
@@ -739,6 +759,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 goto out;
         d.rescan = true;
         d.reload_queue = true;
+        d.clear_cache = true; /* a `cache clear` left from before: its file goes */
 
         uint64_t wd_usec = 0;
         if (sd_watchdog_enabled(0, &wd_usec) > 0) {
@@ -766,6 +787,8 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                         if (r < 0)
                                 goto out;
                 }
+                if (d.clear_cache)
+                        clear_cache(&d);
                 r = start_jobs(&d, e);
                 if (r < 0)
                         goto out;

@@ -268,6 +268,39 @@ static void check_store(Doctor *d) {
                     format_size(c->limits.max_store_bytes, b, sizeof(b)));
 }
 
+/* The build cache (docs/cache.md), as the running daemon last reported it (state_dir/cache.json).
+ * Informational. */
+static void check_cache(Doctor *d) {
+        const Config *c = d->config;
+        char a[32], b[32];
+
+        if (!c->cache.paths)
+                return;
+        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, "cache.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
+        _cleanup_free_ char *text = NULL;
+        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0) {
+                report_info(d, "build_cache", "empty: no job has left one yet (limit %s, cache.max_bytes)",
+                            format_size(c->cache.max_bytes, a, sizeof(a)));
+                return;
+        }
+        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
+        json_t *bytes = json_object_get(j, "bytes"), *entries = json_object_get(j, "entries");
+        const char *tree = json_string_value(json_object_get(j, "tree"));
+        if (!json_is_integer(bytes) || !json_is_integer(entries)) {
+                report_info(d, "build_cache", "state_dir/cache.json cannot be read");
+                return;
+        }
+        if (!tree) {
+                report_info(d, "build_cache", "empty (cleared or never kept; limit %s, cache.max_bytes)",
+                            format_size(c->cache.max_bytes, a, sizeof(a)));
+                return;
+        }
+        report_info(d, "build_cache", "%s bytes in %lld entries (limit %s, cache.max_bytes), tree %.16s, after the last job",
+                    format_size((uint64_t) json_integer_value(bytes), a, sizeof(a)), (long long) json_integer_value(entries),
+                    format_size(c->cache.max_bytes, b, sizeof(b)), tree);
+}
+
 static void check_leftovers(Doctor *d) {
         const Config *c = d->config;
         char root[PATH_MAX];
@@ -366,7 +399,7 @@ static int run_probe_in(Doctor *d, const Config *c, const char *what, char **arg
         if (warm) {
                 char wid[80];
                 snprintf(wid, sizeof(wid), "%s-warm", id);
-                r = exec_warm_start(c, &d->driver, d->scratch_fd, d->scratch, wid, d->snapshot, NULL, &w, &e);
+                r = exec_warm_start(c, &d->driver, d->scratch_fd, d->scratch, wid, d->snapshot, NULL, NULL, &w, &e);
                 if (r < 0)
                         return r;
         }
@@ -863,6 +896,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 check_group(&d);
                 check_leftovers(&d);
                 check_store(&d);
+                check_cache(&d);
         }
 
         e = (TfwError){0};

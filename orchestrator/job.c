@@ -23,6 +23,7 @@
 #include "orchestrator/result.h"
 #include "orchestrator/scratch.h"
 #include "orchestrator/teardown.h"
+#include "snapshot/build-cache.h"
 #include "snapshot/snapshot.h"
 
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
@@ -179,6 +180,83 @@ static void job_store_report(Worker *w) {
                 (void) write_file_replace_at(w->dirs.state_fd, "store.json", s, strlen(s), 0600, 0, 0);
 }
 
+/* The controller's build cache, opened by this process (its lock is its own: a descriptor
+ * inherited from the daemon would share the daemon's lock), or NULL: none configured, no store,
+ * or it cannot be opened (said in *note). */
+static BuildCache *job_cache(Worker *w, char *note, size_t note_size) {
+        const CapsuleDriverOps *ops = capsule_driver_ops(w->config->driver);
+        BuildCache *c = NULL;
+        TfwError e = {0};
+
+        if (!w->config->cache.paths || w->dirs.store_fd < 0 || !ops || !ops->binds_generations)
+                return NULL;
+        BuildCacheParams p = {
+                .paths = w->config->cache.paths,
+                .max_bytes = w->config->cache.max_bytes,
+                .max_entries = w->config->cache.max_entries,
+                .uid = w->config->container_uid,
+                .gid = w->config->container_gid,
+        };
+        if (build_cache_open(w->dirs.store_fd, &p, &c, &e) < 0) {
+                snprintf(note, note_size, "the build cache cannot be opened (%.900s)", e.message);
+                return NULL;
+        }
+        return c;
+}
+
+/* What the cache holds, for `list --json` and doctor: <state_dir>/cache.json, replaced after
+ * each job that used it. */
+static void job_cache_report(Worker *w, BuildCache *c) {
+        BuildCacheState st;
+        TfwError e = {0};
+        if (build_cache_state(c, &st, &e) < 0)
+                return;
+        _cleanup_(json_decrefp) json_t *j = json_pack(
+                "{s:s?, s:I, s:I, s:I, s:I, s:I}", "tree", st.tree[0] ? st.tree : NULL, "bytes", (json_int_t) st.bytes,
+                "entries", (json_int_t) st.entries, "max_bytes", (json_int_t) w->config->cache.max_bytes, "max_entries",
+                (json_int_t) w->config->cache.max_entries, "at", (json_int_t) (now_realtime() / USEC_PER_SEC));
+        _cleanup_free_ char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (s)
+                (void) write_file_replace_at(w->dirs.state_fd, "cache.json", s, strlen(s), 0600, 0, 0);
+}
+
+void job_cache_clear(Worker *w, const char *operator_name) {
+        char note[1024] = "";
+        TfwError e = {0};
+        _cleanup_(build_cache_freep) BuildCache *c = job_cache(w, note, sizeof(note));
+        if (!c) {
+                if (note[0])
+                        worker_say(w, LOG_ERR, "cache clear: %s", note);
+                return;
+        }
+        if (build_cache_clear(c, &e) < 0) {
+                worker_say(w, LOG_ERR, "cache clear: %s", e.message);
+                return;
+        }
+        worker_say(w, LOG_NOTICE, "build cache cleared by '%s': the next job starts without one", operator_name);
+        _cleanup_(json_decrefp) json_t *f = json_pack("{s:s}", "approver", operator_name);
+        (void) worker_audit_best_effort(w, "cache-cleared", f);
+        job_cache_report(w, c);
+}
+
+static json_t *cache_json(const ExecCache *c) {
+        return json_pack("{s:b, s:s?, s:s?, s:b, s:I, s:I, s:s?, s:s?, s:I, s:I}", "used", c->used, "from",
+                         c->used && c->from[0] ? c->from : NULL, "left", c->used && c->left[0] ? c->left : NULL, "kept",
+                         c->kept, "bytes", (json_int_t) c->bytes, "entries", (json_int_t) c->entries, "error", c->error,
+                         "message", c->error ? c->message : NULL, "hand_out_ms", (json_int_t) c->hand_out_ms,
+                         "take_in_ms", (json_int_t) c->take_in_ms);
+}
+
+static void job_cache_log(Worker *w, const char *id, const ExecCache *c) {
+        if (c->kept)
+                worker_say(w, LOG_INFO, "job '%s': build cache %s -> %s: %" PRIu64 " entries, %" PRIu64 " bytes (hand-out %" PRIu64
+                           " ms, take-in %" PRIu64 " ms)", id, c->from[0] ? c->from : "(none)", c->left, c->entries,
+                           c->bytes, c->hand_out_ms, c->take_in_ms);
+        else if (c->used || (c->error && !streq(c->error, "cache_not_for_class")))
+                worker_say(w, LOG_NOTICE, "job '%s': build cache %s kept as it was: %s", id,
+                           c->from[0] ? c->from : "(none)", c->message);
+}
+
 int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
                    TfwError *e) {
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
@@ -205,7 +283,8 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         _cleanup_(gen_lane_releasep) GenLane *lane = job_lane(w, note, sizeof(note));
         if (note[0])
                 worker_say(w, LOG_WARNING, "warm capsule '%s': %s", warm_id, note);
-        r = exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, lane, ret, e);
+        _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
+        r = exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, lane, cache, ret, e);
         if (r >= 0)
                 *ret_lane = TAKE_PTR(lane);
         return r;
@@ -262,11 +341,14 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         if (!w->runtime_version[0])
                 drv.ops->version(&drv, w->runtime_version, sizeof(w->runtime_version));
 
-        char note[1024] = "";
+        char note[1024] = "", cache_note[1024] = "";
         if (!lane)
                 lane = job_lane(w, note, sizeof(note));
         if (note[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, note);
+        _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, cache_note, sizeof(cache_note));
+        if (cache_note[0])
+                worker_say(w, LOG_WARNING, "job '%s': %s; it runs without it", rec->id, cache_note);
         ExecPlan plan = {
                 .config = w->config,
                 .driver = &drv,
@@ -275,6 +357,10 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .lane = lane,
                 .store_fd = w->dirs.store_fd,
                 .store_lanes = scratch_store_lanes(w->config),
+                /* Only a local-reversible job: an approval covers the request and the workspace
+                 * it names, not what earlier jobs left (threat 15). */
+                .cache = cache,
+                .use_cache = req->action_class == ACTION_LOCAL_REVERSIBLE,
                 .scratch_fd = scratch,
                 .scratch_path = scratch_path,
                 .job_id = rec->id,
@@ -299,16 +385,21 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                            "again by every request", rec->id);
         if (r >= 0 && x.input_note[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, x.input_note);
+        if (r >= 0 && cache)
+                job_cache_log(w, rec->id, &x.cache);
         if (lane)
                 job_store_report(w);
+        if (cache && x.cache.used)
+                job_cache_report(w, cache);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
         if (r < 0)
                 return r;
 
         _cleanup_(json_decrefp) json_t *snap = x.have_snapshot ? snapshot_json(&x.snapshot) : NULL;
+        _cleanup_(json_decrefp) json_t *cachej = cache ? cache_json(&x.cache) : NULL;
         if (!x.ran) {
                 /* Refused or faulted before anything ran: no log, no artifacts, no runtime. */
-                run = (ResultRun){.snapshot = snap};
+                run = (ResultRun){.snapshot = snap, .cache = cachej};
                 return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);
         }
 
@@ -330,6 +421,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         if (x.environment_digest[0])
                 run.environment_digest = x.environment_digest;
         run.snapshot = snap;
+        run.cache = cachej;
         run.started_at = x.started_at;
         run.finished_at = x.finished_at;
         run.has_exit_code = cr->exit_code >= 0;

@@ -34,3 +34,8 @@ int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);
  * the capsule driver, the container. Used at start-up (id NULL: every job) and after a job
  * process that was killed or died (the capsule torn down first, orchestrator/teardown.h). */
 void job_cleanup(Worker *w, const char *id);
+
+/* Empty the controller's build cache (`cache clear`, read from WORKER_CACHE_CLEAR_FILE): logged,
+ * audited ("cache-cleared", approver the operator), state_dir/cache.json rewritten. Nothing when
+ * no cache is configured. */
+void job_cache_clear(Worker *w, const char *operator_name);

@@ -109,9 +109,14 @@ int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e) {
         char size[32], inodes[32];
         struct statfs sf;
 
-        /* Each generation's entries, its lane's four, and some room. */
-        uint64_t n_inodes = (uint64_t) scratch_store_lanes(c) * (c->limits.max_snapshot_entries + 8) + 1024;
-        snprintf(size, sizeof(size), "%" PRIu64, c->limits.max_store_bytes);
+        /* Each generation's entries, its lane's six, and some room; with a build cache, the
+         * cache and one take-in (config_store_cache_inodes), and each lane's copy of the cache's
+         * directories (its files are hard links). The bytes: the generations', and the cache's
+         * twice (config_store_tmpfs_bytes). */
+        uint64_t lanes = scratch_store_lanes(c);
+        uint64_t n_inodes = lanes * (c->limits.max_snapshot_entries + 8) + 1024 + config_store_cache_inodes(c) +
+                            (c->cache.paths ? lanes * c->cache.max_entries : 0);
+        snprintf(size, sizeof(size), "%" PRIu64, config_store_tmpfs_bytes(c));
         snprintf(inodes, sizeof(inodes), "%" PRIu64, n_inodes);
         _cleanup_close_ int mnt = tmpfs_detached("tentaflake-store", size, inodes, "generation store", e);
         if (mnt < 0)

@@ -49,3 +49,7 @@ int worker_audit_required(Worker *w, const char *event, json_t *fields, TfwError
  * tentaflake-worker-queue@NAME.path starts `drain` while it exists (PathExists=). Whoever
  * reloads the queue removes it first, so it is never left behind work taken. */
 #define WORKER_WAKE_FILE ".wake"
+/* `cache clear` asks the running daemon to empty the build cache (it lives in the daemon's
+ * memory, docs/cache.md) by making this file in state_dir; the daemon removes it when done. Its
+ * content: the operator's name. */
+#define WORKER_CACHE_CLEAR_FILE "cache-clear"

@@ -480,7 +480,7 @@ static void lane_warm_maintain(Lane *l) {
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 return;
         }
-        if (exec_warm_start(s->walls.config, &s->driver, dfd, path, warm_id, co, NULL, &l->warm, &e) < 0) {
+        if (exec_warm_start(s->walls.config, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
                 say(LOG_WARNING, "serve %s: cannot start a capsule ahead: %s", l->label, e.message);
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 l->warm_until = 0; /* not again before the next job */

@@ -107,7 +107,7 @@ for c in $classes; do
         done
 done
 check "list --json shows the pending requests" \
-        test "$(tfw "$dir" list --json | python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin) if r["state"]=="pending"))')" = 12
+        test "$(tfw "$dir" list --json | python3 -c 'import json,sys; print(sum(1 for r in json.load(sys.stdin)["requests"] if r["state"]=="pending"))')" = 12
 out=$(tfw "$dir" approve external-reversible-a --expect-sha256 "$(printf 0%.0s {1..64})" 2>&1)
 check "approve with the wrong --expect-sha256 is refused (exit 1)" test $? = 1
 check "  ... saying why" grep -q "sha256" <<<"$out"
