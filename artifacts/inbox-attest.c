@@ -132,7 +132,7 @@ int inbox_attest_result(const Config *c, int result_dir_fd, json_t *result, TfwE
         _cleanup_json_ json_t *inputs = json_is_object(cache) && json_is_true(json_object_get(cache, "used"))
                                                 ? json_pack("{s:{s:O}}", "build_cache", "gitTree", json_object_get(cache, "from"))
                                                 : NULL;
-        json_t *pred = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:s, s:O, s:O?}",
+        json_t *pred = json_pack("{s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:O?, s:s, s:s, s:O, s:O*}",
                                  "id", json_object_get(result, "id"), "request_sha256",
                                  json_object_get(result, "request_sha256"), "approval",
                                  json_object_get(result, "approval"), "environment_digest",
@@ -140,7 +140,7 @@ int inbox_attest_result(const Config *c, int result_dir_fd, json_t *result, TfwE
                                  json_object_get(result, "status"), "exit_code", json_object_get(result, "exit_code"),
                                  "signal", json_object_get(result, "signal"), "finished_at",
                                  json_object_get(result, "finished_at"), "issuer", k->identity, "worker", c->name,
-                                 "artifacts", arts);
+                                 "artifacts", arts, "inputs", inputs);
         if (!subject || !pred) {
                 json_decref(subject);
                 json_decref(pred);

@@ -120,6 +120,53 @@ static void test_inbox_attestation_without_snapshot(void **state) {
         assert_int_not_equal(verifier(pub, att, ""), 0);
 }
 
+/* A job that used the build cache names the cache's tree it started from as an input (threat 15);
+ * one that did not names none. */
+static void test_inbox_attestation_cache_input(void **state) {
+        TestDir *d = *state;
+        _cleanup_free_ char *key = NULL, *pub = NULL, *att = NULL, *cmd = NULL;
+        TfwError e = {0};
+
+        if (system("command -v openssl >/dev/null && command -v python3 >/dev/null") != 0)
+                tfw_skip("openssl or python3 is not installed");
+        assert_true(asprintf(&key, "%s/k", d->path) > 0);
+        assert_int_equal(signing_key_generate(key, "worker:demo", &pub, &e), 0);
+        Config c = {.name = (char *) "demo", .signing_key = key, .container_gid = getgid()};
+        const char *from = "1111111111111111111111111111111111111111111111111111111111111111";
+        _cleanup_json_ json_t *res = json_pack("{s:s, s:s, s:s, s:{s:s}, s:{s:b, s:s}}", "id", "x", "status", "succeeded",
+                                               "request_sha256", REQ, "snapshot", "tree", TREE, "cache", "used", 1,
+                                               "from", from);
+        assert_int_equal(inbox_attest_result(&c, d->fd, res, &e), 0);
+        assert_true(asprintf(&att, "%s/attestation.json", d->path) > 0);
+        assert_true(asprintf(&cmd,
+                             "python3 tests/server/verify_attestation.py '%s' '%s' | python3 -c 'import json,sys; "
+                             "p=json.load(sys.stdin)[\"predicate\"]; "
+                             "sys.exit(0 if p[\"inputs\"]=={\"build_cache\":{\"gitTree\":\"%s\"}} else 1)'",
+                             pub, att, from) > 0);
+        assert_int_equal(system(cmd), 0);
+
+        /* Used while there was no cache yet: the input is named, as null. Not used: absent. */
+        assert_int_equal(unlinkat(d->fd, "attestation.json", 0), 0);
+        json_object_set_new(json_object_get(res, "cache"), "from", json_null());
+        assert_int_equal(inbox_attest_result(&c, d->fd, res, &e), 0);
+        free(cmd);
+        assert_true(asprintf(&cmd,
+                             "python3 tests/server/verify_attestation.py '%s' '%s' | python3 -c 'import json,sys; "
+                             "p=json.load(sys.stdin)[\"predicate\"]; "
+                             "sys.exit(0 if p[\"inputs\"]=={\"build_cache\":{\"gitTree\":None}} else 1)'",
+                             pub, att) > 0);
+        assert_int_equal(system(cmd), 0);
+        assert_int_equal(unlinkat(d->fd, "attestation.json", 0), 0);
+        json_object_set_new(json_object_get(res, "cache"), "used", json_false());
+        assert_int_equal(inbox_attest_result(&c, d->fd, res, &e), 0);
+        free(cmd);
+        assert_true(asprintf(&cmd,
+                             "python3 tests/server/verify_attestation.py '%s' '%s' | python3 -c 'import json,sys; "
+                             "p=json.load(sys.stdin)[\"predicate\"]; sys.exit(0 if \"inputs\" not in p else 1)'",
+                             pub, att) > 0);
+        assert_int_equal(system(cmd), 0);
+}
+
 static Config *config_of(const char *extra) {
         _cleanup_free_ char *text = NULL;
         Config *c = NULL;
@@ -232,6 +279,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_inbox_attestation, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_inbox_attestation_without_snapshot, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_inbox_attestation_cache_input, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_env_digest),
                 cmocka_unit_test(test_env_digest_engine),
                 cmocka_unit_test(test_env_digest_narrowing),
