@@ -238,6 +238,17 @@ static void leftover_line(void *userdata, const char *id, const char *state) {
         l->len = n < 0 ? l->len : MIN(l->len + (size_t) n, sizeof(l->list) - 1);
 }
 
+/* state_dir/<name>: what the running daemon last reported of the memory it keeps between jobs
+ * (its namespace's tmpfs is not visible here), or NULL when there is none yet. */
+static json_t *daemon_report(const Config *c, const char *name) {
+        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
+        _cleanup_free_ char *text = NULL;
+        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0)
+                return NULL;
+        return json_loads(text, 0, NULL);
+}
+
 /* The generation store's use, as the running daemon last reported it (state_dir/store.json:
  * the store is a tmpfs of the daemon's own namespace, not visible here). Informational. */
 static void check_store(Doctor *d) {
@@ -249,15 +260,12 @@ static void check_store(Doctor *d) {
                             d->driver.ops ? d->driver.ops->name : "configured");
                 return;
         }
-        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, "store.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
-        _cleanup_free_ char *text = NULL;
-        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0) {
+        _cleanup_(json_decrefp) json_t *j = daemon_report(c, "store.json");
+        if (!j) {
                 report_info(d, "generation_store", "no job has used it yet (limit %s, limits.max_store_bytes)",
                             format_size(c->limits.max_store_bytes, a, sizeof(a)));
                 return;
         }
-        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
         json_t *bytes = json_object_get(j, "bytes"), *gens = json_object_get(j, "generations");
         if (!json_is_integer(bytes) || !json_is_integer(gens)) {
                 report_info(d, "generation_store", "state_dir/store.json cannot be read");
@@ -276,15 +284,12 @@ static void check_cache(Doctor *d) {
 
         if (!c->cache.paths)
                 return;
-        _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, "cache.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
-        _cleanup_free_ char *text = NULL;
-        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0) {
+        _cleanup_(json_decrefp) json_t *j = daemon_report(c, "cache.json");
+        if (!j) {
                 report_info(d, "build_cache", "empty: no job has left one yet (limit %s, cache.max_bytes)",
                             format_size(c->cache.max_bytes, a, sizeof(a)));
                 return;
         }
-        _cleanup_(json_decrefp) json_t *j = json_loads(text, 0, NULL);
         json_t *bytes = json_object_get(j, "bytes"), *entries = json_object_get(j, "entries");
         const char *tree = json_string_value(json_object_get(j, "tree"));
         if (!json_is_integer(bytes) || !json_is_integer(entries)) {

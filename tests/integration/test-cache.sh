@@ -38,6 +38,20 @@ run_job() { # run_job ID CLASS ARGV_JSON: submitted, waited for
 make_job() { run_job "$1" local-reversible '["make","-s"]'; }
 status_is() { [ "$(result_field "$dir" "$1" status)" = "$2" ] || { echo "$1: $(result_field "$dir" "$1" status): $(result_field "$dir" "$1" message)"; tail -3 "$res/$1/job.log"; return 1; }; }
 doctor_shows_cache() { grep -q "build_cache: .* in [0-9]* entries (limit .*), tree [0-9a-f]" <<<"$(tfw "$dir" doctor 2>&1)"; }
+# kill_mid_take_in ID: once ID's take-in has begun in the daemon's store (its first cache
+# directory made by the importer), SIGKILL every runsc process of its capsule.
+kill_mid_take_in() {
+        local t=/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache/in-$1/data/0 until=$((SECONDS + 240))
+        while [ ! -d "$t" ]; do
+                [ $SECONDS -gt $until ] && { echo "the take-in of $1 never began"; return 1; }
+                [ -e "$res/$1/result.json" ] && { echo "$1 ended before its take-in was seen"; return 1; }
+        done
+        # A capsule started ahead is named after itself, not the job.
+        local c=$1 w
+        w=$(sed -n "s/.*job '$1': started in capsule '\(warm-[0-9a-z-]*\)'.*/\1/p" "$dir/daemon.log" | head -1)
+        [ -n "$w" ] && c=$w
+        pkill -KILL -f "tfw-it-[a-z0-9]*-$c( |\$)" || { echo "no runsc process of $1 ($c)"; return 1; }
+}
 unchanged() { # unchanged ID PREV: ID started from PREV's cache and left it as it was
         [ "$(cache_field "$1" from)" = "$(cache_field "$2" left)" ] && [ "$(cache_field "$1" left)" = "$(cache_field "$2" left)" ] &&
                 [ "$(cache_field "$1" kept)" = false ]
@@ -108,6 +122,13 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: ... the next job sees the cache as it was" run_job "${p}8" local-reversible '["sh","-c","ls build; cat build/a.o | head -c 4 | od -c | head -1"]'
         check "$name: ... (no torn a.o)" sh -c "! grep -q torn '$res/${p}8/job.log' && grep -q '^link$' '$res/${p}8/job.log'"
         check "$name: ... from the cache left by the last kept job" test "$(cache_field "${p}8" from)" = "$(cache_field "${p}4" left)"
+
+        # A capsule SIGKILLed from outside while its cache comes back (the take-in begun).
+        submit "$dir" "${p}k" local-reversible '["sh","-c","mkdir -p build/many && cd build/many && head -c 48000000 /dev/urandom | split -b 12000 -a 4 - f && echo made"]'
+        check "$name: a capsule killed while its cache comes back" kill_mid_take_in "${p}k"
+        check "$name: ... ends" wait_result "$dir" "${p}k" 300
+        check "$name: ... keeps nothing" unchanged "${p}k" "${p}4"
+        check "$name: ... and leaves no take-in behind" sh -c "! ls '/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache' | grep -q '^in-'"
 
         # An approved job runs without the cache: it sees the workspace's build/, and keeps nothing.
         submit "$dir" "${p}9" external-reversible '["sh","-c","ls build; echo approved >build/marker"]'
