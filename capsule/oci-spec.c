@@ -306,7 +306,7 @@ static bool params_valid(const CapsuleSpecParams *p) {
                 return false;
         for (size_t i = 0; p->cache_paths && p->cache_paths[i]; i++)
                 if (!p->cache_dirs || !p->cache_dirs[i] || !path_is_absolute_normalized(p->cache_dirs[i]) ||
-                    p->cache_paths[i][0] == '/' || strstr(p->cache_paths[i], ".."))
+                    !capsule_cache_path_is_valid(p->cache_paths[i], strlen(p->cache_paths[i])))
                         return false;
 
         if (!p->config || !p->job_id || !capsule_job_id_is_valid(p->job_id) || !p->argv ||

@@ -110,10 +110,16 @@ static void chunk_begin(Outputs *o) {
                         return framing_error(o, "a cache stream nobody asked for");
                 if (o->art.w >= 0)
                         sink_close(&o->art); /* its stream is over: let it see the end */
-                if (o->kind == CAPSULE_CHUNK_CACHE && !o->cache.started && !o->cache_refused)
+                /* After a refusal nothing more of the cache is init's to send. */
+                if (o->cache_refused)
+                        return framing_error(o, "the cache after its refusal");
+                if (o->kind == CAPSULE_CHUNK_CACHE && !o->cache.started)
                         sink_start(&o->cache);
-                if (o->kind == CAPSULE_CHUNK_CACHE_REFUSED)
+                if (o->kind == CAPSULE_CHUNK_CACHE_REFUSED) {
                         o->cache_refused = true;
+                        sink_error(&o->cache, "cache_refused", "the capsule could not send the whole cache");
+                        sink_close(&o->cache);
+                }
                 return;
         default:
                 return framing_error(o, "an unknown chunk");
@@ -122,13 +128,16 @@ static void chunk_begin(Outputs *o) {
 
 /* 'X': the message, printable, into the cache's error. */
 static void refusal_text(Outputs *o, const uint8_t *p, size_t n) {
-        char msg[512];
-        size_t m = MIN(n, sizeof(msg) - 1);
-        for (size_t i = 0; i < m; i++)
-                msg[i] = p[i] >= 0x20 && p[i] < 0x7f ? (char) p[i] : '?';
-        msg[m] = 0;
-        sink_error(&o->cache, "cache_refused", "%s", msg);
-        sink_close(&o->cache);
+        OutputSink *s = &o->cache;
+        /* The generic words of chunk_begin() give way to init's own, once, as they come. */
+        if (s->error_code && streq(s->error_code, "cache_refused") && !o->refusal_text) {
+                s->error[0] = 0;
+                o->refusal_text = true;
+        }
+        size_t have = strlen(s->error);
+        for (size_t i = 0; i < n && have + 1 < sizeof(s->error) && o->refusal_text; i++)
+                s->error[have++] = p[i] >= 0x20 && p[i] < 0x7f ? (char) p[i] : '?';
+        s->error[have] = 0;
 }
 
 /* Part the pending bytes; stops where an importer cannot take more now. */
@@ -233,5 +242,5 @@ bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_c
         sink_finish(&o->cache, ret_cache);
         if (o->cache_on && !cache_seen && !o->cache.error_code)
                 sink_error(&o->cache, "no_cache_stream", "the capsule ended before it sent the cache");
-        return o->cache_on && cache_seen && !o->cache.error_code;
+        return o->cache_on && cache_seen && !o->cache_refused && !o->cache.error_code;
 }

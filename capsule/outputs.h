@@ -2,8 +2,9 @@
 /* The host's side of the artifact channel (capsule/protocol.h): everything before init's token
  * is dropped, then the chunks are parted between two bounded importers (artifacts/import.h):
  * the artifacts' stream into their staging directory, the build cache's (docs/cache.md) into
- * the cache's take-in with the cache profile. Neither importer ever waits on the other: a
- * stalled or finished one has its chunks dropped, so init never blocks. */
+ * the cache's take-in with the cache profile. An importer that stopped reading (a rule broken,
+ * a limit met) has the rest of its chunks dropped, so init is never left blocked by it; one
+ * that is slow holds the channel (back-pressure) and counts against the job's timeout. */
 #pragma once
 
 #include <stdbool.h>
@@ -35,6 +36,7 @@ typedef struct Outputs {
         uint8_t kind;            /* of the chunk being read */
         uint32_t left;           /* its bytes still to come */
         bool cache_refused;      /* init sent 'X' */
+        bool refusal_text;       /* its message is being collected into cache.error */
         const uint8_t *pending;  /* bytes read and not taken yet */
         size_t pending_len;
         OutputSink *blocked;     /* the importer that did not take them */

@@ -23,6 +23,8 @@
  *           right token is just log text. */
 #pragma once
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Where the driver mounts the pieces inside the capsule. */
@@ -62,7 +64,7 @@
  * and the path, relative to /work and normalised. Init then sends what the job left there. */
 #define CAPSULE_CACHE_RECORD 'C'
 #define CAPSULE_CACHE_PATHS_MAX 16
-#define CAPSULE_CACHE_PATH_MAX 4095
+#define CAPSULE_CACHE_PATH_MAX 1024 /* 16 of them fit the pipe buffer with the secret */
 
 /* The artifact channel after the artifact token: chunks of {u8 kind, u32 length (little-endian,
  * at most CAPSULE_CHUNK_MAX), that many bytes}, up to the channel's end:
@@ -101,6 +103,28 @@
                                                      * ended early): nothing ran */
 #define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
 #define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
+
+/* A cache path as init and the spec take it: 1..CAPSULE_CACHE_PATH_MAX bytes, no NUL, relative,
+ * components neither empty nor "." nor "..". (The configuration checks more.) */
+static inline bool capsule_cache_path_is_valid(const char *p, size_t len) {
+        if (len == 0 || len > CAPSULE_CACHE_PATH_MAX || p[0] == '/')
+                return false;
+        for (size_t i = 0; i <= len; i++)
+                if (i < len && p[i] == 0)
+                        return false;
+        for (size_t i = 0; i < len;) {
+                size_t j = i;
+                while (j < len && p[j] != '/')
+                        j++;
+                size_t n = j - i;
+                if (n == 0 || (n == 1 && p[i] == '.') || (n == 2 && p[i] == '.' && p[i + 1] == '.'))
+                        return false;
+                i = j + 1;
+                if (j + 1 == len)
+                        return false; /* a trailing '/' */
+        }
+        return true;
+}
 
 static inline char capsule_hexdigit(unsigned v) {
         return "0123456789abcdef"[v & 15];

@@ -51,7 +51,7 @@ let
   cacheDefaults = { maxBytes = "2g"; maxEntries = 200000; };
   # The worker's limits on cache.paths (parser/config.h).
   maxCachePaths = 16;
-  maxCachePathBytes = 4095;
+  maxCachePathBytes = 1024;
   # Names of /work the worker owns: its control directory and the artifact directory.
   reservedCachePaths = [ ".tentaflake-worker" "artifacts" ];
   cacheOf = a: if a.cache == null then null else cacheDefaults // a.cache;

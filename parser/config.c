@@ -1169,12 +1169,19 @@ void config_request_policy(const Config *c, RequestPolicy *ret) {
         };
 }
 
+/* How many caches the store may hold at once: the current one, a take-in per running job, and an
+ * older one per running job that its lane's links still hold (the cache was replaced after it
+ * was handed out). */
+static uint64_t store_caches(const Config *c) {
+        return 2 * (uint64_t) MAX(c->concurrency, 1u) + 1;
+}
+
 uint64_t config_store_tmpfs_bytes(const Config *c) {
         uint64_t store = c->limits.max_store_bytes, cache;
 
         if (!c->cache.paths)
                 return store;
-        if (__builtin_mul_overflow(c->cache.max_bytes, 2, &cache) ||
+        if (__builtin_mul_overflow(c->cache.max_bytes, store_caches(c), &cache) ||
             __builtin_add_overflow(store, cache, &store))
                 return UINT64_MAX;
         return store;
@@ -1185,7 +1192,7 @@ uint64_t config_store_cache_inodes(const Config *c) {
 
         if (!c->cache.paths)
                 return 0;
-        if (__builtin_mul_overflow(c->cache.max_entries, 2, &n) || __builtin_add_overflow(n, 64, &n))
+        if (__builtin_mul_overflow(c->cache.max_entries, store_caches(c), &n) || __builtin_add_overflow(n, 64, &n))
                 return UINT64_MAX;
         return n;
 }

@@ -34,7 +34,8 @@
 
 /* cache (contract sections 2 and 6): the build cache of local-reversible jobs. */
 #define CONFIG_CACHE_PATHS_MAX 16
-#define CONFIG_CACHE_PATH_MAX 4095    /* bytes of one cache path, as PATH_MAX - 1 */
+#define CONFIG_CACHE_PATH_MAX 1024    /* bytes of one cache path: 16 of them and /work/ fit the
+                                       * capsule's pipe buffer and PATH_MAX (capsule/protocol.h) */
 #define CONFIG_DEFAULT_CACHE_MAX_BYTES (UINT64_C(2) << 30)
 #define CONFIG_DEFAULT_CACHE_MAX_ENTRIES 200000
 
@@ -143,11 +144,13 @@ void config_request_policy(const Config *c, RequestPolicy *ret);
 
 const char *driver_to_string(RuntimeDriver d);
 
-/* The generation store's tmpfs: limits.max_store_bytes, plus room for the cache and the one
- * being taken in (2 * cache.max_bytes) when there is a cache; UINT64_MAX if that overflows. */
+/* The generation store's tmpfs: limits.max_store_bytes, plus, when there is a cache, room for
+ * (2 * concurrency + 1) caches of cache.max_bytes: the current one, a take-in per running job,
+ * and one older cache per running job that its lane's links still hold; UINT64_MAX if that
+ * overflows. */
 uint64_t config_store_tmpfs_bytes(const Config *c);
-/* Inodes the store's tmpfs needs for the cache: 2 * cache.max_entries (the cache and the one
- * being taken in) + 64 for the directories that hold them; 0 without a cache. */
+/* Inodes the store's tmpfs needs for the cache: (2 * concurrency + 1) * cache.max_entries, + 64
+ * for the directories that hold them; 0 without a cache. */
 uint64_t config_store_cache_inodes(const Config *c);
 
 /* The inbox worker's runsc root, fixed by its name: /run/tentaflake-worker-<name>/runsc

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -25,6 +26,9 @@
 #define EPOCH "epoch"
 #define SLOT_MODE 0750
 #define TAKE_IN_PREFIX "in-"
+#define TRASH_PREFIX "trash-"
+#define TAKE_IN_LOCK "lock"
+#define TAKE_IN_FRESH_SECONDS 60
 /* Deepest directory a take-in may hold (the importer allows 128 levels below /work). */
 #define LINK_DEPTH_MAX 256
 #define META_MAX 256
@@ -32,6 +36,7 @@
 struct BuildCache {
         int dir_fd;
         int lock_fd;
+        int take_in_lock_fd; /* flock'ed while this process's take-in exists */
         BuildCacheParams p;
         size_t n_paths;
 };
@@ -47,9 +52,34 @@ char *const *build_cache_paths(const BuildCache *c) {
 void build_cache_free(BuildCache *c) {
         if (!c)
                 return;
+        safe_close(c->take_in_lock_fd);
         safe_close(c->lock_fd);
         safe_close(c->dir_fd);
         free(c);
+}
+
+/* What a process that died left: a take-in whose lock nobody holds (a job killed mid-import,
+ * or between the exchange and the removal of the cache it replaced), a clear's trash. */
+static void sweep(BuildCache *c) {
+        _cleanup_closedir_ DIR *d = opendir_fd(c->dir_fd);
+        struct dirent *de;
+        while (d && (de = readdir(d))) {
+                if (strncmp(de->d_name, TRASH_PREFIX, strlen(TRASH_PREFIX)) == 0) {
+                        (void) rm_rf_at(c->dir_fd, de->d_name);
+                        continue;
+                }
+                if (strncmp(de->d_name, TAKE_IN_PREFIX, strlen(TAKE_IN_PREFIX)) != 0)
+                        continue;
+                _cleanup_close_ int in = openat(c->dir_fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                _cleanup_close_ int l = in >= 0 ? openat(in, TAKE_IN_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
+                struct stat st;
+                /* No lock file: its maker is between mkdir and the lock, or died there; only an
+                 * old one goes (a take-in is made in microseconds). */
+                bool stale = l >= 0 ? flock(l, LOCK_EX | LOCK_NB) >= 0
+                                    : in >= 0 && fstat(in, &st) >= 0 && st.st_ctime + TAKE_IN_FRESH_SECONDS < time(NULL);
+                if (stale)
+                        (void) rm_rf_at(c->dir_fd, de->d_name);
+        }
 }
 
 int build_cache_open(int store_fd, const BuildCacheParams *p, BuildCache **ret, TfwError *e) {
@@ -63,7 +93,7 @@ int build_cache_open(int store_fd, const BuildCacheParams *p, BuildCache **ret, 
         _cleanup_(build_cache_freep) BuildCache *c = calloc(1, sizeof(*c));
         if (!c)
                 return tfw_error(e, ENOMEM, "build_cache", "out of memory");
-        *c = (BuildCache) { .dir_fd = -EBADF, .lock_fd = -EBADF, .p = *p, .n_paths = n };
+        *c = (BuildCache) { .dir_fd = -EBADF, .lock_fd = -EBADF, .take_in_lock_fd = -EBADF, .p = *p, .n_paths = n };
         c->dir_fd = open_dir_at(store_fd, CACHE_DIR);
         if (c->dir_fd < 0)
                 return tfw_error(e, -c->dir_fd, "build_cache", "cannot open the store's cache: %s", strerror(-c->dir_fd));
@@ -72,6 +102,7 @@ int build_cache_open(int store_fd, const BuildCacheParams *p, BuildCache **ret, 
         c->lock_fd = openat(c->dir_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (c->lock_fd < 0)
                 return tfw_error(e, errno, "build_cache", "cannot open the cache's lock: %m");
+        sweep(c);
         *ret = TAKE_PTR(c);
         return 0;
 }
@@ -333,6 +364,12 @@ int build_cache_take_in_begin(BuildCache *c, const char *job_id, int *ret_fd, Tf
         int data = -EBADF;
         if (r >= 0 && (fd = open_dir_at(c->dir_fd, name)) < 0)
                 r = fd;
+        if (r >= 0) {
+                safe_close(c->take_in_lock_fd);
+                c->take_in_lock_fd = openat(fd, TAKE_IN_LOCK, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+                if (c->take_in_lock_fd < 0 || flock(c->take_in_lock_fd, LOCK_EX | LOCK_NB) < 0)
+                        r = -errno;
+        }
         if (r >= 0 && mkdirat(fd, DATA, 0700) < 0)
                 r = -errno;
         if (r >= 0 && (data = open_dir_at(fd, DATA)) < 0)
@@ -443,9 +480,14 @@ int build_cache_clear(BuildCache *c, TfwError *e) {
                 int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", epoch + 1);
                 r = write_file_replace_at(c->dir_fd, EPOCH, buf, (size_t) n, 0600, 0, 0);
         }
-        if (r >= 0)
-                r = rm_rf_at(c->dir_fd, CURRENT);
+        /* One rename under the lock (the cache is there whole, or gone), the removal after it. */
+        char trash[64];
+        snprintf(trash, sizeof(trash), TRASH_PREFIX "%" PRIu64, epoch + 1);
+        if (r >= 0 && renameat(c->dir_fd, CURRENT, c->dir_fd, trash) < 0 && errno != ENOENT)
+                r = -errno;
         unlock(c);
+        if (r >= 0)
+                (void) rm_rf_at(c->dir_fd, trash);
         return r < 0 ? tfw_error(e, -r, "build_cache", "cannot clear the cache: %s", strerror(-r)) : 0;
 }
 

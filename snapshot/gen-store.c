@@ -114,8 +114,13 @@ static int lane_open(GenLane *l, const char *store_path, const char *name, uint3
                           &l->tree_fd, &l->ro_path, e);
         if (r < 0)
                 return r;
-        /* The build cache's slots (snapshot/build-cache.h): root's, the slots below it the job's. */
-        return lane_tree(l, store_path, name, "cache", "cache-ro", 0, 0, 0700, &l->cache_fd, &l->cache_ro_path, e);
+        /* The build cache's slots (snapshot/build-cache.h): root's, the slots below it the job's.
+         * What a process that died holding the lane left there (links keeping an old cache's
+         * inodes) goes now: no capsule binds them while nobody holds the lane. */
+        r = lane_tree(l, store_path, name, "cache", "cache-ro", 0, 0, 0700, &l->cache_fd, &l->cache_ro_path, e);
+        if (r >= 0 && (r = rm_rf_children(l->cache_fd)) < 0)
+                return tfw_error(e, -r, "generation_store", "cannot empty the store's %s/cache: %s", name, strerror(-r));
+        return r;
 }
 
 int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
@@ -179,6 +184,9 @@ static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
                 _cleanup_close_ int tree = open_dir_at(lane, "tree");
                 if (tree >= 0)
                         (void) lane_empty(lane, tree);
+                _cleanup_close_ int cache = open_dir_at(lane, "cache");
+                if (cache >= 0)
+                        (void) rm_rf_children(cache);
         }
 }
 

@@ -433,7 +433,7 @@ static int read_cache_record(uint8_t *kind) {
                 }
                 p[len] = 0;
                 /* The host checked them; a path that would leave /work is refused anyway. */
-                if (strlen(p) != len || p[0] == '/' || strstr(p, "..")) {
+                if (!capsule_cache_path_is_valid(p, len)) {
                         free(p);
                         return -EBADMSG;
                 }

@@ -72,15 +72,19 @@ static int refuse(Out *o, const char *fmt, ...) {
 
 static int tar_tree(struct archive *a, Out *o, int dir, char *path, size_t len, unsigned depth);
 
-static int tar_file_data(struct archive *a, const Out *o, int fd, int64_t size) {
+static int tar_file_data(struct archive *a, Out *o, int fd, int64_t size, const char *path) {
         static char buf[COPY_BUF];
         int r = 0;
         for (int64_t left = size; r >= 0 && left > 0;) {
                 ssize_t k = read(fd, buf, (size_t) MIN((int64_t) sizeof(buf), left));
                 if (k < 0 && errno == EINTR)
                         continue;
+                /* An artifact cut short is padded with zeros by libarchive; a cache entry is not
+                 * sent cut: make would trust its time over its broken content. */
+                if (k <= 0 && o->cache)
+                        return refuse(o, "'%s' could not be read whole: %s", path, k < 0 ? strerror(errno) : "it shrank");
                 if (k <= 0)
-                        break; /* libarchive pads a short entry with zeros */
+                        break;
                 if (archive_write_data(a, buf, (size_t) k) != k)
                         r = archive_result(a, o, ARCHIVE_FATAL);
                 left -= k;
@@ -166,7 +170,7 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 archive_entry_set_size(e, st.st_size);
                 r = archive_result(a, o, archive_write_header(a, e));
                 if (r >= 0)
-                        r = tar_file_data(a, o, fd, st.st_size);
+                        r = tar_file_data(a, o, fd, st.st_size, path);
         }
         archive_entry_free(e);
         close(fd);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -181,6 +182,116 @@ static void test_blocked_mount_point(void **state) {
         assert_non_null(strstr(e.message, "'sub'"));
 }
 
+/* A symbolic link where a parent of a cache path should be is never followed: nothing is made
+ * where it points (a generation holds no links, and this stays true if one ever did). */
+static void test_link_parent_not_followed(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        bool made;
+        assert_int_equal(mkdirat(f->d->fd, "elsewhere", 0700), 0);
+        _cleanup_free_ char *target = NULL;
+        assert_true(asprintf(&target, "%s/elsewhere", f->d->path) > 0);
+        assert_int_equal(symlinkat(target, f->lane.tree_fd, "sub"), 0);
+        assert_int_equal(build_cache_prepare_lane(f->c, &f->lane, &made, &e), -ENOTDIR);
+        assert_string_equal(e.code, "cache_path_blocked");
+        assert_int_equal(faccessat(f->d->fd, "elsewhere/target", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+        assert_int_equal(errno, ENOENT);
+}
+
+/* Hand-outs racing replacements: every lane copy is whole, exactly the tree it says it started
+ * from (the shared and exclusive locks). */
+static void test_hand_out_races_replacement(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        bool made;
+        assert_int_equal(build_cache_prepare_lane(f->c, &f->lane, &made, &e), 0);
+
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                BuildCache *c2 = NULL;
+                BuildCacheParams p = { .paths = paths, .max_bytes = 1 << 20, .max_entries = 1000, .uid = getuid(), .gid = getgid() };
+                if (build_cache_open(f->store_fd, &p, &c2, &e) < 0)
+                        _exit(1);
+                for (int i = 0; i < 200; i++) {
+                        char id[16], text[8];
+                        int fd;
+                        BuildCacheState st, out;
+                        snprintf(id, sizeof(id), "r%d", i);
+                        if (build_cache_state(c2, &st, &e) < 0 || build_cache_take_in_begin(c2, id, &fd, &e) < 0)
+                                _exit(2);
+                        /* Many files each time: a torn copy would miss some. */
+                        for (int k = 0; k < 2; k++) {
+                                char slot[4];
+                                snprintf(slot, sizeof(slot), "%d", k);
+                                if (mkdirat(fd, slot, 0750) < 0)
+                                        _exit(3);
+                                int sd = openat(fd, slot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                                for (int n = 0; n < 40; n++) {
+                                        char name[16];
+                                        snprintf(name, sizeof(name), "f%d", n);
+                                        snprintf(text, sizeof(text), "%c", 'A' + (i % 2));
+                                        tfw_write_file(sd, name, text, (size_t) -1);
+                                }
+                                close(sd);
+                        }
+                        close(fd);
+                        if (build_cache_take_in_commit(c2, id, st.epoch, &out, &e) < 0)
+                                _exit(4);
+                }
+                build_cache_free(c2);
+                _exit(0);
+        }
+        unsigned checked = 0;
+        for (;;) {
+                int st;
+                bool done = waitpid(pid, &st, WNOHANG) == pid;
+                BuildCacheState out, mine;
+                assert_int_equal(build_cache_hand_out(f->c, &f->lane, &out, &e), 0);
+                if (out.tree[0]) {
+                        assert_int_equal(build_cache_tree_id(f->lane.cache_fd, paths, 1000, &mine, &e), 0);
+                        assert_string_equal(mine.tree, out.tree);
+                        checked++;
+                }
+                if (done) {
+                        assert_true(WIFEXITED(st));
+                        assert_int_equal(WEXITSTATUS(st), 0);
+                        break;
+                }
+        }
+        assert_true(checked > 0);
+}
+
+/* A take-in whose process died (killed mid-import, or between the exchange and the removal of
+ * the cache it replaced) goes at the next open; a live one stays. */
+static void test_dead_take_in_swept(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        BuildCacheParams p = { .paths = paths, .max_bytes = 1 << 20, .max_entries = 100, .uid = getuid(), .gid = getgid() };
+
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                BuildCache *c2 = NULL;
+                int fd;
+                if (build_cache_open(f->store_fd, &p, &c2, &e) < 0 || build_cache_take_in_begin(c2, "dead", &fd, &e) < 0)
+                        _exit(1);
+                _exit(mkdirat(fd, "0", 0750) < 0 ? 2 : 0); /* dies holding it */
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_int_equal(WEXITSTATUS(st), 0);
+        int fd;
+        assert_int_equal(build_cache_take_in_begin(f->c, "live", &fd, &e), 0);
+        safe_close(fd);
+        assert_int_equal(faccessat(f->store_fd, "cache/in-dead", F_OK, AT_SYMLINK_NOFOLLOW), 0);
+        BuildCache *c3 = NULL;
+        assert_int_equal(build_cache_open(f->store_fd, &p, &c3, &e), 0);
+        assert_int_equal(faccessat(f->store_fd, "cache/in-dead", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+        assert_int_equal(faccessat(f->store_fd, "cache/in-live", F_OK, AT_SYMLINK_NOFOLLOW), 0);
+        build_cache_free(c3);
+}
+
 /* The tree id is git's for the cache as /work shows it (a link recorded as a link). */
 static void test_tree_id_is_gits(void **state) {
         Fixture *f = *state;
@@ -212,6 +323,9 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_clear_wins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blocked_mount_point, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree_id_is_gits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_link_parent_not_followed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dead_take_in_swept, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_hand_out_races_replacement, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,10 +47,13 @@ mkfifo "$tmp/fifo"
 
 expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- --version
 expect 0 'Usage: tentaflake-worker \[--config FILE\] COMMAND' -- --help
-for v in run drain approve deny list show doctor gc audit keygen serve submit mcp; do
+for v in run drain approve deny list show doctor gc audit cache keygen serve submit mcp; do
         expect 0 "Usage: tentaflake-worker .*$v" -- "$v" --help
 done
 expect 2 'Usage:' --
+# cache clear (issue 20): its subcommand checked before anything else; no cache configured refused.
+expect 2 "cache: missing the subcommand \(clear\)" -- --config "$tmp/good.json" cache
+expect 2 "cache: unknown subcommand 'flush' \(only clear\)" -- --config "$tmp/good.json" cache flush
 # The controller's verbs (issue 15): no --config, usage errors 2, their own failures 125.
 expect 0 'Exit status: the job.s exit code; 124 timed out; 128\+N' -- submit --help
 expect 0 'tools:|Tools:' -- mcp --help

@@ -865,10 +865,10 @@ static void make_cache_dynamic_cases(void) {
         add_dynamic("cache_path_component_256", "bad_value", "cache.paths[0]", NULL, NULL,
                     "cache.paths", rep('c', 256, "[\"", "\"]"), NULL, NULL);
         /* the whole path: CONFIG_CACHE_PATH_MAX bytes accepted, one more refused */
-        add_dynamic("cache_path_4095_bytes", NULL, NULL, "cache.paths",
+        add_dynamic("cache_path_max_bytes", NULL, NULL, "cache.paths",
                     long_rel_path(CONFIG_CACHE_PATH_MAX, "", ""), "cache.paths",
                     long_rel_path(CONFIG_CACHE_PATH_MAX, "[\"", "\"]"), NULL, NULL);
-        add_dynamic("cache_path_4096_bytes", "bad_value", "cache.paths[0]", NULL, NULL, "cache.paths",
+        add_dynamic("cache_path_max_plus_1_bytes", "bad_value", "cache.paths[0]", NULL, NULL, "cache.paths",
                     long_rel_path(CONFIG_CACHE_PATH_MAX + 1, "[\"", "\"]"), NULL, NULL);
         /* CONFIG_CACHE_PATHS_MAX paths accepted, one more refused */
         for (int extra = 0; extra <= 1; extra++) {
@@ -1289,10 +1289,12 @@ static void test_cache_defaults(void **state) {
         assert_int_equal(c->cache.max_bytes, 2ULL << 30);
         assert_int_equal(c->cache.max_entries, CONFIG_DEFAULT_CACHE_MAX_ENTRIES);
         assert_int_equal(c->cache.max_entries, 200000);
-        /* the store grows by the cache and the one being taken in: 2g + 2 x 2g */
+        /* the store grows by (2 x concurrency + 1) caches: the current one, a take-in and an older
+         * one held by a lane per running job: 2g + 3 x 2g */
+        assert_int_equal(c->concurrency, 1);
         assert_int_equal(c->limits.max_store_bytes, 2ULL << 30);
-        assert_int_equal(config_store_tmpfs_bytes(c), 6ULL << 30);
-        assert_int_equal(config_store_cache_inodes(c), 2 * 200000 + 64);
+        assert_int_equal(config_store_tmpfs_bytes(c), 8ULL << 30);
+        assert_int_equal(config_store_cache_inodes(c), 3 * 200000 + 64);
 }
 
 static void test_cache_set(void **state) {
@@ -1307,8 +1309,8 @@ static void test_cache_set(void **state) {
         assert_int_equal(c->cache.max_entries, 1000);
         /* limits.max_store_bytes itself is what the file says; only the tmpfs adds the cache */
         assert_int_equal(c->limits.max_store_bytes, 3ULL << 30);
-        assert_int_equal(config_store_tmpfs_bytes(c), 4ULL << 30);
-        assert_int_equal(config_store_cache_inodes(c), 2064);
+        assert_int_equal(config_store_tmpfs_bytes(c), (3ULL << 30) + 3 * (512ULL << 20));
+        assert_int_equal(config_store_cache_inodes(c), 3064);
 }
 
 static void test_cache_store_at_the_maxima(void **state) {
@@ -1317,8 +1319,8 @@ static void test_cache_store_at_the_maxima(void **state) {
                 "cache.paths", "[\"build\"]", "cache.max_bytes", "\"2048g\"", "cache.max_entries", "10000000",
                 "limits.max_store_bytes", "\"2048g\"", NULL });
 
-        assert_int_equal(config_store_tmpfs_bytes(c), 3 * (2ULL << 40));
-        assert_int_equal(config_store_cache_inodes(c), 20000064);
+        assert_int_equal(config_store_tmpfs_bytes(c), 4 * (2ULL << 40));
+        assert_int_equal(config_store_cache_inodes(c), 30000064);
 }
 
 /* The helpers saturate rather than wrap, whatever a caller put in a Config. */
@@ -1336,9 +1338,11 @@ static void test_cache_store_saturates(void **state) {
         c.cache.max_bytes = UINT64_MAX / 2 + 1;
         assert_true(config_store_tmpfs_bytes(&c) == UINT64_MAX);
         c.cache.max_bytes = 5;
-        c.cache.max_entries = UINT64_MAX / 2 - 63;
-        assert_true(config_store_tmpfs_bytes(&c) == 11);
-        assert_true(config_store_cache_inodes(&c) == UINT64_MAX - 127 + 64);
+        c.cache.max_entries = UINT64_MAX / 3 - 63;
+        assert_true(config_store_tmpfs_bytes(&c) == 16); /* concurrency 0 counts as 1: 1 + 3 x 5 */
+        assert_true(config_store_cache_inodes(&c) == UINT64_MAX - 189 + 64);
+        c.concurrency = 4; /* 9 caches */
+        assert_true(config_store_tmpfs_bytes(&c) == 46);
 }
 
 static void test_cache_messages(void **state) {
