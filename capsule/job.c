@@ -122,6 +122,8 @@ static void outputs_setup(Run *run) {
         cl.max_bytes = p->cache_max_bytes;
         cl.max_entries = p->cache_max_entries;
         cl.owner = p->config->container_uid;
+        cl.reuse = p->cache_paths && p->cache_reuse_fd >= 0;
+        cl.reuse_fd = p->cache_reuse_fd;
         outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1);
 }
 
@@ -821,7 +823,7 @@ typedef struct Job {
         Run run;
         /* What follows the secret (a warm capsule: the job record): the cache record, then the
          * input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
-        uint8_t prelude[2 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
+        uint8_t prelude[2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
         size_t prelude_len;
         char runsc_error[512];
         sigset_t pipe_set, old_set;
@@ -841,6 +843,12 @@ static int job_prelude(Job *j) {
                         return -EINVAL;
                 b[n++] = CAPSULE_CACHE_RECORD;
                 b[n++] = (uint8_t) k;
+                int64_t sec = (int64_t) p->cache_handout.tv_sec;
+                uint32_t nsec = (uint32_t) p->cache_handout.tv_nsec;
+                for (int i = 0; i < 8; i++)
+                        b[n++] = (uint8_t) ((uint64_t) sec >> (8 * i));
+                for (int i = 0; i < 4; i++)
+                        b[n++] = (uint8_t) (nsec >> (8 * i));
                 for (size_t i = 0; i < k; i++) {
                         size_t len = strlen(p->cache_paths[i]);
                         if (len == 0 || len > CAPSULE_CACHE_PATH_MAX)

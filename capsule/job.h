@@ -91,6 +91,11 @@ typedef struct CapsuleJobParams {
         char *const *cache_dirs;
         int cache_staging_fd;
         uint64_t cache_max_bytes, cache_max_entries;
+        /* The copy the job was handed (the lane's slots: cache_reuse_fd/<i>) and when it was made
+         * (realtime, after the last link): init sends a file whose ctime is not later as "kept",
+         * and the importer links it from this copy when its ctime and mtime are that file's. */
+        int cache_reuse_fd;
+        struct timespec cache_handout;
         uid_t unpriv_uid;         /* the artifact parser drops to this uid/gid */
         gid_t unpriv_gid;
 } CapsuleJobParams;

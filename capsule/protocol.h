@@ -60,8 +60,11 @@
 #define CAPSULE_JOB_RECORD_MAX (512 * 1024)
 
 /* Before the input byte, the host may give the build cache's paths (docs/cache.md): 'C', u8 n
- * (1..CAPSULE_CACHE_PATHS_MAX), then n times u16 length (little-endian, 1..CAPSULE_CACHE_PATH_MAX)
- * and the path, relative to /work and normalised. Init then sends what the job left there. */
+ * (1..CAPSULE_CACHE_PATHS_MAX), the hand-out's time (i64 seconds, u32 nanoseconds, realtime,
+ * little-endian), then n times u16 length (little-endian, 1..CAPSULE_CACHE_PATH_MAX) and the
+ * path, relative to /work and normalised. Init then sends what the job left there; a regular
+ * file whose ctime is not later than the hand-out is sent as kept: a hard link entry to its own
+ * name, with its ctime and mtime and no data (the host links the file it handed out). */
 #define CAPSULE_CACHE_RECORD 'C'
 #define CAPSULE_CACHE_PATHS_MAX 16
 #define CAPSULE_CACHE_PATH_MAX 1024 /* 16 of them fit the pipe buffer with the secret */

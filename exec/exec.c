@@ -340,7 +340,8 @@ static void cache_note(ExecResult *r, const char *code, const char *fmt, ...) {
  * the take-in's staging directory. 1 with r's outcome set when the job cannot run (a cache path
  * blocked by the workspace: refused; the store failing: a worker fault); 0 otherwise, with
  * *ret_made when a mount point had to be made now. */
-static int cache_hand_out(const ExecPlan *p, ExecResult *r, CacheDirs *dirs, int *ret_staging, bool *ret_made) {
+static int cache_hand_out(const ExecPlan *p, ExecResult *r, CacheDirs *dirs, int *ret_staging, bool *ret_made,
+                          struct timespec *ret_at) {
         BuildCacheState from;
         TfwError ce = {0};
         usec_t t0 = now_monotonic();
@@ -348,6 +349,9 @@ static int cache_hand_out(const ExecPlan *p, ExecResult *r, CacheDirs *dirs, int
         int k = build_cache_prepare_lane(p->cache, p->lane, ret_made, &ce);
         if (k >= 0)
                 k = build_cache_hand_out(p->cache, p->lane, &from, &ce);
+        /* After the last link: every inode handed out has a ctime not later than this. */
+        if (k >= 0 && clock_gettime(CLOCK_REALTIME, ret_at) < 0)
+                *ret_at = (struct timespec) {};
         if (k >= 0)
                 k = build_cache_take_in_begin(p->cache, p->job_id, ret_staging, &ce);
         if (k >= 0 && cache_dirs_of(p->cache, p->lane, dirs) < 0)
@@ -418,6 +422,8 @@ static void cache_take_in(const ExecPlan *p, ExecResult *r) {
                         memcpy(r->cache.left, left.tree, sizeof(left.tree));
                         r->cache.bytes = left.bytes;
                         r->cache.entries = left.entries;
+                        r->cache.files_unchanged = r->capsule.cache.kept;
+                        r->cache.files_sent = r->capsule.cache.files - r->capsule.cache.kept;
                 }
         }
         (void) build_cache_lane_empty(p->lane);
@@ -492,7 +498,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                            r.input_note[0] ? r.input_note : "no lane");
         } else if (p->cache && !p->use_cache)
                 cache_note(&r, "cache_not_for_class", "a job of this class runs without the build cache");
-        if (with_cache && cache_hand_out(p, &r, &cache_dirs, &cache_staging, &cache_made) > 0)
+        struct timespec handout = {};
+        if (with_cache && cache_hand_out(p, &r, &cache_dirs, &cache_staging, &cache_made, &handout) > 0)
                 goto done;
 
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
@@ -546,6 +553,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .cache_paths = with_cache ? build_cache_paths(p->cache) : NULL,
                 .cache_dirs = with_cache ? cache_dirs.v : NULL,
                 .cache_staging_fd = cache_staging,
+                .cache_reuse_fd = with_cache ? p->lane->cache_fd : -1,
+                .cache_handout = handout,
                 .cache_max_bytes = p->cache ? p->config->cache.max_bytes : 0,
                 .cache_max_entries = p->cache ? p->config->cache.max_entries : 0,
                 .unpriv_uid = ARTIFACT_PARSER_UID,

@@ -120,6 +120,8 @@ typedef struct ExecCache {
         char left[GIT_OID_HEX_SIZE];   /* the cache's tree id after it: the take-in's when kept */
         bool kept;                     /* what the job left replaced the cache */
         uint64_t bytes, entries;       /* of the take-in (kept) */
+        uint64_t files_sent, files_unchanged; /* the take-in's files: sent by the capsule, and
+                                               * linked from the copy it was handed */
         const char *error;             /* why it was not used or nothing was kept; NULL */
         char message[1024];
         uint64_t hand_out_ms, take_in_ms;

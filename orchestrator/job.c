@@ -240,18 +240,20 @@ void job_cache_clear(Worker *w, const char *operator_name) {
 }
 
 static json_t *cache_json(const ExecCache *c) {
-        return json_pack("{s:b, s:s?, s:s?, s:b, s:I, s:I, s:s?, s:s?, s:I, s:I}", "used", c->used, "from",
+        return json_pack("{s:b, s:s?, s:s?, s:b, s:I, s:I, s:I, s:I, s:s?, s:s?, s:I, s:I}", "used", c->used, "from",
                          c->used && c->from[0] ? c->from : NULL, "left", c->used && c->left[0] ? c->left : NULL, "kept",
-                         c->kept, "bytes", (json_int_t) c->bytes, "entries", (json_int_t) c->entries, "error", c->error,
+                         c->kept, "bytes", (json_int_t) c->bytes, "entries", (json_int_t) c->entries, "files_sent",
+                         (json_int_t) c->files_sent, "files_unchanged", (json_int_t) c->files_unchanged, "error", c->error,
                          "message", c->error ? c->message : NULL, "hand_out_ms", (json_int_t) c->hand_out_ms,
                          "take_in_ms", (json_int_t) c->take_in_ms);
 }
 
 static void job_cache_log(Worker *w, const char *id, const ExecCache *c) {
         if (c->kept)
-                worker_say(w, LOG_INFO, "job '%s': build cache %s -> %s: %" PRIu64 " entries, %" PRIu64 " bytes (hand-out %" PRIu64
-                           " ms, take-in %" PRIu64 " ms)", id, c->from[0] ? c->from : "(none)", c->left, c->entries,
-                           c->bytes, c->hand_out_ms, c->take_in_ms);
+                worker_say(w, LOG_INFO, "job '%s': build cache %s -> %s: %" PRIu64 " entries, %" PRIu64 " bytes, %" PRIu64
+                           " files sent, %" PRIu64 " unchanged (hand-out %" PRIu64 " ms, take-in %" PRIu64 " ms)", id,
+                           c->from[0] ? c->from : "(none)", c->left, c->entries, c->bytes, c->files_sent, c->files_unchanged,
+                           c->hand_out_ms, c->take_in_ms);
         else if (c->used || (c->error && !streq(c->error, "cache_not_for_class")))
                 worker_say(w, LOG_NOTICE, "job '%s': build cache %s kept as it was: %s", id,
                            c->from[0] ? c->from : "(none)", c->message);

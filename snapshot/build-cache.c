@@ -22,6 +22,7 @@
 #define CACHE_DIR "cache"
 #define CURRENT "current"
 #define META "meta"
+#define OIDS "oids"
 #define DATA "data"
 #define EPOCH "epoch"
 #define SLOT_MODE 0750
@@ -430,12 +431,18 @@ int build_cache_take_in_commit(BuildCache *c, const char *job_id, uint64_t since
                 goto out;
         }
         r = check_slots(c, data, e);
+        _cleanup_(build_cache_oids_freep) BuildCacheOids *prev = NULL, *oids = NULL;
+        /* The current cache's blob ids (not locked: either cache is a true table of its inodes). */
         if (r >= 0)
-                r = build_cache_tree_id(data, c->p.paths, c->p.max_entries, &s, e);
+                (void) build_cache_oids_load(c->dir_fd, CURRENT "/" OIDS, c->p.max_entries + BUILD_CACHE_PATHS_MAX, &prev);
+        if (r >= 0)
+                r = build_cache_tree_id(data, c->p.paths, c->p.max_entries, prev, &oids, &s, e);
         if (r < 0)
                 goto out;
         int n = snprintf(meta, sizeof(meta), "%s %" PRIu64 " %" PRIu64 "\n", s.tree, s.bytes, s.entries);
-        r = write_file_replace_at(in, META, meta, (size_t) n, 0600, 0, 0);
+        r = build_cache_oids_save(in, OIDS, oids);
+        if (r >= 0)
+                r = write_file_replace_at(in, META, meta, (size_t) n, 0600, 0, 0);
         if (r < 0) {
                 r = tfw_error(e, -r, "build_cache", "cannot write the take-in's meta: %s", strerror(-r));
                 goto out;
@@ -491,124 +498,3 @@ int build_cache_clear(BuildCache *c, TfwError *e) {
         return r < 0 ? tfw_error(e, -r, "build_cache", "cannot clear the cache: %s", strerror(-r)) : 0;
 }
 
-/* ---- the tree id ------------------------------------------------------------------------ */
-
-typedef struct TreeWalk {
-        GitPathEntry *v;
-        size_t n, cap;
-        uint64_t max_entries, entries, bytes;
-        char path[GIT_PATH_MAX + 1];
-        Sha256 *h;
-        uint8_t buf[128 * 1024];
-} TreeWalk;
-
-static int blob_of_fd(TreeWalk *t, int fd, uint64_t size, uint8_t oid[static GIT_OID_SIZE]) {
-        int r = git_blob_hash_start(t->h, size);
-        for (uint64_t left = size; r >= 0 && left > 0;) {
-                ssize_t k = read(fd, t->buf, (size_t) MIN((uint64_t) sizeof(t->buf), left));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return k < 0 ? -errno : -EIO; /* nothing changes a take-in but us */
-                r = sha256_update(t->h, t->buf, (size_t) k);
-                left -= (uint64_t) k;
-        }
-        return r < 0 ? r : sha256_final(t->h, oid);
-}
-
-static int add_path_entry(TreeWalk *t, uint32_t mode) {
-        if (t->n == t->cap) {
-                size_t cap = MAX((size_t) 256, 2 * t->cap);
-                GitPathEntry *v = realloc(t->v, cap * sizeof(*v));
-                if (!v)
-                        return -ENOMEM;
-                t->v = v;
-                t->cap = cap;
-        }
-        char *p = strdup(t->path);
-        if (!p)
-                return -ENOMEM;
-        t->v[t->n++] = (GitPathEntry) { .path = p, .mode = mode };
-        return 0;
-}
-
-static int tree_walk(TreeWalk *t, int dir, size_t len, unsigned depth) {
-        if (depth > LINK_DEPTH_MAX)
-                return -ELOOP;
-        _cleanup_closedir_ DIR *d = opendir_fd(dir);
-        if (!d)
-                return -errno;
-        struct dirent *de;
-        while ((errno = 0, de = readdir(d))) {
-                struct stat st;
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                if (++t->entries > t->max_entries)
-                        return -E2BIG;
-                size_t nl = strlen(de->d_name);
-                if (len + 1 + nl > GIT_PATH_MAX)
-                        return -ENAMETOOLONG;
-                t->path[len] = '/';
-                memcpy(t->path + len + 1, de->d_name, nl + 1);
-                if (fstatat(dir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                        return -errno;
-                int r = 0;
-                if (S_ISDIR(st.st_mode)) {
-                        _cleanup_close_ int fd = openat(dir, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                        r = fd < 0 ? -errno : tree_walk(t, fd, len + 1 + nl, depth + 1);
-                } else if (S_ISREG(st.st_mode)) {
-                        _cleanup_close_ int fd = openat(dir, de->d_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                        r = fd < 0 ? -errno : add_path_entry(t, (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE);
-                        if (r >= 0)
-                                r = blob_of_fd(t, fd, (uint64_t) st.st_size, t->v[t->n - 1].oid);
-                        t->bytes += (uint64_t) st.st_size;
-                } else if (S_ISLNK(st.st_mode)) {
-                        char target[PATH_MAX];
-                        ssize_t k = readlinkat(dir, de->d_name, target, sizeof(target));
-                        r = k < 0 ? -errno : (size_t) k >= sizeof(target) ? -ENAMETOOLONG : add_path_entry(t, GIT_MODE_SYMLINK);
-                        if (r >= 0)
-                                r = git_blob_id(target, (size_t) k, t->v[t->n - 1].oid);
-                        t->bytes += k > 0 ? (uint64_t) k : 0;
-                } else
-                        r = -EBADMSG;
-                if (r < 0)
-                        return r;
-                t->path[len] = 0;
-        }
-        return errno ? -errno : 0;
-}
-
-int build_cache_tree_id(int data_fd, char *const *paths, uint64_t max_entries, BuildCacheState *ret, TfwError *e) {
-        _cleanup_free_ TreeWalk *t = calloc(1, sizeof(*t));
-        uint8_t oid[GIT_OID_SIZE];
-        int r;
-
-        if (!t)
-                return tfw_error(e, ENOMEM, "build_cache", "out of memory");
-        t->max_entries = max_entries + BUILD_CACHE_PATHS_MAX;
-        r = sha256_new(&t->h);
-        for (size_t i = 0; r >= 0 && paths[i]; i++) {
-                char name[24];
-                snprintf(name, sizeof(name), "%zu", i);
-                size_t len = strlen(paths[i]);
-                if (len > GIT_PATH_MAX - 2) {
-                        r = -ENAMETOOLONG;
-                        break;
-                }
-                memcpy(t->path, paths[i], len + 1);
-                _cleanup_close_ int fd = openat(data_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                r = fd < 0 ? -errno : tree_walk(t, fd, len, 0);
-        }
-        if (r >= 0)
-                r = git_tree_id_from_paths(t->v, t->n, oid);
-        for (size_t i = 0; i < t->n; i++)
-                free((char *) t->v[i].path);
-        free(t->v);
-        sha256_free(t->h);
-        if (r < 0)
-                return tfw_error(e, -r, "build_cache", "cannot compute the cache's tree id: %s", strerror(-r));
-        BuildCacheState s = { .bytes = t->bytes, .entries = t->entries };
-        sha256_to_hex(oid, s.tree);
-        *ret = s;
-        return 0;
-}

@@ -50,6 +50,8 @@ typedef struct BuildCacheState {
                                       * when there is none yet */
         uint64_t bytes, entries;
         uint64_t epoch;              /* of the clears, when this was read */
+        uint64_t hashed;             /* a take-in's files read to compute the tree id (the rest were
+                                      * known by inode) */
 } BuildCacheState;
 
 /* The current cache's tree id and size (tree "" when there is none). */
@@ -83,5 +85,17 @@ void build_cache_take_in_discard(BuildCache *c, const char *job_id);
 /* Remove the cache (and bump the epoch): the next job starts from none. */
 int build_cache_clear(BuildCache *c, TfwError *e);
 
-/* Tests and the bench: the tree id of a directory holding data/<i> trees for paths. */
-int build_cache_tree_id(int data_fd, char *const *paths, uint64_t max_entries, BuildCacheState *ret, TfwError *e);
+/* Blob ids of a cache's files by inode (snapshot/cache-tree.c): the store's files never change
+ * in place, so a take-in that kept files (the same inodes) hashes only what was sent. */
+typedef struct BuildCacheOids BuildCacheOids;
+int build_cache_oids_load(int dir_fd, const char *name, uint64_t max_records, BuildCacheOids **ret);
+int build_cache_oids_save(int dir_fd, const char *name, const BuildCacheOids *o);
+void build_cache_oids_free(BuildCacheOids *o);
+static inline void build_cache_oids_freep(BuildCacheOids **o) {
+        build_cache_oids_free(*o);
+}
+
+/* The tree id of a directory holding <i> trees for paths (a take-in's data, a lane's slots),
+ * taking the blob ids prev knows (NULL: none); *ret_oids (NULL: not wanted) gets this tree's. */
+int build_cache_tree_id(int data_fd, char *const *paths, uint64_t max_entries, const BuildCacheOids *prev,
+                        BuildCacheOids **ret_oids, BuildCacheState *ret, TfwError *e);

@@ -56,6 +56,7 @@ unsigned long long skipped;
 bool locale_set;
 char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 size_t n_cache_paths;
+struct timespec cache_handout;
 
 void init_utf8_names(void) {
         if (!locale_set) {
@@ -415,6 +416,19 @@ static int read_cache_record(uint8_t *kind) {
                 return r;
         if (n == 0 || n > CAPSULE_CACHE_PATHS_MAX)
                 return -EBADMSG;
+        uint8_t t[12];
+        r = in_read(t, sizeof(t));
+        if (r < 0)
+                return r;
+        uint64_t sec = 0;
+        uint32_t nsec = 0;
+        for (int i = 0; i < 8; i++)
+                sec |= (uint64_t) t[i] << (8 * i);
+        for (int i = 0; i < 4; i++)
+                nsec |= (uint32_t) t[8 + i] << (8 * i);
+        if (nsec >= 1000000000u)
+                return -EBADMSG;
+        cache_handout = (struct timespec) { .tv_sec = (time_t) sec, .tv_nsec = nsec };
         for (size_t i = 0; i < n; i++) {
                 uint8_t l[2];
                 r = in_read(l, 2);

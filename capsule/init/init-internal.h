@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "capsule/protocol.h"
 #include "common/macro.h"
@@ -27,6 +28,7 @@ void init_utf8_names(void);
 /* The build cache's paths the host gave (CAPSULE_CACHE_RECORD), relative to /work. */
 extern char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 extern size_t n_cache_paths;
+extern struct timespec cache_handout; /* when the host made the copy the job was handed */
 
 typedef enum CacheOut {
         CACHE_OUT_NONE,   /* no cache record */

@@ -105,6 +105,12 @@ static int tar_symlink(struct archive *a, Out *o, int dir, const char *name, con
         return archive_result(a, o, archive_write_header(a, e));
 }
 
+/* Was this file's inode last changed when the host handed the cache out, not since? */
+static bool handed_out(const struct stat *st) {
+        return st->st_ctim.tv_sec < cache_handout.tv_sec ||
+               (st->st_ctim.tv_sec == cache_handout.tv_sec && st->st_ctim.tv_nsec <= cache_handout.tv_nsec);
+}
+
 /* One entry of dir: artifacts take regular files and directories (anything else is skipped);
  * the cache takes symbolic links too and fails on anything else. */
 static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char *path, size_t len, unsigned depth) {
@@ -165,6 +171,15 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 r = archive_result(a, o, archive_write_header(a, e));
                 if (r >= 0)
                         r = tar_tree(a, o, fd, path, len, depth + 1);
+        } else if (o->cache && handed_out(&st)) {
+                /* Kept: what the host handed out, untouched (every change, a rename included,
+                 * stamps a new ctime, which nobody can set back). The host checks it is so. */
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_hardlink(e, path);
+                archive_entry_set_size(e, 0);
+                archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+                archive_entry_set_ctime(e, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
+                r = archive_result(a, o, archive_write_header(a, e));
         } else {
                 archive_entry_set_filetype(e, AE_IFREG);
                 archive_entry_set_size(e, st.st_size);

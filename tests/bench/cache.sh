@@ -21,7 +21,7 @@ fi
 command -v runsc >/dev/null || { echo "cache.sh: runsc missing" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 PLATFORM=systrap
-runsc --help 2>&1 | grep -q systrap || PLATFORM=ptrace
+runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace # the platforms this runsc has
 
 base=$(mktemp -d /var/lib/tfw-bench-cache.XXXXXX)
 chmod 0755 "$base"
@@ -65,7 +65,9 @@ n=0
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # worker_run ARGV_JSON: one request until its result.json; prints ms. Its id is $base/last.
 worker_run() {
-        n=$((n + 1))
+        # The count lives in a file: worker_run runs in $(...) subshells too.
+        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
+        echo "$n" >"$base/n"
         local id=b$n t0 t1
         echo "$id" >"$base/last"
         printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$1" >"$inbox/.$id"
@@ -107,9 +109,9 @@ echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms"
 grep -c "^cc .*-c " "$base/results/$(cat "$base/last")/job.log" | sed 's/^/  files compiled by the last run: /'
 
 # 2. A 500 MB build/: 2,000 files of 250 KB; then one of them changed.
-BIG='["sh","-c","rm -rf build && mkdir -p build/big && cd build/big && i=0; while [ $i -lt 2000 ]; do head -c 256000 /dev/urandom >f$i; i=$((i+1)); done"]'
+BIG='["sh","-c","rm -rf build/big && mkdir -p build/big && cd build/big && head -c 512000000 /dev/urandom | split -b 256000 -a 4 - f"]'
 echo "a 500 MB build/ made in a job: $(worker_run "$BIG") ms (take-in $(cache_of take_in_ms) ms: $(cache_of entries) entries, $(cache_of bytes) bytes)"
-ONE='["sh","-c","head -c 256000 /dev/urandom >build/big/f7"]'
+ONE='["sh","-c","head -c 256000 /dev/urandom >build/big/faaah"]'
 worker_run "$ONE" >/dev/null
 r=() ho=() ti=()
 for _ in $(seq "$RUNS"); do

@@ -26,7 +26,7 @@ fi
 command -v runsc >/dev/null || { echo "generations.sh: runsc missing" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 PLATFORM=systrap
-runsc --help 2>&1 | grep -q systrap || PLATFORM=ptrace
+runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace # the platforms this runsc has
 
 base=$(mktemp -d /var/lib/tfw-bench-gen.XXXXXX)
 chmod 0755 "$base"
@@ -99,7 +99,9 @@ n=0
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # worker_run ARGV_JSON: one request, rename into the inbox until its result.json; prints ms.
 worker_run() {
-        n=$((n + 1))
+        # The count lives in a file: worker_run runs in $(...) subshells too.
+        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
+        echo "$n" >"$base/n"
         local id=b$n t0 t1
         printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$1" >"$inbox/.$id"
         t0=$(now_ms)

@@ -97,8 +97,12 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: ... it is b.c" grep -q '^compile src/b.c$' "$res/${p}2/job.log"
         check "$name: ... it started from the first job's cache" test "$(cache_field "${p}2" from)" = "$(cache_field "${p}1" left)"
         check "$name: ... and left another" test "$(cache_field "${p}2" left)" != "$(cache_field "${p}1" left)"
+        check "$name: ... the capsule sent the files the build changed, the rest was kept" \
+                test "$(cache_field "${p}2" files_sent) $(cache_field "${p}2" files_unchanged)" = "2 3"
         check "$name: nothing changed: nothing compiled" make_job "${p}3"
         check "$name: ... (zero compiles)" test "$(compiles "${p}3")" = 0
+        check "$name: ... and nothing sent" test "$(cache_field "${p}3" files_sent) $(cache_field "${p}3" files_unchanged)" = "0 5"
+        check "$name: ... and the same tree left" test "$(cache_field "${p}3" left)" = "$(cache_field "${p}2" left)"
         check "$name: the workspace holds no object" sh -c "! find '$ws' -name '*.o' | grep -q ."
         check "$name: the workspace's build/ is as the controller left it" test "$(ls -A "$ws/build")" = host-only
         check "$name: no result holds the cache" sh -c "! find '$res' -name '*.o' -o -name prog | grep -q ."

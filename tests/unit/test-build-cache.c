@@ -129,6 +129,47 @@ static void test_replace_and_hand_out(void **state) {
         assert_null(slot_file(f, 0));
 }
 
+/* Kept files (hard links of the cache's own inodes) are not read again for the tree id; a file
+ * sent anew always is. */
+static void test_kept_files_not_hashed(void **state) {
+        Fixture *f = *state;
+        BuildCacheState s0, s1, s2, s3;
+        TfwError e = {0};
+        int fd;
+
+        assert_int_equal(build_cache_state(f->c, &s0, &e), 0);
+        take_in(f, "j1", "one", true);
+        assert_int_equal(build_cache_take_in_commit(f->c, "j1", s0.epoch, &s1, &e), 0);
+        assert_int_equal(s1.hashed, 2);
+        /* j2 keeps both: links of the current cache's files. */
+        assert_int_equal(build_cache_take_in_begin(f->c, "j2", &fd, &e), 0);
+        _cleanup_close_ int cur = open_dir_at(f->store_fd, "cache/current/data");
+        for (int i = 0; i < 2; i++) {
+                char slot[4], path[8];
+                snprintf(slot, sizeof(slot), "%d", i);
+                snprintf(path, sizeof(path), "%d/f", i);
+                assert_int_equal(mkdirat(fd, slot, 0750), 0);
+                assert_int_equal(linkat(cur, path, fd, path, 0), 0);
+        }
+        safe_close(fd);
+        assert_int_equal(build_cache_take_in_commit(f->c, "j2", s1.epoch, &s2, &e), 0);
+        assert_int_equal(s2.hashed, 0);
+        assert_string_equal(s2.tree, s1.tree);
+        /* j3 keeps one and sends one of the same size, mtime and name: that one is read. */
+        safe_close(cur);
+        cur = open_dir_at(f->store_fd, "cache/current/data");
+        assert_int_equal(build_cache_take_in_begin(f->c, "j3", &fd, &e), 0);
+        assert_int_equal(mkdirat(fd, "0", 0750), 0);
+        assert_int_equal(mkdirat(fd, "1", 0750), 0);
+        assert_int_equal(linkat(cur, "0/f", fd, "0/f", 0), 0);
+        _cleanup_close_ int one = open_dir_at(fd, "1");
+        tfw_write_file(one, "f", "ONE", (size_t) -1);
+        safe_close(fd);
+        assert_int_equal(build_cache_take_in_commit(f->c, "j3", s2.epoch, &s3, &e), 0);
+        assert_int_equal(s3.hashed, 1);
+        assert_string_not_equal(s3.tree, s2.tree);
+}
+
 /* A take-in missing one of its paths, or holding something else, is refused: the cache stays. */
 static void test_incomplete_take_in(void **state) {
         Fixture *f = *state;
@@ -249,7 +290,7 @@ static void test_hand_out_races_replacement(void **state) {
                 BuildCacheState out, mine;
                 assert_int_equal(build_cache_hand_out(f->c, &f->lane, &out, &e), 0);
                 if (out.tree[0]) {
-                        assert_int_equal(build_cache_tree_id(f->lane.cache_fd, paths, 1000, &mine, &e), 0);
+                        assert_int_equal(build_cache_tree_id(f->lane.cache_fd, paths, 1000, NULL, NULL, &mine, &e), 0);
                         assert_string_equal(mine.tree, out.tree);
                         checked++;
                 }
@@ -307,7 +348,7 @@ static void test_tree_id_is_gits(void **state) {
         _cleanup_close_ int z = open_dir_at(data, "0");
         tfw_write_file(z, "a.o", "object", (size_t) -1);
         assert_int_equal(symlinkat("a.o", z, "link"), 0);
-        assert_int_equal(build_cache_tree_id(data, paths, 100, &s, &e), 0);
+        assert_int_equal(build_cache_tree_id(data, paths, 100, NULL, NULL, &s, &e), 0);
         _cleanup_free_ char *cmd = NULL;
         assert_true(asprintf(&cmd,
                              "cd '%s' && mkdir -p g/build && cp -P data/0/a.o data/0/link g/build/ && cd g && "
@@ -320,6 +361,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_replace_and_hand_out, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_incomplete_take_in, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kept_files_not_hashed, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_clear_wins, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_blocked_mount_point, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tree_id_is_gits, setup, teardown),
