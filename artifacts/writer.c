@@ -477,6 +477,9 @@ static int check_keep(ArtifactWriter *w, uint32_t filetype, const char *name, si
         if (w->target_len > ARTIFACT_NAME_MAX ||
             name_normalise(true, w->target, w->target_len, target, &trailing, &te) < 0 || !streq(target, w->name))
                 return reject(e, true, name, len, "hard link to another name (a kept file names itself)");
+        /* A file below a top-level directory: the top level holds directories only. */
+        if (!strchr(w->name, '/'))
+                return reject(e, true, name, len, "a kept file at the top level (a top-level cache entry is a directory)");
         if (w->ctime_nsec >= 1000000000u || w->mtime_nsec >= 1000000000u)
                 return reject(e, true, name, len, "times out of range");
         return 1;
@@ -672,6 +675,8 @@ static int begin_keep(ArtifactWriter *w, int dfd, const char *leaf, const char *
         struct stat st;
         char *slash = strrchr(w->name, '/');
 
+        if (!slash) /* check_keep refused it; never here */
+                return protocol_error(e, "a kept file without a directory");
         *slash = 0;
         _cleanup_close_ int src = open_reuse_parent(w, w->name);
         *slash = '/';

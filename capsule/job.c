@@ -122,7 +122,8 @@ static void outputs_setup(Run *run) {
         cl.max_bytes = p->cache_max_bytes;
         cl.max_entries = p->cache_max_entries;
         cl.owner = p->config->container_uid;
-        cl.reuse = p->cache_paths && p->cache_reuse_fd >= 0;
+        /* Never the standard fds: a caller that left cache_reuse_fd 0 gets no reuse, not stdin. */
+        cl.reuse = p->cache_paths && p->cache_reuse_fd > STDERR_FILENO;
         cl.reuse_fd = p->cache_reuse_fd;
         outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1);
 }

@@ -21,7 +21,10 @@
 #include "orchestrator/scratch.h"
 
 /* A tmpfs made but not attached anywhere yet (0700, nosuid, nodev): its mount fd. */
-static int tmpfs_detached(const char *source, const char *size, const char *inodes, const char *what, TfwError *e) {
+/* inode64: inode numbers that are never handed out twice (the build cache knows its files' blob
+ * ids by inode, snapshot/cache-tree.c); without it tmpfs's 32-bit numbers wrap. */
+static int tmpfs_detached(const char *source, const char *size, const char *inodes, bool inode64, const char *what,
+                          TfwError *e) {
         _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
         if (fs < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot open a tmpfs: %m");
@@ -29,6 +32,7 @@ static int tmpfs_detached(const char *source, const char *size, const char *inod
             fsconfig(fs, FSCONFIG_SET_STRING, "size", size, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "nr_inodes", inodes, 0) < 0 ||
             fsconfig(fs, FSCONFIG_SET_STRING, "mode", "0700", 0) < 0 ||
+            (inode64 && fsconfig(fs, FSCONFIG_SET_FLAG, "inode64", NULL, 0) < 0) ||
             fsconfig(fs, FSCONFIG_CMD_CREATE, NULL, NULL, 0) < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot configure the %s tmpfs: %m", what);
         int mnt = fsmount(fs, FSMOUNT_CLOEXEC, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV);
@@ -56,7 +60,7 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot make the mounts of its namespace private: %m");
 
-        mnt = tmpfs_detached("tentaflake-scratch", SCRATCH_TMPFS_SIZE, SCRATCH_TMPFS_INODES, "scratch", e);
+        mnt = tmpfs_detached("tentaflake-scratch", SCRATCH_TMPFS_SIZE, SCRATCH_TMPFS_INODES, false, "scratch", e);
         if (mnt < 0)
                 return mnt;
         /* The fds dirs_open made name the directories in the namespace left behind: the
@@ -118,7 +122,7 @@ int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e) {
                             (c->cache.paths ? lanes * c->cache.max_entries : 0);
         snprintf(size, sizeof(size), "%" PRIu64, config_store_tmpfs_bytes(c));
         snprintf(inodes, sizeof(inodes), "%" PRIu64, n_inodes);
-        _cleanup_close_ int mnt = tmpfs_detached("tentaflake-store", size, inodes, "generation store", e);
+        _cleanup_close_ int mnt = tmpfs_detached("tentaflake-store", size, inodes, true, "generation store", e);
         if (mnt < 0)
                 return mnt;
         if (mkdirat(dirs->scratch_fd, SCRATCH_STORE_NAME, 0700) < 0 && errno != EEXIST)

@@ -418,6 +418,7 @@ static int check_slots(const BuildCache *c, int data_fd, TfwError *e) {
 
 int build_cache_take_in_commit(BuildCache *c, const char *job_id, uint64_t since_epoch, BuildCacheState *ret,
                                TfwError *e) {
+        _cleanup_(build_cache_oids_freep) BuildCacheOids *prev = NULL, *oids = NULL;
         char name[NAME_MAX + 1], meta[META_MAX];
         BuildCacheState s;
         int r;
@@ -431,7 +432,6 @@ int build_cache_take_in_commit(BuildCache *c, const char *job_id, uint64_t since
                 goto out;
         }
         r = check_slots(c, data, e);
-        _cleanup_(build_cache_oids_freep) BuildCacheOids *prev = NULL, *oids = NULL;
         /* The current cache's blob ids (not locked: either cache is a true table of its inodes). */
         if (r >= 0)
                 (void) build_cache_oids_load(c->dir_fd, CURRENT "/" OIDS, c->p.max_entries + BUILD_CACHE_PATHS_MAX, &prev);

@@ -106,9 +106,19 @@ static int tar_symlink(struct archive *a, Out *o, int dir, const char *name, con
 }
 
 /* Was this file's inode last changed when the host handed the cache out, not since? */
+static bool not_later(const struct timespec *a, const struct timespec *b) {
+        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
+}
+
 static bool handed_out(const struct stat *st) {
-        return st->st_ctim.tv_sec < cache_handout.tv_sec ||
-               (st->st_ctim.tv_sec == cache_handout.tv_sec && st->st_ctim.tv_nsec <= cache_handout.tv_nsec);
+        /* A clock that went back since the hand-out could stamp a change of the job's with an
+         * earlier time: then nothing is taken for unchanged. */
+        static int clock_ok = -1;
+        if (clock_ok < 0) {
+                struct timespec now;
+                clock_ok = clock_gettime(CLOCK_REALTIME, &now) >= 0 && not_later(&cache_handout, &now);
+        }
+        return clock_ok && not_later(&st->st_ctim, &cache_handout);
 }
 
 /* One entry of dir: artifacts take regular files and directories (anything else is skipped);

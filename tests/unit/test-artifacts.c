@@ -2008,6 +2008,7 @@ static void test_cache_kept(void **state) {
                 { "0/obj.o", "0/other.o", 0, "another name" },
                 { "0/gone.o", "0/gone.o", 0, "no such file" },
                 { "0/loop/obj.o", "0/loop/obj.o", 0, "no such file" },
+                { "top", "top", 0, "at the top level" }, /* once a crash of the writer */
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
                 kept_stream(env, bad[i].name, bad[i].link, mtime + bad[i].delta, &b);

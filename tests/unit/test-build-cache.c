@@ -66,7 +66,7 @@ static void take_in(Fixture *f, const char *id, const char *text, bool whole) {
         TfwError e = {0};
         assert_int_equal(build_cache_take_in_begin(f->c, id, &fd, &e), 0);
         for (size_t i = 0; i < (whole ? 2u : 1u); i++) {
-                char name[8];
+                char name[32];
                 snprintf(name, sizeof(name), "%zu", i);
                 assert_int_equal(mkdirat(fd, name, 0750), 0);
                 _cleanup_close_ int s = open_dir_at(fd, name);
@@ -145,7 +145,7 @@ static void test_kept_files_not_hashed(void **state) {
         assert_int_equal(build_cache_take_in_begin(f->c, "j2", &fd, &e), 0);
         _cleanup_close_ int cur = open_dir_at(f->store_fd, "cache/current/data");
         for (int i = 0; i < 2; i++) {
-                char slot[4], path[8];
+                char slot[16], path[32];
                 snprintf(slot, sizeof(slot), "%d", i);
                 snprintf(path, sizeof(path), "%d/f", i);
                 assert_int_equal(mkdirat(fd, slot, 0750), 0);
@@ -255,7 +255,7 @@ static void test_hand_out_races_replacement(void **state) {
                 if (build_cache_open(f->store_fd, &p, &c2, &e) < 0)
                         _exit(1);
                 for (int i = 0; i < 200; i++) {
-                        char id[16], text[8];
+                        char id[32], text[8];
                         int fd;
                         BuildCacheState st, out;
                         snprintf(id, sizeof(id), "r%d", i);
@@ -263,13 +263,13 @@ static void test_hand_out_races_replacement(void **state) {
                                 _exit(2);
                         /* Many files each time: a torn copy would miss some. */
                         for (int k = 0; k < 2; k++) {
-                                char slot[4];
+                                char slot[16];
                                 snprintf(slot, sizeof(slot), "%d", k);
                                 if (mkdirat(fd, slot, 0750) < 0)
                                         _exit(3);
                                 int sd = openat(fd, slot, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                                 for (int n = 0; n < 40; n++) {
-                                        char name[16];
+                                        char name[32];
                                         snprintf(name, sizeof(name), "f%d", n);
                                         snprintf(text, sizeof(text), "%c", 'A' + (i % 2));
                                         tfw_write_file(sd, name, text, (size_t) -1);
