@@ -638,28 +638,6 @@ static int begin_link(ArtifactWriter *w, int dfd, const char *leaf, const char *
         return 0;
 }
 
-/* Cache profile: the parent directory of the entry's name in the copy handed out, opened
- * component by component with O_NOFOLLOW|O_DIRECTORY (nothing is made there). */
-static int open_reuse_parent(ArtifactWriter *w, const char *parent) {
-        _cleanup_close_ int cur = -EBADF;
-        char comp[NAME_MAX + 1];
-        size_t len = strlen(parent);
-
-        for (size_t i = 0; i < len;) {
-                const char *slash = memchr(parent + i, '/', len - i);
-                size_t m = slash ? (size_t) (slash - (parent + i)) : len - i;
-                memcpy(comp, parent + i, m);
-                comp[m] = 0;
-                int fd = openat(cur >= 0 ? cur : w->reuse_fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (fd < 0)
-                        return -errno;
-                safe_close(cur);
-                cur = fd;
-                i += m + 1;
-        }
-        return cur >= 0 ? TAKE_FD(cur) : fcntl(w->reuse_fd, F_DUPFD_CLOEXEC, 3);
-}
-
 /* Cache profile. Contract: a kept file is the regular file at the same name in the copy the job
  * was handed, whose mtime is the one the stream claims; it is hard-linked into the staging
  * directory, never over anything, and neither its owner, mode nor times are touched (its inode
@@ -678,7 +656,8 @@ static int begin_keep(ArtifactWriter *w, int dfd, const char *leaf, const char *
         if (!slash) /* check_keep refused it; never here */
                 return protocol_error(e, "a kept file without a directory");
         *slash = 0;
-        _cleanup_close_ int src = open_reuse_parent(w, w->name);
+        /* Its directory in the copy handed out: nothing made there, no link followed. */
+        _cleanup_close_ int src = open_dir_components(w->reuse_fd, w->name);
         *slash = '/';
         if (src < 0 || fstatat(src, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return reject(e, true, name, len, "kept, but there was no such file handed out");

@@ -147,6 +147,33 @@ int open_dir_at(int dir_fd, const char *name) {
         return fd < 0 ? -errno : fd;
 }
 
+int open_dir_components(int dir_fd, const char *path) {
+        _cleanup_close_ int cur = -EBADF;
+        char comp[NAME_MAX + 1];
+        size_t len = strlen(path);
+
+        if (path[0] == '/')
+                return -EINVAL;
+        for (size_t i = 0; i < len;) {
+                const char *slash = memchr(path + i, '/', len - i);
+                size_t m = slash ? (size_t) (slash - (path + i)) : len - i;
+                if (m == 0 || m > NAME_MAX || (m == 1 && path[i] == '.') || (m == 2 && path[i] == '.' && path[i + 1] == '.'))
+                        return m > NAME_MAX ? -ENAMETOOLONG : -EINVAL;
+                memcpy(comp, path + i, m);
+                comp[m] = 0;
+                int fd = openat(cur >= 0 ? cur : dir_fd, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                safe_close(cur);
+                cur = fd;
+                i += m + 1;
+        }
+        if (cur >= 0)
+                return TAKE_FD(cur);
+        int fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        return fd < 0 ? -errno : fd;
+}
+
 int mkdtemp_fd(const char *base, const char *prefix, char **ret_path) {
         _cleanup_free_ char *path = NULL;
 

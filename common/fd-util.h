@@ -42,6 +42,10 @@ static inline void closedirp(DIR **d) {
 
 /* Open a directory relative to dir_fd without following a symlink in the last component. */
 int open_dir_at(int dir_fd, const char *name);
+/* The directory at the relative path below dir_fd, each component opened with
+ * O_DIRECTORY|O_NOFOLLOW (no symlink followed anywhere in it, nothing made); "" is dir_fd itself
+ * (a new fd). -EINVAL for an absolute path or an empty, "." or ".." component. */
+int open_dir_components(int dir_fd, const char *path);
 
 /* Create a fresh private temporary directory under base (for example "/tmp"); returns its
  * path in *ret_path (caller frees) and an O_DIRECTORY fd. */

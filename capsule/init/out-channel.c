@@ -274,28 +274,12 @@ static int write_artifacts(void) {
 
 /* /work/<path> opened component by component, never following a link; -ENOENT: not there. */
 static int open_cache_path(const char *path) {
-        int cur = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        char comp[NAME_MAX + 1];
-        size_t len = strlen(path);
-
-        for (size_t i = 0; cur >= 0 && i < len;) {
-                const char *slash = memchr(path + i, '/', len - i);
-                size_t m = slash ? (size_t) (slash - (path + i)) : len - i;
-                if (m == 0 || m > NAME_MAX) {
-                        close(cur);
-                        return -EINVAL;
-                }
-                memcpy(comp, path + i, m);
-                comp[m] = 0;
-                int fd = openat(cur, comp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                int err = errno;
-                close(cur);
-                if (fd < 0)
-                        return -err;
-                cur = fd;
-                i += m + 1;
-        }
-        return cur < 0 ? -errno : cur;
+        int work = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (work < 0)
+                return -errno;
+        int fd = open_dir_components(work, path);
+        close(work);
+        return fd;
 }
 
 /* Cache path i as the directory "<i>" and what is below it. Gone (the job removed it): an empty

@@ -192,6 +192,32 @@ static void test_atomic_write_and_rm(void **state) {
         assert_int_equal(rm_rf_at(d->fd, "missing"), 0);
 }
 
+/* open_dir_components follows no link anywhere in the path and makes nothing. */
+static void test_open_dir_components(void **state) {
+        TestDir *d = *state;
+        struct stat a, b;
+
+        assert_int_equal(mkdirat(d->fd, "a", 0755), 0);
+        assert_int_equal(mkdirat(d->fd, "a/b", 0755), 0);
+        assert_int_equal(symlinkat("a", d->fd, "l"), 0);
+        int fd = open_dir_components(d->fd, "a/b");
+        assert_true(fd >= 0);
+        assert_int_equal(fstat(fd, &a), 0);
+        assert_int_equal(fstatat(d->fd, "a/b", &b, 0), 0);
+        assert_true(a.st_ino == b.st_ino);
+        safe_close(fd);
+        int r = open_dir_components(d->fd, "l/b"); /* a link in the middle: never followed */
+        assert_true(r == -ENOTDIR || r == -ELOOP);
+        assert_int_equal(open_dir_components(d->fd, "a/../a"), -EINVAL);
+        assert_int_equal(open_dir_components(d->fd, "/a"), -EINVAL);
+        assert_int_equal(open_dir_components(d->fd, "a//b"), -EINVAL);
+        assert_int_equal(open_dir_components(d->fd, "a/c"), -ENOENT);
+        assert_int_equal(faccessat(d->fd, "a/c", F_OK, AT_SYMLINK_NOFOLLOW), -1);
+        fd = open_dir_components(d->fd, "");
+        assert_true(fd >= 0 && fd != d->fd);
+        safe_close(fd);
+}
+
 /* rm_rf_at never enters a mount point: a directory bind-mounted inside the tree (or a FUSE
  * file system there) is left whole and the removal says EXDEV. Needs CAP_SYS_ADMIN; the mount
  * is made in a private mount namespace of a child, so nothing outlives the test. */
@@ -337,6 +363,7 @@ int main(void) {
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test_setup_teardown(test_read_bounded, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_atomic_write_and_rm, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_open_dir_components, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_rm_rf_stops_at_mounts, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_close_all_fds_except),
                 cmocka_unit_test(test_json_strict),
