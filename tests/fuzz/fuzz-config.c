@@ -92,8 +92,10 @@ static void check_config(const Config *c) {
                 CHECK(cc->n_paths >= 1 && cc->n_paths <= CONFIG_CACHE_PATHS_MAX && !cc->paths[cc->n_paths]);
                 CHECK(cc->max_bytes >= 1 && cc->max_bytes <= (UINT64_C(2) << 40));
                 CHECK(cc->max_entries >= 1 && cc->max_entries <= 10000000);
-                CHECK(config_store_tmpfs_bytes(c) == l->max_store_bytes + 2 * cc->max_bytes);
-                CHECK(config_store_cache_inodes(c) == 2 * cc->max_entries + 64);
+                /* (2 x concurrency + 1) caches; the bounds keep it from overflowing */
+                uint64_t caches = 2 * (uint64_t) (c->concurrency ? c->concurrency : 1) + 1;
+                CHECK(config_store_tmpfs_bytes(c) == l->max_store_bytes + caches * cc->max_bytes);
+                CHECK(config_store_cache_inodes(c) == caches * cc->max_entries + 64);
                 for (size_t i = 0; i < cc->n_paths; i++) {
                         const char *q = cc->paths[i];
                         size_t n = strlen(q);
