@@ -445,33 +445,30 @@ static int cancel_gate(void *userdata, bool spawned) {
         return r;
 }
 
-int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
-        /* Declared before the first goto: the cleanup must never see an uninitialised value. */
-        _cleanup_free_ char *cid = NULL;
-        char init_path[PATH_MAX];
-        StreamInput in = { .r = -EINPROGRESS };
-        /* Ours from here: used below, or torn down on the way out. */
-        _cleanup_(capsule_warm_freep) CapsuleWarm *warm = p ? p->warm : NULL;
-        _cleanup_(cache_dirs_done) CacheDirs cache_dirs = {};
-        _cleanup_close_ int cache_staging = -EBADF;
-        ExecResult r = {0};
-        TfwError se = {0};
-        int k;
+/* What the steps of one exec_run share. */
+typedef struct ExecRun {
+        StreamInput in;
+        const char *work_dir;     /* the generation bound at /work, or NULL */
+        bool with_cache;          /* the build cache is handed out and taken back */
+        bool cache_made;          /* a mount point of the cache had to be made now */
+        CacheDirs cache_dirs;
+        int cache_staging;
+        struct timespec handout;
+} ExecRun;
 
-        if (!plan_is_valid(p))
-                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid execution plan");
-        r.started_at = now_realtime();
-        record_limits(p, &r);
-        if (exec_plan_digest(p, r.environment_digest) < 0)
-                r.environment_digest[0] = 0;
+static void exec_run_done(ExecRun *x) {
+        cache_dirs_done(&x->cache_dirs);
+        x->cache_staging = safe_close(x->cache_staging);
+}
 
-        /* 1. The input: a workspace is walked while the capsule boots, its stream read by
-         * the capsule's init into /work (docs/snapshot.md); a refusal of the walk is the
-         * outcome whatever the capsule did, and the job never starts on an incomplete
-         * stream. A prepared tree is mounted. */
-        const char *tree = p->tree_dir;
+/* Step 1, the input: a workspace is walked into the plan's lane (or, without one, while the
+ * capsule boots, its stream read by the capsule's init into /work: docs/snapshot.md; a refusal
+ * of the walk is the outcome whatever the capsule did, and the job never starts on an incomplete
+ * stream); a prepared tree is mounted. With the build cache, its paths are left out of the walk
+ * and the cache handed out. 1: the outcome is decided (r says it). */
+static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
         if (p->workspace)
-                in = (StreamInput) {
+                x->in = (StreamInput) {
                         .workspace = p->workspace,
                         .limits = {
                                 .max_bytes = p->config->limits.max_snapshot_bytes,
@@ -483,52 +480,38 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                         },
                         .r = -EINPROGRESS,
                 };
-
-        const char *work_dir = NULL;
-        if (input_generation(p, &in.limits, &r, &work_dir) > 0)
-                goto done;
-        r.input = work_dir ? "generation" : p->workspace ? "stream" : "tree";
-        bool with_cache = p->cache && p->use_cache && work_dir;
-        bool cache_made = false;
-        if (p->cache && p->use_cache && !work_dir) {
+        if (input_generation(p, &x->in.limits, r, &x->work_dir) > 0)
+                return 1;
+        r->input = x->work_dir ? "generation" : p->workspace ? "stream" : "tree";
+        x->with_cache = p->cache && p->use_cache && x->work_dir;
+        if (p->cache && p->use_cache && !x->work_dir) {
                 /* Streamed: there is nothing to mount the cache under; the workspace's own
                  * entries at its paths go in as they are. */
-                in.limits.exclude_cache = false;
-                cache_note(&r, "cache_unavailable", "the workspace was not a generation (%s): the job ran without the build cache",
-                           r.input_note[0] ? r.input_note : "no lane");
+                x->in.limits.exclude_cache = false;
+                cache_note(r, "cache_unavailable", "the workspace was not a generation (%s): the job ran without the build cache",
+                           r->input_note[0] ? r->input_note : "no lane");
         } else if (p->cache && !p->use_cache)
-                cache_note(&r, "cache_not_for_class", "a job of this class runs without the build cache");
-        struct timespec handout = {};
-        if (with_cache && cache_hand_out(p, &r, &cache_dirs, &cache_staging, &cache_made, &handout) > 0)
-                goto done;
+                cache_note(r, "cache_not_for_class", "a job of this class runs without the build cache");
+        if (x->with_cache && cache_hand_out(p, r, &x->cache_dirs, &x->cache_staging, &x->cache_made, &x->handout) > 0)
+                return 1;
+        return 0;
+}
 
-        if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
-                r.outcome = EXEC_WORKER_FAULT;
-                r.error = se.code ? se.code : "capsule_setup";
-                set_message(&r, "%s", se.message);
-                goto done;
-        }
-
-        /* 2-4. The capsule: run, drain log and artifacts, clean up. A warm one only when its
-         * walls are the job's and the input can come over its channel. */
+/* A capsule started ahead, when its walls are the job's and the input can come over its
+ * channel; otherwise it goes and NULL is returned. */
+static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWarm *warm) {
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
-        bool warm_input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
-                             streq_ptr(capsule_warm_work_dir(warm), work_dir) &&
-                             capsule_warm_binds_cache(warm) == with_cache && !cache_made;
-        if (warm && (!capsule_warm_fits(warm, p->config) || !warm_input_ok || !p->driver->ops->boots_ahead ||
+        bool input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
+                        streq_ptr(capsule_warm_work_dir(warm), x->work_dir) &&
+                        capsule_warm_binds_cache(warm) == x->with_cache && !x->cache_made;
+        if (warm && (!capsule_warm_fits(warm, p->config) || !input_ok || !p->driver->ops->boots_ahead ||
                      !capsule_warm_alive(warm)))
                 warm = (capsule_warm_free(warm), NULL);
-        if (warm)
-                cid = strdup(capsule_warm_container(warm));
-        else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)
-                cid = NULL;
-        if (!cid || !cancel_register(p->cancel, p->driver, cid)) {
-                r.outcome = EXEC_CANCELLED;
-                r.error = "cancelled";
-                set_message(&r, "cancelled before the capsule started");
-                goto done;
-        }
-        CapsuleJobParams cp = {
+        return warm;
+}
+
+static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path, CapsuleWarm *warm, CapsuleJobParams *ret) {
+        *ret = (CapsuleJobParams) {
                 .config = p->config,
                 .driver = p->driver,
                 .scratch_fd = p->scratch_fd,
@@ -540,26 +523,117 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 .timeout_seconds = p->timeout_seconds,
                 .cpu_seconds = p->cpu_seconds,
                 .end_on_log_limit = p->end_on_log_limit,
-                .snapshot_dir = tree,
-                .work_dir = work_dir,
-                .input = p->workspace && !work_dir ? stream_input : NULL,
-                .input_userdata = &in,
+                .snapshot_dir = p->tree_dir,
+                .work_dir = x->work_dir,
+                .input = p->workspace && !x->work_dir ? stream_input : NULL,
+                .input_userdata = &x->in,
                 .gate = p->cancel ? cancel_gate : NULL,
                 .gate_userdata = p->cancel,
-                .warm = TAKE_PTR(warm),
+                .warm = warm,
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .staging_fd = p->artifacts_fd,
-                .cache_paths = with_cache ? build_cache_paths(p->cache) : NULL,
-                .cache_dirs = with_cache ? cache_dirs.v : NULL,
-                .cache_staging_fd = cache_staging,
-                .cache_reuse_fd = with_cache ? p->lane->cache_fd : -1,
-                .cache_handout = handout,
+                .cache_paths = x->with_cache ? build_cache_paths(p->cache) : NULL,
+                .cache_dirs = x->with_cache ? x->cache_dirs.v : NULL,
+                .cache_staging_fd = x->cache_staging,
+                .cache_reuse_fd = x->with_cache ? p->lane->cache_fd : -1,
+                .cache_handout = x->handout,
                 .cache_max_bytes = p->cache ? p->config->cache.max_bytes : 0,
                 .cache_max_entries = p->cache ? p->config->cache.max_entries : 0,
                 .unpriv_uid = ARTIFACT_PARSER_UID,
                 .unpriv_gid = ARTIFACT_PARSER_GID,
         };
+}
+
+static void cancelled_before(ExecResult *r) {
+        r->outcome = EXEC_CANCELLED;
+        r->error = "cancelled";
+        set_message(r, "cancelled before the capsule started");
+}
+
+/* After the capsule: the walk's verdict first (a refusal, a host-side failure), then the
+ * runtime's (k < 0), then the job's own outcome. */
+static void exec_judge(const ExecPlan *p, const ExecRun *x, int k, const TfwError *se, ExecResult *r) {
+        const StreamInput *in = &x->in;
+        if (p->workspace && in->done && in->r >= 0) {
+                r->have_snapshot = true;
+                r->snapshot = in->summary;
+        }
+        if (p->workspace && in->done && in->r < 0 && snapshot_refusal(&in->error)) {
+                /* Never runnable as given; init ran nothing (the stream ended with 'A'). */
+                r->outcome = EXEC_REFUSED;
+                r->error = in->error.code;
+                set_message(r, "%s", in->error.message);
+                return;
+        }
+        if (p->workspace && in->done && in->r < 0 && !(in->error.code && streq(in->error.code, "snapshot_stream"))) {
+                /* The walk failed on the host (the workspace could not be opened, a read
+                 * error): the job did not run, and it is not the job's fault. */
+                r->outcome = EXEC_WORKER_FAULT;
+                r->error = in->error.code ? in->error.code : "snapshot_io";
+                set_message(r, "%s", in->error.message);
+                return;
+        }
+        if (k < 0) {
+                r->outcome = EXEC_WORKER_FAULT;
+                r->error = se->code ? se->code : "capsule_setup";
+                set_message(r, "%s", se->message);
+                return;
+        }
+        r->ran = true;
+        r->started_at = r->capsule.started_at;
+        r->finished_at = r->capsule.finished_at;
+        r->duration_ms = r->capsule.duration_ms;
+        r->have_peak_memory = r->capsule.have_peak_memory;
+        r->peak_memory_bytes = r->capsule.peak_memory_bytes;
+        classify(r);
+        if (p->cancel && exec_cancelled(p->cancel)) {
+                r->outcome = EXEC_CANCELLED;
+                r->error = "cancelled";
+                set_message(r, "cancelled while it ran");
+        }
+}
+
+int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
+        /* Declared before the first goto: the cleanup must never see an uninitialised value. */
+        _cleanup_free_ char *cid = NULL;
+        char init_path[PATH_MAX];
+        /* Ours from here: used below, or torn down on the way out. */
+        _cleanup_(capsule_warm_freep) CapsuleWarm *warm = p ? p->warm : NULL;
+        _cleanup_(exec_run_done) ExecRun x = { .in = { .r = -EINPROGRESS }, .cache_staging = -EBADF };
+        ExecResult r = {0};
+        TfwError se = {0};
+        int k;
+
+        if (!plan_is_valid(p))
+                return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid execution plan");
+        r.started_at = now_realtime();
+        record_limits(p, &r);
+        if (exec_plan_digest(p, r.environment_digest) < 0)
+                r.environment_digest[0] = 0;
+
+        /* 1. The input. */
+        if (exec_input(p, &x, &r) > 0)
+                goto done;
+        if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
+                r.outcome = EXEC_WORKER_FAULT;
+                r.error = se.code ? se.code : "capsule_setup";
+                set_message(&r, "%s", se.message);
+                goto done;
+        }
+
+        /* 2-4. The capsule: run, drain log, artifacts and cache, clean up. */
+        warm = exec_warm_fit(p, &x, TAKE_PTR(warm));
+        if (warm)
+                cid = strdup(capsule_warm_container(warm));
+        else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)
+                cid = NULL;
+        if (!cid || !cancel_register(p->cancel, p->driver, cid)) {
+                cancelled_before(&r);
+                goto done;
+        }
+        CapsuleJobParams cp;
+        capsule_params(p, &x, init_path, TAKE_PTR(warm), &cp);
         k = capsule_run_job(&cp, &r.capsule, &se);
         cancel_unregister(p->cancel);
         if (k >= 0 && r.capsule.warm_lost) {
@@ -570,9 +644,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 cid = NULL;
                 if (capsule_container_id(p->config->name, p->job_id, &cid) < 0 || !cid ||
                     !cancel_register(p->cancel, p->driver, cid)) {
-                        r.outcome = EXEC_CANCELLED;
-                        r.error = "cancelled";
-                        set_message(&r, "cancelled before the capsule started");
+                        cancelled_before(&r);
                         goto done;
                 }
                 cp.warm = NULL;
@@ -580,44 +652,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 k = capsule_run_job(&cp, &r.capsule, &se);
                 cancel_unregister(p->cancel);
         }
-        if (p->workspace && in.done && in.r >= 0) {
-                r.have_snapshot = true;
-                r.snapshot = in.summary;
-        }
-        if (p->workspace && in.done && in.r < 0 && snapshot_refusal(&in.error)) {
-                /* Never runnable as given; init ran nothing (the stream ended with 'A'). */
-                r.outcome = EXEC_REFUSED;
-                r.error = in.error.code;
-                set_message(&r, "%s", in.error.message);
-                goto done;
-        }
-        if (p->workspace && in.done && in.r < 0 &&
-            !(in.error.code && streq(in.error.code, "snapshot_stream"))) {
-                /* The walk failed on the host (the workspace could not be opened, a read
-                 * error): the job did not run, and it is not the job's fault. */
-                r.outcome = EXEC_WORKER_FAULT;
-                r.error = in.error.code ? in.error.code : "snapshot_io";
-                set_message(&r, "%s", in.error.message);
-                goto done;
-        }
-        if (k < 0) {
-                r.outcome = EXEC_WORKER_FAULT;
-                r.error = se.code ? se.code : "capsule_setup";
-                set_message(&r, "%s", se.message);
-                goto done;
-        }
-        r.ran = true;
-        r.started_at = r.capsule.started_at;
-        r.finished_at = r.capsule.finished_at;
-        r.duration_ms = r.capsule.duration_ms;
-        r.have_peak_memory = r.capsule.have_peak_memory;
-        r.peak_memory_bytes = r.capsule.peak_memory_bytes;
-        classify(&r);
-        if (p->cancel && exec_cancelled(p->cancel)) {
-                r.outcome = EXEC_CANCELLED;
-                r.error = "cancelled";
-                set_message(&r, "cancelled while it ran");
-        }
+        exec_judge(p, &x, k, &se, &r);
 
 done:
         if (r.cache.used)

@@ -292,6 +292,23 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         return r;
 }
 
+/* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
+static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
+        if (x->warm_lost[0])
+                worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", id, x->warm_lost);
+        if (x->have_snapshot)
+                worker_say(w, LOG_INFO, "job '%s': %s %s: %" PRIu64 " entries, %" PRIu64 " bytes, kept %" PRIu64 " of %" PRIu64
+                           " files (%" PRIu64 " ms)",
+                           id, x->input, x->snapshot.tree, x->snapshot.entries, x->snapshot.bytes, x->snapshot.files_reused,
+                           x->snapshot.files, (uint64_t) (x->snapshot.duration / 1000));
+        if (x->have_snapshot && x->snapshot.lease_unusable)
+                worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
+                           "again by every request", id);
+        if (x->input_note[0])
+                worker_say(w, LOG_WARNING, "job '%s': %s", id, x->input_note);
+        job_cache_log(w, id, &x->cache);
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, TfwError *e) {
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
@@ -375,20 +392,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         ExecResult x = {};
         r = exec_run(&plan, &x, e);
         capsule_driver_done(&drv);
-        if (r >= 0 && x.warm_lost[0])
-                worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", rec->id, x.warm_lost);
-        if (r >= 0 && x.have_snapshot)
-                worker_say(w, LOG_INFO, "job '%s': %s %s: %" PRIu64 " entries, %" PRIu64 " bytes, kept %" PRIu64 " of %" PRIu64
-                           " files (%" PRIu64 " ms)",
-                           rec->id, x.input, x.snapshot.tree, x.snapshot.entries, x.snapshot.bytes, x.snapshot.files_reused,
-                           x.snapshot.files, (uint64_t) (x.snapshot.duration / 1000));
-        if (r >= 0 && x.have_snapshot && x.snapshot.lease_unusable)
-                worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
-                           "again by every request", rec->id);
-        if (r >= 0 && x.input_note[0])
-                worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, x.input_note);
-        if (r >= 0 && cache)
-                job_cache_log(w, rec->id, &x.cache);
+        if (r >= 0)
+                job_report_run(w, rec->id, &x);
         if (lane)
                 job_store_report(w);
         if (cache && x.cache.used)
