@@ -33,8 +33,7 @@ int discovery_publish(Worker *w, const char *config_path, TfwError *e) {
 
         ws = open_dir_path_nofollow(c->workspace, w->use_openat2);
         if (ws < 0)
-                return tfw_error(e, ws, "discovery", "workspace '%s' cannot be opened without following a symlink: %s",
-                                 c->workspace, strerror(-ws));
+                return worker_workspace_error(e, "discovery", c->workspace, ws);
         ctl = openat_child(ws, ".tentaflake-worker", O_RDONLY | O_DIRECTORY, w->use_openat2);
         if (ctl < 0)
                 return tfw_error(e, ctl, "discovery", "cannot open '%s/.tentaflake-worker': %s", c->workspace,

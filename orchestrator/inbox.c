@@ -47,8 +47,7 @@ int inbox_open(Worker *w, TfwError *e) {
 
         ws = open_dir_path_nofollow(w->config->workspace, w->use_openat2);
         if (ws < 0)
-                return tfw_error(e, ws, "inbox", "workspace '%s' cannot be opened without following a symlink: %s",
-                                 w->config->workspace, strerror(-ws));
+                return worker_workspace_error(e, "inbox", w->config->workspace, ws);
         ctl = ensure_owned_dir(w, ws, CONTROL_DIR, e);
         if (ctl < 0)
                 return ctl;

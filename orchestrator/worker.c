@@ -63,3 +63,20 @@ int worker_audit_required(Worker *w, const char *event, json_t *fields, TfwError
                                  ae.message[0] ? ae.message : strerror(-r));
         return r;
 }
+
+int worker_workspace_error(TfwError *e, const char *code, const char *workspace, int err) {
+        switch (err) {
+        case -ENOENT:
+                return tfw_error(e, ENOENT, code,
+                                 "workspace '%s' does not exist (make it, owned by the controller's uid: docs/install.md)",
+                                 workspace);
+        case -ENOTDIR:
+                return tfw_error(e, ENOTDIR, code, "workspace '%s': it, or a directory on the way to it, is not a directory",
+                                 workspace);
+        case -ELOOP:
+                return tfw_error(e, ELOOP, code,
+                                 "workspace '%s' has a symbolic link on its path; it is opened without following any", workspace);
+        default:
+                return tfw_error(e, -err, code, "workspace '%s' cannot be opened: %s", workspace, strerror(-err));
+        }
+}

@@ -38,6 +38,10 @@ void worker_say(const Worker *w, int level, const char *fmt, ...) _printf_(3, 4)
  * is captured, rejected or expired all the same). For the outcomes and the worker's own events. */
 int worker_audit_best_effort(Worker *w, const char *event, json_t *fields);
 
+/* The error for a workspace that open_dir_path_nofollow() could not open (err a negative
+ * errno), saying what is wrong with it: missing, not a directory, a symlink on the way. */
+int worker_workspace_error(TfwError *e, const char *code, const char *workspace, int err);
+
 /* Record an audit event that a decision depends on (approve, deny, a job's start; issue 11 item
  * 9): called under the store lock before the decision is committed, which is not taken when
  * this fails. Nothing is logged: the failure is returned in e (code "audit_failed", the reason in
