@@ -102,7 +102,7 @@ expect 2 "serve: --mount, --system-mounts-identity, --runsc and --platform are f
 expect 2 "serve: --image and --engine-runtime are for --sandbox docker or podman" -- serve --server http://127.0.0.1:1 --key k --image sha256:1111111111111111111111111111111111111111111111111111111111111111
 # A daemon whose workspace is missing names it (needs root: it creates the state directories).
 if [ "$(id -u)" -eq 0 ]; then
-        expect 1 "drain: workspace '$tmp/ws' cannot be opened" -- --config "$tmp/good.json" drain
+        expect 1 "drain: workspace '$tmp/ws' does not exist" -- --config "$tmp/good.json" drain
 fi
 # serve (issue 13, item 5): a --mount over the --token-file directory is refused as one over the
 # key's is, and so is a mount above it or reaching it through a symlink; refused before any state
