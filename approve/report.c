@@ -40,15 +40,9 @@ static json_t *record_json(const RequestRecord *r) {
                          "decided_at", r->decided_at ? format_rfc3339(r->decided_at, b) : NULL);
 }
 
-/* state_dir/<name>, a small JSON object the daemon writes after jobs, or null. */
-static json_t *daemon_report(Worker *w, const char *name) {
-        _cleanup_close_ int fd = openat(w->dirs.state_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        json_t *j = fd >= 0 ? json_loadfd(fd, JSON_REJECT_DUPLICATES, NULL) : NULL;
-        if (j && !json_is_object(j)) {
-                json_decref(j);
-                j = NULL;
-        }
-        return j ? j : json_null();
+static json_t *report_or_null(Worker *w, const char *name) {
+        json_t *j;
+        return worker_daemon_report(w->dirs.state_fd, name, &j) >= 0 && j ? j : json_null();
 }
 
 int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
@@ -66,8 +60,8 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
                 /* What the daemon last reported of the memory it keeps between jobs (it lives in
                  * the daemon's namespace, which this process cannot see). */
                 _cleanup_(json_decrefp) json_t *o = json_pack("{s:O, s:o, s:o}", "requests", arr, "cache",
-                                                              daemon_report(w, "cache.json"), "generation_store",
-                                                              daemon_report(w, "store.json"));
+                                                              report_or_null(w, "cache.json"), "generation_store",
+                                                              report_or_null(w, "store.json"));
                 _cleanup_free_ char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
                 if (!s)
                         return tfw_error(e, ENOMEM, "internal", "out of memory");

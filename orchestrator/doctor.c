@@ -238,15 +238,12 @@ static void leftover_line(void *userdata, const char *id, const char *state) {
         l->len = n < 0 ? l->len : MIN(l->len + (size_t) n, sizeof(l->list) - 1);
 }
 
-/* state_dir/<name>: what the running daemon last reported of the memory it keeps between jobs
- * (its namespace's tmpfs is not visible here), or NULL when there is none yet. */
-static json_t *daemon_report(const Config *c, const char *name) {
+/* What the running daemon last reported (orchestrator/worker.h), read by the config's path:
+ * 0 with *ret NULL when there is none yet (no state_dir either), -EBADMSG when unreadable. */
+static int daemon_report(const Config *c, const char *name, json_t **ret) {
         _cleanup_close_ int sfd = open(c->state_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_close_ int fd = sfd >= 0 ? openat(sfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC) : -EBADF;
-        _cleanup_free_ char *text = NULL;
-        if (fd < 0 || read_full_fd_bounded(fd, 4096, &text, NULL) < 0)
-                return NULL;
-        return json_loads(text, 0, NULL);
+        *ret = NULL;
+        return sfd >= 0 ? worker_daemon_report(sfd, name, ret) : 0;
 }
 
 /* The generation store's use, as the running daemon last reported it (state_dir/store.json:
@@ -260,8 +257,9 @@ static void check_store(Doctor *d) {
                             d->driver.ops ? d->driver.ops->name : "configured");
                 return;
         }
-        _cleanup_(json_decrefp) json_t *j = daemon_report(c, "store.json");
-        if (!j) {
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        int k = daemon_report(c, "store.json", &j);
+        if (k >= 0 && !j) {
                 report_info(d, "generation_store", "no job has used it yet (limit %s, limits.max_store_bytes)",
                             format_size(c->limits.max_store_bytes, a, sizeof(a)));
                 return;
@@ -284,8 +282,9 @@ static void check_cache(Doctor *d) {
 
         if (!c->cache.paths)
                 return;
-        _cleanup_(json_decrefp) json_t *j = daemon_report(c, "cache.json");
-        if (!j) {
+        _cleanup_(json_decrefp) json_t *j = NULL;
+        int k = daemon_report(c, "cache.json", &j);
+        if (k >= 0 && !j) {
                 report_info(d, "build_cache", "empty: no job has left one yet (limit %s, cache.max_bytes)",
                             format_size(c->cache.max_bytes, a, sizeof(a)));
                 return;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -79,4 +80,22 @@ int worker_workspace_error(TfwError *e, const char *code, const char *workspace,
         default:
                 return tfw_error(e, -err, code, "workspace '%s' cannot be opened: %s", workspace, strerror(-err));
         }
+}
+
+int worker_daemon_report(int state_fd, const char *name, json_t **ret) {
+        _cleanup_close_ int fd = openat(state_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        size_t n = 0;
+        *ret = NULL;
+        if (fd < 0)
+                return errno == ENOENT ? 0 : -EBADMSG;
+        if (read_full_fd_bounded(fd, 4096, &text, &n) < 0)
+                return -EBADMSG;
+        json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(j)) {
+                json_decref(j);
+                return -EBADMSG;
+        }
+        *ret = j;
+        return 0;
 }

@@ -38,6 +38,12 @@ void worker_say(const Worker *w, int level, const char *fmt, ...) _printf_(3, 4)
  * is captured, rejected or expired all the same). For the outcomes and the worker's own events. */
 int worker_audit_best_effort(Worker *w, const char *event, json_t *fields);
 
+/* What the running daemon last reported of the memory it keeps between jobs, which lives in
+ * its own namespace (state_dir/store.json, state_dir/cache.json: orchestrator/job.c writes
+ * them): 0 with *ret the JSON object in state_fd/name, or NULL when there is none yet;
+ * -EBADMSG when the file is there but is no such object (or cannot be read). */
+int worker_daemon_report(int state_fd, const char *name, json_t **ret);
+
 /* The error for a workspace that open_dir_path_nofollow() could not open (err a negative
  * errno), saying what is wrong with it: missing, not a directory, a symlink on the way. */
 int worker_workspace_error(TfwError *e, const char *code, const char *workspace, int err);
