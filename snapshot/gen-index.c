@@ -14,11 +14,16 @@
 #include "stream.h"
 
 /* "TFWGIDX" and a format version. */
-static const uint8_t index_magic[8] = { 'T', 'F', 'W', 'G', 'I', 'D', 'X', '1' };
-#define HEADER_SIZE (8 + 4 + 4 + 4 + 8)
+static const uint8_t index_magic[8] = { 'T', 'F', 'W', 'G', 'I', 'D', 'X', '2' };
+/* magic, owner, copy uid, copy gid, entries, watch instance, watch sequence */
+#define HEADER_SIZE (8 + 4 + 4 + 4 + 8 + 8 + 8)
+/* Each directory: entries, wd, flags, skipped symlinks, tree id */
+#define DIR_FIXED (4 + 4 + 1 + 4 + GIT_OID_SIZE)
+#define DIR_ALWAYS 0x01
+#define DIR_HAS_TREE 0x02
 /* type, flags, name length, mode, dev, ino, size, mtime, mtime ns, ctime, ctime ns */
 #define ENTRY_FIXED (1 + 1 + 2 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4)
-#define ENTRY_MAX (ENTRY_FIXED + SNAPSHOT_STREAM_NAME_MAX + GIT_OID_SIZE + 4)
+#define ENTRY_MAX (ENTRY_FIXED + SNAPSHOT_STREAM_NAME_MAX + GIT_OID_SIZE + DIR_FIXED)
 #define FLAG_RACY 0x01
 #define NAME_CHUNK_SIZE (256U * 1024U)
 
@@ -135,6 +140,39 @@ GenEntry *gen_dir_find(const GenDir *d, const char *name, size_t len) {
         return NULL;
 }
 
+int gen_dir_copy(GenIndex *x, GenDir *to, const GenDir *from, GenTotals *totals) {
+        to->wd = from->wd;
+        to->always = from->always;
+        to->has_tree = from->has_tree;
+        memcpy(to->tree, from->tree, GIT_OID_SIZE);
+        to->symlinks = from->symlinks;
+        totals->symlinks += from->symlinks;
+        totals->entries += from->symlinks + from->n;
+        for (size_t i = 0; i < from->n; i++) {
+                const GenEntry *f = &from->v[i];
+                GenEntry *e = gen_dir_append(x, to, f->name, f->len);
+                if (!e)
+                        return -ENOMEM;
+                e->racy = f->racy;
+                e->id = f->id;
+                if (!f->is_dir) {
+                        memcpy(e->oid, f->oid, GIT_OID_SIZE);
+                        totals->files++;
+                        totals->bytes += f->id.size;
+                        continue;
+                }
+                totals->dirs++;
+                int r = gen_entry_make_dir(e);
+                if (r < 0)
+                        return r;
+                /* to->v may move while the child fills its own: e is not used after. */
+                r = gen_dir_copy(x, e->dir, f->dir, totals);
+                if (r < 0)
+                        return r;
+        }
+        return gen_dir_seal(to);
+}
+
 void gen_identity_of(const struct stat *st, GenIdentity *ret) {
         *ret = (GenIdentity) {
                 .dev = (uint64_t) st->st_dev,
@@ -176,10 +214,14 @@ static uint8_t *buf_grow(Buf *b, size_t n) {
 }
 
 static int put_dir(Buf *b, const GenDir *d) {
-        uint8_t *q = buf_grow(b, 4);
+        uint8_t *q = buf_grow(b, DIR_FIXED);
         if (!q)
                 return -ENOMEM;
         snapshot_stream_put_le(q, d->n, 4);
+        snapshot_stream_put_le(q + 4, (uint32_t) MAX(d->wd, 0), 4);
+        q[8] = (d->always ? DIR_ALWAYS : 0) | (d->has_tree ? DIR_HAS_TREE : 0);
+        snapshot_stream_put_le(q + 9, d->symlinks, 4);
+        memcpy(q + 13, d->tree, GIT_OID_SIZE);
         for (size_t i = 0; i < d->n; i++) {
                 const GenEntry *e = &d->v[i];
                 q = buf_grow(b, ENTRY_FIXED + e->len + (e->is_dir ? 0 : GIT_OID_SIZE));
@@ -219,6 +261,8 @@ int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e)
                 snapshot_stream_put_le(q + 12, x->copy_uid, 4);
                 snapshot_stream_put_le(q + 16, x->copy_gid, 4);
                 snapshot_stream_put_le(q + 20, x->entries, 8);
+                snapshot_stream_put_le(q + 28, x->watch_instance, 8);
+                snapshot_stream_put_le(q + 36, x->watch_seq, 8);
                 r = put_dir(&b, &x->root);
         }
         if (r >= 0)
@@ -243,12 +287,18 @@ static const uint8_t *take(Reader *rd, size_t n) {
 }
 
 static int get_dir(Reader *rd, GenDir *d, unsigned depth) {
-        const uint8_t *q = take(rd, 4);
+        const uint8_t *q = take(rd, DIR_FIXED);
         if (!q || depth > SNAPSHOT_DEPTH_MAX)
                 return -EBADMSG;
         uint64_t n = snapshot_stream_get_le(q, 4);
-        if (n > rd->left)
+        uint64_t wd = snapshot_stream_get_le(q + 4, 4);
+        if (n > rd->left || wd > INT32_MAX || (q[8] & ~(DIR_ALWAYS | DIR_HAS_TREE)))
                 return -EBADMSG;
+        d->wd = (int32_t) wd;
+        d->always = q[8] & DIR_ALWAYS;
+        d->has_tree = q[8] & DIR_HAS_TREE;
+        d->symlinks = (uint32_t) snapshot_stream_get_le(q + 9, 4);
+        memcpy(d->tree, q + 13, GIT_OID_SIZE);
         for (uint64_t i = 0; i < n; i++) {
                 const uint8_t *h = take(rd, 4);
                 if (!h || (h[0] != 'D' && h[0] != 'F') || (h[1] & ~FLAG_RACY))
@@ -304,7 +354,7 @@ int gen_index_load(int dir_fd, const char *name, uint64_t max_entries, GenIndex 
         if (fd < 0)
                 return errno == ENOENT ? -ENOENT
                                        : tfw_error(e, errno, "generation_store", "cannot open the generation's index '%s': %m", name);
-        size_t bound = HEADER_SIZE + 4 + (size_t) MIN(max_entries, (uint64_t) 1 << 24) * (ENTRY_MAX + 4);
+        size_t bound = HEADER_SIZE + DIR_FIXED + (size_t) MIN(max_entries, (uint64_t) 1 << 24) * (ENTRY_MAX + 4);
         r = read_full_fd_bounded(fd, bound, &data, &size);
         if (r < 0)
                 return tfw_error(e, -r, "generation_store", "cannot read the generation's index '%s': %s", name, strerror(-r));
@@ -316,6 +366,8 @@ int gen_index_load(int dir_fd, const char *name, uint64_t max_entries, GenIndex 
         if (r < 0)
                 return tfw_error(e, -r, "generation_store", "out of memory");
         uint64_t total = snapshot_stream_get_le(p + 20, 8);
+        x->watch_instance = snapshot_stream_get_le(p + 28, 8);
+        x->watch_seq = snapshot_stream_get_le(p + 36, 8);
         Reader rd = { .p = p + HEADER_SIZE, .end = p + size, .x = x, .left = MIN(total, max_entries) };
         r = get_dir(&rd, &x->root, 0);
         if (r >= 0 && (rd.p != rd.end || x->entries != total))

@@ -52,6 +52,18 @@ struct GenDir {
         size_t n, allocated;
         uint32_t *slots;  /* open addressing over v (index + 1; 0 free), for gen_dir_find */
         size_t n_slots;
+        /* The watch (dirty-set.h): */
+        int32_t wd;       /* the directory's inotify watch (positive); 0: none */
+        bool always;      /* read again by every walk whatever its watch says: it holds a racy
+                           * entry or a file with other links (a write through another name is
+                           * reported to that name's directory), its filesystem's times vouch
+                           * for nothing, or it has no watch */
+        bool has_tree;    /* tree: its git tree id (none for a directory git does not record) */
+        uint8_t tree[GIT_OID_SIZE];
+        uint32_t symlinks; /* symlinks the walk skipped in it (they are counted as entries) */
+        /* During a walk (dirty_view_mark): no event since the index's walk, and the same for
+         * every directory below. */
+        bool clean, subtree_clean;
 };
 
 typedef struct GenNameChunk GenNameChunk;
@@ -60,6 +72,9 @@ typedef struct GenIndex {
         uint32_t owner_uid;  /* the workspace root's owner when it was read */
         uint32_t copy_uid, copy_gid; /* owner and group of the generation's entries */
         uint64_t entries;    /* entries below the root */
+        /* The watch its walk added (dirty-set.h): the instance's id and the sequence when the
+         * walk began; 0: walked without one. */
+        uint64_t watch_instance, watch_seq;
         GenDir root;
         GenNameChunk *chunks; /* the names */
 } GenIndex;
@@ -87,6 +102,16 @@ static inline uint64_t gen_name_hash(const char *name, size_t len) {
                 h = (h ^ (uint8_t) name[i]) * 1099511628211ULL;
         return h;
 }
+
+/* What a directory of an index holds below it, itself excluded. */
+typedef struct GenTotals {
+        uint64_t entries; /* files, directories and skipped symlinks */
+        uint64_t files, dirs, symlinks, bytes;
+} GenTotals;
+
+/* Copy from, a directory of another index, and everything below it into the empty to (names
+ * into x's chunks, every directory sealed); adds what it holds to *totals. */
+int gen_dir_copy(GenIndex *x, GenDir *to, const GenDir *from, GenTotals *totals);
 
 void gen_identity_of(const struct stat *st, GenIdentity *ret);
 bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b);

@@ -25,6 +25,7 @@
 #include "common/path-util.h"
 #include "common/resolve.h"
 #include "blob-hasher.h"
+#include "dirty-set.h"
 #include "gen-index.h"
 #include "snapshot.h"
 #include "stream.h"
@@ -73,6 +74,8 @@ typedef struct Tree {
         GenDir *gold, *gnew;
         bool reuse_ok;       /* its filesystem stamps every change (gen_fs_vouches) */
         dev_t dev;
+        bool known;          /* the watch vouches that gold's entries are its own: they are
+                              * taken from the index, not read (walk_known) */
 } Tree;
 
 static Tree *tree_free(Tree *t) {
@@ -119,6 +122,9 @@ typedef struct Walk {
         uint64_t files_reused, bytes_reused;
         uint64_t last_copied; /* the bytes copy_file() copied last */
         bool lease_unusable;  /* open_for_writing() could not ask */
+        const DirtyView *watch; /* the workspace's watch, or NULL */
+        bool watch_trusted;   /* the previous index's clean marks vouch (dirty_view_mark) */
+        uint64_t entries_unread;
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -648,6 +654,8 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         if (!S_ISREG(st.st_mode) || st.st_dev != t->dev || !gen_identity_equal(&id, &old->id) ||
             !hardlink_allowed(w, &st))
                 return 0;
+        if (st.st_nlink > 1)
+                t->gnew->always = true; /* a write through its other name is not seen here */
         r = name_set_add(&w->names[depth], name, len);
         if (r <= 0)
                 return r < 0 ? io_error(w, r, "allocate") : 1;
@@ -750,6 +758,8 @@ static int gen_record_file(Walk *w, Tree *t, int src, const char *name, size_t l
          * changed while read) says nothing by its identity: read again every time. */
         ne->racy = gen_racy(w, st) || w->last_copied != (uint64_t) st->st_size || !t->reuse_ok || open_for_writing(w, src);
         ne->tb_index = index;
+        if (ne->racy || st->st_nlink > 1)
+                t->gnew->always = true;
         return 0;
 }
 
@@ -761,9 +771,14 @@ static int gen_record_dir(Walk *w, Tree *t, Tree *child, const char *name, size_
                 return io_error(w, -ENOMEM, "allocate");
         gen_identity_of(st, &ne->id);
         ne->racy = gen_racy(w, st);
+        ne->dir->always = ne->racy;
         child->gnew = ne->dir;
         GenEntry *old = kept ? gen_dir_find(t->gold, name, len) : NULL;
         child->gold = old ? old->dir : NULL;
+        /* Its watch saw nothing change in it since the previous walk, and it is the directory
+         * that walk read (its entries may have changed below it: walk_known goes down). */
+        child->known = w->watch_trusted && old && old->dir->clean && old->id.dev == (uint64_t) st->st_dev &&
+                       old->id.ino == (uint64_t) st->st_ino && !(w->limits->cache_paths && cache_path_match(w) > 0);
         return 0;
 }
 
@@ -796,6 +811,118 @@ static void gen_harvest(Tree *t) {
         }
 }
 
+/* ---- the watch (dirty-set.h): what the previous generation holds, taken unread ----------- */
+
+/* The directory old of the previous generation, with everything below it, into the new one as
+ * it is: the watch vouches that nothing of it changed. Counted and bounded as if it were read. */
+static int gen_carry(Walk *w, Tree *t, GenEntry *old, const char *name, size_t len) {
+        GenTotals tot = {};
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
+        if (!ne || gen_entry_make_dir(ne) < 0 || gen_dir_copy(w->gen, ne->dir, old->dir, &tot) < 0)
+                return io_error(w, -ENOMEM, "allocate");
+        ne->id = old->id;
+        old->seen = true;
+        if (tot.entries > w->limits->max_entries - MIN(w->entries, w->limits->max_entries))
+                return too_large(w, "more entries than max_entries");
+        if (tot.bytes > w->limits->max_bytes - w->bytes)
+                return too_large(w, "more file content than max_bytes");
+        w->entries += tot.entries;
+        w->entries_unread += tot.entries + 1;
+        w->bytes += tot.bytes;
+        w->bytes_reused += tot.bytes;
+        w->files += tot.files;
+        w->files_reused += tot.files;
+        w->dirs += tot.dirs + 1;
+        w->skipped_symlinks += tot.symlinks;
+        if (!old->dir->has_tree)
+                return 0; /* git records no tree for it */
+        int r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, old->dir->tree);
+        return r < 0 ? io_error(w, r, "record tree entry") : 0;
+}
+
+/* Is name, a directory at readdir time, the previous generation's directory of that name with
+ * nothing changed in it or below? Then it is carried over: 1. 0: walk it. */
+static int gen_try_carry(Walk *w, int src, unsigned depth, const char *name, size_t len, Tree *t) {
+        GenEntry *old = gen_dir_find(t->gold, name, len);
+        struct stat st;
+        GenIdentity id;
+
+        if (!old || !old->is_dir || !old->dir->subtree_clean || (w->limits->cache_paths && cache_path_match(w) > 0))
+                return 0;
+        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 1 : io_error(w, -errno, "stat");
+        gen_identity_of(&st, &id);
+        if (!S_ISDIR(st.st_mode) || !gen_identity_equal(&id, &old->id))
+                return 0;
+        if (depth + 1 > SNAPSHOT_DEPTH_MAX)
+                return too_large(w, "directories nested too deep");
+        int r = name_set_add(&w->names[depth], name, len);
+        if (r <= 0)
+                return r < 0 ? io_error(w, r, "allocate") : 1;
+        r = gen_carry(w, t, old, name, len);
+        return r < 0 ? r : 1;
+}
+
+/* A file of a directory the watch vouches for, taken from the index without a stat. */
+static int gen_carry_file(Walk *w, Tree *t, GenEntry *old) {
+        if (old->id.size > w->limits->max_bytes - w->bytes)
+                return too_large(w, "more file content than max_bytes");
+        int r = git_tree_builder_add(&t->b, old->name, old->len,
+                                     (old->id.mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, old->oid);
+        if (r < 0)
+                return io_error(w, r, "record tree entry");
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, old->name, old->len);
+        if (!ne)
+                return io_error(w, -ENOMEM, "allocate");
+        ne->id = old->id;
+        memcpy(ne->oid, old->oid, GIT_OID_SIZE);
+        old->seen = true;
+        w->bytes += old->id.size;
+        w->bytes_reused += old->id.size;
+        w->files++;
+        w->files_reused++;
+        w->entries_unread++;
+        return 0;
+}
+
+static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *name, size_t len,
+                      unsigned char dtype, Tree *t);
+static int gen_finish_dir(Walk *w, int dst, Tree *t);
+
+/* A directory the watch vouches for (Tree.known): its entries are the previous generation's,
+ * taken without listing it. Its files are taken as they were; a directory below it is carried
+ * whole when nothing changed under it, or opened and walked as any. */
+static int walk_known(Walk *w, int src, int dst, unsigned depth, Tree *t) {
+        name_set_reset(&w->names[depth]);
+        t->gnew->wd = t->gold->wd;
+        t->gnew->symlinks = t->gold->symlinks;
+        for (size_t i = 0; i < t->gold->n; i++) {
+                GenEntry *old = &t->gold->v[i];
+                char name[NAME_MAX + 1];
+                size_t saved;
+                int r;
+
+                memcpy(name, old->name, old->len);
+                name[old->len] = 0;
+                path_push(w, name, old->len, &saved);
+                if (++w->entries > w->limits->max_entries)
+                        return too_large(w, "more entries than max_entries");
+                if (!old->is_dir)
+                        r = gen_carry_file(w, t, old);
+                else
+                        r = walk_entry(w, src, dst, depth, name, old->len, DT_DIR, t);
+                if (r < 0)
+                        return r;
+                path_pop(w, saved);
+        }
+        w->entries += t->gold->symlinks;
+        w->entries_unread += t->gold->symlinks;
+        w->skipped_symlinks += t->gold->symlinks;
+        if (w->entries > w->limits->max_entries)
+                return too_large(w, "more entries than max_entries");
+        return gen_finish_dir(w, dst, t);
+}
+
 static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t);
 
 /* Handle one directory entry of src (level depth) named name, whose readdir type is dtype.
@@ -816,12 +943,16 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         }
         if (S_ISLNK(kind)) {
                 w->skipped_symlinks++;
+                if (w->gen)
+                        t->gnew->symlinks++;
                 return 0;
         }
         /* Refused by their readdir type, without ever being opened. */
         if (is_special(kind))
                 return special_file(w, kind);
         if (w->gen && (r = gen_try_reuse(w, src, depth, name, len, kind, t)) != 0)
+                return MIN(r, 0);
+        if (w->watch_trusted && S_ISDIR(kind) && (r = gen_try_carry(w, src, depth, name, len, t)) != 0)
                 return MIN(r, 0);
 
         for (unsigned attempt = 0;; attempt++) {
@@ -841,6 +972,8 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         switch (fd) {
         case -ELOOP: /* a symlink (now): never followed */
                 w->skipped_symlinks++;
+                if (w->gen)
+                        t->gnew->symlinks++;
                 return 0;
         case -ENOENT: /* removed since readdir: nothing to copy */
                 return 0;
@@ -953,6 +1086,12 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                 struct stat ds;
                 t->reuse_ok = fstat(src, &ds) >= 0 && gen_fs_vouches(src);
                 t->dev = t->reuse_ok ? ds.st_dev : 0;
+                if (t->known)
+                        return walk_known(w, src, dst, depth, t);
+                /* Watched before it is read: a change after the read is an event. */
+                t->gnew->wd = w->watch ? dirty_view_watch(w->watch, src) : 0;
+                if (!t->reuse_ok || t->gnew->wd <= 0)
+                        t->gnew->always = true;
         }
 
         for (;;) {
@@ -1010,11 +1149,21 @@ static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
                 gen_harvest(root);
         }
         for (Tree *t = w->done; t; t = t->next) {
-                r = git_tree_builder_finish(&t->b, w->h, t->parent->b.entries[t->parent_index].oid);
+                uint8_t *oid = t->parent->b.entries[t->parent_index].oid;
+                r = git_tree_builder_finish(&t->b, w->h, oid);
                 if (r < 0)
                         return io_error(w, r, "build tree");
+                if (t->gnew) {
+                        /* The next walk carries it with its id when nothing changed. */
+                        memcpy(t->gnew->tree, oid, GIT_OID_SIZE);
+                        t->gnew->has_tree = true;
+                }
         }
         r = git_tree_builder_finish(&root->b, w->h, ret);
+        if (r >= 0 && root->gnew) {
+                memcpy(root->gnew->tree, ret, GIT_OID_SIZE);
+                root->gnew->has_tree = true;
+        }
         return r < 0 ? io_error(w, r, "build tree") : 0;
 }
 
@@ -1028,6 +1177,8 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .skipped_symlinks = w->skipped_symlinks,
                 .files_reused = w->files_reused,
                 .bytes_reused = w->bytes_reused,
+                .entries_unread = w->entries_unread,
+                .watch = !w->watch ? SNAPSHOT_WATCH_NONE : w->watch_trusted ? SNAPSHOT_WATCH_DIRTY : SNAPSHOT_WATCH_FULL,
                 .lease_unusable = w->lease_unusable,
                 .duration = now_monotonic() - start,
                 .resolver = w->use_openat2 ? SNAPSHOT_RESOLVER_OPENAT2 : SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
@@ -1235,6 +1386,14 @@ int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uin
                       prev->copy_gid == next->copy_gid;
         root_tree.gold = prev ? &prev->root : NULL;
         root_tree.gnew = &next->root;
+        /* The watch: this walk's sequence into the new index; the previous one's clean marks
+         * (the root is always read: the control directory and the cache's paths are there). */
+        w.watch = limits->watch;
+        if (w.watch) {
+                next->watch_instance = w.watch->instance;
+                next->watch_seq = w.watch->seq;
+                w.watch_trusted = w.gen_trust && dirty_view_mark(w.watch, prev);
+        }
         /* The root keeps one owner and mode whatever the workspace's (/work as the tmpfs of a
          * streamed job has it): a capsule started ahead of its job looked at it when it booted
          * and need not see it change. */

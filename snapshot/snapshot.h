@@ -68,12 +68,24 @@ typedef struct SnapshotLimits {
          * workspace's entry of that name is written. */
         char *const *cache_paths;
         bool exclude_cache;
+        /* snapshot_update() only: the workspace's watch (dirty-set.h), or NULL. With it the walk
+         * watches every directory it reads, and a directory whose watch vouches that nothing in
+         * it (or below) changed since the previous generation's walk is taken from that index
+         * without being read again. */
+        const struct DirtyView *watch;
 } SnapshotLimits;
 
 typedef enum SnapshotResolver {
         SNAPSHOT_RESOLVER_OPENAT2,
         SNAPSHOT_RESOLVER_OPENAT_FALLBACK,
 } SnapshotResolver;
+
+typedef enum SnapshotWatch {
+        SNAPSHOT_WATCH_NONE,  /* no watch: every directory read */
+        SNAPSHOT_WATCH_FULL,  /* a watch, but no index it vouches for (the first walk, an
+                               * overflow, another owner): every directory read and watched */
+        SNAPSHOT_WATCH_DIRTY, /* only the directories the watch saw change read */
+} SnapshotWatch;
 
 typedef struct SnapshotSummary {
         uint64_t bytes;            /* file content bytes copied */
@@ -82,6 +94,10 @@ typedef struct SnapshotSummary {
         uint64_t skipped_symlinks;
         uint64_t files_reused;     /* snapshot_update(): files kept from the previous generation */
         uint64_t bytes_reused;     /* and their bytes (included in bytes) */
+        uint64_t entries_unread;   /* snapshot_update() with a watch: entries taken from the
+                                    * previous generation on the watch's word, neither listed
+                                    * nor stat'ed (included in entries) */
+        SnapshotWatch watch;       /* how the watch served this walk */
         bool lease_unusable;       /* snapshot_update(): no read lease could be asked for (no
                                     * CAP_LEASE): no file copied now will be kept next time */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */

@@ -33,6 +33,7 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "snapshot/dirty-set.h"
 #include "snapshot/snapshot.h"
 #include "snapshot/stream.h"
 #include "tests/unit/lib/tfw-test.h"
@@ -279,15 +280,17 @@ static int take_stream(const char *ws, int out, const char *name, const Snapshot
 /* ---- generation mode: snapshot_update() twice ------------------------------------------- */
 
 /* The passes in generation mode make <tmp>/out/<name> a generation (snapshot_update() from
- * nothing), then update it again from its own index with no entry racy, and hand the second result to the test: every check of the copy then applies to a
- * generation most of whose files were kept, not read. A failed update leaves a mix of both
+ * nothing), then update it again from its own index with no entry racy, twice with the
+ * workspace's watch, and hand the last result to the test: every check of the copy then applies
+ * to a generation most of whose files were kept, not read, and most of whose directories were
+ * taken on the watch's word. A failed update leaves a mix of both
  * generations, which the store empties; so does this. */
 static bool gen_mode;
 #define TEST_COPY_UID ((uid_t) 4343)
 
 static int take_generation(const char *ws, int out, const char *name, const SnapshotLimits *l,
                            SnapshotSummary *s, TfwError *e) {
-        _cleanup_(gen_index_freep) GenIndex *first = NULL, *second = NULL;
+        _cleanup_(gen_index_freep) GenIndex *first = NULL, *second = NULL, *third = NULL;
         SnapshotLimits gl = *l;
         int r;
 
@@ -302,8 +305,23 @@ static int take_generation(const char *ws, int out, const char *name, const Snap
          * what these fixtures test (test-generation tests the window). */
         snapshot_test_racy_window_nsec = -1000LL * 1000 * 1000;
         r = snapshot_update(ws, fd, NULL, owner, &gl, &first, s, e);
-        if (r >= 0)
-                r = snapshot_update(ws, fd, first, owner, &gl, &second, s, e);
+        /* Then twice with the workspace's watch: a walk that keeps every file whose identity is
+         * unchanged and watches every directory, and one that takes what the watch vouches for
+         * unread. The fixture's own changes during the walks (the races) are events like any. */
+        /* One instance for the whole run: closing one waits for the kernel's grace period. */
+        static DirtySet *set;
+        if (!set)
+                assert_int_equal(dirty_set_new(&set), 0);
+        for (unsigned i = 0; i < 2 && r >= 0; i++) {
+                _cleanup_(dirty_view_freep) DirtyView *v = NULL;
+                _cleanup_close_ int view = -EBADF;
+                assert_true(dirty_set_read(set) >= 0);
+                assert_int_equal(dirty_set_export(set, &view), 0);
+                assert_int_equal(dirty_view_load(view, dirty_set_fd(set), &v), 0);
+                gl.watch = v;
+                r = snapshot_update(ws, fd, i == 0 ? first : second, owner, &gl, i == 0 ? &second : &third, s, e);
+                gl.watch = NULL;
+        }
         snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
         if (r < 0) {
                 fd = safe_close(fd);

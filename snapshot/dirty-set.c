@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/* The workspace's dirty set: the daemon's stamps of inotify events, and a job's view of them.
+ * See dirty-set.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "dirty-set.h"
+#include "stream.h"
+
+/* "TFWDIRT" and a format version; then instance, seq, overflow seq, count; then the stamps. */
+static const uint8_t view_magic[8] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '1' };
+#define VIEW_HEADER (8 + 8 + 8 + 8 + 8)
+#define VIEW_STAMP (4 + 8)
+
+/* Open addressing over wd (0: a free slot; wds are positive). */
+struct DirtySet {
+        int fd;
+        uint64_t instance, seq, overflow_seq;
+        DirtyStamp *slots;
+        size_t n_slots, n_used;
+};
+
+int dirty_set_new(DirtySet **ret) {
+        _cleanup_free_ DirtySet *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        /* 0 names "walked without a watch" in an index: never an instance's id. */
+        do
+                if (getrandom(&s->instance, sizeof(s->instance), 0) != (ssize_t) sizeof(s->instance))
+                        return -errno ?: -EIO;
+        while (s->instance == 0);
+        s->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+        if (s->fd < 0)
+                return -errno;
+        s->seq = 1;
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+DirtySet *dirty_set_free(DirtySet *s) {
+        if (s) {
+                safe_close(s->fd);
+                free(s->slots);
+                free(s);
+        }
+        return NULL;
+}
+
+int dirty_set_fd(const DirtySet *s) {
+        return s->fd;
+}
+
+static size_t slot_of(const DirtyStamp *slots, size_t n_slots, int32_t wd) {
+        size_t j = ((uint32_t) wd * 2654435761U) & (n_slots - 1);
+        while (slots[j].wd && slots[j].wd != wd)
+                j = (j + 1) & (n_slots - 1);
+        return j;
+}
+
+/* Everything older than now is untrusted: the table starts again. */
+static void overflow(DirtySet *s) {
+        s->overflow_seq = ++s->seq;
+        if (s->slots)
+                memset(s->slots, 0, s->n_slots * sizeof(*s->slots));
+        s->n_used = 0;
+}
+
+static int grow(DirtySet *s) {
+        size_t n = s->n_slots ? 2 * s->n_slots : 1024;
+        DirtyStamp *v = calloc(n, sizeof(*v));
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n_slots; i++)
+                if (s->slots[i].wd)
+                        v[slot_of(v, n, s->slots[i].wd)] = s->slots[i];
+        free(s->slots);
+        s->slots = v;
+        s->n_slots = n;
+        return 0;
+}
+
+/* A watch removed by the kernel (its directory deleted, or its filesystem unmounted, which
+ * IN_UNMOUNT says first) is forgotten: its parent had the event of the deletion. The wd is not
+ * given again before the instance has used up the positive integers. */
+static void forget(DirtySet *s, int32_t wd) {
+        if (!s->slots)
+                return;
+        size_t j = slot_of(s->slots, s->n_slots, wd);
+        if (!s->slots[j].wd)
+                return;
+        /* Backward-shift deletion keeps every other wd reachable from its home slot. */
+        s->slots[j].wd = 0;
+        s->n_used--;
+        for (size_t k = (j + 1) & (s->n_slots - 1); s->slots[k].wd; k = (k + 1) & (s->n_slots - 1)) {
+                DirtyStamp moved = s->slots[k];
+                s->slots[k].wd = 0;
+                s->slots[slot_of(s->slots, s->n_slots, moved.wd)] = moved;
+        }
+}
+
+static void stamp(DirtySet *s, int32_t wd) {
+        if (s->n_used >= DIRTY_SET_TABLE_MAX) {
+                overflow(s);
+                return;
+        }
+        if (2 * (s->n_used + 1) > s->n_slots && grow(s) < 0) {
+                overflow(s); /* no memory for the stamp: nothing old is trusted */
+                return;
+        }
+        size_t j = slot_of(s->slots, s->n_slots, wd);
+        if (!s->slots[j].wd)
+                s->n_used++;
+        s->slots[j] = (DirtyStamp) { .wd = wd, .seq = ++s->seq };
+}
+
+static void event(DirtySet *s, const struct inotify_event *ev) {
+        if (ev->mask & (IN_Q_OVERFLOW | IN_UNMOUNT)) {
+                overflow(s);
+                return;
+        }
+        if (ev->wd <= 0)
+                return;
+        if (ev->mask & IN_IGNORED) {
+                forget(s, ev->wd);
+                return;
+        }
+        /* A directory opened (the walk's own reads among them) changes nothing. */
+        if ((ev->mask & IN_OPEN) && (ev->len == 0 || (ev->mask & IN_ISDIR)))
+                return;
+        stamp(s, ev->wd);
+}
+
+int dirty_set_read(DirtySet *s) {
+        char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
+        int n_events = 0;
+        for (;;) {
+                ssize_t n = read(s->fd, buf, sizeof(buf));
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        return n_events;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return n_events;
+                for (char *p = buf; p < buf + n;) {
+                        const struct inotify_event *ev = (const struct inotify_event *) p;
+                        p += sizeof(*ev) + ev->len;
+                        event(s, ev);
+                        n_events++;
+                }
+        }
+}
+
+static int stamp_cmp(const void *a, const void *b) {
+        int32_t x = ((const DirtyStamp *) a)->wd, y = ((const DirtyStamp *) b)->wd;
+        return (x > y) - (x < y);
+}
+
+int dirty_set_export(const DirtySet *s, int *ret_fd) {
+        size_t size = VIEW_HEADER + s->n_used * VIEW_STAMP;
+        _cleanup_free_ DirtyStamp *v = malloc(MAX(s->n_used, (size_t) 1) * sizeof(*v));
+        _cleanup_free_ uint8_t *b = malloc(size);
+        if (!v || !b)
+                return -ENOMEM;
+        size_t n = 0;
+        for (size_t i = 0; i < s->n_slots; i++)
+                if (s->slots[i].wd)
+                        v[n++] = s->slots[i];
+        qsort(v, n, sizeof(*v), stamp_cmp);
+        memcpy(b, view_magic, 8);
+        snapshot_stream_put_le(b + 8, s->instance, 8);
+        snapshot_stream_put_le(b + 16, s->seq, 8);
+        snapshot_stream_put_le(b + 24, s->overflow_seq, 8);
+        snapshot_stream_put_le(b + 32, n, 8);
+        for (size_t i = 0; i < n; i++) {
+                snapshot_stream_put_le(b + VIEW_HEADER + i * VIEW_STAMP, (uint32_t) v[i].wd, 4);
+                snapshot_stream_put_le(b + VIEW_HEADER + i * VIEW_STAMP + 4, v[i].seq, 8);
+        }
+        _cleanup_close_ int fd = memfd_create("tentaflake-dirty-view", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (fd < 0)
+                return -errno;
+        int r = write_all(fd, b, size);
+        if (r < 0)
+                return r;
+        if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL) < 0)
+                return -errno;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int dirty_view_load(int view_fd, int watch_fd, DirtyView **ret) {
+        _cleanup_(dirty_view_freep) DirtyView *v = calloc(1, sizeof(*v));
+        _cleanup_free_ char *data = NULL;
+        size_t size = 0;
+        if (!v)
+                return -ENOMEM;
+        if (lseek(view_fd, 0, SEEK_SET) < 0)
+                return -errno;
+        int r = read_full_fd_bounded(view_fd, VIEW_HEADER + (size_t) DIRTY_SET_TABLE_MAX * VIEW_STAMP, &data, &size);
+        if (r < 0)
+                return r;
+        const uint8_t *p = (const uint8_t *) data;
+        if (size < VIEW_HEADER || memcmp(p, view_magic, 8) != 0)
+                return -EBADMSG;
+        v->instance = snapshot_stream_get_le(p + 8, 8);
+        v->seq = snapshot_stream_get_le(p + 16, 8);
+        v->overflow_seq = snapshot_stream_get_le(p + 24, 8);
+        uint64_t n = snapshot_stream_get_le(p + 32, 8);
+        if (n > DIRTY_SET_TABLE_MAX || size != VIEW_HEADER + n * VIEW_STAMP || v->instance == 0)
+                return -EBADMSG;
+        v->v = calloc(MAX(n, (uint64_t) 1), sizeof(*v->v));
+        if (!v->v)
+                return -ENOMEM;
+        for (uint64_t i = 0; i < n; i++) {
+                const uint8_t *q = p + VIEW_HEADER + i * VIEW_STAMP;
+                uint64_t wd = snapshot_stream_get_le(q, 4);
+                v->v[i] = (DirtyStamp) { .wd = (int32_t) wd, .seq = snapshot_stream_get_le(q + 4, 8) };
+                /* Sorted, positive, no stamp from the future. */
+                if (wd == 0 || wd > INT32_MAX || v->v[i].seq > v->seq || (i > 0 && v->v[i].wd <= v->v[i - 1].wd))
+                        return -EBADMSG;
+        }
+        v->n = n;
+        v->watch_fd = watch_fd;
+        *ret = TAKE_PTR(v);
+        return 0;
+}
+
+DirtyView *dirty_view_free(DirtyView *v) {
+        if (v) {
+                free(v->v);
+                free(v);
+        }
+        return NULL;
+}
+
+bool dirty_view_changed(const DirtyView *v, int32_t wd, uint64_t since) {
+        size_t lo = 0, hi = v->n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (v->v[mid].wd == wd)
+                        return v->v[mid].seq > since;
+                if (v->v[mid].wd < wd)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return false;
+}
+
+int32_t dirty_view_watch(const DirtyView *v, int dir_fd) {
+        char path[64];
+        /* The directory the fd names, whatever its path is now: the magic link is followed to
+         * the open directory itself, nothing is looked up by name. */
+        snprintf(path, sizeof(path), "/proc/self/fd/%d", dir_fd);
+        int wd = inotify_add_watch(v->watch_fd, path, DIRTY_SET_EVENTS);
+        return wd > 0 ? wd : 0;
+}
+
+/* Mark d and below; returns d->subtree_clean. */
+static bool mark_dir(const DirtyView *v, GenDir *d, uint64_t since) {
+        d->clean = d->wd > 0 && !d->always && !dirty_view_changed(v, d->wd, since);
+        bool all = d->clean;
+        for (size_t i = 0; i < d->n; i++)
+                if (d->v[i].is_dir && !mark_dir(v, d->v[i].dir, since))
+                        all = false;
+        d->subtree_clean = all;
+        return all;
+}
+
+bool dirty_view_mark(const DirtyView *v, GenIndex *prev) {
+        /* Walked through another instance, or without one, or an overflow since its walk
+         * began: its watches say nothing. */
+        if (!v || !prev || prev->watch_instance != v->instance || prev->watch_seq == 0 ||
+            v->overflow_seq > prev->watch_seq || prev->watch_seq > v->seq)
+                return false;
+        (void) mark_dir(v, &prev->root, prev->watch_seq);
+        return true;
+}

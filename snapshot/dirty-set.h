@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: MIT */
+/* The workspace's dirty set (docs/snapshot.md, "The watch"; threat 17): which of the workspace's
+ * directories changed since a generation was walked, so that the next walk reads only those.
+ *
+ * The daemon owns one inotify instance for the workspace (DirtySet). The walk that makes a
+ * generation adds a watch to every directory it reads, through that instance, before it reads it
+ * (dirty_view_watch), and records the watch in the generation's index (GenDir.wd). The daemon
+ * reads the instance's events as they come (dirty_set_read) and counts them: every event on a
+ * watched directory stamps it with the next number of a sequence. When a job is taken, the
+ * daemon first reads every event queued so far (all those of changes made before the request,
+ * whose inbox event came after them), then hands the job its view (dirty_set_export): the stamps,
+ * the sequence number now, and the last overflow. The walk records that number in the new index
+ * (GenIndex.watch_seq); the next walk from that index trusts a directory as unchanged only if
+ * its watch has no stamp after it.
+ *
+ * Events that say a directory changed: an entry created, deleted, renamed in or out, written,
+ * its attributes changed (mode, owner, times, links), a file in it opened (a writable shared
+ * mapping changes a file without a write event; its open is seen) or closed after writing, and
+ * the directory itself deleted or moved. Not counted: a directory opened (every walk opens the
+ * directories it reads). A queue overflow, an unmounted filesystem and a table past its bound
+ * make every index older than them untrusted: the next walk is a full one. A directory the walk
+ * cannot watch (no watches left: fs.inotify.max_user_watches) is read by every walk. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "gen-index.h"
+
+/* What a watch is asked for (IN_ONLYDIR: only a directory is ever watched). */
+#define DIRTY_SET_EVENTS                                                                                  \
+        (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |  \
+         IN_OPEN | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+/* Stamped watches kept at most; past it the table starts again empty, as after an overflow. */
+#define DIRTY_SET_TABLE_MAX (1U << 20)
+
+typedef struct DirtySet DirtySet;
+
+/* A new instance (its fd close-on-exec and non-blocking) with a random id. */
+int dirty_set_new(DirtySet **ret);
+DirtySet *dirty_set_free(DirtySet *s);
+static inline void dirty_set_freep(DirtySet **s) {
+        dirty_set_free(*s);
+}
+/* The inotify fd: the daemon polls it; the walk adds its watches to it. */
+int dirty_set_fd(const DirtySet *s);
+/* Read and stamp every queued event. Returns how many were read, or a negative errno. */
+int dirty_set_read(DirtySet *s);
+/* The view a job walks with, as a sealed memfd (close-on-exec) in *ret_fd. */
+int dirty_set_export(const DirtySet *s, int *ret_fd);
+
+/* ---- the job's side --------------------------------------------------------------------- */
+
+typedef struct DirtyStamp {
+        int32_t wd;
+        uint64_t seq;
+} DirtyStamp;
+
+typedef struct DirtyView {
+        int watch_fd;          /* the daemon's instance, inherited: watches are added to it */
+        uint64_t instance;     /* the instance's random id: an index of another has no use */
+        uint64_t seq;          /* the sequence when the view was made */
+        uint64_t overflow_seq; /* the last overflow (0: none) */
+        size_t n;
+        DirtyStamp *v;         /* sorted by wd */
+} DirtyView;
+
+/* Read a view made by dirty_set_export (bounded, checked). */
+int dirty_view_load(int view_fd, int watch_fd, DirtyView **ret);
+DirtyView *dirty_view_free(DirtyView *v);
+static inline void dirty_view_freep(DirtyView **v) {
+        dirty_view_free(*v);
+}
+/* Has the directory watched by wd had an event after since? */
+bool dirty_view_changed(const DirtyView *v, int32_t wd, uint64_t since);
+/* Watch the directory open at dir_fd (before it is read): its wd, or -1 when it cannot be. */
+int32_t dirty_view_watch(const DirtyView *v, int dir_fd);
+/* Can the walk from index prev trust prev's watches? Then every directory of prev gets its
+ * clean and subtree_clean marks (gen-index.h) and true is returned; false: a full walk. */
+bool dirty_view_mark(const DirtyView *v, GenIndex *prev);

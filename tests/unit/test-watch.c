@@ -1,0 +1,404 @@
+/* SPDX-License-Identifier: MIT */
+/* The workspace's watch (snapshot/dirty-set.h; issue 18's dirty set; threat 17): a walk with a
+ * watch reads only the directories whose watch saw a change since the previous generation's
+ * walk, and the generation it makes is always exactly a fresh snapshot of the workspace (tree
+ * id, bytes, entries, files, modes): after every kind of change, after a write through a
+ * mapping, a write through a hard link from outside, a directory renamed or swapped, an event
+ * queue that overflowed, and with a watch of another instance or no watch at all.
+ *
+ * <tmp>/ws is the workspace, <tmp>/gen the generation, <tmp>/fresh/<n> fresh snapshots. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/magic.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "snapshot/dirty-set.h"
+#include "snapshot/gen-index.h"
+#include "snapshot/snapshot.h"
+#include "tests/unit/lib/tfw-test.h"
+
+#define COPY_UID ((uid_t) 4343)
+#define COPY_GID ((gid_t) 4242)
+
+typedef struct Fixture {
+        TestDir *d;
+        char *ws;
+        int gen_fd;
+        GenIndex *index;
+        DirtySet *set;
+        SnapshotSummary s;
+        unsigned fresh;
+} Fixture;
+
+static void sh(const Fixture *f, const char *fmt, ...) _printf_(2, 3);
+static void sh(const Fixture *f, const char *fmt, ...) {
+        _cleanup_free_ char *body = NULL, *cmd = NULL;
+        va_list ap;
+        va_start(ap, fmt);
+        assert_true(vasprintf(&body, fmt, ap) >= 0);
+        va_end(ap);
+        assert_true(asprintf(&cmd, "set -e; cd '%s'; %s", f->ws, body) >= 0);
+        int st = system(cmd);
+        if (st != 0)
+                fail_msg("command failed (%d): %s", st, body);
+}
+
+static int setup(void **state) {
+        if (tfw_tmpdir_setup(state) < 0)
+                return -1;
+        Fixture *f = calloc(1, sizeof(*f));
+        f->d = *state;
+        if (mkdirat(f->d->fd, "ws", 0755) < 0 || mkdirat(f->d->fd, "gen", 0700) < 0 ||
+            mkdirat(f->d->fd, "fresh", 0700) < 0 || asprintf(&f->ws, "%s/ws", f->d->path) < 0 ||
+            dirty_set_new(&f->set) < 0)
+                return -1;
+        f->gen_fd = openat(f->d->fd, "gen", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        *state = f;
+        /* No entry is racy unless a test says so: what the watch vouches for is tested here. */
+        snapshot_test_racy_window_nsec = 0;
+        return f->gen_fd >= 0 ? 0 : -1;
+}
+
+static int teardown(void **state) {
+        Fixture *f = *state;
+        gen_index_free(f->index);
+        dirty_set_free(f->set);
+        safe_close(f->gen_fd);
+        free(f->ws);
+        *state = f->d;
+        free(f);
+        snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
+        return tfw_tmpdir_teardown(state);
+}
+
+static bool vouches(const Fixture *f) {
+        struct statfs sf;
+        assert_int_equal(statfs(f->ws, &sf), 0);
+        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
+               sf.f_type == F2FS_SUPER_MAGIC;
+}
+
+static SnapshotLimits limits(void) {
+        return (SnapshotLimits) { .max_bytes = 1ULL << 30, .max_entries = 100000, .group = COPY_GID };
+}
+
+static void settle(void) {
+        (void) nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
+}
+
+/* The daemon's part (every queued event read, the view made), then the job's (the view read,
+ * the walk): watch_fd is the instance the walk adds its watches to. */
+static void update_with(Fixture *f, DirtySet *set, int watch_fd) {
+        SnapshotLimits l = limits();
+        _cleanup_(dirty_view_freep) DirtyView *v = NULL;
+        _cleanup_close_ int view = -EBADF;
+        GenIndex *next = NULL;
+        TfwError e = {};
+
+        settle();
+        assert_true(dirty_set_read(set) >= 0);
+        assert_int_equal(dirty_set_export(set, &view), 0);
+        assert_int_equal(dirty_view_load(view, watch_fd, &v), 0);
+        l.watch = v;
+        int r = snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e);
+        if (r < 0)
+                fail_msg("snapshot_update: %d %s: %s", r, e.code, e.message);
+        gen_index_free(f->index);
+        f->index = next;
+}
+
+static void update(Fixture *f) {
+        update_with(f, f->set, dirty_set_fd(f->set));
+}
+
+static SnapshotSummary fresh(Fixture *f) {
+        SnapshotLimits l = limits();
+        SnapshotSummary s;
+        TfwError e = {};
+        char name[32];
+        snprintf(name, sizeof(name), "%u", f->fresh++);
+        _cleanup_close_ int out = openat(f->d->fd, "fresh", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        int r = snapshot_take(f->ws, out, name, &l, &s, &e);
+        if (r < 0)
+                fail_msg("snapshot_take: %d %s: %s", r, e.code, e.message);
+        return s;
+}
+
+static void assert_equals_fresh(Fixture *f) {
+        SnapshotSummary s = fresh(f);
+        assert_string_equal(f->s.tree, s.tree);
+        assert_int_equal(f->s.bytes, s.bytes);
+        assert_int_equal(f->s.entries, s.entries);
+        assert_int_equal(f->s.files, s.files);
+        assert_int_equal(f->s.dirs, s.dirs);
+        assert_int_equal(f->s.skipped_symlinks, s.skipped_symlinks);
+        sh(f, "diff -r ../gen ../fresh/%u >/dev/null", f->fresh - 1);
+        sh(f, "a=$(cd ../gen && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); "
+              "b=$(cd ../fresh/%u && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); [ \"$a\" = \"$b\" ]",
+           f->fresh - 1);
+}
+
+/* A tree deep and wide enough that most of it is carried when one corner changes. */
+static void make_tree(Fixture *f) {
+        sh(f, "mkdir -p a/b/c d e/f/g; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
+              "printf x >d/x; printf '#!/bin/sh\\n' >run.sh; chmod 755 run.sh; seq 1 20000 >big; ln -s a link;"
+              "ln -s ../x e/f/l; for i in 1 2 3 4 5 6 7 8; do printf $i >e/f/g/$i; done; mkdir e/empty");
+}
+
+/* Walked until the watch vouches for everything the walks themselves touched (a file copied is
+ * opened, which the next walk takes for a change of its directory): what the tests start from. */
+static void converge(Fixture *f) {
+        for (unsigned i = 0; i < 3; i++)
+                update(f);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
+}
+
+/* Nothing changed: nothing is read but the root; the tree is the fresh one's. */
+static void test_unchanged_reads_only_the_root(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        update(f);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
+        assert_int_equal(f->s.entries_unread, 0);
+        assert_equals_fresh(f);
+        converge(f);
+        /* The root's entries: a, d, e (carried with all below), run.sh, big, link. */
+        uint64_t below = f->s.entries - 6;
+        assert_int_equal(f->s.entries_unread, below + 3);
+        if (vouches(f))
+                assert_int_equal(f->s.files_reused, f->s.files);
+        assert_equals_fresh(f);
+}
+
+/* Each kind of change, and the generation equals a fresh snapshot after it, and again after a
+ * walk that carries what the change's walk read. */
+static void test_every_change(void **state) {
+        static const char *const changes[] = {
+                "printf changed >a/b/c/three",                   /* content, deep */
+                "printf 'longer content' >>d/x",                 /* size */
+                "touch -r a/b/two ../ref; printf TWO >a/b/two; touch -r ../ref a/b/two", /* times restored */
+                "rm a/b/c/three",                                 /* file gone */
+                "rm -r a/b",                                      /* tree gone */
+                "mkdir -p n/m; printf new >n/m/f",                /* new tree */
+                "mkdir -p e/f/g/h/i; printf deep >e/f/g/h/i/j",   /* new tree, deep */
+                "rm d/x; mkdir d/x; printf in >d/x/f",            /* file -> directory */
+                "rm -r n; printf now-a-file >n",                  /* directory -> file */
+                "rm e/f/g/1; ln -s 2 e/f/g/1",                    /* file -> symlink */
+                "rm e/f/l; printf l >e/f/l",                      /* symlink -> file */
+                "chmod 644 run.sh",                               /* x bit */
+                "chmod 700 e/f/g/h",                              /* directory mode, deep */
+                "chmod 755 e/f/g/2",                              /* x bit, deep */
+                "mv big big2",                                    /* rename */
+                "mv e/f/g/3 a/three",                             /* rename across directories */
+                "mv e/f a/f",                                     /* a directory renamed away */
+                "mv a tmp; mv d a; mv tmp d",                     /* two directories swapped */
+                "mkdir e/empty/deeper",                           /* an empty directory */
+                "rmdir e/empty/deeper; printf z >e/empty/z",      /* and it fills */
+                "rm -r a d e n run.sh big2 link",                 /* everything */
+                "printf back >back",                              /* and something again */
+        };
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        for (size_t i = 0; i < ELEMENTSOF(changes); i++) {
+                sh(f, "%s", changes[i]);
+                update(f);
+                assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
+                assert_equals_fresh(f);
+                update(f);
+                assert_equals_fresh(f);
+        }
+}
+
+/* A write through a shared mapping makes no write event: its open is seen. A mapping that
+ * stays while the walk reads it keeps its file read by every walk (the read lease says a writer
+ * is there), so a second write through it, with no open in between, is seen too. */
+static void test_write_through_mapping(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        _cleanup_close_ int wfd = open(f->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(wfd, "e/f/g/5", O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        char *m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(m != MAP_FAILED);
+        fd = safe_close(fd);
+        m[0] = 'Z';
+        update(f);
+        assert_equals_fresh(f);
+        sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Z ]");
+        update(f);
+        m[0] = 'Y'; /* the same page, already dirty: not even the times change */
+        update(f);
+        assert_equals_fresh(f);
+        sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Y ]");
+        assert_int_equal(munmap(m, 1), 0);
+}
+
+/* A write through a hard link from outside the workspace is reported to the outside directory
+ * only: a directory holding a file with other links is read by every walk. */
+static void test_write_through_outside_link(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        sh(f, "ln e/f/g/6 ../outside");
+        converge(f);
+        sh(f, "printf 'changed from outside' >>../outside");
+        update(f);
+        assert_equals_fresh(f);
+        sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6changed from outside' ]");
+}
+
+/* Events lost (the queue overflowed): the next walk reads everything, and is right. */
+static void test_overflow_full_walk(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        /* inotify merges an event equal to the last one queued: alternate two files, past
+         * fs.inotify.max_queued_events (16384 by default; read from /proc). */
+        sh(f, "n=$(cat /proc/sys/fs/inotify/max_queued_events); python3 -c \"import os,sys\n"
+              "n=int(sys.argv[1])\nfor i in range(n + 100):\n    os.utime('a/one' if i %% 2 else 'd/x')\" $n;"
+              "printf after >e/f/g/7");
+        update(f);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
+        assert_int_equal(f->s.entries_unread, 0);
+        assert_equals_fresh(f);
+        converge(f);
+        assert_equals_fresh(f);
+}
+
+/* An index walked with another instance's watch (a daemon before this one), or a view that is
+ * older than the index: nothing of it is trusted. */
+static void test_other_instance(void **state) {
+        Fixture *f = *state;
+        _cleanup_(dirty_set_freep) DirtySet *other = NULL;
+        make_tree(f);
+        converge(f);
+        assert_int_equal(dirty_set_new(&other), 0);
+        sh(f, "printf changed >e/f/g/8");
+        update_with(f, other, dirty_set_fd(other));
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
+        assert_equals_fresh(f);
+        /* Back to the first one: its index is the other's now. */
+        update(f);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
+        assert_equals_fresh(f);
+}
+
+/* A directory that cannot be watched (no watch left: here an fd that is no inotify instance) is
+ * read by every walk: nothing is ever taken unread. */
+static void test_unwatchable_read_always(void **state) {
+        Fixture *f = *state;
+        _cleanup_close_ int not_inotify = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        make_tree(f);
+        for (unsigned i = 0; i < 3; i++) {
+                update_with(f, f->set, not_inotify);
+                assert_int_equal(f->s.entries_unread, 0);
+        }
+        sh(f, "printf changed >e/f/g/8");
+        update_with(f, f->set, not_inotify);
+        assert_int_equal(f->s.entries_unread, 0);
+        assert_equals_fresh(f);
+}
+
+/* The index keeps the watch: saved and loaded, it vouches as the one in memory did. */
+static void test_index_keeps_the_watch(void **state) {
+        Fixture *f = *state;
+        TfwError e = {};
+        make_tree(f);
+        converge(f);
+        assert_int_equal(gen_index_save(f->index, f->d->fd, "index", &e), 0);
+        GenIndex *loaded = NULL;
+        assert_int_equal(gen_index_load(f->d->fd, "index", 100000, &loaded, &e), 0);
+        assert_int_equal(loaded->watch_instance, f->index->watch_instance);
+        assert_int_equal(loaded->watch_seq, f->index->watch_seq);
+        gen_index_free(f->index);
+        f->index = loaded;
+        uint64_t unread = f->s.entries_unread;
+        update(f);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
+        assert_int_equal(f->s.entries_unread, unread);
+        assert_equals_fresh(f);
+}
+
+/* A ceiling counts what is carried as if it were read. */
+static void test_ceiling_counts_carried(void **state) {
+        Fixture *f = *state;
+        SnapshotLimits l = limits();
+        _cleanup_(dirty_view_freep) DirtyView *v = NULL;
+        _cleanup_close_ int view = -EBADF;
+        GenIndex *next = NULL;
+        TfwError e = {};
+        make_tree(f);
+        converge(f);
+        assert_true(dirty_set_read(f->set) >= 0);
+        assert_int_equal(dirty_set_export(f->set, &view), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &v), 0);
+        l.watch = v;
+        l.max_entries = f->s.entries - 1;
+        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e), -E2BIG);
+        assert_string_equal(e.code, "snapshot_too_large");
+        assert_null(next);
+}
+
+/* The view: what the daemon stamped, and nothing the walk's own opens of directories say; a
+ * view that is not one is refused. */
+static void test_view(void **state) {
+        Fixture *f = *state;
+        _cleanup_(dirty_view_freep) DirtyView *v = NULL, *w = NULL;
+        _cleanup_close_ int view = -EBADF, dir = -EBADF, bad = -EBADF;
+        sh(f, "mkdir a b");
+        _cleanup_close_ int a = openat(f->d->fd, "ws/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        _cleanup_close_ int b = openat(f->d->fd, "ws/b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(dirty_set_export(f->set, &view), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &v), 0);
+        int32_t wa = dirty_view_watch(v, a), wb = dirty_view_watch(v, b);
+        assert_true(wa > 0 && wb > 0 && wa != wb);
+        uint64_t since = v->seq;
+        /* Opening the directories themselves, and listing them, is no change. */
+        dir = openat(f->d->fd, "ws/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        sh(f, "ls a b >/dev/null; printf x >b/x");
+        assert_true(dirty_set_read(f->set) > 0);
+        view = safe_close(view);
+        assert_int_equal(dirty_set_export(f->set, &view), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &w), 0);
+        assert_false(dirty_view_changed(w, wa, since));
+        assert_true(dirty_view_changed(w, wb, since));
+        assert_false(dirty_view_changed(w, wb, w->seq));
+        /* Sealed: the job cannot be handed a view that changes under it. */
+        assert_true(write(view, "x", 1) < 0);
+        /* Not a view. */
+        bad = memfd_create("bad", MFD_CLOEXEC);
+        assert_int_equal(write(bad, "TFWDIRT1", 8), 8);
+        DirtyView *x = NULL;
+        assert_int_equal(dirty_view_load(bad, -1, &x), -EBADMSG);
+        assert_null(x);
+}
+
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                T(test_unchanged_reads_only_the_root),
+                T(test_every_change),
+                T(test_write_through_mapping),
+                T(test_write_through_outside_link),
+                T(test_overflow_full_walk),
+                T(test_other_instance),
+                T(test_unwatchable_read_always),
+                T(test_index_keeps_the_watch),
+                T(test_ceiling_counts_carried),
+                T(test_view),
+        };
+        return cmocka_run_group_tests_name("watch", tests, NULL, NULL);
+}
