@@ -477,6 +477,7 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
                                 /* The cache's paths belong to the cache in a job that uses it. */
                                 .cache_paths = p->cache ? build_cache_paths(p->cache) : NULL,
                                 .exclude_cache = p->cache && p->use_cache && p->lane,
+                                .watch = p->lane ? p->watch : NULL,
                         },
                         .r = -EINPROGRESS,
                 };

@@ -60,6 +60,9 @@ typedef struct ExecPlan {
          * cannot take it, the workspace is streamed as without one (ExecResult.input_note says
          * why). NULL: streamed. A warm capsule must have been started on this lane. */
         GenLane *lane;
+        /* With a lane: the workspace's watch (snapshot/dirty-set.h), or NULL: every directory of
+         * the workspace is read. */
+        const struct DirtyView *watch;
         int store_fd;                   /* the store, for collecting unheld lanes when full */
         unsigned store_lanes;
         /* The controller's build cache (snapshot/build-cache.h; docs/cache.md), or NULL when none

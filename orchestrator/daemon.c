@@ -35,6 +35,7 @@
 #include "orchestrator/scratch.h"
 #include "orchestrator/start.h"
 #include "orchestrator/store.h"
+#include "orchestrator/watch.h"
 
 #define INBOX_EVENTS (IN_CLOSE_WRITE | IN_MOVED_TO | IN_CREATE | IN_ONLYDIR)
 #define RETENTION_MIN_INTERVAL (3600 * USEC_PER_SEC)
@@ -79,6 +80,7 @@ typedef struct Daemon {
         usec_t next_expiry, next_retention, last_retention;
         char (*queue)[REQUEST_ID_MAX + 1]; /* queued ids in arrival order */
         size_t n_queue;
+        DirtySet *watch;                    /* the workspace's watch, or NULL (watch.h) */
         WarmChild warm;                     /* the one waiting for the next request */
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
         usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
@@ -213,10 +215,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 warm = NULL;
         }
         char id[REQUEST_ID_MAX + 2];
-        ssize_t n;
-        do
-                n = read(sock, id, sizeof(id) - 1);
-        while (n < 0 && errno == EINTR);
+        ssize_t n = watch_recv_id(sock, id, sizeof(id) - 1, &d->w.watch_view_fd);
         safe_close(sock);
         if (n == 0) {
                 /* The daemon died without a word (SIGKILL): this process dies with it
@@ -339,11 +338,11 @@ static bool warm_reaped(Daemon *d, pid_t pid, int status) {
 }
 
 /* Give the request to the waiting capsule; false when there is none (or it is gone). */
-static bool warm_take(Daemon *d, const RequestRecord *rec, Running *run) {
+static bool warm_take(Daemon *d, const RequestRecord *rec, Running *run, int view_fd) {
         if (!d->warm.pid)
                 return false;
         size_t len = strlen(rec->id);
-        ssize_t n = send(d->warm.sock, rec->id, len, MSG_NOSIGNAL);
+        ssize_t n = watch_send_id(d->warm.sock, rec->id, len, view_fd);
         d->warm.sock = safe_close(d->warm.sock);
         if (n != (ssize_t) len) {
                 warm_retire(d);
@@ -385,7 +384,9 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
                 Running *run = &d->running[d->n_running];
                 *run = (Running){0};
-                if (warm_take(d, &rec, run)) {
+                /* What the watch saw before the request came, for its walk. */
+                _cleanup_close_ int view = watch_view(d->watch);
+                if (warm_take(d, &rec, run, view)) {
                         d->n_running++;
                         memcpy(run->id, rec.id, sizeof(run->id));
                         worker_say(&d->w, LOG_INFO, "job '%s': started in capsule '%s' (pid %d)", rec.id, run->capsule, (int) run->pid);
@@ -394,7 +395,10 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 /* A job never outlives the daemon: if the daemon dies, the job is published as
                  * interrupted at the next start and must not be running meanwhile (threat 10). */
                 pid_t pid;
-                if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
+                d->w.watch_view_fd = view;
+                int f = safe_fork(FORK_DEATHSIG, &pid);
+                d->w.watch_view_fd = -EBADF;
+                if (f < 0) {
                         TfwError e2 = {0};
                         (void) recover_finish_unpublished(&d->w, &rec, "error", "internal",
                                                           "the worker could not start a process for the job", &e2);
@@ -743,6 +747,8 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                                            se.message);
                 }
         }
+        /* Before any job (or capsule started ahead) is forked: they all add to it. */
+        d.watch = watch_start(&d.w);
         r = recover_at_start(&d.w, e);
         if (r < 0)
                 goto out;
@@ -807,12 +813,13 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 }
 
                 arm_timer(&d);
-                struct pollfd p[3] = {
+                struct pollfd p[4] = {
                         {.fd = d.inotify_fd, .events = POLLIN},
                         {.fd = d.signal_fd, .events = POLLIN},
                         {.fd = d.timer_fd, .events = POLLIN},
+                        {.fd = d.watch ? dirty_set_fd(d.watch) : -1, .events = POLLIN},
                 };
-                if (poll(p, 3, -1) < 0 && errno != EINTR) {
+                if (poll(p, 4, -1) < 0 && errno != EINTR) {
                         r = tfw_error(e, errno, "internal", "poll: %m");
                         goto out;
                 }
@@ -823,6 +830,8 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                         if (r < 0)
                                 goto out;
                 }
+                if (p[3].revents && dirty_set_read(d.watch) < 0)
+                        log_debug("the workspace's watch: %m");
                 if (p[2].revents) {
                         uint64_t ticks;
                         if (read(d.timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
@@ -872,6 +881,7 @@ out:
         (void) sd_notify(0, "STOPPING=1");
         free(d.queue);
         close_daemon_fds(&d);
+        d.watch = dirty_set_free(d.watch);
         d.jobs_lock_fd = safe_close(d.jobs_lock_fd);
         worker_close(&d.w);
         return r;

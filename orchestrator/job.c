@@ -24,6 +24,7 @@
 #include "orchestrator/scratch.h"
 #include "orchestrator/teardown.h"
 #include "snapshot/build-cache.h"
+#include "snapshot/dirty-set.h"
 #include "snapshot/snapshot.h"
 
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
@@ -165,6 +166,19 @@ static GenLane *job_lane(Worker *w, char *note, size_t note_size) {
         return l;
 }
 
+/* The workspace's watch as the daemon handed it to this job, or NULL: every directory is read
+ * (said in the log when the view was there but cannot be read). */
+static DirtyView *job_watch(Worker *w, const char *id) {
+        DirtyView *v = NULL;
+        if (w->watch_fd < 0 || w->watch_view_fd < 0)
+                return NULL;
+        int r = dirty_view_load(w->watch_view_fd, w->watch_fd, &v);
+        if (r < 0)
+                worker_say(w, LOG_WARNING, "job '%s': the workspace's watch cannot be read (%s): every directory is read",
+                           id, strerror(-r));
+        return r < 0 ? NULL : v;
+}
+
 /* What the store holds, for `list --json` and doctor (they cannot see the daemon's tmpfs):
  * <state_dir>/store.json, replaced after each job. */
 static void job_store_report(Worker *w) {
@@ -292,15 +306,30 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         return r;
 }
 
+/* How the workspace's watch served the walk, for the log line. */
+static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size) {
+        switch (s->watch) {
+        case SNAPSHOT_WATCH_DIRTY:
+                snprintf(buf, size, "%" PRIu64 " entries unchanged by the watch's word", s->entries_unread);
+                return buf;
+        case SNAPSHOT_WATCH_FULL:
+                return "a full walk (the watch vouched for no earlier walk)";
+        default:
+                return "a full walk (no watch)";
+        }
+}
+
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
 static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
+        char words[128];
         if (x->warm_lost[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", id, x->warm_lost);
         if (x->have_snapshot)
                 worker_say(w, LOG_INFO, "job '%s': %s %s: %" PRIu64 " entries, %" PRIu64 " bytes, kept %" PRIu64 " of %" PRIu64
-                           " files (%" PRIu64 " ms)",
+                           " files, %s (%" PRIu64 " ms)",
                            id, x->input, x->snapshot.tree, x->snapshot.entries, x->snapshot.bytes, x->snapshot.files_reused,
-                           x->snapshot.files, (uint64_t) (x->snapshot.duration / 1000));
+                           x->snapshot.files, watch_words(&x->snapshot, words, sizeof(words)),
+                           (uint64_t) (x->snapshot.duration / 1000));
         if (x->have_snapshot && x->snapshot.lease_unusable)
                 worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
                            "again by every request", id);
@@ -365,6 +394,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 lane = job_lane(w, note, sizeof(note));
         if (note[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s", rec->id, note);
+        _cleanup_(dirty_view_freep) DirtyView *watch = lane ? job_watch(w, rec->id) : NULL;
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, cache_note, sizeof(cache_note));
         if (cache_note[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s; it runs without it", rec->id, cache_note);
@@ -374,6 +404,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .runtime_version = w->runtime_version,
                 .workspace = w->config->workspace,
                 .lane = lane,
+                .watch = watch,
                 .store_fd = w->dirs.store_fd,
                 .store_lanes = scratch_store_lanes(w->config),
                 /* Only a local-reversible job: an approval covers the request and the workspace

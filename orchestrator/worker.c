@@ -25,7 +25,7 @@ void worker_say(const Worker *w, int level, const char *fmt, ...) {
 int worker_open(Worker *w, const Config *c, TfwError *e) {
         int r;
 
-        *w = (Worker){.config = c, .dirs = WORKER_DIRS_NULL, .inbox_fd = -EBADF};
+        *w = (Worker){.config = c, .dirs = WORKER_DIRS_NULL, .inbox_fd = -EBADF, .watch_fd = -EBADF, .watch_view_fd = -EBADF};
         config_request_policy(c, &w->policy);
         w->use_openat2 = openat2_usable();
         r = worker_dirs_open(c, &w->dirs, e);

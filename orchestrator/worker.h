@@ -22,6 +22,10 @@ typedef struct Worker {
         WorkerDirs dirs;
         Audit *audit;
         int inbox_fd;        /* <workspace>/.tentaflake-worker/inbox, or -EBADF */
+        /* The workspace's watch (snapshot/dirty-set.h), the daemon's: its inotify fd, which
+         * every process of it inherits, and in a job's process the view the daemon handed it
+         * when the job was taken (a sealed memfd). -EBADF: none (every directory is read). */
+        int watch_fd, watch_view_fd;
         bool use_openat2;
         char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */
 } Worker;
