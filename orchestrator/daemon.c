@@ -395,17 +395,16 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 /* A job never outlives the daemon: if the daemon dies, the job is published as
                  * interrupted at the next start and must not be running meanwhile (threat 10). */
                 pid_t pid;
-                d->w.watch_view_fd = view;
-                int f = safe_fork(FORK_DEATHSIG, &pid);
-                d->w.watch_view_fd = -EBADF;
-                if (f < 0) {
+                if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
                         TfwError e2 = {0};
                         (void) recover_finish_unpublished(&d->w, &rec, "error", "internal",
                                                           "the worker could not start a process for the job", &e2);
                         continue;
                 }
-                if (pid == 0)
+                if (pid == 0) {
+                        d->w.watch_view_fd = view; /* the child's: its walk reads it */
                         run_child(d, &rec);
+                }
                 d->n_running++;
                 run->pid = pid;
                 memcpy(run->id, rec.id, sizeof(run->id));

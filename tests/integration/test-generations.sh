@@ -11,6 +11,8 @@
 #   - on the host the generation is a read-only mount in the daemon's namespace only;
 #   - the same through capsules started ahead (warm_seconds), whose generation is changed
 #     after they booted;
+#   - with the workspace's watch, an unchanged workspace is taken on its word, and a change
+#     made just before a request is seen by that request's walk;
 #   - state_dir/store.json reports the store and doctor shows it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -79,13 +81,29 @@ phase() { # phase NAME WARM_SECONDS
         check "$name: the workspace is unchanged by it" test "$(host_list)" = "$before"
         check "$name: the next job sees the workspace, not the writes" run_list "${p}5"
         check "$name: the tree id is the one before the writing job" test "$(tree_of "${p}5")" = "$(tree_of "${p}3")"
+        # The watch (docs/snapshot.md, "The watch"): with nothing changed, a walk reads no
+        # directory but the root; a change made just before the request is seen all the same.
+        # Opening a file counts as a change of its directory (a write through a mapping makes no
+        # other event), so the host's own listing is not taken between these jobs; and a file
+        # read while racy is read (opened) by every walk, hence the wait.
+        sleep 1.2
+        for j in 6 7 8; do
+                submit "$dir" "${p}$j" local-reversible '["true"]'
+                wait_result "$dir" "${p}$j" >/dev/null
+        done
+        check "$name: unchanged, the walk took the workspace on the watch's word" \
+                grep -Eq "job '${p}8': generation .*, [1-9][0-9]* entries unchanged by the watch's word" "$dir/daemon.log"
+        as_ctl sh -c "cd '$ws' && printf changed-just-before >src/main.c/f && mkdir -p src/new/deeper && printf n >src/new/deeper/n"
+        check "$name: a change made just before the request is seen by its walk" run_list "${p}9"
+        check "$name: ... which read only what the watch saw change" \
+                grep -Eq "job '${p}9': generation .*, [1-9][0-9]* entries unchanged by the watch's word" "$dir/daemon.log"
         lane=$(grep -o " $dir/state/scratch/.store/lane-[0-9]*/ro " "/proc/$TFW_DAEMON_PID/mountinfo" | head -1 | tr -d ' ')
         check "$name: the generation is a read-only mount in the daemon's namespace" \
                 sh -c "grep ' $lane ' /proc/$TFW_DAEMON_PID/mountinfo | grep -q ' ro,'"
         check "$name: ... and not in the host's" sh -c "! grep -q ' $dir/state/scratch/.store' /proc/self/mountinfo"
         check "$name: ... where even root cannot write it" sh -c "! nsenter -t $TFW_DAEMON_PID -m touch '$lane/x' 2>/dev/null"
         if [ "$warm" -gt 0 ]; then
-                for j in 2 3 4 5; do
+                for j in 2 3 4 5 6 7 8 9; do
                         check "$name: ${p}$j ran in a capsule started ahead" grep -q "job '${p}$j': started in capsule 'warm-" "$dir/daemon.log"
                 done
         fi
