@@ -330,6 +330,9 @@ static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
                            id, x->input, x->snapshot.tree, x->snapshot.entries, x->snapshot.bytes, x->snapshot.files_reused,
                            x->snapshot.files, watch_words(&x->snapshot, words, sizeof(words)),
                            (uint64_t) (x->snapshot.duration / 1000));
+        if (x->have_snapshot && x->snapshot.dirs_unwatched)
+                worker_say(w, LOG_WARNING, "job '%s': %" PRIu64 " directories of the workspace could not be watched (no inotify "
+                           "watch left: fs.inotify.max_user_watches): every request reads them", id, x->snapshot.dirs_unwatched);
         if (x->have_snapshot && x->snapshot.lease_unusable)
                 worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
                            "again by every request", id);

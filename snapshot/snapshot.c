@@ -124,7 +124,7 @@ typedef struct Walk {
         bool lease_unusable;  /* open_for_writing() could not ask */
         const DirtyView *watch; /* the workspace's watch, or NULL */
         bool watch_trusted;   /* the previous index's clean marks vouch (dirty_view_mark) */
-        uint64_t entries_unread;
+        uint64_t entries_unread, dirs_unwatched;
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -1092,6 +1092,8 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                 t->gnew->wd = w->watch ? dirty_view_watch(w->watch, src) : 0;
                 if (!t->reuse_ok || t->gnew->wd <= 0)
                         t->gnew->always = true;
+                if (w->watch && t->gnew->wd <= 0)
+                        w->dirs_unwatched++;
         }
 
         for (;;) {
@@ -1178,6 +1180,7 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .files_reused = w->files_reused,
                 .bytes_reused = w->bytes_reused,
                 .entries_unread = w->entries_unread,
+                .dirs_unwatched = w->dirs_unwatched,
                 .watch = !w->watch ? SNAPSHOT_WATCH_NONE : w->watch_trusted ? SNAPSHOT_WATCH_DIRTY : SNAPSHOT_WATCH_FULL,
                 .lease_unusable = w->lease_unusable,
                 .duration = now_monotonic() - start,

@@ -98,6 +98,8 @@ typedef struct SnapshotSummary {
                                     * previous generation on the watch's word, neither listed
                                     * nor stat'ed (included in entries) */
         SnapshotWatch watch;       /* how the watch served this walk */
+        uint64_t dirs_unwatched;   /* with a watch: directories it could not watch (no watch
+                                    * left: fs.inotify.max_user_watches), read by every walk */
         bool lease_unusable;       /* snapshot_update(): no read lease could be asked for (no
                                     * CAP_LEASE): no file copied now will be kept next time */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */

@@ -174,6 +174,7 @@ static void test_unchanged_reads_only_the_root(void **state) {
         assert_int_equal(f->s.entries_unread, 0);
         assert_equals_fresh(f);
         converge(f);
+        assert_int_equal(f->s.dirs_unwatched, 0);
         /* The root's entries: a, d, e (carried with all below), run.sh, big, link. */
         uint64_t below = f->s.entries - 6;
         assert_int_equal(f->s.entries_unread, below + 3);
@@ -305,6 +306,7 @@ static void test_unwatchable_read_always(void **state) {
         for (unsigned i = 0; i < 3; i++) {
                 update_with(f, f->set, not_inotify);
                 assert_int_equal(f->s.entries_unread, 0);
+                assert_int_equal(f->s.dirs_unwatched, f->s.dirs + 1); /* the root too */
         }
         sh(f, "printf changed >e/f/g/8");
         update_with(f, f->set, not_inotify);
