@@ -102,6 +102,7 @@ let
     driver = "runsc";
     runsc = null;
     platform = "systrap";
+    warmSeconds = null;        # null: the worker's default (60), no key written
     rootfs = null;
     systemMounts = null;       # null: the toolchain's mounts when there is one, else the
                                # worker's default list
@@ -129,6 +130,7 @@ let
     maxLogBytes = "8m";
     maxArtifactBytes = "1g";
     maxArtifactEntries = 200000;
+    maxStoreBytes = null;      # null: the worker's default (2 x maxSnapshotBytes), no key written
     signingKeyFile = null;
     signingIdentity = null;
     cache = null;              # or { paths; maxBytes ? "2g"; maxEntries ? 200000; }: the build
@@ -197,14 +199,14 @@ let
       pending_ttl_hours = a.pendingTtlHours;
       # docker and podman refuse the runsc-only keys even as null: leave them out. An image
       # with runsc is written as given: the assertion refuses it, and so would the worker.
-      runtime = removeNulls ({ driver = a.driver; image = a.imageReference; }
+      runtime = removeNulls ({ driver = a.driver; image = a.imageReference; warm_seconds = a.warmSeconds; }
         // optionalAttrs runscDriver {
           runsc = a.runsc;
           platform = a.platform;
           rootfs = a.rootfs;
           system_mounts = if usesToolchain a then toolchainMounts a.toolchainEnv else a.systemMounts;
         });
-      limits = {
+      limits = removeNulls {
         max_request_bytes = a.maxRequestBytes;
         max_argv = a.maxArgv;
         max_argv_bytes = a.maxArgvBytes;
@@ -221,6 +223,7 @@ let
         max_log_bytes = a.maxLogBytes;
         max_artifact_bytes = a.maxArtifactBytes;
         max_artifact_entries = a.maxArtifactEntries;
+        max_store_bytes = a.maxStoreBytes;
       };
       signing_key = a.signingKeyFile;
       signing_identity = a.signingIdentity;

@@ -88,6 +88,10 @@ let
         };
         platform = opt (types.enum [ "systrap" "ptrace" "kvm" ]) d.platform
           "runsc --platform (runsc driver only). kvm also needs /dev/kvm in the unit.";
+        warmSeconds = opt (types.nullOr (types.ints.between 0 3600)) d.warmSeconds ''
+          Seconds one capsule started ahead waits for the next request after the last one
+          (runtime.warm_seconds; 0: none; runsc driver only). null: the worker's default, 60.
+        '';
         rootfs = opt (types.nullOr types.str) d.rootfs
           "The capsule's root filesystem (runsc driver); null: host paths from systemMounts.";
         systemMounts = opt (types.nullOr (types.listOf types.str)) d.systemMounts ''
@@ -144,6 +148,10 @@ let
         maxArtifactBytes = opt size d.maxArtifactBytes "Artifact import byte ceiling.";
         maxArtifactEntries = opt types.ints.positive d.maxArtifactEntries
           "Artifact import entry ceiling.";
+        maxStoreBytes = opt (types.nullOr size) d.maxStoreBytes ''
+          The generation store's ceiling (limits.max_store_bytes; at least maxSnapshotBytes).
+          null: the worker's default, twice maxSnapshotBytes.
+        '';
         signingKeyFile = opt (types.nullOr absPath) d.signingKeyFile
           "ed25519 key made by `tentaflake-worker keygen`; every result is then signed.";
         signingIdentity = opt (types.nullOr types.str) d.signingIdentity
