@@ -1,10 +1,15 @@
 # tentaflake-worker build. Targets: all (default), check, asan, fuzz, bench, demo, install,
-# install-deps, clean. Dependencies come from pkg-config; see scripts/install-deps.
+# uninstall, man-lint, install-deps, clean. Dependencies come from pkg-config; see scripts/install-deps.
 
 VERSION     := 0.1.0
 PREFIX      ?= /usr/local
 BINDIR      ?= $(PREFIX)/bin
 LIBEXECDIR  ?= $(PREFIX)/libexec/tentaflake-worker
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
+PKGDATADIR  ?= $(PREFIX)/share/tentaflake-worker
+MANDIR      ?= $(PREFIX)/share/man
+DOCDIR      ?= $(PREFIX)/share/doc/tentaflake-worker
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 DESTDIR     ?=
 BUILD       ?= build
 CC          ?= cc
@@ -45,7 +50,7 @@ DL_LIBCRYPTO  := $(call dl_path,openssl,libcrypto)
 # An empty path would only fail at run time, on the first job: refuse to build instead. Not
 # for goals that compile nothing themselves (check, bench and demo install the packages first,
 # then run make again).
-NO_COMPILE_GOALS := check bench demo demo-build install-deps clean
+NO_COMPILE_GOALS := check bench demo demo-build install-deps clean uninstall
 ifneq ($(or $(if $(MAKECMDGOALS),,all),$(filter-out $(NO_COMPILE_GOALS),$(MAKECMDGOALS))),)
 ifeq ($(and $(DL_LIBARCHIVE),$(DL_LIBCURL),$(DL_LIBCRYPTO)),)
 $(error cannot find the shared libraries to dlopen (libarchive '$(DL_LIBARCHIVE)', libcurl '$(DL_LIBCURL)', libcrypto '$(DL_LIBCRYPTO)'): run scripts/install-deps (pkg-config, the -dev packages and objdump from binutils are needed))
@@ -88,8 +93,21 @@ INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
 INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
 
-.PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install install-deps clean
-all: $(BIN) $(INIT_BIN)
+.PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install uninstall man man-lint install-deps clean FORCE
+all: $(BIN) $(INIT_BIN) man
+
+# The install paths built into the programs and the man pages. A change of PREFIX (or of
+# LIBEXECDIR...) rewrites this stamp, which the sources naming TFW_LIBEXECDIR depend on: so
+# `make install PREFIX=/usr` after a plain `make` recompiles them instead of installing a
+# binary that looks for its init under /usr/local (issue 22, item 4). The file is rewritten
+# only when its text changes (git's GIT-CFLAGS), so an unchanged PREFIX rebuilds nothing.
+PATHS_STAMP := $(BUILD)/install-paths
+PATHS_TEXT   = $(VERSION) $(BINDIR) $(LIBEXECDIR) $(SYSTEMDUNITDIR) $(PKGDATADIR) $(DOCDIR)
+PATH_USERS  := $(shell grep -l TFW_LIBEXECDIR $(LIB_SRC) $(CLI_SRC) $(INIT_SRC) /dev/null 2>/dev/null)
+$(PATH_USERS:%.c=$(BUILD)/%.o): $(PATHS_STAMP)
+$(PATHS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@printf '%s\n' '$(PATHS_TEXT)' >$@.new; if cmp -s $@.new $@; then rm -f $@.new; else mv -f $@.new $@; fi
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -193,27 +211,64 @@ demo-build:
 install-deps:
 	@scripts/install-deps
 
-# systemd units (ExecStart names $(BINDIR)) and, for the per-controller files an operator writes
-# (workspace drop-ins, the tmpfiles line of the results directory), templates with @NAME@,
-# @WORKSPACE@ and @GROUP@ placeholders: docs/install.md.
-SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
-PKGDATADIR     ?= $(PREFIX)/share/tentaflake-worker
+# systemd units (ExecStart names $(BINDIR), Documentation= the installed docs) and, for the
+# per-controller files an operator writes (workspace drop-ins, the tmpfiles line of the results
+# directory), templates with @NAME@, @WORKSPACE@ and @GROUP@ placeholders: docs/install.md.
 UNIT_IN    := $(wildcard systemd/*.service.in)
 UNIT_PLAIN := $(wildcard systemd/*.path systemd/*.timer systemd/*.socket)
 # The serve worker's proxy to its server (systemd/tentaflake-worker-serve-proxy@.service.in).
 SOCKET_PROXYD ?= /usr/lib/systemd/systemd-socket-proxyd
 UNIT_TMPL  := $(wildcard systemd/controller-*.conf.in)
+# The units, the man pages and the docs name installed paths: one substitution for all.
+SUBST = sed -e 's|@BINDIR@|$(BINDIR)|g; s|@LIBEXECDIR@|$(LIBEXECDIR)|g; s|@DOCDIR@|$(DOCDIR)|g' \
+	-e 's|@SYSTEMDUNITDIR@|$(SYSTEMDUNITDIR)|g; s|@PKGDATADIR@|$(PKGDATADIR)|g' \
+	-e 's|@SOCKET_PROXYD@|$(SOCKET_PROXYD)|g; s|@VERSION@|$(VERSION)|g'
+
+# Manual pages, written in mdoc (mandoc's and groff's own macros: semantic, so the test of
+# tests/unit/test-man-help.sh reads each verb's flags from .Cm and .Fl), built by substituting
+# the install paths; `make man-lint` is mandoc's lint at warning level.
+MAN_SRC := $(wildcard man/*.in)
+MAN_OUT := $(MAN_SRC:man/%.in=$(BUILD)/man/%)
+man: $(MAN_OUT)
+$(BUILD)/man/%: man/%.in $(PATHS_STAMP) Makefile
+	@mkdir -p $(dir $@)
+	$(SUBST) $< >$@.tmp && mv -f $@.tmp $@
+man-lint: $(MAN_OUT)
+	mandoc -T lint -W warning $(MAN_OUT)
+
+COMPLETION := completion/tentaflake-worker.bash
+DOC_FILES  := README.md LICENSE $(wildcard docs/*.md)
+
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tentaflake-worker
 	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PKGDATADIR)
-	set -e; for u in $(UNIT_IN); do \
-		sed -e 's|@BINDIR@|$(BINDIR)|g; s|@SOCKET_PROXYD@|$(SOCKET_PROXYD)|g' "$$u" >"$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
-		chmod 0644 "$(DESTDIR)$(SYSTEMDUNITDIR)/$$(basename "$$u" .in)"; \
+	set -e; for u in $(UNIT_IN) $(UNIT_PLAIN); do \
+		n=$$(basename "$$u" .in); \
+		$(SUBST) "$$u" >"$(DESTDIR)$(SYSTEMDUNITDIR)/$$n"; \
+		chmod 0644 "$(DESTDIR)$(SYSTEMDUNITDIR)/$$n"; \
 	done
-	install -m 0644 $(UNIT_PLAIN) $(DESTDIR)$(SYSTEMDUNITDIR)/
 	install -m 0644 $(UNIT_TMPL) $(DESTDIR)$(PKGDATADIR)/
+	install -d $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
+	install -m 0644 $(filter %.5,$(MAN_OUT)) $(DESTDIR)$(MANDIR)/man5/
+	install -m 0644 $(filter %.8,$(MAN_OUT)) $(DESTDIR)$(MANDIR)/man8/
+	install -d $(DESTDIR)$(BASHCOMPDIR)
+	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/tentaflake-worker
+	install -d $(DESTDIR)$(DOCDIR)
+	install -m 0644 $(DOC_FILES) $(DESTDIR)$(DOCDIR)/
+
+# What `install` put there, with the same PREFIX and DESTDIR; the directories only when empty.
+# Configuration (/etc/tentaflake), state and results are the operator's and stay.
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/tentaflake-worker $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init
+	rm -f $(foreach u,$(UNIT_IN) $(UNIT_PLAIN),$(DESTDIR)$(SYSTEMDUNITDIR)/$(notdir $(u:.in=)))
+	rm -f $(foreach t,$(UNIT_TMPL),$(DESTDIR)$(PKGDATADIR)/$(notdir $(t)))
+	rm -f $(foreach m,$(filter %.5,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man5/$(notdir $(m)))
+	rm -f $(foreach m,$(filter %.8,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man8/$(notdir $(m)))
+	rm -f $(DESTDIR)$(BASHCOMPDIR)/tentaflake-worker
+	rm -f $(foreach d,$(DOC_FILES),$(DESTDIR)$(DOCDIR)/$(notdir $(d)))
+	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean:
 	rm -rf build build-asan build-fuzz build-clang
