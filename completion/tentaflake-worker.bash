@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: MIT
+# bash completion for tentaflake-worker (installed as
+# share/bash-completion/completions/tentaflake-worker; needs bash-completion's helpers).
+# Verbs, each verb's flags, the values of the flags that take a fixed set, file and directory
+# names where a flag takes one, and the request ids of approve, deny (pending ones) and show
+# (all), read from `tentaflake-worker [--config FILE] list --json`: only when that works for
+# this user (the config and the state are root's), and silently nothing otherwise.
+# tests/unit/test-completion.sh checks each verb's flags against the binary's --help.
+
+_tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...: ids, one a line
+        local cmd=$1 want=$2
+        shift 2
+        local all=()
+        [ -n "$want" ] || all=(--all)
+        # A config named but not readable: the user is not root, say nothing.
+        local i
+        for ((i = 1; i <= $#; i++)); do
+                if [ "${!i}" = --config ]; then
+                        local j=$((i + 1))
+                        [ -r "${!j}" ] || return 0
+                fi
+        done
+        local t=()
+        command -v timeout >/dev/null 2>&1 && t=(timeout 3)
+        "${t[@]}" "$cmd" "$@" list --json "${all[@]}" 2>/dev/null </dev/null |
+                awk -v want="$want" '
+                        /^  "requests": \[/ { inreq = 1; next }
+                        inreq && /^  [\]}]/ { inreq = 0 }
+                        !inreq { next }
+                        /^ *\{/ { id = ""; st = "" }
+                        /^ *"id": "/ { id = $0; sub(/^ *"id": "/, "", id); sub(/".*/, "", id) }
+                        /^ *"state": "/ { st = $0; sub(/^ *"state": "/, "", st); sub(/".*/, "", st) }
+                        /^ *\}/ { if (id ~ /^[a-z0-9][a-z0-9_-]*$/ && (want == "" || st == want)) print id }'
+}
+
+_tentaflake_worker_takes_value() {
+        case $1 in
+        --config | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
+        --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
+        --reason | --identity | --server | --image | --engine-runtime | --label | --id | \
+        --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
+        --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files)
+                return 0 ;;
+        esac
+        return 1
+}
+
+_tentaflake_worker() {
+        local cur prev words cword
+        _init_completion || return
+
+        local verbs="run drain approve deny list show doctor gc audit cache keygen serve submit mcp"
+        local global="--config --version --help"
+        local -A flags=(
+                [run]="--help" [drain]="--help"
+                [approve]="--expect-sha256 --wait --timeout --help"
+                [deny]="--reason --help"
+                [list]="--json --all --help"
+                [show]="--json --help"
+                [doctor]="--json --help"
+                [gc]="--scheduled --help"
+                [audit]="--help" [cache]="--help"
+                [keygen]="--out --identity --help"
+                [serve]="--server --key --sandbox --image --engine-runtime --label --concurrency
+                        --max-timeout-secs --max-cpu-secs --max-memory-mb --max-pids
+                        --default-timeout-secs --default-cpu-secs --default-memory-mb --default-pids
+                        --output-mb --tmp-mb --max-checkout-mb --allow-network --mount
+                        --no-system-mounts --system-mounts-identity --lease-secs --wait-secs
+                        --retry-after-secs --backoff-max-secs --client-timeout-secs
+                        --shutdown-grace-secs --state-dir --runsc --platform --warm-secs
+                        --sandbox-uid --sandbox-gid --token-file --result-tail-kb --open-files
+                        --file-size-mb --engine-timeout-secs --log-level --server-socket --help"
+                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --results --help"
+                [mcp]="--workspace --results --help"
+        )
+        local -A subverbs=([audit]="verify" [cache]="clear")
+
+        # The verb, its first operand, and the options that select the config (passed on to
+        # `list --json`); after submit's `--` the rest is a command line of its own.
+        local i verb="" operand="" cfg=()
+        for ((i = 1; i < cword; i++)); do
+                case ${words[i]} in
+                --config)
+                        cfg+=(--config "${words[i + 1]}")
+                        i=$((i + 1)) ;;
+                --)
+                        if [ "$verb" = submit ]; then
+                                _command_offset $((i + 1))
+                                return
+                        fi ;;
+                -*)
+                        # a flag that takes a value: skip the value
+                        _tentaflake_worker_takes_value "${words[i]}" && i=$((i + 1)) ;;
+                *)
+                        if [ -z "$verb" ]; then
+                                verb=${words[i]}
+                        elif [ -z "$operand" ]; then
+                                operand=${words[i]}
+                        fi ;;
+                esac
+        done
+
+        # A flag's value.
+        case $prev in
+        --config | --key | --token-file | --out | --runsc)
+                _filedir
+                return ;;
+        --workspace | --results | --state-dir)
+                _filedir -d
+                return ;;
+        --mount)
+                _filedir
+                return ;;
+        --sandbox)
+                COMPREPLY=($(compgen -W "runsc docker podman" -- "$cur"))
+                return ;;
+        --class)
+                COMPREPLY=($(compgen -W "local-reversible external-reversible irreversible financial production communicative privileged" -- "$cur"))
+                return ;;
+        --log-level)
+                COMPREPLY=($(compgen -W "error warning notice info debug" -- "$cur"))
+                return ;;
+        --platform)
+                COMPREPLY=($(compgen -W "systrap ptrace kvm" -- "$cur"))
+                return ;;
+        esac
+        # any other flag that takes a value: nothing to offer
+        _tentaflake_worker_takes_value "$prev" && return
+
+        if [ -z "$verb" ]; then
+                if [[ $cur = -* ]]; then
+                        COMPREPLY=($(compgen -W "$global" -- "$cur"))
+                else
+                        COMPREPLY=($(compgen -W "$verbs" -- "$cur"))
+                fi
+                return
+        fi
+        if [ -n "${subverbs[$verb]:-}" ] && [ -z "$operand" ] && [[ $cur != -* ]]; then
+                COMPREPLY=($(compgen -W "${subverbs[$verb]}" -- "$cur"))
+                return
+        fi
+        if [[ $cur = -* ]]; then
+                COMPREPLY=($(compgen -W "${flags[$verb]:-}" -- "$cur"))
+                return
+        fi
+        case $verb in
+        approve | deny | show)
+                if [ -z "$operand" ]; then
+                        local state=pending
+                        [ "$verb" = show ] && state=
+                        COMPREPLY=($(compgen -W "$(_tentaflake_worker_ids "${words[0]}" "$state" "${cfg[@]}")" -- "$cur"))
+                fi ;;
+        esac
+} && complete -F _tentaflake_worker tentaflake-worker
