@@ -32,6 +32,9 @@ trap 'rm -rf "$tmp"' EXIT
 root=$tmp/root
 units=$root/usr/local/lib/systemd/system
 share=$root/usr/local/share/tentaflake-worker
+# systemd-analyze verify runs man(1) for each unit's Documentation=man:tentaflake-worker(8):
+# let it find the page make install put below $root (so verify also proves it is installed).
+export MANPATH=$root/usr/local/share/man
 
 # 1. make install (a nested make: drop the outer make's jobserver).
 if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$root" PREFIX=/usr/local \
@@ -86,6 +89,10 @@ all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'te
      'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket')
 out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
 check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
+for u in "$units"/*; do
+        doc=$(sed -n 's/^Documentation=man:tentaflake-worker(8) file://p' "$u")
+        check "$(basename "$u"): Documentation= names the man page and an installed doc ($doc)" test -n "$doc" -a -f "$root$doc"
+done
 mv "$root/usr/local/bin/tentaflake-worker" "$tmp/bin"
 out=$(systemd-analyze verify --root="$root" 'tentaflake-worker@demo.service' 2>&1)
 check "verify refuses the daemon without its binary" grep -q 'tentaflake-worker is not executable' <<<"$out"
