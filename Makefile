@@ -1,5 +1,5 @@
 # tentaflake-worker build. Targets: all (default), check, asan, fuzz, bench, demo, install,
-# uninstall, man-lint, install-deps, clean. Dependencies come from pkg-config; see scripts/install-deps.
+# uninstall, deb, man-lint, install-deps, clean. Dependencies come from pkg-config; see scripts/install-deps.
 
 VERSION     := 0.1.0
 PREFIX      ?= /usr/local
@@ -93,7 +93,7 @@ INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
 INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
 
-.PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install uninstall man man-lint install-deps clean FORCE
+.PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install uninstall deb man man-lint install-deps clean FORCE
 all: $(BIN) $(INIT_BIN) man
 
 # The install paths built into the programs and the man pages. A change of PREFIX (or of
@@ -270,7 +270,21 @@ uninstall:
 	rm -f $(foreach d,$(DOC_FILES),$(DESTDIR)$(DOCDIR)/$(notdir $(d)))
 	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
 
+# The Debian package, made with dpkg-deb from what `make install` puts below a staging root
+# (packaging/deb/README.md says why not debhelper): PREFIX=/usr, the units in /lib/systemd/system
+# as in every bookworm package; Depends from dpkg-shlibdeps, the packages of the libraries the
+# worker dlopens, and runsc. Built in its own directory ($(DEB_BUILD)), so the tree of a plain
+# `make` keeps its /usr/local paths.
+DEB_BUILD ?= build-deb
+DEB_OUT   ?= build
+deb:
+	rm -rf $(DEB_BUILD)/root && mkdir -p $(DEB_BUILD)
+	env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL $(MAKE) --no-print-directory BUILD=$(DEB_BUILD) PREFIX=/usr \
+		SYSTEMDUNITDIR=/lib/systemd/system DESTDIR=$(abspath $(DEB_BUILD))/root -j$$(nproc) install >$(DEB_BUILD)/make.log 2>&1 || \
+		{ cat $(DEB_BUILD)/make.log; exit 1; }
+	DL_LIBS="$(DL_LIBARCHIVE) $(DL_LIBCURL) $(DL_LIBCRYPTO)" packaging/deb/build-deb $(DEB_BUILD)/root $(DEB_OUT) $(VERSION)
+
 clean:
-	rm -rf build build-asan build-fuzz build-clang
+	rm -rf build build-asan build-fuzz build-clang build-deb
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# The Debian package (issue 22, item 1), built by `make deb` and installed with the real dpkg
+# into a throw-away copy of this machine: a systemd-nspawn container whose root is an overlay
+# (--volatile=overlay) of the host's root, bound without its submounts in a private mount
+# namespace (as tests/integration/nspawn-lib.sh does), so the package's dependencies resolve
+# against this system's own dpkg database and nothing reaches the host's root. Checked:
+#  - the package: its name and version, Depends with the shared libraries (dpkg-shlibdeps),
+#    the dlopened ones and runsc (>= 0.0~20240729); the files it must carry; lintian: no error
+#    and no warning;
+#  - in the container: dpkg -i configures it (its postinst only reloads systemd, when systemd
+#    runs: checked above on the script); `tentaflake-worker --version`; `doctor --json` on a config there runs and prints JSON
+#    naming its checks, the capsule init found at /usr/libexec (the PREFIX=/usr build); man
+#    finds the pages; the completion is where bash-completion loads it;
+#  - dpkg -r leaves nothing of the package but its conffiles, dpkg -P nothing at all (and the
+#    operator's config stays).
+# Root only (dpkg, nspawn); about a minute, most of it the first build of build-deb/.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+repo=$(pwd)
+
+if [ "$(id -u)" -ne 0 ]; then
+        echo "SKIP: the package test needs root (dpkg and systemd-nspawn)"
+        exit 77
+fi
+for tool in dpkg-deb dpkg-shlibdeps lintian systemd-nspawn unshare; do
+        if ! command -v "$tool" >/dev/null; then
+                echo "SKIP: $tool is not installed (scripts/install-deps installs dpkg-dev, lintian, systemd-container)"
+                exit 77
+        fi
+done
+fails=0 passes=0
+ok() { passes=$((passes + 1)); }
+bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
+check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
+
+tmp=$(mktemp -d)
+chmod 0755 "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+
+# 1. make deb (a nested make: drop the outer make's jobserver)
+if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s deb DEB_OUT="$tmp/out" >"$tmp/make.log" 2>&1; then
+        echo "FAIL: make deb:"; cat "$tmp/make.log"; exit 1
+fi
+arch=$(dpkg --print-architecture)
+version=$(sed -n 's/^VERSION *:= *//p' Makefile)
+deb=$tmp/out/tentaflake-worker_${version}_${arch}.deb
+check "make deb writes $(basename "$deb")" test -f "$deb"
+[ -f "$deb" ] || { echo "deb: $passes passed, $fails failed"; exit 1; }
+field() { dpkg-deb -f "$deb" "$1"; }
+check "Package: tentaflake-worker" test "$(field Package)" = tentaflake-worker
+check "Version: $version" test "$(field Version)" = "$version"
+depends=$(field Depends)
+for d in 'libc6 (>= ' 'libjansson4' 'libsodium23' 'libseccomp2' 'libsystemd0' 'libarchive13' 'libcurl4' 'libssl3' 'runsc (>= 0.0~20240729)'; do
+        check "Depends names $d ($depends)" grep -qF "$d" <<<"$depends"
+done
+# its files (not directories), and its own directories (the others are shared: /usr/bin, ...)
+dpkg-deb -c "$deb" | awk '$1 !~ /^d/ || $6 ~ /tentaflake/ { print $6 }' | sed 's|^\./|/|; s|/$||' | sort >"$tmp/files"
+for f in /usr/bin/tentaflake-worker /usr/libexec/tentaflake-worker/tentaflake-capsule-init \
+         /lib/systemd/system/tentaflake-worker@.service /lib/systemd/system/tentaflake-worker-queue@.path \
+         /lib/systemd/system/tentaflake-worker-gc@.timer /lib/systemd/system/tentaflake-worker-serve@.service \
+         /usr/share/man/man8/tentaflake-worker.8.gz /usr/share/man/man5/tentaflake-worker.json.5.gz \
+         /usr/share/man/man5/tentaflake-worker-request.5.gz \
+         /usr/share/bash-completion/completions/tentaflake-worker \
+         /usr/share/doc/tentaflake-worker/copyright /usr/share/doc/tentaflake-worker/changelog.gz \
+         /usr/share/doc/tentaflake-worker/install.md /usr/share/tentaflake-worker/controller-workspace.conf.in; do
+        check "the package carries $f" grep -qx "$f" "$tmp/files"
+done
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./postinst >"$tmp/postinst" 2>/dev/null
+check "postinst reloads systemd and starts nothing" \
+        sh -c "grep -q 'daemon-reload' '$tmp/postinst' && ! grep -Eq 'systemctl.*(start|enable|restart)|deb-systemd-invoke' '$tmp/postinst'"
+dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles >"$tmp/conffiles" 2>/dev/null || : >"$tmp/conffiles"
+
+lintian --tag-display-limit 0 "$deb" >"$tmp/lintian" 2>&1
+grep -v 'running with root privileges is not recommended' "$tmp/lintian" >"$tmp/lintian.out"
+check "lintian: no error, no warning ($(cat "$tmp/lintian.out"))" sh -c "! grep -Eq '^[EW]:' '$tmp/lintian.out'"
+[ ! -s "$tmp/lintian.out" ] || { echo "lintian says:"; sed 's/^/    /' "$tmp/lintian.out"; }
+
+# 2. in the container
+mkdir -p "$tmp/root" "$tmp/in" "$tmp/outc"
+cp "$deb" "$tmp/in/pkg.deb"
+cp "$tmp/files" "$tmp/conffiles" "$tmp/in/"
+cat >"$tmp/in/inside.sh" <<'EOF'
+#!/bin/bash
+# Runs in the container; every line of /out/result is "ok WHAT" or "FAIL WHAT".
+exec >/out/log 2>&1
+r() { if "${@:2}"; then echo "ok $1" >>/out/result; else echo "FAIL $1" >>/out/result; fi; }
+gone() { # gone KEEP: nothing left of the package's files (/in/files: all but directories, and
+        # its own directories) but those listed in KEEP
+        local f left=0
+        while read -r f; do
+                [ -e "$f" ] || [ -L "$f" ] || continue
+                grep -qxF "$f" "$1" && continue
+                echo "left: $f"; left=1
+        done </in/files
+        return $left
+}
+r "dpkg -i installs and configures the package" dpkg -i /in/pkg.deb
+r "dpkg says installed" test "$(dpkg-query -W -f='${Status}' tentaflake-worker)" = "install ok installed"
+tentaflake-worker --version >/out/version
+mkdir -p /etc/tentaflake/workers /srv/ws
+chown 10000:10000 /srv/ws
+groupadd -g 10000 debtest # doctor checks container_gid has a group entry
+# systemd-nspawn mounts the cgroup hierarchies read-only; the worker makes its cgroup there
+for h in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$h" 2>/dev/null; done
+printf '{"version": 1, "name": "debtest", "workspace": "/srv/ws", "container_uid": 10000, "container_gid": 10000}\n' \
+        >/etc/tentaflake/workers/debtest.json
+timeout 300 tentaflake-worker --config /etc/tentaflake/workers/debtest.json doctor --json >/out/doctor.json 2>/out/doctor.err
+echo $? >/out/doctor.rc
+r "man finds tentaflake-worker(8)" sh -c 'man -w tentaflake-worker 2>/dev/null | grep -q /usr/share/man/man8/tentaflake-worker.8.gz'
+r "man finds tentaflake-worker.json(5)" sh -c 'man -w 5 tentaflake-worker.json 2>/dev/null | grep -q man5'
+r "the completion is where bash-completion loads it" bash -c '. /usr/share/bash-completion/bash_completion; __load_completion tentaflake-worker && complete -p tentaflake-worker'
+r "dpkg -r removes the package" dpkg -r tentaflake-worker
+st=$(dpkg-query -W -f='${Status}' tentaflake-worker 2>/dev/null)
+# (config-files even without a conffile: dpkg keeps the postrm for the purge)
+r "after remove: dpkg keeps its configuration only ($st)" test "$st" = "deinstall ok config-files"
+r "after remove: nothing of it left but its conffiles" gone /in/conffiles
+r "dpkg -P purges it" dpkg -P tentaflake-worker
+r "after purge: dpkg knows nothing of it" sh -c '! dpkg-query -W tentaflake-worker 2>/dev/null | grep -q . && ! ls /var/lib/dpkg/info/tentaflake-worker.* 2>/dev/null | grep -q .'
+r "after purge: nothing at all left" gone /dev/null
+r "after purge: the operator's config stays" test -f /etc/tentaflake/workers/debtest.json
+EOF
+chmod 0755 "$tmp/in/inside.sh"
+# The host's root, bound without its submounts in a private mount namespace, is the container's
+# lower layer; the container's writes go to a tmpfs and vanish with it.
+unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
+        timeout 600 systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --volatile=overlay \
+        --console=pipe --capability=all --bind-ro="$tmp/in:/in" --bind="$tmp/outc:/out" /in/inside.sh \
+        </dev/null >"$tmp/nspawn.log" 2>&1
+rc=$?
+check "the container ran (exit $rc: $(tail -3 "$tmp/nspawn.log"))" test $rc -eq 0
+if [ -f "$tmp/outc/result" ]; then
+        while read -r status what; do
+                if [ "$status" = ok ]; then ok; else bad "in the container: $what"; fi
+        done <"$tmp/outc/result"
+        grep -q '^FAIL' "$tmp/outc/result" && { echo "the container's log:"; sed 's/^/    /' "$tmp/outc/log" | tail -30; }
+else
+        bad "the container wrote no result: $(cat "$tmp/outc/log" 2>/dev/null | tail -20)"
+fi
+check "--version in the container: $(cat "$tmp/outc/version" 2>/dev/null)" \
+        grep -qx "tentaflake-worker $version" "$tmp/outc/version"
+if python3 - "$tmp/outc/doctor.json" "$(cat "$tmp/outc/doctor.rc" 2>/dev/null)" >"$tmp/doctor.out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+names = [c["check"] for c in d]
+assert isinstance(d, list) and d and all(c.get("ok") in (True, False, None) and c.get("check") for c in d), d
+# doctor names the capsule init only when it is missing: the PREFIX=/usr build found it
+init = [c for c in d if c["check"] == "capsule_init"]
+assert not init, "the capsule init: %s" % init
+failed = [c["check"] + ": " + c.get("detail", "") for c in d if c["ok"] is False]
+assert (sys.argv[2] == "0") == (not failed), "exit %s with failed checks %s" % (sys.argv[2], failed)
+# where runsc is reachable in the container (this machine's own, through the overlay), every
+# check must pass there, the probe jobs in real capsules included
+runtime = [c for c in d if c["check"] == "runtime"]
+assert not (runtime and runtime[0]["ok"]) or not failed, "runsc is there, yet checks failed: %s" % failed
+print("doctor --json: exit %s, checks %s; failed: %s" % (sys.argv[2], ", ".join(names), failed or "none"))
+PY
+then ok; cat "$tmp/doctor.out"
+else
+        bad "doctor --json in the container: $(cat "$tmp/doctor.out" "$tmp/outc/doctor.err" 2>/dev/null | tail -5)"
+fi
+check "nothing of the package reached the host" test ! -e /usr/bin/tentaflake-worker -a ! -e /lib/systemd/system/tentaflake-worker@.service
+
+echo "deb: $passes passed, $fails failed ($(($(date +%s) - start)) s)"
+[ "$fails" -eq 0 ]
