@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nixos/module.nix under nixpkgs' lib.evalModules, when NIXPKGS_LIB names a nixpkgs `lib`
+# nixos/module.nix under nixpkgs' lib.evalModules, with NIXPKGS_LIB naming a nixpkgs `lib`
 # directory (a nixpkgs checkout's lib/, or the lib-only mirror nix-community/nixpkgs.lib):
 #  - the good agents of tests/data/nix/cases.nix: no failed assertion, the same configs as
 #    tests/data/nix/expected/ (plus runsc from pkgs.gvisor, the module's default), the groups,
@@ -13,14 +13,19 @@
 #  - the build cache: the option's submodule fills in maxBytes and maxEntries, the config carries
 #    it as `cache` (and the good agents without it have no `cache` key, by the expected files);
 #  - a misspelt option name and wrong option types are refused by the module system.
-# Without NIXPKGS_LIB it says SKIP and exits 0: no Debian package ships nixpkgs, so this one
-# is exempt from TENTAFLAKE_MUST_WORK (the builtins-only half is tests/unit/test-nix.sh).
+# NIXPKGS_LIB unset: ../shared/vendor/nixpkgs-lib/lib beside the repository, nixpkgs' lib/ at
+# the revision its REVISION file names (CI has it there: no Debian package ships nixpkgs). With
+# neither it says SKIP (exit 77: a failure under TENTAFLAKE_MUST_WORK). The builtins-only half
+# is tests/unit/test-nix.sh.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 
+if [ -z "${NIXPKGS_LIB:-}" ] && [ -f ../shared/vendor/nixpkgs-lib/lib/default.nix ]; then
+        NIXPKGS_LIB=../shared/vendor/nixpkgs-lib/lib
+fi
 if [ -z "${NIXPKGS_LIB:-}" ]; then
-        echo "SKIP: NIXPKGS_LIB is not set (point it at a nixpkgs lib/ directory to evaluate the module with lib.evalModules); not counted as a failure"
-        exit 0
+        echo "SKIP: NIXPKGS_LIB is not set and there is no ../shared/vendor/nixpkgs-lib/lib (point it at a nixpkgs lib/ directory to evaluate the module with lib.evalModules)"
+        exit 77
 fi
 if [ ! -f "$NIXPKGS_LIB/default.nix" ] || [ ! -f "$NIXPKGS_LIB/modules.nix" ]; then
         echo "FAIL: NIXPKGS_LIB='$NIXPKGS_LIB' is not a nixpkgs lib directory (no default.nix and modules.nix)"
@@ -206,5 +211,6 @@ else
         bad "cache: maxBytes and maxEntries are not carried as given"; head -5 "$tmp/cache-set.json.err"
 fi
 
-echo "nix module (lib.evalModules, $lib): $passes passed, $fails failed"
+rev=$(cat "$lib/../REVISION" 2>/dev/null | cut -c1-12)
+echo "nix module (lib.evalModules, $lib${rev:+, nixpkgs $rev}): $passes passed, $fails failed"
 [ "$fails" -eq 0 ]
