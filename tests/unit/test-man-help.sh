@@ -4,7 +4,7 @@
 #    man/tentaflake-worker.8.in documents, both ways: a verb or flag the binary has and the page
 #    lacks fails, and one the page has and the binary lacks fails too. The binary's help is read
 #    as it is now, so a new verb or flag fails here until the page has it;
-#  - every page, as `make` built it in $BUILD/man, is `mandoc -T lint -W warning` clean;
+#  - every page, as `make man` builds it in $BUILD/man, is `mandoc -T lint -W warning` clean;
 #  - each page renders (man -l) with its NAME section.
 # How the two are read: the help's "Commands:" block gives the verbs (the leading lower-case
 # words of each line's first column: "audit verify"), its "Options:" block the global flags,
@@ -23,6 +23,11 @@ if ! command -v mandoc >/dev/null; then
 fi
 [ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; exit 1; }
 pages=(tentaflake-worker.8 tentaflake-worker.json.5 tentaflake-worker-request.5)
+# The pages as make builds them (`make asan` builds no `all`: made here, a nested make without
+# the outer one's jobserver; up to date, it does nothing).
+if ! out=$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s BUILD="$BUILD" man 2>&1); then
+        echo "FAIL: make man: $out"; exit 1
+fi
 fails=0 passes=0
 ok() { passes=$((passes + 1)); }
 bad() { echo "FAIL: $*"; fails=$((fails + 1)); }
