@@ -11,6 +11,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/path-util.h"
+#include "common/shell-word.h"
 #include "controller/site.h"
 #include "parser/worker-info.h"
 
@@ -140,33 +141,6 @@ int controller_site_need_results(const ControllerSite *s, TfwError *e) {
                 return 0;
         return tfw_error(e, ENOENT, "no_results", "cannot wait for the result: %s",
                          s->results_error[0] ? s->results_error : "the results directory is unknown");
-}
-
-/* Shell-quote s when it has anything beyond a conservative set. */
-static char *shell_word(const char *s) {
-        bool plain = *s != 0;
-        for (const char *p = s; *p; p++)
-                if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-+=:,@", *p))
-                        plain = false;
-        if (plain)
-                return strdup(s);
-        size_t n = 3;
-        for (const char *p = s; *p; p++)
-                n += *p == '\'' ? 4 : 1;
-        char *q = malloc(n), *o = q;
-        if (!q)
-                return NULL;
-        *o++ = '\'';
-        for (const char *p = s; *p; p++) {
-                if (*p == '\'') {
-                        memcpy(o, "'\\''", 4);
-                        o += 4;
-                } else
-                        *o++ = *p;
-        }
-        *o++ = '\'';
-        *o = 0;
-        return q;
 }
 
 char *controller_approve_command(const ControllerSite *s, const char *id, const char *sha256) {

@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <string.h>
+#include <syslog.h>
 
 #include "common/json-util.h"
 #include "orchestrator/expire.h"
@@ -29,6 +30,8 @@ int expire_pending(Worker *w, usec_t now, TfwError *e) {
                          w->config->pending_ttl_hours);
                 _cleanup_(json_decrefp) json_t *f = finish_decision_fields(rec, NULL);
                 r = finish_request(w, rec, NULL, "expired", "expired", msg, NULL, &(FinishAudit){"expired", f}, e);
+                if (r >= 0)
+                        worker_say(w, LOG_NOTICE, "request '%s': expired: %s", rec->id, msg);
                 expired += r >= 0;
         }
         store_unlock(lock);

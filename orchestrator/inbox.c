@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <string.h>
+#include <stdlib.h>
 #include <sys/stat.h>
+#include <syslog.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -14,6 +16,7 @@
 #include "common/resolve.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/inbox.h"
+#include "orchestrator/notify.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
 #include "orchestrator/store.h"
@@ -57,6 +60,23 @@ int inbox_open(Worker *w, TfwError *e) {
         safe_close(w->inbox_fd);
         w->inbox_fd = fd;
         return 0;
+}
+
+int inbox_open_existing(const Worker *w) {
+        _cleanup_close_ int ws = open_dir_path_nofollow(w->config->workspace, w->use_openat2);
+        if (ws < 0)
+                return ws;
+        _cleanup_close_ int ctl = openat_child(ws, CONTROL_DIR, O_RDONLY | O_DIRECTORY, w->use_openat2);
+        if (ctl < 0)
+                return ctl;
+        return openat_child(ctl, "inbox", O_RDONLY | O_DIRECTORY, w->use_openat2);
+}
+
+bool inbox_holds(const Worker *w, const char *id) {
+        char name[REQUEST_ID_MAX + 8];
+        _cleanup_close_ int fd = inbox_open_existing(w);
+        snprintf(name, sizeof(name), "%s.json", id);
+        return fd >= 0 && faccessat(fd, name, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
 }
 
 static const char *type_name(mode_t m) {
@@ -153,6 +173,7 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
                         r = finish_rejected(w, &rec, NULL, name, code, message, e);
                         if (r < 0)
                                 return r;
+                        worker_say(w, LOG_NOTICE, "request '%s': rejected (%s): %s", owner_id, code, message);
                         *ret = CAPTURE_REJECTED;
                         return 0;
                 }
@@ -161,8 +182,26 @@ static int reject(Worker *w, const char *name, const char *owner_id, const char 
         if (r < 0)
                 return r;
         audit_rejection(w, name, NULL, sha[0] ? sha : NULL, code, message);
+        {
+                char pname[256];
+                worker_say(w, LOG_NOTICE, "inbox entry '%s': rejected (%s): %s; recorded in %s/.rejected/",
+                           printable_name(name, pname, sizeof(pname)), code, message, w->config->results_dir);
+        }
         *ret = CAPTURE_REJECTED_ANON;
         return 0;
+}
+
+/* The operator's cue: a journal line with the command to run, and the hook when configured. */
+static void say_pending(Worker *w, const Request *req, const RequestRecord *rec) {
+        char ts[RFC3339_MAX];
+        usec_t expires = rec->submitted_at + (usec_t) w->config->pending_ttl_hours * 3600 * USEC_PER_SEC;
+        _cleanup_free_ char *cmd = worker_approve_command(w, req->id, req->sha256);
+        const char *cls = action_class_to_string(req->action_class);
+
+        worker_say(w, LOG_NOTICE, "request '%s' (%s) waits for approval until %s%s%s; approve with: %s", req->id, cls,
+                   format_rfc3339(expires, ts), req->reason ? ", reason: " : "", req->reason ? req->reason : "",
+                   cmd ? cmd : "approve");
+        notify_pending(w, req->id, cls, req->reason, req->sha256);
 }
 
 /* Reject an entry and take it out of the inbox (if it is still the object seen). */
@@ -314,6 +353,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 r = finish_rejected(w, &rec, req, name, "forbidden", msg, e);
                 if (r < 0)
                         return r;
+                worker_say(w, LOG_NOTICE, "request '%s': rejected (forbidden): %s", req->id, msg);
                 *ret = CAPTURE_REJECTED;
         } else {
                 r = publish_state(&w->dirs, w->config->container_gid, req->id, rec.state, rec.submitted_at, e);
@@ -322,8 +362,10 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 _cleanup_(json_decrefp) json_t *g = json_pack("{s:s, s:s, s:s?}", "id", req->id, "action_class",
                                                               action_class_to_string(req->action_class),
                                                               "reason", req->reason);
-                if (pol == ACTION_POLICY_APPROVAL)
+                if (pol == ACTION_POLICY_APPROVAL) {
                         (void) worker_audit_best_effort(w, "pending", g);
+                        say_pending(w, req, &rec);
+                }
                 *ret = pol == ACTION_POLICY_RUN ? CAPTURE_QUEUED : CAPTURE_PENDING;
         }
         unlink_entry(w, name, &fst);

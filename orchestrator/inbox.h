@@ -34,6 +34,13 @@ typedef enum CaptureOutcome {
  * .tentaflake-worker/inbox without following any symlink; sets w->inbox_fd. */
 int inbox_open(Worker *w, TfwError *e);
 
+/* The inbox as it is, for the operator's verbs: opened without following a symlink and
+ * without creating anything; a negative errno (-ENOENT: not made yet) on failure. */
+int inbox_open_existing(const Worker *w);
+
+/* Is <id>.json waiting in the inbox, not taken yet? */
+bool inbox_holds(const Worker *w, const char *id);
+
 int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e);
 
 /* Capture every entry present now. Returns the number of entries handled (not ignored), or

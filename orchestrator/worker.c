@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: MIT */
+#define _GNU_SOURCE
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -8,6 +11,7 @@
 #include "common/fd-util.h"
 #include "common/log.h"
 #include "common/resolve.h"
+#include "common/shell-word.h"
 #include "orchestrator/worker.h"
 
 void worker_say(const Worker *w, int level, const char *fmt, ...) {
@@ -20,6 +24,23 @@ void worker_say(const Worker *w, int level, const char *fmt, ...) {
         vsnprintf(line, sizeof(line), fmt, ap);
         va_end(ap);
         w->report(w->report_userdata, level, line);
+}
+
+char *worker_approve_command(const Worker *w, const char *id, const char *sha256) {
+        char conventional[PATH_MAX], *out = NULL;
+        const char *path = w->config_path;
+
+        snprintf(conventional, sizeof(conventional), WORKER_CONFIG_DIR "/%s.json", w->config->name);
+        if (!path || streq(path, conventional)) {
+                if (asprintf(&out, "tentaflake-worker --name %s approve %s --expect-sha256 %s", w->config->name, id,
+                             sha256) < 0)
+                        return NULL;
+                return out;
+        }
+        _cleanup_free_ char *word = shell_word(path);
+        if (!word || asprintf(&out, "tentaflake-worker --config %s approve %s --expect-sha256 %s", word, id, sha256) < 0)
+                return NULL;
+        return out;
 }
 
 int worker_open(Worker *w, const Config *c, TfwError *e) {
@@ -80,6 +101,11 @@ int worker_workspace_error(TfwError *e, const char *code, const char *workspace,
         default:
                 return tfw_error(e, -err, code, "workspace '%s' cannot be opened: %s", workspace, strerror(-err));
         }
+}
+
+int worker_workspace_check(const Config *c, TfwError *e) {
+        _cleanup_close_ int fd = open_dir_path_nofollow(c->workspace, openat2_usable());
+        return fd < 0 ? worker_workspace_error(e, "workspace", c->workspace, fd) : 0;
 }
 
 int worker_daemon_report(int state_fd, const char *name, json_t **ret) {

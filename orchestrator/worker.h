@@ -14,6 +14,10 @@
  * itself; the CLI passes a function that logs (cli_report_line). */
 typedef void (*WorkerReport)(void *userdata, int level, const char *line);
 
+/* Where a worker's configuration conventionally lives: WORKER_CONFIG_DIR/NAME.json (what
+ * `--name NAME` means on the command line). */
+#define WORKER_CONFIG_DIR "/etc/tentaflake/workers"
+
 typedef struct Worker {
         const Config *config;
         WorkerReport report; /* NULL: the events are dropped */
@@ -27,12 +31,19 @@ typedef struct Worker {
          * when the job was taken (a sealed memfd). -EBADF: none (every directory is read). */
         int watch_fd, watch_view_fd;
         bool use_openat2;
+        const char *config_path; /* as the operator names it, for the commands the worker
+                                  * prints (worker_approve_command); NULL: unknown */
         char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */
 } Worker;
 
 /* Open the worker's directories and audit log (not the inbox). The caller sets report after. */
 int worker_open(Worker *w, const Config *c, TfwError *e);
 void worker_close(Worker *w);
+
+/* The command an operator runs to approve id (binding its sha256): --name NAME when the
+ * config is the conventional /etc/tentaflake/workers/NAME.json, else --config PATH, quoted
+ * for a shell. A malloc'd string, or NULL when out of memory. */
+char *worker_approve_command(const Worker *w, const char *id, const char *sha256);
 
 /* One event line to w->report. */
 void worker_say(const Worker *w, int level, const char *fmt, ...) _printf_(3, 4);
@@ -51,6 +62,10 @@ int worker_daemon_report(int state_fd, const char *name, json_t **ret);
 /* The error for a workspace that open_dir_path_nofollow() could not open (err a negative
  * errno), saying what is wrong with it: missing, not a directory, a symlink on the way. */
 int worker_workspace_error(TfwError *e, const char *code, const char *workspace, int err);
+
+/* The workspace can be opened as the worker opens it (no symlink followed), else the error
+ * above (code "workspace"). */
+int worker_workspace_check(const Config *c, TfwError *e);
 
 /* Record an audit event that a decision depends on (approve, deny, a job's start; issue 11 item
  * 9): called under the store lock before the decision is committed, which is not taken when

@@ -50,7 +50,7 @@ static const char *const reserved_sandbox_paths[] = { "/proc", "/dev", "/sys", "
 static const char *const top_keys[] = {
         "version", "name", "workspace", "state_dir", "results_dir", "container_uid",
         "container_gid", "concurrency", "retention_days", "audit_generations",
-        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", NULL,
+        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", "notify", NULL,
 };
 static const char *const runtime_keys[] = {
         "driver", "runsc", "platform", "rootfs", "system_mounts", "image", "warm_seconds", NULL,
@@ -63,6 +63,7 @@ static const char *const limits_keys[] = {
 };
 
 static const char *const cache_keys[] = { "paths", "max_bytes", "max_entries", NULL };
+static const char *const notify_keys[] = { "command", "uid", "gid", "timeout_seconds", NULL };
 
 /* Names of /work that the worker gives a meaning of its own, so no cache may own them: the
  * control directory (snapshot/snapshot.h, SNAPSHOT_CONTROL_DIR: never part of a snapshot) and
@@ -812,6 +813,77 @@ static int parse_cache(Config *c, json_t *root, TfwError *e) {
         return parse_cache_paths(cc, json_object_get(v, "paths"), e);
 }
 
+static int parse_notify_command(ConfigNotify *n, json_t *v, TfwError *e) {
+        _cleanup_strv_free_ char **argv = NULL;
+        size_t k;
+
+        if (!v)
+                return key_error(e, EINVAL, "missing_field", "notify.command",
+                                 "required with notify: the hook's argv, an absolute path first");
+        if (!json_is_array(v) || (k = json_array_size(v)) == 0)
+                return key_error(e, EBADMSG, "bad_type", "notify.command",
+                                 "must be a non-empty list of strings (the hook's argv, run without a shell)");
+        if (k > CONFIG_NOTIFY_ARGV_MAX)
+                return key_error(e, E2BIG, "out_of_range", "notify.command", "%zu entries, at most %d allowed", k,
+                                 CONFIG_NOTIFY_ARGV_MAX);
+        argv = calloc(k + 1, sizeof(char *));
+        if (!argv)
+                return oom(e);
+        for (size_t i = 0; i < k; i++) {
+                json_t *item = json_array_get(v, i);
+                char field[FIELD_MAX];
+                snprintf(field, sizeof(field), "notify.command[%zu]", i);
+                if (!json_is_string(item) || json_string_length(item) == 0 || json_string_length(item) > 4096 ||
+                    strlen(json_string_value(item)) != json_string_length(item))
+                        return key_error(e, EBADMSG, "bad_type", field, "must be a string of 1 to 4096 bytes, no NUL");
+                if (i == 0 && json_string_value(item)[0] != '/')
+                        return key_error(e, EBADMSG, "bad_value", field,
+                                         "must be an absolute path: the hook runs without a shell or PATH");
+                argv[i] = strdup(json_string_value(item));
+                if (!argv[i])
+                        return oom(e);
+        }
+        n->command = TAKE_PTR(argv);
+        return 0;
+}
+
+/* "notify": {"command": [...], "uid": 65534, "gid": 65534, "timeout_seconds": 10}. Absent: no
+ * hook. Never root, never the controller's uid: the agent could then signal or trace the hook
+ * and whatever the operator gave it (a webhook's token). */
+static int parse_notify(Config *c, json_t *root, TfwError *e) {
+        ConfigNotify *n = &c->notify;
+        json_t *v = NULL;
+        uint64_t x;
+        int r;
+
+        n->uid = n->gid = CONFIG_NOTIFY_DEFAULT_ID;
+        n->timeout_seconds = CONFIG_NOTIFY_DEFAULT_TIMEOUT;
+        r = get_object(root, "notify", &v, e);
+        if (r < 0 || !v)
+                return r;
+        r = json_check_keys(v, notify_keys, "notify.", e);
+        if (r < 0)
+                return r;
+        r = get_uint(v, "notify.", "uid", 1, 4294967294, CONFIG_NOTIFY_DEFAULT_ID, NULL, &x, e);
+        if (r < 0)
+                return r;
+        n->uid = (uid_t) x;
+        if (n->uid == c->container_uid)
+                return key_error(e, EINVAL, "inconsistent", "notify.uid",
+                                 "must not be container_uid (%u): the agent could signal or trace the hook",
+                                 (unsigned) n->uid);
+        r = get_uint(v, "notify.", "gid", 1, 4294967294, CONFIG_NOTIFY_DEFAULT_ID, NULL, &x, e);
+        if (r < 0)
+                return r;
+        n->gid = (gid_t) x;
+        r = get_uint(v, "notify.", "timeout_seconds", 1, CONFIG_NOTIFY_TIMEOUT_MAX, CONFIG_NOTIFY_DEFAULT_TIMEOUT,
+                     NULL, &x, e);
+        if (r < 0)
+                return r;
+        n->timeout_seconds = (unsigned) x;
+        return parse_notify_command(n, json_object_get(v, "command"), e);
+}
+
 /* The nesting rules between the directories and files the config names. Who may reach what:
  *   the agent writes the workspace and reads results_dir;
  *   the job reads every system mount's HOST and the rootfs;
@@ -1065,6 +1137,10 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         if (r < 0)
                 return r;
 
+        r = parse_notify(c, root, e);
+        if (r < 0)
+                return r;
+
         r = check_limits(c, &given, e);
         if (r < 0)
                 return r;
@@ -1155,6 +1231,7 @@ Config *config_free(Config *c) {
         free(c->signing_key);
         free(c->signing_identity);
         strv_free(c->cache.paths);
+        strv_free(c->notify.command);
         free(c);
         return NULL;
 }

@@ -94,6 +94,20 @@ typedef struct ConfigCache {
         uint64_t max_entries;  /* default 200000 (CONFIG_DEFAULT_CACHE_MAX_ENTRIES) */
 } ConfigCache;
 
+/* The operator's hook (notify.*): run, as uid:gid (never root, never the controller), when a
+ * request starts waiting for approval (orchestrator/notify.h). */
+typedef struct ConfigNotify {
+        char **command;            /* argv, command[0] absolute; NULL: no hook */
+        uid_t uid;                 /* default 65534 */
+        gid_t gid;                 /* default 65534 */
+        unsigned timeout_seconds;  /* default 10, at most 300 */
+} ConfigNotify;
+
+#define CONFIG_NOTIFY_ARGV_MAX 32
+#define CONFIG_NOTIFY_DEFAULT_ID 65534
+#define CONFIG_NOTIFY_DEFAULT_TIMEOUT 10
+#define CONFIG_NOTIFY_TIMEOUT_MAX 300
+
 typedef struct Config {
         int version;
         char *name;
@@ -124,6 +138,7 @@ typedef struct Config {
         char *signing_identity;
 
         ConfigCache cache;       /* paths NULL: no cache (runsc driver only) */
+        ConfigNotify notify;
 } Config;
 
 /* Parse a config from its bytes / from an fd (at most CONFIG_MAX_BYTES). */

@@ -101,10 +101,22 @@ static const char *get_value(const Config *c, const char *key) {
         U("cache.max_bytes", c->cache.max_bytes);
         U("cache.max_entries", c->cache.max_entries);
         U("cache.n_paths", c->cache.n_paths);
+        U("notify.uid", c->notify.uid);
+        U("notify.gid", c->notify.gid);
+        U("notify.timeout_seconds", c->notify.timeout_seconds);
 #undef U
 #undef S
         if (streq(key, "limits.cpus")) {
                 snprintf(text, sizeof(text), "%s/%" PRIu64, l->cpus, l->cpus_milli);
+                return text;
+        }
+        if (streq(key, "notify.command")) {
+                size_t n = 0;
+                if (!c->notify.command)
+                        return "(null)";
+                text[0] = 0;
+                for (size_t i = 0; c->notify.command[i]; i++)
+                        n += snprintf(text + n, sizeof(text) - n, "%s%s", i ? "," : "", c->notify.command[i]);
                 return text;
         }
         if (streq(key, "cache.paths")) {
@@ -740,6 +752,31 @@ static const Case static_cases[] = {
         BAD("signing_key_inside_rootfs", "inconsistent", "runtime.rootfs",
             "signing_key", "\"/srv/rootfs/etc/k\"", "signing_identity", "\"w\"",
             "runtime.rootfs", "\"/srv/rootfs\""),
+
+        /* notify: the operator's hook (issue 23 item 3) */
+        DEFAULT("notify_default_none", "notify.command", "(null)"),
+        OK("notify_command", "notify.command", "/usr/local/bin/page,--to,ops",
+           "notify.command", "[\"/usr/local/bin/page\",\"--to\",\"ops\"]"),
+        OK("notify_uid_default_nobody", "notify.uid", "65534", "notify.command", "[\"/bin/true\"]"),
+        OK("notify_gid_default_nogroup", "notify.gid", "65534", "notify.command", "[\"/bin/true\"]"),
+        OK("notify_timeout_default", "notify.timeout_seconds", "10", "notify.command", "[\"/bin/true\"]"),
+        OK("notify_timeout_300", "notify.timeout_seconds", "300", "notify.command", "[\"/bin/true\"]",
+           "notify.timeout_seconds", "300"),
+        OK("notify_uid_given", "notify.uid", "997", "notify.command", "[\"/bin/true\"]", "notify.uid", "997"),
+        BAD("notify_timeout_301", "out_of_range", "notify.timeout_seconds", "notify.command", "[\"/bin/true\"]",
+            "notify.timeout_seconds", "301"),
+        BAD("notify_uid_root", "out_of_range", "notify.uid", "notify.command", "[\"/bin/true\"]", "notify.uid", "0"),
+        BAD("notify_gid_root", "out_of_range", "notify.gid", "notify.command", "[\"/bin/true\"]", "notify.gid", "0"),
+        BAD("notify_uid_is_the_controller", "inconsistent", "notify.uid", "notify.command", "[\"/bin/true\"]",
+            "notify.uid", "10000"),
+        BAD("notify_without_command", "missing_field", "notify.command", "notify", "{}"),
+        BAD("notify_command_empty", "bad_type", "notify.command", "notify.command", "[]"),
+        BAD("notify_command_string", "bad_type", "notify.command", "notify.command", "\"/bin/true\""),
+        BAD("notify_command_relative", "bad_value", "notify.command[0]", "notify.command", "[\"page\"]"),
+        BAD("notify_command_number", "bad_type", "notify.command[1]", "notify.command", "[\"/bin/true\",1]"),
+        BAD("notify_command_empty_arg", "bad_type", "notify.command[1]", "notify.command", "[\"/bin/true\",\"\"]"),
+        BAD("notify_unknown_key", "unknown_field", "notify.user", "notify.command", "[\"/bin/true\"]",
+            "notify.user", "\"nobody\""),
 
         /* cache */
         DEFAULT("cache_default_none", "cache.paths", "(null)"),

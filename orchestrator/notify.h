@@ -1,0 +1,21 @@
+/* SPDX-License-Identifier: MIT */
+/* Telling the operator a request waits for them (config notify.*, docs/operator.md).
+ *
+ * notify_pending() contract:
+ *  - without notify.command it does nothing; the journal line and `list` tell the operator;
+ *  - otherwise it returns at once: a child of the daemon (every other descriptor closed, so it
+ *    holds none of the daemon's locks) runs the hook and waits for it, never longer than
+ *    notify.timeout_seconds, then SIGKILLs it and its session;
+ *  - the hook runs as notify.uid:notify.gid with no supplementary groups (never root, never the
+ *    controller: the config parser refuses both), in "/", with /dev/null as stdin, stdout and
+ *    stderr, and only this environment: TENTAFLAKE_EVENT=pending, TENTAFLAKE_WORKER,
+ *    TENTAFLAKE_ID, TENTAFLAKE_CLASS, TENTAFLAKE_REASON (the agent's words: data, never to be
+ *    evaluated), TENTAFLAKE_SHA256, TENTAFLAKE_APPROVE (the command to run), PATH=/usr/bin:/bin;
+ *  - a hook that cannot start, fails, or runs out of time is logged (worker_say) naming the
+ *    request and why; the request stays pending either way. */
+#pragma once
+
+#include "orchestrator/worker.h"
+
+void notify_pending(Worker *w, const char *id, const char *action_class, const char *reason,
+                    const char *sha256);
