@@ -27,6 +27,7 @@
 #include "common/proc-locks.h"
 #include "common/resolve.h"
 #include "common/size.h"
+#include "orchestrator/controller-view.h"
 #include "orchestrator/dirs.h"
 #include "orchestrator/doctor.h"
 #include "capsule/init-path.h"
@@ -203,6 +204,15 @@ static void check_worker_dir(Doctor *d, bool results) {
 static void check_dirs(Doctor *d) {
         check_worker_dir(d, false);
         check_worker_dir(d, true);
+}
+
+static void view_line(void *userdata, const char *check, bool ok, const char *detail) {
+        report((Doctor *) userdata, check, ok, "%s", detail);
+}
+
+/* The controller's view of its workspace, inbox and results (orchestrator/controller-view.h). */
+static void check_controller_view(Doctor *d) {
+        controller_view_check(d->config, openat2_usable(), view_line, d);
 }
 
 static void check_group(Doctor *d) {
@@ -898,6 +908,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         if (o->inbox_dirs) {
                 check_dirs(&d);
                 check_group(&d);
+                check_controller_view(&d);
                 check_leftovers(&d);
                 check_store(&d);
                 check_cache(&d);
