@@ -12,6 +12,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "orchestrator/finish.h"
+#include "orchestrator/inbox.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
 #include "orchestrator/store.h"
@@ -65,6 +66,11 @@ static const char *describe(const RequestRecord *r, char *buf, size_t size) {
 static int load_pending(Worker *w, const char *verb, const char *id, RequestRecord *rec, TfwError *e) {
         char why[300];
         int r = store_load(w->dirs.requests_fd, id, rec, e);
+        if (r == -ENOENT && inbox_holds(w, id))
+                return tfw_error(e, ENOENT, "not_taken",
+                                 "%s '%s': not taken yet: it is still in the inbox, where the worker takes it when "
+                                 "it runs ('list' shows it); decide once it is pending",
+                                 verb, id);
         if (r == -ENOENT)
                 return tfw_error(e, ENOENT, "not_found", "%s '%s': no pending request with that id", verb, id);
         if (r < 0)
@@ -157,6 +163,9 @@ int decide_deny(Worker *w, const char *id, const char *reason, const char *appro
                         r = finish_request(w, &rec, NULL, "denied", "denied", msg, NULL, NULL, e);
         }
         store_unlock(lock);
-        return r < 0 ? r : 0;
+        if (r < 0)
+                return r;
+        decide_wake_daemon(w); /* its count of pending requests changed */
+        return 0;
 }
 

@@ -1,13 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "approve/report.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/path-util.h"
+#include "orchestrator/inbox.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/store.h"
 
@@ -45,6 +50,63 @@ static json_t *report_or_null(Worker *w, const char *name) {
         return worker_daemon_report(w->dirs.state_fd, name, &j) >= 0 && j ? j : json_null();
 }
 
+/* Entries waiting in the inbox, not taken yet: by name and time only (their bytes are the
+ * agent's, read by the worker when it takes them, never here). */
+typedef struct InboxEntry {
+        char name[256];
+        usec_t mtime;
+} InboxEntry;
+
+#define INBOX_LISTED_MAX 1000
+
+static size_t inbox_entries(const Worker *w, InboxEntry **ret) {
+        _cleanup_close_ int fd = inbox_open_existing(w);
+        InboxEntry *v = NULL;
+        size_t n = 0;
+        *ret = NULL;
+        if (fd < 0)
+                return 0;
+        _cleanup_closedir_ DIR *d = opendir_fd(fd);
+        if (!d)
+                return 0;
+        for (struct dirent *de; n < INBOX_LISTED_MAX && (de = readdir(d));) {
+                struct stat st;
+                if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                InboxEntry *nv = realloc(v, (n + 1) * sizeof(*v));
+                if (!nv)
+                        break;
+                v = nv;
+                printable_name(de->d_name, v[n].name, sizeof(v[n].name));
+                v[n].mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
+                n++;
+        }
+        *ret = v;
+        return n;
+}
+
+static void list_inbox(const Worker *w, int width, FILE *out) {
+        _cleanup_free_ InboxEntry *v = NULL;
+        size_t n = inbox_entries(w, &v);
+        for (size_t i = 0; i < n; i++) {
+                char ts[RFC3339_MAX];
+                fprintf(out, "%-*s %-9s %-20s %-20s %s\n", width, v[i].name, "inbox", "-", format_rfc3339(v[i].mtime, ts),
+                        "(not taken yet)");
+        }
+}
+
+static json_t *inbox_json(const Worker *w) {
+        _cleanup_free_ InboxEntry *v = NULL;
+        size_t n = inbox_entries(w, &v);
+        json_t *arr = json_array();
+        for (size_t i = 0; arr && i < n; i++) {
+                char ts[RFC3339_MAX];
+                json_array_append_new(arr, json_pack("{s:s, s:s}", "name", v[i].name, "since",
+                                                     format_rfc3339(v[i].mtime, ts)));
+        }
+        return arr;
+}
+
 int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
         _cleanup_free_ RequestRecord *list = NULL;
         size_t n = 0;
@@ -59,7 +121,8 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
                                 json_array_append_new(arr, record_json(&list[i]));
                 /* What the daemon last reported of the memory it keeps between jobs (it lives in
                  * the daemon's namespace, which this process cannot see). */
-                _cleanup_(json_decrefp) json_t *o = json_pack("{s:O, s:o, s:o}", "requests", arr, "cache",
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:O, s:o, s:o, s:o}", "requests", arr, "inbox",
+                                                              inbox_json(w), "cache",
                                                               report_or_null(w, "cache.json"), "generation_store",
                                                               report_or_null(w, "store.json"));
                 _cleanup_free_ char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
@@ -68,13 +131,18 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
                 fprintf(out, "%s\n", s);
                 return 0;
         }
-        fprintf(out, "%-24s %-9s %-20s %-20s %s\n", "ID", "STATE", "CLASS", "SUBMITTED", "SHA256");
+        int width = 29; /* the ids submit makes */
+        for (size_t i = 0; i < n; i++)
+                if (all || list[i].state != STATE_FINAL)
+                        width = MAX(width, (int) strlen(list[i].id));
+        fprintf(out, "%-*s %-9s %-20s %-20s %s\n", width, "ID", "STATE", "CLASS", "SUBMITTED", "SHA256");
+        list_inbox(w, width, out);
         for (size_t i = 0; i < n; i++) {
                 RequestRecord *rec = &list[i];
                 char ts[RFC3339_MAX];
                 if (!all && rec->state == STATE_FINAL)
                         continue;
-                fprintf(out, "%-24s %-9s %-20s %-20s %.16s\n", rec->id,
+                fprintf(out, "%-*s %-9s %-20s %-20s %.16s\n", width, rec->id,
                         rec->state == STATE_FINAL ? rec->status : request_state_to_string(rec->state),
                         rec->action_class >= 0 ? action_class_to_string(rec->action_class) : "-",
                         format_rfc3339(rec->submitted_at, ts), rec->sha256);
@@ -126,7 +194,23 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
                 fprintf(out, "request (the captured private copy):\n%s\n", s);
         } else if (bytes)
                 fprintf(out, "request: %zu bytes that are not valid JSON (it was rejected)\n", len);
-        if (res)
+        if (rec.state == STATE_PENDING) {
+                usec_t exp = rec.submitted_at + (usec_t) w->config->pending_ttl_hours * 3600 * USEC_PER_SEC;
+                fprintf(out, "expires at:   %s (pending_ttl_hours %u), unless approved or denied\n",
+                        format_rfc3339(exp, ts), w->config->pending_ttl_hours);
+        }
+        if (res) {
+                json_t *ms = json_object_get(res, "duration_ms");
+                if (jstr(res, "started_at"))
+                        fprintf(out, "started at:   %s\n", jstr(res, "started_at"));
+                if (jstr(res, "finished_at"))
+                        fprintf(out, "finished at:  %s\n", jstr(res, "finished_at"));
+                if (json_is_integer(ms))
+                        fprintf(out, "duration:     %" JSON_INTEGER_FORMAT ".%03" JSON_INTEGER_FORMAT " s\n",
+                                json_integer_value(ms) / 1000, json_integer_value(ms) % 1000);
                 report_print_summary(res, out);
+                fprintf(out, "result:       %s/%s/result.json\n", w->config->results_dir, id);
+                fprintf(out, "log:          %s/%s/job.log\n", w->config->results_dir, id);
+        }
         return 0;
 }

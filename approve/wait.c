@@ -101,7 +101,7 @@ static uint64_t request_timeout(Worker *w, const char *id) {
         return w->policy.default_timeout_seconds;
 }
 
-int approve_wait_result(Worker *w, const char *id, uint64_t timeout_seconds, FILE *out, TfwError *e) {
+int approve_wait_result(Worker *w, const char *id, uint64_t timeout_seconds, json_t **ret_result, TfwError *e) {
         _cleanup_close_ int ifd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
         _cleanup_(json_decrefp) json_t *res = NULL;
         char path[64], why[512];
@@ -145,7 +145,6 @@ int approve_wait_result(Worker *w, const char *id, uint64_t timeout_seconds, FIL
                 while (read(ifd, buf, sizeof(buf)) > 0)
                         ;
         }
-        fprintf(out, "result of '%s':\n", id);
-        report_print_summary(res, out);
+        *ret_result = TAKE_PTR(res);
         return 0;
 }

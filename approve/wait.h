@@ -2,7 +2,7 @@
 /* `approve --wait`: wait for an approved request's result, never forever.
  *
  * Contract:
- *  - returns 0 and prints the result's summary once results/<id>/result.json exists (inotify on
+ *  - returns 0 with *ret_result the result once results/<id>/result.json exists (inotify on
  *    the results directory, watched before the first look, so a result published in between is
  *    not missed);
  *  - -ETIMEDOUT when timeout_seconds pass first (0: the request's own timeout plus
@@ -17,6 +17,8 @@
 
 #include <stdint.h>
 #include <stdio.h>
+
+#include <jansson.h>
 
 #include "orchestrator/worker.h"
 
@@ -33,4 +35,4 @@ typedef enum WorkerPresence {
 /* Is a worker for this config running, or about to? why (may be NULL) gets a short text. */
 WorkerPresence approve_worker_presence(Worker *w, char *why, size_t size);
 
-int approve_wait_result(Worker *w, const char *id, uint64_t timeout_seconds, FILE *out, TfwError *e);
+int approve_wait_result(Worker *w, const char *id, uint64_t timeout_seconds, json_t **ret_result, TfwError *e);

@@ -120,7 +120,9 @@ static int v1_mount_point(const char *controller, char **ret_mount, char **ret_r
 /* Under v1: the mount points of the other hierarchies (cpuset, cpuacct, devices, freezer,
  * blkio, the named systemd one, ...). runsc creates the job's path in each of them, owns and
  * normally removes it; a runsc that was killed leaves it behind. NULL-terminated. */
-static int v1_other_mounts(char ***ret) {
+/* The mount points of the v1 hierarchies: all of them, or only those without a controller the
+ * jobs use (others_only). */
+static int v1_mounts(bool others_only, char ***ret) {
         _cleanup_free_ char *buf = NULL;
         char **l = NULL, *cursor, *mount, *root, *super;
         size_t n = 0;
@@ -134,7 +136,7 @@ static int v1_other_mounts(char ***ret) {
                 for (char *o = strtok_r(super, ",", &s2); o; o = strtok_r(NULL, ",", &s2))
                         for (int c = 0; c < _CG_MAX; c++)
                                 ours = ours || streq(o, controller_names[c]);
-                if (ours || n >= 64)
+                if ((ours && others_only) || n >= 64)
                         continue;
                 char **nl = realloc(l, (n + 2) * sizeof(char *));
                 if (!nl) {
@@ -156,6 +158,10 @@ static int v1_other_mounts(char ***ret) {
         }
         *ret = l;
         return 0;
+}
+
+static int v1_other_mounts(char ***ret) {
+        return v1_mounts(true, ret);
 }
 
 static int write_at(int dir_fd, const char *file, const char *value) {
@@ -870,6 +876,30 @@ int cgroup_group_remove_stale(const char *group, unsigned *ret_removed) {
         job_free(j);
         if (ret_removed)
                 *ret_removed = removed;
+        return 0;
+}
+
+int cgroup_group_remove_empty(const char *group, unsigned *ret_busy) {
+        _cleanup_strv_free_ char **mounts = NULL;
+        unsigned busy = 0;
+
+        if (is_v2()) {
+                mounts = calloc(2, sizeof(char *));
+                if (!mounts || !(mounts[0] = strdup(CGROUP_ROOT)))
+                        return -ENOMEM;
+        } else {
+                int r = v1_mounts(false, &mounts);
+                if (r < 0)
+                        return r;
+        }
+        for (char **m = mounts; *m; m++) {
+                _cleanup_close_ int root = open(*m, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                /* rmdir of a cgroup succeeds only when it has no child cgroup and no process. */
+                if (root >= 0 && unlinkat(root, group, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                        busy++;
+        }
+        if (ret_busy)
+                *ret_busy = busy;
         return 0;
 }
 

@@ -92,5 +92,10 @@ int cgroup_job_kill_by_name(const char *group, const char *name);
  * and none runs yet). */
 int cgroup_group_remove_stale(const char *group, unsigned *ret_removed);
 
+/* At a clean stop: remove the worker's group from every hierarchy where it is empty (v1: each
+ * mounted hierarchy, also those runsc alone uses). *ret_busy (may be NULL): how many still hold
+ * a cgroup or a process and were left. */
+int cgroup_group_remove_empty(const char *group, unsigned *ret_busy);
+
 /* "v1" or "v2", or NULL when no usable hierarchy was found. */
 const char *cgroup_mode_string(void);

@@ -6,9 +6,13 @@
 
 #include <stdbool.h>
 
+#include "orchestrator/worker.h"
 #include "parser/config.h"
 
 #define EXIT_USAGE 2
+
+/* Where --name NAME looks: CLI_CONFIG_DIR/NAME.json, the conventional place (docs/install.md). */
+#define CLI_CONFIG_DIR WORKER_CONFIG_DIR
 
 typedef struct Verb {
         const char *name;
@@ -21,6 +25,8 @@ typedef struct Verb {
 } Verb;
 
 const Verb *verb_find(const char *name);
+/* The verb a mistyped name most likely meant, or NULL. */
+const Verb *verb_suggest(const char *name);
 extern const Verb verbs[];
 
 /* Print the overview to stdout (--help) or stderr (usage errors). */

@@ -177,26 +177,58 @@ static int run_operator_verb(int argc, char **argv, const Config *config, const 
         return 0;
 }
 
+/* One JSON document on stdout (approve, deny, gc, audit verify --json). */
+static int print_json(json_t *o, TfwError *e) {
+        _cleanup_free_ char *s = o ? json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+        if (!s)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        printf("%s\n", s);
+        return 0;
+}
+
 static int act_approve(Worker *w, const VerbArgs *a, TfwError *e) {
         char who[128];
         decide_operator_identity(who, sizeof(who));
         int r = decide_approve(w, a->id, a->expect_sha256, who, e);
         if (r < 0)
                 return r;
-        printf("approve '%s': approved by %s; queued\n", a->id, who);
-        if (!a->wait)
-                return 0;
+        if (!a->json)
+                printf("approve '%s': approved by %s; queued\n", a->id, who);
+        if (!a->wait) {
+                if (!a->json)
+                        return 0;
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s}", "id", a->id, "decision", "approved",
+                                                              "by", who);
+                return print_json(o, e);
+        }
         fflush(stdout);
-        return approve_wait_result(w, a->id, a->timeout_seconds, stdout, e);
+        _cleanup_(json_decrefp) json_t *res = NULL;
+        r = approve_wait_result(w, a->id, a->timeout_seconds, &res, e);
+        if (r < 0)
+                return r;
+        if (a->json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:O}", "id", a->id, "decision",
+                                                              "approved", "by", who, "result", res);
+                return print_json(o, e);
+        }
+        printf("result of '%s':\n", a->id);
+        report_print_summary(res, stdout);
+        return 0;
 }
 
 static int act_deny(Worker *w, const VerbArgs *a, TfwError *e) {
         char who[128];
         decide_operator_identity(who, sizeof(who));
         int r = decide_deny(w, a->id, a->reason, who, e);
-        if (r >= 0)
+        if (r < 0)
+                return r;
+        if (!a->json) {
                 printf("deny '%s': denied by %s\n", a->id, who);
-        return r;
+                return 0;
+        }
+        _cleanup_(json_decrefp) json_t *o = json_pack("{s:s, s:s, s:s, s:s?}", "id", a->id, "decision", "denied", "by",
+                                                      who, "reason", a->reason);
+        return print_json(o, e);
 }
 
 static int act_list(Worker *w, const VerbArgs *a, TfwError *e) {
@@ -207,19 +239,37 @@ static int act_show(Worker *w, const VerbArgs *a, TfwError *e) {
         return report_show(w, a->id, a->json, stdout, e);
 }
 
+static void print_gc(const RetentionReport *rep, int expired, bool scheduled) {
+        printf("gc: removed %d result(s) and %d rejection record(s); expired %d pending request(s); ", rep->results,
+               rep->rejected, expired);
+        if (rep->audit.rotated)
+                printf("audit log rotated to audit/%s", rep->audit.name);
+        else
+                printf("audit log not rotated (%s)", scheduled ? "empty, or its day is not over" : "empty");
+        if (rep->audit.pruned)
+                printf(", %u old audit file(s) removed beyond audit_generations", rep->audit.pruned);
+        printf("\n");
+}
+
 static int act_gc(Worker *w, const VerbArgs *a, TfwError *e) {
-        (void) a;
+        RetentionReport rep;
         int expired = expire_pending(w, now_realtime(), e);
         if (expired < 0)
                 return expired;
         /* --scheduled (the hourly timer): rotate the audit log only once its day is over, as
          * the daemon does; a plain gc rotates it now. */
-        int removed = retention_run(w, now_realtime(), !a->scheduled, NULL, e);
-        if (removed < 0)
-                return removed;
-        printf("gc: %d result(s) removed, %d pending request(s) expired, %s\n", removed, expired,
-               a->scheduled ? "audit log rotated if its day is over" : "audit log rotated");
-        return 0;
+        int r = retention_run(w, now_realtime(), !a->scheduled, NULL, &rep, e);
+        if (r < 0)
+                return r;
+        if (!a->json) {
+                print_gc(&rep, expired, a->scheduled);
+                return 0;
+        }
+        _cleanup_(json_decrefp) json_t *o =
+                json_pack("{s:i, s:i, s:i, s:{s:b, s:s?, s:i}}", "results_removed", rep.results, "rejected_removed",
+                          rep.rejected, "pending_expired", expired, "audit", "rotated", rep.audit.rotated, "rotated_to",
+                          rep.audit.rotated ? rep.audit.name : NULL, "files_removed", (int) rep.audit.pruned);
+        return print_json(o, e);
 }
 
 static int verb_approve(int argc, char **argv, const Config *config, const char *config_path) {
@@ -227,6 +277,7 @@ static int verb_approve(int argc, char **argv, const Config *config, const char 
                 {"expect-sha256", required_argument, NULL, OPT_EXPECT},
                 {"wait", no_argument, NULL, OPT_WAIT},
                 {"timeout", required_argument, NULL, OPT_TIMEOUT},
+                {"json", no_argument, NULL, OPT_JSON},
                 {},
         };
         (void) config_path;
@@ -236,6 +287,7 @@ static int verb_approve(int argc, char **argv, const Config *config, const char 
 static int verb_deny(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
                 {"reason", required_argument, NULL, OPT_REASON},
+                {"json", no_argument, NULL, OPT_JSON},
                 {},
         };
         (void) config_path;
@@ -282,6 +334,7 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
                 {"scheduled", no_argument, NULL, OPT_SCHEDULED},
+                {"json", no_argument, NULL, OPT_JSON},
                 {},
         };
         (void) config_path;
@@ -294,8 +347,12 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
                 return cli_usage_error("audit", "missing the subcommand (verify)");
         if (!streq(argv[1], "verify"))
                 return cli_usage_error("audit", "unknown subcommand '%s' (only verify)", argv[1]);
-        if (argc > 2)
-                return cli_usage_error("audit", "unexpected argument '%s'", argv[2]);
+        bool json = false;
+        for (int i = 2; i < argc; i++) {
+                if (!streq(argv[i], "--json"))
+                        return cli_usage_error("audit", "unexpected argument '%s'", argv[i]);
+                json = true;
+        }
 
         Worker w;
         AuditVerifyReport rep = {};
@@ -309,12 +366,55 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
                 log_error("audit verify: %s", e.message);
                 return 1;
         }
+        if (json) {
+                _cleanup_(json_decrefp) json_t *o = json_pack(
+                        "{s:b, s:i, s:I, s:I, s:I, s:s?, s:I, s:s?, s:I, s:s}", "intact", r >= 0, "files",
+                        (int) rep.n_files, "lines", (json_int_t) rep.n_lines, "first_seq", (json_int_t) rep.first_seq,
+                        "last_seq", (json_int_t) rep.last_seq, "head_sha256", rep.head_sha256[0] ? rep.head_sha256 : NULL,
+                        "repairs", (json_int_t) rep.n_repairs, "break_file", rep.break_file[0] ? rep.break_file : NULL,
+                        "break_line", (json_int_t) rep.break_line, "message", rep.message);
+                TfwError pe = {0};
+                if (print_json(o, &pe) < 0) {
+                        log_error("audit verify: %s", pe.message);
+                        return 1;
+                }
+                return r >= 0 ? 0 : 1;
+        }
         if (r == -EBADMSG) {
                 log_error("audit verify: %s", rep.message);
                 return 1;
         }
         printf("audit verify: %s\n", rep.message);
         return 0;
+}
+
+/* check-config: the file parses, and the directories it names are as they must be or can be
+ * made; nothing is created. */
+static int verb_check_config(int argc, char **argv, const Config *config, const char *config_path) {
+        static const struct option opts[] = {{}};
+        VerbArgs a = {};
+        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        if (r)
+                return r;
+        int failed = 0;
+        for (int results = 0; results <= 1; results++) {
+                TfwError e = {0};
+                r = worker_dir_check(config, results, &e);
+                if (r < 0 && r != -ENOENT) {
+                        log_error("check-config: %s", e.message);
+                        failed = 1;
+                }
+        }
+        TfwError we = {0};
+        r = worker_workspace_check(config, &we);
+        if (r < 0) {
+                log_error("check-config: %s", we.message);
+                failed = 1;
+        }
+        if (!failed)
+                printf("check-config: '%s' is valid: worker '%s', workspace '%s', results in '%s'\n", config_path,
+                       config->name, config->workspace, config->results_dir);
+        return failed;
 }
 
 static int verb_cache(int argc, char **argv, const Config *config, const char *config_path) {
@@ -398,7 +498,9 @@ static int verb_serve(int argc, char **argv, const Config *config, const char *c
         return cli_serve(argc, argv);
 }
 
-#define CONFIG_OPT "Requires --config FILE (before the command).\n"
+#define CONFIG_OPT                                                                                 \
+        "\nRun as root, with the configuration given by --config FILE or --name NAME (before or\n" \
+        "after the command), or by $TENTAFLAKE_WORKER_CONFIG.\n"
 
 const Verb verbs[] = {
         {"run", "run                      inbox daemon: watch the inbox and run jobs",
@@ -412,8 +514,8 @@ const Verb verbs[] = {
          "Do the daemon's work until the inbox and the queue are empty, then exit\n"
          "(for the path-activated oneshot service).\n" CONFIG_OPT,
          true, verb_run},
-        {"approve", "approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]]",
-         "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]]\n\n"
+        {"approve", "approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]",
+         "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]\n\n"
          "Approve a pending request. It runs from the worker's private copy, captured when it\n"
          "arrived; approval never widens the capsule. A running daemon, or the path unit's\n"
          "drain, starts it.\n\n"
@@ -421,36 +523,54 @@ const Verb verbs[] = {
          "  --wait               wait for the final result and print its summary; exit 1 at\n"
          "                       once when no worker runs and none can be started\n"
          "  --timeout SECS       give up waiting after SECS (default: the request's timeout\n"
-         "                       plus 120 s); the request stays approved\n" CONFIG_OPT,
+         "                       plus 120 s); the request stays approved\n"
+         "  --json               print the decision (and with --wait the result) as JSON\n" CONFIG_OPT,
          true, verb_approve},
-        {"deny", "deny ID [--reason TEXT]",
-         "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT]\n\n"
-         "Deny a pending request; its result says denied, with the reason.\n" CONFIG_OPT,
+        {"deny", "deny ID [--reason TEXT] [--json]",
+         "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT] [--json]\n\n"
+         "Deny a pending request; its result says denied, with the reason.\n\n"
+         "  --reason TEXT  shown in the request's result\n"
+         "  --json         print the decision as JSON\n" CONFIG_OPT,
          true, verb_deny},
         {"list", "list [--json] [--all]     pending, queued and running requests",
          "Usage: tentaflake-worker --config FILE list [--json] [--all]\n\n"
-         "List pending, queued and running requests; --all adds recent results.\n" CONFIG_OPT,
+         "List the requests still in the inbox (not taken yet), pending, queued and running.\n\n"
+         "  --all   add the results still kept (retention_days)\n"
+         "  --json  the same as JSON, with the daemon's generation store and build cache\n" CONFIG_OPT,
          true, verb_list},
         {"show", "show ID [--json]         one request: captured copy, sha256, state, result",
          "Usage: tentaflake-worker --config FILE show ID [--json]\n\n"
-         "Show the captured request, its sha256, its state and its result summary.\n" CONFIG_OPT,
+         "Show the captured request, its sha256, its state, when it expires while pending,\n"
+         "and once it ran: start, end, duration, result summary and the paths of its\n"
+         "result and log.\n\n"
+         "  --json  the record, the captured request and result.json as JSON\n" CONFIG_OPT,
          true, verb_show},
         {"doctor", "doctor [--json]          prove the configured isolation works, live",
          "Usage: tentaflake-worker --config FILE doctor [--json]\n\n"
          "Check the runtime, directories and limits, then run a probe job in a real capsule.\n"
-         "Exits 1 when any check fails.\n" CONFIG_OPT,
+         "Among them, as the controller's uid: the workspace, that the inbox can be written\n"
+         "and results_dir read. Exits 1 when any check fails.\n\n"
+         "  --json  the checks as a JSON array of {check, ok, detail}\n" CONFIG_OPT,
          true, verb_doctor},
-        {"gc", "gc [--scheduled]         expire results, rotate the audit log now",
-         "Usage: tentaflake-worker --config FILE gc [--scheduled]\n\n"
+        {"gc", "gc [--scheduled] [--json] expire results, rotate the audit log now",
+         "Usage: tentaflake-worker --config FILE gc [--scheduled] [--json]\n\n"
          "Expire pending requests older than pending_ttl_hours, remove results and used ids\n"
          "older than retention_days and rotate the audit log.\n\n"
          "  --scheduled  rotate the audit log only when its day is over, as the daemon does\n"
-         "               (what tentaflake-worker-gc@NAME.timer runs every hour)\n" CONFIG_OPT,
+         "               (what tentaflake-worker-gc@NAME.timer runs every hour)\n"
+         "  --json       print what was removed and rotated as JSON\n" CONFIG_OPT,
          true, verb_gc},
-        {"audit", "audit verify             check the audit hash chain",
-         "Usage: tentaflake-worker --config FILE audit verify\n\n"
-         "Verify the hash chain of the audit log across its rotated files.\n" CONFIG_OPT,
+        {"audit", "audit verify [--json]    check the audit hash chain",
+         "Usage: tentaflake-worker --config FILE audit verify [--json]\n\n"
+         "Verify the hash chain of the audit log across its rotated files.\n\n"
+         "  --json  the report as JSON (intact, files, lines, sequence numbers, first break)\n" CONFIG_OPT,
          true, verb_audit},
+        {"check-config", "check-config             validate the configuration, create nothing",
+         "Usage: tentaflake-worker --config FILE check-config\n\n"
+         "Parse the configuration and check the directories it names (state_dir,\n"
+         "results_dir: right owner and mode, or not made yet) and the workspace, without\n"
+         "creating or changing anything. Exits 1 naming the key when something is wrong.\n" CONFIG_OPT,
+         true, verb_check_config},
         {"cache", "cache clear              empty the build cache (docs/cache.md)",
          "Usage: tentaflake-worker --config FILE cache clear\n\n"
          "Empty the build cache that local-reversible jobs leave for the next (cache.paths):\n"
@@ -463,29 +583,55 @@ const Verb verbs[] = {
          "trusted_issuers entry with its public key.\n",
          false, verb_keygen},
         {"serve", "serve --server URL --key FILE [flags]   validation plane worker",
-         "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n\n"
+         "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n"
+         "       tentaflake-worker serve --check [--json] [flags]\n\n"
          "Claim validation jobs from a server, verify the candidate tree, run the check in a\n"
          "capsule and sign an attestation. The token comes from TENTAFLAKE_TOKEN or\n"
          "--token-file, never from the command line.\n\n"
+         "  --server URL                    the validation server\n"
+         "  --server-socket PATH            reach the server through this unix socket (a\n"
+         "                                  local proxy); the URL still names the server\n"
+         "  --key FILE                      the ed25519 signing key (keygen)\n"
+         "  --token-file FILE               the server's bearer token\n"
+         "  --check                         prove serve's walls live and exit (doctor's probes)\n"
+         "  --json                          with --check: the checks as JSON\n"
          "  --sandbox runsc|docker|podman   the capsule's driver (default runsc)\n"
          "  --image NAME@sha256:<hex>       docker/podman: the pinned, local image\n"
          "  --engine-runtime NAME           docker/podman: the engine's gVisor runtime\n"
-         "  --label L --concurrency N       worker name and lanes\n"
-         "  --max-{timeout,cpu}-secs --max-memory-mb --max-pids       ceilings\n"
-         "  --default-{timeout,cpu}-secs --default-memory-mb --default-pids\n"
-         "  --output-mb --tmp-mb --max-checkout-mb --allow-network\n"
-         "  --mount HOST[:SANDBOX][=ID] --no-system-mounts --system-mounts-identity ID\n"
-         "  --lease-secs --wait-secs --retry-after-secs --backoff-max-secs\n"
-         "  --client-timeout-secs --shutdown-grace-secs --state-dir --runsc --platform\n"
+         "  --engine-timeout-secs N         each housekeeping call to docker/podman (60)\n"
+         "  --runsc PATH                    the runsc binary (default: found on PATH)\n"
+         "  --platform NAME                 runsc --platform (systrap, ptrace)\n"
+         "  --label L                       the worker's name towards the server\n"
+         "  --concurrency N                 jobs run at once (lanes)\n"
+         "  --state-dir DIR                 serve's private state\n"
          "  --warm-secs N                   keep a capsule started ahead N s after a job (60; 0 off)\n"
-         "  --sandbox-uid --sandbox-gid --token-file FILE\n"
-         "  --result-tail-kb N (8)        the log's tail sent in RESULT\n"
-         "  --open-files N (1024)         RLIMIT_NOFILE inside the capsule\n"
-         "  --file-size-mb N (1024)       RLIMIT_FSIZE inside the capsule\n"
-         "  --engine-timeout-secs N (60)  each housekeeping call to docker/podman\n"
-         "  --log-level error|warning|notice|info|debug (info)\n"
-         "  --server-socket PATH            reach the server through this unix socket (a\n"
-         "                                  local proxy); the URL still names the server\n"
+         "  --max-timeout-secs N            ceilings a job may ask for ...\n"
+         "  --max-cpu-secs N\n"
+         "  --max-memory-mb N\n"
+         "  --max-pids N\n"
+         "  --default-timeout-secs N        ... and what a job gets when it asks for nothing\n"
+         "  --default-cpu-secs N\n"
+         "  --default-memory-mb N\n"
+         "  --default-pids N\n"
+         "  --output-mb N                   the job's output ceiling\n"
+         "  --tmp-mb N                      the capsule's /tmp\n"
+         "  --max-checkout-mb N             the candidate tree's ceiling\n"
+         "  --result-tail-kb N              the log's tail sent in RESULT (8)\n"
+         "  --open-files N                  RLIMIT_NOFILE inside the capsule (1024)\n"
+         "  --file-size-mb N                RLIMIT_FSIZE inside the capsule (1024)\n"
+         "  --allow-network                 accept policies that ask for network (none is given yet)\n"
+         "  --mount HOST[:SANDBOX][=ID]     a read-only mount into the capsule (repeatable)\n"
+         "  --no-system-mounts              no default system mounts\n"
+         "  --system-mounts-identity ID     the identity of the system mounts in the environment digest\n"
+         "  --sandbox-uid N                 the job's uid inside the capsule\n"
+         "  --sandbox-gid N                 the job's gid inside the capsule\n"
+         "  --lease-secs N                  the lease asked of the server\n"
+         "  --wait-secs N                   the long poll for a job\n"
+         "  --retry-after-secs N            the pause after an empty poll\n"
+         "  --backoff-max-secs N            the longest pause after errors\n"
+         "  --client-timeout-secs N         each HTTP request\n"
+         "  --shutdown-grace-secs N         how long running jobs may finish at a stop\n"
+         "  --log-level error|warning|notice|info|debug   (info)\n"
          "See docs/validation.md.\n",
          false, verb_serve},
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",

@@ -731,7 +731,7 @@ static uint32_t first_line_date(int fd, uint64_t size) {
         return utc_date(t);
 }
 
-static int prune_locked(Audit *a, TfwError *e) {
+static int prune_locked(Audit *a, unsigned *ret_pruned, TfwError *e) {
         _cleanup_free_ Rotated *list = NULL;
         size_t n = 0;
         bool removed = false;
@@ -745,6 +745,7 @@ static int prune_locked(Audit *a, TfwError *e) {
                         return tfw_error(e, errno, "audit_io", "audit: cannot remove '%s/%s': %m",
                                          AUDIT_DIR, list[i].name);
                 removed = true;
+                (*ret_pruned)++;
         }
         if (removed && fsync_fd(a->dir_fd) < 0)
                 return tfw_error(e, errno, "audit_io", "audit: cannot fsync '%s': %m", AUDIT_DIR);
@@ -763,11 +764,10 @@ static bool rotation_due(int fd, uint64_t size, usec_t now, bool force, uint32_t
 /* With the lock held: rename audit.jsonl to the next rotated name for date, raised to the
  * newest existing name's date if the clock went back, so that name order is always chain
  * order. */
-static int rotate_current_locked(Audit *a, uint32_t date, TfwError *e) {
+static int rotate_current_locked(Audit *a, uint32_t date, char name[static AUDIT_FILE_NAME_MAX], TfwError *e) {
         _cleanup_free_ Rotated *list = NULL;
         size_t n = 0;
         unsigned k = 0;
-        char name[AUDIT_FILE_NAME_MAX];
 
         int r = list_rotated(a->dir_fd, &list, &n);
         if (r < 0)
@@ -822,10 +822,15 @@ void audit_set_clock(Audit *a, AuditClock clock, void *userdata) {
         a->clock_userdata = userdata;
 }
 
-int audit_rotate(Audit *a, usec_t now, bool force, TfwError *e) {
+int audit_rotate(Audit *a, usec_t now, bool force, AuditRotation *ret, TfwError *e) {
+        AuditRotation dummy;
         uint64_t size = 0, end = 0;
         uint32_t date;
         int r;
+
+        if (!ret)
+                ret = &dummy;
+        *ret = (AuditRotation){};
 
         _cleanup_close_ int lock_fd = audit_lock(a->dir_fd, true, e);
         if (lock_fd < 0)
@@ -842,11 +847,12 @@ int audit_rotate(Audit *a, usec_t now, bool force, TfwError *e) {
                 log_debug("audit: not rotating '%s/%s', its last line is incomplete", AUDIT_DIR,
                           AUDIT_CURRENT);
         else if (size > 0 && rotation_due(fd, size, now, force, &date)) {
-                r = rotate_current_locked(a, date, e);
+                r = rotate_current_locked(a, date, ret->name, e);
                 if (r < 0)
                         return r;
+                ret->rotated = true;
         }
-        return prune_locked(a, e);
+        return prune_locked(a, &ret->pruned, e);
 }
 
 /* The chain head when audit.jsonl is empty: the last line of the newest rotated file, or
@@ -981,10 +987,12 @@ int audit_append(Audit *a, const char *event, json_t *fields, TfwError *e) {
         size = end;
         if (rotate) {
                 /* The old file's last line stays the chain head; the lines go to a new file. */
-                r = rotate_current_locked(a, date, e);
+                char name[AUDIT_FILE_NAME_MAX];
+                r = rotate_current_locked(a, date, name, e);
                 if (r < 0)
                         return r;
-                r = prune_locked(a, e);
+                unsigned pruned = 0;
+                r = prune_locked(a, &pruned, e);
                 if (r < 0)
                         return r;
                 safe_close(fd);

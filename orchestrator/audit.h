@@ -78,7 +78,14 @@ int audit_append(Audit *a, const char *event, json_t *fields, TfwError *e);
 /* Rotate audit.jsonl when its first line is from another UTC day than now, or always when
  * force (gc). An empty current file is never rotated, nor one with a torn last line (the next
  * append repairs it first). Then delete the oldest rotated files beyond generations. */
-int audit_rotate(Audit *a, usec_t now, bool force, TfwError *e);
+typedef struct AuditRotation {
+        bool rotated;                    /* audit.jsonl was renamed ... */
+        char name[AUDIT_FILE_NAME_MAX];  /* ... to this rotated file */
+        unsigned pruned;                 /* rotated files deleted beyond generations */
+} AuditRotation;
+
+/* ret (may be NULL) says what was done. */
+int audit_rotate(Audit *a, usec_t now, bool force, AuditRotation *ret, TfwError *e);
 
 typedef struct AuditVerifyReport {
         bool intact;

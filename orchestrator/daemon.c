@@ -20,11 +20,13 @@
 #include <unistd.h>
 
 #include "common/process.h"
+#include "capsule/cgroup.h"
 #include "capsule/driver.h"
 #include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
+#include "orchestrator/controller-view.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/discovery.h"
 #include "orchestrator/inbox.h"
@@ -80,6 +82,7 @@ typedef struct Daemon {
         usec_t next_expiry, next_retention, last_retention;
         char (*queue)[REQUEST_ID_MAX + 1]; /* queued ids in arrival order */
         size_t n_queue;
+        size_t n_pending;                   /* waiting for an operator (STATUS=) */
         DirtySet *watch;                    /* the workspace's watch, or NULL (watch.h) */
         WarmChild warm;                     /* the one waiting for the next request */
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
@@ -138,7 +141,9 @@ static int load_queue(Daemon *d, TfwError *e) {
         if (!d->queue)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
         d->next_expiry = 0;
+        d->n_pending = 0;
         for (size_t i = 0; i < n; i++) {
+                d->n_pending += list[i].state == STATE_PENDING;
                 if (list[i].state == STATE_QUEUED)
                         memcpy(d->queue[q++], list[i].id, sizeof(list[i].id));
                 else if (list[i].state == STATE_PENDING &&
@@ -151,8 +156,8 @@ static int load_queue(Daemon *d, TfwError *e) {
 }
 
 static void status_notify(Daemon *d) {
-        (void) sd_notifyf(0, "STATUS=%u running, %zu queued%s", d->n_running, d->n_queue,
-                          d->stopping ? ", stopping" : "");
+        (void) sd_notifyf(0, "STATUS=%u running, %zu queued, %zu pending approval%s", d->n_running, d->n_queue,
+                          d->n_pending, d->stopping ? ", stopping" : "");
 }
 
 static void close_daemon_fds(Daemon *d) {
@@ -420,6 +425,23 @@ static int start_jobs(Daemon *d, TfwError *e) {
         return 0;
 }
 
+/* A finished job's line: its status, exit code or signal, and how long it ran. */
+static void say_job_end(Daemon *d, const RequestRecord *rec) {
+        _cleanup_(json_decrefp) json_t *res = publish_load_result(&d->w.dirs, rec->id);
+        json_t *ec = json_object_get(res, "exit_code"), *sig = json_object_get(res, "signal"),
+               *ms = json_object_get(res, "duration_ms");
+        char how[64] = "", took[48] = "";
+
+        if (json_is_integer(ec))
+                snprintf(how, sizeof(how), ", exit code %" JSON_INTEGER_FORMAT, json_integer_value(ec));
+        else if (json_is_integer(sig))
+                snprintf(how, sizeof(how), ", signal %" JSON_INTEGER_FORMAT, json_integer_value(sig));
+        if (json_is_integer(ms))
+                snprintf(took, sizeof(took), ", ran %" JSON_INTEGER_FORMAT ".%03" JSON_INTEGER_FORMAT " s",
+                         json_integer_value(ms) / 1000, json_integer_value(ms) % 1000);
+        worker_say(&d->w, LOG_INFO, "job '%s': %s%s%s", rec->id, rec->status[0] ? rec->status : "ended", how, took);
+}
+
 static void reap(Daemon *d) {
         for (;;) {
                 int status;
@@ -450,7 +472,7 @@ static void reap(Daemon *d) {
                                         worker_say(&d->w, LOG_ERR, "job '%s': %s", run->id, e.message);
                         }
                         if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0)
-                                worker_say(&d->w, LOG_INFO, "job '%s': %s", run->id, rec.status[0] ? rec.status : "ended");
+                                say_job_end(d, &rec);
                         d->running[i] = d->running[--d->n_running];
                         break;
                 }
@@ -543,6 +565,7 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                 snprintf(d->queue[d->n_queue++], REQUEST_ID_MAX + 1, "%.*s",
                                          (int) (strlen(ev->name) - 5), ev->name);
                         } else if (o == CAPTURE_PENDING) {
+                                d->n_pending++;
                                 /* Captured just now: it expires one TTL from now. */
                                 usec_t exp = now_realtime() + (usec_t) d->w.config->pending_ttl_hours * 3600 * USEC_PER_SEC;
                                 if (d->next_expiry == 0 || exp < d->next_expiry)
@@ -635,7 +658,7 @@ static int handle_deadlines(Daemon *d, TfwError *e) {
         if (d->next_retention && d->next_retention <= now_r &&
             now_r >= d->last_retention + RETENTION_MIN_INTERVAL) {
                 usec_t next = 0;
-                r = retention_run(&d->w, now_r, false, &next, e);
+                r = retention_run(&d->w, now_r, false, &next, NULL, e);
                 if (r < 0)
                         return r;
                 d->last_retention = now_r;
@@ -689,6 +712,25 @@ static void audit_worker(Daemon *d, const char *event, const char *outcome) {
         (void) worker_audit_best_effort(&d->w, event, f);
 }
 
+/* At start: what locks the controller out of its inbox or results is said at once (doctor
+ * shows the same lines). */
+static void warn_view(void *userdata, const char *check, bool ok, const char *detail) {
+        if (!ok)
+                worker_say(userdata, LOG_WARNING, "%s: %s", check, detail);
+}
+
+/* The worker's own cgroup (tentaflake-worker-NAME, the parent of its jobs' cgroups) in every
+ * hierarchy, once no job or capsule of this daemon is left: a worker started by hand leaves no
+ * empty group behind (under systemd its unit's cgroup is removed by systemd anyway). */
+static void release_cgroup_group(Daemon *d) {
+        _cleanup_free_ char *group = NULL;
+        unsigned busy = 0;
+        if (d->n_running || warm_children_left(d) || cgroup_group_name(d->w.config->name, &group) < 0)
+                return;
+        if (cgroup_group_remove_empty(group, &busy) < 0 || busy)
+                worker_say(&d->w, LOG_DEBUG, "cgroup '%s' is still in use in %u hierarchy(ies): left", group, busy);
+}
+
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         Daemon d = {.o = *o, .lock_fd = -EBADF, .jobs_lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
                     .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
@@ -707,6 +749,9 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 return r;
         d.w.report = o->report;
         d.w.report_userdata = o->report_userdata;
+        /* Absolute, so that the approve command it prints works from any directory. */
+        _cleanup_free_ char *config_abs = o->config_path ? realpath(o->config_path, NULL) : NULL;
+        d.w.config_path = config_abs ? config_abs : o->config_path;
 
         r = take_instance_lock(&d, e);
         if (r < 0)
@@ -717,6 +762,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = inbox_open(&d.w, e);
         if (r < 0)
                 goto out;
+        controller_view_check(c, d.w.use_openat2, warn_view, &d.w);
         r = setup_events(&d, e);
         if (r < 0)
                 goto out;
@@ -753,7 +799,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 goto out;
         if (r > 0)
                 worker_say(&d.w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
-        r = retention_run(&d.w, now_realtime(), false, &d.next_retention, e);
+        r = retention_run(&d.w, now_realtime(), false, &d.next_retention, NULL, e);
         if (r < 0)
                 goto out;
         d.last_retention = now_realtime();
@@ -878,6 +924,9 @@ out:
         if (d.w.audit)
                 audit_worker(&d, "worker-stop", r < 0 ? "error" : "ok");
         (void) sd_notify(0, "STOPPING=1");
+        release_cgroup_group(&d);
+        if (d.w.audit)
+                worker_say(&d.w, LOG_INFO, "worker '%s' stopped%s", c->name, r < 0 ? " on an error" : "");
         free(d.queue);
         close_daemon_fds(&d);
         d.watch = dirty_set_free(d.watch);

@@ -52,8 +52,10 @@ static int sweep_dir(int dir_fd, bool ids_only, int requests_fd, usec_t now, use
         return removed;
 }
 
-int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, TfwError *e) {
+int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, RetentionReport *ret,
+                  TfwError *e) {
         _cleanup_free_ RequestRecord *list = NULL;
+        RetentionReport rep = {};
         usec_t keep = (usec_t) w->config->retention_days * 86400 * USEC_PER_SEC, next = 0;
         size_t n = 0;
         int r, removed = 0;
@@ -82,7 +84,8 @@ int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, Tf
                 int k = sweep_dir(w->dirs.results_fd, true, w->dirs.requests_fd, now, keep, &next);
                 if (k > 0)
                         removed += k;
-                (void) sweep_dir(w->dirs.rejected_fd, false, -EBADF, now, keep, &next);
+                k = sweep_dir(w->dirs.rejected_fd, false, -EBADF, now, keep, &next);
+                rep.rejected = MAX(k, 0);
         }
         store_unlock(lock);
         if (r < 0)
@@ -91,10 +94,13 @@ int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, Tf
                 _cleanup_(json_decrefp) json_t *f = json_pack("{s:i}", "count", removed);
                 (void) worker_audit_best_effort(w, "expired-results", f);
         }
-        r = audit_rotate(w->audit, now, force_rotate, e);
+        r = audit_rotate(w->audit, now, force_rotate, &rep.audit, e);
         if (r < 0)
                 return r;
         if (ret_next)
                 *ret_next = next;
+        rep.results = removed;
+        if (ret)
+                *ret = rep;
         return removed;
 }

@@ -6,7 +6,17 @@
 
 #include "orchestrator/worker.h"
 
+#include "orchestrator/audit.h"
+
+typedef struct RetentionReport {
+        int results;        /* final results (and their ids) removed */
+        int rejected;       /* .rejected/ records removed */
+        AuditRotation audit;
+} RetentionReport;
+
 /* Remove what has expired at now. *ret_next (may be NULL) is set to the earliest time at
- * which something else will expire, or 0 when nothing is waiting. Returns how many results
- * were removed. force_rotate rotates the audit log even within the day (gc). */
-int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, TfwError *e);
+ * which something else will expire, or 0 when nothing is waiting; ret (may be NULL) says what
+ * was removed and rotated. Returns how many results were removed. force_rotate rotates the
+ * audit log even within the day (gc). */
+int retention_run(Worker *w, usec_t now, bool force_rotate, usec_t *ret_next, RetentionReport *ret,
+                  TfwError *e);

@@ -461,7 +461,7 @@ static void test_torn_tail_rotation(void **state) {
         tfw_write_file(d->fd, "audit/audit.jsonl", buf, len - 7);
 
         /* gc on a torn file leaves it alone. */
-        assert_int_equal(audit_rotate(a, now, true, &e), 0);
+        assert_int_equal(audit_rotate(a, now, true, NULL, &e), 0);
         assert_false(file_exists(d->fd, "audit/audit-20261129.jsonl"));
 
         now += DAY;
@@ -545,14 +545,21 @@ static void test_rotation(void **state) {
 
         /* Forced rotation (gc) twice the same day, then a clock that went back a day: names
          * stay in chain order, and pruning still keeps two. */
-        assert_int_equal(audit_rotate(a, now, true, &e), 0);
+        assert_int_equal(audit_rotate(a, now, true, NULL, &e), 0);
         assert_false(file_exists(d->fd, "audit/audit.jsonl"));
         expect_intact(d->fd, &rep);
         append_n(a, 11, 1);
-        assert_int_equal(audit_rotate(a, now, true, &e), 0);
+        AuditRotation rot;
+        assert_int_equal(audit_rotate(a, now, true, &rot, &e), 0);
         assert_true(file_exists(d->fd, "audit/audit-20261202.jsonl"));
         assert_true(file_exists(d->fd, "audit/audit-20261202.1.jsonl"));
-        assert_int_equal(audit_rotate(a, now, true, &e), 0);  /* nothing to rotate */
+        /* what gc reports: the file made and the old ones pruned beyond two */
+        assert_true(rot.rotated);
+        assert_string_equal(rot.name, "audit-20261202.1.jsonl");
+        assert_int_equal(rot.pruned, 1);
+        assert_int_equal(audit_rotate(a, now, true, &rot, &e), 0);  /* nothing to rotate */
+        assert_false(rot.rotated);
+        assert_int_equal(rot.pruned, 0);
         assert_false(file_exists(d->fd, "audit/audit-20261202.2.jsonl"));
         append_n(a, 12, 1);
         now -= 2 * DAY;

@@ -46,8 +46,17 @@ JSON
 mkfifo "$tmp/fifo"
 
 expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- --version
-expect 0 'Usage: tentaflake-worker \[--config FILE\] COMMAND' -- --help
-for v in run drain approve deny list show doctor gc audit cache keygen serve submit mcp; do
+expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- --help
+expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- -h
+expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- help
+expect 0 'Usage: tentaflake-worker .*approve ID' -- help approve
+expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- version
+# A mistyped verb gets the one it most likely meant (issue 23 item 4).
+expect 2 "unknown command 'lsit'; did you mean 'list'\?" -- lsit
+expect 2 "unknown command 'aprove'; did you mean 'approve'\?" -- aprove
+expect 2 "unknown command 'chec'; did you mean 'check-config'\?" -- chec
+expect 2 "help: unknown command 'shwo'; did you mean 'show'\?" -- help shwo
+for v in run drain approve deny list show doctor gc audit cache check-config keygen serve submit mcp; do
         expect 0 "Usage: tentaflake-worker .*$v" -- "$v" --help
 done
 expect 2 'Usage:' --
@@ -70,7 +79,38 @@ expect 125 "submit: cannot open '$tmp/.tentaflake-worker'" -- submit --workspace
 expect 2 "unknown command 'frobnicate'" -- frobnicate
 expect 2 "unknown option '--bogus'" -- --bogus list
 expect 2 "option '--config' needs a value" -- --config
-expect 2 'list: --config FILE is required' -- list
+expect 2 'list: no configuration: give --config FILE or --name NAME, or set TENTAFLAKE_WORKER_CONFIG' -- list
+expect 2 "give one of --config and --name, once" -- --config "$tmp/good.json" --name demo list
+expect 2 "give one of --config and --name, once" -- --config "$tmp/good.json" list --config "$tmp/good.json"
+expect 2 "list: --name 'Bad' is not a worker name" -- list --name Bad
+expect 1 "config '/etc/tentaflake/workers/nosuchworker.json': .*No such file" -- --name nosuchworker list
+expect 1 "config '/etc/tentaflake/workers/nosuchworker.json': .*No such file" -- list --name=nosuchworker
+# --config after the verb, and from the environment (issue 23 item 4).
+expect 1 "config '$tmp/missing.json': .*No such file" -- list --config "$tmp/missing.json"
+expect 1 "config '$tmp/missing.json': .*No such file" -- list --config="$tmp/missing.json"
+TENTAFLAKE_WORKER_CONFIG=$tmp/missing.json expect 1 "config '$tmp/missing.json': .*No such file" -- list
+# check-config validates and creates nothing.
+expect 1 "check-config: workspace '$tmp/ws' does not exist" -- check-config --config "$tmp/good.json"
+if [ -e "$tmp/state" ] || [ -e "$tmp/results" ]; then
+        echo "FAIL: check-config created a directory"; fails=$((fails + 1))
+else
+        passes=$((passes + 1))
+fi
+mkdir "$tmp/ws2"
+sed "s|$tmp/ws\"|$tmp/ws2\"|" "$tmp/good.json" >"$tmp/good2.json"
+expect 0 "check-config: '$tmp/good2.json' is valid: worker 'demo', workspace '$tmp/ws2'" -- check-config --config "$tmp/good2.json"
+if [ -e "$tmp/state" ] || [ -e "$tmp/results" ]; then
+        echo "FAIL: check-config created a directory"; fails=$((fails + 1))
+else
+        passes=$((passes + 1))
+fi
+expect 1 "config '$tmp/badkey.json': .*limits.memroy" -- check-config --config "$tmp/badkey.json"
+# Not root: said plainly before anything else, whatever the config.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
+        out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --config /nonexistent.json list 2>&1); rc=$?
+        if [ "$rc" = 1 ] && grep -q "list: must be run as root" <<<"$out"; then passes=$((passes + 1)); else
+                echo "FAIL: a non-root list -> exit $rc: $out"; fails=$((fails + 1)); fi
+fi
 expect 2 "keygen: this command does not take --config" -- --config "$tmp/good.json" keygen --out x --identity y
 expect 2 "keygen: --out FILE and --identity ID are required" -- keygen --out x
 expect 0 '"identity": "service:ci-1"' -- keygen --out "$tmp/ci.key" --identity service:ci-1
