@@ -3,8 +3,9 @@
 # share/bash-completion/completions/tentaflake-worker; needs bash-completion's helpers).
 # Verbs, each verb's flags, the values of the flags that take a fixed set, file and directory
 # names where a flag takes one, and the request ids of approve, deny (pending ones) and show
-# (all), read from `tentaflake-worker [--config FILE] list --json`: only when that works for
-# this user (the config and the state are root's), and silently nothing otherwise.
+# (all), read from `tentaflake-worker [--config FILE | --name NAME] list --json`: only when that
+# works for this user (the config and the state are root's), and silently nothing otherwise;
+# the names of /etc/tentaflake/workers/*.json for --name.
 # tests/unit/test-completion.sh checks each verb's flags against the binary's --help.
 
 _tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...: ids, one a line
@@ -15,10 +16,11 @@ _tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...:
         # A config named but not readable: the user is not root, say nothing.
         local i
         for ((i = 1; i <= $#; i++)); do
-                if [ "${!i}" = --config ]; then
-                        local j=$((i + 1))
-                        [ -r "${!j}" ] || return 0
-                fi
+                local j=$((i + 1))
+                case ${!i} in
+                --config) [ -r "${!j}" ] || return 0 ;;
+                --name) [ -r "/etc/tentaflake/workers/${!j}.json" ] || return 0 ;;
+                esac
         done
         local t=()
         command -v timeout >/dev/null 2>&1 && t=(timeout 3)
@@ -35,7 +37,7 @@ _tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...:
 
 _tentaflake_worker_takes_value() {
         case $1 in
-        --config | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
+        --config | --name | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
         --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
         --reason | --identity | --server | --image | --engine-runtime | --label | --id | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
@@ -49,19 +51,20 @@ _tentaflake_worker() {
         local cur prev words cword
         _init_completion || return
 
-        local verbs="run drain approve deny list show doctor gc audit cache keygen serve submit mcp"
-        local global="--config --version --help"
+        local verbs="run drain approve deny list show doctor gc audit check-config cache keygen serve
+                submit mcp help version"
+        local global="--config --name --version --help -h"
         local -A flags=(
                 [run]="--help" [drain]="--help"
-                [approve]="--expect-sha256 --wait --timeout --help"
-                [deny]="--reason --help"
+                [approve]="--expect-sha256 --wait --timeout --json --help"
+                [deny]="--reason --json --help"
                 [list]="--json --all --help"
                 [show]="--json --help"
                 [doctor]="--json --help"
-                [gc]="--scheduled --help"
-                [audit]="--help" [cache]="--help"
+                [gc]="--scheduled --json --help"
+                [audit]="--json --help" [cache]="--help" [check-config]="--help"
                 [keygen]="--out --identity --help"
-                [serve]="--server --key --sandbox --image --engine-runtime --label --concurrency
+                [serve]="--server --key --check --json --sandbox --image --engine-runtime --label --concurrency
                         --max-timeout-secs --max-cpu-secs --max-memory-mb --max-pids
                         --default-timeout-secs --default-cpu-secs --default-memory-mb --default-pids
                         --output-mb --tmp-mb --max-checkout-mb --allow-network --mount
@@ -76,12 +79,13 @@ _tentaflake_worker() {
         local -A subverbs=([audit]="verify" [cache]="clear")
 
         # The verb, its first operand, and the options that select the config (passed on to
-        # `list --json`); after submit's `--` the rest is a command line of its own.
+        # `list --json`; TENTAFLAKE_WORKER_CONFIG reaches it by itself); after submit's `--` the
+        # rest is a command line of its own.
         local i verb="" operand="" cfg=()
         for ((i = 1; i < cword; i++)); do
                 case ${words[i]} in
-                --config)
-                        cfg+=(--config "${words[i + 1]}")
+                --config | --name)
+                        cfg+=("${words[i]}" "${words[i + 1]}")
                         i=$((i + 1)) ;;
                 --)
                         if [ "$verb" = submit ]; then
@@ -110,6 +114,16 @@ _tentaflake_worker() {
                 return ;;
         --mount)
                 _filedir
+                return ;;
+        --name)
+                # the configurations the units use, as far as this user may list them
+                local n names=()
+                for n in /etc/tentaflake/workers/*.json; do
+                        [ -e "$n" ] || continue
+                        n=${n##*/}
+                        names+=("${n%.json}")
+                done
+                COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
                 return ;;
         --sandbox)
                 COMPREPLY=($(compgen -W "runsc docker podman" -- "$cur"))
@@ -144,6 +158,8 @@ _tentaflake_worker() {
                 return
         fi
         case $verb in
+        help)
+                [ -n "$operand" ] || COMPREPLY=($(compgen -W "$verbs" -- "$cur")) ;;
         approve | deny | show)
                 if [ -z "$operand" ]; then
                         local state=pending

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 # Read the verbs and flags of a tentaflake-worker binary from its own help, as JSON on stdout:
-#   {"global": [flags of --help's Options: block], "verbs": {"audit verify": [flags], ...}}
+#   {"global": [flags of --help's Options: block], "aliases": [verbs that Options: names as
+#    another spelling of a flag, "(also: version)"], "verbs": {"audit verify": [flags], ...}}
 # The verbs are the leading lower-case words of the first column of each line of the
 # "Commands:" block; a verb's flags are every --flag or -f token of `VERB --help` (with
 # --a-{b,c}-d expanded), less the global ones ("Requires --config FILE" names --config).
@@ -47,7 +48,9 @@ for line in text.split("\n"):
     elif block == "Options":
         opts += line + "\n"
 glob = flags_of(opts)
-out = {"global": sorted(glob), "verbs": {}}
+# verbs the Options block names as another spelling of a flag: "(also: version)", "(also: help [COMMAND])"
+aliases = sorted(set(re.findall(r"\(also: ([a-z][a-z0-9-]*)", opts)))
+out = {"global": sorted(glob), "aliases": aliases, "verbs": {}}
 for v in verbs:
     out["verbs"][v] = sorted(flags_of(run([binary, v.split()[0], "--help"])) - glob)
 json.dump(out, sys.stdout, indent=1)

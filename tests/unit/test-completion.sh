@@ -74,12 +74,15 @@ fi
 jq_py() { python3 -c "import json,sys; h=json.load(open('$tmp/help.json')); $1"; }
 
 # verbs and global flags
-mapfile -t verbs < <(jq_py 'print("\n".join(sorted({v.split()[0] for v in h["verbs"]})))')
+# (and the verbs --help's Options: names as other spellings: "(also: version)")
+mapfile -t verbs < <(jq_py 'print("\n".join(sorted({v.split()[0] for v in h["verbs"]} | set(h.get("aliases", [])))))')
 want "tentaflake-worker " "${verbs[@]}"
 mapfile -t globals < <(jq_py 'print("\n".join(f for f in h["global"] if f.startswith("--")))')
 want "tentaflake-worker --" "${globals[@]}"
 want "tentaflake-worker --config worker-a.json " "${verbs[@]}"
 want "tentaflake-worker ap" approve
+want "tentaflake-worker help " "${verbs[@]}"
+want "tentaflake-worker help approve " # one command only
 # each verb's flags (and --help, which every verb takes)
 while read -r verb; do
         mapfile -t f < <(jq_py "print('\n'.join(h['verbs']['$verb']))")
@@ -125,6 +128,7 @@ JSON
         want "tentaflake-worker --config $tmp/config.json approve --wait " deploy_1 deploy_2
         want "tentaflake-worker --config $tmp/config.json approve deploy_1 " # one id only
         want "tentaflake-worker approve " # no config: the binary refuses, nothing is offered
+        want "tentaflake-worker --name tfw-no-such-worker-$$ approve " # a name with no config: nothing
         # nobody cannot read the config (0600): nothing, and not a word on stderr
         got=$(comp -u nobody "tentaflake-worker --config $tmp/config.json approve ")
         [ -z "$got" ] && [ ! -s "$tmp/comp.err" ] && ok || bad "as nobody: got [$got], stderr: $(cat "$tmp/comp.err")"

@@ -76,7 +76,7 @@ for line in man:
                 if not re.fullmatch(r"[a-z][a-z0-9-]*", w): break
                 words.append(w)
             cur = " ".join(words)
-            man_verbs[cur] = set()
+            man_verbs.setdefault(cur, set())  # a verb may have several synopsis items
             line = " ".join(line.split()[2 + len(words):])
         if cur is not None: man_verbs[cur] |= fl_of(line)
     elif sect == "OPTIONS":
@@ -86,6 +86,9 @@ def check(cond, what): print(("ok " if cond else "FAIL ") + what)
 def diff(a, b): return "missing from the page: %s; not in --help: %s" % (sorted(a - b), sorted(b - a))
 check(help_global == man_global, "global options of --help and of the page's OPTIONS (%s)" % diff(help_global, man_global))
 check(set(verbs) == set(man_verbs), "verbs of --help and of the page's COMMANDS (%s)" % diff(set(verbs), set(man_verbs)))
+page = "\n".join(man)
+for a in h.get("aliases", []):
+    check(re.search(r"^\.Cm %s\b" % re.escape(a), page, re.M) is not None, "the page names the verb '%s' (--help: 'also: %s')" % (a, a))
 for v, f in verbs.items():
     hf, mf = set(f), man_verbs.get(v, set()) - man_global
     check(hf == mf, "%s: flags of '%s --help' and of the page (%s)" % (v, v.split()[0], diff(hf, mf)))
