@@ -4,6 +4,8 @@
 #    man/tentaflake-worker.8.in documents, both ways: a verb or flag the binary has and the page
 #    lacks fails, and one the page has and the binary lacks fails too. The binary's help is read
 #    as it is now, so a new verb or flag fails here until the page has it;
+#  - every key of the config parser's key tables (parser/config.c) has its item in
+#    tentaflake-worker.json(5);
 #  - every page, as `make man` builds it in $BUILD/man, is `mandoc -T lint -W warning` clean;
 #  - each page renders (man -l) with its NAME section.
 # How the two are read: the help's "Commands:" block gives the verbs (the leading lower-case
@@ -92,6 +94,23 @@ for a in h.get("aliases", []):
 for v, f in verbs.items():
     hf, mf = set(f), man_verbs.get(v, set()) - man_global
     check(hf == mf, "%s: flags of '%s --help' and of the page (%s)" % (v, v.split()[0], diff(hf, mf)))
+PY
+# tentaflake-worker.json(5): every key parser/config.c accepts has an .It Cm item in KEYS
+python3 - parser/config.c man/tentaflake-worker.json.5.in >>"$tmp/py.out" <<'PY'
+import re, sys
+src = open(sys.argv[1]).read()
+page = open(sys.argv[2]).read()
+items = set()
+sect = None
+for line in page.split("\n"):
+    if line.startswith(".Sh "): sect = line[4:].strip()
+    if sect == "KEYS" and line.startswith(".It Cm "):
+        items |= set(re.findall(r"[a-z_]+", line[7:].split(" Pq ")[0]))
+groups = re.findall(r"static const char \*const (\w+)_keys\[\] = \{(.*?)\};", src, re.S)
+print(("ok " if len(groups) >= 4 else "FAIL ") + "the config parser's key tables are found (%s)" % [g for g, _ in groups])
+for group, body in groups:
+    for key in re.findall(r'"([a-z_]+)"', body):
+        print(("ok " if key in items else "FAIL ") + "tentaflake-worker.json(5) documents %s key '%s'" % (group, key))
 PY
 while read -r status what; do
         if [ "$status" = ok ]; then ok; else bad "$what"; fi
