@@ -55,6 +55,10 @@ let
   # Names of /work the worker owns: its control directory and the artifact directory.
   reservedCachePaths = [ ".tentaflake-worker" "artifacts" ];
   cacheOf = a: if a.cache == null then null else cacheDefaults // a.cache;
+
+  # ---- the operator's hook (docs/config.md, "notify") ---------------------------------------
+  notifyDefaults = { uid = 65534; gid = 65534; timeoutSeconds = 10; };
+  notifyOf = a: if (a.notify or null) == null then null else notifyDefaults // a.notify;
   # Why a cache path is refused ("" when it is fine): relative, normalised, no control
   # character, components of at most 255 bytes, at most maxCachePathBytes in all, not reserved.
   cachePathProblem = p:
@@ -135,6 +139,8 @@ let
     signingIdentity = null;
     cache = null;              # or { paths; maxBytes ? "2g"; maxEntries ? 200000; }: the build
                                # cache of local-reversible jobs (runsc driver only)
+    notify = null;             # or { command; uid ? 65534; gid ? 65534; timeoutSeconds ? 10; }:
+                               # the operator's hook for a request that waits (docs/config.md)
     package = null;            # the module passes the package (a derivation or store path)
   };
 
@@ -233,6 +239,12 @@ let
         max_bytes = c.maxBytes;
         max_entries = c.maxEntries;
       };
+      notify = let n = notifyOf a; in if n == null then null else {
+        command = n.command or [ ];
+        uid = n.uid;
+        gid = n.gid;
+        timeout_seconds = n.timeoutSeconds;
+      };
     };
 
   configPath = name: "/etc/tentaflake/workers/${name}.json";
@@ -265,6 +277,7 @@ let
           hgGid = if hg != null && groups ? ${hg} then groups.${hg}.gid or null else null;
           cache = cacheOf a;
           cacheProblem = if cache == null then "" else cachePathsProblem (cache.paths or [ ]);
+          notify = notifyOf a;
         in [
           { assertion = nameIsValid name;
             message = "tentaflake.worker.agents: the name '${name}' is not a worker name "
@@ -328,6 +341,14 @@ let
               + "worker's cache (driver ${a.driver})"; }
           { assertion = cacheProblem == "";
             message = "${opt name "cache.paths"}: ${cacheProblem}"; }
+          { assertion = notify == null || (notify.command or [ ]) != [ ] && substring 0 1 (head notify.command) == "/";
+            message = "${opt name "notify.command"} must name the hook by an absolute path first: it runs "
+              + "without a shell or PATH"; }
+          { assertion = notify == null || notify.uid != a.containerUid;
+            message = "${opt name "notify.uid"} must not be containerUid (${toString a.containerUid}): the agent "
+              + "could signal or trace the hook"; }
+          { assertion = notify == null || (notify.uid > 0 && notify.gid > 0);
+            message = "${opt name "notify.uid"} and ${opt name "notify.gid"} are never 0: the hook never runs as root"; }
           { assertion = cache == null || parseSize cache.maxBytes != null;
             message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
               + "count, or digits followed by k, m or g"; }
@@ -458,5 +479,5 @@ let
 in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
-    toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes;
+    toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults;
 }

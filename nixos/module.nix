@@ -167,8 +167,44 @@ let
             no cache.
           '';
         };
+        notify = mkOption {
+          type = types.nullOr (types.submodule notifyModule);
+          default = d.notify;
+          example = lib.literalExpression ''{ command = [ "/run/current-system/sw/bin/tell-ops" ]; uid = 997; gid = 997; }'';
+          description = ''
+            The operator's hook (docs/config.md, "notify"): run for each request that starts
+            waiting for approval, as uid:gid (never root, never containerUid), without a shell,
+            with the request's id, class, reason and approve command in its environment. null:
+            none (the journal and `list` still tell).
+          '';
+        };
       };
     };
+
+  notifyModule = {
+    options = {
+      command = mkOption {
+        type = types.listOf types.str;
+        example = [ "/run/current-system/sw/bin/tell-ops" "--channel" "approvals" ];
+        description = "The hook's argv, an absolute path first (no PATH lookup).";
+      };
+      uid = mkOption {
+        type = types.ints.positive;
+        default = logic.notifyDefaults.uid;
+        description = "The uid the hook runs as (not 0, not containerUid).";
+      };
+      gid = mkOption {
+        type = types.ints.positive;
+        default = logic.notifyDefaults.gid;
+        description = "The gid the hook runs as, with no other group.";
+      };
+      timeoutSeconds = mkOption {
+        type = types.ints.between 1 300;
+        default = logic.notifyDefaults.timeoutSeconds;
+        description = "The hook is killed after this many seconds.";
+      };
+    };
+  };
 
   cacheModule = {
     options = {

@@ -66,6 +66,8 @@ let
       signingIdentity = "builder@ci.example";
       # maxEntries left to its default
       cache = { paths = [ "target" "build/cache" ]; maxBytes = "1g"; };
+      # uid, gid left to their defaults
+      notify = { command = [ "/opt/tools/bin/tell-ops" "--channel" "approvals" ]; timeoutSeconds = 20; };
     };
     docker-one = {
       workspace = "/srv/docker-one/ws";
@@ -155,6 +157,10 @@ let
     cache-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; cache = { paths = [ "target" ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache needs the runsc driver: the engines' daemons cannot see the worker's cache";
       parserRejects = true; };
+    notify-relative = one "a" { notify = { command = [ "tell-ops" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.notify.command must name the hook by an absolute path first"; parserRejects = true; };
+    notify-as-the-controller = one "a" { notify = { command = [ "/bin/true" ]; uid = 10000; }; } // {
+      expect = "tentaflake.worker.agents.a.notify.uid must not be containerUid (10000)"; parserRejects = true; };
     cache-without-paths = one "a" { cache = { paths = [ ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache.paths: must name 1..16 workspace-relative paths, got 0";
       parserRejects = true; };
