@@ -150,16 +150,33 @@ static void test_approve_deny_race(void **state) {
         }
 }
 
+/* The worker's event lines, kept for the assertions. */
+static char said[8192];
+static void keep_line(void *userdata, int level, const char *line) {
+        (void) userdata;
+        (void) level;
+        size_t n = strlen(said);
+        snprintf(said + n, sizeof(said) - n, "%s\n", line);
+}
+
 static void test_expiry(void **state) {
         Fixture *f = worker_fixture(state);
         TfwError e = {0};
+        said[0] = 0;
+        f->w.report = keep_line;
         fixture_submit(f, "old1", "financial");
         fixture_submit(f, "auto2", "local-reversible");
+        /* The operator is told, with the command that approves it (issue 23 item 3). */
+        assert_non_null(strstr(said, "request 'old1' (financial) waits for approval until "));
+        assert_non_null(strstr(said, "; approve with: tentaflake-worker --name "));
+        assert_null(strstr(said, "request 'auto2'"));
         RequestRecord r = fixture_load(f, "old1");
         usec_t ttl = 72ULL * 3600 * USEC_PER_SEC;
         assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl - 1, &e), 0);
         assert_int_equal(fixture_load(f, "old1").state, STATE_PENDING);
+        assert_null(strstr(said, "expired"));
         assert_int_equal(expire_pending(&f->w, r.submitted_at + ttl, &e), 1);
+        assert_non_null(strstr(said, "request 'old1': expired: not approved within pending_ttl_hours (72)"));
         r = fixture_load(f, "old1");
         assert_int_equal(r.state, STATE_FINAL);
         assert_string_equal(r.status, "expired");
