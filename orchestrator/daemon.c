@@ -31,6 +31,7 @@
 #include "orchestrator/discovery.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/job.h"
+#include "orchestrator/notify.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/recover.h"
 #include "orchestrator/retention.h"
@@ -448,7 +449,7 @@ static void reap(Daemon *d) {
                 pid_t pid = waitpid(-1, &status, WNOHANG);
                 if (pid <= 0)
                         return;
-                if (warm_reaped(d, pid, status))
+                if (warm_reaped(d, pid, status) || notify_reaped(&d->w, pid))
                         continue;
                 for (unsigned i = 0; i < d->n_running; i++) {
                         Running *run = &d->running[i];

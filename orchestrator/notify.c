@@ -74,15 +74,36 @@ _noreturn_ static void supervise(const Worker *w, const char *id, char **env) {
         _exit(0);
 }
 
+bool notify_reaped(Worker *w, pid_t pid) {
+        for (size_t i = 0; pid > 0 && i < NOTIFY_RUNNING_MAX; i++)
+                if (w->notify_pids[i] == pid) {
+                        w->notify_pids[i] = 0;
+                        return true;
+                }
+        return false;
+}
+
+static pid_t *free_slot(Worker *w) {
+        for (size_t i = 0; i < NOTIFY_RUNNING_MAX; i++)
+                if (w->notify_pids[i] == 0)
+                        return &w->notify_pids[i];
+        return NULL;
+}
+
 void notify_pending(Worker *w, const char *id, const char *action_class, const char *reason,
                     const char *sha256) {
         const ConfigNotify *n = &w->config->notify;
         char *env[NOTIFY_ENV_MAX + 1] = {};
         size_t k = 0;
-        pid_t pid;
+        pid_t pid, *slot;
 
         if (!n->command)
                 return;
+        if (!(slot = free_slot(w))) {
+                worker_say(w, LOG_WARNING, "notify: %zu hooks are still running: not run for '%s' (the journal line "
+                           "above and 'list' tell of it)", NOTIFY_RUNNING_MAX, id);
+                return;
+        }
         _cleanup_free_ char *approve = worker_approve_command(w, id, sha256);
         if (asprintf(&env[k++], "TENTAFLAKE_EVENT=pending") < 0 ||
             asprintf(&env[k++], "TENTAFLAKE_WORKER=%s", w->config->name) < 0 ||
@@ -101,6 +122,8 @@ void notify_pending(Worker *w, const char *id, const char *action_class, const c
                 supervise(w, id, env);
         if (r < 0)
                 worker_say(w, LOG_WARNING, "notify: cannot start the hook for '%s': %s", id, strerror(-r));
+        else
+                *slot = pid;
 out:
         for (size_t i = 0; i < k; i++)
                 free(env[i]);

@@ -12,10 +12,18 @@
  *    TENTAFLAKE_ID, TENTAFLAKE_CLASS, TENTAFLAKE_REASON (the agent's words: data, never to be
  *    evaluated), TENTAFLAKE_SHA256, TENTAFLAKE_APPROVE (the command to run), PATH=/usr/bin:/bin;
  *  - a hook that cannot start, fails, or runs out of time is logged (worker_say) naming the
- *    request and why; the request stays pending either way. */
+ *    request and why; the request stays pending either way;
+ *  - at most NOTIFY_RUNNING_MAX hooks run at once: the agent decides how many requests wait, so
+ *    a flood of them must not become a flood of processes; beyond it the hook is not run for
+ *    that request, which is logged (the journal line and `list` still tell). */
 #pragma once
 
 #include "orchestrator/worker.h"
 
+#define NOTIFY_RUNNING_MAX ELEMENTSOF(((Worker *) 0)->notify_pids)
+
 void notify_pending(Worker *w, const char *id, const char *action_class, const char *reason,
                     const char *sha256);
+
+/* The daemon reaped pid: true when it was a hook's supervisor (its slot is free again). */
+bool notify_reaped(Worker *w, pid_t pid);

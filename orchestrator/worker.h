@@ -31,6 +31,7 @@ typedef struct Worker {
          * when the job was taken (a sealed memfd). -EBADF: none (every directory is read). */
         int watch_fd, watch_view_fd;
         bool use_openat2;
+        pid_t notify_pids[4];    /* the notify hooks' supervisors still running (notify.h) */
         const char *config_path; /* as the operator names it, for the commands the worker
                                   * prints (worker_approve_command); NULL: unknown */
         char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */

@@ -109,6 +109,13 @@ submit "$dir" hang-1 irreversible '["true"]'
 check "a hung hook is killed after notify.timeout_seconds, and logged" \
         wait_for 30 grep -q "notify: the hook for 'hang-1' ran longer than notify.timeout_seconds (2) and was killed" "$dir/daemon.log"
 check "  ... and nothing of it is left" wait_for 10 bash -c '! pgrep -u 65534 -f "sleep 60" >/dev/null'
+# The agent decides how many requests wait: a flood of them runs at most 4 hooks at once.
+for i in 2 3 4 5 6 7; do submit "$dir" "hang-$i" irreversible '["true"]'; done
+check "a flood of pending requests runs at most 4 hooks at once" \
+        wait_for 30 grep -q "notify: 4 hooks are still running: not run for 'hang-" "$dir/daemon.log"
+six_told() { [ "$(grep -c "request 'hang-[2-7]' (irreversible) waits for approval" "$dir/daemon.log")" = 6 ]; }
+check "  ... each of them still has its journal line" wait_for 10 six_told
+check "  ... and the hooks that ran are gone after their timeout" wait_for 20 bash -c '! pgrep -u 65534 -f "sleep 60" >/dev/null'
 check "the daemon is alive after its hooks" daemon_alive
 
 # 5. What the operator reads.
@@ -123,7 +130,7 @@ check "show gives start, end and duration" grep -qE "^duration: +[0-9]+\.[0-9]{3
 check "  ... and the result's and the log's paths" grep -qx "log:          $run_dir/results/$id29/job.log" <<<"$out"
 js=$("$BIN" --config "$dir/config.json" deny fail-1 --reason "not today" --json)
 check "deny --json says who decided" python3 -c 'import json,sys; d=json.loads(sys.argv[1]); sys.exit(not (d["decision"]=="denied" and d["reason"]=="not today" and d["by"]))' "$js"
-check "STATUS= follows an approval and a denial" wait_for 10 last_status_is "0 running, 0 queued, 1 pending approval"
+check "STATUS= follows an approval and a denial" wait_for 10 last_status_is "0 running, 0 queued, 7 pending approval"
 
 # A request the worker has not taken yet (no daemon runs).
 stop_daemon
