@@ -65,11 +65,19 @@ static void check_results(int out, const Config *c, uid_t uid) {
                         continue;
                 snprintf(prefix, sizeof(prefix), "%.*s", (int) i, p);
                 struct stat st;
-                if (stat(prefix, &st) < 0 && errno == ENOENT) {
-                        emit(out, "results_view", true, "'%s' is not made yet; uid %u can reach where it will be",
-                             p, (unsigned) uid);
+                if (stat(prefix, &st) < 0) {
+                        if (errno == ENOENT)
+                                emit(out, "results_view", true,
+                                     "'%s' is not made yet; uid %u can reach where it will be", p, (unsigned) uid);
+                        else
+                                emit(out, "results_view", false, "uid %u cannot look at '%s': %m", (unsigned) uid,
+                                     prefix);
                         return;
                 }
+                /* Not a directory: results_dir's own check, made as
+                 * root, names that; a line here would only repeat it. */
+                if (!S_ISDIR(st.st_mode))
+                        return;
                 if (access(prefix, X_OK) < 0) {
                         int err = errno;
                         emit(out, "results_view", false,

@@ -12,7 +12,8 @@
  *                  it is not made yet (the worker makes it, the controller's own);
  *   "results_view" every existing directory on the way to results_dir can be searched, and
  *                  results_dir itself read; ✓ too when it is not made yet and its existing
- *                  ancestors can be searched.
+ *                  ancestors can be searched; no line when something on the way is not a
+ *                  directory (results_dir's own check says so).
  * Nothing is created or changed. */
 #pragma once
 

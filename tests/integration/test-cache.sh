@@ -174,7 +174,10 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: ... and compiles everything" test "$(compiles "${p}17")" = 4
         check "$name: doctor shows the cache" doctor_shows_cache
         if [ "$warm" -gt 0 ]; then
-                check "$name: jobs ran in capsules started ahead" grep -q "job '${p}2': started in capsule 'warm-" "$dir/daemon.log"
+                # Which job a capsule started ahead serves depends on when the previous one was
+                # reaped; that some of them did is the point.
+                check "$name: jobs ran in capsules started ahead" \
+                        grep -qE "job '${p}([2-9]|1[0-7])': started in capsule 'warm-" "$dir/daemon.log"
         fi
         stop_daemon || true
         worker_cleanup "$dir" >/dev/null 2>&1

@@ -33,7 +33,8 @@ mkdir -p "$dir/ws" && chown 10000:10000 "$dir/ws"
 mkdir -p "$hook.out" && chown 65534:65534 "$hook.out"
 cat >"$hook" <<EOF
 #!/bin/sh
-{ env | grep '^TENTAFLAKE_' | sort; echo "uid=\$(id -u) gid=\$(id -g) groups=\$(id -G)"; } >"$hook.out/\$TENTAFLAKE_ID"
+{ env | grep '^TENTAFLAKE_' | sort; echo "uid=\$(id -u) gid=\$(id -g) groups=\$(id -G)"; } >"$hook.out/.\$TENTAFLAKE_ID"
+mv "$hook.out/.\$TENTAFLAKE_ID" "$hook.out/\$TENTAFLAKE_ID"
 case "\$TENTAFLAKE_ID" in fail-*) exit 3 ;; hang-*) exec sleep 60 ;; esac
 EOF
 chmod 0755 "$hook"
