@@ -8,6 +8,9 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -16,9 +19,12 @@
 #include "common/macro.h"
 #include "common/process.h"
 #include "common/resolve.h"
+#include "common/time-util.h"
 #include "orchestrator/controller-view.h"
 
-#define VIEW_TIMEOUT_USEC (10 * USEC_PER_SEC)
+usec_t controller_view_test_timeout_usec = 10 * USEC_PER_SEC;
+bool controller_view_test_stop_child = false;
+#define VIEW_EXIT_GRACE_USEC (2 * USEC_PER_SEC)
 #define VIEW_LINE_MAX 1024
 
 /* One line "check\tok\tdetail\n" to the parent. */
@@ -39,13 +45,9 @@ static void check_inbox(int out, const Config *c, uid_t uid) {
         char path[PATH_MAX];
         snprintf(path, sizeof(path), "%s/.tentaflake-worker/inbox", c->workspace);
         if (access(path, F_OK) < 0 && errno == ENOENT) {
-                snprintf(path, sizeof(path), "%s/.tentaflake-worker", c->workspace);
-                if (access(path, F_OK) < 0 && errno == ENOENT) {
-                        emit(out, "inbox", true, "'%s/.tentaflake-worker/inbox' is not made yet: the worker makes it, "
-                             "owned by uid %u", c->workspace, (unsigned) uid);
-                        return;
-                }
-                snprintf(path, sizeof(path), "%s/.tentaflake-worker/inbox", c->workspace);
+                emit(out, "inbox", true, "'%s' is not made yet: the worker makes it, owned by uid %u", path,
+                     (unsigned) uid);
+                return;
         }
         if (access(path, W_OK | X_OK) < 0)
                 emit(out, "inbox", false, "uid %u cannot write requests into '%s': %m", (unsigned) uid, path);
@@ -98,17 +100,55 @@ static void check_results(int out, const Config *c, uid_t uid) {
                 emit(out, "results_view", true, "uid %u can read '%s'", (unsigned) uid, p);
 }
 
-_noreturn_ static void run_as_controller(int out, const Config *c) {
+/* In the child: only the pipe stays open (the daemon's locks and directories must not outlive
+ * it in a process the agent can signal), then the controller's identity, then the parent-death
+ * signal armed again (changing the uid cleared it). */
+_noreturn_ static void run_as_controller(int out, const Config *c, pid_t parent) {
         gid_t g = c->container_gid;
+        if (dup2(out, 3) < 0 || close_range(4, ~0U, 0) < 0)
+                _exit(1);
+        out = 3;
         if (setgroups(1, &g) < 0 || setresgid(g, g, g) < 0 ||
             setresuid(c->container_uid, c->container_uid, c->container_uid) < 0) {
                 emit(out, "results_view", false, "cannot become uid %u gid %u to look: %m",
                      (unsigned) c->container_uid, (unsigned) g);
                 _exit(1);
         }
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent)
+                _exit(1);
+        if (controller_view_test_stop_child)
+                (void) raise(SIGSTOP);
         check_inbox(out, c, c->container_uid);
         check_results(out, c, c->container_uid);
         _exit(0);
+}
+
+/* Read the child's lines until it closes the pipe (true) or the deadline passes (false): the
+ * child runs as the controller, whom the agent is, and the agent can stop it. */
+static bool read_bounded(int fd, char *buf, size_t size) {
+        usec_t deadline = now_monotonic() + controller_view_test_timeout_usec;
+        size_t n = 0;
+        bool eof = false;
+        while (n < size - 1) {
+                usec_t now = now_monotonic();
+                if (now >= deadline)
+                        break;
+                struct pollfd p = {.fd = fd, .events = POLLIN};
+                int pr = poll(&p, 1, (int) ((deadline - now) / USEC_PER_MSEC) + 1);
+                if (pr < 0 && errno == EINTR)
+                        continue;
+                if (pr <= 0)
+                        break;
+                ssize_t k = read(fd, buf + n, size - 1 - n);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                eof = k == 0;
+                if (k <= 0)
+                        break;
+                n += (size_t) k;
+        }
+        buf[n] = 0;
+        return eof;
 }
 
 /* As root: the workspace itself (a symlink on its path is never followed). */
@@ -145,7 +185,6 @@ void controller_view_check(const Config *c, bool use_openat2, ControllerViewRepo
         int pipefd[2];
         pid_t pid;
         char buf[4 * VIEW_LINE_MAX + 1];
-        size_t n = 0;
 
         if (!check_workspace(c, use_openat2, report, userdata))
                 return;
@@ -153,10 +192,11 @@ void controller_view_check(const Config *c, bool use_openat2, ControllerViewRepo
                 report(userdata, "results_view", false, "cannot look as the controller: pipe failed");
                 return;
         }
+        pid_t parent = getpid();
         int r = safe_fork(FORK_DEATHSIG, &pid);
         if (r == 0) {
                 close(pipefd[0]);
-                run_as_controller(pipefd[1], c);
+                run_as_controller(pipefd[1], c, parent);
         }
         close(pipefd[1]);
         if (r < 0) {
@@ -164,17 +204,20 @@ void controller_view_check(const Config *c, bool use_openat2, ControllerViewRepo
                 report(userdata, "results_view", false, "cannot look as the controller: fork failed");
                 return;
         }
-        for (ssize_t k; n < sizeof(buf) - 1 && (k = read(pipefd[0], buf + n, sizeof(buf) - 1 - n)) != 0;) {
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        break;
-                n += (size_t) k;
-        }
+        bool eof = read_bounded(pipefd[0], buf, sizeof(buf));
         close(pipefd[0]);
-        int status;
-        (void) waitpid_bounded(pid, VIEW_TIMEOUT_USEC, &status);
-        buf[n] = 0;
+        int status = 0;
+        /* It had its time in read_bounded: after its end of the pipe closed, a moment to exit;
+         * otherwise it is killed now. */
+        r = waitpid_bounded(pid, eof ? VIEW_EXIT_GRACE_USEC : 0, &status);
+        bool finished = r >= 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+        if (!finished) {
+                char why[160];
+                snprintf(why, sizeof(why), "the check as uid %u did not finish within %.1f s (stopped or killed?)",
+                         (unsigned) c->container_uid, (double) controller_view_test_timeout_usec / USEC_PER_SEC);
+                report(userdata, "results_view", false, why);
+                return;
+        }
         for (char *line = buf, *next; *line; line = next) {
                 next = line + strcspn(line, "\n");
                 if (*next)

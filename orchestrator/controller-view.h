@@ -19,8 +19,14 @@
 
 #include <stdbool.h>
 
+#include "common/time-util.h"
 #include "parser/config.h"
 
 typedef void (*ControllerViewReport)(void *userdata, const char *check, bool ok, const char *detail);
 
 void controller_view_check(const Config *c, bool use_openat2, ControllerViewReport report, void *userdata);
+
+/* For tests only: how long the look may take (default 10 s), and a child that stops itself
+ * once it is the controller, as the agent can make it do (tests/unit/test-controller-view.c). */
+extern usec_t controller_view_test_timeout_usec;
+extern bool controller_view_test_stop_child;

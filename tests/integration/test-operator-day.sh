@@ -160,4 +160,5 @@ timeout 60 "$BIN" --config "$dir/config.json" drain 2>"$dir/drain.log"
 check "drain warns that the controller cannot reach its results" \
         grep -q "results_view: uid 10000 cannot reach '$run_dir/results'" "$dir/drain.log"
 chmod 0755 "$run_dir"
+
 finish
