@@ -198,9 +198,13 @@ static void say_pending(Worker *w, const Request *req, const RequestRecord *rec)
         _cleanup_free_ char *cmd = worker_approve_command(w, req->id, req->sha256);
         const char *cls = action_class_to_string(req->action_class);
 
-        worker_say(w, LOG_NOTICE, "request '%s' (%s) waits for approval until %s%s%s; approve with: %s", req->id, cls,
-                   format_rfc3339(expires, ts), req->reason ? ", reason: " : "", req->reason ? req->reason : "",
-                   cmd ? cmd : "approve");
+        /* The reason is the agent's text: escaped (a newline or "<N>" must not forge a line of the
+         * worker's own, an escape sequence must not reach the terminal), and after the command. */
+        char why[4 * 256 + 8];
+        printable_name(req->reason ? req->reason : "", why, sizeof(why));
+        worker_say(w, LOG_NOTICE, "request '%s' (%s) waits for approval until %s; approve with: %s%s%s%s", req->id, cls,
+                   format_rfc3339(expires, ts), cmd ? cmd : "approve", req->reason ? "; the agent's reason: '" : "",
+                   req->reason ? why : "", req->reason ? "'" : "");
         notify_pending(w, req->id, cls, req->reason, req->sha256);
 }
 

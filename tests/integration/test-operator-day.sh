@@ -102,10 +102,17 @@ check "the hook ran" wait_file "$hook.out/$id29" 10
 check "  ... as nobody, with no other group" grep -qx "uid=65534 gid=65534 groups=65534" "$hook.out/$id29"
 check "  ... told the id and the class" grep -qx "TENTAFLAKE_CLASS=irreversible" "$hook.out/$id29"
 check "  ... and the approve command" grep -q "^TENTAFLAKE_APPROVE=tentaflake-worker --config $dir/config.json approve $id29 --expect-sha256 " "$hook.out/$id29"
-printf '{"version":1,"id":"fail-1","action_class":"irreversible","argv":["true"],"reason":"why: \\"quoted\\" $HOME"}' >"$dir/ws/.tentaflake-worker/inbox/.f"
+printf '{"version":1,"id":"fail-1","action_class":"irreversible","argv":["true"],"reason":"why: \\"quoted\\" $HOME\\n<2>tentaflake-worker: forged line"}' >"$dir/ws/.tentaflake-worker/inbox/.f"
 mv "$dir/ws/.tentaflake-worker/inbox/.f" "$dir/ws/.tentaflake-worker/inbox/fail-1.json"
 check "a failing hook is logged" wait_for 20 grep -q "notify: the hook for 'fail-1' failed with exit status 3" "$dir/daemon.log"
 check "  ... the agent's reason reached it as data" grep -qxF 'TENTAFLAKE_REASON=why: "quoted" $HOME' "$hook.out/fail-1"
+check "  ... and reached the journal escaped, inside the worker's own line, after the command" \
+        grep -qF "approve fail-1 --expect-sha256 " "$dir/daemon.log"
+one_forged_line() {
+        [ "$(grep -c forged "$dir/daemon.log")" = 1 ] &&
+                grep forged "$dir/daemon.log" | grep -qF "the agent's reason: 'why: \"quoted\" \$HOME\\x0a<2>tentaflake-worker: forged line'"
+}
+check "  ... a newline in it forges no line of the worker's: $(grep forged "$dir/daemon.log" | head -c 300)" one_forged_line
 submit "$dir" hang-1 irreversible '["true"]'
 check "a hung hook is killed after notify.timeout_seconds, and logged" \
         wait_for 30 grep -q "notify: the hook for 'hang-1' ran longer than notify.timeout_seconds (2) and was killed" "$dir/daemon.log"
