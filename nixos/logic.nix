@@ -347,6 +347,9 @@ let
           { assertion = notify == null || notify.uid != a.containerUid;
             message = "${opt name "notify.uid"} must not be containerUid (${toString a.containerUid}): the agent "
               + "could signal or trace the hook"; }
+          { assertion = notify == null || notify.gid != a.containerGid;
+            message = "${opt name "notify.gid"} must not be containerGid (${toString a.containerGid}): the hook would "
+              + "reach the agent's group's files"; }
           { assertion = notify == null || (notify.uid > 0 && notify.gid > 0);
             message = "${opt name "notify.uid"} and ${opt name "notify.gid"} are never 0: the hook never runs as root"; }
           { assertion = cache == null || parseSize cache.maxBytes != null;

@@ -32,6 +32,7 @@
 #include "orchestrator/doctor.h"
 #include "capsule/init-path.h"
 #include "orchestrator/job.h"
+#include "orchestrator/notify.h"
 
 
 #define PROBE_LOG_MAX (1U << 20)
@@ -208,6 +209,19 @@ static void check_dirs(Doctor *d) {
 
 static void view_line(void *userdata, const char *check, bool ok, const char *detail) {
         report((Doctor *) userdata, check, ok, "%s", detail);
+}
+
+/* The notify hook's file is root's alone (orchestrator/notify.h), when one is configured. */
+static void check_notify(Doctor *d) {
+        char why[512];
+        const ConfigNotify *n = &d->config->notify;
+        if (!n->command)
+                return;
+        if (notify_command_check(n->command[0], why, sizeof(why)) < 0)
+                report(d, "notify_hook", false, "%s", why);
+        else
+                report(d, "notify_hook", true, "'%s' is root's alone; it runs as %u:%u, at most %u s", n->command[0],
+                       (unsigned) n->uid, (unsigned) n->gid, n->timeout_seconds);
 }
 
 /* The controller's view of its workspace, inbox and results (orchestrator/controller-view.h). */
@@ -909,6 +923,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 check_dirs(&d);
                 check_group(&d);
                 check_controller_view(&d);
+                check_notify(&d);
                 check_leftovers(&d);
                 check_store(&d);
                 check_cache(&d);

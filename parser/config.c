@@ -876,6 +876,11 @@ static int parse_notify(Config *c, json_t *root, TfwError *e) {
         if (r < 0)
                 return r;
         n->gid = (gid_t) x;
+        if (n->gid == c->container_gid)
+                return key_error(e, EINVAL, "inconsistent", "notify.gid",
+                                 "must not be container_gid (%u): the hook would reach the agent's group's files "
+                                 "and give what it makes to the agent's group",
+                                 (unsigned) n->gid);
         r = get_uint(v, "notify.", "timeout_seconds", 1, CONFIG_NOTIFY_TIMEOUT_MAX, CONFIG_NOTIFY_DEFAULT_TIMEOUT,
                      NULL, &x, e);
         if (r < 0)

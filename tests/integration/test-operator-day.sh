@@ -168,4 +168,12 @@ check "drain warns that the controller cannot reach its results" \
         grep -q "results_view: uid 10000 cannot reach '$run_dir/results'" "$dir/drain.log"
 chmod 0755 "$run_dir"
 
+# A hook someone else could change is not run.
+chmod 0757 "$hook"
+submit "$dir" notsafe-1 irreversible '["true"]'
+timeout 60 "$BIN" --config "$dir/config.json" drain 2>"$dir/drain3.log"
+check "a hook file others can write is not run, and that is said" wait_for 20 \
+        grep -q "notify: the hook for 'notsafe-1' is not run: '$hook' is a file (owner 0, mode 0757): it must be a file of root's that nobody else can write" "$dir/drain3.log"
+check "  ... (it did not run)" test ! -e "$hook.out/notsafe-1"
+chmod 0755 "$hook"
 finish

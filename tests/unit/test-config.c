@@ -769,6 +769,8 @@ static const Case static_cases[] = {
         BAD("notify_gid_root", "out_of_range", "notify.gid", "notify.command", "[\"/bin/true\"]", "notify.gid", "0"),
         BAD("notify_uid_is_the_controller", "inconsistent", "notify.uid", "notify.command", "[\"/bin/true\"]",
             "notify.uid", "10000"),
+        BAD("notify_gid_is_the_controllers", "inconsistent", "notify.gid", "notify.command", "[\"/bin/true\"]",
+            "notify.gid", "10000"),
         BAD("notify_without_command", "missing_field", "notify.command", "notify", "{}"),
         BAD("notify_command_empty", "bad_type", "notify.command", "notify.command", "[]"),
         BAD("notify_command_string", "bad_type", "notify.command", "notify.command", "\"/bin/true\""),

@@ -161,6 +161,8 @@ let
       expect = "tentaflake.worker.agents.a.notify.command must name the hook by an absolute path first"; parserRejects = true; };
     notify-as-the-controller = one "a" { notify = { command = [ "/bin/true" ]; uid = 10000; }; } // {
       expect = "tentaflake.worker.agents.a.notify.uid must not be containerUid (10000)"; parserRejects = true; };
+    notify-in-the-controllers-group = one "a" { notify = { command = [ "/bin/true" ]; gid = 10000; }; } // {
+      expect = "tentaflake.worker.agents.a.notify.gid must not be containerGid (10000)"; parserRejects = true; };
     cache-without-paths = one "a" { cache = { paths = [ ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache.paths: must name 1..16 workspace-relative paths, got 0";
       parserRejects = true; };
