@@ -11,7 +11,6 @@
 #include "approve/report.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
-#include "common/path-util.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/store.h"
@@ -50,61 +49,74 @@ static json_t *report_or_null(Worker *w, const char *name) {
         return worker_daemon_report(w->dirs.state_fd, name, &j) >= 0 && j ? j : json_null();
 }
 
-/* Entries waiting in the inbox, not taken yet: by name and time only (their bytes are the
- * agent's, read by the worker when it takes them, never here). */
+/* Requests waiting in the inbox, not taken yet: by id and time only (their bytes are the agent's,
+ * read by the worker when it takes them, never here). Only names a request can have
+ * (<id>.json) are shown, so that an agent's file name cannot pass for a row of the list; the
+ * others are counted. */
 typedef struct InboxEntry {
-        char name[256];
+        char id[REQUEST_ID_MAX + 1];
         usec_t mtime;
 } InboxEntry;
 
-#define INBOX_LISTED_MAX 1000
+#define INBOX_LISTED_MAX 20
 
-static size_t inbox_entries(const Worker *w, InboxEntry **ret) {
+typedef struct InboxView {
+        InboxEntry v[INBOX_LISTED_MAX];
+        size_t n, more, other; /* shown; more valid ones; names no request can have */
+} InboxView;
+
+static void inbox_view(const Worker *w, InboxView *ret) {
         _cleanup_close_ int fd = inbox_open_existing(w);
-        InboxEntry *v = NULL;
-        size_t n = 0;
-        *ret = NULL;
+        *ret = (InboxView){};
         if (fd < 0)
-                return 0;
+                return;
         _cleanup_closedir_ DIR *d = opendir_fd(fd);
-        if (!d)
-                return 0;
-        for (struct dirent *de; n < INBOX_LISTED_MAX && (de = readdir(d));) {
+        for (struct dirent *de; d && (de = readdir(d));) {
                 struct stat st;
+                size_t len = strlen(de->d_name);
                 if (de->d_name[0] == '.' || fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                         continue;
-                InboxEntry *nv = realloc(v, (n + 1) * sizeof(*v));
-                if (!nv)
-                        break;
-                v = nv;
-                printable_name(de->d_name, v[n].name, sizeof(v[n].name));
-                v[n].mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
-                n++;
+                char id[REQUEST_ID_MAX + 1];
+                bool named = len > 5 && len - 5 <= REQUEST_ID_MAX && streq(de->d_name + len - 5, ".json");
+                if (named)
+                        snprintf(id, sizeof(id), "%.*s", (int) (len - 5), de->d_name);
+                if (!named || !request_id_is_valid(id) || !S_ISREG(st.st_mode)) {
+                        ret->other++;
+                        continue;
+                }
+                if (ret->n == INBOX_LISTED_MAX) {
+                        ret->more++;
+                        continue;
+                }
+                snprintf(ret->v[ret->n].id, sizeof(ret->v[ret->n].id), "%s", id);
+                ret->v[ret->n++].mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
         }
-        *ret = v;
-        return n;
 }
 
 static void list_inbox(const Worker *w, int width, FILE *out) {
-        _cleanup_free_ InboxEntry *v = NULL;
-        size_t n = inbox_entries(w, &v);
-        for (size_t i = 0; i < n; i++) {
+        InboxView iv;
+        inbox_view(w, &iv);
+        for (size_t i = 0; i < iv.n; i++) {
                 char ts[RFC3339_MAX];
-                fprintf(out, "%-*s %-9s %-20s %-20s %s\n", width, v[i].name, "inbox", "-", format_rfc3339(v[i].mtime, ts),
-                        "(not taken yet)");
+                fprintf(out, "%-*s %-9s %-20s %-20s %s\n", width, iv.v[i].id, "inbox", "-",
+                        format_rfc3339(iv.v[i].mtime, ts), "(not taken yet)");
         }
+        if (iv.more || iv.other)
+                fprintf(out, "(in the inbox also: %zu more request(s) not taken yet, %zu entr%s no request can be)\n",
+                        iv.more, iv.other, iv.other == 1 ? "y" : "ies");
 }
 
 static json_t *inbox_json(const Worker *w) {
-        _cleanup_free_ InboxEntry *v = NULL;
-        size_t n = inbox_entries(w, &v);
+        InboxView iv;
+        inbox_view(w, &iv);
         json_t *arr = json_array();
-        for (size_t i = 0; arr && i < n; i++) {
+        for (size_t i = 0; arr && i < iv.n; i++) {
                 char ts[RFC3339_MAX];
-                json_array_append_new(arr, json_pack("{s:s, s:s}", "name", v[i].name, "since",
-                                                     format_rfc3339(v[i].mtime, ts)));
+                json_array_append_new(arr, json_pack("{s:s, s:s}", "id", iv.v[i].id, "since",
+                                                     format_rfc3339(iv.v[i].mtime, ts)));
         }
-        return arr;
+        return json_pack("{s:o, s:I, s:I}", "entries", arr, "more", (json_int_t) iv.more, "other",
+                         (json_int_t) iv.other);
 }
 
 int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
@@ -136,7 +148,6 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
                 if (all || list[i].state != STATE_FINAL)
                         width = MAX(width, (int) strlen(list[i].id));
         fprintf(out, "%-*s %-9s %-20s %-20s %s\n", width, "ID", "STATE", "CLASS", "SUBMITTED", "SHA256");
-        list_inbox(w, width, out);
         for (size_t i = 0; i < n; i++) {
                 RequestRecord *rec = &list[i];
                 char ts[RFC3339_MAX];
@@ -147,6 +158,7 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
                         rec->action_class >= 0 ? action_class_to_string(rec->action_class) : "-",
                         format_rfc3339(rec->submitted_at, ts), rec->sha256);
         }
+        list_inbox(w, width, out);
         return 0;
 }
 

@@ -750,9 +750,18 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                 return r;
         d.w.report = o->report;
         d.w.report_userdata = o->report_userdata;
-        /* Absolute, so that the approve command it prints works from any directory. */
+        /* Absolute, so that the approve command it prints works from any directory; the
+         * conventional path kept as it is (on NixOS it is a link into the store, whose target a
+         * rebuild replaces), so that the command says --name. */
+        char conventional[PATH_MAX];
+        snprintf(conventional, sizeof(conventional), WORKER_CONFIG_DIR "/%s.json", c->name);
         _cleanup_free_ char *config_abs = o->config_path ? realpath(o->config_path, NULL) : NULL;
-        d.w.config_path = config_abs ? config_abs : o->config_path;
+        _cleanup_free_ char *conventional_abs = realpath(conventional, NULL);
+        if (o->config_path && (streq(o->config_path, conventional) ||
+                               (config_abs && conventional_abs && streq(config_abs, conventional_abs))))
+                d.w.config_path = NULL; /* worker_approve_command: --name */
+        else
+                d.w.config_path = config_abs ? config_abs : o->config_path;
 
         r = take_instance_lock(&d, e);
         if (r < 0)

@@ -147,8 +147,14 @@ submit "$dir" waiting-1 irreversible '["true"]'
 out=$("$BIN" --config "$dir/config.json" approve waiting-1 2>&1); rc=$?
 check "approve on an id still in the inbox fails (rc $rc)" test "$rc" = 1
 check "  ... saying it is not taken yet: $out" grep -q "approve 'waiting-1': not taken yet: it is still in the inbox" <<<"$out"
+# An entry whose name mimics a row of the list (the agent names its files) is only counted.
+touch "$dir/ws/.tentaflake-worker/inbox/fake1                         pending   irreversible"
 out=$("$BIN" --config "$dir/config.json" list)
-check "list shows it as in the inbox" grep -qE "^waiting-1.json +inbox +- +[0-9T:-]+Z +\(not taken yet\)" <<<"$out"
+check "list shows it as in the inbox" grep -qE "^waiting-1 +inbox +- +[0-9T:-]+Z +\(not taken yet\)" <<<"$out"
+check "  ... and only counts a name no request can have: $out" \
+        grep -qx "(in the inbox also: 0 more request(s) not taken yet, 1 entry no request can be)" <<<"$out"
+check "  ... never showing it" bash -c "! grep -q fake1 <<<\"\$1\"" _ "$out"
+rm -f "$dir/ws/.tentaflake-worker/inbox/fake1"*
 out=$("$BIN" --config "$dir/config.json" gc)
 check "gc says what it removed and that it rotated: $out" \
         grep -qE "^gc: removed 0 result\(s\) and 0 rejection record\(s\); expired 0 pending request\(s\); audit log rotated to audit/audit-[0-9]{8}(\.[0-9]+)?\.jsonl" <<<"$out"
