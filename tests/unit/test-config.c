@@ -54,6 +54,16 @@ static const char *rep(char c, size_t n, const char *prefix, const char *suffix)
 static char text[65536]; /* CONFIG_MAX_SYSTEM_MOUNTS mounts of a dozen bytes each fit */
 
 /* The value of a dotted key in c, as text ("(null)" for NULL). */
+static const char *join(char *const *l, char *buf, size_t size) {
+        size_t n = 0;
+        if (!l)
+                return "(null)";
+        buf[0] = 0;
+        for (size_t i = 0; l[i]; i++)
+                n += snprintf(buf + n, size - n, "%s%s", i ? "," : "", l[i]);
+        return buf;
+}
+
 static const char *get_value(const Config *c, const char *key) {
         const ConfigLimits *l = &c->limits;
 #define U(k, v)                                                                                  \
@@ -110,25 +120,11 @@ static const char *get_value(const Config *c, const char *key) {
                 snprintf(text, sizeof(text), "%s/%" PRIu64, l->cpus, l->cpus_milli);
                 return text;
         }
-        if (streq(key, "notify.command")) {
-                size_t n = 0;
-                if (!c->notify.command)
-                        return "(null)";
-                text[0] = 0;
-                for (size_t i = 0; c->notify.command[i]; i++)
-                        n += snprintf(text + n, sizeof(text) - n, "%s%s", i ? "," : "", c->notify.command[i]);
-                return text;
-        }
-        if (streq(key, "cache.paths")) {
-                /* "a,b,...", in the file's order; "(null)" without a cache. */
-                size_t n = 0;
-                if (!c->cache.paths)
-                        return "(null)";
-                text[0] = 0;
-                for (size_t i = 0; c->cache.paths[i]; i++)
-                        n += snprintf(text + n, sizeof(text) - n, "%s%s", i ? "," : "", c->cache.paths[i]);
-                return text;
-        }
+        /* Lists as "a,b,...", in the file's order; "(null)" when the key is absent. */
+        if (streq(key, "notify.command"))
+                return join(c->notify.command, text, sizeof(text));
+        if (streq(key, "cache.paths"))
+                return join(c->cache.paths, text, sizeof(text));
         if (streq(key, "runtime.system_mounts")) {
                 /* "host:sandbox=identity,..." with the parts that are set. */
                 size_t n = 0;

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -23,124 +22,22 @@
 #include "common/macro.h"
 #include "snapshot/gen-index.h"
 #include "snapshot/snapshot.h"
-#include "tests/unit/lib/tfw-test.h"
+#include "tests/unit/lib/gen-fixture.h"
 
-#define COPY_UID ((uid_t) 4343)
-#define COPY_GID ((gid_t) 4242)
+typedef GenFixture Fixture;
 
-typedef struct Fixture {
-        TestDir *d;
-        char *ws;
-        int gen_fd;
-        GenIndex *index;
-        SnapshotSummary s;
-        unsigned fresh;
-} Fixture;
-
-static void sh(const Fixture *f, const char *fmt, ...) _printf_(2, 3);
-static void sh(const Fixture *f, const char *fmt, ...) {
-        _cleanup_free_ char *body = NULL, *cmd = NULL;
-        va_list ap;
-        va_start(ap, fmt);
-        assert_true(vasprintf(&body, fmt, ap) >= 0);
-        va_end(ap);
-        assert_true(asprintf(&cmd, "set -e; cd '%s'; %s", f->ws, body) >= 0);
-        int st = system(cmd);
-        if (st != 0)
-                fail_msg("command failed (%d): %s", st, body);
-}
-
-static int setup(void **state) {
-        if (tfw_tmpdir_setup(state) < 0)
-                return -1;
-        Fixture *f = calloc(1, sizeof(*f));
-        f->d = *state;
-        if (mkdirat(f->d->fd, "ws", 0755) < 0 || mkdirat(f->d->fd, "gen", 0700) < 0 ||
-            mkdirat(f->d->fd, "fresh", 0700) < 0 || asprintf(&f->ws, "%s/ws", f->d->path) < 0)
-                return -1;
-        f->gen_fd = openat(f->d->fd, "gen", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *state = f;
-        return f->gen_fd >= 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-        Fixture *f = *state;
-        gen_index_free(f->index);
-        safe_close(f->gen_fd);
-        free(f->ws);
-        *state = f->d;
-        free(f);
-        snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
-        return tfw_tmpdir_teardown(state);
-}
-
-/* Does the workspace's filesystem vouch for its files by their times (snapshot.c
- * gen_fs_vouches)? Where it does not, nothing is ever kept, and the tests expect exactly that. */
-static bool vouches(const Fixture *f) {
-        struct statfs sf;
-        assert_int_equal(statfs(f->ws, &sf), 0);
-        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
-               sf.f_type == F2FS_SUPER_MAGIC;
-}
-#define KEPT(f, n) (vouches(f) ? (n) : 0)
-
-static SnapshotLimits limits(void) {
-        return (SnapshotLimits) { .max_bytes = 1ULL << 30, .max_entries = 100000, .group = COPY_GID };
-}
-
-/* Past the racy window of what was just written (the tests set the window to 0 unless they
- * test it): the walk starts on the coarse clock, which lags the fine-grained ctimes the
- * filesystem may stamp by up to a tick of a few ms. */
-static void settle(void) {
-        (void) nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
-}
+#define KEPT(f, n) (gfx_vouches(f) ? (n) : 0)
 
 /* Update the generation from the workspace; the previous index is replaced. */
 static void update(Fixture *f) {
-        SnapshotLimits l = limits();
-        GenIndex *next = NULL;
-        TfwError e = {};
-        int r = snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e);
-        if (r < 0)
-                fail_msg("snapshot_update: %d %s: %s", r, e.code, e.message);
-        gen_index_free(f->index);
-        f->index = next;
-}
-
-/* A fresh snapshot of the workspace; its summary. */
-static SnapshotSummary fresh(Fixture *f) {
-        SnapshotLimits l = limits();
-        SnapshotSummary s;
-        TfwError e = {};
-        char name[32];
-        snprintf(name, sizeof(name), "%u", f->fresh++);
-        _cleanup_close_ int out = openat(f->d->fd, "fresh", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int r = snapshot_take(f->ws, out, name, &l, &s, &e);
-        if (r < 0)
-                fail_msg("snapshot_take: %d %s: %s", r, e.code, e.message);
-        return s;
-}
-
-/* The generation is exactly what a fresh snapshot of the workspace would be: the same tree id,
- * bytes, entries, and the same files with the same bytes and modes (diff -r compares contents;
- * the mode listing compares the group mirror). */
-static void assert_equals_fresh(Fixture *f) {
-        SnapshotSummary s = fresh(f);
-        assert_string_equal(f->s.tree, s.tree);
-        assert_int_equal(f->s.bytes, s.bytes);
-        assert_int_equal(f->s.entries, s.entries);
-        assert_int_equal(f->s.files, s.files);
-        assert_int_equal(f->s.dirs, s.dirs);
-        sh(f, "diff -r ../gen ../fresh/%u >/dev/null", f->fresh - 1);
-        sh(f, "a=$(cd ../gen && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); "
-              "b=$(cd ../fresh/%u && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); [ \"$a\" = \"$b\" ]",
-           f->fresh - 1);
+        SnapshotLimits l = gfx_limits();
+        gfx_walk(f, &l);
 }
 
 static void make_tree(Fixture *f) {
-        sh(f, "mkdir -p a/b/c d e; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
+        gfx_sh(f, "mkdir -p a/b/c d e; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
               "printf x >d/x; printf '#!/bin/sh\\n' >run.sh; chmod 755 run.sh; seq 1 20000 >big; ln -s a link");
-        settle();
+        gfx_settle();
 }
 
 /* Nothing changed: every file is kept, none read; the tree id is the fresh one's. */
@@ -150,12 +47,12 @@ static void test_unchanged_reads_nothing(void **state) {
         make_tree(f);
         update(f);
         assert_int_equal(f->s.files_reused, 0);
-        assert_equals_fresh(f);
-        settle();
+        gfx_assert_equals_fresh(f);
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, f->s.files));
         assert_int_equal(f->s.bytes_reused, KEPT(f, f->s.bytes));
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* A change that restores mtime and size is still seen: ctime cannot be set back. */
@@ -164,12 +61,12 @@ static void test_restored_mtime_and_size_seen(void **state) {
         snapshot_test_racy_window_nsec = 0;
         make_tree(f);
         update(f);
-        settle();
-        sh(f, "touch -r a/b/two ../ref; printf TWO >a/b/two; touch -r ../ref a/b/two");
+        gfx_settle();
+        gfx_sh(f, "touch -r a/b/two ../ref; printf TWO >a/b/two; touch -r ../ref a/b/two");
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, f->s.files - 1));
-        assert_equals_fresh(f);
-        sh(f, "[ \"$(cat ../gen/a/b/two)\" = TWO ]");
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/a/b/two)\" = TWO ]");
 }
 
 /* Each kind of change, one update each, and the generation equals a fresh snapshot after
@@ -196,10 +93,10 @@ static void test_every_change(void **state) {
         make_tree(f);
         update(f);
         for (size_t i = 0; i < ELEMENTSOF(changes); i++) {
-                settle();
-                sh(f, "%s", changes[i]);
+                gfx_settle();
+                gfx_sh(f, "%s", changes[i]);
                 update(f);
-                assert_equals_fresh(f);
+                gfx_assert_equals_fresh(f);
         }
 }
 
@@ -207,20 +104,20 @@ static void test_every_change(void **state) {
  * one (its ctime is not older than the window), then kept once it is. */
 static void test_racy_read_again(void **state) {
         Fixture *f = *state;
-        sh(f, "printf old >old; printf new >new");
+        gfx_sh(f, "printf old >old; printf new >new");
         update(f);
         assert_int_equal(f->s.files_reused, 0);
         update(f);
         assert_int_equal(f->s.files_reused, 0);
         /* Read again once more with the window closed (the last walk saw them racy), then kept. */
         snapshot_test_racy_window_nsec = 0;
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, 0);
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, 2));
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* The generation's entries belong to the job's uid and group; its root too. */
@@ -230,8 +127,8 @@ static void test_owner(void **state) {
                 skip();
         make_tree(f);
         update(f);
-        sh(f, "[ -z \"$(find ../gen \\( ! -uid %u -o ! -gid %u \\) -print)\" ]", (unsigned) COPY_UID,
-           (unsigned) COPY_GID);
+        gfx_sh(f, "[ -z \"$(find ../gen \\( ! -uid %u -o ! -gid %u \\) -print)\" ]", (unsigned) GFX_COPY_UID,
+           (unsigned) GFX_COPY_GID);
 }
 
 /* The index file: saved and loaded, it vouches as the one in memory did; a damaged one is
@@ -248,14 +145,14 @@ static void test_index_file(void **state) {
         assert_int_equal(loaded->entries, f->index->entries);
         gen_index_free(f->index);
         f->index = loaded;
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, f->s.files));
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 
         /* Damaged: cut short, one byte changed in a name, and too many entries for the bound. */
         assert_int_equal(gen_index_save(f->index, f->d->fd, "index", &e), 0);
-        sh(f, "cp ../index ../cut; truncate -s -7 ../cut; cp ../index ../bad;"
+        gfx_sh(f, "cp ../index ../cut; truncate -s -7 ../cut; cp ../index ../bad;"
               /* The first name's first byte: after the header (44 bytes), the root's own fields
                * (45) and the entry's type, flags and name length (4). */
               "printf '\\000' | dd of=../bad bs=1 seek=93 conv=notrunc status=none");
@@ -269,7 +166,7 @@ static void test_index_file(void **state) {
         f->index->copy_gid++;
         update(f);
         assert_int_equal(f->s.files_reused, 0);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* A file open for writing while it is read may hold a write its ctime predates (a writable
@@ -283,15 +180,15 @@ static void test_open_for_writing_read_again(void **state) {
         _cleanup_close_ int writer = openat(wfd, "a/one", O_WRONLY | O_CLOEXEC);
         assert_true(writer >= 0);
         update(f);
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, f->s.files - 1));
         writer = safe_close(writer);
         update(f);
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files_reused, KEPT(f, f->s.files));
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* On a tmpfs a write through a shared mapping changes no time: nothing there is ever kept. */
@@ -304,38 +201,38 @@ static void test_tmpfs_never_kept(void **state) {
         assert_true(asprintf(&mnt, "%s/t", f->ws) >= 0);
         assert_int_equal(mkdir(mnt, 0755), 0);
         assert_int_equal(mount("tfw-test", mnt, "tmpfs", 0, "size=1m"), 0);
-        sh(f, "printf a >t/a; printf b >t/b");
-        settle();
+        gfx_sh(f, "printf a >t/a; printf b >t/b");
+        gfx_settle();
         update(f);
-        settle();
+        gfx_settle();
         update(f);
         assert_int_equal(f->s.files, 2);
         assert_int_equal(f->s.files_reused, 0);
         /* Changed through a mapping, the times unchanged: the next walk reads it all the same. */
-        sh(f, "python3 -c \"import mmap; f=open('t/a','r+b'); m=mmap.mmap(f.fileno(), 1); m[0:1]=b'Z'; m.close()\"");
+        gfx_sh(f, "python3 -c \"import mmap; f=open('t/a','r+b'); m=mmap.mmap(f.fileno(), 1); m[0:1]=b'Z'; m.close()\"");
         update(f);
-        assert_equals_fresh(f);
-        sh(f, "[ \"$(cat ../gen/t/a)\" = Z ]");
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/t/a)\" = Z ]");
         assert_int_equal(umount2(mnt, MNT_DETACH), 0);
 }
 
 /* A ceiling met in an update fails it like any walk (the store then empties the generation). */
 static void test_ceiling(void **state) {
         Fixture *f = *state;
-        SnapshotLimits l = limits();
+        SnapshotLimits l = gfx_limits();
         GenIndex *next = NULL;
         TfwError e = {};
         snapshot_test_racy_window_nsec = 0;
         make_tree(f);
         update(f);
-        settle();
+        gfx_settle();
         l.max_bytes = f->s.bytes - 1;
-        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e), -E2BIG);
+        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, GFX_COPY_UID, &l, &next, &f->s, &e), -E2BIG);
         assert_string_equal(e.code, "snapshot_too_large");
         assert_null(next);
 }
 
-#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+#define T(t) cmocka_unit_test_setup_teardown(t, gfx_setup, gfx_teardown)
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_unchanged_reads_nothing),

@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -27,132 +26,32 @@
 #include "snapshot/dirty-set.h"
 #include "snapshot/gen-index.h"
 #include "snapshot/snapshot.h"
-#include "tests/unit/lib/tfw-test.h"
+#include "tests/unit/lib/gen-fixture.h"
 
-#define COPY_UID ((uid_t) 4343)
-#define COPY_GID ((gid_t) 4242)
-
-typedef struct Fixture {
-        TestDir *d;
-        char *ws;
-        int gen_fd;
-        GenIndex *index;
-        DirtySet *set;
-        SnapshotSummary s;
-        unsigned fresh;
-} Fixture;
-
-static void sh(const Fixture *f, const char *fmt, ...) _printf_(2, 3);
-static void sh(const Fixture *f, const char *fmt, ...) {
-        _cleanup_free_ char *body = NULL, *cmd = NULL;
-        va_list ap;
-        va_start(ap, fmt);
-        assert_true(vasprintf(&body, fmt, ap) >= 0);
-        va_end(ap);
-        assert_true(asprintf(&cmd, "set -e; cd '%s'; %s", f->ws, body) >= 0);
-        int st = system(cmd);
-        if (st != 0)
-                fail_msg("command failed (%d): %s", st, body);
-}
-
-static int setup(void **state) {
-        if (tfw_tmpdir_setup(state) < 0)
-                return -1;
-        Fixture *f = calloc(1, sizeof(*f));
-        f->d = *state;
-        if (mkdirat(f->d->fd, "ws", 0755) < 0 || mkdirat(f->d->fd, "gen", 0700) < 0 ||
-            mkdirat(f->d->fd, "fresh", 0700) < 0 || asprintf(&f->ws, "%s/ws", f->d->path) < 0 ||
-            dirty_set_new(&f->set) < 0)
-                return -1;
-        f->gen_fd = openat(f->d->fd, "gen", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        *state = f;
-        /* No entry is racy unless a test says so: what the watch vouches for is tested here. */
-        snapshot_test_racy_window_nsec = 0;
-        return f->gen_fd >= 0 ? 0 : -1;
-}
-
-static int teardown(void **state) {
-        Fixture *f = *state;
-        gen_index_free(f->index);
-        dirty_set_free(f->set);
-        safe_close(f->gen_fd);
-        free(f->ws);
-        *state = f->d;
-        free(f);
-        snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
-        return tfw_tmpdir_teardown(state);
-}
-
-static bool vouches(const Fixture *f) {
-        struct statfs sf;
-        assert_int_equal(statfs(f->ws, &sf), 0);
-        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
-               sf.f_type == F2FS_SUPER_MAGIC;
-}
-
-static SnapshotLimits limits(void) {
-        return (SnapshotLimits) { .max_bytes = 1ULL << 30, .max_entries = 100000, .group = COPY_GID };
-}
-
-static void settle(void) {
-        (void) nanosleep(&(struct timespec){ .tv_nsec = 20 * 1000 * 1000 }, NULL);
-}
+typedef GenFixture Fixture;
 
 /* The daemon's part (every queued event read, the view made), then the job's (the view read,
  * the walk): watch_fd is the instance the walk adds its watches to. */
 static void update_with(Fixture *f, DirtySet *set, int watch_fd) {
-        SnapshotLimits l = limits();
+        SnapshotLimits l = gfx_limits();
         _cleanup_(dirty_view_freep) DirtyView *v = NULL;
         _cleanup_close_ int view = -EBADF;
-        GenIndex *next = NULL;
-        TfwError e = {};
 
-        settle();
+        gfx_settle();
         assert_true(dirty_set_read(set) >= 0);
         assert_int_equal(dirty_set_export(set, &view), 0);
         assert_int_equal(dirty_view_load(view, watch_fd, &v), 0);
         l.watch = v;
-        int r = snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e);
-        if (r < 0)
-                fail_msg("snapshot_update: %d %s: %s", r, e.code, e.message);
-        gen_index_free(f->index);
-        f->index = next;
+        gfx_walk(f, &l);
 }
 
 static void update(Fixture *f) {
         update_with(f, f->set, dirty_set_fd(f->set));
 }
 
-static SnapshotSummary fresh(Fixture *f) {
-        SnapshotLimits l = limits();
-        SnapshotSummary s;
-        TfwError e = {};
-        char name[32];
-        snprintf(name, sizeof(name), "%u", f->fresh++);
-        _cleanup_close_ int out = openat(f->d->fd, "fresh", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        int r = snapshot_take(f->ws, out, name, &l, &s, &e);
-        if (r < 0)
-                fail_msg("snapshot_take: %d %s: %s", r, e.code, e.message);
-        return s;
-}
-
-static void assert_equals_fresh(Fixture *f) {
-        SnapshotSummary s = fresh(f);
-        assert_string_equal(f->s.tree, s.tree);
-        assert_int_equal(f->s.bytes, s.bytes);
-        assert_int_equal(f->s.entries, s.entries);
-        assert_int_equal(f->s.files, s.files);
-        assert_int_equal(f->s.dirs, s.dirs);
-        assert_int_equal(f->s.skipped_symlinks, s.skipped_symlinks);
-        sh(f, "diff -r ../gen ../fresh/%u >/dev/null", f->fresh - 1);
-        sh(f, "a=$(cd ../gen && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); "
-              "b=$(cd ../fresh/%u && find . -mindepth 1 -printf '%%p %%m %%y\\n' | sort); [ \"$a\" = \"$b\" ]",
-           f->fresh - 1);
-}
-
 /* A tree deep and wide enough that most of it is carried when one corner changes. */
 static void make_tree(Fixture *f) {
-        sh(f, "mkdir -p a/b/c d e/f/g; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
+        gfx_sh(f, "mkdir -p a/b/c d e/f/g; printf one >a/one; printf two >a/b/two; printf 'three!' >a/b/c/three;"
               "printf x >d/x; printf '#!/bin/sh\\n' >run.sh; chmod 755 run.sh; seq 1 20000 >big; ln -s a link;"
               "ln -s ../x e/f/l; for i in 1 2 3 4 5 6 7 8; do printf $i >e/f/g/$i; done; mkdir e/empty");
 }
@@ -172,15 +71,15 @@ static void test_unchanged_reads_only_the_root(void **state) {
         update(f);
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
         assert_int_equal(f->s.entries_unread, 0);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
         converge(f);
         assert_int_equal(f->s.dirs_unwatched, 0);
         /* The root's entries: a, d, e (carried with all below), run.sh, big, link. */
         uint64_t below = f->s.entries - 6;
         assert_int_equal(f->s.entries_unread, below + 3);
-        if (vouches(f))
+        if (gfx_vouches(f))
                 assert_int_equal(f->s.files_reused, f->s.files);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* Each kind of change, and the generation equals a fresh snapshot after it, and again after a
@@ -214,12 +113,12 @@ static void test_every_change(void **state) {
         make_tree(f);
         converge(f);
         for (size_t i = 0; i < ELEMENTSOF(changes); i++) {
-                sh(f, "%s", changes[i]);
+                gfx_sh(f, "%s", changes[i]);
                 update(f);
                 assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
-                assert_equals_fresh(f);
+                gfx_assert_equals_fresh(f);
                 update(f);
-                assert_equals_fresh(f);
+                gfx_assert_equals_fresh(f);
         }
 }
 
@@ -238,13 +137,13 @@ static void test_write_through_mapping(void **state) {
         fd = safe_close(fd);
         m[0] = 'Z';
         update(f);
-        assert_equals_fresh(f);
-        sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Z ]");
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Z ]");
         update(f);
         m[0] = 'Y'; /* the same page, already dirty: not even the times change */
         update(f);
-        assert_equals_fresh(f);
-        sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Y ]");
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/e/f/g/5)\" = Y ]");
         assert_int_equal(munmap(m, 1), 0);
 }
 
@@ -253,12 +152,12 @@ static void test_write_through_mapping(void **state) {
 static void test_write_through_outside_link(void **state) {
         Fixture *f = *state;
         make_tree(f);
-        sh(f, "ln e/f/g/6 ../outside");
+        gfx_sh(f, "ln e/f/g/6 ../outside");
         converge(f);
-        sh(f, "printf 'changed from outside' >>../outside");
+        gfx_sh(f, "printf 'changed from outside' >>../outside");
         update(f);
-        assert_equals_fresh(f);
-        sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6changed from outside' ]");
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6changed from outside' ]");
 }
 
 /* Events lost (the queue overflowed): the next walk reads everything, and is right. */
@@ -268,15 +167,15 @@ static void test_overflow_full_walk(void **state) {
         converge(f);
         /* inotify merges an event equal to the last one queued: alternate two files, past
          * fs.inotify.max_queued_events (16384 by default; read from /proc). */
-        sh(f, "n=$(cat /proc/sys/fs/inotify/max_queued_events); python3 -c \"import os,sys\n"
+        gfx_sh(f, "n=$(cat /proc/sys/fs/inotify/max_queued_events); python3 -c \"import os,sys\n"
               "n=int(sys.argv[1])\nfor i in range(n + 100):\n    os.utime('a/one' if i %% 2 else 'd/x')\" $n;"
               "printf after >e/f/g/7");
         update(f);
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
         assert_int_equal(f->s.entries_unread, 0);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
         converge(f);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* An index walked with another instance's watch (a daemon before this one), or a view that is
@@ -287,14 +186,14 @@ static void test_other_instance(void **state) {
         make_tree(f);
         converge(f);
         assert_int_equal(dirty_set_new(&other), 0);
-        sh(f, "printf changed >e/f/g/8");
+        gfx_sh(f, "printf changed >e/f/g/8");
         update_with(f, other, dirty_set_fd(other));
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
         /* Back to the first one: its index is the other's now. */
         update(f);
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* A directory that cannot be watched (no watch left: here an fd that is no inotify instance) is
@@ -308,10 +207,10 @@ static void test_unwatchable_read_always(void **state) {
                 assert_int_equal(f->s.entries_unread, 0);
                 assert_int_equal(f->s.dirs_unwatched, f->s.dirs + 1); /* the root too */
         }
-        sh(f, "printf changed >e/f/g/8");
+        gfx_sh(f, "printf changed >e/f/g/8");
         update_with(f, f->set, not_inotify);
         assert_int_equal(f->s.entries_unread, 0);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* The index keeps the watch: saved and loaded, it vouches as the one in memory did. */
@@ -331,13 +230,13 @@ static void test_index_keeps_the_watch(void **state) {
         update(f);
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
         assert_int_equal(f->s.entries_unread, unread);
-        assert_equals_fresh(f);
+        gfx_assert_equals_fresh(f);
 }
 
 /* A ceiling counts what is carried as if it were read. */
 static void test_ceiling_counts_carried(void **state) {
         Fixture *f = *state;
-        SnapshotLimits l = limits();
+        SnapshotLimits l = gfx_limits();
         _cleanup_(dirty_view_freep) DirtyView *v = NULL;
         _cleanup_close_ int view = -EBADF;
         GenIndex *next = NULL;
@@ -349,7 +248,7 @@ static void test_ceiling_counts_carried(void **state) {
         assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &v), 0);
         l.watch = v;
         l.max_entries = f->s.entries - 1;
-        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, COPY_UID, &l, &next, &f->s, &e), -E2BIG);
+        assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, GFX_COPY_UID, &l, &next, &f->s, &e), -E2BIG);
         assert_string_equal(e.code, "snapshot_too_large");
         assert_null(next);
 }
@@ -360,7 +259,7 @@ static void test_view(void **state) {
         Fixture *f = *state;
         _cleanup_(dirty_view_freep) DirtyView *v = NULL, *w = NULL;
         _cleanup_close_ int view = -EBADF, dir = -EBADF, bad = -EBADF;
-        sh(f, "mkdir a b");
+        gfx_sh(f, "mkdir a b");
         _cleanup_close_ int a = openat(f->d->fd, "ws/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_close_ int b = openat(f->d->fd, "ws/b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(dirty_set_export(f->set, &view), 0);
@@ -370,7 +269,7 @@ static void test_view(void **state) {
         uint64_t since = v->seq;
         /* Opening the directories themselves, and listing them, is no change. */
         dir = openat(f->d->fd, "ws/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        sh(f, "ls a b >/dev/null; printf x >b/x");
+        gfx_sh(f, "ls a b >/dev/null; printf x >b/x");
         assert_true(dirty_set_read(f->set) > 0);
         view = safe_close(view);
         assert_int_equal(dirty_set_export(f->set, &view), 0);
@@ -388,7 +287,7 @@ static void test_view(void **state) {
         assert_null(x);
 }
 
-#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+#define T(t) cmocka_unit_test_setup_teardown(t, gfx_setup_watched, gfx_teardown)
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_unchanged_reads_only_the_root),
