@@ -28,7 +28,11 @@ int capsule_find_init(char *buf, size_t size, TfwError *e) {
         if (!buf[0] && path_join_buf(buf, size, TFW_LIBEXECDIR, INIT_NAME) < 0)
                 return tfw_error(e, ENAMETOOLONG, "capsule_setup", "the capsule init path is too long");
         if (stat(buf, &st) < 0)
-                return tfw_error(e, errno, "capsule_setup", "the capsule init '%s' is missing: %m", buf);
+                return tfw_error(e, errno, "capsule_setup",
+                                 "the capsule init '%s' is missing: %m (this worker looks beside itself, then in "
+                                 "%s, the libexec directory it was built for: install with the PREFIX it was built "
+                                 "with, e.g. 'make install PREFIX=/usr', which rebuilds what names that path)",
+                                 buf, TFW_LIBEXECDIR);
         if (!S_ISREG(st.st_mode) || st.st_uid != 0 || (st.st_mode & 022))
                 return tfw_error(e, EPERM, "capsule_setup",
                                  "the capsule init '%s' must be a root-owned file writable only by root", buf);
