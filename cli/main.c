@@ -169,6 +169,10 @@ static const char *config_path_of(ConfigChoice *c) {
 /* `help [COMMAND]` and `version`: the same as --help and --version. */
 static int run_builtin(int argc, char **argv) {
         if (streq(argv[0], "version")) {
+                if (argc > 1 && (streq(argv[1], "--help") || streq(argv[1], "-h"))) {
+                        fputs("Usage: tentaflake-worker version\n\nPrint the version and exit (as --version).\n", stdout);
+                        return 0;
+                }
                 if (argc > 1)
                         return cli_usage_error("version", "unexpected argument '%s'", argv[1]);
                 printf("tentaflake-worker %s\n", TFW_VERSION);
@@ -176,7 +180,7 @@ static int run_builtin(int argc, char **argv) {
         }
         if (argc > 2)
                 return cli_usage_error("help", "unexpected argument '%s'", argv[2]);
-        if (argc == 1) {
+        if (argc == 1 || streq(argv[1], "--help") || streq(argv[1], "-h")) {
                 cli_print_overview(false);
                 return 0;
         }

@@ -51,6 +51,8 @@ expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- 
 expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- help
 expect 0 'Usage: tentaflake-worker .*approve ID' -- help approve
 expect 0 '^tentaflake-worker [0-9]+\.[0-9]+\.[0-9]+$' -- version
+expect 0 'Usage: tentaflake-worker \[--config FILE \| --name NAME\] COMMAND' -- help --help
+expect 0 'Usage: tentaflake-worker version' -- version --help
 # A mistyped verb gets the one it most likely meant (issue 23 item 4).
 expect 2 "unknown command 'lsit'; did you mean 'list'\?" -- lsit
 expect 2 "unknown command 'aprove'; did you mean 'approve'\?" -- aprove
