@@ -10,24 +10,24 @@
 #include "common/macro.h"
 #include "parser/egress-allow.h"
 
-/* 1..65535, decimal, no sign, no leading zero. */
-static int parse_port(const char *s, uint16_t *ret) {
-        if (s[0] < '1' || s[0] > '9')
-                return -EINVAL;
-        unsigned long v = 0;
-        for (const char *p = s; *p; p++) {
-                if (*p < '0' || *p > '9' || p - s >= 5)
-                        return -EINVAL;
-                v = v * 10 + (unsigned long) (*p - '0');
+bool egress_port_parse(const char *s, size_t n, uint16_t *ret) {
+        if (n < 1 || n > 5 || s[0] < '1' || s[0] > '9')
+                return false;
+        unsigned v = 0;
+        for (size_t i = 0; i < n; i++) {
+                if (s[i] < '0' || s[i] > '9')
+                        return false;
+                v = v * 10 + (unsigned) (s[i] - '0');
         }
         if (v > 65535)
-                return -EINVAL;
+                return false;
         *ret = (uint16_t) v;
-        return 0;
+        return true;
 }
 
-/* A host name as egress-allow.h defines it, lowercased into out. */
-static int parse_name(const char *s, size_t len, char out[static EGRESS_NAME_MAX + 1]) {
+/* The name rule of egress-allow.h, lowercased into out; *ret_numeric says whether the last
+ * label is all digits (an IPv4 literal's shape). */
+static int parse_name(const char *s, size_t len, char out[static EGRESS_NAME_MAX + 1], bool *ret_numeric) {
         if (len == 0 || len > EGRESS_NAME_MAX)
                 return -EINVAL;
         size_t label = 0;
@@ -52,9 +52,22 @@ static int parse_name(const char *s, size_t len, char out[static EGRESS_NAME_MAX
                         return -EINVAL;
                 out[i] = c;
         }
-        if (label == 0 || out[len - 1] == '-' || all_digits)
+        if (label == 0 || out[len - 1] == '-')
                 return -EINVAL;
         out[len] = 0;
+        *ret_numeric = all_digits;
+        return 0;
+}
+
+bool egress_host_parse(const char *s, size_t n, char out[static EGRESS_NAME_MAX + 1]) {
+        bool numeric;
+        return parse_name(s, n, out, &numeric) == 0;
+}
+
+static int parse_allow_name(const char *s, size_t len, char out[static EGRESS_NAME_MAX + 1]) {
+        bool numeric;
+        if (parse_name(s, len, out, &numeric) < 0 || numeric)
+                return -EINVAL;
         return 0;
 }
 
@@ -104,20 +117,20 @@ int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason)
                         a.family = AF_INET;
                 } else if (hlen > 2 && s[0] == '*' && s[1] == '.') {
                         a.kind = EGRESS_ALLOW_SUFFIX;
-                        if (parse_name(s + 2, hlen - 2, a.name) < 0) {
+                        if (parse_allow_name(s + 2, hlen - 2, a.name) < 0) {
                                 *ret_reason = "*.SUFFIX needs a host name after \"*.\"";
                                 return -EINVAL;
                         }
                 } else {
                         a.kind = EGRESS_ALLOW_NAME;
-                        if (parse_name(s, hlen, a.name) < 0) {
+                        if (parse_allow_name(s, hlen, a.name) < 0) {
                                 *ret_reason = strchr(s, '*') ? "a wildcard is only \"*.\" at the start"
                                                              : "not a host name, IPv4 or [IPv6] literal";
                                 return -EINVAL;
                         }
                 }
         }
-        if (parse_port(colon + 1, &a.port) < 0) {
+        if (!egress_port_parse(colon + 1, strlen(colon + 1), &a.port)) {
                 *ret_reason = "the port must be 1..65535 (decimal, no leading zero)";
                 return -EINVAL;
         }

@@ -39,6 +39,13 @@ typedef struct EgressAllow {
         uint16_t port;
 } EgressAllow;
 
+/* A port: 1..65535, decimal, no sign or leading zero, in s[0..n). */
+bool egress_port_parse(const char *s, size_t n, uint16_t *ret);
+/* A requested host in s[0..n): the name rule above, lowercased into out, except that an
+ * all-digit last label is let through (the caller tells an IPv4 literal by inet_pton; such a
+ * "name" can never match a name entry). */
+bool egress_host_parse(const char *s, size_t n, char out[static EGRESS_NAME_MAX + 1]);
+
 /* Parse one entry; -EINVAL with a static reason naming what is wrong. */
 int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason);
 

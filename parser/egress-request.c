@@ -12,6 +12,7 @@
 #include <strings.h>
 
 #include "common/macro.h"
+#include "parser/egress-allow.h"
 #include "parser/egress-request.h"
 
 #define EGRESS_HEADERS_MAX 100
@@ -41,48 +42,6 @@ static int fail(const char **ret_reason, const char *reason) {
         return -EINVAL;
 }
 
-/* Decimal 1..65535, no sign, no leading zero. */
-static bool parse_port(const char *s, size_t n, uint16_t *ret) {
-        if (n < 1 || n > 5 || s[0] == '0')
-                return false;
-        unsigned v = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (s[i] < '0' || s[i] > '9')
-                        return false;
-                v = v * 10 + (unsigned) (s[i] - '0');
-        }
-        if (v < 1 || v > 65535)
-                return false;
-        *ret = (uint16_t) v;
-        return true;
-}
-
-/* A DNS name (or IPv4 dotted quad) of [a-z0-9.-], labels 1..63, total <= 253; lowercased out. */
-static bool parse_name(const char *s, size_t n, char out[static EGRESS_HOST_MAX + 1]) {
-        if (n < 1 || n > EGRESS_HOST_MAX)
-                return false;
-        size_t label = 0;
-        for (size_t i = 0; i < n; i++) {
-                char c = s[i];
-                if (c >= 'A' && c <= 'Z')
-                        c = (char) (c - 'A' + 'a');
-                if (c == '.') {
-                        if (label == 0)
-                                return false;
-                        label = 0;
-                } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
-                        if (++label > 63)
-                                return false;
-                } else
-                        return false;
-                out[i] = c;
-        }
-        if (label == 0)
-                return false;
-        out[n] = 0;
-        return true;
-}
-
 /* host:port, [v6]:port, or (port_optional) host / [v6] with *ret_port left untouched. */
 static int parse_authority(const char *s, size_t n, bool port_optional, char host[static EGRESS_HOST_MAX + 1],
                            uint16_t *ret_port, bool *ret_has_port, const char **ret_reason) {
@@ -108,7 +67,7 @@ static int parse_authority(const char *s, size_t n, bool port_optional, char hos
         } else {
                 const char *colon = memchr(s, ':', n);
                 host_end = colon ? (size_t) (colon - s) : n;
-                if (!parse_name(s, host_end, host))
+                if (!egress_host_parse(s, host_end, host))
                         return fail(ret_reason, "bad host name");
         }
         *ret_has_port = host_end < n;
@@ -117,7 +76,7 @@ static int parse_authority(const char *s, size_t n, bool port_optional, char hos
                         return fail(ret_reason, "missing port");
                 return 0;
         }
-        if (!parse_port(s + host_end + 1, n - host_end - 1, ret_port))
+        if (!egress_port_parse(s + host_end + 1, n - host_end - 1, ret_port))
                 return fail(ret_reason, "bad port");
         return 0;
 }

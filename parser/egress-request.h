@@ -9,8 +9,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "parser/egress-allow.h"
+
 #define EGRESS_HEAD_MAX 16384      /* bytes of request line + headers accepted */
-#define EGRESS_HOST_MAX 253
+#define EGRESS_HOST_MAX EGRESS_NAME_MAX   /* parser/egress-allow.h */
 
 typedef enum { EGRESS_REQ_CONNECT, EGRESS_REQ_FORWARD } EgressReqKind;
 

@@ -92,6 +92,9 @@ static void test_host_names(void **state _unused_) {
         assert_int_equal(parse(big, &r, &reason), 0);
         refused("CONNECT a..b:443 HTTP/1.1\r\n\r\n", "bad host name");
         refused("CONNECT .a:443 HTTP/1.1\r\n\r\n", "bad host name");
+        refused("CONNECT -a.example:443 HTTP/1.1\r\n\r\n", "bad host name");
+        refused("CONNECT a-.example:443 HTTP/1.1\r\n\r\n", "bad host name");
+        refused("CONNECT a_b.example:443 HTTP/1.1\r\n\r\n", "bad host name");
         refused("CONNECT a.:443 HTTP/1.1\r\n\r\n", "bad host name");
         refused("CONNECT a_b:443 HTTP/1.1\r\n\r\n", "bad host name");
         refused("CONNECT :443 HTTP/1.1\r\n\r\n", "bad host name");
