@@ -25,6 +25,15 @@ bool egress_port_parse(const char *s, size_t n, uint16_t *ret) {
         return true;
 }
 
+bool egress_ipv6_parse(const char *s, size_t n, uint8_t ret[static 16]) {
+        char tmp[INET6_ADDRSTRLEN];
+        if (n == 0 || n >= sizeof tmp)
+                return false;
+        memcpy(tmp, s, n);
+        tmp[n] = 0;
+        return inet_pton(AF_INET6, tmp, ret) == 1;
+}
+
 /* The name rule of egress-allow.h, lowercased into out; *ret_numeric says whether the last
  * label is all digits (an IPv4 literal's shape). */
 static int parse_name(const char *s, size_t len, char out[static EGRESS_NAME_MAX + 1], bool *ret_numeric) {
@@ -74,7 +83,6 @@ static int parse_allow_name(const char *s, size_t len, char out[static EGRESS_NA
 int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason) {
         EgressAllow a = {0};
         const char *colon;
-        char host[EGRESS_NAME_MAX + 1];
         size_t hlen;
 
         *ret_reason = NULL;
@@ -84,14 +92,7 @@ int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason)
                         *ret_reason = "an IPv6 literal is written [ADDRESS]:PORT";
                         return -EINVAL;
                 }
-                hlen = (size_t) (close - s - 1);
-                if (hlen == 0 || hlen >= INET6_ADDRSTRLEN) {
-                        *ret_reason = "not an IPv6 address";
-                        return -EINVAL;
-                }
-                memcpy(host, s + 1, hlen);
-                host[hlen] = 0;
-                if (inet_pton(AF_INET6, host, a.addr) != 1) {
+                if (!egress_ipv6_parse(s + 1, (size_t) (close - s - 1), a.addr)) {
                         *ret_reason = "not an IPv6 address";
                         return -EINVAL;
                 }
@@ -109,10 +110,10 @@ int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason)
                         *ret_reason = "the host is longer than 253 bytes";
                         return -EINVAL;
                 }
-                memcpy(host, s, MIN(hlen, (size_t) EGRESS_NAME_MAX));
-                host[MIN(hlen, (size_t) EGRESS_NAME_MAX)] = 0;
-                if (hlen <= EGRESS_NAME_MAX && strlen(host) == hlen &&
-                    inet_pton(AF_INET, host, a.addr) == 1) {
+                char ip[INET_ADDRSTRLEN] = "";
+                if (hlen < sizeof ip)
+                        memcpy(ip, s, hlen);
+                if (inet_pton(AF_INET, ip, a.addr) == 1) {
                         a.kind = EGRESS_ALLOW_IP;
                         a.family = AF_INET;
                 } else if (hlen > 2 && s[0] == '*' && s[1] == '.') {

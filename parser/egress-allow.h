@@ -46,6 +46,9 @@ bool egress_port_parse(const char *s, size_t n, uint16_t *ret);
  * "name" can never match a name entry). */
 bool egress_host_parse(const char *s, size_t n, char out[static EGRESS_NAME_MAX + 1]);
 
+/* An IPv6 address written without brackets in s[0..n), into ret (network order). */
+bool egress_ipv6_parse(const char *s, size_t n, uint8_t ret[static 16]);
+
 /* Parse one entry; -EINVAL with a static reason naming what is wrong. */
 int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason);
 

@@ -3,7 +3,6 @@
  * the caller's length and EGRESS_HEAD_MAX; the head is validated byte by byte before any line
  * is interpreted, so later stages may rely on CRLF-only line ends and no control bytes. */
 #define _GNU_SOURCE
-#include <arpa/inet.h>
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -51,16 +50,14 @@ static int parse_authority(const char *s, size_t n, bool port_optional, char hos
                 if (!close)
                         return fail(ret_reason, "bad IPv6 literal");
                 size_t v6len = (size_t) (close - s) - 1;
-                char tmp[INET6_ADDRSTRLEN + 1];
-                struct in6_addr a;
-                if (v6len < 2 || v6len >= sizeof(tmp))
+                uint8_t a[16];
+                if (!egress_ipv6_parse(s + 1, v6len, a))
                         return fail(ret_reason, "bad IPv6 literal");
-                memcpy(tmp, s + 1, v6len);
-                tmp[v6len] = 0;
-                if (inet_pton(AF_INET6, tmp, &a) != 1)
-                        return fail(ret_reason, "bad IPv6 literal");
-                for (size_t i = 0; i <= v6len; i++)
-                        host[i] = (tmp[i] >= 'A' && tmp[i] <= 'Z') ? (char) (tmp[i] - 'A' + 'a') : tmp[i];
+                for (size_t i = 0; i < v6len; i++) {
+                        char c = s[1 + i];
+                        host[i] = (c >= 'A' && c <= 'Z') ? (char) (c - 'A' + 'a') : c;
+                }
+                host[v6len] = 0;
                 host_end = (size_t) (close - s) + 1;
                 if (host_end < n && s[host_end] != ':')
                         return fail(ret_reason, "bad authority");
