@@ -50,7 +50,7 @@ static const char *const reserved_sandbox_paths[] = { "/proc", "/dev", "/sys", "
 static const char *const top_keys[] = {
         "version", "name", "workspace", "state_dir", "results_dir", "container_uid",
         "container_gid", "concurrency", "retention_days", "audit_generations",
-        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", "notify", NULL,
+        "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", "notify", "network", NULL,
 };
 static const char *const runtime_keys[] = {
         "driver", "runsc", "platform", "rootfs", "system_mounts", "image", "warm_seconds", NULL,
@@ -64,6 +64,7 @@ static const char *const limits_keys[] = {
 
 static const char *const cache_keys[] = { "paths", "max_bytes", "max_entries", NULL };
 static const char *const notify_keys[] = { "command", "uid", "gid", "timeout_seconds", NULL };
+static const char *const network_keys[] = { "allow", "max_upload_bytes", "max_download_bytes", NULL };
 
 /* Names of /work that the worker gives a meaning of its own, so no cache may own them: the
  * control directory (snapshot/snapshot.h, SNAPSHOT_CONTROL_DIR: never part of a snapshot) and
@@ -889,6 +890,87 @@ static int parse_notify(Config *c, json_t *root, TfwError *e) {
         return parse_notify_command(n, json_object_get(v, "command"), e);
 }
 
+static int parse_network_allow(ConfigNetwork *nw, json_t *v, TfwError *e) {
+        _cleanup_strv_free_ char **allow = NULL;
+        _cleanup_free_ EgressAllow *rules = NULL;
+        char field[FIELD_MAX], shown[SHOW_MAX];
+        size_t n;
+
+        if (!v)
+                return key_error(e, EINVAL, "missing_field", "network.allow",
+                                 "required with network: the host:port entries jobs may reach (leave network out "
+                                 "for none)");
+        if (!json_is_array(v))
+                return key_error(e, EBADMSG, "bad_type", "network.allow",
+                                 "must be a list of \"host:port\", \"*.suffix:port\" or \"ip:port\" strings");
+        n = json_array_size(v);
+        if (n == 0)
+                return key_error(e, EBADMSG, "bad_value", "network.allow",
+                                 "must name at least one host:port (leave network out for none)");
+        if (n > CONFIG_NETWORK_ALLOW_MAX)
+                return key_error(e, E2BIG, "out_of_range", "network.allow", "%zu entries, at most %d allowed", n,
+                                 CONFIG_NETWORK_ALLOW_MAX);
+        allow = calloc(n + 1, sizeof(char *));
+        rules = calloc(n, sizeof(EgressAllow));
+        if (!allow || !rules)
+                return oom(e);
+        for (size_t i = 0; i < n; i++) {
+                json_t *item = json_array_get(v, i);
+                const char *reason = NULL;
+                (void) snprintf(field, sizeof(field), "network.allow[%zu]", i);
+                if (!json_is_string(item) || json_string_length(item) > CONFIG_NETWORK_ENTRY_MAX ||
+                    strlen(json_string_value(item)) != json_string_length(item))
+                        return key_error(e, EBADMSG, "bad_type", field, "must be a string of at most %d bytes, no NUL",
+                                         CONFIG_NETWORK_ENTRY_MAX);
+                const char *s = json_string_value(item);
+                if (egress_allow_parse(s, &rules[i], &reason) < 0)
+                        return key_error(e, EBADMSG, "bad_value", field, "'%s': %s", show(s, shown), reason);
+                for (size_t j = 0; j < i; j++)
+                        if (strcasecmp(allow[j], s) == 0)
+                                return key_error(e, EBADMSG, "bad_value", field, "'%s' is already network.allow[%zu]",
+                                                 show(s, shown), j);
+                allow[i] = strdup(s);
+                if (!allow[i])
+                        return oom(e);
+        }
+        nw->allow = TAKE_PTR(allow);
+        nw->rules = TAKE_PTR(rules);
+        nw->n_allow = n;
+        return 0;
+}
+
+/* "network": {"allow": [...], "max_upload_bytes": "1m", "max_download_bytes": "2g"}. Absent: no
+ * network at all (no proxy, no variable, no stream). The proxy's streams are passed to runsc
+ * itself, which only the runsc driver does. */
+static int parse_network(Config *c, json_t *root, TfwError *e) {
+        ConfigNetwork *nw = &c->network;
+        json_t *v = NULL;
+        int r;
+
+        nw->max_upload_bytes = CONFIG_DEFAULT_MAX_UPLOAD_BYTES;
+        nw->max_download_bytes = CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES;
+        r = get_object(root, "network", &v, e);
+        if (r < 0 || !v)
+                return r;
+        if (c->driver != DRIVER_RUNSC)
+                return key_error(e, EINVAL, "inconsistent", "network",
+                                 "needs runtime.driver \"runsc\": the worker passes the proxy's streams to runsc "
+                                 "itself, which an engine cannot (driver '%s')",
+                                 driver_to_string(c->driver));
+        r = json_check_keys(v, network_keys, "network.", e);
+        if (r < 0)
+                return r;
+        r = get_size(v, "network.", "max_upload_bytes", 1, 1 * TIB, CONFIG_DEFAULT_MAX_UPLOAD_BYTES, NULL,
+                     &nw->max_upload_bytes, e);
+        if (r < 0)
+                return r;
+        r = get_size(v, "network.", "max_download_bytes", 1, 1 * TIB, CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES, NULL,
+                     &nw->max_download_bytes, e);
+        if (r < 0)
+                return r;
+        return parse_network_allow(nw, json_object_get(v, "allow"), e);
+}
+
 /* The nesting rules between the directories and files the config names. Who may reach what:
  *   the agent writes the workspace and reads results_dir;
  *   the job reads every system mount's HOST and the rootfs;
@@ -1146,6 +1228,10 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         if (r < 0)
                 return r;
 
+        r = parse_network(c, root, e);
+        if (r < 0)
+                return r;
+
         r = check_limits(c, &given, e);
         if (r < 0)
                 return r;
@@ -1237,6 +1323,8 @@ Config *config_free(Config *c) {
         free(c->signing_identity);
         strv_free(c->cache.paths);
         strv_free(c->notify.command);
+        strv_free(c->network.allow);
+        free(c->network.rules);
         free(c);
         return NULL;
 }

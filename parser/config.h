@@ -8,7 +8,9 @@
  * default timeout above the maximum, image with the runsc driver or missing for docker/podman,
  * rootfs with docker/podman, state or results directory inside the workspace, signing_key
  * without signing_identity, a cache with docker/podman or with paths that are not relative,
- * normalised, distinct and disjoint, or that name .tentaflake-worker or artifacts). Every
+ * normalised, distinct and disjoint, or that name .tentaflake-worker or artifacts; a network
+ * allowlist with docker/podman, empty, or with an entry parser/egress-allow.h refuses or given
+ * twice). Every
  * message names the key as a dotted path ("limits.memory", "cache.paths[2]").
  * Guarantees: on success every field is set (defaults filled in) and consistent. */
 #pragma once
@@ -19,6 +21,7 @@
 #include <sys/types.h>
 
 #include "common/error.h"
+#include "parser/egress-allow.h"
 #include "parser/request.h"
 
 #define CONFIG_MAX_BYTES (1U << 20)
@@ -94,6 +97,20 @@ typedef struct ConfigCache {
         uint64_t max_entries;  /* default 200000 (CONFIG_DEFAULT_CACHE_MAX_ENTRIES) */
 } ConfigCache;
 
+/* network (contract sections 2 and 6): egress through the worker's proxy (docs/egress.md). */
+#define CONFIG_NETWORK_ALLOW_MAX 64
+#define CONFIG_NETWORK_ENTRY_MAX (EGRESS_NAME_MAX + 2 + 6) /* "*." + name + ":" + port */
+#define CONFIG_DEFAULT_MAX_UPLOAD_BYTES (UINT64_C(1) << 20)
+#define CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES (UINT64_C(2) << 30)
+
+typedef struct ConfigNetwork {
+        char **allow;              /* NULL-terminated entries as written; NULL: no network */
+        EgressAllow *rules;        /* allow[i] parsed (parser/egress-allow.h) */
+        size_t n_allow;            /* 0 when absent */
+        uint64_t max_upload_bytes;   /* per job, default 1m */
+        uint64_t max_download_bytes; /* per job, default 2g */
+} ConfigNetwork;
+
 /* The operator's hook (notify.*): run, as uid:gid (never root, never the controller), when a
  * request starts waiting for approval (orchestrator/notify.h). */
 typedef struct ConfigNotify {
@@ -138,6 +155,7 @@ typedef struct Config {
         char *signing_identity;
 
         ConfigCache cache;       /* paths NULL: no cache (runsc driver only) */
+        ConfigNetwork network;   /* allow NULL: no network (runsc driver only) */
         ConfigNotify notify;
 } Config;
 

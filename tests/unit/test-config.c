@@ -114,6 +114,9 @@ static const char *get_value(const Config *c, const char *key) {
         U("notify.uid", c->notify.uid);
         U("notify.gid", c->notify.gid);
         U("notify.timeout_seconds", c->notify.timeout_seconds);
+        U("network.n_allow", c->network.n_allow);
+        U("network.max_upload_bytes", c->network.max_upload_bytes);
+        U("network.max_download_bytes", c->network.max_download_bytes);
 #undef U
 #undef S
         if (streq(key, "limits.cpus")) {
@@ -125,6 +128,8 @@ static const char *get_value(const Config *c, const char *key) {
                 return join(c->notify.command, text, sizeof(text));
         if (streq(key, "cache.paths"))
                 return join(c->cache.paths, text, sizeof(text));
+        if (streq(key, "network.allow"))
+                return join(c->network.allow, text, sizeof(text));
         if (streq(key, "runtime.system_mounts")) {
                 /* "host:sandbox=identity,..." with the parts that are set. */
                 size_t n = 0;
@@ -854,6 +859,47 @@ static const Case static_cases[] = {
         /* the driver is the first thing wrong with a cache for an engine, whatever it holds */
         BAD("cache_with_docker_before_its_paths", "inconsistent", "cache", "runtime.driver", "\"docker\"",
             "runtime.image", "\"sha256:" H64 "\"", "cache", "{}"),
+
+        /* network (docs/egress.md) */
+        DEFAULT("network_default_none", "network.allow", "(null)"),
+        DEFAULT("network_default_upload", "network.max_upload_bytes", "1048576"),
+        DEFAULT("network_default_download", "network.max_download_bytes", "2147483648"),
+        OK("network_allow_kept_as_written", "network.allow",
+           "registry.npmjs.org:443,*.example.net:443,192.0.2.7:8080,[2001:db8::1]:443,Example.ORG:80",
+           "network.allow", "[\"registry.npmjs.org:443\",\"*.example.net:443\",\"192.0.2.7:8080\","
+                            "\"[2001:db8::1]:443\",\"Example.ORG:80\"]"),
+        OK("network_n_allow", "network.n_allow", "2", "network.allow", "[\"a.example:443\",\"b.example:443\"]"),
+        OK("network_upload_default_with_allow", "network.max_upload_bytes", "1048576",
+           "network.allow", "[\"a.example:443\"]"),
+        OK("network_upload_set", "network.max_upload_bytes", "65536", "network.allow", "[\"a.example:443\"]",
+           "network.max_upload_bytes", "\"64k\""),
+        OK("network_download_set", "network.max_download_bytes", "104857600", "network.allow",
+           "[\"a.example:443\"]", "network.max_download_bytes", "\"100m\""),
+        BAD("network_upload_0", "out_of_range", "network.max_upload_bytes", "network.allow", "[\"a.example:443\"]",
+            "network.max_upload_bytes", "0"),
+        BAD("network_download_malformed", "bad_value", "network.max_download_bytes", "network.allow",
+            "[\"a.example:443\"]", "network.max_download_bytes", "\"2G\""),
+        BAD("network_null", "bad_type", "network", "network", "null"),
+        BAD("network_not_object", "bad_type", "network", "network", "[\"a.example:443\"]"),
+        BAD("network_unknown_key", "unknown_field", "network.hosts", "network.allow", "[\"a.example:443\"]",
+            "network.hosts", "[]"),
+        BAD("network_without_allow", "missing_field", "network.allow", "network", "{}"),
+        BAD("network_allow_empty", "bad_value", "network.allow", "network.allow", "[]"),
+        BAD("network_allow_string", "bad_type", "network.allow", "network.allow", "\"a.example:443\""),
+        BAD("network_allow_number", "bad_type", "network.allow[1]", "network.allow", "[\"a.example:443\",443]"),
+        BAD("network_allow_no_port", "bad_value", "network.allow[0]", "network.allow", "[\"a.example\"]"),
+        BAD("network_allow_port_0", "bad_value", "network.allow[0]", "network.allow", "[\"a.example:0\"]"),
+        BAD("network_allow_port_leading_zero", "bad_value", "network.allow[0]", "network.allow",
+            "[\"a.example:0443\"]"),
+        BAD("network_allow_bare_star", "bad_value", "network.allow[0]", "network.allow", "[\"*:443\"]"),
+        BAD("network_allow_url", "bad_value", "network.allow[0]", "network.allow", "[\"https://a.example:443\"]"),
+        BAD("network_allow_numeric_name", "bad_value", "network.allow[0]", "network.allow", "[\"a.123:443\"]"),
+        BAD("network_allow_duplicate", "bad_value", "network.allow[1]", "network.allow",
+            "[\"a.example:443\",\"A.EXAMPLE:443\"]"),
+        BAD("network_with_docker", "inconsistent", "network", "runtime.driver", "\"docker\"",
+            "runtime.image", "\"sha256:" H64 "\"", "network.allow", "[\"a.example:443\"]"),
+        BAD("network_with_podman", "inconsistent", "network", "runtime.driver", "\"podman\"",
+            "runtime.image", "\"sha256:" H64 "\"", "network.allow", "[\"a.example:443\"]"),
 };
 /* clang-format on */
 
@@ -1221,6 +1267,15 @@ static void test_full_every_key(void **state) {
         assert_null(c->cache.paths[3]);
         assert_int_equal(c->cache.max_bytes, 4ULL << 30);
         assert_int_equal(c->cache.max_entries, 300000);
+        assert_int_equal(c->network.n_allow, 3);
+        assert_string_equal(c->network.allow[1], "*.pythonhosted.org:443");
+        assert_null(c->network.allow[3]);
+        assert_int_equal(c->network.rules[1].kind, EGRESS_ALLOW_SUFFIX);
+        assert_string_equal(c->network.rules[1].name, "pythonhosted.org");
+        assert_int_equal(c->network.rules[2].kind, EGRESS_ALLOW_IP);
+        assert_int_equal(c->network.rules[2].port, 3128);
+        assert_int_equal(c->network.max_upload_bytes, 2ULL << 20);
+        assert_int_equal(c->network.max_download_bytes, 4ULL << 30);
 
         config_request_policy(c, &p);
         assert_int_equal(p.max_request_bytes, 128 << 10);
