@@ -93,8 +93,16 @@ INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
 INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
 
+# The egress proxy (capsule/proxy/, docs/egress.md): a program of its own, started by the worker
+# for each capsule with network.allow, that drops to an unprivileged uid before it reads a byte
+# the job sent. Dynamic (it resolves names through the host's NSS); it links jansson for its
+# records and nothing else of the worker's libraries.
+PROXY_SRC  := $(wildcard capsule/proxy/*.c)
+PROXY_BIN  := $(if $(PROXY_SRC),$(BUILD)/tentaflake-egress-proxy)
+PROXY_LIBS  = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null) -lpthread
+
 .PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install uninstall deb man man-lint install-deps clean FORCE
-all: $(BIN) $(INIT_BIN) man
+all: $(BIN) $(INIT_BIN) $(PROXY_BIN) man
 
 # The install paths built into the programs and the man pages. A change of PREFIX (or of
 # LIBEXECDIR...) rewrites this stamp, which the sources naming TFW_LIBEXECDIR depend on: so
@@ -122,6 +130,12 @@ $(BIN): $(CLI_OBJ) $(BUILD)/libtfw.a
 
 $(BUILD)/tentaflake-capsule-init: $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
 	$(CC) -static-pie -Wl,-z,relro,-z,now -Wl,--gc-sections $(SANFLAGS) -o $@ $(INIT_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(INIT_LIBS)
+
+$(PROXY_BIN): $(PROXY_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(PROXY_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a $(PROXY_LIBS)
+
+# The proxy's unit test runs the program itself (in `make asan`, built with the sanitizers).
+$(BUILD)/tests/unit/test-egress-proxy: $(PROXY_BIN)
 
 $(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
@@ -152,7 +166,7 @@ clang-check:
 		$(CLANG_BUILD)/libtfw.a $(CLI_SRC:%.c=$(CLANG_BUILD)/%.o)
 
 unit-bins: $(UNIT_BIN)
-integration-bins: $(INTEG_BIN) $(BIN) $(INIT_BIN)
+integration-bins: $(INTEG_BIN) $(BIN) $(INIT_BIN) $(PROXY_BIN)
 fuzz-bins: $(REPLAY_BIN)
 
 unit: unit-bins
@@ -243,6 +257,7 @@ install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tentaflake-worker
 	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
+	$(if $(PROXY_BIN),install -m 0755 $(PROXY_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-egress-proxy)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PKGDATADIR)
 	set -e; for u in $(UNIT_IN) $(UNIT_PLAIN); do \
 		n=$$(basename "$$u" .in); \
@@ -261,7 +276,8 @@ install: all
 # What `install` put there, with the same PREFIX and DESTDIR; the directories only when empty.
 # Configuration (/etc/tentaflake), state and results are the operator's and stay.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/tentaflake-worker $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init
+	rm -f $(DESTDIR)$(BINDIR)/tentaflake-worker $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init \
+		$(DESTDIR)$(LIBEXECDIR)/tentaflake-egress-proxy
 	rm -f $(foreach u,$(UNIT_IN) $(UNIT_PLAIN),$(DESTDIR)$(SYSTEMDUNITDIR)/$(notdir $(u:.in=)))
 	rm -f $(foreach t,$(UNIT_TMPL),$(DESTDIR)$(PKGDATADIR)/$(notdir $(t)))
 	rm -f $(foreach m,$(filter %.5,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man5/$(notdir $(m)))

@@ -41,7 +41,7 @@ static int runsc_drv_spawn(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t 
          * (they inherit it) and then leaves it; entering it here as well would cost one more
          * cgroup migration, an RCU grace period under v1 (4 to 16 ms measured). */
         return runsc_spawn_run(&d->runsc, s->bundle_path, s->cid, s->log_path, s->work_dir != NULL, s->in_fd,
-                               s->out_fd, s->err_fd, NULL, ret_pid);
+                               s->out_fd, s->err_fd, s->egress_fds, s->n_egress_fds, NULL, ret_pid);
 }
 
 static void runsc_drv_kill(const CapsuleDriver *d, const char *cid, pid_t front, const CgroupJob *cg, int stage) {

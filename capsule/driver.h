@@ -38,6 +38,11 @@ typedef struct CapsuleSpawn {
         const char *bundle_path;  /* the private bundle directory (engines: also its workdir) */
         const char *log_path;     /* runsc --log */
         int in_fd, out_fd, err_fd;
+        /* The capsule's ends of the egress streams (capsule/egress.h), given to the sandbox at
+         * CAPSULE_EGRESS_FD_BASE..; n_egress_fds 0: no egress. Only the runsc driver passes them
+         * (the configuration refuses network with the engines). */
+        const int *egress_fds;
+        size_t n_egress_fds;
 } CapsuleSpawn;
 
 /* The per-run state a driver keeps to read the capsule's CPU time. */

@@ -15,8 +15,12 @@ bool capsule_env_name_is_valid(const char *s, size_t n) {
 
 bool capsule_env_name_is_reserved(const char *s, size_t n) {
         /* TERM and container: podman unsets them after every --env (capsule/docker.c). */
+        /* The proxy variables: the worker sets them when the job has egress (capsule/oci-spec.h),
+         * and a policy may not point a tool elsewhere nor take one away. */
         static const char *const reserved[] = {"PATH", "HOME", "TMPDIR", "LANG", "CI", "TENTAFLAKE_JOB",
-                                               "TENTAFLAKE_CHECK", "TERM", "container", NULL};
+                                               "TENTAFLAKE_CHECK", "TERM", "container", "http_proxy",
+                                               "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
+                                               "all_proxy", "NO_PROXY", "no_proxy", NULL};
         for (const char *const *r = reserved; *r; r++)
                 if (strlen(*r) == n && memcmp(s, *r, n) == 0)
                         return true;

@@ -15,7 +15,9 @@
 #define CAPSULE_EXTRA_ENV_BYTES (32U * 1024)
 
 bool capsule_env_name_is_valid(const char *s, size_t n);
-/* PATH, HOME, TMPDIR, LANG, CI, TENTAFLAKE_JOB, TENTAFLAKE_CHECK, TERM, container. */
+/* PATH, HOME, TMPDIR, LANG, CI, TENTAFLAKE_JOB, TENTAFLAKE_CHECK, TERM, container, and the
+ * proxy variables (http_proxy, https_proxy, HTTP_PROXY, HTTPS_PROXY, ALL_PROXY, all_proxy,
+ * NO_PROXY, no_proxy). */
 bool capsule_env_name_is_reserved(const char *s, size_t n);
 /* The whole list (NULL: empty, valid). */
 bool capsule_extra_env_is_valid(char *const *env);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "capsule/bundle.h"
+#include "capsule/egress.h"
 #include "capsule/job.h"
 #include "capsule/log-cap.h"
 #include "capsule/oci-spec.h"
@@ -438,7 +439,15 @@ typedef struct Boot {
         pid_t runsc_pid;
         bool started;             /* runsc was spawned */
         bool warm;                /* init waits for the job record */
+        EgressProxy egress;       /* with network.allow: the capsule's proxy (capsule/egress.h) */
 } Boot;
+
+/* A Boot that holds nothing. */
+static Boot boot_empty(void) {
+        Boot b = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
+        egress_proxy_init(&b.egress);
+        return b;
+}
 
 struct CapsuleWarm {
         Boot boot;
@@ -449,6 +458,7 @@ struct CapsuleWarm {
         char *snapshot_dir;
         char *work_dir;
         bool binds_cache;
+        bool egress;         /* booted with the egress streams and its proxy */
 };
 
 static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, ...) _printf_(3, 4);
@@ -463,6 +473,7 @@ static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, .
 
 /* Step 4 of the contract for whatever a boot made: the container, its cgroup and its bundle. */
 static void boot_destroy(Boot *b, const CapsuleDriver *d) {
+        egress_proxy_kill(&b->egress);
         b->in_w = safe_close(b->in_w);
         b->art_r = safe_close(b->art_r);
         b->log_r = safe_close(b->log_r);
@@ -493,7 +504,8 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         const CapsuleDriverOps *ops = driver->ops;
         int r;
 
-        *b = (Boot) { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF, .warm = warm };
+        *b = boot_empty();
+        b->warm = warm;
         r = capsule_container_id(config->name, job_id, &b->id);
         if (r < 0) {
                 boot_fail(res, "capsule_setup", "cannot prepare job '%s': %s", job_id, strerror(-r));
@@ -555,6 +567,16 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         if (ops->worker_cgroup)
                 (void) ops->remove(driver, b->id);
 
+        /* The capsule's only way out, when it has one: its streams and their proxy, before the
+         * sandbox exists (docs/egress.md). Each connection is bounded by the longest job. */
+        if (capsule_config_egress(config)) {
+                TfwError ee = {};
+                r = egress_proxy_start(config, l->max_timeout_seconds, &b->egress, &ee);
+                if (r < 0) {
+                        boot_fail(res, "capsule_setup", "%s", ee.message);
+                        return r;
+                }
+        }
         if ((r = make_pipe(in)) < 0 || (r = make_pipe(art)) < 0 || (r = make_pipe(lg)) < 0) {
                 boot_fail(res, "capsule_setup", "pipe: %s", strerror(-r));
                 goto fail;
@@ -578,8 +600,12 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
                 .init_path = sp->init_path,
                 .bundle_path = b->bundle->path, .log_path = b->bundle->log_path,
                 .in_fd = in[0], .out_fd = art[1], .err_fd = lg[1],
+                .egress_fds = b->egress.pid > 0 ? b->egress.inside : NULL,
+                .n_egress_fds = b->egress.pid > 0 ? CAPSULE_EGRESS_STREAMS : 0,
         };
         r = ops->spawn(driver, &sp_run, &b->runsc_pid);
+        /* The sandbox holds them now (or never will): the proxy sees their end with it. */
+        egress_proxy_close_inside(&b->egress);
         in[0] = safe_close(in[0]);
         art[1] = safe_close(art[1]);
         lg[1] = safe_close(lg[1]);
@@ -739,6 +765,7 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .cache_dirs = p->work_dir ? p->cache_dirs : NULL,
         };
         w->binds_cache = sp.cache_paths != NULL;
+        w->egress = capsule_config_egress(p->config);
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, NULL, 0,
                              &w->boot, &res, true);
         if (r < 0) {
@@ -804,7 +831,8 @@ const char *capsule_warm_id(const CapsuleWarm *w) {
 
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config) {
         const ConfigLimits *a = &w->limits, *b = &config->limits;
-        return (a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
+        /* The allowlist is the worker's: a job has it or has no network (serve's policies). */
+        return (w->egress == capsule_config_egress(config) && a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
                 a->cpus_milli == b->cpus_milli && a->workspace_tmpfs == b->workspace_tmpfs &&
                 a->tmp_tmpfs == b->tmp_tmpfs && a->open_files == b->open_files && a->file_size == b->file_size);
 }
@@ -901,7 +929,8 @@ static bool job_params_valid(const CapsuleJobParams *p) {
                (!p->cache_paths || (p->work_dir && p->cache_dirs)) &&
                (!p->warm || (streq_ptr(p->snapshot_dir, p->warm->snapshot_dir) &&
                              streq_ptr(p->work_dir, p->warm->work_dir) &&
-                             !!p->cache_paths == p->warm->binds_cache));
+                             !!p->cache_paths == p->warm->binds_cache &&
+                             p->warm->egress == capsule_config_egress(p->config)));
 }
 
 /* Step 1: SIGPIPE held, what the ending is judged against, the warm capsule taken over (every
@@ -924,7 +953,7 @@ static int job_begin(Job *j) {
 
         if (p->warm) {
                 j->boot = p->warm->boot;
-                p->warm->boot = (Boot) { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
+                p->warm->boot = boot_empty();
         }
         j->buf = malloc(2 * CHUNK);
         r = j->buf ? log_cap_new(p->config->limits.max_log_bytes, &j->log) : -ENOMEM;
@@ -1034,6 +1063,9 @@ static void job_wait(Job *j) {
 
         event_loop(run, cg);
         reap_runsc(run, true);
+        /* The sandbox is gone and with it the capsule's ends of the streams: the proxy writes
+         * its last records and ends. */
+        egress_proxy_finish(&j->boot.egress, p->egress_log_fd, &j->res.egress);
         /* A job that went past a limit between two checks and then ended by itself was not
          * within it either. */
         const ConfigLimits *l = &p->config->limits;
@@ -1137,7 +1169,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         Job j = {
                 .p = p,
                 .res = { .exit_code = -1, .runsc_status = -1 },
-                .boot = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF },
+                .boot = boot_empty(),
                 .feeder = { .fd = -EBADF },
         };
         if (job_prelude(&j) < 0)

@@ -14,6 +14,7 @@
 #include "capsule/channel.h"
 #include "capsule/docker.h"
 #include "capsule/driver.h"
+#include "capsule/egress.h"
 #include "capsule/runsc.h"
 #include "common/error.h"
 #include "common/time-util.h"
@@ -82,6 +83,10 @@ typedef struct CapsuleJobParams {
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
                                    * at its end); -1: not kept */
         int staging_fd;           /* empty directory receiving the artifacts; -1: discarded */
+        /* With network.allow in config: the proxy's records of the job's connections, checked and
+         * written here one JSON object a line when the capsule has ended (capsule/egress.h);
+         * -1: only counted (CapsuleResult.egress). */
+        int egress_log_fd;
         /* The build cache (docs/cache.md; with work_dir only): cache_paths (relative to /work,
          * normalised, NULL-terminated) are bound from cache_dirs[i] (absolute: read-only bind
          * mounts on the host) under the overlay and given to init; what the job leaves there
@@ -130,6 +135,8 @@ typedef struct CapsuleResult {
         ArtifactSummary cache;
         const char *cache_error_code; /* why not (with CapsuleJobParams.cache_paths) */
         char cache_error[1024];
+
+        EgressSummary egress;  /* the job's connections through its proxy (enabled: it had one) */
 
         CgroupEvents events;
         uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */
@@ -189,7 +196,8 @@ const char *capsule_warm_work_dir(const CapsuleWarm *w);     /* NULL: no generat
 bool capsule_warm_binds_cache(const CapsuleWarm *w);       /* booted with the cache's slots */
 /* Is its runtime still running (not ended while it waited)? */
 bool capsule_warm_alive(CapsuleWarm *w);
-/* Were its walls made from the same limits as config's? */
+/* Were its walls made from the same limits as config's, and with egress exactly when config
+ * has network? */
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config);
 
 /* Tests only (no configuration reaches it): replaces the reading of the capsule's CPU time,

@@ -142,6 +142,8 @@ int capsule_group_text(const Config *c, char **ret) {
         return 0;
 }
 
+const char *const capsule_egress_env[] = CAPSULE_EGRESS_ENV_INIT;
+
 static json_t *process_json(const CapsuleSpecParams *p) {
         const Config *c = p->config;
         _cleanup_free_ char *job_env = NULL, *check_env = NULL;
@@ -156,12 +158,15 @@ static json_t *process_json(const CapsuleSpecParams *p) {
 
         /* A warm capsule: init waits for its job on the channel, nothing of it is here. */
         const char *warm_env[] = { CAPSULE_ENV_PATH, NULL };
+        bool egress = capsule_config_egress(c);
         if (p->warm)
-                args = json_pack("[s, s]", CAPSULE_INIT_PATH, CAPSULE_WARM_ARG);
+                args = egress ? json_pack("[s, s, s]", CAPSULE_INIT_PATH, CAPSULE_EGRESS_ARG, CAPSULE_WARM_ARG)
+                              : json_pack("[s, s]", CAPSULE_INIT_PATH, CAPSULE_WARM_ARG);
         else
                 /* init first; "--" ends init's own arguments; then the job's argv, never a
                  * shell. */
-                args = json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
+                args = egress ? json_pack("[s, s, s]", CAPSULE_INIT_PATH, CAPSULE_EGRESS_ARG, "--")
+                              : json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
         if (!args)
                 return NULL;
         for (char *const *a = p->argv; !p->warm && *a; a++)
@@ -171,6 +176,11 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 }
 
         json_t *envj = strv_json(p->warm ? warm_env : env);
+        for (const char *const *v = capsule_egress_env; envj && egress && !p->warm && *v; v++)
+                if (json_array_append_new(envj, json_string(*v)) < 0) {
+                        json_decref(envj);
+                        envj = NULL;
+                }
         for (char *const *v = p->extra_env; envj && !p->warm && v && *v; v++)
                 if (json_array_append_new(envj, json_string(*v)) < 0) {
                         json_decref(envj);

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdint.h>
 
+#include "capsule/protocol.h"
 #include "common/error.h"
 #include "parser/config.h"
 
@@ -17,6 +18,19 @@
 #define CAPSULE_ENV_LANG "LANG=C.UTF-8"
 /* The validation plane adds these two (contract section 6). */
 #define CAPSULE_ENV_CI "CI=true"
+/* With egress (network.allow; docs/egress.md), after the constant environment: every proxy
+ * variable common tools read names init's relay, and only localhost goes direct. Without it
+ * none of them is set. */
+#define CAPSULE_EGRESS_ENV_INIT                                                                  \
+        { "http_proxy=" CAPSULE_EGRESS_PROXY_URL, "https_proxy=" CAPSULE_EGRESS_PROXY_URL,       \
+          "HTTP_PROXY=" CAPSULE_EGRESS_PROXY_URL, "HTTPS_PROXY=" CAPSULE_EGRESS_PROXY_URL,       \
+          "ALL_PROXY=" CAPSULE_EGRESS_PROXY_URL,  "NO_PROXY=localhost",                          \
+          NULL }
+/* Does this config give its capsules egress? */
+static inline bool capsule_config_egress(const Config *c) {
+        return c->network.allow != NULL;
+}
+extern const char *const capsule_egress_env[];
 
 #define CAPSULE_HOSTNAME "capsule"
 #define CAPSULE_NOFILE 1024
@@ -71,7 +85,8 @@ typedef struct CapsuleSpecParams {
  * nosuid/nodev tmpfs on
  * /work and /tmp, /dev/fuse and /dev/net covered, fresh pid/ipc/uts/mount/network
  * namespaces, the resource limits, the seccomp profile of capsule/seccomp-profile.h and the
- * constant environment. No host path is mounted writable. */
+ * constant environment (with capsule_egress_env after it when the config has network, and init
+ * started with CAPSULE_EGRESS_ARG). No host path is mounted writable. */
 int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e);
 
 /* The synthetic /etc/passwd and /etc/group: root, the job user (HOME=/work) and nobody /

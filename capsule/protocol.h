@@ -92,6 +92,21 @@
 
 /* The workspace stream itself: snapshot/stream.h. */
 
+/* Egress (only with network.allow; docs/egress.md). The capsule keeps --network=none: its only
+ * way out is CAPSULE_EGRESS_STREAMS connected unix stream sockets the worker passes in at guest
+ * fds CAPSULE_EGRESS_FD_BASE.. (runsc run --pass-fd), whose other ends the worker's proxy
+ * (capsule/proxy/) holds. Init, started with CAPSULE_EGRESS_ARG before "--" or CAPSULE_WARM_ARG,
+ * listens on 127.0.0.1:CAPSULE_EGRESS_PORT before the job starts and relays each TCP connection
+ * it accepts over the next unused stream, one connection a stream, so the number of connections
+ * a job can open is bounded by construction. A stream carries the connection's bytes as they
+ * are: its end of file (shutdown) is the connection's half-close. */
+#define CAPSULE_EGRESS_ARG "--egress"
+#define CAPSULE_EGRESS_STREAMS 128   /* runsc passes its own fds and these in one SCM_RIGHTS
+                                      * message of at most 253: measured, 230 still start */
+#define CAPSULE_EGRESS_FD_BASE 10
+#define CAPSULE_EGRESS_PORT 3128
+#define CAPSULE_EGRESS_PROXY_URL "http://127.0.0.1:3128"
+
 /* Exit codes of init for its own failures (the trailer says which). 125 and up follow the
  * convention of env(1) and shells: 126 cannot execute, 127 not found. */
 #define CAPSULE_EXIT_INIT_FAILED 125
@@ -106,6 +121,7 @@
                                                      * ended early): nothing ran */
 #define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
 #define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
+#define CAPSULE_INIT_ERROR_EGRESS "egress"          /* the egress relay could not start */
 
 /* A cache path as init and the spec take it: 1..CAPSULE_CACHE_PATH_MAX bytes, no NUL, relative,
  * components neither empty nor "." nor "..". (The configuration checks more.) */

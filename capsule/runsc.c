@@ -18,6 +18,7 @@
 
 #include "capsule/id.h"
 #include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/process.h"
@@ -94,12 +95,13 @@ void runsc_done(Runsc *rt) {
         *rt = (Runsc) {};
 }
 
-/* Between fork and exec: raw syscalls only (common/process.h). */
-static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd, int out_fd,
-                                  int err_fd, const CgroupJob *cg) {
+/* Between fork and exec: raw syscalls only (common/process.h). fds: the child's 0, 1, 2 and then
+ * what it passes on (--pass-fd). */
+static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds,
+                                  const CgroupJob *cg) {
         if (cg && cgroup_job_enter(cg) < 0)
                 _exit(127);
-        if (child_setup_stdio(in_fd, out_fd, err_fd) < 0)
+        if (child_setup_fds(fds, n_fds) < 0)
                 _exit(127);
         /* runsc creates the capsule's mount points (such as /.tentaflake in the empty root)
          * with its caller's umask, and the job, neither their owner nor in their group, must
@@ -110,22 +112,27 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, int in_fd,
         _exit(127);
 }
 
-static int spawn(const Runsc *rt, char *const *argv, int in_fd, int out_fd, int err_fd,
-                 const CgroupJob *cg, pid_t *ret_pid) {
+static int spawn(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
+                 pid_t *ret_pid) {
         pid_t pid;
         int r = safe_fork(0, &pid);
         if (r < 0)
                 return r;
         if (pid == 0)
-                exec_child(rt, argv, in_fd, out_fd, err_fd, cg);
+                exec_child(rt, argv, fds, n_fds, cg);
         *ret_pid = pid;
         return 0;
 }
 
 int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path, bool overlay,
-                    int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid) {
+                    int in_fd, int out_fd, int err_fd, const int *pass_fds, size_t n_pass, const CgroupJob *cg,
+                    pid_t *ret_pid) {
         _cleanup_free_ char *platform = NULL, *log = NULL;
+        char pass[RUNSC_PASS_FDS_MAX][32];
+        int fds[3 + RUNSC_PASS_FDS_MAX] = { in_fd, out_fd, err_fd };
 
+        if (n_pass > RUNSC_PASS_FDS_MAX || (n_pass && !pass_fds))
+                return -E2BIG;
         if (asprintf(&platform, "--platform=%s", rt->platform) < 0 ||
             asprintf(&log, "--log=%s", log_path) < 0)
                 return -ENOMEM;
@@ -136,7 +143,7 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
          * generation, itself a read-only mount on the host) gets an overlay whose upper layer
          * is the sandbox's memory, so the job writes /work and nothing reaches the host; without
          * it, runsc's default. */
-        char *argv[16];
+        char *argv[16 + RUNSC_PASS_FDS_MAX];
         size_t n = 0;
         argv[n++] = rt->binary;
         argv[n++] = (char *) "--root";
@@ -149,11 +156,18 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         if (overlay)
                 argv[n++] = (char *) "--overlay2=all:memory";
         argv[n++] = (char *) "run";
+        /* The egress streams (capsule/protocol.h): the child holds pass_fds[i] as fd 3+i and
+         * the capsule gets it as CAPSULE_EGRESS_FD_BASE+i. */
+        for (size_t i = 0; i < n_pass; i++) {
+                fds[3 + i] = pass_fds[i];
+                snprintf(pass[i], sizeof(pass[i]), "--pass-fd=%zu:%zu", 3 + i, (size_t) CAPSULE_EGRESS_FD_BASE + i);
+                argv[n++] = pass[i];
+        }
         argv[n++] = (char *) "--bundle";
         argv[n++] = (char *) bundle;
         argv[n++] = (char *) id;
         argv[n] = NULL;
-        return spawn(rt, argv, in_fd, out_fd, err_fd, cg, ret_pid);
+        return spawn(rt, argv, fds, 3 + n_pass, cg, ret_pid);
 }
 
 
@@ -177,7 +191,8 @@ static int run_capture(const Runsc *rt, const char *const *args, usec_t timeout,
         if (null < 0)
                 return -errno;
         pid_t pid = 0;
-        r = spawn(rt, argv, null, out_fd >= 0 ? out_fd : null, null, NULL, &pid);
+        int fds[3] = { null, out_fd >= 0 ? out_fd : null, null };
+        r = spawn(rt, argv, fds, 3, NULL, &pid);
         if (r < 0)
                 return r;
         return waitpid_bounded(pid, timeout, ret_status);

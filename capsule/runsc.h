@@ -33,13 +33,18 @@ void runsc_version(const Runsc *rt, char *buf, size_t size);
 
 
 /* Start `runsc run --bundle B ID` in a new session. Security contract: the child holds
- * exactly in_fd, out_fd and err_fd as its fds 0, 1 and 2 and nothing else (every other fd is
+ * exactly in_fd, out_fd and err_fd as its fds 0, 1 and 2 (and the pass_fds below) and nothing else (every other fd is
  * closed with close_range before exec), has default signal dispositions and an empty signal
  * mask, an environment of PATH only (nothing of the worker's), and has entered cg before exec
  * when cg is not NULL (NULL: runsc joins the spec's linux.cgroupsPath itself). */
-/* overlay: --overlay2=all:memory, for a generation bound at /work (capsule/oci-spec.h). */
+/* overlay: --overlay2=all:memory, for a generation bound at /work (capsule/oci-spec.h).
+ * pass_fds[0..n_pass): the capsule's ends of the egress streams (capsule/protocol.h), which
+ * the child also holds (as its fds 3..) and hands to the sandbox with --pass-fd at
+ * CAPSULE_EGRESS_FD_BASE..; NULL, 0: none. */
+#define RUNSC_PASS_FDS_MAX 128
 int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path, bool overlay,
-                    int in_fd, int out_fd, int err_fd, const CgroupJob *cg, pid_t *ret_pid);
+                    int in_fd, int out_fd, int err_fd, const int *pass_fds, size_t n_pass, const CgroupJob *cg,
+                    pid_t *ret_pid);
 
 /* Run `runsc --root R ARGS...` to its end with stdio on /dev/null, killed after timeout.
  * Returns its wait status in *ret_status. */

@@ -32,22 +32,23 @@ int safe_fork(ForkFlags flags, pid_t *ret_pid) {
         return pid;
 }
 
-int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
-        int fds[3] = { in_fd, out_fd, err_fd };
+int child_setup_fds(const int *fds, size_t n) {
         struct sigaction dfl = { .sa_handler = SIG_DFL };
         sigset_t none;
+        int moved[CHILD_FDS_MAX];
 
-        /* Move every source above 2 first, so a dup2 never clobbers a later source. */
-        for (int i = 0; i < 3; i++) {
-                int fd = fcntl(fds[i], F_DUPFD_CLOEXEC, 3);
-                if (fd < 0)
+        if (n > CHILD_FDS_MAX)
+                return -E2BIG;
+        /* Move every source above the targets first, so a dup2 never clobbers a later source. */
+        for (size_t i = 0; i < n; i++) {
+                moved[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, (int) n);
+                if (moved[i] < 0)
                         return -errno;
-                fds[i] = fd;
         }
-        for (int i = 0; i < 3; i++)
-                if (dup2(fds[i], i) < 0) /* dup2 clears O_CLOEXEC on the target */
+        for (size_t i = 0; i < n; i++)
+                if (dup2(moved[i], (int) i) < 0) /* dup2 clears O_CLOEXEC on the target */
                         return -errno;
-        int r = close_all_fds_except(3, NULL, 0);
+        int r = close_all_fds_except((int) n, NULL, 0);
         if (r < 0)
                 return r;
         for (int s = 1; s < NSIG; s++)
@@ -69,6 +70,11 @@ int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
         (void) sigprocmask(SIG_SETMASK, &none, NULL);
         (void) setsid();
         return 0;
+}
+
+int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
+        int fds[3] = { in_fd, out_fd, err_fd };
+        return child_setup_fds(fds, 3);
 }
 
 int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status) {

@@ -2,6 +2,7 @@
 /* Waiting for helper processes (runtime subcommands) without ever waiting forever. */
 #pragma once
 
+#include <stddef.h>
 #include <sys/types.h>
 
 #include "time-util.h"
@@ -27,3 +28,7 @@ int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status);
  * back to its default disposition (glibc's internal 32 and 33 too, through the raw system call)
  * and unblocked, and the process leads a new session. Raw system calls only. */
 int child_setup_stdio(int in_fd, int out_fd, int err_fd);
+/* The same for any number of fds: fds[i] becomes fd i (0, 1, 2 and then the rest in order), every
+ * other fd is closed. At most CHILD_FDS_MAX. */
+#define CHILD_FDS_MAX 256
+int child_setup_fds(const int *fds, size_t n);

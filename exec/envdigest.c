@@ -8,10 +8,29 @@
 #include "common/sha256.h"
 #include "exec/envdigest.h"
 
+/* "none", or the egress the job has (docs/egress.md): the allowlist as written, in its order, and
+ * the bounds. */
+static json_t *network_description(const Config *cfg) {
+        if (!capsule_config_egress(cfg))
+                return json_string("none");
+        json_t *allow = json_array();
+        for (size_t i = 0; allow && i < cfg->network.n_allow; i++)
+                if (json_array_append_new(allow, json_string(cfg->network.allow[i])) < 0) {
+                        json_decref(allow);
+                        return NULL;
+                }
+        if (!allow)
+                return NULL;
+        return json_pack("{s:s, s:o, s:I, s:I, s:I}", "egress", "proxy", "allow", allow, "max_upload_bytes",
+                         (json_int_t) cfg->network.max_upload_bytes, "max_download_bytes",
+                         (json_int_t) cfg->network.max_download_bytes, "max_connections",
+                         (json_int_t) CAPSULE_EGRESS_STREAMS);
+}
+
 json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t output_bytes, uint64_t cpu_secs,
                         char *const *env, const char *runtime_version, const char *cgroup_description) {
         char user[64];
-        json_t *mounts = json_array(), *vars = json_array();
+        json_t *mounts = json_array(), *vars = json_array(), *network = NULL;
 
         snprintf(user, sizeof(user), "%u:%u", (unsigned) cfg->container_uid, (unsigned) cfg->container_gid);
         if (!mounts || !vars)
@@ -30,16 +49,22 @@ json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t outpu
         for (const char *const *c = constant; *c; c++)
                 if (json_array_append_new(vars, json_string(*c)) < 0)
                         goto fail;
+        for (const char *const *v = capsule_egress_env; capsule_config_egress(cfg) && *v; v++)
+                if (json_array_append_new(vars, json_string(*v)) < 0)
+                        goto fail;
         for (char *const *v = env; v && *v; v++)
                 if (json_array_append_new(vars, json_string(*v)) < 0)
                         goto fail;
+        network = network_description(cfg);
+        if (!network)
+                goto fail;
 
         json_t *d = json_pack(
-                "{s:s, s:{s:s, s:s?}, s:{s:s, s:s, s:[], s:b, s:b, s:s, s:s?, s:s*, s:s}, "
+                "{s:s, s:{s:s, s:s?}, s:{s:o, s:s, s:[], s:b, s:b, s:s, s:s?, s:s*, s:s}, "
                 "s:{s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:I, s:o}, s:o, s:o}",
                 "driver", driver_to_string(cfg->driver),
                 "runtime", "version", runtime_version ? runtime_version : "unknown", "platform", cfg->platform,
-                "isolation", "network", "none", "user", user, "capabilities", "no_new_privileges", 1, "readonly_root", 1,
+                "isolation", "network", network, "user", user, "capabilities", "no_new_privileges", 1, "readonly_root", 1,
                 "snapshot", "read-only bind, copied into a tmpfs /work", "rootfs", cfg->rootfs, "image",
                 cfg->image, "cgroup", cgroup_description,
                 "limits", "timeout_secs", (json_int_t) timeout_secs, "memory", (json_int_t) cfg->limits.memory,
@@ -51,6 +76,7 @@ json_t *env_description(const Config *cfg, uint64_t timeout_secs, uint64_t outpu
 fail:
         json_decref(mounts);
         json_decref(vars);
+        json_decref(network);
         return NULL;
 }
 

@@ -543,6 +543,8 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .cache_max_entries = p->cache ? p->config->cache.max_entries : 0,
                 .unpriv_uid = ARTIFACT_PARSER_UID,
                 .unpriv_gid = ARTIFACT_PARSER_GID,
+                /* Never the standard fds: a plan that left it 0 keeps no records, not on stdin. */
+                .egress_log_fd = p->egress_log_fd > STDERR_FILENO ? p->egress_log_fd : -EBADF,
         };
 }
 

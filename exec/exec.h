@@ -84,6 +84,10 @@ typedef struct ExecPlan {
         uint64_t cpu_seconds;           /* 0: no CPU-time limit */
         bool end_on_log_limit;          /* output past the cap ends the job (validation plane) */
         int log_fd;                     /* job.log; -1: not kept */
+        /* With network.allow in config: the job's connections, one checked JSON object a line
+         * (capsule/egress.h), written here when the capsule has ended; 0..2: not kept (the
+         * counts are in ExecResult.capsule.egress either way). */
+        int egress_log_fd;
         int artifacts_fd;               /* empty directory for /work/artifacts; -1: not wanted */
         ExecCancel *cancel;             /* NULL: not cancellable */
         /* A capsule started ahead (exec_warm_start) by this process; consumed by exec_run

@@ -4,8 +4,8 @@
  * docs/capsule.md for the channels and why the job can neither forge the artifact stream nor
  * the status.
  *
- *   tentaflake-capsule-init -- ARGV...
- *   tentaflake-capsule-init --warm      (started ahead: the job record comes on stdin)
+ *   tentaflake-capsule-init [--egress] -- ARGV...
+ *   tentaflake-capsule-init [--egress] --warm      (started ahead: the job record comes on stdin)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
  *    pid 1), read the per-run secret from stdin (started ahead, --warm: then wait there for
@@ -14,6 +14,8 @@
  *    copy /snapshot into /work (a prepared tree: fd-relative, never following a symlink,
  *    without the host's ownership; files 0644 or 0755, directories 0755, symlinks recreated
  *    as symlinks); then put /dev/null on stdin;
+ *    with --egress, listen on the proxy's loopback port and relay to the worker's proxy
+ *    (egress-relay.c);
  * 3. run ARGV in /work (PATH lookup, no shell) with stdin /dev/null and stdout+stderr on a pipe
  *    that init relays to its own stderr (the log channel);
  * 4. when ARGV's process ends, SIGKILL every other process (kill(-1)) and reap until none is
@@ -680,9 +682,14 @@ int main(int argc, char **argv) {
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         ignore_signals();
 
+        bool egress = argc >= 2 && streq(argv[1], CAPSULE_EGRESS_ARG);
+        if (egress) {
+                argv++;
+                argc--;
+        }
         bool warm = argc == 2 && streq(argv[1], CAPSULE_WARM_ARG);
         if (!warm && (argc < 3 || !streq(argv[1], "--"))) {
-                say("usage: " PROG " -- ARGV... | " CAPSULE_WARM_ARG);
+                say("usage: " PROG " [" CAPSULE_EGRESS_ARG "] -- ARGV... | [" CAPSULE_EGRESS_ARG "] " CAPSULE_WARM_ARG);
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         r = read_secret();
@@ -730,6 +737,11 @@ int main(int argc, char **argv) {
         } else if (r < 0) {
                 say("cannot write the input into " CAPSULE_WORK_PATH ": %s", strerror(-r));
                 o.init_error = CAPSULE_INIT_ERROR_SNAPSHOT;
+                o.error = -r;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else if (egress && (r = egress_relay_start()) < 0) {
+                say("cannot start the egress relay on 127.0.0.1:%d: %s", CAPSULE_EGRESS_PORT, strerror(-r));
+                o.init_error = CAPSULE_INIT_ERROR_EGRESS;
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else {

@@ -40,3 +40,8 @@ typedef enum CacheOut {
  * then (with cache paths) the cache as another. Returns < 0 when the artifacts could not all
  * be written; *ret_cache says how the cache went. */
 int write_outputs(CacheOut *ret_cache);
+
+/* Egress (capsule/protocol.h, CAPSULE_EGRESS_*): listen on 127.0.0.1:CAPSULE_EGRESS_PORT and
+ * relay each connection over the next unused stream, on a thread of its own (egress-relay.c).
+ * Called once, before the job starts. */
+int egress_relay_start(void);

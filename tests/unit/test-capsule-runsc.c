@@ -14,12 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "capsule/bundle.h"
 #include "capsule/oci-spec.h"
+#include "capsule/protocol.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -63,8 +65,14 @@ static int fake_runsc(int argc, char **argv) {
         int self = dirfd(d);
         struct dirent *de;
         while ((de = readdir(d)))
-                if (de->d_name[0] != '.' && atoi(de->d_name) != self)
+                if (de->d_name[0] != '.' && atoi(de->d_name) != self) {
                         printf("fd %s\n", de->d_name);
+                        /* An egress stream: say on it which fd it is here. */
+                        struct stat st;
+                        int fd = atoi(de->d_name);
+                        if (fd > 2 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
+                                dprintf(fd, "%d", fd);
+                }
         closedir(d);
         FILE *f = fopen("/proc/self/status", "re");
         char line[256];
@@ -143,7 +151,7 @@ static void test_spawn_only_stdio(void **state) {
         _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
         _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
         assert_int_equal(runsc_spawn_run(&f.rt, "/b/tfw-coder-j1", "tfw-coder-j1", "/b/runsc.log", false,
-                                         in[0], out, err, NULL, &pid),
+                                         in[0], out, err, NULL, 0, NULL, &pid),
                          0);
         close(in[0]);
         sigprocmask(SIG_SETMASK, &old, NULL);
@@ -175,6 +183,67 @@ static void test_spawn_only_stdio(void **state) {
         fake_done(&f);
 }
 
+/* The egress streams (capsule/protocol.h): runsc holds exactly stdio and the streams, at 3.., and
+ * names each with --pass-fd for the capsule's CAPSULE_EGRESS_FD_BASE..; nothing else leaks. */
+static void test_spawn_pass_fds(void **state) {
+        Fake f;
+        fake_init(&f, state);
+        int in[2], st, pairs[CAPSULE_EGRESS_STREAMS][2], inside[CAPSULE_EGRESS_STREAMS];
+        pid_t pid;
+
+        int leak = open("/dev/null", O_RDONLY);
+        assert_true(leak >= 0);
+        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[i]), 0);
+                inside[i] = pairs[i][1];
+        }
+        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+        close(in[1]);
+        _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
+        _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
+                                         CAPSULE_EGRESS_STREAMS, NULL, &pid),
+                         0);
+        close(in[0]);
+        close(leak);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        _cleanup_free_ char *o = read_all(out);
+        for (int i = 0; i < 3 + CAPSULE_EGRESS_STREAMS; i++) {
+                char want[64];
+                snprintf(want, sizeof(want), "fd %d\n", i);
+                if (!strstr(o, want))
+                        fail_msg("fd %d did not reach runsc:\n%s", i, o);
+        }
+        char extra[64];
+        snprintf(extra, sizeof(extra), "fd %d\n", 3 + CAPSULE_EGRESS_STREAMS);
+        assert_null(strstr(o, extra));
+        /* --pass-fd belongs to "run" and names host 3+i as guest BASE+i. */
+        char first[96], last[96];
+        snprintf(first, sizeof(first), "arg run\narg --pass-fd=3:%d\n", CAPSULE_EGRESS_FD_BASE);
+        snprintf(last, sizeof(last), "arg --pass-fd=%d:%d\narg --bundle\n", 2 + CAPSULE_EGRESS_STREAMS,
+                 CAPSULE_EGRESS_FD_BASE + CAPSULE_EGRESS_STREAMS - 1);
+        assert_non_null(strstr(o, first));
+        assert_non_null(strstr(o, last));
+        /* Each stream is in its place: the child's fd 3+i is the end of pair i. */
+        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                char got[16] = "", want[16];
+                snprintf(want, sizeof(want), "%zu", 3 + i);
+                assert_true(read(pairs[i][0], got, sizeof(got) - 1) > 0);
+                assert_string_equal(got, want);
+        }
+        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                close(pairs[i][0]);
+                close(pairs[i][1]);
+        }
+        /* More than runsc can pass is refused before anything starts. */
+        int many[RUNSC_PASS_FDS_MAX + 1];
+        for (size_t i = 0; i < ELEMENTSOF(many); i++)
+                many[i] = 0;
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", false, 0, 1, 2, many, ELEMENTSOF(many), NULL, &pid),
+                         -E2BIG);
+        fake_done(&f);
+}
+
 static void test_spawn_fds_in_low_slots(void **state) {
         /* The intended fds may already sit at 0..2 in a different order (a daemon started
          * with stdio closed): each must still land where it belongs. */
@@ -202,7 +271,7 @@ static void test_spawn_fds_in_low_slots(void **state) {
                 close(in[0]);
                 pid_t p;
                 int st;
-                if (runsc_spawn_run(&f.rt, "/b", "id", "/l", false, 2, 0, 1, NULL, &p) < 0)
+                if (runsc_spawn_run(&f.rt, "/b", "id", "/l", false, 2, 0, 1, NULL, 0, NULL, &p) < 0)
                         _exit(91);
                 waitpid(p, &st, 0);
                 char buf[4096] = "";
@@ -445,6 +514,7 @@ int main(int argc, char **argv) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_spawn_only_stdio, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_pass_fds, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_fds_in_low_slots, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_container_id_and_state, tfw_tmpdir_setup,

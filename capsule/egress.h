@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/* The worker's side of a capsule's egress (docs/egress.md): the streams made, the proxy started
+ * for them (tentaflake-egress-proxy, capsule/proxy/; its command line and records are
+ * capsule/egress-wire.h), and after the capsule its records read back as untrusted input.
+ *
+ * One proxy per capsule, so per job: a capsule started ahead gets its own, which waits with it.
+ * The capsule holds one end of each of CAPSULE_EGRESS_STREAMS socket pairs, the proxy the
+ * other, and nothing else of the host: no socket path, no host-uds, --network=none. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "capsule/protocol.h"
+#include "common/error.h"
+#include "common/time-util.h"
+#include "parser/config.h"
+
+/* The proxy runs as nobody, as the artifact parser does: never root, never the controller. */
+#define EGRESS_PROXY_UID 65534
+#define EGRESS_PROXY_GID 65534
+/* How long the proxy may take to say it is ready (it drops its privileges first). */
+#define EGRESS_READY_USEC (5 * USEC_PER_SEC)
+/* After the capsule has ended, how long the proxy may take to write its last records and exit
+ * (every stream has reached its end by then); then it is killed. */
+#define EGRESS_END_USEC (3 * USEC_PER_SEC)
+
+typedef struct EgressProxy {
+        pid_t pid;                            /* 0: none started */
+        int records;                          /* our end of the records pipe */
+        int inside[CAPSULE_EGRESS_STREAMS];   /* the capsule's ends, until the sandbox holds them */
+} EgressProxy;
+
+/* What the job's connections came to (the sum of the records). */
+typedef struct EgressSummary {
+        bool enabled;              /* the job had egress */
+        unsigned connections;      /* records read: one per connection the proxy saw */
+        unsigned allowed, refused; /* by verdict */
+        uint64_t bytes_up, bytes_down;
+        /* NULL when every record was read and valid; else why not ("egress_records"), and the
+         * records up to there are all that is known. */
+        const char *error;
+        char message[256];
+} EgressSummary;
+
+void egress_proxy_init(EgressProxy *p);
+
+/* For a capsule of config (which has network.allow): the streams, and the proxy started as root
+ * with them and the allowlist, waited for until it said it is ready (it has dropped to
+ * EGRESS_PROXY_UID by then). max_seconds bounds each connection. On success p->inside are the
+ * capsule's ends, for runsc (--pass-fd); close them with egress_proxy_close_inside once it runs.
+ * The proxy dies with the calling thread (PR_SET_PDEATHSIG). Error code "capsule_setup". */
+int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e);
+void egress_proxy_close_inside(EgressProxy *p);
+
+/* After the capsule has ended: the proxy waited for (EGRESS_END_USEC, then killed), its records
+ * read (at most one per stream, each at most EGRESS_RECORD_MAX bytes), each checked by
+ * egress_record_parse and, when out_fd >= 0, written there as one JSON object a line in the
+ * worker's own serialisation. *ret sums them. Idempotent: a proxy already ended adds nothing. */
+void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret);
+/* Kill and reap it, close everything, read nothing (a capsule that never ran a job). */
+void egress_proxy_kill(EgressProxy *p);
+
+/* One record line of the proxy (capsule/egress-wire.h), as untrusted input: exactly its keys,
+ * each of its type; verdict and reason from the wire's words (a reason only from the list of its
+ * verdict); host a name or IP literal (parser/egress-allow.h), address an IP literal, detail
+ * printable ASCII of at most EGRESS_DETAIL_MAX bytes, the counts within 2^53. Returns 0 with
+ * *ret a new object of the same keys made from the checked values, -EBADMSG otherwise. */
+int egress_record_parse(const char *line, size_t len, json_t **ret);
+
+/* What both planes report of a job's egress (result.json's and RESULT's "network"): the
+ * allowlist and bounds of config, the connections (the checked records kept in records_fd by
+ * egress_proxy_finish, one object each), their sums, and the error when the records are not
+ * whole. NULL when out of memory. */
+json_t *egress_result_json(const Config *config, const EgressSummary *s, int records_fd);

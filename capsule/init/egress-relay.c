@@ -1,0 +1,192 @@
+/* SPDX-License-Identifier: MIT */
+/* The capsule's side of egress (capsule/protocol.h, CAPSULE_EGRESS_*; docs/egress.md): init
+ * listens on 127.0.0.1:CAPSULE_EGRESS_PORT, the address the job's http_proxy names, and relays
+ * each TCP connection it accepts over the next unused stream to the worker's proxy, on a thread
+ * of its own, until init exits. One connection a stream, never reused: when the streams are used
+ * up, further connections are closed at once and the job's log says so once. The relay decides
+ * nothing: what may leave is the proxy's call, on the host. The job shares init's uid and could
+ * take a stream itself through /proc/1/fd; that only spends its own connections. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "capsule/init/init-internal.h"
+#include "capsule/protocol.h"
+
+#define RELAY_BUF (64 * 1024)
+
+/* One direction of a connection: what was read from `from` and not yet written to `to`. */
+typedef struct Dir {
+        char *buf;
+        size_t off, len;
+        bool eof;  /* `from` reached its end: `to` is shut for writing once the buffer is out */
+        bool shut;
+} Dir;
+
+typedef struct Pair {
+        int tcp, stream; /* -1: free slot */
+        Dir up, down;    /* up: tcp -> stream; down: stream -> tcp */
+} Pair;
+
+static int listener = -1;
+static unsigned next_stream;
+static bool accept_paused; /* out of fds: the listener waits until a connection ends */
+static Pair pairs[CAPSULE_EGRESS_STREAMS];
+
+static void pair_close(Pair *p) {
+        accept_paused = false;
+        close(p->tcp);
+        close(p->stream);
+        free(p->up.buf);
+        free(p->down.buf);
+        *p = (Pair) { .tcp = -1, .stream = -1 };
+}
+
+/* Move bytes one way as far as the sockets take them now. false: the connection is over (an
+ * error on either side: the job's peer sees it closed). */
+static bool dir_pump(Dir *d, int from, int to) {
+        if (d->len == d->off && !d->eof) {
+                ssize_t k = read(from, d->buf, RELAY_BUF);
+                if (k < 0 && errno != EAGAIN && errno != EINTR)
+                        return false;
+                if (k == 0)
+                        d->eof = true;
+                if (k > 0) {
+                        d->off = 0;
+                        d->len = (size_t) k;
+                }
+        }
+        while (d->off < d->len) {
+                ssize_t k = write(to, d->buf + d->off, d->len - d->off);
+                if (k < 0)
+                        return errno == EAGAIN || errno == EINTR;
+                d->off += (size_t) k;
+        }
+        if (d->eof && !d->shut) {
+                (void) shutdown(to, SHUT_WR);
+                d->shut = true;
+        }
+        return true;
+}
+
+static void accept_one(void) {
+        static bool told;
+        int c = accept4(listener, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (c < 0) {
+                /* The connection stays queued; polling the listener now would only spin. */
+                if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                        accept_paused = true;
+                return;
+        }
+        Pair *p = NULL;
+        for (size_t i = 0; i < ELEMENTSOF(pairs) && !p; i++)
+                if (pairs[i].tcp < 0)
+                        p = &pairs[i];
+        if (next_stream >= CAPSULE_EGRESS_STREAMS || !p) {
+                close(c);
+                if (!told)
+                        say("egress: this job's %d connections are used up; further ones are closed",
+                            CAPSULE_EGRESS_STREAMS);
+                told = true;
+                return;
+        }
+        *p = (Pair) { .tcp = c, .stream = CAPSULE_EGRESS_FD_BASE + (int) next_stream++ };
+        p->up.buf = malloc(RELAY_BUF);
+        p->down.buf = malloc(RELAY_BUF);
+        if (!p->up.buf || !p->down.buf)
+                pair_close(p);
+}
+
+static void *relay_main(void *arg) {
+        (void) arg;
+        static struct pollfd pfd[1 + 2 * CAPSULE_EGRESS_STREAMS];
+        static size_t at[CAPSULE_EGRESS_STREAMS]; /* pairs[i]'s first entry in pfd */
+        for (;;) {
+                size_t n = 0;
+                pfd[n++] = (struct pollfd) { .fd = accept_paused ? -1 : listener, .events = POLLIN };
+                for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                        Pair *p = &pairs[i];
+                        short te = 0, se = 0;
+                        if (p->tcp < 0)
+                                continue;
+                        if (p->up.off == p->up.len && !p->up.eof)
+                                te |= POLLIN;
+                        if (p->up.off < p->up.len)
+                                se |= POLLOUT;
+                        if (p->down.off == p->down.len && !p->down.eof)
+                                se |= POLLIN;
+                        if (p->down.off < p->down.len)
+                                te |= POLLOUT;
+                        /* A side nothing is waited for is left out: a hang-up there would be
+                         * reported on every round while the other side drains. */
+                        at[i] = n;
+                        pfd[n++] = (struct pollfd) { .fd = te ? p->tcp : -1, .events = te };
+                        pfd[n++] = (struct pollfd) { .fd = se ? p->stream : -1, .events = se };
+                }
+                /* Paused, the job itself may be what holds the fds: try again now and then. */
+                int k = poll(pfd, (nfds_t) n, accept_paused ? 1000 : -1);
+                if (k < 0 && errno != EINTR)
+                        return NULL;
+                if (k == 0)
+                        accept_paused = false;
+                for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
+                        Pair *p = &pairs[i];
+                        if (p->tcp < 0 || !(pfd[at[i]].revents | pfd[at[i] + 1].revents))
+                                continue;
+                        bool dead = (pfd[at[i]].revents | pfd[at[i] + 1].revents) & (POLLERR | POLLNVAL);
+                        if (dead || !dir_pump(&p->up, p->tcp, p->stream) || !dir_pump(&p->down, p->stream, p->tcp) ||
+                            (p->up.shut && p->down.shut))
+                                pair_close(p);
+                }
+                /* After the pairs: a new one is not in this round's pfd. */
+                if (pfd[0].revents & POLLIN)
+                        accept_one();
+        }
+}
+
+int egress_relay_start(void) {
+        struct sockaddr_in a = {
+                .sin_family = AF_INET,
+                .sin_port = htons(CAPSULE_EGRESS_PORT),
+                .sin_addr.s_addr = htonl(INADDR_LOOPBACK),
+        };
+        int one = 1, r;
+
+        for (size_t i = 0; i < ELEMENTSOF(pairs); i++)
+                pairs[i] = (Pair) { .tcp = -1, .stream = -1 };
+        /* The streams must all be there; the job never inherits them (spawn_job closes from 3). */
+        for (int i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                int fd = CAPSULE_EGRESS_FD_BASE + i, fl = fcntl(fd, F_GETFL);
+                if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                        return -EBADF;
+        }
+        listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (listener < 0)
+                return -errno;
+        (void) setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+        if (bind(listener, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(listener, 128) < 0)
+                return -errno;
+
+        /* Every signal blocked on the thread: SIGCHLD must reach the job loop's signalfd. */
+        sigset_t all, old;
+        pthread_t t;
+        pthread_attr_t attr;
+        sigfillset(&all);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&attr, 256 * 1024);
+        r = pthread_create(&t, &attr, relay_main, NULL);
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        return -r;
+}
