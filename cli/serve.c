@@ -30,7 +30,7 @@ enum {
         OPT_OUTPUT, OPT_TMP, OPT_ALLOW_NET, OPT_MOUNT, OPT_NO_SYS, OPT_SYS_ID, OPT_LEASE, OPT_WAIT, OPT_RETRY,
         OPT_BACKOFF, OPT_CLIENT_TIMEOUT, OPT_MAX_CHECKOUT, OPT_GRACE, OPT_WARM, OPT_STATE_DIR, OPT_RUNSC, OPT_PLATFORM,
         OPT_UID, OPT_GID, OPT_TOKEN, OPT_IMAGE, OPT_ENGINE_RUNTIME, OPT_TAIL, OPT_NOFILE, OPT_FSIZE,
-        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON, OPT_SERVER_SOCKET,
+        OPT_ENGINE_TIMEOUT, OPT_LOG_LEVEL, OPT_CHECK, OPT_JSON, OPT_SERVER_SOCKET, OPT_ALLOW_HOST,
 };
 
 /* `serve --check [--json]`: the live proof of serve's walls instead of serving. */
@@ -55,6 +55,7 @@ static const struct option serve_opts[] = {
         {"output-mb", required_argument, NULL, OPT_OUTPUT},
         {"tmp-mb", required_argument, NULL, OPT_TMP},
         {"allow-network", no_argument, NULL, OPT_ALLOW_NET},
+        {"allow-host", required_argument, NULL, OPT_ALLOW_HOST},
         {"mount", required_argument, NULL, OPT_MOUNT},
         {"no-system-mounts", no_argument, NULL, OPT_NO_SYS},
         {"system-mounts-identity", required_argument, NULL, OPT_SYS_ID},
@@ -147,6 +148,11 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_ALLOW_NET: o->allow_network = true; break;
                 case OPT_NO_SYS: o->no_system_mounts = true; break;
                 case OPT_SYS_ID: o->system_mounts_identity = optarg; break;
+                case OPT_ALLOW_HOST:
+                        if (o->n_allow_hosts >= SERVE_MAX_ALLOW_HOSTS)
+                                return cli_like_usage("at most %d --allow-host", SERVE_MAX_ALLOW_HOSTS);
+                        o->allow_hosts[o->n_allow_hosts++] = optarg;
+                        break;
                 case OPT_MOUNT:
                         if (o->n_mounts >= SERVE_MAX_MOUNTS)
                                 return cli_like_usage("at most %d --mount", SERVE_MAX_MOUNTS);
@@ -221,6 +227,13 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                                               "--sandbox runsc; with %s the image is the root",
                                               o->sandbox);
         }
+        /* Egress is asked for twice on purpose: --allow-network lets a policy ask, --allow-host says
+         * where it may go; each entry is checked by the config's rule (the walls' parser). */
+        if (o->n_allow_hosts && !o->allow_network)
+                return cli_like_usage("--allow-host needs --allow-network (without it no policy gets network)");
+        if (o->n_allow_hosts && !streq(o->sandbox, "runsc"))
+                return cli_like_usage("--allow-host is for --sandbox runsc: the worker passes the proxy's streams to "
+                                      "runsc itself, which an engine cannot");
         if (!o->platform && streq(o->sandbox, "runsc"))
                 o->platform = CONFIG_DEFAULT_PLATFORM;
         clamp("concurrency", &o->concurrency, 1, 64);

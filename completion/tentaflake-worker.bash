@@ -41,7 +41,7 @@ _tentaflake_worker_takes_value() {
         --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
         --reason | --identity | --server | --image | --engine-runtime | --label | --id | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
-        --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files)
+        --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files | --allow-host)
                 return 0 ;;
         esac
         return 1
@@ -67,7 +67,7 @@ _tentaflake_worker() {
                 [serve]="--server --key --check --json --sandbox --image --engine-runtime --label --concurrency
                         --max-timeout-secs --max-cpu-secs --max-memory-mb --max-pids
                         --default-timeout-secs --default-cpu-secs --default-memory-mb --default-pids
-                        --output-mb --tmp-mb --max-checkout-mb --allow-network --mount
+                        --output-mb --tmp-mb --max-checkout-mb --allow-network --allow-host --mount
                         --no-system-mounts --system-mounts-identity --lease-secs --wait-secs
                         --retry-after-secs --backoff-max-secs --client-timeout-secs
                         --shutdown-grace-secs --state-dir --runsc --platform --warm-secs

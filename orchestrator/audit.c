@@ -28,7 +28,7 @@
 static const char *const audit_events[] = {
         "captured", "rejected", "pending",  "approved",        "denied",       "expired",
         "started",  "finished", "error",    "interrupted",     "expired-results",
-        "worker-start", "worker-stop", "cache-cleared",
+        "worker-start", "worker-stop", "cache-cleared", "egress",
 };
 
 bool audit_event_is_valid(const char *event) {
@@ -62,27 +62,34 @@ typedef struct FieldSpec {
 
 /* Sorted by key, which is also the order "truncated" lists them in. With every field at its
  * budget and every byte a control character escaped as \u00XX, a line is about 50 KiB
- * (test-audit's worst case measures 50,908 bytes), under AUDIT_LINE_MAX by construction; the
+ * (test-audit's worst case measures 51,406 bytes), under AUDIT_LINE_MAX by construction; the
  * final length check in audit_build_line() is only a second line of defence. */
 static const FieldSpec field_specs[] = {
         {"action_class", FIELD_STRING, 66, false},
+        {"address", FIELD_STRING, 50, false},
         {"approver", FIELD_STRING, 258, false},
         {"argv", FIELD_ARGV, 36864, false},
+        {"bytes_down", FIELD_INT, 0, false},
+        {"bytes_up", FIELD_INT, 0, false},
         {"count", FIELD_INT, 0, false},
         {"discarded_bytes", FIELD_INT, 0, true},
         {"discarded_sha256", FIELD_SHA256, 0, true},
         {"duration_ms", FIELD_INT, 0, false},
         {"error", FIELD_STRING, 66, false},
         {"exit_code", FIELD_INT, 0, false},
+        {"host", FIELD_STRING, 258, false},
         {"id", FIELD_STRING, 258, false},
+        {"kind", FIELD_STRING, 18, false},
         {"message", FIELD_STRING, 8194, false},
         {"name", FIELD_STRING, 514, false},
         {"outcome", FIELD_STRING, 66, false},
         {"pid", FIELD_INT, 0, false},
+        {"port", FIELD_INT, 0, false},
         {"reason", FIELD_STRING, 4098, false},
         {"request_sha256", FIELD_SHA256, 0, false},
         {"signal", FIELD_INT, 0, false},
         {"truncated", FIELD_TRUNCATED, 0, true},
+        {"verdict", FIELD_STRING, 18, false},
 };
 
 static const FieldSpec *field_lookup(const char *key) {

@@ -7,11 +7,13 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "capsule/driver.h"
 #include "capsule/id.h"
+#include "capsule/oci-spec.h"
 #include "exec/exec.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -273,6 +275,41 @@ static void job_cache_log(Worker *w, const char *id, const ExecCache *c) {
                            c->from[0] ? c->from : "(none)", c->message);
 }
 
+/* One connection's audit line: the record's fields that apply (the audit writer takes no null),
+ * its detail as the message. */
+static json_t *egress_audit_fields(const char *id, json_t *rec) {
+        static const char *const keys[][2] = { { "kind", "kind" },       { "host", "host" },
+                                               { "port", "port" },       { "address", "address" },
+                                               { "verdict", "verdict" }, { "reason", "reason" },
+                                               { "detail", "message" },  { "bytes_up", "bytes_up" },
+                                               { "bytes_down", "bytes_down" }, { "duration_ms", "duration_ms" } };
+        json_t *f = json_pack("{s:s}", "id", id);
+        for (size_t i = 0; f && i < ELEMENTSOF(keys); i++) {
+                json_t *v = json_object_get(rec, keys[i][0]);
+                if (v && !json_is_null(v))
+                        json_object_set(f, keys[i][1], v);
+        }
+        return f;
+}
+
+/* The job's connections (docs/egress.md): result.json's "network", one audit line each and a
+ * line for the log. */
+static json_t *job_network(Worker *w, const char *id, int records_fd, const EgressSummary *s) {
+        json_t *net = egress_result_json(w->config, s, records_fd);
+        json_t *conns = net ? json_object_get(net, "connections") : NULL;
+        for (size_t i = 0; i < json_array_size(conns); i++) {
+                _cleanup_(json_decrefp) json_t *f = egress_audit_fields(id, json_array_get(conns, i));
+                if (f)
+                        (void) worker_audit_best_effort(w, "egress", f);
+        }
+        worker_say(w, s->error ? LOG_WARNING : LOG_INFO,
+                   "job '%s': egress: %u connection(s), %u allowed, %u refused, %" PRIu64 " bytes up, %" PRIu64
+                   " bytes down%s%s",
+                   id, s->connections, s->allowed, s->refused, s->bytes_up, s->bytes_down, s->error ? "; " : "",
+                   s->error ? s->message : "");
+        return net;
+}
+
 int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
                    TfwError *e) {
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
@@ -347,7 +384,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
         _cleanup_(capsule_warm_freep) CapsuleWarm *warm = warm_in;
         _cleanup_request_ Request *req = NULL;
-        _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF;
+        _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF, egress_fd = -EBADF;
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
         CapsuleDriver drv = {};
         ResultRun run = {.started_at = now_realtime()};
@@ -382,6 +419,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         art_fd = open_dir_at(staging, "artifacts");
         if (art_fd < 0)
                 return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
+        if (capsule_config_egress(w->config) && (egress_fd = memfd_create("egress-records", MFD_CLOEXEC)) < 0)
+                return tfw_error(e, errno, "internal", "cannot keep the connections of '%s': %m", rec->id);
 
         TfwError de = {0};
         if (job_driver_open(w, &drv, &de) < 0) {
@@ -421,6 +460,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .timeout_seconds = req->timeout_seconds,
                 .log_fd = log_fd,
                 .artifacts_fd = art_fd,
+                .egress_log_fd = egress_fd,
                 .warm = TAKE_PTR(warm),
         };
         ExecResult x = {};
@@ -438,6 +478,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
 
         _cleanup_(json_decrefp) json_t *snap = x.have_snapshot ? snapshot_json(&x.snapshot) : NULL;
         _cleanup_(json_decrefp) json_t *cachej = cache ? cache_json(&x.cache) : NULL;
+        _cleanup_(json_decrefp) json_t *netj =
+                x.capsule.egress.enabled ? job_network(w, rec->id, egress_fd, &x.capsule.egress) : NULL;
         if (!x.ran) {
                 /* Refused or faulted before anything ran: no log, no artifacts, no runtime. */
                 run = (ResultRun){.snapshot = snap, .cache = cachej};
@@ -463,6 +505,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 run.environment_digest = x.environment_digest;
         run.snapshot = snap;
         run.cache = cachej;
+        run.network = netj;
         run.started_at = x.started_at;
         run.finished_at = x.finished_at;
         run.has_exit_code = cr->exit_code >= 0;

@@ -59,6 +59,7 @@ json_t *result_build(const Config *c, const RequestRecord *rec, const Request *r
         json_object_set_new(j, "limits", limits ? limits : json_null());
         json_object_set_new(j, "snapshot", ref_or_null(run->snapshot));
         json_object_set_new(j, "cache", ref_or_null(run->cache));
+        json_object_set_new(j, "network", ref_or_null(run->network));
         json_object_set_new(j, "log", ref_or_null(run->log));
         json_object_set_new(j, "artifacts", ref_or_null(run->artifacts));
         json_object_set_new(j, "environment_digest",

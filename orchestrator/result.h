@@ -18,6 +18,8 @@ typedef struct ResultRun {
         usec_t started_at, finished_at;
         json_t *snapshot;           /* {"bytes","entries","tree"} or NULL; borrowed */
         json_t *cache;              /* the build cache (docs/cache.md) or NULL: none configured; borrowed */
+        json_t *network;            /* the job's egress (docs/egress.md) or NULL: none configured or it
+                                     * never ran; borrowed */
         json_t *log;                /* {"bytes","truncated"} or NULL; borrowed */
         json_t *artifacts;          /* {"files","bytes","truncated","error"} or NULL; borrowed */
         const char *environment_digest;

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <syslog.h>
@@ -36,6 +37,7 @@
 
 #include "capsule/driver.h"
 #include "capsule/init-path.h"
+#include "capsule/oci-spec.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
@@ -236,6 +238,14 @@ static int build_config(const ServeOptions *o, ServeWalls *w, TfwError *e) {
         json_object_set_new(lim, "max_timeout_seconds", json_integer(o->max_timeout_secs));
         json_object_set_new(lim, "default_timeout_seconds", json_integer(o->default_timeout_secs));
         json_object_set_new(cfg, "limits", lim);
+        /* Egress for the policies that ask for network (docs/egress.md); job_walls takes it away
+         * from the others. */
+        if (o->n_allow_hosts) {
+                json_t *allow = json_array();
+                for (size_t i = 0; allow && i < o->n_allow_hosts; i++)
+                        json_array_append_new(allow, json_string(o->allow_hosts[i]));
+                json_object_set_new(cfg, "network", json_pack("{s:o}", "allow", allow));
+        }
 
         _cleanup_free_ char *text = json_dumps(cfg, JSON_COMPACT);
         if (!text)
@@ -384,6 +394,7 @@ typedef struct Lane {
         char warm_dir[64];
         char warm_cid[256];
         usec_t warm_until; /* monotonic: keep one until then; 0: none wanted */
+        bool warm_network; /* the lane's last job had egress: so is the next capsule started */
 } Lane;
 
 /* Called WITHOUT l->lock held: ending a capsule can take the teardown's bound, and the main
@@ -452,6 +463,15 @@ static int lane_tree_open(Lane *l, char *co, size_t co_size) {
 /* Before each claim: one capsule waits while the window after the last job is open (runsc
  * only, never while stopping), none otherwise. It has the default walls; a job whose limits
  * differ starts cold. */
+/* The walls config with network only when asked for: a policy without it gets no proxy, no
+ * stream and no variable (jc is a shallow copy; nothing of it is freed). */
+static void walls_network(const Serve *s, bool network, Config *jc) {
+        *jc = *s->walls.config;
+        if (!network)
+                jc->network = (ConfigNetwork) { .max_upload_bytes = jc->network.max_upload_bytes,
+                                                .max_download_bytes = jc->network.max_download_bytes };
+}
+
 static void lane_warm_maintain(Lane *l) {
         Serve *s = l->s;
         bool wanted = s->o.warm_secs > 0 && s->driver.ops->boots_ahead && !atomic_load(&s->stopping) &&
@@ -480,7 +500,10 @@ static void lane_warm_maintain(Lane *l) {
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 return;
         }
-        if (exec_warm_start(s->walls.config, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
+        /* With network when the lane's last job had it: the next one likely asks the same. */
+        Config wc;
+        walls_network(s, l->warm_network, &wc);
+        if (exec_warm_start(&wc, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
                 say(LOG_WARNING, "serve %s: cannot start a capsule ahead: %s", l->label, e.message);
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 l->warm_until = 0; /* not again before the next job */
@@ -632,8 +655,9 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
                                 j->run.max_pids, o->max_pids), 1;
         if (j->run.network && !o->allow_network)
                 return snprintf(msg, size, "the policy asks for network, which this worker does not allow"), 1;
-        if (j->run.network)
-                return snprintf(msg, size, "the policy asks for network; this worker's capsule has none"), 1;
+        if (j->run.network && !capsule_config_egress(l->s->walls.config))
+                return snprintf(msg, size, "the policy asks for network; this worker has no --allow-host, so its capsules "
+                                           "have none"), 1;
         if (j->run.image && !l->s->driver.ops->runs_images)
                 return snprintf(msg, size, "the policy pins image '%s'; the %s sandbox runs no images", j->run.image,
                                 l->s->driver.ops->name), 1;
@@ -653,7 +677,7 @@ static int refuse_before_download(Lane *l, const VJob *j, char *msg, size_t size
 
 /* The job's walls: the policy's limits within the ceilings, 0 meaning the default. */
 static void job_walls(const Serve *s, const VJob *j, Config *jc, uint64_t *ret_timeout) {
-        *jc = *s->walls.config;
+        walls_network(s, j->run.network, jc);
         *ret_timeout = j->run.timeout_secs ? j->run.timeout_secs : (uint64_t) s->o.default_timeout_secs;
         jc->limits.memory = (j->run.memory_mb ? j->run.memory_mb : (uint64_t) s->o.default_memory_mb) << 20;
         jc->limits.memory_swap = jc->limits.memory;
@@ -694,7 +718,7 @@ static json_t *limits_json(const ExecResult *x) {
 
 /* RESULT of contract section 8: sent with complete, not signed, no authority. */
 static json_t *result_json(const ExecResult *x, bool pass, const CheckoutSummary *cs, const char *digest, int log_fd,
-                           size_t tail_bytes) {
+                           size_t tail_bytes, const Config *jc, int egress_fd) {
         const CapsuleResult *cr = &x->capsule;
         char started[RFC3339_MAX], finished[RFC3339_MAX];
         _cleanup_free_ char *tail = read_tail(log_fd, tail_bytes);
@@ -714,6 +738,9 @@ static json_t *result_json(const ExecResult *x, bool pass, const CheckoutSummary
                 json_object_set_new(res, "signal", cr->signal ? json_integer(cr->signal) : json_null());
                 json_object_set_new(res, "peak_memory_bytes",
                                     x->have_peak_memory ? json_integer((json_int_t) x->peak_memory_bytes) : json_null());
+                /* The connections of a job that had egress (docs/egress.md), else null. */
+                json_t *net = cr->egress.enabled ? egress_result_json(jc, &cr->egress, egress_fd) : NULL;
+                json_object_set_new(res, "network", net ? net : json_null());
         }
         return res;
 }
@@ -745,6 +772,7 @@ typedef struct JobRun {
         ExecPlan plan;
         VManifest *m;
         int lane_fd, co_fd, log_fd;
+        int egress_fd;           /* the job's connections (capsule/egress.h), with network */
         CheckoutSummary cs;
         ExecResult x;
         pthread_t hb;
@@ -763,6 +791,7 @@ typedef enum Step {
 static void job_run_done(JobRun *r) {
         free(r->argv);
         safe_close(r->log_fd);
+        safe_close(r->egress_fd);
         safe_close(r->co_fd);
         safe_close(r->lane_fd);
         vmanifest_free(r->m);
@@ -946,6 +975,12 @@ static Step job_execute(Lane *l, const VJob *j, JobRun *r) {
                 return job_fault(r, false, "cannot create the job log: %m");
         r->plan.scratch_fd = r->lane_fd;
         r->plan.log_fd = r->log_fd;
+        if (capsule_config_egress(&r->jc)) {
+                r->egress_fd = memfd_create("egress-records", MFD_CLOEXEC);
+                if (r->egress_fd < 0)
+                        return job_fault(r, false, "cannot keep the job's connections: %m");
+                r->plan.egress_log_fd = r->egress_fd;
+        }
         if (r->use_warm) {
                 /* Given to this one job; the shutdown's teardown finds it by the cancellation
                  * from here on. */
@@ -1020,7 +1055,8 @@ static Step job_sign_and_complete(Lane *l, const VJob *j, JobRun *r) {
                 r->fault = "cannot sign the attestation";
                 return STEP_FAIL;
         }
-        res = result_json(x, pass, &r->cs, r->digest, r->log_fd, (size_t) s->o.result_tail_kb << 10);
+        res = result_json(x, pass, &r->cs, r->digest, r->log_fd, (size_t) s->o.result_tail_kb << 10, &r->jc,
+                          r->egress_fd);
         r->out = send_complete(l, j, pass ? "pass" : "fail", env, res ? res : json_object());
         return STEP_DONE;
 }
@@ -1049,8 +1085,10 @@ static void job_clean_lane(Lane *l, JobRun *r) {
                 lane_warm_drop(l);
         if (r->lane_fd >= 0 || s->scratch_fd >= 0)
                 (void) rm_rf_at(s->scratch_fd, r->lane_dir);
-        /* The next job may come soon: a capsule waits for it for --warm-secs. */
+        /* The next job may come soon: a capsule waits for it for --warm-secs, with network when
+         * this one had it. */
         l->warm_until = now_monotonic() + (usec_t) s->o.warm_secs * USEC_PER_SEC;
+        l->warm_network = capsule_config_egress(&r->jc);
 }
 
 /* One claimed job, its steps in order (docs/architecture.md lists them). A refusal fails the
@@ -1058,7 +1096,7 @@ static void job_clean_lane(Lane *l, JobRun *r) {
  * the lane, a fail being sent first. */
 static Outcome run_job(Lane *l, VJob *j) {
         _cleanup_(job_run_done) JobRun r = {
-                .out = OUT_FAILED, .lane_fd = -EBADF, .co_fd = -EBADF, .log_fd = -EBADF,
+                .out = OUT_FAILED, .lane_fd = -EBADF, .co_fd = -EBADF, .log_fd = -EBADF, .egress_fd = -EBADF,
         };
         Step step = job_refuse(l, j, &r);
 
@@ -1178,6 +1216,12 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 ret = tfw_error(e, EPERM, "not_root", "the %s sandbox needs root", s->o.sandbox);
                 goto out;
         }
+        if (s->o.allow_network && !s->o.n_allow_hosts)
+                say(LOG_WARNING, "serve: --allow-network without --allow-host: there is no network to give, and a policy "
+                            "asking for network fails as this worker's fault");
+        else if (s->o.n_allow_hosts)
+                say(LOG_NOTICE, "serve: a policy asking for network gets %zu allowlist entr%s through the worker's proxy",
+                    s->o.n_allow_hosts, s->o.n_allow_hosts == 1 ? "y" : "ies");
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 say(LOG_WARNING, "serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");

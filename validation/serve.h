@@ -14,6 +14,7 @@
 #include "parser/config.h"
 
 #define SERVE_MAX_MOUNTS 32
+#define SERVE_MAX_ALLOW_HOSTS CONFIG_NETWORK_ALLOW_MAX
 #define SERVE_TOKEN_MAX 4096
 
 /* One line of what the worker does (a job's outcome, a lane's trouble, a signal taken), at a
@@ -27,6 +28,10 @@ typedef struct ServeOptions {
         const char *mounts[SERVE_MAX_MOUNTS];
         size_t n_mounts;
         bool no_system_mounts, allow_network;
+        /* --allow-host: the egress allowlist (parser/egress-allow.h) of a policy with network: true;
+         * with --allow-network only. None: no policy gets network. */
+        const char *allow_hosts[SERVE_MAX_ALLOW_HOSTS];
+        size_t n_allow_hosts;
         const char *system_mounts_identity;
         long concurrency;
         long max_timeout_secs, max_memory_mb, max_cpu_secs, max_pids;
