@@ -19,6 +19,7 @@
 #include "capsule/cgroup.h"
 #include "capsule/docker.h"
 #include "capsule/job.h"
+#include "capsule/oci-spec.h"
 #include "exec/exec.h"
 #include "capsule/runsc.h"
 #include "common/fd-util.h"
@@ -30,6 +31,7 @@
 #include "orchestrator/controller-view.h"
 #include "orchestrator/dirs.h"
 #include "orchestrator/doctor.h"
+#include "orchestrator/doctor-internal.h"
 #include "capsule/init-path.h"
 #include "orchestrator/job.h"
 #include "orchestrator/notify.h"
@@ -38,23 +40,8 @@
 #define PROBE_LOG_MAX (1U << 20)
 #define VERSION_TIMEOUT_USEC (20 * USEC_PER_SEC)
 
-typedef struct Doctor {
-        const Config *config;
-        bool json;
-        FILE *out;
-        json_t *checks; /* the array of {"check","ok","detail"} */
-        bool failed;
 
-        /* the probe environment */
-        char *base;
-        int scratch_fd;
-        char scratch[PATH_MAX], snapshot[PATH_MAX], runsc_root[PATH_MAX], init_path[PATH_MAX];
-        CapsuleDriver driver;
-        bool have_runtime;
-} Doctor;
-
-static void report(Doctor *d, const char *check, bool ok, const char *fmt, ...) _printf_(4, 5);
-static void report(Doctor *d, const char *check, bool ok, const char *fmt, ...) {
+void doctor_report(Doctor *d, const char *check, bool ok, const char *fmt, ...) {
         char detail[2048];
         va_list ap;
 
@@ -92,16 +79,16 @@ static void report_info(Doctor *d, const char *check, const char *fmt, ...) {
 
 /* ---- static checks ------------------------------------------------------------------- */
 
-/* The driver's own lines (runtime, engine_runtime, image), through report(). */
+/* The driver's own lines (runtime, engine_runtime, image), through doctor_report(). */
 static void report_line(void *userdata, const char *check, bool ok, const char *detail) {
-        report((Doctor *) userdata, check, ok, "%s", detail);
+        doctor_report((Doctor *) userdata, check, ok, "%s", detail);
 }
 
 static void check_openat2(Doctor *d) {
         if (openat2_usable())
-                report(d, "openat2", true, "openat2 with RESOLVE_NO_SYMLINKS is used");
+                doctor_report(d, "openat2", true, "openat2 with RESOLVE_NO_SYMLINKS is used");
         else
-                report(d, "openat2", true,
+                doctor_report(d, "openat2", true,
                        "openat2 is unavailable or filtered: the O_NOFOLLOW component-by-component fallback is in use");
 }
 
@@ -170,11 +157,11 @@ static void check_cgroups(Doctor *d) {
                 char check[32], why[256];
                 snprintf(check, sizeof(check), "cgroup_%s", names[i]);
                 if (!mode)
-                        report(d, check, false, "no usable cgroup hierarchy under /sys/fs/cgroup");
+                        doctor_report(d, check, false, "no usable cgroup hierarchy under /sys/fs/cgroup");
                 else if (controller_available(mode, names[i], why, sizeof(why)))
-                        report(d, check, true, "the %s controller is available (cgroup %s)", names[i], mode);
+                        doctor_report(d, check, true, "the %s controller is available (cgroup %s)", names[i], mode);
                 else
-                        report(d, check, false, "%s", why);
+                        doctor_report(d, check, false, "%s", why);
         }
 }
 
@@ -195,11 +182,11 @@ static void check_worker_dir(Doctor *d, bool results) {
                 snprintf(owner, sizeof(owner), "root");
         int r = worker_dir_check(c, results, &e);
         if (r >= 0)
-                report(d, check, true, "'%s' is %s mode %04o", path, results ? owner : "root:root", mode);
+                doctor_report(d, check, true, "'%s' is %s mode %04o", path, results ? owner : "root:root", mode);
         else if (r == -ENOENT) /* O_NOFOLLOW: a symlink, even a dangling one, is ELOOP, not this */
-                report(d, check, true, "'%s' does not exist yet: it will be created, %s 0%o", path, owner, mode);
+                doctor_report(d, check, true, "'%s' does not exist yet: it will be created, %s 0%o", path, owner, mode);
         else
-                report(d, check, false, "%s", e.message);
+                doctor_report(d, check, false, "%s", e.message);
 }
 
 static void check_dirs(Doctor *d) {
@@ -208,7 +195,7 @@ static void check_dirs(Doctor *d) {
 }
 
 static void view_line(void *userdata, const char *check, bool ok, const char *detail) {
-        report((Doctor *) userdata, check, ok, "%s", detail);
+        doctor_report((Doctor *) userdata, check, ok, "%s", detail);
 }
 
 /* The notify hook's file is root's alone (orchestrator/notify.h), when one is configured. */
@@ -218,9 +205,9 @@ static void check_notify(Doctor *d) {
         if (!n->command)
                 return;
         if (notify_command_check(n->command[0], why, sizeof(why)) < 0)
-                report(d, "notify_hook", false, "%s", why);
+                doctor_report(d, "notify_hook", false, "%s", why);
         else
-                report(d, "notify_hook", true, "'%s' is root's alone; it runs as %u:%u, at most %u s", n->command[0],
+                doctor_report(d, "notify_hook", true, "'%s' is root's alone; it runs as %u:%u, at most %u s", n->command[0],
                        (unsigned) n->uid, (unsigned) n->gid, n->timeout_seconds);
 }
 
@@ -234,9 +221,9 @@ static void check_group(Doctor *d) {
         errno = 0;
         struct group *g = getgrgid(gid);
         if (g)
-                report(d, "container_gid", true, "group %u is '%s'", (unsigned) gid, g->gr_name);
+                doctor_report(d, "container_gid", true, "group %u is '%s'", (unsigned) gid, g->gr_name);
         else
-                report(d, "container_gid", false, "no group entry for container_gid %u%s%s", (unsigned) gid,
+                doctor_report(d, "container_gid", false, "no group entry for container_gid %u%s%s", (unsigned) gid,
                        errno ? ": " : "", errno ? strerror(errno) : "");
 }
 
@@ -341,28 +328,28 @@ static void check_leftovers(Doctor *d) {
         if (sfd >= 0 && fstatat(sfd, "daemon.lock", &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode)) {
                 int r = flock_held(st.st_ino);
                 if (r > 0) {
-                        report(d, "leftover_containers", true,
+                        doctor_report(d, "leftover_containers", true,
                                "a worker runs (it holds '%s/daemon.lock'): its containers are its own", c->state_dir);
                         return;
                 }
                 if (r < 0) {
-                        report(d, "leftover_containers", true,
+                        doctor_report(d, "leftover_containers", true,
                                "cannot read /proc/locks (%s): a worker may run, its containers are not judged",
                                strerror(-r));
                         return;
                 }
         }
         if (config_runsc_root(c, root, sizeof(root)) < 0) {
-                report(d, "leftover_containers", false, "the runsc root of worker '%s' has no valid path", c->name);
+                doctor_report(d, "leftover_containers", false, "the runsc root of worker '%s' has no valid path", c->name);
                 return;
         }
         int n = d->driver.ops->leftovers(&d->driver, root, leftover_line, &l);
         if (n < 0)
-                report(d, "leftover_containers", false, "cannot read the runsc root '%s': %s", root, strerror(-n));
+                doctor_report(d, "leftover_containers", false, "cannot read the runsc root '%s': %s", root, strerror(-n));
         else if (n == 0)
-                report(d, "leftover_containers", true, "none in '%s'", root);
+                doctor_report(d, "leftover_containers", true, "none in '%s'", root);
         else
-                report(d, "leftover_containers", false,
+                doctor_report(d, "leftover_containers", false,
                        "no worker runs, yet '%s' holds %d container(s) of this worker: %s%s; "
                        "the next start of the worker removes them",
                        root, n, l.list, l.len >= sizeof(l.list) - 1 ? "…" : "");
@@ -401,13 +388,8 @@ static int probe_setup(Doctor *d) {
         return ensure_owner_mode(f, 0, c->container_gid, 0666);
 }
 
-typedef struct Probe {
-        CapsuleResult res;
-        char *log;
-        size_t log_len;
-} Probe;
 
-static void probe_free(Probe *p) {
+void doctor_probe_free(Probe *p) {
         free(p->log);
         p->log = NULL;
 }
@@ -461,12 +443,12 @@ static int run_probe_in(Doctor *d, const Config *c, const char *what, char **arg
         return read_full_fd_bounded(log_fd, PROBE_LOG_MAX, &ret->log, &ret->log_len);
 }
 
-static int run_probe(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, Probe *ret) {
+int doctor_probe(Doctor *d, const Config *c, const char *what, char **argv, uint64_t timeout, Probe *ret) {
         return run_probe_in(d, c, what, argv, timeout, false, ret);
 }
 
 /* The value of the last "key=value" line the probe printed, or NULL. */
-static const char *probe_get(const Probe *p, const char *key, char *buf, size_t n) {
+const char *doctor_probe_get(const Probe *p, const char *key, char *buf, size_t n) {
         size_t kl = strlen(key);
         const char *found = NULL;
 
@@ -482,7 +464,7 @@ static const char *probe_get(const Probe *p, const char *key, char *buf, size_t 
         return buf;
 }
 
-static const char *result_text(const Probe *p, char *buf, size_t n) {
+const char *doctor_probe_result(const Probe *p, char *buf, size_t n) {
         snprintf(buf, n, "%s%s%s%s", capsule_status_to_string(p->res.status), p->res.reason ? " (" : "",
                  p->res.reason ?: "", p->res.reason ? ")" : "");
         if (p->res.message[0]) {
@@ -503,22 +485,22 @@ static bool probe_platform(Doctor *d) {
 
         memcpy(argv, sh_argv, sizeof(argv));
         argv[2] = (char *) "echo sandbox=started";
-        r = run_probe(d, c, "start", argv, DOCTOR_START_TIMEOUT_SECONDS, &p);
+        r = doctor_probe(d, c, "start", argv, DOCTOR_START_TIMEOUT_SECONDS, &p);
         char what[128];
         capsule_driver_label(&d->driver, what, sizeof(what));
         if (r < 0) {
-                report(d, "platform", false, "%s: the probe job could not run: %s", what, strerror(-r));
+                doctor_report(d, "platform", false, "%s: the probe job could not run: %s", what, strerror(-r));
                 return false;
         }
-        bool ok = p.res.status == CAPSULE_SUCCEEDED && probe_get(&p, "sandbox", buf, sizeof(buf)) &&
+        bool ok = p.res.status == CAPSULE_SUCCEEDED && doctor_probe_get(&p, "sandbox", buf, sizeof(buf)) &&
                   streq(buf, "started");
         if (ok)
-                report(d, "platform", true, "%s started a sandbox in %llu ms", what, (unsigned long long) p.res.duration_ms);
+                doctor_report(d, "platform", true, "%s started a sandbox in %llu ms", what, (unsigned long long) p.res.duration_ms);
         else if (p.res.status == CAPSULE_TIMED_OUT)
-                report(d, "platform", false, "%s did not start a sandbox within %d s (killed)", what, DOCTOR_START_TIMEOUT_SECONDS);
+                doctor_report(d, "platform", false, "%s did not start a sandbox within %d s (killed)", what, DOCTOR_START_TIMEOUT_SECONDS);
         else
-                report(d, "platform", false, "%s did not run a trivial job: %s", what, result_text(&p, buf, sizeof(buf)));
-        probe_free(&p);
+                doctor_report(d, "platform", false, "%s did not run a trivial job: %s", what, doctor_probe_result(&p, buf, sizeof(buf)));
+        doctor_probe_free(&p);
         return ok;
 }
 
@@ -544,21 +526,21 @@ static void probe_other_platforms(Doctor *d) {
                 d->driver.runsc.platform = (char *) platforms[i];
                 snprintf(id, sizeof(id), "start-%s", platforms[i]);
                 Probe p;
-                int r = run_probe(d, &pc, id, argv, DOCTOR_OTHER_PLATFORM_SECONDS, &p);
+                int r = doctor_probe(d, &pc, id, argv, DOCTOR_OTHER_PLATFORM_SECONDS, &p);
                 d->driver.runsc.platform = saved_platform;
                 snprintf(name, sizeof(name), "platform_%s", platforms[i]);
                 if (r < 0)
                         report_info(d, name, "not tried: %s", strerror(-r));
-                else if (p.res.status == CAPSULE_SUCCEEDED && probe_get(&p, "sandbox", buf, sizeof(buf)))
+                else if (p.res.status == CAPSULE_SUCCEEDED && doctor_probe_get(&p, "sandbox", buf, sizeof(buf)))
                         report_info(d, name, "also works here: started a sandbox in %llu ms (runtime.platform)",
                                     (unsigned long long) p.res.duration_ms);
                 else if (p.res.status == CAPSULE_TIMED_OUT)
                         report_info(d, name, "does not work here: no sandbox within %d s (ended)",
                                     DOCTOR_OTHER_PLATFORM_SECONDS);
                 else
-                        report_info(d, name, "does not work here: %s", result_text(&p, buf, sizeof(buf)));
+                        report_info(d, name, "does not work here: %s", doctor_probe_result(&p, buf, sizeof(buf)));
                 if (r >= 0)
-                        probe_free(&p);
+                        doctor_probe_free(&p);
         }
 }
 
@@ -594,56 +576,56 @@ static void probe_walls(Doctor *d, bool warm) {
         argv[2] = script;
         r = run_probe_in(d, c, warm ? "wallswarm" : "walls", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, warm, &p);
         if (r < 0 || p.res.status != CAPSULE_SUCCEEDED) {
-                report(d, NAME("probe_walls"), false, "the walls probe job did not complete: %s",
-                       r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf)));
-                probe_free(&p);
+                doctor_report(d, NAME("probe_walls"), false, "the walls probe job did not complete: %s",
+                       r < 0 ? strerror(-r) : doctor_probe_result(&p, buf, sizeof(buf)));
+                doctor_probe_free(&p);
                 return;
         }
 
         snprintf(want, sizeof(want), "%u:%u groups=%u", (unsigned) c->container_uid, (unsigned) c->container_gid,
                  (unsigned) c->container_gid);
-        const char *v = probe_get(&p, "ids", buf, sizeof(buf));
+        const char *v = doctor_probe_get(&p, "ids", buf, sizeof(buf));
         if (v && streq(v, want))
-                report(d, NAME("probe_uid_gid"), true, "uid:gid %s, no other group", want);
+                doctor_report(d, NAME("probe_uid_gid"), true, "uid:gid %s, no other group", want);
         else
-                report(d, NAME("probe_uid_gid"), false, "the job ran as '%s', expected %s", v ?: "(nothing printed)", want);
+                doctor_report(d, NAME("probe_uid_gid"), false, "the job ran as '%s', expected %s", v ?: "(nothing printed)", want);
 
         bool caps_ok = true;
         char caps[256] = "";
         static const char *const capk[] = {"CapPrm", "CapEff", "CapBnd"};
         for (size_t i = 0; i < ELEMENTSOF(capk); i++) {
-                v = probe_get(&p, capk[i], cap, sizeof(cap));
+                v = doctor_probe_get(&p, capk[i], cap, sizeof(cap));
                 if (!is_zero_caps(v))
                         caps_ok = false;
                 size_t k = strlen(caps);
                 snprintf(caps + k, sizeof(caps) - k, "%s%s=%s", i ? " " : "", capk[i], v && *v ? v : "?");
         }
-        report(d, NAME("probe_capabilities"), caps_ok, "%s%s", caps, caps_ok ? "" : " (all must be 0)");
+        doctor_report(d, NAME("probe_capabilities"), caps_ok, "%s%s", caps, caps_ok ? "" : " (all must be 0)");
 
         char st[32], pr[32];
-        const char *nst = probe_get(&p, "nnp_status", st, sizeof(st));
-        const char *npr = probe_get(&p, "nnp_prctl", pr, sizeof(pr));
+        const char *nst = doctor_probe_get(&p, "nnp_status", st, sizeof(st));
+        const char *npr = doctor_probe_get(&p, "nnp_prctl", pr, sizeof(pr));
         if (npr && *npr)
-                report(d, NAME("probe_no_new_privs"), streq(npr, "1"), "prctl(PR_GET_NO_NEW_PRIVS) = %s inside the capsule%s",
+                doctor_report(d, NAME("probe_no_new_privs"), streq(npr, "1"), "prctl(PR_GET_NO_NEW_PRIVS) = %s inside the capsule%s",
                        npr, streq(npr, "1") ? "" : " (must be 1)");
         else if (nst && *nst)
-                report(d, NAME("probe_no_new_privs"), streq(nst, "1"), "/proc/self/status NoNewPrivs: %s%s", nst,
+                doctor_report(d, NAME("probe_no_new_privs"), streq(nst, "1"), "/proc/self/status NoNewPrivs: %s%s", nst,
                        streq(nst, "1") ? "" : " (must be 1)");
         else
-                report(d, NAME("probe_no_new_privs"), false,
+                doctor_report(d, NAME("probe_no_new_privs"), false,
                        "cannot prove it: the status has no NoNewPrivs line and neither perl nor nnp-probe is in the capsule");
 
-        v = probe_get(&p, "ifaces", buf, sizeof(buf));
-        report(d, NAME("probe_network"), v && streq(v, "lo"), "interfaces in /proc/net/dev: %s%s", v && *v ? v : "(none)",
+        v = doctor_probe_get(&p, "ifaces", buf, sizeof(buf));
+        doctor_report(d, NAME("probe_network"), v && streq(v, "lo"), "interfaces in /proc/net/dev: %s%s", v && *v ? v : "(none)",
                v && streq(v, "lo") ? "" : " (only lo is allowed)");
 
-        v = probe_get(&p, "root_write", buf, sizeof(buf));
-        report(d, NAME("probe_readonly_root"), v && streq(v, "refused"), "a write to / was %s",
+        v = doctor_probe_get(&p, "root_write", buf, sizeof(buf));
+        doctor_report(d, NAME("probe_readonly_root"), v && streq(v, "refused"), "a write to / was %s",
                v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
-        v = probe_get(&p, "snap_write", buf, sizeof(buf));
-        report(d, NAME("probe_readonly_snapshot"), v && streq(v, "refused"), "a write to /snapshot (mode 0666) was %s",
+        v = doctor_probe_get(&p, "snap_write", buf, sizeof(buf));
+        doctor_report(d, NAME("probe_readonly_snapshot"), v && streq(v, "refused"), "a write to /snapshot (mode 0666) was %s",
                v && streq(v, "refused") ? "refused" : v ? "allowed" : "not tried");
-        probe_free(&p);
+        doctor_probe_free(&p);
 #undef NAME
 }
 
@@ -669,7 +651,7 @@ static void report_narrow(Doctor *d, const char *check, bool ok, const char *fmt
         vsnprintf(detail, sizeof(detail), fmt, ap);
         va_end(ap);
         if (d->driver.ops->own_seccomp)
-                report(d, check, ok, "%s", detail);
+                doctor_report(d, check, ok, "%s", detail);
         else
                 report_info(d, check, "%s (the engine's own profile and /dev, not the worker's)", detail);
 }
@@ -688,7 +670,7 @@ static const char *attempt_text(const char *v, char *buf, size_t n) {
 
 static void report_no_fuse(Doctor *d, const Probe *p, const char *name) {
         char buf[1200], extra[512] = "";
-        const char *v = probe_get(p, "devices", buf, sizeof(buf));
+        const char *v = doctor_probe_get(p, "devices", buf, sizeof(buf));
         bool ok = v != NULL;
 
         for (char *save = NULL, *t = v ? strtok_r(buf, " ", &save) : NULL; t; t = strtok_r(NULL, " ", &save)) {
@@ -699,7 +681,7 @@ static void report_no_fuse(Doctor *d, const Probe *p, const char *name) {
                 snprintf(extra + k, sizeof(extra) - k, "%s/dev/%s", k ? ", " : "", t);
         }
         char mk[32];
-        const char *made = probe_get(p, "mknod_dev", mk, sizeof(mk));
+        const char *made = doctor_probe_get(p, "mknod_dev", mk, sizeof(mk));
         if (!v)
                 report_narrow(d, name, false, "the probe printed no device list");
         else if (!ok)
@@ -725,11 +707,11 @@ static void report_seccomp(Doctor *d, const Probe *p, const char *name) {
                 {"ptrace", "ptrace of a child"},
         };
         char detail[1400] = "", sc[32], v[64], t[64];
-        const char *mode = probe_get(p, "seccomp", sc, sizeof(sc));
+        const char *mode = doctor_probe_get(p, "seccomp", sc, sizeof(sc));
         bool ok = mode && streq(mode, "2"), tried = false;
 
         for (size_t i = 0; i < ELEMENTSOF(attempts); i++) {
-                const char *r = probe_get(p, attempts[i].key, v, sizeof(v));
+                const char *r = doctor_probe_get(p, attempts[i].key, v, sizeof(v));
                 tried = tried || r;
                 ok = ok && r && strncmp(r, "refused:", 8) == 0;
                 size_t k = strlen(detail);
@@ -779,16 +761,16 @@ static void probe_narrow(Doctor *d, bool warm) {
         snprintf(nm2, sizeof(nm2), "probe_seccomp%s", warm ? "_warm" : "");
         r = run_probe_in(d, c, warm ? "narrowwarm" : "narrow", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, warm, &p);
         if (r < 0 || p.res.status != CAPSULE_SUCCEEDED) {
-                const char *why = r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf));
-                report(d, nm, false, "the narrow-capsule probe job did not complete: %s", why);
-                report(d, nm2, false, "the narrow-capsule probe job did not complete: %s", why);
+                const char *why = r < 0 ? strerror(-r) : doctor_probe_result(&p, buf, sizeof(buf));
+                doctor_report(d, nm, false, "the narrow-capsule probe job did not complete: %s", why);
+                doctor_report(d, nm2, false, "the narrow-capsule probe job did not complete: %s", why);
                 if (r >= 0)
-                        probe_free(&p);
+                        doctor_probe_free(&p);
                 return;
         }
         report_no_fuse(d, &p, nm);
         report_seccomp(d, &p, nm2);
-        probe_free(&p);
+        doctor_probe_free(&p);
 }
 
 /* The pids limit and the /work tmpfs size, with small overrides of the configured limits. */
@@ -812,31 +794,31 @@ static void probe_pids_tmpfs(Doctor *d) {
                  (unsigned long long) (2 * tmpfs / 65536), (int) (4 * pids));
         memcpy(argv, sh_argv, sizeof(argv));
         argv[2] = script;
-        r = run_probe(d, &c, "limits", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        r = doctor_probe(d, &c, "limits", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
         if (r < 0 || p.res.status == CAPSULE_ERROR || p.res.status == CAPSULE_TIMED_OUT) {
-                const char *why = r < 0 ? strerror(-r) : result_text(&p, buf, sizeof(buf));
-                report(d, "probe_pids_limit", false, "the limits probe job did not complete: %s", why);
-                report(d, "probe_tmpfs_limit", false, "the limits probe job did not complete: %s", why);
-                probe_free(&p);
+                const char *why = r < 0 ? strerror(-r) : doctor_probe_result(&p, buf, sizeof(buf));
+                doctor_report(d, "probe_pids_limit", false, "the limits probe job did not complete: %s", why);
+                doctor_report(d, "probe_tmpfs_limit", false, "the limits probe job did not complete: %s", why);
+                doctor_probe_free(&p);
                 return;
         }
 
-        const char *v = probe_get(&p, "fill_size", buf, sizeof(buf));
+        const char *v = doctor_probe_get(&p, "fill_size", buf, sizeof(buf));
         uint64_t size = v ? strtoull(v, NULL, 10) : 0;
         char err[32];
-        const char *fe = probe_get(&p, "fill_error", err, sizeof(err));
+        const char *fe = doctor_probe_get(&p, "fill_error", err, sizeof(err));
         bool ok = v && fe && streq(fe, "ENOSPC") && size > 0 && size <= tmpfs;
-        report(d, "probe_tmpfs_limit", ok, "writing %llu bytes into /work with workspace_tmpfs %llu bytes %s after %llu bytes",
+        doctor_report(d, "probe_tmpfs_limit", ok, "writing %llu bytes into /work with workspace_tmpfs %llu bytes %s after %llu bytes",
                (unsigned long long) (2 * tmpfs), (unsigned long long) tmpfs,
                fe && streq(fe, "ENOSPC") ? "stopped with ENOSPC" : "did not fail with ENOSPC", (unsigned long long) size);
 
-        v = probe_get(&p, "forks", buf, sizeof(buf));
+        v = doctor_probe_get(&p, "forks", buf, sizeof(buf));
         unsigned long forks = v ? strtoul(v, NULL, 10) : 0;
-        bool survived = probe_get(&p, "fork_bomb", err, sizeof(err)) != NULL;
+        bool survived = doctor_probe_get(&p, "fork_bomb", err, sizeof(err)) != NULL;
         ok = !survived && forks < pids;
-        report(d, "probe_pids_limit", ok, "a fork bomb under pids %llu %s after %lu processes", (unsigned long long) pids,
+        doctor_report(d, "probe_pids_limit", ok, "a fork bomb under pids %llu %s after %lu processes", (unsigned long long) pids,
                survived ? "was not stopped" : "was stopped", forks);
-        probe_free(&p);
+        doctor_probe_free(&p);
 }
 
 static void probe_memory(Doctor *d) {
@@ -851,30 +833,30 @@ static void probe_memory(Doctor *d) {
                  "BEGIN { s = \"a\"; for (i = 0; i < %d; i++) s = s s; print \"survived=\" length(s) }",
                  DOCTOR_MEMORY_ALLOC_SHIFT);
         char *argv[] = {(char *) "awk", prog, NULL};
-        r = run_probe(d, &c, "memory", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
+        r = doctor_probe(d, &c, "memory", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
         if (r < 0) {
-                report(d, "probe_memory_limit", false, "the memory probe job could not run: %s", strerror(-r));
+                doctor_report(d, "probe_memory_limit", false, "the memory probe job could not run: %s", strerror(-r));
                 return;
         }
-        bool survived = probe_get(&p, "survived", buf, sizeof(buf)) != NULL;
+        bool survived = doctor_probe_get(&p, "survived", buf, sizeof(buf)) != NULL;
         /* runsc >= 20240729 under docker/podman sizes the guest's memory to the limit: the guest
          * kernel refuses the allocation and awk exits with its own error (not 126/127: it ran). */
         bool refused = p.res.status == CAPSULE_FAILED && p.res.exit_code > 0 && p.res.exit_code < 126;
         if (!survived && p.res.status == CAPSULE_KILLED)
-                report(d, "probe_memory_limit", true, "allocating %llu MiB under a %llu MiB limit was killed (%s)",
+                doctor_report(d, "probe_memory_limit", true, "allocating %llu MiB under a %llu MiB limit was killed (%s)",
                        1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), (unsigned long long) (limit >> 20),
                        p.res.reason ?: "signal");
         else if (!survived && refused)
-                report(d, "probe_memory_limit", true,
+                doctor_report(d, "probe_memory_limit", true,
                        "allocating %llu MiB under a %llu MiB limit was refused inside the capsule (exit %d)",
                        1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), (unsigned long long) (limit >> 20),
                        p.res.exit_code);
         else
-                report(d, "probe_memory_limit", false,
+                doctor_report(d, "probe_memory_limit", false,
                        "allocating %llu MiB under a %llu MiB limit was not killed: the job ended %s",
                        1ULL << (DOCTOR_MEMORY_ALLOC_SHIFT - 20), (unsigned long long) (limit >> 20),
-                       result_text(&p, buf, sizeof(buf)));
-        probe_free(&p);
+                       doctor_probe_result(&p, buf, sizeof(buf)));
+        doctor_probe_free(&p);
 }
 
 /* ---- the whole --------------------------------------------------------------------- */
@@ -896,7 +878,12 @@ int doctor_run(const Config *c, bool json, FILE *out) {
 
 int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         bool json = o->json;
-        Doctor d = {.config = c, .json = json, .out = out, .scratch_fd = -EBADF};
+        /* The walls are proved without egress (a capsule with it holds its streams at
+         * /proc/1/fd); the route has probes of its own (doctor-egress.c). */
+        Config plain = *c;
+        plain.network = (ConfigNetwork) { .max_upload_bytes = c->network.max_upload_bytes,
+                                          .max_download_bytes = c->network.max_download_bytes };
+        Doctor d = {.config = &plain, .json = json, .out = out, .scratch_fd = -EBADF};
         TfwError e = {0};
         bool runtime_ok;
         int r;
@@ -911,10 +898,10 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         }
 
         for (size_t i = 0; i < o->n_lines; i++)
-                report(&d, o->lines[i].check, o->lines[i].ok, "%s", o->lines[i].detail);
+                doctor_report(&d, o->lines[i].check, o->lines[i].ok, "%s", o->lines[i].detail);
         runtime_ok = capsule_driver_init(&d.driver, c, d.runsc_root, o->engine_runtime, &e) >= 0;
         if (!runtime_ok)
-                report(&d, "runtime", false, "%s", e.message);
+                doctor_report(&d, "runtime", false, "%s", e.message);
         else
                 runtime_ok = d.driver.ops->check(&d.driver, report_line, &d);
         check_openat2(&d);
@@ -932,10 +919,10 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
         e = (TfwError){0};
         bool have_init = capsule_find_init(d.init_path, sizeof(d.init_path), &e) >= 0;
         if (!have_init)
-                report(&d, "capsule_init", false, "%s", e.message);
+                doctor_report(&d, "capsule_init", false, "%s", e.message);
 
         if (!runtime_ok || !have_init)
-                report(&d, "probe", false, "not run: %s", !runtime_ok ? "the runtime is unavailable" : "no capsule init");
+                doctor_report(&d, "probe", false, "not run: %s", !runtime_ok ? "the runtime is unavailable" : "no capsule init");
         else if (probe_platform(&d)) {
                 probe_walls(&d, false);
                 probe_narrow(&d, false);
@@ -947,9 +934,11 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 }
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);
+                if (capsule_config_egress(c))
+                        doctor_probe_egress(&d, c);
                 probe_other_platforms(&d);
         } else
-                report(&d, "probe", false, "not run: no sandbox started");
+                doctor_report(&d, "probe", false, "not run: no sandbox started");
 
         if (json) {
                 char *s = json_dumps(d.checks, JSON_INDENT(2) | JSON_PRESERVE_ORDER);

@@ -6,6 +6,7 @@
  *
  *   tentaflake-capsule-init [--egress] -- ARGV...
  *   tentaflake-capsule-init [--egress] --warm      (started ahead: the job record comes on stdin)
+ *   tentaflake-capsule-init --egress-probe ...     (doctor's probe, run as a job: egress-probe.c)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
  *    pid 1), read the per-run secret from stdin (started ahead, --warm: then wait there for
@@ -674,6 +675,10 @@ static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool arti
 int main(int argc, char **argv) {
         JobOutcome o = { .init_error = CAPSULE_INIT_ERROR_NONE };
         int exit_code = 0, sig = 0, r;
+
+        /* Not init at all: doctor's egress probe, run as a job (egress-probe.c). */
+        if (argc >= 2 && streq(argv[1], CAPSULE_EGRESS_PROBE_ARG))
+                return egress_probe(argc, argv);
 
         /* Not dumpable: on Linux this keeps same-uid processes out of /proc/1 and ptrace.
          * gVisor (checked with 20221219) does not honour it for /proc/1/fd, which is why the
