@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: MIT */
+/* What the egress proxy's two files share (capsule/proxy/, capsule/egress-wire.h): the
+ * process-wide state every connection thread reads (the command line, the host's own
+ * addresses, the job's two byte budgets, the stop signal) and the records writer.
+ * egress-proxy.c sets it all up before the first stream byte is read and owns the threads;
+ * conn.c serves one stream from its first byte to its record. */
+#pragma once
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "common/time-util.h"
+#include "parser/egress-allow.h"
+
+/* The host's own addresses kept for the address check. Not attacker-controlled (getifaddrs),
+ * but capped like everything else; a host with more keeps the first ones. */
+#define PROXY_OWN_ADDRESSES_MAX 256
+
+/* One fixed buffer each way per connection: the whole of what the proxy ever holds of a
+ * connection's bytes, whatever the peers do. */
+#define PROXY_RELAY_BUFFER (64 * 1024)
+
+/* A connection thread's stack: getaddrinfo (nss files + dns) is the deepest caller. The
+ * sanitizers' redzones need more. */
+#if defined(__SANITIZE_ADDRESS__)
+#define PROXY_THREAD_STACK (1024 * 1024)
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define PROXY_THREAD_STACK (1024 * 1024)
+#endif
+#endif
+#ifndef PROXY_THREAD_STACK
+#define PROXY_THREAD_STACK (256 * 1024)
+#endif
+
+/* How long a reply of the proxy's own (the 200 of a CONNECT, a refusal) may take to go into
+ * the stream. Such a reply is far smaller than a socket buffer: this only bounds a peer that
+ * never reads. */
+#define PROXY_REPLY_SECONDS 5
+
+typedef struct ProxyAddress {
+        int family;          /* AF_INET or AF_INET6 */
+        uint8_t addr[16];    /* network order; 4 bytes used for AF_INET */
+} ProxyAddress;
+
+typedef struct Proxy {
+        /* The command line (capsule/egress-wire.h). */
+        uid_t uid;
+        gid_t gid;
+        int records_fd;
+        int first_stream;
+        unsigned n_streams;
+        uint64_t max_upload, max_download;
+        usec_t idle_usec, max_usec, head_usec;
+        EgressAllow *allow;
+        size_t n_allow;
+
+        ProxyAddress own[PROXY_OWN_ADDRESSES_MAX];
+        size_t n_own;
+
+        /* What is left of the job's budgets, shared by every connection (conn.c takes from
+         * them before each send). */
+        _Atomic uint64_t upload_left, download_left;
+
+        /* An eventfd that becomes readable for good when the proxy stops (SIGTERM): every
+         * connection polls it beside its sockets. */
+        int stop_fd;
+
+        pthread_mutex_t records_lock;
+} Proxy;
+
+/* One record line (capsule/egress-wire.h); NULL fields are written as null. */
+typedef struct ProxyRecord {
+        const char *kind;      /* "connect", "forward" or NULL */
+        const char *host;      /* NULL when no head was understood */
+        int port;              /* < 0: null */
+        const char *address;
+        bool allowed;
+        const char *reason;    /* a REFUSED word (refused), a CUT word or NULL (allowed) */
+        const char *detail;    /* any bytes: made printable and capped by the writer */
+        uint64_t bytes_up, bytes_down, duration_ms;
+} ProxyRecord;
+
+/* Write one record as one JSON line (egress-proxy.c): at most EGRESS_RECORD_MAX bytes with its
+ * '\n', in one write under p->records_lock. */
+int proxy_write_record(Proxy *p, const ProxyRecord *r);
+
+/* src (NULL: "") as printable ASCII into dst[size]: every other byte becomes '?', cut to fit. */
+void proxy_printable(char *dst, size_t size, const char *src);
+
+/* Serve the stream fd (conn.c) from its first byte, which arrived at start, to its record;
+ * closes fd. */
+void conn_serve(Proxy *p, int fd, usec_t start);
