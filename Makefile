@@ -163,7 +163,8 @@ check: install-deps
 CLANG_BUILD := build-clang
 clang-check:
 	$(MAKE) BUILD=$(CLANG_BUILD) CC=clang OPT="-O0 -g" HARDEN="-fPIE" WERROR=1 \
-		$(CLANG_BUILD)/libtfw.a $(CLI_SRC:%.c=$(CLANG_BUILD)/%.o)
+		$(CLANG_BUILD)/libtfw.a $(CLI_SRC:%.c=$(CLANG_BUILD)/%.o) $(PROXY_SRC:%.c=$(CLANG_BUILD)/%.o) \
+		$(INIT_SRC:%.c=$(CLANG_BUILD)/%.o)
 
 unit-bins: $(UNIT_BIN)
 integration-bins: $(INTEG_BIN) $(BIN) $(INIT_BIN) $(PROXY_BIN)

@@ -3,6 +3,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
+#include <net/if.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -200,6 +202,37 @@ fail:
         return r;
 }
 
+int egress_host_route_check(char *buf, size_t size) {
+        struct ifaddrs *ifa = NULL;
+        bool up = false;
+        int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                fd = socket(AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) {
+                int r = -errno;
+                snprintf(buf, size, "this process may not open an IP socket (%s): a RestrictAddressFamilies= without "
+                         "AF_INET and AF_INET6?", strerror(-r));
+                return r;
+        }
+        close(fd);
+        if (getifaddrs(&ifa) < 0) {
+                int r = -errno;
+                snprintf(buf, size, "cannot list the network interfaces (%s): a RestrictAddressFamilies= without "
+                         "AF_NETLINK?", strerror(-r));
+                return r;
+        }
+        for (struct ifaddrs *i = ifa; i; i = i->ifa_next)
+                if (i->ifa_addr && (i->ifa_addr->sa_family == AF_INET || i->ifa_addr->sa_family == AF_INET6) &&
+                    (i->ifa_flags & IFF_UP) && !(i->ifa_flags & IFF_LOOPBACK))
+                        up = true;
+        freeifaddrs(ifa);
+        if (!up) {
+                snprintf(buf, size, "no network interface but loopback is up here: a PrivateNetwork=yes?");
+                return -ENETUNREACH;
+        }
+        return 0;
+}
+
 /* ---- its records ---------------------------------------------------------------------------- */
 
 static bool word_in(const char *w, const char *const *list) {
@@ -246,8 +279,11 @@ int egress_record_parse(const char *line, size_t len, json_t **ret) {
         if (!(json_is_null(kind) || (json_is_string(kind) && (streq(json_string_value(kind), "connect") ||
                                                               streq(json_string_value(kind), "forward")))))
                 return -EBADMSG;
-        if (!(json_is_null(h) || (json_is_string(h) && json_string_length(h) <= EGRESS_NAME_MAX &&
-                                  egress_host_parse(json_string_value(h), json_string_length(h), host))))
+        /* A name or an IPv4 literal (egress_host_parse lets both through), or an IPv6 literal. */
+        if (!(json_is_null(h) ||
+              (json_is_string(h) && json_string_length(h) <= EGRESS_NAME_MAX &&
+               (egress_host_parse(json_string_value(h), json_string_length(h), host) ||
+                inet_pton(AF_INET6, json_string_value(h), addr) == 1))))
                 return -EBADMSG;
         if (!(json_is_null(port) || (json_is_integer(port) && json_integer_value(port) >= 1 &&
                                      json_integer_value(port) <= 65535)))
