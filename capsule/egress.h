@@ -63,6 +63,13 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret);
 /* Kill and reap it, close everything, read nothing (a capsule that never ran a job). */
 void egress_proxy_kill(EgressProxy *p);
 
+/* Can the proxy reach anything from here? 0 when this process may open an AF_INET or AF_INET6
+ * socket and has an interface up that is not loopback; else a negative errno and why in buf
+ * (a systemd unit's PrivateNetwork= or RestrictAddressFamilies=, as the worker's own units set
+ * by default: docs/install.md, "Network for jobs"). The proxy is started from here and keeps
+ * what it finds. */
+int egress_host_route_check(char *buf, size_t size);
+
 /* One record line of the proxy (capsule/egress-wire.h), as untrusted input: exactly its keys,
  * each of its type; verdict and reason from the wire's words (a reason only from the list of its
  * verdict); host a name or IP literal (parser/egress-allow.h), address an IP literal, detail

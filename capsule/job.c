@@ -629,7 +629,8 @@ fail:
 }
 
 /* The job record a warm capsule's init waits for (capsule/protocol.h): id, argv, the whole
- * environment the job gets. */
+ * environment the job gets, in the order a cold capsule's spec gives it (capsule/oci-spec.c):
+ * the constant variables, the proxy's with egress, the caller's. */
 static int write_job_record(int fd, const CapsuleJobParams *p) {
         _cleanup_free_ char *job_env = NULL, *check_env = NULL;
         _cleanup_free_ uint8_t *rec = NULL;
@@ -648,6 +649,9 @@ static int write_job_record(int fd, const CapsuleJobParams *p) {
                         cap += strlen(fixed[i]) + 1;
                         envc++;
                 }
+        bool egress = capsule_config_egress(p->config);
+        for (const char *const *v = capsule_egress_env; egress && *v; v++, envc++)
+                cap += strlen(*v) + 1;
         for (char *const *v = p->extra_env; v && *v; v++, envc++)
                 cap += strlen(*v) + 1;
         if (cap > CAPSULE_JOB_RECORD_MAX || argc > UINT16_MAX || envc > UINT16_MAX)
@@ -668,6 +672,8 @@ static int write_job_record(int fd, const CapsuleJobParams *p) {
         for (size_t i = 0; i < ELEMENTSOF(fixed); i++)
                 if (fixed[i])
                         PUT_STR(fixed[i]);
+        for (const char *const *v = capsule_egress_env; egress && *v; v++)
+                PUT_STR(*v);
         for (char *const *v = p->extra_env; v && *v; v++)
                 PUT_STR(*v);
 #undef PUT_STR

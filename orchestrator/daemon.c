@@ -22,6 +22,8 @@
 #include "common/process.h"
 #include "capsule/cgroup.h"
 #include "capsule/driver.h"
+#include "capsule/egress.h"
+#include "capsule/oci-spec.h"
 #include "orchestrator/expire.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -773,6 +775,14 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         if (r < 0)
                 goto out;
         controller_view_check(c, d.w.use_openat2, warn_view, &d.w);
+        if (capsule_config_egress(c)) {
+                char why[256];
+                if (egress_host_route_check(why, sizeof(why)) < 0)
+                        worker_say(&d.w, LOG_WARNING,
+                                   "network.allow is set, but the egress proxy can reach nothing from this worker: %s "
+                                   "(docs/install.md, \"Network for jobs\"); every connection of a job will fail",
+                                   why);
+        }
         r = setup_events(&d, e);
         if (r < 0)
                 goto out;

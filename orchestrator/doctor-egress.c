@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "capsule/egress.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "orchestrator/doctor-internal.h"
@@ -179,7 +180,11 @@ void doctor_probe_egress(Doctor *d, const Config *c) {
         const char *why = NULL;
         Probe p;
 
-        int r = listeners_start(&l);
+        /* What the proxy, started from here, can reach at all (a unit's PrivateNetwork=). */
+        int r = egress_host_route_check(buf, sizeof(buf));
+        doctor_report(d, "egress_host", r >= 0, "%s",
+                      r >= 0 ? "this process may open IP sockets and has an interface up that is not loopback" : buf);
+        r = listeners_start(&l);
         if (r < 0) {
                 doctor_report(d, "egress_route", false, "cannot listen on the host for the probe: %s", strerror(-r));
                 listeners_stop(&l);
