@@ -480,6 +480,12 @@ static void lane_warm_maintain(Lane *l) {
                 lane_warm_drop(l);
                 return;
         }
+        /* With network when the lane's last job had it: the next one likely asks the same. One
+         * booted for the other kind goes first. */
+        Config wc;
+        walls_network(s, l->warm_network, &wc);
+        if (l->warm && !capsule_warm_fits(l->warm, &wc))
+                lane_warm_drop(l);
         if (l->warm)
                 return;
         char path[PATH_MAX], co[PATH_MAX], warm_id[CAPSULE_JOB_ID_MAX + 1];
@@ -500,9 +506,6 @@ static void lane_warm_maintain(Lane *l) {
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 return;
         }
-        /* With network when the lane's last job had it: the next one likely asks the same. */
-        Config wc;
-        walls_network(s, l->warm_network, &wc);
         if (exec_warm_start(&wc, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
                 say(LOG_WARNING, "serve %s: cannot start a capsule ahead: %s", l->label, e.message);
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
