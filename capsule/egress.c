@@ -165,6 +165,11 @@ int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *
                         r = tfw_error(e, errno, "capsule_setup", "egress: cannot make the capsule's streams: %m");
                         goto fail;
                 }
+                /* gVisor reads a host socket in chunks as large as the send buffers of both ends
+                 * allow: with the defaults (208 KiB) a 100 MB download took 1.5 s inside, with
+                 * these 0.06 s (measured with runsc 0.0~20240729; capped by net.core.wmem_max). */
+                for (int k = 0; k < 2; k++)
+                        (void) setsockopt(sp[k], SOL_SOCKET, SO_SNDBUF, &(int) { EGRESS_STREAM_SNDBUF }, sizeof(int));
                 outside[i] = sp[0];
                 p->inside[i] = sp[1];
         }

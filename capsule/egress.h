@@ -27,6 +27,10 @@
  * (every stream has reached its end by then); then it is killed. */
 #define EGRESS_END_USEC (3 * USEC_PER_SEC)
 
+/* Each end's SO_SNDBUF (the kernel doubles it; net.core.wmem_max caps it): what a job can make
+ * the host hold in socket buffers is at most 2 x 2 x this per connection, 128 connections a job. */
+#define EGRESS_STREAM_SNDBUF (512 * 1024)
+
 typedef struct EgressProxy {
         pid_t pid;                            /* 0: none started */
         int records;                          /* our end of the records pipe */

@@ -22,12 +22,16 @@
 #include "capsule/init/init-internal.h"
 #include "capsule/protocol.h"
 
-#define RELAY_BUF (64 * 1024)
+/* Downloads are read from the stream in chunks as large as its buffers let gVisor take them
+ * (capsule/egress.h, EGRESS_STREAM_SNDBUF); uploads are small. Allocated per connection, in the
+ * capsule's own memory. */
+#define RELAY_DOWN_BUF (1024 * 1024)
+#define RELAY_UP_BUF (64 * 1024)
 
 /* One direction of a connection: what was read from `from` and not yet written to `to`. */
 typedef struct Dir {
         char *buf;
-        size_t off, len;
+        size_t size, off, len;
         bool eof;  /* `from` reached its end: `to` is shut for writing once the buffer is out */
         bool shut;
 } Dir;
@@ -55,7 +59,7 @@ static void pair_close(Pair *p) {
  * error on either side: the job's peer sees it closed). */
 static bool dir_pump(Dir *d, int from, int to) {
         if (d->len == d->off && !d->eof) {
-                ssize_t k = read(from, d->buf, RELAY_BUF);
+                ssize_t k = read(from, d->buf, d->size);
                 if (k < 0 && errno != EAGAIN && errno != EINTR)
                         return false;
                 if (k == 0)
@@ -100,8 +104,8 @@ static void accept_one(void) {
                 return;
         }
         *p = (Pair) { .tcp = c, .stream = CAPSULE_EGRESS_FD_BASE + (int) next_stream++ };
-        p->up.buf = malloc(RELAY_BUF);
-        p->down.buf = malloc(RELAY_BUF);
+        p->up = (Dir) { .buf = malloc(RELAY_UP_BUF), .size = RELAY_UP_BUF };
+        p->down = (Dir) { .buf = malloc(RELAY_DOWN_BUF), .size = RELAY_DOWN_BUF };
         if (!p->up.buf || !p->down.buf)
                 pair_close(p);
 }

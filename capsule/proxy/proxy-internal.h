@@ -22,7 +22,7 @@
 
 /* One fixed buffer each way per connection: the whole of what the proxy ever holds of a
  * connection's bytes, whatever the peers do. */
-#define PROXY_RELAY_BUFFER (64 * 1024)
+#define PROXY_RELAY_BUFFER (256 * 1024)
 
 /* A connection thread's stack: getaddrinfo (nss files + dns) is the deepest caller. The
  * sanitizers' redzones need more. */
