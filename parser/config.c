@@ -782,6 +782,29 @@ static int parse_cache_paths(ConfigCache *cc, json_t *v, TfwError *e) {
         return 0;
 }
 
+/* A section only the runsc driver can have (cache, network): *ret the object with only keys of
+ * its own, NULL when absent; with another driver the key is refused first, whatever it holds,
+ * and why says what the engines lack. */
+static int get_runsc_section(const Config *c, json_t *root, const char *key, const char *const *keys, const char *why,
+                             json_t **ret, TfwError *e) {
+        char prefix[FIELD_MAX];
+        json_t *v = NULL;
+        int r = get_object(root, key, &v, e);
+        if (r < 0 || !v) {
+                *ret = NULL;
+                return r;
+        }
+        if (c->driver != DRIVER_RUNSC)
+                return key_error(e, EINVAL, "inconsistent", key, "needs runtime.driver \"runsc\": %s (driver '%s')", why,
+                                 driver_to_string(c->driver));
+        (void) snprintf(prefix, sizeof(prefix), "%s.", key);
+        r = json_check_keys(v, keys, prefix, e);
+        if (r < 0)
+                return r;
+        *ret = v;
+        return 0;
+}
+
 /* "cache": {"paths": [...], "max_bytes": "2g", "max_entries": 200000}. Absent: no cache. The
  * cache lives on the worker's side (the generation store), which only the runsc driver's
  * capsules see. */
@@ -790,18 +813,8 @@ static int parse_cache(Config *c, json_t *root, TfwError *e) {
         json_t *v = NULL;
         int r;
 
-        r = get_object(root, "cache", &v, e);
-        if (r < 0)
-                return r;
-        if (!v)
-                return 0;
-        if (c->driver != DRIVER_RUNSC)
-                return key_error(e, EINVAL, "inconsistent", "cache",
-                                 "needs runtime.driver \"runsc\": the engines' daemons cannot see the "
-                                 "worker's cache (driver '%s')",
-                                 driver_to_string(c->driver));
-        r = json_check_keys(v, cache_keys, "cache.", e);
-        if (r < 0)
+        r = get_runsc_section(c, root, "cache", cache_keys, "the engines' daemons cannot see the worker's cache", &v, e);
+        if (r < 0 || !v)
                 return r;
         r = get_size(v, "cache.", "max_bytes", 1, 2 * TIB, CONFIG_DEFAULT_CACHE_MAX_BYTES, NULL,
                      &cc->max_bytes, e);
@@ -949,16 +962,9 @@ static int parse_network(Config *c, json_t *root, TfwError *e) {
 
         nw->max_upload_bytes = CONFIG_DEFAULT_MAX_UPLOAD_BYTES;
         nw->max_download_bytes = CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES;
-        r = get_object(root, "network", &v, e);
+        r = get_runsc_section(c, root, "network", network_keys,
+                              "the worker passes the proxy's streams to runsc itself, which an engine cannot", &v, e);
         if (r < 0 || !v)
-                return r;
-        if (c->driver != DRIVER_RUNSC)
-                return key_error(e, EINVAL, "inconsistent", "network",
-                                 "needs runtime.driver \"runsc\": the worker passes the proxy's streams to runsc "
-                                 "itself, which an engine cannot (driver '%s')",
-                                 driver_to_string(c->driver));
-        r = json_check_keys(v, network_keys, "network.", e);
-        if (r < 0)
                 return r;
         r = get_size(v, "network.", "max_upload_bytes", 1, 1 * TIB, CONFIG_DEFAULT_MAX_UPLOAD_BYTES, NULL,
                      &nw->max_upload_bytes, e);
