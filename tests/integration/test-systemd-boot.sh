@@ -18,6 +18,9 @@
 #    controller's group, a workspace file only its owner may read, a timeout;
 #  - a one-second watchdog (a test drop-in) never fires: the daemon pings while it works;
 #  - `systemctl stop` lets a running job finish (KillMode=mixed; control-group kills it);
+#  - with network.allow and the network drop-in (docs/egress.md), a job's request goes through
+#    the egress proxy that the sandboxed daemon starts (its uid change, its sockets) to a server
+#    on the host's loopback, and an unlisted port is refused;
 #  - the path unit starts `drain` for each request, eight in a row without a start-rate
 #    limit disabling the queue (with the default limit the sixth fails: tested by hand, see
 #    docs/install.md), and starting the daemon stops the path unit (Conflicts).
@@ -36,14 +39,22 @@ mkdir -p "$ws/priv" "$etc/tentaflake/workers" "$etc/tmpfiles.d"
 echo "only the controller may read this" >"$ws/priv/secret"
 chmod 0700 "$ws/priv"; chmod 0600 "$ws/priv/secret"
 chown -R 10000:10000 "$ws"
-cat >"$etc/tentaflake/workers/it.json" <<'JSON'
+# An upstream on the host's loopback (the container shares the host's network) for egress.
+EGRESS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir -p "$tmp/upstream"
+python3 tests/integration/egress-server.py 127.0.0.1 "$EGRESS_PORT" "$tmp/upstream" >"$tmp/upstream/out" 2>&1 &
+upstream=$!
+trap 'kill $upstream 2>/dev/null; nspawn_cleanup' EXIT
+cat >"$etc/tentaflake/workers/it.json" <<JSON
 {"version": 1, "name": "it", "workspace": "/srv/tfw-ws", "container_uid": 10000, "container_gid": 10000,
- "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128}}
+ "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128},
+ "network": {"allow": ["127.0.0.1:$EGRESS_PORT"]}}
 JSON
 sub() { sed -e "s|@NAME@|it|g; s|@WORKSPACE@|/srv/tfw-ws|g; s|@GROUP@|10000|g" "$share/$1"; }
 for u in 'tentaflake-worker@it.service.d' 'tentaflake-worker-queue@it.service.d'; do
         mkdir -p "$etc/system/$u"
         sub controller-workspace.conf.in >"$etc/system/$u/workspace.conf"
+        sub controller-network.conf.in >"$etc/system/$u/network.conf"
 done
 # The test's own drop-in: a watchdog the daemon must feed every half second.
 printf '[Service]\nWatchdogSec=1s\n' >"$etc/system/tentaflake-worker@it.service.d/zz-test-watchdog.conf"
@@ -118,6 +129,13 @@ check "published modes 02750/0640, root:10000 ($(tr '\n' ' ' <<<"$modes"))" test
 2750 0:10000 j1/artifacts
 640 0:10000 j1/artifacts/b
 2750 0:10000 j1/artifacts/d"
+
+submit ne1 "{\"version\":1,\"id\":\"ne1\",\"action_class\":\"local-reversible\",\"argv\":[\"sh\",\"-c\",\"curl -sS http://127.0.0.1:$EGRESS_PORT/hello; curl -s -o /dev/null -w 'code=%{http_code}' http://127.0.0.1:1/\"]}"
+check "egress under the unit: a job reaches an allowlisted server through the proxy ($(result ne1 status))" \
+        ct grep -qx "hello from 127.0.0.1:$EGRESS_PORT" /run/tentaflake-worker-it/results/ne1/job.log
+check "  ... and is refused an unlisted port" ct grep -q "code=403" /run/tentaflake-worker-it/results/ne1/job.log
+check "  ... both in its result" test "$(ct cat /run/tentaflake-worker-it/results/ne1/result.json |
+        python3 -c 'import json,sys; n=json.load(sys.stdin)["network"]; print(n["allowed"], n["refused"])')" = "1 1"
 
 submit j2 '{"version":1,"id":"j2","action_class":"local-reversible","argv":["sleep","60"],"timeout_seconds":2}'
 check "a timeout ends the capsule" test "$(result j2 status)" = timed_out
