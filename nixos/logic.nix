@@ -59,6 +59,31 @@ let
   # ---- the operator's hook (docs/config.md, "notify") ---------------------------------------
   notifyDefaults = { uid = 65534; gid = 65534; timeoutSeconds = 10; };
   notifyOf = a: if (a.notify or null) == null then null else notifyDefaults // a.notify;
+
+  # ---- network for jobs (docs/config.md, "network"; docs/egress.md) ------------------------
+  # What the module fills in for a network that names only its allowlist (the worker's defaults).
+  networkDefaults = { maxUploadBytes = "1m"; maxDownloadBytes = "2g"; };
+  # The worker's limit on network.allow (parser/config.h); serve's --allow-host has the same.
+  maxNetworkAllow = 64;
+  networkOf = a: if (a.network or null) == null then null else networkDefaults // a.network;
+  # The first thing wrong with an allowlist, "" when nothing is: only what is simple to say here
+  # (the count, a port on every entry); the worker's parser checks each entry whole at start.
+  allowProblem = entries:
+    let
+      n = length entries;
+      portless = filter (e: typeOf e != "string" || match ".*:[0-9]+" e == null) entries;
+    in if n < 1 || n > maxNetworkAllow then
+      "must name 1..${toString maxNetworkAllow} host:port entries, got ${toString n}"
+    else if portless != [ ] then
+      "'${toString (head portless)}' has no port (NAME:PORT, *.SUFFIX:PORT, IPV4:PORT or [IPV6]:PORT)"
+    else "";
+  # The drop-in systemd/controller-network.conf.in, as service settings: the worker's process
+  # gets the host's network for its egress proxy (the capsules stay without one).
+  networkServiceConfig = {
+    PrivateNetwork = false;
+    RestrictAddressFamilies = "AF_UNIX AF_INET AF_INET6 AF_NETLINK";
+    IPAddressDeny = "";
+  };
   # Why a cache path is refused ("" when it is fine): relative, normalised, no control
   # character, components of at most 255 bytes, at most maxCachePathBytes in all, not reserved.
   cachePathProblem = p:
@@ -141,6 +166,8 @@ let
                                # cache of local-reversible jobs (runsc driver only)
     notify = null;             # or { command; uid ? 65534; gid ? 65534; timeoutSeconds ? 10; }:
                                # the operator's hook for a request that waits (docs/config.md)
+    network = null;            # or { allow; maxUploadBytes ? "1m"; maxDownloadBytes ? "2g"; }:
+                               # the jobs' allowlist through the egress proxy (runsc driver only)
     package = null;            # the module passes the package (a derivation or store path)
   };
 
@@ -245,6 +272,12 @@ let
         gid = n.gid;
         timeout_seconds = n.timeoutSeconds;
       };
+      # No network: no key at all (the worker reads an absent network as none).
+      network = let n = networkOf a; in if n == null then null else {
+        allow = n.allow or [ ];
+        max_upload_bytes = n.maxUploadBytes;
+        max_download_bytes = n.maxDownloadBytes;
+      };
     };
 
   configPath = name: "/etc/tentaflake/workers/${name}.json";
@@ -278,6 +311,8 @@ let
           cache = cacheOf a;
           cacheProblem = if cache == null then "" else cachePathsProblem (cache.paths or [ ]);
           notify = notifyOf a;
+          network = networkOf a;
+          networkProblem = if network == null then "" else allowProblem (network.allow or [ ]);
         in [
           { assertion = nameIsValid name;
             message = "tentaflake.worker.agents: the name '${name}' is not a worker name "
@@ -355,7 +390,16 @@ let
           { assertion = cache == null || parseSize cache.maxBytes != null;
             message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
               + "count, or digits followed by k, m or g"; }
+          { assertion = network == null || a.driver == "runsc";
+            message = "${opt name "network"} needs the runsc driver: the worker passes the proxy's streams "
+              + "to runsc itself, which an engine cannot (driver ${a.driver})"; }
+          { assertion = networkProblem == "";
+            message = "${opt name "network.allow"}: ${networkProblem}"; }
         ] ++ map (k: {
+          assertion = network == null || parseSize network.${k} != null;
+          message = "${opt name "network.${k}"} (${showSize network.${k}}) is not a size: a byte count, or "
+            + "digits followed by k, m or g";
+        }) [ "maxUploadBytes" "maxDownloadBytes" ] ++ map (k: {
           assertion = parseSize a.${k} != null;
           message = "${opt name k} (${showSize a.${k}}) is not a size: a byte count, or digits "
             + "followed by k, m or g";
@@ -422,7 +466,7 @@ let
       } // optionalAttrs (underHome a.workspace) {
         # ProtectHome=yes hides /home entirely, and ReadWritePaths cannot reach below it.
         ProtectHome = "read-only";
-      };
+      } // optionalAttrs (networkOf a != null && verb != "gc --scheduled") networkServiceConfig;
     };
 
   # The wake file approve leaves in the state directory (approve/decide.h): drain also starts
@@ -482,5 +526,6 @@ let
 in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
-    toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults;
+    toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults networkDefaults
+    maxNetworkAllow allowProblem networkServiceConfig;
 }

@@ -178,8 +178,47 @@ let
             none (the journal and `list` still tell).
           '';
         };
+        network = mkOption {
+          type = types.nullOr (types.submodule networkModule);
+          default = d.network;
+          example = lib.literalExpression ''{ allow = [ "registry.npmjs.org:443" "*.pythonhosted.org:443" "pypi.org:443" ]; }'';
+          description = ''
+            Network for jobs (runsc driver only; docs/config.md, "network", and docs/egress.md):
+            each capsule's one way out is the worker's egress proxy, which connects only to
+            these host:port entries and records every connection. Every job gets the same
+            allowlist, approved or not. The daemon's and drain's services then get the host's
+            network for the proxy (PrivateNetwork=false, IP and netlink sockets, no
+            IPAddressDeny), as systemd/controller-network.conf.in does. null: no network.
+          '';
+        };
       };
     };
+
+  networkModule = {
+    options = {
+      allow = mkOption {
+        type = types.listOf types.str;
+        example = [ "registry.npmjs.org:443" "*.pythonhosted.org:443" "10.0.0.5:3128" ];
+        description = ''
+          1..${toString logic.maxNetworkAllow} entries NAME:PORT, *.SUFFIX:PORT (names below SUFFIX),
+          IPV4:PORT or [IPV6]:PORT (that literal address); the port is required.
+        '';
+      };
+      maxUploadBytes = mkOption {
+        type = size;
+        default = logic.networkDefaults.maxUploadBytes;
+        description = ''
+          What the proxy may send upstream for one job. Small on purpose: a job can send what
+          it read to any allowed host, and this bounds how much.
+        '';
+      };
+      maxDownloadBytes = mkOption {
+        type = size;
+        default = logic.networkDefaults.maxDownloadBytes;
+        description = "What the proxy may relay back into the capsule for one job.";
+      };
+    };
+  };
 
   notifyModule = {
     options = {
@@ -339,7 +378,16 @@ let
         outputMb = opt types.ints.positive d.outputMb "Output per stream; a check printing more is ended.";
         tmpMb = opt types.ints.positive d.tmpMb "The check's /tmp (in memory, per lane).";
         maxCheckoutMb = opt types.ints.positive d.maxCheckoutMb "The largest tree the worker checks out.";
-        allowNetwork = opt types.bool d.allowNetwork "Let policies ask for the host's network.";
+        allowNetwork = opt types.bool d.allowNetwork ''
+          Let policies ask for network (--allow-network). Alone it gives none: a policy with
+          network then fails as this worker's fault; allowHosts gives the allowlist.
+        '';
+        allowHosts = opt (types.listOf types.str) d.allowHosts ''
+          runsc sandbox: the allowlist a policy with network gets through the worker's egress
+          proxy, 1..${toString logic.maxNetworkAllow} HOST:PORT entries as network.allow takes
+          them (--allow-network and one --allow-host each). The unit then gets the host's
+          network for the proxy, as systemd/controller-network.conf.in gives it.
+        '';
         mounts = opt (types.listOf (types.submodule mountModule)) d.mounts ''
           Read-only mounts for the checks (runsc sandbox), each with an identity. On NixOS the
           default system mounts hold little: mount the store and a toolchain, e.g.

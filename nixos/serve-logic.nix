@@ -17,6 +17,8 @@ let
   inherit (builtins)
     attrNames concatLists concatStringsSep elem filter genList head length listToAttrs map match
     replaceStrings stringLength substring toString typeOf;
+  # The allowlist's rules and the network drop-in's settings, shared with the inbox agents.
+  inherit (import ./logic.nix) allowProblem networkServiceConfig;
 
   optional = cond: x: if cond then [ x ] else [ ];
   hasPrefix = p: s: substring 0 (stringLength p) s == p;
@@ -72,6 +74,7 @@ let
     tmpMb = 512;
     maxCheckoutMb = 4096;
     allowNetwork = false;
+    allowHosts = [ ];          # HOST:PORT entries for --allow-host: a policy with network gets them
     mounts = [ ];              # [ { host; sandbox ? null; identity; } ]
     systemMountsIdentity = null;
     noSystemMounts = false;
@@ -109,7 +112,9 @@ let
       ++ n "default-timeout-secs" w.defaultTimeoutSecs ++ n "default-memory-mb" w.defaultMemoryMb
       ++ n "default-pids" w.defaultPids ++ n "default-cpu-secs" w.defaultCpuSecs
       ++ n "output-mb" w.outputMb ++ n "tmp-mb" w.tmpMb ++ n "max-checkout-mb" w.maxCheckoutMb
-      ++ optional w.allowNetwork "--allow-network"
+      # --allow-host needs --allow-network: an allowlist implies it.
+      ++ optional (w.allowNetwork || w.allowHosts != [ ]) "--allow-network"
+      ++ concatLists (map (h: [ "--allow-host" h ]) w.allowHosts)
       ++ optional w.noSystemMounts "--no-system-mounts"
       ++ (if w.systemMountsIdentity != null then [ "--system-mounts-identity" w.systemMountsIdentity ] else [ ])
       ++ concatLists (map (m: [ "--mount" (mountFlag m) ]) w.mounts)
@@ -151,6 +156,7 @@ let
           exposing = filter (m: holds w.keyFile m || holds w.tokenFile m) w.mounts;
           serverOk = typeOf w.server == "string" && match "https?://[^[:space:]/]+(/[^[:space:]]*)?" w.server != null;
           words = filter (x: !(wordIsSafe x)) (flagsOf w);
+          hostsProblem = if w.allowHosts == [ ] then "" else allowProblem w.allowHosts;
         in secret "keyFile" w.keyFile ++ secret "tokenFile" w.tokenFile ++ [
           { assertion = labelIsValid w.label;
             message = "${opt name "label"} '${toString w.label}' is not a label the unit can carry: 1 to 128 "
@@ -168,6 +174,11 @@ let
               + "or sha256:<64 hex> (a tag can change under the worker; the environment digest would lie)"; }
           { assertion = engine || w.image == null;
             message = "${opt name "image"} is only for the docker and podman sandboxes"; }
+          { assertion = !engine || w.allowHosts == [ ];
+            message = "${opt name "allowHosts"} is for the runsc sandbox: the worker passes the proxy's "
+              + "streams to runsc itself, which an engine cannot"; }
+          { assertion = hostsProblem == "";
+            message = "${opt name "allowHosts"}: ${hostsProblem}"; }
           { assertion = !engine || (w.mounts == [ ] && w.systemMountsIdentity == null);
             message = "${opt name "mounts"} and ${opt name "systemMountsIdentity"} are for the runsc sandbox; "
               + "with ${w.sandbox} the image is the root"; }
@@ -229,7 +240,9 @@ let
             wantedBy = [ "multi-user.target" ];
             restartTriggers = [ (confOf w) ];
             # The originals behind the links are as out of the worker's reach as the links.
-            serviceConfig.InaccessiblePaths = [ "-${w.keyFile}" "-${w.tokenFile}" ];
+            serviceConfig = { InaccessiblePaths = [ "-${w.keyFile}" "-${w.tokenFile}" ]; }
+              # --allow-host: the egress proxy needs the host's network (the capsules stay without)
+              // (if w.allowHosts != [ ] then networkServiceConfig else { });
           };
         }) names);
     in {

@@ -4,7 +4,7 @@
  * Without arguments (make check): the expected outputs tests/data/nix/expected/NAME.json,
  * which tests/unit/test-nix.sh keeps equal to what the module generates for the agents of
  * tests/data/nix/cases.nix, must load with config_load() and mean what the module options
- * said (sizes as strings and as integers, defaults, driver, mounts, signing).
+ * said (sizes as strings and as integers, defaults, driver, mounts, signing, cache, network).
  *
  * With --check FILE...: config_load() each file and print "FILE: ok" or "FILE: CODE: message";
  * exit 0 when every file loads, 1 otherwise. tests/unit/test-nix.sh runs this on every config
@@ -67,6 +67,9 @@ static void test_hermes_coding(void **state) {
         /* no cache option: no cache key, so no cache */
         assert_null(c->cache.paths);
         assert_int_equal(c->cache.n_paths, 0);
+        /* no network option: no network key, so no network */
+        assert_null(c->network.allow);
+        assert_int_equal(c->network.n_allow, 0);
 }
 
 static void test_hermes_review(void **state) {
@@ -117,6 +120,14 @@ static void test_builder(void **state) {
         assert_null(c->cache.paths[2]);
         assert_int_equal(c->cache.max_bytes, GIB);
         assert_int_equal(c->cache.max_entries, 200000);
+        /* network = { allow = [ ... ]; maxUploadBytes = "512k"; } */
+        assert_int_equal(c->network.n_allow, 3);
+        assert_string_equal(c->network.allow[0], "registry.npmjs.org:443");
+        assert_string_equal(c->network.allow[1], "*.pythonhosted.org:443");
+        assert_string_equal(c->network.allow[2], "10.0.0.5:3128");
+        assert_null(c->network.allow[3]);
+        assert_int_equal(c->network.max_upload_bytes, 512 * 1024);
+        assert_int_equal(c->network.max_download_bytes, 2 * GIB);
 }
 
 static void test_docker_one(void **state) {

@@ -12,6 +12,8 @@
 #  - each bad case: exactly its assertion message;
 #  - the build cache: the option's submodule fills in maxBytes and maxEntries, the config carries
 #    it as `cache` (and the good agents without it have no `cache` key, by the expected files);
+#  - network for jobs: the option's submodule fills in maxUploadBytes and maxDownloadBytes, the
+#    config carries it as `network`, and the daemon and drain (not gc) get the host's network;
 #  - a misspelt option name and wrong option types are refused by the module system.
 # NIXPKGS_LIB unset: ../shared/vendor/nixpkgs-lib/lib beside the repository, nixpkgs' lib/ at
 # the revision its REVISION file names (CI has it there: no Debian package ships nixpkgs). With
@@ -99,6 +101,13 @@ check(h["overrideStrategy"] == "asDropin" and h["wantedBy"] == ["multi-user.targ
       "hermes-coding: daemon drop-in")
 check(d["paths"]["tentaflake-worker-queue@zeroclaw"]["wantedBy"] == ["paths.target"], "zeroclaw: path unit wanted")
 check(d["services"]["tentaflake-worker@builder"]["serviceConfig"]["ProtectHome"] == "read-only", "builder: ProtectHome=read-only")
+net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+for u in ["tentaflake-worker@builder", "tentaflake-worker-queue@builder"]:
+    sc = d["services"][u]["serviceConfig"]
+    check(all(sc.get(k) == v for k, v in net.items()), "%s: the network drop-in's settings (%s)" % (u, sc))
+check(not any(k in d["services"]["tentaflake-worker-gc@builder"]["serviceConfig"] for k in net)
+      and not any(k in d["services"]["tentaflake-worker@hermes-coding"]["serviceConfig"] for k in net),
+      "no network settings for gc, nor for an agent without network")
 PY
         while read -r status what; do
                 if [ "$status" = ok ]; then ok; else bad "$what"; fi
@@ -154,6 +163,9 @@ reject concurrency-zero '{ concurrency = 0; }' "tentaflake.worker.agents.a.concu
 reject cache-misspelt '{ cache = { path = [ "target" ]; }; }' "option .tentaflake.worker.agents.a.cache.path' does not exist"
 reject cache-size-with-space '{ cache = { paths = [ "target" ]; maxBytes = "2 GB"; }; }' "tentaflake.worker.agents.a.cache.maxBytes' is not of type"
 reject cache-entries-zero '{ cache = { paths = [ "target" ]; maxEntries = 0; }; }' "tentaflake.worker.agents.a.cache.maxEntries' is not of type"
+reject network-misspelt '{ network = { allows = [ "pypi.org:443" ]; }; }' "option .tentaflake.worker.agents.a.network.allows' does not exist"
+reject network-allow-string '{ network = { allow = "pypi.org:443"; }; }' "tentaflake.worker.agents.a.network.allow' is not of type"
+reject network-size-with-space '{ network = { allow = [ "pypi.org:443" ]; maxUploadBytes = "1 MB"; }; }' "tentaflake.worker.agents.a.network.maxUploadBytes' is not of type"
 # docker with an image archive: the loader runs before the daemon and drain, not before gc.
 img=/nix/store/cccccccccccccccccccccccccccccccc-worker-image.tar.gz
 if evalm "$tmp/image.json" --arg extra "{ driver = \"docker\"; imageReference = \"sha256:$(printf '%064d' 7)\"; image = \"$img\"; }" &&
@@ -209,6 +221,27 @@ if evalm "$tmp/cache-set.json" --arg extra '{ cache = { paths = [ "build" ]; max
         ok
 else
         bad "cache: maxBytes and maxEntries are not carried as given"; head -5 "$tmp/cache-set.json.err"
+fi
+
+# network: the submodule's defaults fill in the bounds, and the config carries it
+if evalm "$tmp/network.json" --arg extra '{ network = { allow = [ "pypi.org:443" "*.pythonhosted.org:443" ]; }; }' &&
+   python3 - "$tmp/network.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["failed"] == [], d["failed"]
+assert d["configs"]["a"]["network"] == {"allow": ["pypi.org:443", "*.pythonhosted.org:443"], "max_upload_bytes": "1m",
+                                        "max_download_bytes": "2g"}, d["configs"]["a"].get("network")
+assert d["services"]["tentaflake-worker@a"]["serviceConfig"]["PrivateNetwork"] is False
+PY
+then ok; else bad "network: the generated config does not carry the allowlist with its defaults"; head -5 "$tmp/network.json.err"; fi
+# a network without allow: the module system says the option has no value
+if evalm "$tmp/network-no-allow.json" --arg extra '{ network = { maxUploadBytes = "1m"; }; }'; then
+        python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["failed"]; sys.exit(0 if len(f)==1 and "network.allow: must name 1..64" in f[0] else 1)' "$tmp/network-no-allow.json" &&
+                ok || bad "a network without allow: not exactly the empty-allow assertion: $(head -c 300 "$tmp/network-no-allow.json")"
+elif grep -q "tentaflake.worker.agents.a.network.allow' \(was accessed but has no value defined\|is used but not defined\)" "$tmp/network-no-allow.json.err"; then
+        ok
+else
+        bad "a network without allow failed otherwise:"; grep -v nixbld "$tmp/network-no-allow.json.err" | head -5
 fi
 
 rev=$(cat "$lib/../REVISION" 2>/dev/null | cut -c1-12)

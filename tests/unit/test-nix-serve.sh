@@ -7,7 +7,11 @@
 #    assertion, with its own message;
 #  - the generated TENTAFLAKE_SERVE_FLAGS, read as systemd reads an EnvironmentFile and split as
 #    it splits $VAR, are the flags the logic meant, and the real `serve` flag parser accepts
-#    them (it stops at its root check; a bad flag makes it stop earlier, with exit 2).
+#    them (it stops at its root check; a bad flag makes it stop earlier, with exit 2), the
+#    --allow-host entries of allowHosts included (checked by the config's allowlist rule);
+#  - allowHosts: --allow-network and one --allow-host each, and the unit gets the settings of
+#    systemd/controller-network.conf.in; an engine sandbox, an entry without a port and more
+#    than 64 entries fail one assertion each.
 # The module itself under lib.evalModules: tests/unit/test-nix-module.sh (nixpkgs' lib).
 set -uo pipefail
 BUILD=${BUILD:-build}
@@ -51,6 +55,16 @@ check(s.get("overrideStrategy") == "asDropin" and s.get("wantedBy") == ["multi-u
 check(s.get("serviceConfig", {}).get("InaccessiblePaths") == ["-/run/secrets/ci-1.key", "-/run/secrets/ci-1.token"],
       "the originals are inaccessible to the worker")
 check("tentaflake-worker-serve@service:ci-docker" in g["services"], "the label, not the attribute name, is the instance")
+# allowHosts: --allow-network once and one --allow-host each; the unit gets the host's network
+f = g["flags"]["ci-1"]
+check(f.count("--allow-network") == 1 and [f[i + 1] for i, x in enumerate(f) if x == "--allow-host"] ==
+      ["registry.npmjs.org:443", "*.pythonhosted.org:443"], "ci-1: --allow-network and one --allow-host per entry (%s)" % f)
+check("--allow-network" not in g["flags"]["service:ci-docker"], "no allowHosts: no --allow-network")
+net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+sc = s.get("serviceConfig", {})
+check(all(sc.get(k) == v for k, v in net.items()), "ci-1: the network drop-in's settings for the egress proxy (%s)" % sc)
+check(not any(k in g["services"]["tentaflake-worker-serve@service:ci-docker"].get("serviceConfig", {}) for k in net),
+      "no allowHosts: the unit keeps no network")
 for label, conf in g["conf"].items():
     env = {}
     for line in conf.splitlines():

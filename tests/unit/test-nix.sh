@@ -11,6 +11,10 @@
 #    only the module can know (groups, two agents);
 #  - the build cache (cache.paths/maxBytes/maxEntries): the config carries it as `cache`, and no
 #    `cache` key without it; its bad paths and the docker driver fail one assertion each;
+#  - network for jobs (network.allow/maxUploadBytes/maxDownloadBytes): the config carries it as
+#    `network`, no key without it; the daemon and drain (not gc) get the settings of
+#    systemd/controller-network.conf.in; an empty or too long allowlist, an entry without a
+#    port and the docker driver fail one assertion each; the limits and defaults are the parser's;
 #  - with a toolchain (issue 14): its bin is the capsule's /usr/bin and /bin, and the config is
 #    built by closureMergeScript, run here with jq on a fake closure: one read-only mount per
 #    store path, then accepted by the parser; a closure over the parser's mount limit fails the
@@ -79,6 +83,24 @@ check(g["configs"]["builder"].get("cache") == {"paths": ["target", "build/cache"
       "builder: cache carries paths, max_bytes and the default max_entries (%s)" % g["configs"]["builder"].get("cache"))
 check([n for n, c in sorted(g["configs"].items()) if "cache" in c] == ["builder"],
       "no cache key for the agents without the cache option")
+# network: maxUploadBytes as given, maxDownloadBytes the worker's default; no key without it
+check(g["configs"]["builder"].get("network") == {"allow": ["registry.npmjs.org:443", "*.pythonhosted.org:443", "10.0.0.5:3128"],
+                                                 "max_upload_bytes": "512k", "max_download_bytes": "2g"},
+      "builder: network carries allow, max_upload_bytes and the default max_download_bytes (%s)" % g["configs"]["builder"].get("network"))
+check([n for n, c in sorted(g["configs"].items()) if "network" in c] == ["builder"],
+      "no network key for the agents without the network option")
+netcfg = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+tmpl = dict(l.split("=", 1) for l in open("systemd/controller-network.conf.in").read().splitlines()
+            if l and not l.startswith("#") and not l.startswith("["))
+check(tmpl == {"PrivateNetwork": "no", "RestrictAddressFamilies": netcfg["RestrictAddressFamilies"], "IPAddressDeny": ""}
+      and d["networkServiceConfig"] == netcfg,
+      "the module's network settings are systemd/controller-network.conf.in's (%s; %s)" % (d["networkServiceConfig"], tmpl))
+for unit in ["tentaflake-worker@builder", "tentaflake-worker-queue@builder"]:
+    sc = g["services"].get(unit, {}).get("serviceConfig", {})
+    check(all(sc.get(k) == v for k, v in netcfg.items()), "%s: the host's network for the egress proxy (%s)" % (unit, sc))
+for unit in ["tentaflake-worker-gc@builder", "tentaflake-worker@hermes-coding", "tentaflake-worker-queue@hermes-coding"]:
+    sc = g["services"].get(unit, {}).get("serviceConfig", {})
+    check(not any(k in sc for k in netcfg), "%s: no network settings (gc starts no capsule; no network option)" % unit)
 env = d["toolchainEnv"]
 check(g["configs"]["tools"]["runtime"]["system_mounts"] == [env + "/bin:/usr/bin", env + "/bin:/bin"],
       "toolchain: its bin is the capsule's /usr/bin and /bin (%s)" % g["configs"]["tools"]["runtime"].get("system_mounts"))
@@ -178,7 +200,7 @@ if command -v jq >/dev/null && merge tools.json 2>"$tmp/merge.err"; then
         [ "$got" = "$want" ] && ok || bad "merged mounts: each closure path, then the bins; got: $got"
         out=$("$CHECKER" --check "$tmp/tools.json") && ok || bad "the parser refuses the merged toolchain config: $out"
         max=$(cat "$tmp/max-mounts")
-        python3 - "$tmp/run.json" parser/config.h <<'PY' && ok || bad "nixos/logic.nix's cache limits or defaults are not parser/config.h's"
+        python3 - "$tmp/run.json" parser/config.h <<'PY' && ok || bad "nixos/logic.nix's cache or network limits or defaults are not parser/config.h's"
 import json, re, sys
 d = json.load(open(sys.argv[1])); h = open(sys.argv[2]).read()
 def define(n): return re.search(r"^#define %s (.*?)\s*(/\*.*)?$" % n, h, re.M).group(1)
@@ -186,6 +208,9 @@ assert str(d["maxCachePaths"]) == define("CONFIG_CACHE_PATHS_MAX")
 assert str(d["maxCachePathBytes"]) == define("CONFIG_CACHE_PATH_MAX")
 assert str(d["cacheDefaults"]["maxEntries"]) == define("CONFIG_DEFAULT_CACHE_MAX_ENTRIES")
 assert d["cacheDefaults"]["maxBytes"] == "2g" and define("CONFIG_DEFAULT_CACHE_MAX_BYTES") == "(UINT64_C(2) << 30)"
+assert str(d["maxNetworkAllow"]) == define("CONFIG_NETWORK_ALLOW_MAX")
+assert d["networkDefaults"] == {"maxUploadBytes": "1m", "maxDownloadBytes": "2g"}
+assert define("CONFIG_DEFAULT_MAX_UPLOAD_BYTES") == "(UINT64_C(1) << 20)" and define("CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES") == "(UINT64_C(2) << 30)"
 PY
         [ "$max" = "$(sed -n 's/^#define CONFIG_MAX_SYSTEM_MOUNTS \([0-9]*\)$/\1/p' parser/config.h)" ] && ok ||
                 bad "nixos/logic.nix's maxSystemMounts ($max) is not the parser's CONFIG_MAX_SYSTEM_MOUNTS"

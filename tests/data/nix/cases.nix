@@ -68,6 +68,9 @@ let
       cache = { paths = [ "target" "build/cache" ]; maxBytes = "1g"; };
       # uid, gid left to their defaults
       notify = { command = [ "/opt/tools/bin/tell-ops" "--channel" "approvals" ]; timeoutSeconds = 20; };
+      # maxDownloadBytes left to its default; an internal mirror listed by its literal address
+      network = { allow = [ "registry.npmjs.org:443" "*.pythonhosted.org:443" "10.0.0.5:3128" ];
+                  maxUploadBytes = "512k"; };
     };
     docker-one = {
       workspace = "/srv/docker-one/ws";
@@ -180,6 +183,19 @@ let
       parserRejects = true; };
     cache-paths-overlap = one "a" { cache = { paths = [ "build" "target" "build/x" ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache.paths: 'build' and 'build/x' overlap";
+      parserRejects = true; };
+    # network for jobs: the parser's rules on network, said at evaluation
+    network-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; network = { allow = [ "pypi.org:443" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.network needs the runsc driver: the worker passes the proxy's streams to runsc itself";
+      parserRejects = true; };
+    network-allow-empty = one "a" { network = { allow = [ ]; }; } // {
+      expect = "tentaflake.worker.agents.a.network.allow: must name 1..64 host:port entries, got 0";
+      parserRejects = true; };
+    network-allow-too-many = one "a" { network = { allow = builtins.genList (i: "h${toString i}.example.org:443") 65; }; } // {
+      expect = "tentaflake.worker.agents.a.network.allow: must name 1..64 host:port entries, got 65";
+      parserRejects = true; };
+    network-entry-without-port = one "a" { network = { allow = [ "pypi.org:443" "files.pythonhosted.org" ]; }; } // {
+      expect = "tentaflake.worker.agents.a.network.allow: 'files.pythonhosted.org' has no port";
       parserRejects = true; };
     shared-workspace = {
       agents = { a = hermes; b = hermes // { containerUid = 10001; }; };

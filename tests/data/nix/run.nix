@@ -20,7 +20,8 @@ in {
     etcNames = builtins.attrNames good.etc;
     assertionCount = builtins.length good.assertions;
   };
-  inherit (logic) closureMergeScript maxSystemMounts wakeFile maxCachePaths maxCachePathBytes cacheDefaults;
+  inherit (logic) closureMergeScript maxSystemMounts wakeFile maxCachePaths maxCachePathBytes cacheDefaults
+    networkDefaults maxNetworkAllow networkServiceConfig;
   inherit (cases) toolchainEnv;
   # the image loader's text for a docker agent, run by the test against a fake engine
   imageLoad = logic.imageLoadScript { engine = "@ENGINE@"; image = "@IMAGE@"; reference = "@REF@"; };

@@ -13,7 +13,9 @@ let
                { host = "/opt/rust"; sandbox = "/usr/local/rust"; identity = "rust-1.89.0"; } ];
   };
   good = {
-    ci-1 = ci // { concurrency = 2; maxMemoryMb = 4096; defaultMemoryMb = 1024; };
+    ci-1 = ci // { concurrency = 2; maxMemoryMb = 4096; defaultMemoryMb = 1024;
+                   # a policy with network gets these, through the worker's egress proxy
+                   allowHosts = [ "registry.npmjs.org:443" "*.pythonhosted.org:443" ]; };
     docker = {
       label = "service:ci-docker";
       server = "http://forge.internal:8080/";
@@ -66,6 +68,13 @@ in {
       expect = "tentaflake.worker.serve.w.label 'ci 1' is not a label the unit can carry"; };
     flag-with-space = one { extraFlags = [ "--runsc" "/opt/my runsc" ]; } // {
       expect = "these flag values cannot be passed through the unit (no space, quote, backslash, '$' or backquote): '/opt/my runsc'"; };
+    allow-hosts-with-engine = one { sandbox = "docker"; image = "sha256:${h64}"; mounts = [ ]; systemMountsIdentity = null;
+                                    allowHosts = [ "pypi.org:443" ]; } // {
+      expect = "tentaflake.worker.serve.w.allowHosts is for the runsc sandbox"; };
+    allow-host-without-port = one { allowHosts = [ "pypi.org" ]; } // {
+      expect = "tentaflake.worker.serve.w.allowHosts: 'pypi.org' has no port"; };
+    allow-hosts-too-many = one { allowHosts = builtins.genList (i: "h${toString i}.example.org:443") 65; } // {
+      expect = "tentaflake.worker.serve.w.allowHosts: must name 1..64 host:port entries, got 65"; };
     labels-fold-alike = { workers = { a = ci // { label = "ci.1"; }; b = ci // { label = "CI-1"; }; };
       expect = "tentaflake.worker.serve: the labels 'ci.1' ('a') and 'CI-1' ('b') fold to the same worker name 'serve-ci-1'"; };
   };
