@@ -15,11 +15,20 @@
 #  - the tmpfiles template creates the results directory root:<gid> 02750 (as root);
 #  - the serve worker's units (issue 13): verify, exposure at most MAX_EXPOSURE for the worker
 #    and its proxy, the inbox sandboxing block with only the state directory changed, the key
-#    and the token as credentials and never in the environment or on the command line.
+#    and the token as credentials and never in the environment or on the command line;
+#  - network for jobs (docs/egress.md): make install puts the egress proxy in LIBEXECDIR and the
+#    network drop-in's template in PKGDATADIR; a second controller "net" with that drop-in on
+#    its daemon and drain, and a serve worker "ci-2" with it (--allow-host), verify, get the
+#    host's network (PrivateNetwork=no, IP and netlink sockets, no IPAddressDeny) and keep the
+#    rest of the sandbox, their exposure bounded by MAX_NET_EXPOSURE.
 # What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
 set -uo pipefail
 BUILD=${BUILD:-build}
 MAX_EXPOSURE=3.1
+# The daemon and drain of a controller, and a serve worker, with the network drop-in
+# (PrivateNetwork, RestrictAddressFamilies and IPAddressDeny opened): each measured 4.0 with
+# systemd 252; the bound is one step above.
+MAX_NET_EXPOSURE=4.1
 cd "$(dirname "$0")/../.."
 source tests/integration/lib.sh
 
@@ -46,9 +55,11 @@ for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaf
          'tentaflake-worker-serve@.service' 'tentaflake-worker-serve-proxy@.service' 'tentaflake-worker-serve-proxy@.socket'; do
         check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
 done
-for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in; do
+for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in controller-network.conf.in; do
         check "make install installs the template $t" test -f "$share/$t"
 done
+check "make install installs the egress proxy beside the capsule init, 0755" \
+        test "$(stat -c %a "$root/usr/local/libexec/tentaflake-worker/tentaflake-egress-proxy" 2>/dev/null)" = 755
 check "ExecStart names the installed binary (run)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json run' "$units/tentaflake-worker@.service"
 check "ExecStart names the installed binary (drain)" \
@@ -75,6 +86,16 @@ done
 mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d"
 sub controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@demo.path.d/inbox.conf"
 sub controller-tmpfiles.conf.in >"$root/etc/tmpfiles.d/tentaflake-worker-demo.conf"
+# A second controller "net" with network for its jobs (docs/install.md, "Network for jobs"):
+# its workspace and inbox drop-ins, and the network drop-in on its daemon and drain.
+subnet() { sed -e "s|@NAME@|net|g; s|@WORKSPACE@|/srv/net/ws|g; s|@GROUP@|10001|g" "$share/$1"; }
+for u in 'tentaflake-worker@net.service.d' 'tentaflake-worker-queue@net.service.d'; do
+        mkdir -p "$root/etc/systemd/system/$u"
+        subnet controller-workspace.conf.in >"$root/etc/systemd/system/$u/workspace.conf"
+        subnet controller-network.conf.in >"$root/etc/systemd/system/$u/network.conf"
+done
+mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@net.path.d"
+subnet controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@net.path.d/inbox.conf"
 # A serve worker "ci-1", set up as docs/validation.md says; the proxy binary the unit names.
 mkdir -p "$root/etc/tentaflake/serve" "$root/usr/lib/systemd"
 printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example"\n' \
@@ -82,11 +103,21 @@ printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--se
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.key"
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.token"
 [ -x "$root/usr/lib/systemd/systemd-socket-proxyd" ] || cp /usr/lib/systemd/systemd-socket-proxyd "$root/usr/lib/systemd/"
+# A serve worker "ci-2" whose flags give policies network (--allow-network --allow-host), with
+# the network drop-in (docs/validation.md, "Network for checks").
+printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example --allow-network --allow-host registry.npmjs.org:443"\n' \
+        >"$root/etc/tentaflake/serve/ci-2.conf"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-2.key"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-2.token"
+mkdir -p "$root/etc/systemd/system/tentaflake-worker-serve@ci-2.service.d"
+sed -e "s|@NAME@|ci-2|g" "$share/controller-network.conf.in" >"$root/etc/systemd/system/tentaflake-worker-serve@ci-2.service.d/network.conf"
 
 # 2. verify: clean, and able to fail.
 all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path'
      'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer'
-     'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket')
+     'tentaflake-worker@net.service' 'tentaflake-worker-queue@net.service' 'tentaflake-worker-queue@net.path'
+     'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket'
+     'tentaflake-worker-serve@ci-2.service')
 out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
 check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
 for u in "$units"/*; do
@@ -114,6 +145,24 @@ for u in 'tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service'
         echo "exposure of $u: $e (at most $MAX_EXPOSURE)"
         check "exposure of $u ($e) at most $MAX_EXPOSURE" le "$e" "$MAX_EXPOSURE"
 done
+# With the network drop-in: more open (the host's network), still bounded; what it opens is
+# exactly the network, read back from systemd's own view of the merged unit.
+for u in 'tentaflake-worker@net.service' 'tentaflake-worker-queue@net.service' 'tentaflake-worker-serve@ci-2.service'; do
+        e=$(exposure "$u")
+        echo "exposure of $u (network drop-in): $e (at most $MAX_NET_EXPOSURE)"
+        check "exposure of $u ($e) at most $MAX_NET_EXPOSURE" le "$e" "$MAX_NET_EXPOSURE"
+        plain=$(exposure "$(sed 's/@net\./@demo./; s/@ci-2\./@ci-1./' <<<"$u")")
+        check "exposure of $u ($e) above the same unit's without the drop-in ($plain)" \
+                awk -v a="$e" -v b="$plain" 'BEGIN { exit !(a != "" && b != "" && a + 0 > b + 0) }'
+        sec=$(systemd-analyze security --offline=yes --root="$root" "$u" 2>&1)
+        check "$u: the drop-in opens the network (PrivateNetwork, AF_INET/AF_INET6/AF_NETLINK, IPAddressDeny)" \
+                bash -c "grep -q '✗ PrivateNetwork=' <<<\"\$1\" && grep -q '✗ RestrictAddressFamilies=~AF_(INET|INET6)' <<<\"\$1\" && grep -q '✗ RestrictAddressFamilies=~AF_NETLINK' <<<\"\$1\" && grep -q '✗ IPAddressDeny=' <<<\"\$1\"" _ "$sec"
+        check "$u: the rest of the sandbox stays (NoNewPrivileges, ProtectSystem=strict, PrivateDevices, no packet sockets)" \
+                bash -c "grep -q '✓ NoNewPrivileges=' <<<\"\$1\" && grep -q '✓ ProtectSystem=' <<<\"\$1\" && grep -q '✓ PrivateDevices=' <<<\"\$1\" && grep -q '✓ RestrictAddressFamilies=~AF_PACKET' <<<\"\$1\"" _ "$sec"
+done
+check "the network drop-in sets exactly the three network settings" \
+        test "$(grep -v '^#' "$share/controller-network.conf.in" | grep -v '^$' | tr '\n' ' ')" = \
+        "[Service] PrivateNetwork=no RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK IPAddressDeny= "
 check "security --threshold agrees" systemd-analyze security --offline=yes --root="$root" \
         --threshold="$(awk -v m="$MAX_EXPOSURE" 'BEGIN { print int(m * 10 + 0.5) }')" \
         'tentaflake-worker@demo.service' >/dev/null 2>&1
