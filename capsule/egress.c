@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ifaddrs.h>
@@ -207,6 +208,37 @@ fail:
         return r;
 }
 
+/* A connection to a listener of our own on 127.0.0.1 completes at once, unless a packet filter
+ * drops even loopback (systemd's IPAddressDeny=any, a cgroup BPF program): then it does not
+ * complete within EGRESS_LOOPBACK_MS. */
+#define EGRESS_LOOPBACK_MS 1000
+static int loopback_check(char *buf, size_t size) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof(a);
+        _cleanup_close_ int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (l < 0 || c < 0 || bind(l, (struct sockaddr *) &a, sizeof(a)) < 0 || listen(l, 1) < 0 ||
+            getsockname(l, (struct sockaddr *) &a, &len) < 0) {
+                int r = -errno;
+                snprintf(buf, size, "cannot listen on 127.0.0.1 for the check: %s", strerror(-r));
+                return r;
+        }
+        if (connect(c, (struct sockaddr *) &a, sizeof(a)) < 0 && errno != EINPROGRESS) {
+                int r = -errno;
+                snprintf(buf, size, "a connection to 127.0.0.1 failed (%s): an IPAddressDeny=?", strerror(-r));
+                return r;
+        }
+        struct pollfd p = { .fd = c, .events = POLLOUT };
+        int err = 0;
+        socklen_t elen = sizeof(err);
+        if (poll(&p, 1, EGRESS_LOOPBACK_MS) <= 0 || getsockopt(c, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err) {
+                snprintf(buf, size, "a connection to 127.0.0.1 did not complete within %d ms (%s): packets are "
+                         "dropped, an IPAddressDeny=?", EGRESS_LOOPBACK_MS, err ? strerror(err) : "no answer");
+                return err ? -err : -ETIMEDOUT;
+        }
+        return 0;
+}
+
 int egress_host_route_check(char *buf, size_t size) {
         struct ifaddrs *ifa = NULL;
         bool up = false;
@@ -235,7 +267,7 @@ int egress_host_route_check(char *buf, size_t size) {
                 snprintf(buf, size, "no network interface but loopback is up here: a PrivateNetwork=yes?");
                 return -ENETUNREACH;
         }
-        return 0;
+        return loopback_check(buf, size);
 }
 
 /* ---- its records ---------------------------------------------------------------------------- */

@@ -68,10 +68,11 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret);
 void egress_proxy_kill(EgressProxy *p);
 
 /* Can the proxy reach anything from here? 0 when this process may open an AF_INET or AF_INET6
- * socket and has an interface up that is not loopback; else a negative errno and why in buf
- * (a systemd unit's PrivateNetwork= or RestrictAddressFamilies=, as the worker's own units set
- * by default: docs/install.md, "Network for jobs"). The proxy is started from here and keeps
- * what it finds. */
+ * socket, has an interface up that is not loopback and can connect to a listener of its own on
+ * 127.0.0.1 (within 1 s); else a negative errno and why in buf (a systemd unit's
+ * PrivateNetwork=, RestrictAddressFamilies= or IPAddressDeny=, as the worker's own units set by
+ * default: docs/install.md, "Network for jobs"). The proxy is started from here and keeps what it
+ * finds. */
 int egress_host_route_check(char *buf, size_t size);
 
 /* One record line of the proxy (capsule/egress-wire.h), as untrusted input: exactly its keys,

@@ -21,6 +21,7 @@
 #include "common/macro.h"
 #include "parser/config.h"
 #include "orchestrator/doctor.h"
+#include "parser/egress-allow.h"
 #include "validation/serve.h"
 
 
@@ -231,6 +232,12 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
          * where it may go; each entry is checked by the config's rule (the walls' parser). */
         if (o->n_allow_hosts && !o->allow_network)
                 return cli_like_usage("--allow-host needs --allow-network (without it no policy gets network)");
+        for (size_t i = 0; i < o->n_allow_hosts; i++) {
+                EgressAllow rule;
+                const char *why = NULL;
+                if (egress_allow_parse(o->allow_hosts[i], &rule, &why) < 0)
+                        return cli_like_usage("--allow-host '%s': %s", o->allow_hosts[i], why);
+        }
         if (o->n_allow_hosts && !streq(o->sandbox, "runsc"))
                 return cli_like_usage("--allow-host is for --sandbox runsc: the worker passes the proxy's streams to "
                                       "runsc itself, which an engine cannot");

@@ -482,7 +482,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 x.capsule.egress.enabled ? job_network(w, rec->id, egress_fd, &x.capsule.egress) : NULL;
         if (!x.ran) {
                 /* Refused or faulted before anything ran: no log, no artifacts, no runtime. */
-                run = (ResultRun){.snapshot = snap, .cache = cachej};
+                run = (ResultRun){.snapshot = snap, .cache = cachej, .network = netj};
                 return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);
         }
 

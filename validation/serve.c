@@ -36,6 +36,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "capsule/driver.h"
+#include "capsule/egress.h"
 #include "capsule/init-path.h"
 #include "capsule/oci-spec.h"
 #include "common/fd-util.h"
@@ -1222,9 +1223,14 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         if (s->o.allow_network && !s->o.n_allow_hosts)
                 say(LOG_WARNING, "serve: --allow-network without --allow-host: there is no network to give, and a policy "
                             "asking for network fails as this worker's fault");
-        else if (s->o.n_allow_hosts)
+        else if (s->o.n_allow_hosts) {
+                char why[256];
                 say(LOG_NOTICE, "serve: a policy asking for network gets %zu allowlist entr%s through the worker's proxy",
                     s->o.n_allow_hosts, s->o.n_allow_hosts == 1 ? "y" : "ies");
+                if (egress_host_route_check(why, sizeof(why)) < 0)
+                        say(LOG_WARNING, "serve: the egress proxy can reach nothing from this worker: %s (docs/install.md, "
+                                    "\"Network for jobs\"); every connection of a check will fail", why);
+        }
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 say(LOG_WARNING, "serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* tentaflake-egress-proxy (capsule/egress-wire.h), the only route from a capsule to any
  * network. main() parses the command line strictly, checks the fds it was given, collects the
- * host's own addresses, drops to the job's uid and hardens the process, all before it reads a
- * byte from a stream; then the main thread waits on every unused stream and hands each one, at
+ * host's own addresses, drops to --uid/--gid (the worker passes nobody) and hardens the process,
+ * all before it reads a byte from a stream; then the main thread waits on every unused stream and hands each one, at
  * its first byte, to a connection thread of its own (conn.c). Also here: the records writer.
  * The proxy never execs, never logs (stderr is /dev/null) and opens nothing after start-up but
  * what getaddrinfo reads and the sockets of its connections. */
@@ -429,8 +429,8 @@ static int drop_privileges(const Proxy *p, char *err) {
         return 0;
 }
 
-/* After the drop: no way back up through exec (there is none anyway), no core or ptrace by the
- * job's uid, a bound on fds, death with the worker. */
+/* After the drop: no way back up through exec (there is none anyway), no core or ptrace by
+ * another process of its uid, a bound on fds, death with the worker. */
 static int harden(const Proxy *p, pid_t ppid, char *err) {
         struct rlimit core = { 0, 0 }, nofile;
         rlim_t want = 2 * (rlim_t) p->n_streams + 64;

@@ -18,7 +18,8 @@
 #     the daemon lives and the next job's egress works;
 #   - without network in the config: no proxy variable, nothing on 127.0.0.1:3128, no stream
 #     in the capsule's init;
-#   - the same through capsules started ahead (the first job starts cold, the rest warm).
+#   - the same through capsules started ahead (the first job starts cold, the rest warm);
+#   - doctor's four egress checks pass on this worker.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -258,6 +259,13 @@ run_job j5 local-reversible "echo hello=\$(curl -sS http://127.0.0.1:$A/hello)" 
 check "the next job's egress works ($(line j5 hello))" test "$(line j5 hello)" = "hello from 127.0.0.1:$A"
 stop_daemon
 check "no proxy process outlives the daemon and its capsules" bash -c "! pgrep -x tentaflake-egre >/dev/null"
+
+# ---- doctor proves the route ------------------------------------------------------------------
+tfw "$dir" doctor --json >"$dir/doctor.json" 2>"$dir/doctor.err"
+for c in egress_host egress_route egress_refused egress_no_other_route; do
+        check "doctor: $c ($(json_get "$dir/doctor.json" "[x['detail'] for x in r if x['check']=='$c'][0]" 2>&1))" \
+                test "$(json_get "$dir/doctor.json" "[x['ok'] for x in r if x['check']=='$c'][0]")" = True
+done
 
 # ---- 5. without network: no variable, no listener, no stream -------------------------------------
 dir2=$(test_dir egress-none)

@@ -43,7 +43,7 @@ usage() { # usage WANT_TEXT FLAGS...: serve exits 2 with WANT_TEXT on stderr
 check "--allow-host without --allow-network: usage error" usage "needs --allow-network" --allow-host 127.0.0.1:$A
 check "--allow-host with an engine: usage error" usage "is for --sandbox runsc" --allow-network \
         --allow-host 127.0.0.1:$A --sandbox docker --image "sha256:$(printf '0%.0s' $(seq 64))"
-check "a malformed --allow-host: usage error naming it" usage "network.allow\[0\]" --allow-network --allow-host example.org
+check "a malformed --allow-host: usage error naming it" usage "--allow-host 'example.org': " --allow-network --allow-host example.org
 
 # ---- a worker with an allowlist --------------------------------------------------------------
 start_worker net --allow-network --allow-host "127.0.0.1:$A"

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "capsule/egress-wire.h"
@@ -183,11 +185,35 @@ static void test_finish(void **state) {
         assert_non_null(strstr(s2.message, "cut off"));
 }
 
+/* The host's route check: here (a machine with a network) it passes; in a network namespace of
+ * its own with only loopback (what a unit's PrivateNetwork=yes gives) it says so. */
+static void test_host_route(void **state) {
+        (void) state;
+        char why[256] = "";
+        if (egress_host_route_check(why, sizeof(why)) < 0)
+                fail_msg("the host's route check failed here: %s", why);
+        if (geteuid() != 0)
+                tfw_skip("a network namespace of the test's own needs root");
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                if (unshare(CLONE_NEWNET) < 0)
+                        _exit(90);
+                int r = egress_host_route_check(why, sizeof(why));
+                _exit(r < 0 && strstr(why, "PrivateNetwork") ? 0 : 91);
+        }
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_accepted),
                 cmocka_unit_test(test_refused),
                 cmocka_unit_test(test_finish),
+                cmocka_unit_test(test_host_route),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
