@@ -20,7 +20,9 @@
  * First exactly one of
  *   {"ready":true}                    set up, privileges dropped: the capsule may start
  *   {"error":"TEXT"}                  it could not start (then it exits non-zero)
- * then one line per stream that carried a connection, written when the connection ended:
+ * then one line per stream that carried a connection, written when the connection ended (on
+ * SIGTERM, which the worker sends once the capsule has ended, every connection still open ends
+ * at once, "stopped", and writes its line before the proxy exits):
  *   {"kind":"connect"|"forward"|null, "host":STR|null, "port":INT|null, "address":STR|null,
  *    "verdict":"allowed"|"refused", "reason":WORD|null, "detail":STR|null,
  *    "bytes_up":INT, "bytes_down":INT, "duration_ms":INT}
@@ -53,7 +55,8 @@
         "address_refused",   /* it resolves to an address of a refused class or the host's own */ \
         "connect_failed",    /* no address accepted the connection */                            \
         "upload_limit",      /* the job's upload budget was spent before this one */             \
-        "download_limit"     /* the job's download budget was spent before this one */
+        "download_limit",    /* the job's download budget was spent before this one */           \
+        "stopped"            /* the capsule ended (SIGTERM) before it was connected */
 
 /* Why an allowed connection was cut (verdict "allowed", reason not null). */
 #define EGRESS_CUT_WORDS                                                                           \
@@ -61,4 +64,5 @@
         "download_limit", /* max_download_bytes reached */                                      \
         "idle_timeout",   /* no byte either way for --idle-seconds */                           \
         "time_limit",     /* open for --max-seconds */                                          \
-        "io_error"        /* a read or write failed on either side */
+        "io_error",       /* a read or write failed on either side */                           \
+        "stopped"         /* still open when the capsule ended: the worker's SIGTERM cut it */

@@ -427,10 +427,18 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
         ret->enabled = true;
         egress_proxy_close_inside(p);
         if (p->pid > 0) {
-                /* Its streams have all ended with the capsule: it ends by itself. */
+                /* The capsule is gone, but an upstream may keep a connection open (a long poll,
+                 * a server that holds half-closed connections): SIGTERM cuts every connection
+                 * still open, each writing its record ("stopped"), so none goes unrecorded. Only
+                 * one stuck in the resolver, which has sent nothing, can miss the bound. */
+                (void) kill(p->pid, SIGTERM);
                 if (waitpid_bounded(p->pid, EGRESS_END_USEC, &st) == -ETIMEDOUT)
                         summary_error(ret, "the proxy did not end within %d s of the capsule and was killed",
                                       (int) (EGRESS_END_USEC / USEC_PER_SEC));
+                else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+                        summary_error(ret, "the proxy ended %s %d: its records may not be whole",
+                                      WIFSIGNALED(st) ? "by signal" : "with status",
+                                      WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
                 p->pid = 0;
         }
         buf = malloc(RECORDS_MAX + 1);

@@ -170,7 +170,7 @@ static int conn_read_head(Conn *c) {
                 if (c->head_len < sizeof c->head) {
                         int r = conn_wait(c, c->stream, POLLIN, deadline);
                         if (r == -ECANCELED)
-                                return refuse(c, "head_timeout", "the proxy is stopping");
+                                return refuse(c, "stopped", "the capsule ended before a whole request head");
                         if (r == 0)
                                 return refuse(c, "head_timeout", "no whole request head within %" PRIu64 " s",
                                               c->proxy->head_usec / USEC_PER_SEC);
@@ -267,6 +267,16 @@ static int conn_resolve(Conn *c) {
                 c->n_addrs = 1;
                 return 0;
         }
+        /* The name goes to the resolver and on to the name's servers: under a *.SUFFIX entry
+         * its labels are the job's to choose, so it is bytes up like any other. */
+        size_t name_len = strlen(c->req.host);
+        uint64_t granted = budget_take(&c->proxy->upload_left, name_len);
+        if (granted < name_len) {
+                budget_return(&c->proxy->upload_left, granted);
+                return refuse(c, "upload_limit", "the job's upload budget of %" PRIu64 " bytes cannot take the name",
+                              c->proxy->max_upload);
+        }
+        c->bytes_up += name_len;
         int r = getaddrinfo(c->req.host, NULL, &hints, &res);
         if (r != 0)
                 return refuse(c, "resolve_failed", "%s: %s", c->req.host,
@@ -338,6 +348,10 @@ static int connect_one(Conn *c, const struct sockaddr_storage *ss) {
 
         if (fd < 0)
                 return -errno;
+        /* Fixed buffers: the kernel's autotuning would let an upstream that sends to a job which
+         * does not read queue megabytes per connection on the host. */
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
+        (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
         if (connect(fd, (const struct sockaddr *) ss, len) < 0) {
                 if (errno != EINPROGRESS && errno != EINTR)
                         return -errno;
@@ -366,7 +380,7 @@ static int conn_connect(Conn *c) {
                 sockaddr_text(&c->addrs[i], last);
                 int r = connect_one(c, &c->addrs[i]);
                 if (r == -ECANCELED)
-                        return refuse(c, "connect_failed", "the proxy is stopping");
+                        return refuse(c, "stopped", "the capsule ended before the connection was made");
                 if (r >= 0) {
                         c->upstream = r;
                         memcpy(c->address, last, sizeof last);
@@ -587,7 +601,7 @@ static int conn_relay(Conn *c, Flow *up, Flow *down) {
                         return cut(c, "io_error", "poll: %s", errno_text(errno));
                 }
                 if (pfd[2].revents)
-                        return cut(c, "time_limit", "the proxy is stopping");
+                        return cut(c, "stopped", "the capsule ended with the connection open");
                 int a = relay_socket(c, pfd[0].revents, s_ev, up, down);
                 if (a < 0)
                         return a;
@@ -628,7 +642,7 @@ static int conn_tunnel(Conn *c) {
         } else {
                 int r = conn_reply(c, CONNECT_REPLY, strlen(CONNECT_REPLY));
                 if (r == -ECANCELED)
-                        return cut(c, "time_limit", "the proxy is stopping");
+                        return cut(c, "stopped", "the capsule ended with the connection open");
                 if (r == -EPIPE || r == -ECONNRESET)
                         return 0;
                 if (r == -ETIMEDOUT)

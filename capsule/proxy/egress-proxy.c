@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
+#include <seccomp.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -431,6 +433,59 @@ static int drop_privileges(const Proxy *p, char *err) {
 
 /* After the drop: no way back up through exec (there is none anyway), no core or ptrace by
  * another process of its uid, a bound on fds, death with the worker. */
+/* The system calls the proxy never makes, refused (EPERM) for the rest of its life: a flaw in it
+ * would run as nobody with the host's network, and nobody is also the uid of other processes
+ * (the artifact parser, a notify hook, possibly runsc's sandbox on other hosts). Contract: after
+ * this no process can be signalled but the proxy's own threads (kill, tkill, sigqueue refused,
+ * tgkill only to its own pid), traced or read (ptrace, process_vm_*, pidfd_*), run (execve) or
+ * made (clone only with CLONE_THREAD; clone3 reports ENOSYS so glibc's pthread_create falls
+ * back to clone; fork and vfork refused); no socket of any family but AF_UNIX (the resolver's
+ * nscd), AF_INET, AF_INET6 and AF_NETLINK (its interface list); no namespace, mount, keyring or
+ * BPF. Not under AddressSanitizer, whose leak checker stops the process with ptrace. */
+static int confine(char *err) {
+#ifdef PROXY_UNDER_ASAN
+        (void) err;
+        return 0;
+#else
+        static const int refused[] = {
+                SCMP_SYS(kill), SCMP_SYS(tkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo),
+                SCMP_SYS(ptrace), SCMP_SYS(process_vm_readv), SCMP_SYS(process_vm_writev), SCMP_SYS(pidfd_open),
+                SCMP_SYS(pidfd_send_signal), SCMP_SYS(pidfd_getfd), SCMP_SYS(execve), SCMP_SYS(execveat),
+                SCMP_SYS(fork), SCMP_SYS(vfork), SCMP_SYS(unshare), SCMP_SYS(setns), SCMP_SYS(mount),
+                SCMP_SYS(umount2), SCMP_SYS(pivot_root), SCMP_SYS(chroot), SCMP_SYS(bpf), SCMP_SYS(perf_event_open),
+                SCMP_SYS(keyctl), SCMP_SYS(add_key), SCMP_SYS(request_key), SCMP_SYS(userfaultfd),
+                SCMP_SYS(personality), SCMP_SYS(open_by_handle_at),
+        };
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        int r = ctx ? 0 : -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(refused); i++)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), refused[i], 0);
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tgkill), 1,
+                                     SCMP_A0(SCMP_CMP_NE, (scmp_datum_t) getpid()));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+        /* Every family number but the four, one rule each (a rule compares an argument once). */
+        for (int fam = 0; r >= 0 && fam <= AF_NETLINK; fam++)
+                if (fam != AF_UNIX && fam != AF_INET && fam != AF_INET6 && fam != AF_NETLINK)
+                        r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) fam));
+        if (r >= 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
+                                     SCMP_A0(SCMP_CMP_GT, (scmp_datum_t) AF_NETLINK));
+        if (r >= 0)
+                r = seccomp_load(ctx);
+        if (ctx)
+                seccomp_release(ctx);
+        if (r < 0)
+                snprintf(err, ERROR_MAX, "cannot load its seccomp filter: %s", strerrordesc_np(-r));
+        return r;
+#endif
+}
+
 static int harden(const Proxy *p, pid_t ppid, char *err) {
         struct rlimit core = { 0, 0 }, nofile;
         rlim_t want = 2 * (rlim_t) p->n_streams + 64;
@@ -540,7 +595,7 @@ static int stream_event(Stream *s) {
         return 1;
 }
 
-/* SIGTERM: no new connection; every live one is cut (time_limit) through the stop eventfd and
+/* SIGTERM: no new connection; every live one is cut (stopped) through the stop eventfd and
  * writes its record; unused streams are closed without one. */
 static void stop_all(Proxy *p, Stream *streams, unsigned *n_unused) {
         (void) eventfd_write(p->stop_fd, 1);
@@ -575,9 +630,11 @@ static int serve(Proxy *p, int signal_fd, int done_fd) {
         while (n_unused > 0 || n_running > 0) {
                 pfd[0] = (struct pollfd) { .fd = signal_fd, .events = POLLIN };
                 pfd[1] = (struct pollfd) { .fd = done_fd, .events = POLLIN };
+                /* No more at once than init relays (a backstop: init keeps the others waiting). */
+                bool room = n_running < CAPSULE_EGRESS_LIVE_MAX;
                 for (unsigned i = 0; i < n; i++)
                         pfd[2 + i] = (struct pollfd) {
-                                .fd = streams[i].state == STREAM_UNUSED ? streams[i].fd : -1,
+                                .fd = room && streams[i].state == STREAM_UNUSED ? streams[i].fd : -1,
                                 .events = POLLIN | POLLRDHUP,
                         };
                 if (poll(pfd, n + 2, -1) < 0) {
@@ -664,7 +721,7 @@ int main(int argc, char **argv) {
         if (parse_args(argc, argv, p, err) < 0 || check_fds(p, err) < 0)
                 return fail(p, EXIT_USAGE, err);
         if (collect_own_addresses(p, err) < 0 || setup_events(p, &signal_fd, &done_fd, err) < 0 ||
-            drop_privileges(p, err) < 0 || harden(p, ppid, err) < 0)
+            drop_privileges(p, err) < 0 || harden(p, ppid, err) < 0 || confine(err) < 0)
                 return fail(p, EXIT_FAILURE, err);
         atomic_store(&p->upload_left, p->max_upload);
         atomic_store(&p->download_left, p->max_download);

@@ -7,6 +7,7 @@ HTTP/1.1 server on ADDR:PORT that a job reaches through the worker's proxy.
   GET /bytes/N     N bytes of 'x' (Content-Length), for downloads
   POST /upload     reads the body as it comes and answers with how many bytes arrived
   GET /hello       "hello from ADDR:PORT"
+  GET /hold        never answers and never closes, not even at the client's end of file
 Every accepted connection appends a line to LOGDIR/connections and every byte of a request
 body read is counted in LOGDIR/received (rewritten after each read), so a test can say that a
 connection never arrived or that no more than N bytes did. Prints "ready" once it listens."""
@@ -14,6 +15,7 @@ import os
 import socket
 import sys
 import threading
+import time
 
 addr, port, logdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lock = threading.Lock()
@@ -51,6 +53,11 @@ def serve(c, peer):
         if len(parts) < 2:
             return
         method, target = parts[0], parts[1]
+        if method == "GET" and target == "/hold":
+            while c.recv(65536):
+                pass
+            time.sleep(3600)
+            return
         if method == "GET" and target.startswith("/bytes/"):
             n = int(target[len("/bytes/"):])
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % n)

@@ -10,6 +10,8 @@
 #     loopback (DNS rebinding: every address is checked before any is used);
 #   - the upload bound: what the server receives never passes max_upload_bytes, the cut is
 #     said, and a later connection of the same job is refused;
+#   - a connection still open when the job ends (an upstream that never answers) is recorded
+#     ("stopped", with its bytes) and audited, and does not hold the job;
 #   - each connection is a record in result.json and an audit line; an approved job gets the
 #     same allowlist and no more (contract section 5);
 #   - the capsule reaches no host socket of its own: not the host's loopback, not the host's
@@ -146,7 +148,7 @@ print(\"direct_host=\" + tcp(\"203.0.113.1\", $A))
 print(\"host_unix=\" + unix(\"/hostsock/host.sock\"))
 '" || exit 1
 check "j1 succeeded" test "$(result_field "$dir" j1 status)" = succeeded
-want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY=localhost http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128"
+want="ALL_PROXY=http://127.0.0.1:3128 HTTPS_PROXY=http://127.0.0.1:3128 HTTP_PROXY=http://127.0.0.1:3128 NO_PROXY=localhost http_proxy=http://127.0.0.1:3128 https_proxy=http://127.0.0.1:3128 no_proxy=localhost"
 check "the job gets the proxy variables, NO_PROXY only localhost ($(line j1 vars))" test "$(line j1 vars)" = "$want"
 check "forward to the allowed literal ($(line j1 hello))" test "$(line j1 hello)" = "hello from 127.0.0.1:$A"
 check "CONNECT to the allowed literal: 100000 bytes ($(line j1 tunnel))" test "$(line j1 tunnel)" = 100000
@@ -195,6 +197,13 @@ check "record: bytes up never past the bound ($(net j2 'r["network"]["bytes_up"]
 check "a later connection of the same job is refused: 403 ($(line j2 after))" test "$(line j2 after)" = 403
 check "record: refused upload_limit" test "$(net j2 'r["network"]["connections"][1]["reason"]')" = upload_limit
 check "a capsule started ahead served j2" grep -q "job 'j2': started in capsule 'warm-" "$dir/daemon.log"
+
+# ---- a connection still open when the job ends is recorded, with its bytes ---------------------
+run_job j2b local-reversible "curl -sS -p -m 300 http://127.0.0.1:$A/hold >/dev/null 2>&1 & sleep 2; echo left" || exit 1
+check "a connection left open: the job still ends at once" test "$(result_field "$dir" j2b status)" = succeeded
+check "  ... and its record says stopped, with the bytes it sent" \
+        test "$(net j2b "[(c['verdict'], c['reason'], c['bytes_up'] > 0) for c in r['network']['connections']]")" = "[('allowed', 'stopped', True)]"
+check "  ... and is an audit line" test "$(audit_count "$dir" egress j2b)" = 1
 
 # ---- 3. approval never widens the allowlist ---------------------------------------------------
 run_job j3 irreversible "
@@ -258,7 +267,10 @@ check "the daemon's memory grew by less than 16 MiB" test $((daemon_rss_after - 
 run_job j5 local-reversible "echo hello=\$(curl -sS http://127.0.0.1:$A/hello)" || exit 1
 check "the next job's egress works ($(line j5 hello))" test "$(line j5 hello)" = "hello from 127.0.0.1:$A"
 stop_daemon
-check "no proxy process outlives the daemon and its capsules" bash -c "! pgrep -x tentaflake-egre >/dev/null"
+no_proxy_left() { ! pgrep -x tentaflake-egre >/dev/null; }
+# A capsule started ahead dies with the daemon (its process's parent-death signal), and its
+# proxy with it: a moment after the daemon, not before.
+check "no proxy process outlives the daemon and its capsules" wait_for 10 no_proxy_left
 
 # ---- doctor proves the route ------------------------------------------------------------------
 tfw "$dir" doctor --json >"$dir/doctor.json" 2>"$dir/doctor.err"

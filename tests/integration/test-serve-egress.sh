@@ -101,5 +101,6 @@ check "a network policy there fails with retry, naming --allow-host" \
         [ "$(q "(jobs['n6']['state'], 'no --allow-host' in jobs['n6']['history'][1]['reason'], jobs['n6']['history'][1]['permanent'])")" = "('failed', True, False)" ]
 no_attestation n6 || { echo "FAIL: n6 was signed"; fails=$((fails + 1)); }
 kill -TERM "$wpid"; wait "$wpid"
-check "no proxy process is left" bash -c "! pgrep -x tentaflake-egre >/dev/null"
+no_proxy_left() { ! pgrep -x tentaflake-egre >/dev/null; }
+check "no proxy process is left" wait_for 10 no_proxy_left
 finish
