@@ -96,10 +96,10 @@ INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive
 # The egress proxy (capsule/proxy/, docs/egress.md): a program of its own, started by the worker
 # for each capsule with network.allow, that drops to an unprivileged uid before it reads a byte
 # the job sent. Dynamic (it resolves names through the host's NSS); it links jansson for its
-# records and nothing else of the worker's libraries.
+# records and libseccomp for its filter, nothing else of the worker's libraries.
 PROXY_SRC  := $(wildcard capsule/proxy/*.c)
 PROXY_BIN  := $(if $(PROXY_SRC),$(BUILD)/tentaflake-egress-proxy)
-PROXY_LIBS  = $(shell $(PKG_CONFIG) --libs jansson 2>/dev/null) -lpthread
+PROXY_LIBS  = $(shell $(PKG_CONFIG) --libs jansson libseccomp 2>/dev/null) -lpthread
 
 .PHONY: all check clang-check unit fuzz-replay integration asan fuzz bench demo demo-build install uninstall deb man man-lint install-deps clean FORCE
 all: $(BIN) $(INIT_BIN) $(PROXY_BIN) man

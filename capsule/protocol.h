@@ -104,6 +104,9 @@
 #define CAPSULE_EGRESS_STREAMS 128   /* runsc passes its own fds and these in one SCM_RIGHTS
                                       * message of at most 253: measured, 230 still start */
 #define CAPSULE_EGRESS_FD_BASE 10
+/* Of them, at most this many relayed at once (init keeps the others waiting, accepted, in the
+ * capsule), so the host never holds the buffers of more: npm keeps about 15 connections. */
+#define CAPSULE_EGRESS_LIVE_MAX 32
 #define CAPSULE_EGRESS_PORT 3128
 #define CAPSULE_EGRESS_PROXY_URL "http://127.0.0.1:3128"
 

@@ -766,6 +766,8 @@ int main(int argc, char **argv) {
         }
 
         CacheOut cache = CACHE_OUT_NONE;
+        if (egress)
+                egress_relay_quiet();
         r = write_outputs(&cache);
         close(STDOUT_FILENO);
         /* A job that never ran left nothing to keep. */

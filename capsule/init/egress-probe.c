@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* `tentaflake-capsule-init --egress-probe ALLOWED UNLISTED HOST_ADDR`: doctor's proof of a
+/* `tentaflake-capsule-init --egress-probe ALLOWED UNLISTED HOST_ADDR HOST_PORT`: doctor's proof of a
  * capsule's egress (orchestrator/doctor.c), run as a job inside one, so it needs nothing of the
  * capsule's system mounts. It prints key=value lines:
  *   allowed=STATUS             CONNECT 127.0.0.1:ALLOWED through the proxy: the status line's code
@@ -7,7 +7,8 @@
  *   unlisted=STATUS            CONNECT 127.0.0.1:UNLISTED (something listens there on the host)
  *   direct_loopback=RESULT     a connection of its own to 127.0.0.1:ALLOWED, which inside the
  *                              capsule is the capsule's loopback, not the host's
- *   direct_host=RESULT         a connection of its own to HOST_ADDR:ALLOWED, the host's address
+ *   direct_host=RESULT         a connection of its own to HOST_ADDR:HOST_PORT, the host's address,
+ *                              where doctor listens
  * RESULT is "connected" or the errno's name. It is not pid 1 and reads no channel: any job could
  * run it, and all it can do is what the job could do itself. */
 #define _GNU_SOURCE
@@ -105,7 +106,7 @@ static void through_proxy(unsigned port, char status[static 16], char *token, si
 int egress_probe(int argc, char **argv) {
         char status[16], token[256];
         const char *how;
-        if (argc != 5)
+        if (argc != 6)
                 return 2;
         unsigned allowed = (unsigned) strtoul(argv[2], NULL, 10), unlisted = (unsigned) strtoul(argv[3], NULL, 10);
 
@@ -117,7 +118,7 @@ int egress_probe(int argc, char **argv) {
         printf("direct_loopback=%s\n", how);
         if (fd >= 0)
                 close(fd);
-        fd = connect_to(argv[4], allowed, &how);
+        fd = connect_to(argv[4], (unsigned) strtoul(argv[5], NULL, 10), &how);
         printf("direct_host=%s\n", how);
         if (fd >= 0)
                 close(fd);

@@ -3,7 +3,10 @@
  * listens on 127.0.0.1:CAPSULE_EGRESS_PORT, the address the job's http_proxy names, and relays
  * each TCP connection it accepts over the next unused stream to the worker's proxy, on a thread
  * of its own, until init exits. One connection a stream, never reused: when the streams are used
- * up, further connections are closed at once and the job's log says so once. The relay decides
+ * up, further connections are closed at once and the job's log says so once. At most
+ * CAPSULE_EGRESS_LIVE_MAX are relayed at a time; the others wait here, accepted, their bytes in
+ * the capsule's own memory, and each gets its turn (in order) when one ends: so the host holds
+ * the buffers of that many connections at most. The relay decides
  * nothing: what may leave is the proxy's call, on the host. The job shares init's uid and could
  * take a stream itself through /proc/1/fd; that only spends its own connections. */
 #define _GNU_SOURCE
@@ -38,21 +41,44 @@ typedef struct Dir {
 
 typedef struct Pair {
         int tcp, stream; /* -1: free slot */
+        bool live;       /* relayed now; false: accepted, waiting for its turn */
         Dir up, down;    /* up: tcp -> stream; down: stream -> tcp */
 } Pair;
 
 static int listener = -1;
+/* Once init writes the status trailer, which must be the last thing on the log channel, the
+ * relay says nothing more. */
+static pthread_mutex_t say_lock = PTHREAD_MUTEX_INITIALIZER;
+static bool quiet;
 static unsigned next_stream;
 static bool accept_paused; /* out of fds: the listener waits until a connection ends */
+static unsigned n_live;
 static Pair pairs[CAPSULE_EGRESS_STREAMS];
 
 static void pair_close(Pair *p) {
         accept_paused = false;
+        if (p->live)
+                n_live--;
         close(p->tcp);
         close(p->stream);
         free(p->up.buf);
         free(p->down.buf);
         *p = (Pair) { .tcp = -1, .stream = -1 };
+}
+
+/* The waiting connections with the lowest streams (the oldest) become live while there is room. */
+static void promote(void) {
+        for (size_t i = 0; i < ELEMENTSOF(pairs) && n_live < CAPSULE_EGRESS_LIVE_MAX; i++) {
+                Pair *p = &pairs[i];
+                if (p->tcp < 0 || p->live)
+                        continue;
+                p->up = (Dir) { .buf = malloc(RELAY_UP_BUF), .size = RELAY_UP_BUF };
+                p->down = (Dir) { .buf = malloc(RELAY_DOWN_BUF), .size = RELAY_DOWN_BUF };
+                p->live = true;
+                n_live++;
+                if (!p->up.buf || !p->down.buf)
+                        pair_close(p);
+        }
 }
 
 /* Move bytes one way as far as the sockets take them now. false: the connection is over (an
@@ -97,17 +123,17 @@ static void accept_one(void) {
                         p = &pairs[i];
         if (next_stream >= CAPSULE_EGRESS_STREAMS || !p) {
                 close(c);
-                if (!told)
+                pthread_mutex_lock(&say_lock);
+                if (!told && !quiet)
                         say("egress: this job's %d connections are used up; further ones are closed",
                             CAPSULE_EGRESS_STREAMS);
                 told = true;
+                pthread_mutex_unlock(&say_lock);
                 return;
         }
+        /* The stream is this connection's from now on; it is relayed when its turn comes. */
         *p = (Pair) { .tcp = c, .stream = CAPSULE_EGRESS_FD_BASE + (int) next_stream++ };
-        p->up = (Dir) { .buf = malloc(RELAY_UP_BUF), .size = RELAY_UP_BUF };
-        p->down = (Dir) { .buf = malloc(RELAY_DOWN_BUF), .size = RELAY_DOWN_BUF };
-        if (!p->up.buf || !p->down.buf)
-                pair_close(p);
+        promote();
 }
 
 static void *relay_main(void *arg) {
@@ -120,7 +146,7 @@ static void *relay_main(void *arg) {
                 for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
                         Pair *p = &pairs[i];
                         short te = 0, se = 0;
-                        if (p->tcp < 0)
+                        if (p->tcp < 0 || !p->live)
                                 continue;
                         if (p->up.off == p->up.len && !p->up.eof)
                                 te |= POLLIN;
@@ -144,17 +170,25 @@ static void *relay_main(void *arg) {
                         accept_paused = false;
                 for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
                         Pair *p = &pairs[i];
-                        if (p->tcp < 0 || !(pfd[at[i]].revents | pfd[at[i] + 1].revents))
+                        if (p->tcp < 0 || !p->live || !(pfd[at[i]].revents | pfd[at[i] + 1].revents))
                                 continue;
                         bool dead = (pfd[at[i]].revents | pfd[at[i] + 1].revents) & (POLLERR | POLLNVAL);
                         if (dead || !dir_pump(&p->up, p->tcp, p->stream) || !dir_pump(&p->down, p->stream, p->tcp) ||
                             (p->up.shut && p->down.shut))
                                 pair_close(p);
                 }
+                /* A pair that ended makes room for one that waits. */
+                promote();
                 /* After the pairs: a new one is not in this round's pfd. */
                 if (pfd[0].revents & POLLIN)
                         accept_one();
         }
+}
+
+void egress_relay_quiet(void) {
+        pthread_mutex_lock(&say_lock);
+        quiet = true;
+        pthread_mutex_unlock(&say_lock);
 }
 
 int egress_relay_start(void) {

@@ -45,8 +45,10 @@ int write_outputs(CacheOut *ret_cache);
  * relay each connection over the next unused stream, on a thread of its own (egress-relay.c).
  * Called once, before the job starts. */
 int egress_relay_start(void);
+/* From now on the relay writes nothing to the log channel (before the status trailer). */
+void egress_relay_quiet(void);
 
-/* `--egress-probe ALLOWED UNLISTED HOST_ADDR`: doctor's proof of the egress route, run as a job
+/* `--egress-probe ALLOWED UNLISTED HOST_ADDR HOST_PORT`: doctor's proof of the egress route, run as a job
  * (egress-probe.c). Returns the exit status. */
 #define CAPSULE_EGRESS_PROBE_ARG "--egress-probe"
 int egress_probe(int argc, char **argv);

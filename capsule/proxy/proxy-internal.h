@@ -24,16 +24,22 @@
  * connection's bytes, whatever the peers do. */
 #define PROXY_RELAY_BUFFER (256 * 1024)
 
+/* Each upstream socket's SO_RCVBUF and SO_SNDBUF (the kernel doubles them): fixed, so what a
+ * connection can make the host queue is bounded (capsule/egress.h). */
+#define PROXY_UPSTREAM_BUFFER (256 * 1024)
+
 /* A connection thread's stack: getaddrinfo (nss files + dns) is the deepest caller. The
  * sanitizers' redzones need more. */
 #if defined(__SANITIZE_ADDRESS__)
-#define PROXY_THREAD_STACK (1024 * 1024)
+#define PROXY_UNDER_ASAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
+#define PROXY_UNDER_ASAN 1
+#endif
+#endif
+#ifdef PROXY_UNDER_ASAN
 #define PROXY_THREAD_STACK (1024 * 1024)
-#endif
-#endif
-#ifndef PROXY_THREAD_STACK
+#else
 #define PROXY_THREAD_STACK (256 * 1024)
 #endif
 
