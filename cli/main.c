@@ -6,6 +6,7 @@
 #include <string.h>
 #include <stdint.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -209,6 +210,14 @@ int main(int argc, char **argv) {
         /* Every mode the worker creates is chosen in the code (results are group-readable by
          * design); never "other" bits, whatever umask the caller or a unit's UMask= gave. */
         (void) umask(0027);
+        /* The soft descriptor limit up to the hard one (systemd's services start at 1024): a
+         * capsule with egress holds 256 socket ends while it boots, and serve's lanes boot at
+         * once. Every fd is close-on-exec, and runsc and the capsule set their own limits. */
+        struct rlimit nofile;
+        if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+                nofile.rlim_cur = MIN(nofile.rlim_max, (rlim_t) 65536);
+                (void) setrlimit(RLIMIT_NOFILE, &nofile);
+        }
 
         /* '+': stop at the verb, whose own options are parsed by the verb. */
         opterr = 0;

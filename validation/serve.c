@@ -396,6 +396,7 @@ typedef struct Lane {
         char warm_cid[256];
         usec_t warm_until; /* monotonic: keep one until then; 0: none wanted */
         bool warm_network; /* the lane's last job had egress: so is the next capsule started */
+        Config warm_config; /* the walls it was started with (a shallow copy of the worker's) */
 } Lane;
 
 /* Called WITHOUT l->lock held: ending a capsule can take the teardown's bound, and the main
@@ -483,9 +484,10 @@ static void lane_warm_maintain(Lane *l) {
         }
         /* With network when the lane's last job had it: the next one likely asks the same. One
          * booted for the other kind goes first. */
-        Config wc;
-        walls_network(s, l->warm_network, &wc);
-        if (l->warm && !capsule_warm_fits(l->warm, &wc))
+        /* Kept in the lane: the capsule started ahead holds a pointer to its walls. */
+        Config *wc = &l->warm_config;
+        walls_network(s, l->warm_network, wc);
+        if (l->warm && !capsule_warm_fits(l->warm, wc))
                 lane_warm_drop(l);
         if (l->warm)
                 return;
@@ -507,7 +509,7 @@ static void lane_warm_maintain(Lane *l) {
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 return;
         }
-        if (exec_warm_start(&wc, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
+        if (exec_warm_start(wc, &s->driver, dfd, path, warm_id, co, NULL, NULL, &l->warm, &e) < 0) {
                 say(LOG_WARNING, "serve %s: cannot start a capsule ahead: %s", l->label, e.message);
                 (void) rm_rf_at(s->scratch_fd, l->warm_dir);
                 l->warm_until = 0; /* not again before the next job */
