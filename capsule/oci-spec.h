@@ -24,7 +24,7 @@
 #define CAPSULE_EGRESS_ENV_INIT                                                                  \
         { "http_proxy=" CAPSULE_EGRESS_PROXY_URL, "https_proxy=" CAPSULE_EGRESS_PROXY_URL,       \
           "HTTP_PROXY=" CAPSULE_EGRESS_PROXY_URL, "HTTPS_PROXY=" CAPSULE_EGRESS_PROXY_URL,       \
-          "ALL_PROXY=" CAPSULE_EGRESS_PROXY_URL,  "NO_PROXY=localhost",                          \
+          "ALL_PROXY=" CAPSULE_EGRESS_PROXY_URL,  "NO_PROXY=localhost", "no_proxy=localhost",    \
           NULL }
 /* Does this config give its capsules egress? */
 static inline bool capsule_config_egress(const Config *c) {

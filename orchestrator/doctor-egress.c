@@ -32,15 +32,15 @@
 #define LISTEN_SECONDS (DOCTOR_PROBE_TIMEOUT_SECONDS + 30)
 
 typedef struct Listeners {
-        int allowed, unlisted, stop[2];
-        uint16_t allowed_port, unlisted_port;
+        int allowed, unlisted, host, stop[2];
+        uint16_t allowed_port, unlisted_port, host_port;
         char token[64];
-        atomic_uint allowed_accepts, unlisted_accepts;
+        atomic_uint allowed_accepts, unlisted_accepts, host_accepts;
         pthread_t thread;
 } Listeners;
 
-static int listen_on(uint32_t addr, uint16_t *ret_port) {
-        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(addr) };
+static int listen_on(struct in_addr addr, uint16_t *ret_port) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr = addr };
         socklen_t len = sizeof(a);
         int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
@@ -70,12 +70,13 @@ static int listen_on(uint32_t addr, uint16_t *ret_port) {
 static void *listen_main(void *arg) {
         Listeners *l = arg;
         for (;;) {
-                struct pollfd p[3] = { { .fd = l->allowed, .events = POLLIN },
+                struct pollfd p[4] = { { .fd = l->allowed, .events = POLLIN },
                                        { .fd = l->unlisted, .events = POLLIN },
+                                       { .fd = l->host, .events = POLLIN },
                                        { .fd = l->stop[0], .events = POLLIN } };
-                if (poll(p, 3, LISTEN_SECONDS * 1000) <= 0 || p[2].revents)
+                if (poll(p, 4, LISTEN_SECONDS * 1000) <= 0 || p[3].revents)
                         return NULL;
-                for (int i = 0; i < 2; i++) {
+                for (int i = 0; i < 3; i++) {
                         if (!p[i].revents)
                                 continue;
                         int c = accept4(p[i].fd, NULL, NULL, SOCK_CLOEXEC);
@@ -86,24 +87,31 @@ static void *listen_main(void *arg) {
                                 (void) write_all(c, l->token, strlen(l->token));
                                 (void) write_all(c, "\n", 1);
                         } else
-                                atomic_fetch_add(&l->unlisted_accepts, 1);
+                                atomic_fetch_add(i == 1 ? &l->unlisted_accepts : &l->host_accepts, 1);
                         close(c);
                 }
         }
 }
 
-static int listeners_start(Listeners *l) {
+/* host: the host's address the capsule must not reach on its own, listened on there alone. */
+static int listeners_start(Listeners *l, const char *host) {
         uint8_t rnd[8];
-        *l = (Listeners) { .allowed = -EBADF, .unlisted = -EBADF, .stop = { -EBADF, -EBADF } };
+        struct in_addr lo = { htonl(INADDR_LOOPBACK) }, h;
+        *l = (Listeners) { .allowed = -EBADF, .unlisted = -EBADF, .host = -EBADF, .stop = { -EBADF, -EBADF } };
         if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
                 return -EIO;
         snprintf(l->token, sizeof(l->token), "tentaflake-doctor-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
                  rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
-        /* Every interface: a capsule with a route to the host's address would reach it there. */
-        if ((l->allowed = listen_on(INADDR_ANY, &l->allowed_port)) < 0)
+        if ((l->allowed = listen_on(lo, &l->allowed_port)) < 0)
                 return l->allowed;
-        if ((l->unlisted = listen_on(INADDR_LOOPBACK, &l->unlisted_port)) < 0)
+        if ((l->unlisted = listen_on(lo, &l->unlisted_port)) < 0)
                 return l->unlisted;
+        /* A capsule with a route to the host's address would reach this one; a host without an
+         * address of its own (the TEST-NET fallback) has nothing listening there. */
+        if (inet_pton(AF_INET, host, &h) == 1 && (l->host = listen_on(h, &l->host_port)) < 0)
+                l->host = -EBADF;
+        if (l->host < 0)
+                l->host_port = l->allowed_port;
         if (pipe2(l->stop, O_CLOEXEC) < 0)
                 return -errno;
         int r = pthread_create(&l->thread, NULL, listen_main, l);
@@ -121,6 +129,7 @@ static void listeners_stop(Listeners *l) {
         }
         safe_close(l->allowed);
         safe_close(l->unlisted);
+        safe_close(l->host);
         safe_close(l->stop[0]);
         safe_close(l->stop[1]);
 }
@@ -143,6 +152,7 @@ static void host_address(char buf[static INET_ADDRSTRLEN]) {
 
 static void report_route(Doctor *d, const Probe *p, const Listeners *l, const char *host) {
         char a[64], t[128], u[64], dl[64], dh[64];
+        unsigned hacc = atomic_load(&l->host_accepts);
         const char *allowed = doctor_probe_get(p, "allowed", a, sizeof(a)), *token = doctor_probe_get(p, "token", t, sizeof(t)),
                    *unlisted = doctor_probe_get(p, "unlisted", u, sizeof(u)),
                    *direct_lo = doctor_probe_get(p, "direct_loopback", dl, sizeof(dl)),
@@ -163,18 +173,19 @@ static void report_route(Doctor *d, const Probe *p, const Listeners *l, const ch
                          : "an unlisted port (127.0.0.1:%u) was not refused as it must be: answer %s, %u connection(s) "
                            "arrived",
                       (unsigned) l->unlisted_port, unlisted ? unlisted : "none", unl);
-        ok = direct_lo && direct_host && !streq(direct_lo, "connected") && !streq(direct_host, "connected") && acc <= 1;
+        ok = direct_lo && direct_host && !streq(direct_lo, "connected") && !streq(direct_host, "connected") &&
+             acc <= 1 && hacc == 0;
         doctor_report(d, "egress_no_other_route", ok,
                       ok ? "on its own the capsule reached nothing of the host: 127.0.0.1:%u (its own loopback) %s, "
                            "%s:%u %s"
                          : "the capsule has a route of its own: 127.0.0.1:%u %s, %s:%u %s",
-                      (unsigned) l->allowed_port, direct_lo ? direct_lo : "not tried", host, (unsigned) l->allowed_port,
+                      (unsigned) l->allowed_port, direct_lo ? direct_lo : "not tried", host, (unsigned) l->host_port,
                       direct_host ? direct_host : "not tried");
 }
 
 void doctor_probe_egress(Doctor *d, const Config *c) {
         Listeners l;
-        char entry[32], ports[2][8], host[INET_ADDRSTRLEN], buf[1200];
+        char entry[32], ports[3][8], host[INET_ADDRSTRLEN], buf[1200];
         char *allow[] = { entry, NULL };
         EgressAllow rule;
         const char *why = NULL;
@@ -184,7 +195,8 @@ void doctor_probe_egress(Doctor *d, const Config *c) {
         int r = egress_host_route_check(buf, sizeof(buf));
         doctor_report(d, "egress_host", r >= 0, "%s",
                       r >= 0 ? "this process may open IP sockets and has an interface up that is not loopback" : buf);
-        r = listeners_start(&l);
+        host_address(host);
+        r = listeners_start(&l, host);
         if (r < 0) {
                 doctor_report(d, "egress_route", false, "cannot listen on the host for the probe: %s", strerror(-r));
                 listeners_stop(&l);
@@ -201,10 +213,11 @@ void doctor_probe_egress(Doctor *d, const Config *c) {
         pc.network.allow = allow;
         pc.network.rules = &rule;
         pc.network.n_allow = 1;
-        host_address(host);
         snprintf(ports[0], sizeof(ports[0]), "%u", (unsigned) l.allowed_port);
         snprintf(ports[1], sizeof(ports[1]), "%u", (unsigned) l.unlisted_port);
-        char *argv[] = { (char *) CAPSULE_INIT_PATH, (char *) "--egress-probe", ports[0], ports[1], host, NULL };
+        snprintf(ports[2], sizeof(ports[2]), "%u", (unsigned) l.host_port);
+        char *argv[] = { (char *) CAPSULE_INIT_PATH, (char *) "--egress-probe", ports[0], ports[1], host, ports[2],
+                         NULL };
         r = doctor_probe(d, &pc, "egress", argv, DOCTOR_PROBE_TIMEOUT_SECONDS, &p);
         listeners_stop(&l);
         if (r < 0 || p.res.status != CAPSULE_SUCCEEDED)

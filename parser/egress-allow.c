@@ -122,6 +122,12 @@ int egress_allow_parse(const char *s, EgressAllow *ret, const char **ret_reason)
                                 *ret_reason = "*.SUFFIX needs a host name after \"*.\"";
                                 return -EINVAL;
                         }
+                        /* "*.com" would allow a whole top-level domain, every name in it ours
+                         * to choose (and to fill with data in its labels). */
+                        if (!strchr(a.name, '.')) {
+                                *ret_reason = "*.SUFFIX needs at least two labels (*.example.com), not a top-level domain";
+                                return -EINVAL;
+                        }
                 } else {
                         a.kind = EGRESS_ALLOW_NAME;
                         if (parse_allow_name(s, hlen, a.name) < 0) {

@@ -2,7 +2,8 @@
 /* The egress allowlist rule (contract section 2, network.allow; issue 21) and the address
  * classes the proxy refuses. An entry is one of:
  *   NAME:PORT          an exact host name, matched case-insensitively ("registry.npmjs.org:443")
- *   *.SUFFIX:PORT      every name below SUFFIX, never SUFFIX itself ("*.example.net:443")
+ *   *.SUFFIX:PORT      every name below SUFFIX, never SUFFIX itself ("*.example.net:443");
+ *                      SUFFIX has at least two labels (no "*.com")
  *   IPV4:PORT          an IPv4 literal ("192.0.2.7:8080")
  *   [IPV6]:PORT        an IPv6 literal ("[2001:db8::1]:443")
  * The port is required (1..65535, decimal, no sign or leading zero). A name is 1..253 bytes of

@@ -72,6 +72,7 @@ static void test_parse_refuses(void **state) {
                 "*:443",                /* bare wildcard */
                 "*.:443",               /* empty suffix */
                 "*.*.example.org:443",  /* two wildcards */
+                "*.com:443",            /* a whole top-level domain */
                 "a*.example.org:443",   /* wildcard inside a label */
                 "example.*:443",        /* wildcard at the end */
                 "ex ample.org:443",     /* space in a name */
