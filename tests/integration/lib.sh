@@ -54,6 +54,21 @@ wait_file() {
         done
 }
 
+# ---- egress tests: a TCP port free now, and tests/integration/egress-server.py as an upstream
+# (found from here, where it was sourced: a test may cd away after).
+TFW_INTEGRATION_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# egress_upstream DIR ADDR PORT [PREFIX...]: the server on ADDR:PORT logging into DIR (made),
+# run under PREFIX (e.g. ip netns exec NS); returns once it listens, its pid in UPSTREAM_PID.
+egress_upstream() {
+        local d=$1 addr=$2 port=$3
+        shift 3
+        mkdir -p "$d"
+        "$@" python3 "$TFW_INTEGRATION_DIR/egress-server.py" "$addr" "$port" "$d" >"$d/out" 2>&1 &
+        UPSTREAM_PID=$!
+        wait_for 20 grep -q ready "$d/out" || { echo "egress_upstream: $addr:$port did not start:"; cat "$d/out"; return 1; }
+}
+
 result_field() { # result_field DIR ID FIELD
         python3 -c 'import json,sys; v=json.load(open(sys.argv[1]))[sys.argv[2]]; print("null" if v is None else v)' \
                 "$1/results/$2/result.json" "$3"

@@ -46,7 +46,6 @@ trap cleanup EXIT
 
 dir=$(test_dir egress)
 res=$dir/results
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 A=$(free_port)
 B=$(free_port)
 C=$(free_port)
@@ -55,12 +54,10 @@ while [ "$C" = "$A" ] || [ "$C" = "$B" ]; do C=$(free_port); done
 
 # ---- the servers ----------------------------------------------------------------------------
 start_server() { # start_server NAME ADDR PORT [NETNS]
-        mkdir -p "$dir/srv-$1"
         local pre=()
         [ -n "${4:-}" ] && pre=(ip netns exec "$4")
-        "${pre[@]}" python3 tests/integration/egress-server.py "$2" "$3" "$dir/srv-$1" >"$dir/srv-$1/out" 2>&1 &
-        srv_pids+=($!)
-        wait_for 20 grep -q ready "$dir/srv-$1/out" || { echo "FAIL: server $1 did not start"; cat "$dir/srv-$1/out"; exit 1; }
+        egress_upstream "$dir/srv-$1" "$2" "$3" "${pre[@]}" || { echo "FAIL: server $1 did not start"; exit 1; }
+        srv_pids+=("$UPSTREAM_PID")
 }
 ip netns add "$ns" && ip link add "$veth" type veth peer name "${veth}p" && ip link set "${veth}p" netns "$ns" &&
         ip addr add 203.0.113.1/24 dev "$veth" && ip link set "$veth" up &&

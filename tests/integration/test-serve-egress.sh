@@ -21,15 +21,12 @@ command -v curl >/dev/null || { echo "SKIP: curl is needed in the capsule (scrip
 . "$(dirname "$0")/serve-lib.sh"
 SERVE_FLAGS=(--system-mounts-identity debian-12 --warm-secs 60)
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 A=$(free_port)
 B=$(free_port)
 while [ "$B" = "$A" ]; do B=$(free_port); done
 for s in a:$A b:$B; do
-        mkdir -p "$tmp/up-${s%%:*}"
-        python3 "$SRC/tests/integration/egress-server.py" 127.0.0.1 "${s#*:}" "$tmp/up-${s%%:*}" >"$tmp/up-${s%%:*}/out" 2>&1 &
-        pids+=($!)
-        wait_for 20 grep -q ready "$tmp/up-${s%%:*}/out" || { echo "FAIL: upstream ${s%%:*} did not start"; exit 1; }
+        egress_upstream "$tmp/up-${s%%:*}" 127.0.0.1 "${s#*:}" || { echo "FAIL: upstream ${s%%:*} did not start"; exit 1; }
+        pids+=("$UPSTREAM_PID")
 done
 up_conns() { local n; n=$(grep -c . "$tmp/up-$1/connections" 2>/dev/null); echo "${n:-0}"; }
 res() { q "jobs['$1']['history'][-1]['result']$2"; } # res ID PYTHON_SUFFIX: of its RESULT

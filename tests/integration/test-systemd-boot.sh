@@ -40,10 +40,9 @@ echo "only the controller may read this" >"$ws/priv/secret"
 chmod 0700 "$ws/priv"; chmod 0600 "$ws/priv/secret"
 chown -R 10000:10000 "$ws"
 # An upstream on the host's loopback (the container shares the host's network) for egress.
-EGRESS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-mkdir -p "$tmp/upstream"
-python3 tests/integration/egress-server.py 127.0.0.1 "$EGRESS_PORT" "$tmp/upstream" >"$tmp/upstream/out" 2>&1 &
-upstream=$!
+EGRESS_PORT=$(free_port)
+egress_upstream "$tmp/upstream" 127.0.0.1 "$EGRESS_PORT" || die "the egress upstream did not start"
+upstream=$UPSTREAM_PID
 trap 'kill $upstream 2>/dev/null; nspawn_cleanup' EXIT
 cat >"$etc/tentaflake/workers/it.json" <<JSON
 {"version": 1, "name": "it", "workspace": "/srv/tfw-ws", "container_uid": 10000, "container_gid": 10000,
