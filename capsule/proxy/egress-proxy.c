@@ -442,6 +442,10 @@ static int drop_privileges(const Proxy *p, char *err) {
  * back to clone; fork and vfork refused); no socket of any family but AF_UNIX (the resolver's
  * nscd), AF_INET, AF_INET6 and AF_NETLINK (its interface list); no namespace, mount, keyring or
  * BPF. Not under AddressSanitizer, whose leak checker stops the process with ptrace. */
+/* A comparison on the first argument, every field spelt out (libseccomp's SCMP_A0 leaves one to
+ * the compiler, which clang's -Wmissing-field-initializers refuses). */
+#define ARG0(o, a, b) ((struct scmp_arg_cmp) { .arg = 0, .op = (o), .datum_a = (a), .datum_b = (b) })
+
 static int confine(char *err) {
 #ifdef PROXY_UNDER_ASAN
         (void) err;
@@ -462,20 +466,20 @@ static int confine(char *err) {
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), refused[i], 0);
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(tgkill), 1,
-                                     SCMP_A0(SCMP_CMP_NE, (scmp_datum_t) getpid()));
+                                     ARG0(SCMP_CMP_NE, (scmp_datum_t) getpid(), 0));
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
-                                     SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
+                                     ARG0(SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0));
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
         /* Every family number but the four, one rule each (a rule compares an argument once). */
         for (int fam = 0; r >= 0 && fam <= AF_NETLINK; fam++)
                 if (fam != AF_UNIX && fam != AF_INET && fam != AF_INET6 && fam != AF_NETLINK)
                         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                             SCMP_A0(SCMP_CMP_EQ, (scmp_datum_t) fam));
+                                             ARG0(SCMP_CMP_EQ, (scmp_datum_t) fam, 0));
         if (r >= 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                                     SCMP_A0(SCMP_CMP_GT, (scmp_datum_t) AF_NETLINK));
+                                     ARG0(SCMP_CMP_GT, (scmp_datum_t) AF_NETLINK, 0));
         if (r >= 0)
                 r = seccomp_load(ctx);
         if (ctx)
