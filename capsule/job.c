@@ -838,8 +838,8 @@ const char *capsule_warm_id(const CapsuleWarm *w) {
 bool capsule_warm_fits(const CapsuleWarm *w, const Config *config) {
         const ConfigLimits *a = &w->limits, *b = &config->limits;
         /* The allowlist is the worker's: a job has it or has no network (serve's policies). */
-        return (w->egress == capsule_config_egress(config) && a->memory == b->memory && a->memory_swap == b->memory_swap && a->pids == b->pids &&
-                a->cpus_milli == b->cpus_milli && a->workspace_tmpfs == b->workspace_tmpfs &&
+        return (w->egress == capsule_config_egress(config) && a->memory == b->memory &&
+                a->memory_swap == b->memory_swap && a->pids == b->pids && a->cpus_milli == b->cpus_milli && a->workspace_tmpfs == b->workspace_tmpfs &&
                 a->tmp_tmpfs == b->tmp_tmpfs && a->open_files == b->open_files && a->file_size == b->file_size);
 }
 

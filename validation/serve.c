@@ -462,9 +462,6 @@ static int lane_tree_open(Lane *l, char *co, size_t co_size) {
         return TAKE_FD(fd);
 }
 
-/* Before each claim: one capsule waits while the window after the last job is open (runsc
- * only, never while stopping), none otherwise. It has the default walls; a job whose limits
- * differ starts cold. */
 /* The walls config with network only when asked for: a policy without it gets no proxy, no
  * stream and no variable (jc is a shallow copy; nothing of it is freed). */
 static void walls_network(const Serve *s, bool network, Config *jc) {
@@ -474,6 +471,9 @@ static void walls_network(const Serve *s, bool network, Config *jc) {
                                                 .max_download_bytes = jc->network.max_download_bytes };
 }
 
+/* Before each claim: one capsule waits while the window after the last job is open (runsc
+ * only, never while stopping), none otherwise. It has the default walls, with network when the
+ * lane's last job had it; a job whose walls differ starts cold. */
 static void lane_warm_maintain(Lane *l) {
         Serve *s = l->s;
         bool wanted = s->o.warm_secs > 0 && s->driver.ops->boots_ahead && !atomic_load(&s->stopping) &&
@@ -482,9 +482,8 @@ static void lane_warm_maintain(Lane *l) {
                 lane_warm_drop(l);
                 return;
         }
-        /* With network when the lane's last job had it: the next one likely asks the same. One
-         * booted for the other kind goes first. */
-        /* Kept in the lane: the capsule started ahead holds a pointer to its walls. */
+        /* The next job likely asks for the network the last one had; a capsule booted for the
+         * other kind goes first. The walls live in the lane: the capsule points at them. */
         Config *wc = &l->warm_config;
         walls_network(s, l->warm_network, wc);
         if (l->warm && !capsule_warm_fits(l->warm, wc))
