@@ -347,7 +347,8 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
 static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size) {
         switch (s->watch) {
         case SNAPSHOT_WATCH_DIRTY:
-                snprintf(buf, size, "%" PRIu64 " entries unchanged by the watch's word", s->entries_unread);
+                snprintf(buf, size, "%" PRIu64 " entries unchanged by the watch's word (%" PRIu64 " files of them asked by stat)",
+                         s->entries_unread, s->files_checked);
                 return buf;
         case SNAPSHOT_WATCH_FULL:
                 return "a full walk (the watch vouched for no earlier walk)";

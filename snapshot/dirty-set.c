@@ -135,9 +135,6 @@ static void event(DirtySet *s, const struct inotify_event *ev) {
                 forget(s, ev->wd);
                 return;
         }
-        /* A directory opened (the walk's own reads among them) changes nothing. */
-        if ((ev->mask & IN_OPEN) && (ev->len == 0 || (ev->mask & IN_ISDIR)))
-                return;
         stamp(s, ev->wd);
 }
 
@@ -271,11 +268,16 @@ int32_t dirty_view_watch(const DirtyView *v, int dir_fd) {
 /* Mark d and below; returns d->subtree_clean. */
 static bool mark_dir(const DirtyView *v, GenDir *d, uint64_t since) {
         d->clean = d->wd > 0 && !d->always && !dirty_view_changed(v, d->wd, since);
-        bool all = d->clean;
-        for (size_t i = 0; i < d->n; i++)
-                if (d->v[i].is_dir && !mark_dir(v, d->v[i].dir, since))
+        bool all = d->clean, any = d->clean;
+        for (size_t i = 0; i < d->n; i++) {
+                if (!d->v[i].is_dir)
+                        continue;
+                if (!mark_dir(v, d->v[i].dir, since))
                         all = false;
+                any = any || d->v[i].dir->any_clean;
+        }
         d->subtree_clean = all;
+        d->any_clean = any;
         return all;
 }
 

@@ -14,12 +14,14 @@
  * its watch has no stamp after it.
  *
  * Events that say a directory changed: an entry created, deleted, renamed in or out, written,
- * its attributes changed (mode, owner, times, links), a file in it opened (a writable shared
- * mapping changes a file without a write event; its open is seen) or closed after writing, and
- * the directory itself deleted or moved. Not counted: a directory opened (every walk opens the
- * directories it reads). A queue overflow, an unmounted filesystem and a table past its bound
- * make every index older than them untrusted: the next walk is a full one. A directory the walk
- * cannot watch (no watches left: fs.inotify.max_user_watches) is read by every walk. */
+ * its attributes changed (mode, owner, times, links), a file in it closed after writing, and the
+ * directory itself deleted or moved. Opens are not asked for: the walk's own reads would stamp
+ * every directory it copied from, and what an open can lead to without a later event on the
+ * directory (a write through a shared mapping) is what gen-verify.h looks for in every file the
+ * watch vouches for, with a write through another name. A queue overflow, an unmounted
+ * filesystem and a table past its bound make every index older than them untrusted: the next
+ * walk is a full one. A directory the walk cannot watch (no watches left:
+ * fs.inotify.max_user_watches) is read by every walk. */
 #pragma once
 
 #include <stdbool.h>
@@ -31,7 +33,7 @@
 /* What a watch is asked for (IN_ONLYDIR: only a directory is ever watched). */
 #define DIRTY_SET_EVENTS                                                                                  \
         (IN_CREATE | IN_DELETE | IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CLOSE_WRITE |  \
-         IN_OPEN | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+         IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
 /* Stamped watches kept at most; past it the table starts again empty, as after an overflow. */
 #define DIRTY_SET_TABLE_MAX (1U << 20)
 

@@ -55,15 +55,16 @@ struct GenDir {
         /* The watch (dirty-set.h): */
         int32_t wd;       /* the directory's inotify watch (positive); 0: none */
         bool always;      /* read again by every walk whatever its watch says: it holds a racy
-                           * entry or a file with other links (a write through another name is
-                           * reported to that name's directory), its filesystem's times vouch
-                           * for nothing, or it has no watch */
+                           * entry, its filesystem's times vouch for nothing, or it has no watch
+                           * (a file with other links needs no more than any file: gen-verify.h
+                           * asks every file the watch vouches for) */
         bool has_tree;    /* tree: its git tree id (none for a directory git does not record) */
         uint8_t tree[GIT_OID_SIZE];
         uint32_t symlinks; /* symlinks the walk skipped in it (they are counted as entries) */
-        /* During a walk (dirty_view_mark): no event since the index's walk, and the same for
-         * every directory below. */
-        bool clean, subtree_clean;
+        /* During a walk (dirty_view_mark, then gen_verify_clean): no event since the index's
+         * walk and no file changed where the watch cannot see; the same for every directory
+         * below; it or some directory below it is clean. */
+        bool clean, subtree_clean, any_clean;
 };
 
 typedef struct GenNameChunk GenNameChunk;

@@ -27,6 +27,7 @@
 #include "blob-hasher.h"
 #include "dirty-set.h"
 #include "gen-index.h"
+#include "gen-verify.h"
 #include "snapshot.h"
 #include "stream.h"
 
@@ -125,6 +126,7 @@ typedef struct Walk {
         const DirtyView *watch; /* the workspace's watch, or NULL */
         bool watch_trusted;   /* the previous index's clean marks vouch (dirty_view_mark) */
         uint64_t entries_unread, dirs_unwatched;
+        uint64_t files_checked;   /* files of directories the watch vouched for, stat'ed */
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -654,8 +656,6 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         if (!S_ISREG(st.st_mode) || st.st_dev != t->dev || !gen_identity_equal(&id, &old->id) ||
             !hardlink_allowed(w, &st))
                 return 0;
-        if (st.st_nlink > 1)
-                t->gnew->always = true; /* a write through its other name is not seen here */
         r = name_set_add(&w->names[depth], name, len);
         if (r <= 0)
                 return r < 0 ? io_error(w, r, "allocate") : 1;
@@ -758,7 +758,7 @@ static int gen_record_file(Walk *w, Tree *t, int src, const char *name, size_t l
          * changed while read) says nothing by its identity: read again every time. */
         ne->racy = gen_racy(w, st) || w->last_copied != (uint64_t) st->st_size || !t->reuse_ok || open_for_writing(w, src);
         ne->tb_index = index;
-        if (ne->racy || st->st_nlink > 1)
+        if (ne->racy)
                 t->gnew->always = true;
         return 0;
 }
@@ -1181,6 +1181,7 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .bytes_reused = w->bytes_reused,
                 .entries_unread = w->entries_unread,
                 .dirs_unwatched = w->dirs_unwatched,
+                .files_checked = w->files_checked,
                 .watch = !w->watch ? SNAPSHOT_WATCH_NONE : w->watch_trusted ? SNAPSHOT_WATCH_DIRTY : SNAPSHOT_WATCH_FULL,
                 .lease_unusable = w->lease_unusable,
                 .duration = now_monotonic() - start,
@@ -1396,6 +1397,17 @@ int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uin
                 next->watch_instance = w.watch->instance;
                 next->watch_seq = w.watch->seq;
                 w.watch_trusted = w.gen_trust && dirty_view_mark(w.watch, prev);
+        }
+        /* What the watch cannot see: each file of a directory it vouches for, asked by stat
+         * (gen-verify.h). A directory with one changed is read as any. */
+        if (w.watch_trusted) {
+                GenVerify gv = { .use_openat2 = w.use_openat2, .owner_uid = (uint32_t) st.st_uid };
+                r = gen_verify_clean(root, &prev->root, &gv);
+                if (r < 0) {
+                        r = tfw_error(e, -r, "snapshot_io", "cannot check the workspace's files: %s", strerror(-r));
+                        goto out;
+                }
+                w.files_checked = gv.files;
         }
         /* The root keeps one owner and mode whatever the workspace's (/work as the tmpfs of a
          * streamed job has it): a capsule started ahead of its job looked at it when it booted

@@ -100,6 +100,9 @@ typedef struct SnapshotSummary {
         SnapshotWatch watch;       /* how the watch served this walk */
         uint64_t dirs_unwatched;   /* with a watch: directories it could not watch (no watch
                                     * left: fs.inotify.max_user_watches), read by every walk */
+        uint64_t files_checked;    /* with a watch: files of the directories it vouched for,
+                                    * asked by stat all the same (gen-verify.h; included in
+                                    * entries_unread) */
         bool lease_unusable;       /* snapshot_update(): no read lease could be asked for (no
                                     * CAP_LEASE): no file copied now will be kept next time */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */

@@ -56,8 +56,7 @@ static void make_tree(Fixture *f) {
               "ln -s ../x e/f/l; for i in 1 2 3 4 5 6 7 8; do printf $i >e/f/g/$i; done; mkdir e/empty");
 }
 
-/* Walked until the watch vouches for everything the walks themselves touched (a file copied is
- * opened, which the next walk takes for a change of its directory): what the tests start from. */
+/* Walked until the watch vouches for everything: what the tests start from. */
 static void converge(Fixture *f) {
         for (unsigned i = 0; i < 3; i++)
                 update(f);
@@ -77,6 +76,9 @@ static void test_unchanged_reads_only_the_root(void **state) {
         /* The root's entries: a, d, e (carried with all below), run.sh, big, link. */
         uint64_t below = f->s.entries - 6;
         assert_int_equal(f->s.entries_unread, below + 3);
+        /* And every file below the root asked by stat all the same (the root's are read by the
+         * walk): one, two, three, x and e/f/g's eight. */
+        assert_int_equal(f->s.files_checked, 12);
         if (gfx_vouches(f))
                 assert_int_equal(f->s.files_reused, f->s.files);
         gfx_assert_equals_fresh(f);
@@ -122,9 +124,10 @@ static void test_every_change(void **state) {
         }
 }
 
-/* A write through a shared mapping makes no write event: its open is seen. A mapping that
- * stays while the walk reads it keeps its file read by every walk (the read lease says a writer
- * is there), so a second write through it, with no open in between, is seen too. */
+/* A write through a shared mapping makes no event at all; it changes the file's times, which
+ * every walk asks (gen-verify.h). A mapping that stays while the walk reads it keeps its file
+ * read by every walk (the read lease says a writer is there), so a second write through it, to
+ * a page already dirty (its times do not change again), is seen too. */
 static void test_write_through_mapping(void **state) {
         Fixture *f = *state;
         make_tree(f);
@@ -148,7 +151,7 @@ static void test_write_through_mapping(void **state) {
 }
 
 /* A write through a hard link from outside the workspace is reported to the outside directory
- * only: a directory holding a file with other links is read by every walk. */
+ * only; it changes the file's ctime, which every walk asks. */
 static void test_write_through_outside_link(void **state) {
         Fixture *f = *state;
         make_tree(f);
@@ -158,6 +161,165 @@ static void test_write_through_outside_link(void **state) {
         update(f);
         gfx_assert_equals_fresh(f);
         gfx_sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6changed from outside' ]");
+}
+
+/* ---- what a kept file can go through without an event on its directory (issue 33, items 1
+ * and 2): each one changes the file's bytes where the directory's watch cannot see it, and the
+ * next walk must still have the workspace's bytes, and the walk after it too. */
+
+/* The workspace's root, for the tests that hold descriptors of their own. */
+static int ws_fd(const Fixture *f) {
+        int fd = open(f->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        return fd;
+}
+
+/* Two walks, each the workspace exactly, and the generation's file holds want. */
+static void assert_seen(Fixture *f, const char *path, const char *want) {
+        for (unsigned i = 0; i < 2; i++) {
+                update(f);
+                gfx_assert_equals_fresh(f);
+                gfx_sh(f, "[ \"$(cat '../gen/%s')\" = '%s' ]", path, want);
+        }
+}
+
+/* Finding 1 as reproduced: a link made after the walk in the control directory (excluded,
+ * never watched), then a write through it. Making a link changes the file's link count, which
+ * the kernel reports to the file alone, not to its directory's watch. */
+static void test_link_made_after_the_walk_in_control_dir(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        gfx_sh(f, "mkdir -p .tentaflake-worker/x");
+        converge(f);
+        gfx_sh(f, "ln e/f/g/6 .tentaflake-worker/x/f");
+        update(f);
+        update(f);
+        gfx_sh(f, "printf EVIL-NEW-CONTENT >.tentaflake-worker/x/f");
+        assert_seen(f, "e/f/g/6", "EVIL-NEW-CONTENT");
+}
+
+/* The same from a directory outside the workspace (any directory of the same mount). */
+static void test_link_made_after_the_walk_outside(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        gfx_sh(f, "ln a/b/two ../late");
+        update(f);
+        gfx_sh(f, "printf ' and more' >>../late");
+        assert_seen(f, "a/b/two", "two and more");
+}
+
+/* O_PATH raises no open event at all; the link is made from the descriptor later, through
+ * /proc/self/fd (no path to the file is named again). */
+static void test_link_from_an_o_path_descriptor(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        _cleanup_close_ int ws = ws_fd(f);
+        _cleanup_close_ int p = openat(ws, "d/x", O_PATH | O_CLOEXEC);
+        assert_true(p >= 0);
+        converge(f);
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", p);
+        assert_int_equal(linkat(AT_FDCWD, proc, f->d->fd, "via-fd", AT_SYMLINK_FOLLOW), 0);
+        update(f);
+        gfx_sh(f, "printf through-the-fd >../via-fd");
+        assert_seen(f, "d/x", "through-the-fd");
+}
+
+/* A file with a link outside, renamed inside the workspace (its new directory sees the rename),
+ * then written through the outside name, which was renamed too (outside: no event anywhere). */
+static void test_rename_of_a_linked_file(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        gfx_sh(f, "ln e/f/g/2 ../outside2");
+        converge(f);
+        gfx_sh(f, "mv e/f/g/2 a/two-moved; mv ../outside2 ../outside3");
+        update(f);
+        update(f);
+        gfx_sh(f, "printf renamed-then-written >../outside3");
+        assert_seen(f, "a/two-moved", "renamed-then-written");
+}
+
+/* Bytes changed by fallocate (a hole punched) and by copy_file_range, through a link made
+ * after the walk: no write(2) at all. */
+static void test_fallocate_and_copy_file_range(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        gfx_sh(f, "ln big ../big-link; ln a/one ../one-link; printf COPIED >../src");
+        update(f);
+        _cleanup_close_ int big = openat(f->d->fd, "big-link", O_RDWR | O_CLOEXEC);
+        assert_true(big >= 0);
+        assert_int_equal(fallocate(big, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), 0);
+        _cleanup_close_ int src = openat(f->d->fd, "src", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int one = openat(f->d->fd, "one-link", O_WRONLY | O_TRUNC | O_CLOEXEC);
+        assert_true(src >= 0 && one >= 0);
+        assert_int_equal(copy_file_range(src, NULL, one, NULL, 6, 0), 6);
+        update(f);
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "cmp -s -n 4096 ../gen/big /dev/zero");
+        assert_seen(f, "a/one", "COPIED");
+}
+
+/* A descriptor opened for writing before the watch began (before the first walk), written
+ * through long after. */
+static void test_descriptor_opened_before_the_watch(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        _cleanup_close_ int ws = ws_fd(f);
+        _cleanup_close_ int fd = openat(ws, "e/f/g/7", O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        converge(f);
+        update(f);
+        assert_int_equal(pwrite(fd, "late", 4, 0), 4);
+        assert_seen(f, "e/f/g/7", "late");
+}
+
+/* Finding 2 as reproduced: a shared writable mapping whose descriptor is closed at once; the
+ * walk after the open keeps the file (nothing was written yet), then the mapping is written:
+ * no event at all, but the file's times change. */
+static void test_mapping_kept_after_its_descriptor(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        _cleanup_close_ int ws = ws_fd(f);
+        _cleanup_close_ int fd = openat(ws, "e/f/g/5", O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        char *m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(m != MAP_FAILED);
+        fd = safe_close(fd);
+        update(f);
+        update(f);
+        update(f);
+        m[0] = 'Q';
+        assert_seen(f, "e/f/g/5", "Q");
+        assert_int_equal(munmap(m, 1), 0);
+}
+
+/* A page dirtied through one mapping, that mapping gone, the file read; then a new mapping
+ * writes the same page while it is still dirty (before writeback cleaned it), and stays: the
+ * write faults in the new mapping, which stamps the file's times again (page_mkwrite). */
+static void test_new_mapping_on_a_dirty_page(void **state) {
+        Fixture *f = *state;
+        make_tree(f);
+        converge(f);
+        _cleanup_close_ int ws = ws_fd(f);
+        _cleanup_close_ int fd = openat(ws, "e/f/g/8", O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        char *m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(m != MAP_FAILED);
+        m[0] = 'A';
+        assert_int_equal(munmap(m, 1), 0);
+        fd = safe_close(fd);
+        assert_seen(f, "e/f/g/8", "A");
+        fd = openat(ws, "e/f/g/8", O_RDWR | O_CLOEXEC);
+        m = mmap(NULL, 1, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        assert_true(m != MAP_FAILED);
+        fd = safe_close(fd);
+        update(f);
+        m[0] = 'B'; /* still mapped: no close, no event; a new mapping's first write faults */
+        assert_seen(f, "e/f/g/8", "B");
+        assert_int_equal(munmap(m, 1), 0);
 }
 
 /* Events lost (the queue overflowed): the next walk reads everything, and is right. */
@@ -294,6 +456,14 @@ int main(void) {
                 T(test_every_change),
                 T(test_write_through_mapping),
                 T(test_write_through_outside_link),
+                T(test_link_made_after_the_walk_in_control_dir),
+                T(test_link_made_after_the_walk_outside),
+                T(test_link_from_an_o_path_descriptor),
+                T(test_rename_of_a_linked_file),
+                T(test_fallocate_and_copy_file_range),
+                T(test_descriptor_opened_before_the_watch),
+                T(test_mapping_kept_after_its_descriptor),
+                T(test_new_mapping_on_a_dirty_page),
                 T(test_overflow_full_walk),
                 T(test_other_instance),
                 T(test_unwatchable_read_always),

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* What a directory's watch cannot see (docs/snapshot.md, "What the watch cannot see"; threat
+ * 17; issue 33 items 1 and 2).
+ *
+ * A watch on a directory hears of what happens to its entries through their names in it: a file
+ * created, removed, renamed, or written through that name. It hears nothing of a file changed
+ * through another name (a hard link made after the walk, in the control directory or anywhere
+ * else on the mount: making the link changes the file's link count, which the kernel reports to
+ * the file alone) or without any system call on a name at all (a shared writable mapping). What
+ * every one of those ways changes is the file's ctime: a write, a truncation, fallocate,
+ * copy_file_range, a page first dirtied through a mapping, a link made or removed, a rename.
+ *
+ * So before a walk takes a directory on its watch's word (GenDir.clean, dirty_view_mark), every
+ * file the previous generation holds in it is asked, by name, with fstatat(AT_SYMLINK_NOFOLLOW)
+ * relative to the directory opened by descriptor (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS,
+ * O_PATH, as every name of the walk): a file whose identity (gen-index.h: device, inode, size,
+ * mtime, ctime, mode) differs, that is gone or no longer a regular file, that sits on another
+ * device than its directory, or that is another owner's file linked in (the walk refuses those)
+ * makes its directory read by the walk after all (clean and subtree_clean cleared, up to the
+ * root). A directory below that is not the one the index names (device and inode) makes its
+ * parent read. Nothing is read from a file here and nothing is kept on this pass's word alone:
+ * the walk still takes only what the index holds.
+ *
+ * The cost is one fstatat per file of every directory the watch vouches for, about 3 us each
+ * on this machine (tests/bench/generations.sh); the watch still saves listing those directories
+ * and hashing their trees. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gen-index.h"
+
+typedef struct GenVerify {
+        bool use_openat2;   /* in: how names are resolved (common/resolve.h) */
+        uint32_t owner_uid; /* in: the workspace root's owner (another owner's linked file) */
+        uint64_t files;     /* out: files asked */
+        uint64_t dirs;      /* out: directories opened */
+        uint64_t changed;   /* out: directories the watch vouched for that are read after all */
+} GenVerify;
+
+/* Check every directory below root (root's own files are read by the walk anyway) whose clean
+ * mark is set, and clear the marks of every one that changed after all. Returns 0, or a negative
+ * errno for what is not the workspace's doing (ENOMEM, EMFILE): the caller then trusts nothing. */
+int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v);
