@@ -62,7 +62,7 @@ typedef struct ExecPlan {
         GenLane *lane;
         /* With a lane: the workspace's watch (snapshot/dirty-set.h), or NULL: every directory of
          * the workspace is read. */
-        const struct DirtyView *watch;
+        struct DirtyView *watch;
         int store_fd;                   /* the store, for collecting unheld lanes when full */
         unsigned store_lanes;
         /* The controller's build cache (snapshot/build-cache.h; docs/cache.md), or NULL when none

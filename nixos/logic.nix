@@ -160,6 +160,8 @@ let
     maxArtifactBytes = "1g";
     maxArtifactEntries = 200000;
     maxStoreBytes = null;      # null: the worker's default (2 x maxSnapshotBytes), no key written
+    maxWatches = null;         # null: the worker's default (16384, never more than a quarter of
+                               # the host's fs.inotify.max_user_watches), no key written
     signingKeyFile = null;
     signingIdentity = null;
     cache = null;              # or { paths; maxBytes ? "2g"; maxEntries ? 200000; }: the build
@@ -257,6 +259,7 @@ let
         max_artifact_bytes = a.maxArtifactBytes;
         max_artifact_entries = a.maxArtifactEntries;
         max_store_bytes = a.maxStoreBytes;
+        max_watches = a.maxWatches;
       };
       signing_key = a.signingKeyFile;
       signing_identity = a.signingIdentity;

@@ -152,6 +152,12 @@ let
           The generation store's ceiling (limits.max_store_bytes; at least maxSnapshotBytes).
           null: the worker's default, twice maxSnapshotBytes.
         '';
+        maxWatches = opt (types.nullOr (types.ints.between 0 1048576)) d.maxWatches ''
+          inotify watches the workspace's watch may hold (limits.max_watches; 0: none, every
+          request reads the whole workspace). The worker never takes more than a quarter of the
+          host's fs.inotify.max_user_watches, a budget every process of root shares.
+          null: the worker's default, 16384.
+        '';
         signingKeyFile = opt (types.nullOr absPath) d.signingKeyFile
           "ed25519 key made by `tentaflake-worker keygen`; every result is then signed.";
         signingIdentity = opt (types.nullOr types.str) d.signingIdentity

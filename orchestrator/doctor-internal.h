@@ -49,5 +49,11 @@ const char *doctor_probe_get(const Probe *p, const char *key, char *buf, size_t 
 /* "status (reason): message" of a probe that did not end as expected. */
 const char *doctor_probe_result(const Probe *p, char *buf, size_t n);
 
+/* An informational line ("· name: detail"; "ok": null in the JSON): it never fails doctor. */
+void doctor_info(Doctor *d, const char *check, const char *fmt, ...) _printf_(3, 4);
+
+/* The workspace's watch: its budget and, as the daemon last reported, its use (doctor-watch.c). */
+void doctor_check_watch(Doctor *d);
+
 /* With network in c: the egress route proved live (doctor-egress.c). */
 void doctor_probe_egress(Doctor *d, const Config *c);

@@ -60,8 +60,7 @@ void doctor_report(Doctor *d, const char *check, bool ok, const char *fmt, ...) 
 }
 
 /* A line that informs and cannot fail doctor ("·" in text, "ok": null in JSON). */
-static void report_info(Doctor *d, const char *check, const char *fmt, ...) _printf_(3, 4);
-static void report_info(Doctor *d, const char *check, const char *fmt, ...) {
+void doctor_info(Doctor *d, const char *check, const char *fmt, ...) {
         char detail[2048];
         va_list ap;
 
@@ -264,23 +263,23 @@ static void check_store(Doctor *d) {
         char a[32], b[32];
 
         if (!d->driver.ops || !d->driver.ops->binds_generations) {
-                report_info(d, "generation_store", "none with the %s driver: every workspace is streamed",
+                doctor_info(d, "generation_store", "none with the %s driver: every workspace is streamed",
                             d->driver.ops ? d->driver.ops->name : "configured");
                 return;
         }
         _cleanup_(json_decrefp) json_t *j = NULL;
         int k = daemon_report(c, "store.json", &j);
         if (k >= 0 && !j) {
-                report_info(d, "generation_store", "no job has used it yet (limit %s, limits.max_store_bytes)",
+                doctor_info(d, "generation_store", "no job has used it yet (limit %s, limits.max_store_bytes)",
                             format_size(c->limits.max_store_bytes, a, sizeof(a)));
                 return;
         }
         json_t *bytes = json_object_get(j, "bytes"), *gens = json_object_get(j, "generations");
         if (!json_is_integer(bytes) || !json_is_integer(gens)) {
-                report_info(d, "generation_store", "state_dir/store.json cannot be read");
+                doctor_info(d, "generation_store", "state_dir/store.json cannot be read");
                 return;
         }
-        report_info(d, "generation_store", "%lld generation(s), %s of %s (limits.max_store_bytes) after the last job",
+        doctor_info(d, "generation_store", "%lld generation(s), %s of %s (limits.max_store_bytes) after the last job",
                     (long long) json_integer_value(gens), format_size((uint64_t) json_integer_value(bytes), a, sizeof(a)),
                     format_size(c->limits.max_store_bytes, b, sizeof(b)));
 }
@@ -296,22 +295,22 @@ static void check_cache(Doctor *d) {
         _cleanup_(json_decrefp) json_t *j = NULL;
         int k = daemon_report(c, "cache.json", &j);
         if (k >= 0 && !j) {
-                report_info(d, "build_cache", "empty: no job has left one yet (limit %s, cache.max_bytes)",
+                doctor_info(d, "build_cache", "empty: no job has left one yet (limit %s, cache.max_bytes)",
                             format_size(c->cache.max_bytes, a, sizeof(a)));
                 return;
         }
         json_t *bytes = json_object_get(j, "bytes"), *entries = json_object_get(j, "entries");
         const char *tree = json_string_value(json_object_get(j, "tree"));
         if (!json_is_integer(bytes) || !json_is_integer(entries)) {
-                report_info(d, "build_cache", "state_dir/cache.json cannot be read");
+                doctor_info(d, "build_cache", "state_dir/cache.json cannot be read");
                 return;
         }
         if (!tree) {
-                report_info(d, "build_cache", "empty (cleared or never kept; limit %s, cache.max_bytes)",
+                doctor_info(d, "build_cache", "empty (cleared or never kept; limit %s, cache.max_bytes)",
                             format_size(c->cache.max_bytes, a, sizeof(a)));
                 return;
         }
-        report_info(d, "build_cache", "%s bytes in %lld entries (limit %s, cache.max_bytes), tree %.16s, after the last job",
+        doctor_info(d, "build_cache", "%s bytes in %lld entries (limit %s, cache.max_bytes), tree %.16s, after the last job",
                     format_size((uint64_t) json_integer_value(bytes), a, sizeof(a)), (long long) json_integer_value(entries),
                     format_size(c->cache.max_bytes, b, sizeof(b)), tree);
 }
@@ -530,15 +529,15 @@ static void probe_other_platforms(Doctor *d) {
                 d->driver.runsc.platform = saved_platform;
                 snprintf(name, sizeof(name), "platform_%s", platforms[i]);
                 if (r < 0)
-                        report_info(d, name, "not tried: %s", strerror(-r));
+                        doctor_info(d, name, "not tried: %s", strerror(-r));
                 else if (p.res.status == CAPSULE_SUCCEEDED && doctor_probe_get(&p, "sandbox", buf, sizeof(buf)))
-                        report_info(d, name, "also works here: started a sandbox in %llu ms (runtime.platform)",
+                        doctor_info(d, name, "also works here: started a sandbox in %llu ms (runtime.platform)",
                                     (unsigned long long) p.res.duration_ms);
                 else if (p.res.status == CAPSULE_TIMED_OUT)
-                        report_info(d, name, "does not work here: no sandbox within %d s (ended)",
+                        doctor_info(d, name, "does not work here: no sandbox within %d s (ended)",
                                     DOCTOR_OTHER_PLATFORM_SECONDS);
                 else
-                        report_info(d, name, "does not work here: %s", doctor_probe_result(&p, buf, sizeof(buf)));
+                        doctor_info(d, name, "does not work here: %s", doctor_probe_result(&p, buf, sizeof(buf)));
                 if (r >= 0)
                         doctor_probe_free(&p);
         }
@@ -653,7 +652,7 @@ static void report_narrow(Doctor *d, const char *check, bool ok, const char *fmt
         if (d->driver.ops->own_seccomp)
                 doctor_report(d, check, ok, "%s", detail);
         else
-                report_info(d, check, "%s (the engine's own profile and /dev, not the worker's)", detail);
+                doctor_info(d, check, "%s (the engine's own profile and /dev, not the worker's)", detail);
 }
 
 /* What the probe printed for one attempt: "allowed", "refused:N" as "refused (EPERM)", or
@@ -913,6 +912,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 check_notify(&d);
                 check_leftovers(&d);
                 check_store(&d);
+                doctor_check_watch(&d);
                 check_cache(&d);
         }
 

@@ -21,6 +21,7 @@
 #include "common/path-util.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/job.h"
+#include "orchestrator/watch.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/result.h"
 #include "orchestrator/scratch.h"
@@ -174,7 +175,7 @@ static DirtyView *job_watch(Worker *w, const char *id) {
         DirtyView *v = NULL;
         if (w->watch_fd < 0 || w->watch_view_fd < 0)
                 return NULL;
-        int r = dirty_view_load(w->watch_view_fd, w->watch_fd, &v);
+        int r = dirty_view_load(w->watch_view_fd, w->watch_fd, w->watch_budget, &v);
         if (r < 0)
                 worker_say(w, LOG_WARNING, "job '%s': the workspace's watch cannot be read (%s): every directory is read",
                            id, strerror(-r));
@@ -368,9 +369,8 @@ static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
                            id, x->input, x->snapshot.tree, x->snapshot.entries, x->snapshot.bytes, x->snapshot.files_reused,
                            x->snapshot.files, watch_words(&x->snapshot, words, sizeof(words)),
                            (uint64_t) (x->snapshot.duration / 1000));
-        if (x->have_snapshot && x->snapshot.dirs_unwatched)
-                worker_say(w, LOG_WARNING, "job '%s': %" PRIu64 " directories of the workspace could not be watched (no inotify "
-                           "watch left: fs.inotify.max_user_watches): every request reads them", id, x->snapshot.dirs_unwatched);
+        if (x->have_snapshot)
+                watch_after_job(w, id, &x->snapshot);
         if (x->have_snapshot && x->snapshot.lease_unusable)
                 worker_say(w, LOG_WARNING, "job '%s': the walk cannot ask for read leases (CAP_LEASE): every file is read "
                            "again by every request", id);

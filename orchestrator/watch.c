@@ -2,26 +2,93 @@
 /* The workspace's watch in the daemon. See watch.h. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <syslog.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/log.h"
+#include "common/macro.h"
+#include "common/time-util.h"
 #include "orchestrator/watch.h"
+
+uint64_t watch_host_max(void) {
+        _cleanup_close_ int fd = open("/proc/sys/fs/inotify/max_user_watches", O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *s = NULL;
+        unsigned long long v;
+        if (fd < 0 || read_full_fd_bounded(fd, 64, &s, NULL) < 0 || sscanf(s, "%llu", &v) != 1)
+                return 0;
+        return v;
+}
+
+uint32_t watch_budget(const Config *c, uint64_t host_max) {
+        uint64_t b = c->limits.max_watches;
+        if (host_max > 0)
+                b = MIN(b, host_max / 4);
+        return (uint32_t) MIN(b, (uint64_t) UINT32_MAX);
+}
 
 DirtySet *watch_start(Worker *w) {
         DirtySet *s = NULL;
         if (w->dirs.store_fd < 0)
                 return NULL;
-        int r = dirty_set_new(&s);
+        uint64_t host = watch_host_max();
+        uint32_t budget = watch_budget(w->config, host);
+        if (budget == 0) {
+                worker_say(w, LOG_WARNING, "the workspace is not watched (limits.max_watches %llu, the host's "
+                           "fs.inotify.max_user_watches %llu): every request reads all of it",
+                           (unsigned long long) w->config->limits.max_watches, (unsigned long long) host);
+                return NULL;
+        }
+        int r = dirty_set_new(budget, &s);
         if (r < 0) {
                 worker_say(w, LOG_WARNING, "the workspace cannot be watched (%s): every request reads all of it",
                            strerror(-r));
                 return NULL;
         }
+        if (budget < w->config->limits.max_watches)
+                worker_say(w, LOG_NOTICE, "the workspace's watch holds at most %u inotify watches: limits.max_watches "
+                           "is %llu, but never more than a quarter of the host's fs.inotify.max_user_watches (%llu)",
+                           budget, (unsigned long long) w->config->limits.max_watches, (unsigned long long) host);
+        else
+                log_debug("the workspace's watch holds at most %u inotify watches (the host has %llu for root)", budget,
+                          (unsigned long long) host);
         w->watch_fd = dirty_set_fd(s);
+        w->watch_budget = dirty_set_budget(s);
         return s;
+}
+
+void watch_after_job(Worker *w, const char *id, const SnapshotSummary *s) {
+        DirtyBudget *b = w->watch_budget;
+        if (!b || s->watch == SNAPSHOT_WATCH_NONE)
+                return;
+        uint32_t held = atomic_load(&b->held), no = 0;
+        uint64_t host = watch_host_max();
+        if (s->dirs_over_budget && atomic_compare_exchange_strong(&b->said, &no, 1))
+                worker_say(w, LOG_WARNING, "job '%s': the workspace has more directories (%" PRIu64 ") than its watch may "
+                           "hold (%u inotify watches: limits.max_watches %llu, at most a quarter of the host's "
+                           "fs.inotify.max_user_watches %llu): %" PRIu64 " directories are read by every request",
+                           id, s->dirs + 1, b->max, (unsigned long long) w->config->limits.max_watches,
+                           (unsigned long long) host, s->dirs_over_budget);
+        if (s->dirs_unwatched)
+                worker_say(w, LOG_WARNING, "job '%s': %" PRIu64 " directories of the workspace could not be watched (the "
+                           "host has no inotify watch left for root: fs.inotify.max_user_watches %llu): every request "
+                           "reads them", id, s->dirs_unwatched, (unsigned long long) host);
+        _cleanup_(json_decrefp) json_t *j = json_pack(
+                "{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "budget", (json_int_t) b->max, "held", (json_int_t) held,
+                "max_watches", (json_int_t) w->config->limits.max_watches, "host_max_user_watches", (json_int_t) host,
+                "directories", (json_int_t) (s->dirs + 1), "over_budget", (json_int_t) s->dirs_over_budget, "unwatched",
+                (json_int_t) s->dirs_unwatched, "at", (json_int_t) (now_realtime() / USEC_PER_SEC));
+        _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        if (text)
+                (void) write_file_replace_at(w->dirs.state_fd, "watch.json", text, strlen(text), 0600, 0, 0);
 }
 
 int watch_view(DirtySet *s) {

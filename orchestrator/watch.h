@@ -4,14 +4,30 @@
  * taken, through fork or, to a capsule started ahead, beside the request's id on its socket. */
 #pragma once
 
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "orchestrator/worker.h"
+#include "parser/config.h"
 #include "snapshot/dirty-set.h"
+#include "snapshot/snapshot.h"
 
-/* A watch for w's workspace (w->watch_fd set), or NULL: none (said in the log). Only with a
- * generation store: without one every job streams the whole workspace anyway. */
+/* The host's fs.inotify.max_user_watches (a budget all of root's processes share), or 0 when it
+ * cannot be read. */
+uint64_t watch_host_max(void);
+/* How many watches the workspace's watch may hold: limits.max_watches, and never more than a
+ * quarter of host_max (the host's figure; 0: unknown, then limits.max_watches alone). */
+uint32_t watch_budget(const Config *c, uint64_t host_max);
+
+/* A watch for w's workspace (w->watch_fd and w->watch_budget set), or NULL: none (said in the
+ * log, with the budget's figures when there is one). Only with a generation store: without one
+ * every job streams the whole workspace anyway. */
 DirtySet *watch_start(Worker *w);
+/* After a job's walk, in the job's process: say once (for the whole daemon) when the workspace
+ * has more directories than the budget, with the figures; say each time when the host had no
+ * watch left; state_dir/watch.json for doctor. */
+void watch_after_job(Worker *w, const char *id, const SnapshotSummary *s);
+
 /* The view for a job taken now: every event queued so far read first (those of every change
  * made before the request). A sealed memfd, or a negative errno (the job then reads every
  * directory). */

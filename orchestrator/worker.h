@@ -30,6 +30,7 @@ typedef struct Worker {
          * every process of it inherits, and in a job's process the view the daemon handed it
          * when the job was taken (a sealed memfd). -EBADF: none (every directory is read). */
         int watch_fd, watch_view_fd;
+        struct DirtyBudget *watch_budget; /* its budget's shared page (dirty-set.h), or NULL */
         bool use_openat2;
         pid_t notify_pids[4];    /* the notify hooks' supervisors still running (notify.h) */
         const char *config_path; /* as the operator names it, for the commands the worker

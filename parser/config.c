@@ -59,7 +59,7 @@ static const char *const limits_keys[] = {
         "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
         "max_timeout_seconds", "max_snapshot_bytes", "max_snapshot_entries", "memory",
         "memory_swap", "cpus", "pids", "workspace_tmpfs", "tmp_tmpfs", "max_log_bytes",
-        "max_artifact_bytes", "max_artifact_entries", "max_store_bytes", NULL,
+        "max_artifact_bytes", "max_artifact_entries", "max_store_bytes", "max_watches", NULL,
 };
 
 static const char *const cache_keys[] = { "paths", "max_bytes", "max_entries", NULL };
@@ -603,6 +603,9 @@ static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
         UINT(max_artifact_entries, 1, 10000000, 200000, NULL);
         /* The generation store (docs/snapshot.md, "Generations"): at least one snapshot. */
         SIZE(max_store_bytes, 1, 2 * TIB, MIN(2 * l->max_snapshot_bytes, 2 * TIB), NULL);
+        /* The workspace's watch (docs/snapshot.md, "The watch's budget"): inotify watches are
+         * root's to share; the daemon clamps this to a quarter of what the host has. */
+        UINT(max_watches, 0, CONFIG_MAX_WATCHES_MAX, CONFIG_DEFAULT_MAX_WATCHES, NULL);
         l->open_files = CONFIG_DEFAULT_OPEN_FILES;
         l->file_size = 0;
 #undef SIZE

@@ -41,6 +41,10 @@
                                        * capsule's pipe buffer and PATH_MAX (capsule/protocol.h) */
 #define CONFIG_DEFAULT_CACHE_MAX_BYTES (UINT64_C(2) << 30)
 #define CONFIG_DEFAULT_CACHE_MAX_ENTRIES 200000
+/* limits.max_watches: the workspace's watch holds at most this many inotify watches (and never
+ * more than a quarter of the host's fs.inotify.max_user_watches: orchestrator/watch.c). */
+#define CONFIG_DEFAULT_MAX_WATCHES 16384
+#define CONFIG_MAX_WATCHES_MAX 1048576
 
 /* runsc --platform when the config names none (contract section 2): systrap, which runsc has
  * had since 2023; ptrace stays accepted for a runsc without it. */
@@ -82,6 +86,7 @@ typedef struct ConfigLimits {
         uint64_t max_artifact_bytes;
         uint64_t max_artifact_entries;
         uint64_t max_store_bytes; /* the generation store's tmpfs (docs/snapshot.md) */
+        uint64_t max_watches;    /* inotify watches of the workspace's watch (0: none) */
         /* Not configuration keys (contract section 2): the inbox plane keeps the defaults,
          * serve sets them from --open-files and --file-size-mb. */
         uint64_t open_files;     /* RLIMIT_NOFILE inside the capsule */

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -29,20 +31,34 @@ struct DirtySet {
         uint64_t instance, seq, overflow_seq;
         DirtyStamp *slots;
         size_t n_slots, n_used;
+        DirtyBudget *budget; /* a MAP_SHARED page */
 };
 
-int dirty_set_new(DirtySet **ret) {
+int dirty_set_new(uint32_t max_watches, DirtySet **ret) {
         _cleanup_free_ DirtySet *s = calloc(1, sizeof(*s));
         if (!s)
                 return -ENOMEM;
+        s->fd = -EBADF;
+        /* Shared with every process forked from here on: the walks count what they add. */
+        void *page = mmap(NULL, sizeof(DirtyBudget), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (page == MAP_FAILED)
+                return -errno;
+        s->budget = page;
+        s->budget->max = max_watches;
         /* 0 names "walked without a watch" in an index: never an instance's id. */
         do
-                if (getrandom(&s->instance, sizeof(s->instance), 0) != (ssize_t) sizeof(s->instance))
-                        return -errno ?: -EIO;
+                if (getrandom(&s->instance, sizeof(s->instance), 0) != (ssize_t) sizeof(s->instance)) {
+                        int r = -errno ?: -EIO;
+                        munmap(s->budget, sizeof(DirtyBudget));
+                        return r;
+                }
         while (s->instance == 0);
         s->fd = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-        if (s->fd < 0)
-                return -errno;
+        if (s->fd < 0) {
+                int r = -errno;
+                munmap(s->budget, sizeof(DirtyBudget));
+                return r;
+        }
         s->seq = 1;
         *ret = TAKE_PTR(s);
         return 0;
@@ -51,6 +67,8 @@ int dirty_set_new(DirtySet **ret) {
 DirtySet *dirty_set_free(DirtySet *s) {
         if (s) {
                 safe_close(s->fd);
+                if (s->budget)
+                        munmap(s->budget, sizeof(DirtyBudget));
                 free(s->slots);
                 free(s);
         }
@@ -59,6 +77,75 @@ DirtySet *dirty_set_free(DirtySet *s) {
 
 int dirty_set_fd(const DirtySet *s) {
         return s->fd;
+}
+
+DirtyBudget *dirty_set_budget(const DirtySet *s) {
+        return s->budget;
+}
+
+/* One watch fewer held (never below none: a recount may have been lower already). */
+static void budget_release(DirtyBudget *b) {
+        uint32_t h = atomic_load(&b->held);
+        while (h > 0 && !atomic_compare_exchange_weak(&b->held, &h, h - 1))
+                ;
+}
+
+/* The watches an instance holds, as its fdinfo lists them ("inotify wd:%x ino:%lx sdev:%x ...",
+ * sdev in the kernel's encoding), sorted by device and inode. */
+typedef struct HeldWatch {
+        uint64_t dev, ino;
+        int32_t wd;
+} HeldWatch;
+
+static int held_cmp(const void *a, const void *b) {
+        const HeldWatch *x = a, *y = b;
+        if (x->dev != y->dev)
+                return x->dev < y->dev ? -1 : 1;
+        return (x->ino > y->ino) - (x->ino < y->ino);
+}
+
+static int held_watches(int inotify_fd, HeldWatch **ret, size_t *ret_n) {
+        char path[64];
+        _cleanup_free_ char *text = NULL;
+        _cleanup_free_ HeldWatch *v = NULL;
+        size_t size = 0, n = 0, cap = 0;
+
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", inotify_fd);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        /* A line of about 120 bytes per watch; never more watches than the table's bound. */
+        int r = read_full_fd_bounded(fd, 4096 + (size_t) DIRTY_SET_TABLE_MAX * 200, &text, &size);
+        if (r < 0)
+                return r;
+        for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+                unsigned wd, sdev;
+                unsigned long ino;
+                if (sscanf(p, "inotify wd:%x ino:%lx sdev:%x ", &wd, &ino, &sdev) != 3)
+                        continue;
+                if (n == cap) {
+                        cap = MAX(cap * 2, (size_t) 64);
+                        HeldWatch *nv = reallocarray(v, cap, sizeof(*v));
+                        if (!nv)
+                                return -ENOMEM;
+                        v = nv;
+                }
+                v[n++] = (HeldWatch) { .dev = makedev(sdev >> 20, sdev & 0xfffff), .ino = ino, .wd = (int32_t) wd };
+        }
+        qsort(v, n, sizeof(*v), held_cmp);
+        *ret = TAKE_PTR(v);
+        *ret_n = n;
+        return 0;
+}
+
+int dirty_set_recount(DirtySet *s) {
+        _cleanup_free_ HeldWatch *v = NULL;
+        size_t n = 0;
+        int r = held_watches(s->fd, &v, &n);
+        if (r < 0)
+                return r;
+        atomic_store(&s->budget->held, (uint32_t) MIN(n, (size_t) UINT32_MAX));
+        return 0;
 }
 
 static size_t slot_of(const DirtyStamp *slots, size_t n_slots, int32_t wd) {
@@ -127,12 +214,15 @@ static void stamp(DirtySet *s, int32_t wd) {
 static void event(DirtySet *s, const struct inotify_event *ev) {
         if (ev->mask & (IN_Q_OVERFLOW | IN_UNMOUNT)) {
                 overflow(s);
+                /* Watches the kernel dropped may have gone unsaid: count them again. */
+                (void) dirty_set_recount(s);
                 return;
         }
         if (ev->wd <= 0)
                 return;
         if (ev->mask & IN_IGNORED) {
                 forget(s, ev->wd);
+                budget_release(s->budget);
                 return;
         }
         stamp(s, ev->wd);
@@ -197,7 +287,7 @@ int dirty_set_export(const DirtySet *s, int *ret_fd) {
         return 0;
 }
 
-int dirty_view_load(int view_fd, int watch_fd, DirtyView **ret) {
+int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **ret) {
         _cleanup_(dirty_view_freep) DirtyView *v = calloc(1, sizeof(*v));
         _cleanup_free_ char *data = NULL;
         size_t size = 0;
@@ -230,12 +320,14 @@ int dirty_view_load(int view_fd, int watch_fd, DirtyView **ret) {
         }
         v->n = n;
         v->watch_fd = watch_fd;
+        v->budget = budget;
         *ret = TAKE_PTR(v);
         return 0;
 }
 
 DirtyView *dirty_view_free(DirtyView *v) {
         if (v) {
+                free(v->held);
                 free(v->v);
                 free(v);
         }
@@ -256,12 +348,50 @@ bool dirty_view_changed(const DirtyView *v, int32_t wd, uint64_t since) {
         return false;
 }
 
-int32_t dirty_view_watch(const DirtyView *v, int dir_fd) {
+/* Past the budget: the watch the directory has already, if any (the instance's own list, read
+ * once per view: a watch other walks add meanwhile is not seen, and the directory is then read
+ * as one without a watch). */
+static int32_t held_watch_of(DirtyView *v, int dir_fd) {
+        struct stat st;
+        if (!v->held_read) {
+                v->held_read = true;
+                if (held_watches(v->watch_fd, &v->held, &v->n_held) < 0)
+                        v->n_held = 0;
+        }
+        if (fstat(dir_fd, &st) < 0)
+                return DIRTY_WATCH_OVER_BUDGET;
+        HeldWatch key = { .dev = st.st_dev, .ino = st.st_ino };
+        const HeldWatch *h = v->n_held ? bsearch(&key, v->held, v->n_held, sizeof(key), held_cmp) : NULL;
+        return h ? h->wd : DIRTY_WATCH_OVER_BUDGET;
+}
+
+int32_t dirty_view_watch(DirtyView *v, int dir_fd) {
+        DirtyBudget *b = v->budget;
         char path[64];
+        int wd;
+
         /* The directory the fd names, whatever its path is now: the magic link is followed to
          * the open directory itself, nothing is looked up by name. */
         snprintf(path, sizeof(path), "/proc/self/fd/%d", dir_fd);
-        int wd = inotify_add_watch(v->watch_fd, path, DIRTY_SET_EVENTS);
+        if (!b) {
+                wd = inotify_add_watch(v->watch_fd, path, DIRTY_SET_EVENTS);
+                return wd > 0 ? wd : 0;
+        }
+        /* A place in the budget first (walks of other lanes count too), then a new watch only:
+         * one the directory has already (EEXIST) is asked for without taking a place. */
+        if (atomic_fetch_add(&b->held, 1) < b->max) {
+                wd = inotify_add_watch(v->watch_fd, path, DIRTY_SET_EVENTS | IN_MASK_CREATE);
+                if (wd > 0)
+                        return wd;
+                int r = errno;
+                budget_release(b);
+                if (r != EEXIST)
+                        return 0; /* ENOSPC: the host has none left for root */
+        } else {
+                budget_release(b);
+                return held_watch_of(v, dir_fd);
+        }
+        wd = inotify_add_watch(v->watch_fd, path, DIRTY_SET_EVENTS);
         return wd > 0 ? wd : 0;
 }
 

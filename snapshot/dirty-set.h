@@ -20,8 +20,15 @@
  * directory (a write through a shared mapping) is what gen-verify.h looks for in every file the
  * watch vouches for, with a write through another name. A queue overflow, an unmounted
  * filesystem and a table past its bound make every index older than them untrusted: the next
- * walk is a full one. A directory the walk cannot watch (no watches left:
- * fs.inotify.max_user_watches) is read by every walk. */
+ * walk is a full one. A directory the walk cannot watch is read by every walk.
+ *
+ * The budget (issue 33 item 3): inotify watches are a budget every process of root shares
+ * (fs.inotify.max_user_watches). The instance holds at most DirtyBudget.max of them, a count in
+ * a page every process forked from the daemon shares: a walk adds a new watch only while the
+ * count is below it (IN_MASK_CREATE tells a new watch from one the directory has already), and
+ * the daemon counts one off for each watch the kernel drops (IN_IGNORED: the directory deleted).
+ * A directory past the budget has no watch and is read by every walk; so is one the host has no
+ * watch left for. */
 #pragma once
 
 #include <stdbool.h>
@@ -39,8 +46,22 @@
 
 typedef struct DirtySet DirtySet;
 
-/* A new instance (its fd close-on-exec and non-blocking) with a random id. */
-int dirty_set_new(DirtySet **ret);
+/* The watches the instance holds, shared by the daemon and every process forked from it after
+ * dirty_set_new (a MAP_SHARED page). */
+typedef struct DirtyBudget {
+        uint32_t max;            /* at most this many watches */
+        _Atomic uint32_t held;   /* held now: added by walks, counted off on IN_IGNORED */
+        _Atomic uint64_t over;   /* directories the last walk past the budget left unwatched */
+        _Atomic uint32_t dirs;   /* directories the last walk held (unwatched ones included) */
+        _Atomic uint32_t said;   /* the daemon said the budget is too small (once) */
+} DirtyBudget;
+
+/* What dirty_view_watch() returns for a directory past the budget. */
+#define DIRTY_WATCH_OVER_BUDGET (-1)
+
+/* A new instance (its fd close-on-exec and non-blocking) with a random id, holding at most
+ * max_watches watches (0: none at all). */
+int dirty_set_new(uint32_t max_watches, DirtySet **ret);
 DirtySet *dirty_set_free(DirtySet *s);
 static inline void dirty_set_freep(DirtySet **s) {
         dirty_set_free(*s);
@@ -51,6 +72,11 @@ int dirty_set_fd(const DirtySet *s);
 int dirty_set_read(DirtySet *s);
 /* The view a job walks with, as a sealed memfd (close-on-exec) in *ret_fd. */
 int dirty_set_export(const DirtySet *s, int *ret_fd);
+/* The budget's shared page (its count of watches held). */
+DirtyBudget *dirty_set_budget(const DirtySet *s);
+/* Count again the watches the instance holds (its /proc/self/fdinfo): after an overflow, when
+ * IN_IGNORED events may have been lost. */
+int dirty_set_recount(DirtySet *s);
 
 /* ---- the job's side --------------------------------------------------------------------- */
 
@@ -61,6 +87,10 @@ typedef struct DirtyStamp {
 
 typedef struct DirtyView {
         int watch_fd;          /* the daemon's instance, inherited: watches are added to it */
+        DirtyBudget *budget;   /* its budget (NULL: none: tests) */
+        struct HeldWatch *held; /* past the budget: the watches the instance holds (read once) */
+        size_t n_held;
+        bool held_read;
         uint64_t instance;     /* the instance's random id: an index of another has no use */
         uint64_t seq;          /* the sequence when the view was made */
         uint64_t overflow_seq; /* the last overflow (0: none) */
@@ -68,16 +98,19 @@ typedef struct DirtyView {
         DirtyStamp *v;         /* sorted by wd */
 } DirtyView;
 
-/* Read a view made by dirty_set_export (bounded, checked). */
-int dirty_view_load(int view_fd, int watch_fd, DirtyView **ret);
+/* Read a view made by dirty_set_export (bounded, checked); budget: dirty_set_budget() of the
+ * instance watch_fd is, or NULL for none. */
+int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **ret);
 DirtyView *dirty_view_free(DirtyView *v);
 static inline void dirty_view_freep(DirtyView **v) {
         dirty_view_free(*v);
 }
 /* Has the directory watched by wd had an event after since? */
 bool dirty_view_changed(const DirtyView *v, int32_t wd, uint64_t since);
-/* Watch the directory open at dir_fd (before it is read): its wd, or -1 when it cannot be. */
-int32_t dirty_view_watch(const DirtyView *v, int dir_fd);
+/* Watch the directory open at dir_fd (before it is read): its wd; DIRTY_WATCH_OVER_BUDGET when
+ * the budget is spent and the directory has no watch yet; 0 when the host gives none (ENOSPC:
+ * fs.inotify.max_user_watches) or it cannot be watched. */
+int32_t dirty_view_watch(DirtyView *v, int dir_fd);
 /* Can the walk from index prev trust prev's watches? Then every directory of prev gets its
  * clean and subtree_clean marks (gen-index.h) and true is returned; false: a full walk. */
 bool dirty_view_mark(const DirtyView *v, GenIndex *prev);

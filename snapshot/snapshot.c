@@ -123,10 +123,11 @@ typedef struct Walk {
         uint64_t files_reused, bytes_reused;
         uint64_t last_copied; /* the bytes copy_file() copied last */
         bool lease_unusable;  /* open_for_writing() could not ask */
-        const DirtyView *watch; /* the workspace's watch, or NULL */
+        DirtyView *watch;     /* the workspace's watch, or NULL */
         bool watch_trusted;   /* the previous index's clean marks vouch (dirty_view_mark) */
         uint64_t entries_unread, dirs_unwatched;
         uint64_t files_checked;   /* files of directories the watch vouched for, stat'ed */
+        uint64_t dirs_over_budget; /* directories past the watch's budget */
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -1089,11 +1090,14 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
                 if (t->known)
                         return walk_known(w, src, dst, depth, t);
                 /* Watched before it is read: a change after the read is an event. */
-                t->gnew->wd = w->watch ? dirty_view_watch(w->watch, src) : 0;
+                int32_t wd = w->watch ? dirty_view_watch(w->watch, src) : 0;
+                if (wd == DIRTY_WATCH_OVER_BUDGET)
+                        w->dirs_over_budget++;
+                else if (w->watch && wd <= 0)
+                        w->dirs_unwatched++;
+                t->gnew->wd = MAX(wd, 0);
                 if (!t->reuse_ok || t->gnew->wd <= 0)
                         t->gnew->always = true;
-                if (w->watch && t->gnew->wd <= 0)
-                        w->dirs_unwatched++;
         }
 
         for (;;) {
@@ -1182,6 +1186,7 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .entries_unread = w->entries_unread,
                 .dirs_unwatched = w->dirs_unwatched,
                 .files_checked = w->files_checked,
+                .dirs_over_budget = w->dirs_over_budget,
                 .watch = !w->watch ? SNAPSHOT_WATCH_NONE : w->watch_trusted ? SNAPSHOT_WATCH_DIRTY : SNAPSHOT_WATCH_FULL,
                 .lease_unusable = w->lease_unusable,
                 .duration = now_monotonic() - start,

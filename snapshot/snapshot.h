@@ -72,7 +72,7 @@ typedef struct SnapshotLimits {
          * watches every directory it reads, and a directory whose watch vouches that nothing in
          * it (or below) changed since the previous generation's walk is taken from that index
          * without being read again. */
-        const struct DirtyView *watch;
+        struct DirtyView *watch;
 } SnapshotLimits;
 
 typedef enum SnapshotResolver {
@@ -98,8 +98,10 @@ typedef struct SnapshotSummary {
                                     * previous generation on the watch's word, neither listed
                                     * nor stat'ed (included in entries) */
         SnapshotWatch watch;       /* how the watch served this walk */
-        uint64_t dirs_unwatched;   /* with a watch: directories it could not watch (no watch
+        uint64_t dirs_unwatched;   /* with a watch: directories the host gave no watch (none
                                     * left: fs.inotify.max_user_watches), read by every walk */
+        uint64_t dirs_over_budget; /* with a watch: directories past its budget (DirtyBudget),
+                                    * read by every walk */
         uint64_t files_checked;    /* with a watch: files of the directories it vouched for,
                                     * asked by stat all the same (gen-verify.h; included in
                                     * entries_unread) */

@@ -98,6 +98,7 @@ static const char *get_value(const Config *c, const char *key) {
         U("limits.max_timeout_seconds", l->max_timeout_seconds);
         U("limits.max_snapshot_bytes", l->max_snapshot_bytes);
         U("limits.max_snapshot_entries", l->max_snapshot_entries);
+        U("limits.max_watches", l->max_watches);
         U("limits.memory", l->memory);
         U("limits.memory_swap", l->memory_swap);
         U("limits.pids", l->pids);
@@ -583,6 +584,12 @@ static const Case static_cases[] = {
            "limits.max_snapshot_entries", "10000000"),
         BAD("max_snapshot_entries_10000001", "out_of_range", NULL, "limits.max_snapshot_entries", "10000001"),
         BAD("max_snapshot_entries_string", "bad_type", NULL, "limits.max_snapshot_entries", "\"1000\""),
+        DEFAULT("max_watches_default", "limits.max_watches", "16384"),
+        OK("max_watches_0", "limits.max_watches", "0", "limits.max_watches", "0"),
+        OK("max_watches_1048576", "limits.max_watches", "1048576", "limits.max_watches", "1048576"),
+        BAD("max_watches_1048577", "out_of_range", NULL, "limits.max_watches", "1048577"),
+        BAD("max_watches_negative", "out_of_range", NULL, "limits.max_watches", "-1"),
+        BAD("max_watches_string", "bad_type", NULL, "limits.max_watches", "\"16384\""),
         DEFAULT("pids_default", "limits.pids", "512"),
         BAD("pids_7", "out_of_range", NULL, "limits.pids", "7"),
         OK("pids_8", "limits.pids", "8", "limits.pids", "8"),

@@ -311,13 +311,13 @@ static int take_generation(const char *ws, int out, const char *name, const Snap
         /* One instance for the whole run: closing one waits for the kernel's grace period. */
         static DirtySet *set;
         if (!set)
-                assert_int_equal(dirty_set_new(&set), 0);
+                assert_int_equal(dirty_set_new(1U << 20, &set), 0);
         for (unsigned i = 0; i < 2 && r >= 0; i++) {
                 _cleanup_(dirty_view_freep) DirtyView *v = NULL;
                 _cleanup_close_ int view = -EBADF;
                 assert_true(dirty_set_read(set) >= 0);
                 assert_int_equal(dirty_set_export(set, &view), 0);
-                assert_int_equal(dirty_view_load(view, dirty_set_fd(set), &v), 0);
+                assert_int_equal(dirty_view_load(view, dirty_set_fd(set), NULL, &v), 0);
                 gl.watch = v;
                 r = snapshot_update(ws, fd, i == 0 ? first : second, owner, &gl, i == 0 ? &second : &third, s, e);
                 gl.watch = NULL;

@@ -40,7 +40,7 @@ static void update_with(Fixture *f, DirtySet *set, int watch_fd) {
         gfx_settle();
         assert_true(dirty_set_read(set) >= 0);
         assert_int_equal(dirty_set_export(set, &view), 0);
-        assert_int_equal(dirty_view_load(view, watch_fd, &v), 0);
+        assert_int_equal(dirty_view_load(view, watch_fd, dirty_set_budget(set), &v), 0);
         l.watch = v;
         gfx_walk(f, &l);
 }
@@ -322,6 +322,78 @@ static void test_new_mapping_on_a_dirty_page(void **state) {
         assert_int_equal(munmap(m, 1), 0);
 }
 
+/* The watches the instance behind fd holds, by its fdinfo. */
+static unsigned held_by(int fd) {
+        char path[64], line[512];
+        unsigned n = 0;
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+        FILE *fp = fopen(path, "re");
+        assert_non_null(fp);
+        while (fgets(line, sizeof(line), fp))
+                n += strncmp(line, "inotify wd:", 11) == 0;
+        fclose(fp);
+        return n;
+}
+
+/* The budget (issue 33 item 3): never more watches than it; a directory past it is read by every
+ * walk and counted; a directory that has its watch keeps it while the budget is spent (the walk
+ * after is on its word); a watch the kernel drops (its directory deleted) is counted off and
+ * goes to another directory. Every generation is the workspace all the same. */
+static void test_budget(void **state) {
+        Fixture *f = *state;
+        _cleanup_(dirty_set_freep) DirtySet *small = NULL;
+        assert_int_equal(dirty_set_new(4, &small), 0);
+        DirtyBudget *b = dirty_set_budget(small);
+        make_tree(f);
+        gfx_sh(f, "mkdir -p w/1 w/2 w/3 w/4 w/5");
+        for (unsigned i = 0; i < 3; i++) {
+                update_with(f, small, dirty_set_fd(small));
+                gfx_assert_equals_fresh(f);
+                assert_int_equal(f->s.dirs_over_budget, f->s.dirs + 1 - 4);
+                assert_int_equal(f->s.dirs_unwatched, 0);
+                assert_int_equal(b->held, 4);
+                assert_int_equal(held_by(dirty_set_fd(small)), 4);
+        }
+        /* The root has its watch and keeps it: the walk is on the watch's word. */
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
+        assert_true(f->s.entries_unread > 0);
+        /* Every watched directory but the root deleted: their watches are counted off when the
+         * daemon reads IN_IGNORED, and the next walk gives the places to others. */
+        gfx_sh(f, "rm -r a d e run.sh big link");
+        update_with(f, small, dirty_set_fd(small));
+        gfx_assert_equals_fresh(f);
+        assert_true(b->held <= 4);
+        assert_int_equal(held_by(dirty_set_fd(small)), b->held);
+        update_with(f, small, dirty_set_fd(small));
+        gfx_assert_equals_fresh(f);
+        assert_int_equal(b->held, 4);
+        assert_int_equal(held_by(dirty_set_fd(small)), 4);
+        assert_int_equal(f->s.dirs_over_budget, f->s.dirs + 1 - 4);
+        /* A change in a directory past the budget is read. */
+        gfx_sh(f, "printf in-w5 >w/5/f; printf in-w1 >w/1/f");
+        update_with(f, small, dirty_set_fd(small));
+        gfx_assert_equals_fresh(f);
+        /* A recount agrees. */
+        b->held = 0;
+        assert_int_equal(dirty_set_recount(small), 0);
+        assert_int_equal(b->held, 4);
+}
+
+/* No budget at all (limits.max_watches 0 clamped down, or given): no watch is ever added. */
+static void test_budget_none(void **state) {
+        Fixture *f = *state;
+        _cleanup_(dirty_set_freep) DirtySet *none = NULL;
+        assert_int_equal(dirty_set_new(0, &none), 0);
+        make_tree(f);
+        for (unsigned i = 0; i < 2; i++) {
+                update_with(f, none, dirty_set_fd(none));
+                gfx_assert_equals_fresh(f);
+                assert_int_equal(f->s.dirs_over_budget, f->s.dirs + 1);
+                assert_int_equal(f->s.entries_unread, 0);
+        }
+        assert_int_equal(held_by(dirty_set_fd(none)), 0);
+}
+
 /* Events lost (the queue overflowed): the next walk reads everything, and is right. */
 static void test_overflow_full_walk(void **state) {
         Fixture *f = *state;
@@ -347,7 +419,7 @@ static void test_other_instance(void **state) {
         _cleanup_(dirty_set_freep) DirtySet *other = NULL;
         make_tree(f);
         converge(f);
-        assert_int_equal(dirty_set_new(&other), 0);
+        assert_int_equal(dirty_set_new(1U << 20, &other), 0);
         gfx_sh(f, "printf changed >e/f/g/8");
         update_with(f, other, dirty_set_fd(other));
         assert_int_equal(f->s.watch, SNAPSHOT_WATCH_FULL);
@@ -407,7 +479,7 @@ static void test_ceiling_counts_carried(void **state) {
         converge(f);
         assert_true(dirty_set_read(f->set) >= 0);
         assert_int_equal(dirty_set_export(f->set, &view), 0);
-        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &v), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), NULL, &v), 0);
         l.watch = v;
         l.max_entries = f->s.entries - 1;
         assert_int_equal(snapshot_update(f->ws, f->gen_fd, f->index, GFX_COPY_UID, &l, &next, &f->s, &e), -E2BIG);
@@ -425,7 +497,7 @@ static void test_view(void **state) {
         _cleanup_close_ int a = openat(f->d->fd, "ws/a", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_close_ int b = openat(f->d->fd, "ws/b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         assert_int_equal(dirty_set_export(f->set, &view), 0);
-        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &v), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), NULL, &v), 0);
         int32_t wa = dirty_view_watch(v, a), wb = dirty_view_watch(v, b);
         assert_true(wa > 0 && wb > 0 && wa != wb);
         uint64_t since = v->seq;
@@ -435,7 +507,7 @@ static void test_view(void **state) {
         assert_true(dirty_set_read(f->set) > 0);
         view = safe_close(view);
         assert_int_equal(dirty_set_export(f->set, &view), 0);
-        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), &w), 0);
+        assert_int_equal(dirty_view_load(view, dirty_set_fd(f->set), NULL, &w), 0);
         assert_false(dirty_view_changed(w, wa, since));
         assert_true(dirty_view_changed(w, wb, since));
         assert_false(dirty_view_changed(w, wb, w->seq));
@@ -445,7 +517,7 @@ static void test_view(void **state) {
         bad = memfd_create("bad", MFD_CLOEXEC);
         assert_int_equal(write(bad, "TFWDIRT1", 8), 8);
         DirtyView *x = NULL;
-        assert_int_equal(dirty_view_load(bad, -1, &x), -EBADMSG);
+        assert_int_equal(dirty_view_load(bad, -1, NULL, &x), -EBADMSG);
         assert_null(x);
 }
 
@@ -464,6 +536,8 @@ int main(void) {
                 T(test_descriptor_opened_before_the_watch),
                 T(test_mapping_kept_after_its_descriptor),
                 T(test_new_mapping_on_a_dirty_page),
+                T(test_budget),
+                T(test_budget_none),
                 T(test_overflow_full_walk),
                 T(test_other_instance),
                 T(test_unwatchable_read_always),

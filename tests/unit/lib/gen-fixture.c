@@ -25,7 +25,7 @@ static int setup(void **state, bool watched) {
         *state = f;
         if (mkdirat(f->d->fd, "ws", 0755) < 0 || mkdirat(f->d->fd, "gen", 0700) < 0 ||
             mkdirat(f->d->fd, "fresh", 0700) < 0 || asprintf(&f->ws, "%s/ws", f->d->path) < 0 ||
-            (watched && dirty_set_new(&f->set) < 0))
+            (watched && dirty_set_new(1U << 20, &f->set) < 0))
                 return -1;
         f->gen_fd = openat(f->d->fd, "gen", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (watched)
