@@ -40,6 +40,12 @@ typedef struct GenVerify {
 } GenVerify;
 
 /* Check every directory below root (root's own files are read by the walk anyway) whose clean
- * mark is set, and clear the marks of every one that changed after all. Returns 0, or a negative
+ * mark is set, and clear the marks of every one that changed after all. With many files the
+ * work is shared by a thread per CPU (at most four, all signals blocked, joined before it
+ * returns): each takes the next of the subtrees, largest first, and writes only their marks. Returns 0, or a negative
  * errno for what is not the workspace's doing (ENOMEM, EMFILE): the caller then trusts nothing. */
 int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v);
+
+/* Tests only: from how many files on the question is shared between threads (one per CPU, at
+ * most four; 4096 otherwise). */
+extern uint64_t gen_verify_test_threaded_min_files;

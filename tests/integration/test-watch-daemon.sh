@@ -28,6 +28,7 @@ dir2=$(test_dir tfw-it-watch2)
 chmod 0755 "$dir" "$dir2"
 MAPPER_PID= DAEMON2_PID=
 cleanup() {
+        [ -z "$MAPPER_PID" ] && [ -s "$dir/marks/pid" ] && MAPPER_PID=$(cat "$dir/marks/pid")
         [ -n "$MAPPER_PID" ] && kill "$MAPPER_PID" 2>/dev/null
         if [ -n "$DAEMON2_PID" ]; then
                 kill -KILL "$DAEMON2_PID" 2>/dev/null
@@ -79,6 +80,7 @@ mkdir -p "$marks" && chown 10000:10000 "$marks"
 as_ctl /usr/bin/python3 - "$ws/e/g" "$marks" <<'PY' &
 import mmap, os, sys, time
 path, d = sys.argv[1], sys.argv[2]
+open(os.path.join(d, "pid"), "w").write(str(os.getpid()))
 fd = os.open(path, os.O_RDWR)
 m = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
 os.close(fd)
@@ -90,8 +92,8 @@ open(os.path.join(d, "written"), "w").close()
 while True:
     time.sleep(60)
 PY
-MAPPER_PID=$!
 check "the controller mapped e/g" wait_file "$marks/mapped" 30
+MAPPER_PID=$(cat "$marks/pid") # the helper itself, not the shell that started it
 check "a job after the mapping prints the original" prints map1 e/g ORIGINAL-MAPPED
 check "and the next" prints map2 e/g ORIGINAL-MAPPED
 touch "$marks/go"
@@ -100,7 +102,6 @@ check "(the workspace holds the new bytes)" test "$(cat "$ws/e/g")" = WRITTEN-TH
 check "the next job prints the bytes written through the mapping" prints map3 e/g WRITTEN-THROUGH
 check "and the one after" prints map4 e/g WRITTEN-THROUGH
 kill "$MAPPER_PID" 2>/dev/null
-wait "$MAPPER_PID" 2>/dev/null
 MAPPER_PID=
 stop_daemon
 
