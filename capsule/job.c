@@ -391,13 +391,18 @@ typedef struct Feeder {
         int (*fn)(void *userdata, int fd);
         void *userdata;
         int fd;
+        Outputs *out;       /* gets a copy of fd once the input went out whole */
         pthread_t thread;
         bool started;
 } Feeder;
 
 static void *feeder_main(void *arg) {
         Feeder *f = arg;
-        (void) f->fn(f->userdata, f->fd);
+        /* Whole: the channel carries the host's stop records from now on (capsule/protocol.h).
+         * Cut: its end is init's only word that the input is over (a stream cut inside a file
+         * has no abort mark it could read), so no copy may outlive this one. */
+        if (f->fn(f->userdata, f->fd) >= 0 && f->out)
+                outputs_control_handoff(f->out, fcntl(f->fd, F_DUPFD_CLOEXEC, 3));
         f->fd = safe_close(f->fd);
         return NULL;
 }
@@ -1046,12 +1051,12 @@ static int job_hand_over(Job *j) {
                 if (give_job(run, &j->boot, j->prelude, j->prelude_len, &j->res) < 0)
                         return -EIO;
         }
-        /* Once the input is written, the same channel carries the stop records
-         * (capsule/protocol.h); the input thread closes its own copy when it is done. */
+        /* Once the input is written whole, the same channel carries the stop records
+         * (capsule/protocol.h): the input thread hands it over when it is done. */
         if (p->input) {
                 j->feeder.fn = p->input;
                 j->feeder.userdata = p->input_userdata;
-                outputs_set_control(&run->out, fcntl(j->boot.in_w, F_DUPFD_CLOEXEC, 3));
+                j->feeder.out = &run->out;
                 j->feeder.fd = TAKE_FD(j->boot.in_w);
                 r = feeder_start(&j->feeder);
                 if (r < 0) {
@@ -1198,6 +1203,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         /* Until the capsule's secret is known (outputs_setup): no importer, no descriptor. */
         j.run.out.art = j.run.out.cache = (OutputSink) { .staging_fd = -1, .w = -EBADF };
         j.run.out.ctl_fd = -EBADF;
+        atomic_store(&j.run.out.ctl_handoff, -EBADF);
 
         if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
                 job_wait(&j);

@@ -49,6 +49,7 @@ void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], co
                 .cache_on = cache_fd >= 0,
                 .ctl_fd = -EBADF,
         };
+        atomic_store(&o->ctl_handoff, -EBADF);
         if (cache)
                 o->cache.limits = *cache;
         token_scanner_init(&o->scanner, token);
@@ -82,32 +83,54 @@ static void sink_close(OutputSink *s) {
         s->w = safe_close(s->w);
 }
 
+/* The stop records init is owed: one for each stream the host dropped, once there is a channel
+ * (capsule/protocol.h). A write never waits: init emptied the channel before its token, and at
+ * most two records follow it. One that cannot be written (init already gone) leaves init
+ * sending as before, its bytes dropped here. */
+static void send_stops(Outputs *o) {
+        if (o->ctl_fd < 0) {
+                int fd = atomic_exchange(&o->ctl_handoff, -EBADF);
+                if (fd < 0)
+                        return;
+                outputs_set_control(o, fd);
+                return; /* it sent them */
+        }
+        OutputSink *sinks[] = { &o->art, &o->cache };
+        for (size_t i = 0; i < ELEMENTSOF(sinks); i++) {
+                uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
+                if (!sinks[i]->dropped || sinks[i]->stop_sent)
+                        continue;
+                sinks[i]->stop_sent = true;
+                capsule_stop_record(i == 0 ? CAPSULE_CHUNK_ARTIFACTS : CAPSULE_CHUNK_CACHE, o->scanner.token, rec);
+                ssize_t k;
+                do
+                        k = write(o->ctl_fd, rec, sizeof(rec));
+                while (k < 0 && errno == EINTR);
+        }
+}
+
 void outputs_set_control(Outputs *o, int fd) {
         safe_close(o->ctl_fd);
         o->ctl_fd = fd;
+        int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                o->ctl_fd = safe_close(o->ctl_fd); /* a write that could wait: none at all */
+                return;
+        }
+        send_stops(o);
+}
+
+void outputs_control_handoff(Outputs *o, int fd) {
+        safe_close(atomic_exchange(&o->ctl_handoff, fd));
 }
 
 /* The host takes no more of s's stream (its importer stopped reading, or there is none): init
- * is told once, so it neither sends nor reads the rest (capsule/protocol.h). The write never
- * waits: init emptied the channel before its token, and at most two records follow it. One that
- * cannot be written (init already gone) leaves init sending as before, its bytes dropped here. */
+ * is told, so it neither sends nor reads the rest. */
 static void stop_stream(Outputs *o, OutputSink *s) {
-        uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
         if (s->dropped)
                 return;
         s->dropped = true;
-        if (o->ctl_fd < 0)
-                return;
-        /* Set now, not when the channel was handed over: until the input was read whole, the
-         * same open file is the input thread's, whose writes must wait. */
-        int fl = fcntl(o->ctl_fd, F_GETFL);
-        if (fl < 0 || (!(fl & O_NONBLOCK) && fcntl(o->ctl_fd, F_SETFL, fl | O_NONBLOCK) < 0))
-                return;
-        capsule_stop_record(s == &o->art ? CAPSULE_CHUNK_ARTIFACTS : CAPSULE_CHUNK_CACHE, o->scanner.token, rec);
-        ssize_t k;
-        do
-                k = write(o->ctl_fd, rec, sizeof(rec));
-        while (k < 0 && errno == EINTR);
+        send_stops(o);
 }
 
 /* Init ended a stream itself ('X', 'a', 'c'): its reason, in its words as they come (the
@@ -249,6 +272,7 @@ static void demux(Outputs *o) {
 }
 
 void outputs_feed(Outputs *o, const uint8_t *buf, size_t len) {
+        send_stops(o); /* owed from before the channel was handed over */
         if (o->broken)
                 return;
         if (!o->found) {
@@ -308,5 +332,6 @@ bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_c
         if (o->cache_on && !cache_seen && !o->cache.error_code)
                 sink_error(&o->cache, "no_cache_stream", "the capsule ended before it sent the cache");
         o->ctl_fd = safe_close(o->ctl_fd);
+        safe_close(atomic_exchange(&o->ctl_handoff, -EBADF));
         return o->cache_on && cache_seen && !o->cache_refused && !o->cache.error_code;
 }

@@ -10,6 +10,7 @@
  * import ended too: nothing of it is kept. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ typedef struct OutputSink {
         ArtifactImport *import;
         bool started;
         bool dropped;            /* the host takes no more of its stream (init is told) */
+        bool stop_sent;          /* ... and init was told */
         const char *error_code;  /* the first reason nothing (or not all) was kept */
         char error[1024];
 } OutputSink;
@@ -44,6 +46,7 @@ typedef struct Outputs {
         OutputSink *text;        /* whose error init's words ('X', 'a', 'c') are collected into */
         bool text_begun;         /* they replaced the generic words */
         int ctl_fd;              /* the control channel to init (outputs_set_control), or < 0 */
+        atomic_int ctl_handoff;  /* or one handed over by another thread, not taken yet */
         const uint8_t *pending;  /* bytes read and not taken yet */
         size_t pending_len;
         OutputSink *blocked;     /* the importer that did not take them */
@@ -54,9 +57,12 @@ void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], co
                   const ArtifactLimits *cache, int cache_fd);
 
 /* The channel to init for stop records: the capsule's input channel once its input was
- * written, taken over (closed by outputs_finish). Its writes never wait: O_NONBLOCK is set on
- * it before the first. */
+ * written whole, taken over (closed by outputs_finish). Its writes never wait: it is made
+ * O_NONBLOCK. A stop the host wanted before it came is sent then. */
 void outputs_set_control(Outputs *o, int fd);
+/* The same from another thread (the one that wrote the input, when it went out whole): taken
+ * by the next outputs_feed or outputs_writable, or closed by outputs_finish. */
+void outputs_control_handoff(Outputs *o, int fd);
 
 /* Give it the bytes just read from the channel (only when outputs_blocked_fd() is -1). Bytes an
  * importer cannot take now stay pending: the buffer must stay valid until then. */

@@ -1324,6 +1324,8 @@ static void test_fill_work(void **state) {
 
 typedef struct StreamFixture {
         bool abort;          /* end with 'A' instead of 'E' */
+        bool cut;            /* fail in the middle of a file, writing nothing more (its end
+                              * is the only word init gets) */
         uint64_t big;        /* > 0: one file of this many zero bytes (more than /work holds) */
         int write_error;     /* what the last write returned */
         uint64_t sent;
@@ -1371,6 +1373,13 @@ static int stream_fixture(void *userdata, int fd) {
                         f->sent += k;
                 }
         }
+        if (r >= 0 && f->cut) {
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "cut", 0, true, 1000);
+                if (r >= 0)
+                        r = write_all(fd, content, 10);
+                f->write_error = r;
+                return -EIO;
+        }
         if (r >= 0)
                 r = put_record(fd, f->abort ? SNAPSHOT_STREAM_ABORT : SNAPSHOT_STREAM_END, NULL, 0, false, 0);
         f->write_error = r;
@@ -1411,6 +1420,25 @@ static void test_stream_abort(void **state) {
         char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
         JobRun j;
         run_job_with("streamabort", argv, 60, &o, &j);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_non_null(strstr(j.res.message, CAPSULE_INIT_ERROR_INPUT));
+        jobrun_free(&j);
+}
+
+/* A stream whose writer fails in the middle of a file: the end of the channel is the only word
+ * init gets, and it must get it although the worker keeps the channel for stop records after
+ * the input (the input thread's copy ends it). Nothing runs; the capsule ends at once, not at
+ * its timeout. */
+static void test_stream_cut(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .cut = true };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streamcut", argv, 300, &o, &j);
+        assert_int_equal(f.write_error, 0);
         assert_int_equal(j.res.status, CAPSULE_ERROR);
         assert_null(strstr(j.log, "ran=yes"));
         assert_non_null(strstr(j.res.message, CAPSULE_INIT_ERROR_INPUT));
@@ -1837,6 +1865,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fill_tmp),
                 cmocka_unit_test(test_stream_input),
                 cmocka_unit_test(test_stream_abort),
+                cmocka_unit_test(test_stream_cut),
                 cmocka_unit_test(test_stream_too_big),
                 cmocka_unit_test(test_refused_stream),
                 cmocka_unit_test(test_log_flood),

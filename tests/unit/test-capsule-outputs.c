@@ -69,9 +69,10 @@ typedef struct Run {
 } Run;
 
 /* The channel through outputs, with a cache importer when with_cache, without the artifacts'
- * when !want_art, the control channel ctl (or none: -1); byte by byte when split (every header
- * and payload cut at every place). */
-static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, bool split, int ctl, Run *ret) {
+ * when !want_art, the control channel ctl (or none: -1), handed over from the start or, late,
+ * halfway through the channel; byte by byte when split (every header and payload cut at every
+ * place). */
+static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, bool split, int ctl, bool late, Run *ret) {
         (void) rm_rf_at(d->fd, "art");
         (void) rm_rf_at(d->fd, "cache");
         assert_int_equal(mkdirat(d->fd, "art", 0700), 0);
@@ -84,10 +85,16 @@ static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, b
         cl.owner = getuid();
         Outputs o;
         outputs_init(&o, token, &al, want_art ? art : -1, &cl, with_cache ? cache : -1);
-        if (ctl >= 0)
+        if (ctl >= 0 && !late)
                 outputs_set_control(&o, fcntl(ctl, F_DUPFD_CLOEXEC, 3));
+        bool handed = ctl < 0 || !late;
         for (size_t i = 0; i < c->n;) {
-                size_t m = split ? 1 : c->n - i;
+                size_t end = handed ? c->n : c->n / 2, m = split ? MIN((size_t) 1, end - i) : end - i;
+                if (m == 0) {
+                        outputs_control_handoff(&o, fcntl(ctl, F_DUPFD_CLOEXEC, 3));
+                        handed = true;
+                        continue;
+                }
                 outputs_feed(&o, c->p + i, m);
                 while (outputs_blocked_fd(&o) >= 0)
                         outputs_writable(&o, false);
@@ -102,7 +109,7 @@ static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, b
 }
 
 static void run(TestDir *d, const Chan *c, bool with_cache, bool split, Run *ret) {
-        run_ctl(d, c, with_cache, true, split, -1, ret);
+        run_ctl(d, c, with_cache, true, split, -1, false, ret);
 }
 
 static void chunks(Chan *c, uint8_t kind, const Chan *t) {
@@ -288,18 +295,21 @@ static void test_stop_records(void **state) {
         tar_of(d, "0", &t);
         tar_of(d, "", &none);
         assert_int_equal(pipe2(ctl, O_CLOEXEC | O_NONBLOCK), 0);
-        struct { const char *what; const Chan *art, *cache; bool want_art; int stop; } cases[] = {
-                { "both taken", &none, &t, true, 0 },
-                { "artifacts over their bound", &big, &t, true, CAPSULE_CHUNK_ARTIFACTS },
-                { "the cache over its bound", &none, &big, true, CAPSULE_CHUNK_CACHE },
-                { "artifacts nobody takes", &t, &t, false, CAPSULE_CHUNK_ARTIFACTS },
+        struct { const char *what; const Chan *art, *cache; bool want_art; int stop; bool late; } cases[] = {
+                { "both taken", &none, &t, true, 0, false },
+                { "artifacts over their bound", &big, &t, true, CAPSULE_CHUNK_ARTIFACTS, false },
+                { "the cache over its bound", &none, &big, true, CAPSULE_CHUNK_CACHE, false },
+                { "artifacts nobody takes", &t, &t, false, CAPSULE_CHUNK_ARTIFACTS, false },
+                /* the input thread hands the channel over after the stop was wanted */
+                { "artifacts over their bound, the channel late", &big, &t, true, CAPSULE_CHUNK_ARTIFACTS, true },
+                { "both taken, the channel late", &none, &t, true, 0, true },
         };
         for (size_t k = 0; k < ELEMENTSOF(cases); k++) {
                 Chan c = {};
                 put(&c, token, sizeof(token));
                 chunks(&c, CAPSULE_CHUNK_ARTIFACTS, cases[k].art);
                 chunks(&c, CAPSULE_CHUNK_CACHE, cases[k].cache);
-                run_ctl(d, &c, true, cases[k].want_art, false, ctl[1], &r);
+                run_ctl(d, &c, true, cases[k].want_art, false, ctl[1], cases[k].late, &r);
                 ssize_t n = read(ctl[0], got, sizeof(got));
                 if (!cases[k].stop) {
                         if (n != -1 || errno != EAGAIN)
