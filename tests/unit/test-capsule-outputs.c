@@ -310,6 +310,7 @@ static void test_stop_records(void **state) {
                 chunks(&c, CAPSULE_CHUNK_ARTIFACTS, cases[k].art);
                 chunks(&c, CAPSULE_CHUNK_CACHE, cases[k].cache);
                 run_ctl(d, &c, true, cases[k].want_art, false, ctl[1], cases[k].late, &r);
+                free(c.p);
                 ssize_t n = read(ctl[0], got, sizeof(got));
                 if (!cases[k].stop) {
                         if (n != -1 || errno != EAGAIN)
@@ -332,7 +333,6 @@ static void test_stop_records(void **state) {
                         assert_null(r.art.error_code);
                         assert_true(r.whole);
                 }
-                free(c.p);
         }
         safe_close(ctl[0]);
         safe_close(ctl[1]);
