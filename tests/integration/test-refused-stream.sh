@@ -10,7 +10,8 @@
 #   - in both, the job's own ending (status, exit code) is the result, and the output's error is
 #     recorded (artifacts.error, cache.error); a refused artifacts stream does not stop the
 #     cache's, which is kept.
-# Cold capsules and capsules started ahead (their input comes on the same channel, later).
+# Cold capsules (the jobs at once) and capsules started ahead (one job at a time, each in the
+# capsule that waits for it: its bounds and input come on the same channel, later).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -49,6 +50,28 @@ says() {
 # The bad name: a directory whose name holds \001, which the importer refuses before the file.
 BAD='d=$(printf "b\001"); mkdir -p'
 
+warm_ready() { runsc --root "$root" list -quiet 2>/dev/null | grep -q "^tfw-$wname-warm-"; }
+# run_jobs ID SCRIPT [ID SCRIPT ...]: cold, submitted at once; started ahead, one at a time, each
+# once a capsule waits for it, and then run in it.
+run_jobs() {
+        local ids=()
+        while [ $# -gt 0 ]; do
+                if ((warm)); then
+                        check "$name: a capsule waits for $1" wait_for 120 warm_ready
+                        submit_job "$1" "$2"
+                        check "$name: $1 ends" wait_result "$dir" "$1" 600
+                        check "$name: $1 ran in a capsule started ahead" grep -q "job '$1': started in capsule 'warm-" "$dir/daemon.log"
+                else
+                        submit_job "$1" "$2"
+                        ids+=("$1")
+                fi
+                shift 2
+        done
+        for j in "${ids[@]}"; do check "$name: $j ends" wait_result "$dir" "$j" 600; done
+}
+# prime ID: a first request, after which a capsule is started ahead (warm_seconds)
+prime() { ((warm)) || return 0; submit_job "$1" true; check "$name: $1 ends" wait_result "$dir" "$1" 600; }
+
 phase() { # phase NAME WARM_SECONDS
         local name=$1 warm=$2 p
         p=$( ((warm)) && echo w || echo c)
@@ -56,13 +79,14 @@ phase() { # phase NAME WARM_SECONDS
         dir=$(test_dir tfw-it-refused); chmod 0755 "$dir"
         new_worker "$dir" ", \"concurrency\": 3, \"runtime\": {\"warm_seconds\": $warm},
  \"limits\": {\"max_artifact_bytes\": \"8m\"}, \"cache\": {\"paths\": [\"build\"], \"max_bytes\": \"8m\"}"
+        wname=$(worker_name "$dir") root=$(runsc_root "$dir")
         start_daemon "$dir" || return 1
+        prime "${p}p1"
 
         # Over the announced bound: refused in the capsule, the file never read.
-        submit_job "${p}a1" 'mkdir -p artifacts && truncate -s 100G artifacts/s && echo exiting-0'
-        submit_job "${p}c1" 'mkdir -p build && truncate -s 100G build/s && echo exiting-0'
-        submit_job "${p}x1" 'mkdir -p artifacts && truncate -s 100G artifacts/s; exit 3'
-        for j in a1 c1 x1; do check "$name: $j ends" wait_result "$dir" "$p$j" 600; done
+        run_jobs "${p}a1" 'mkdir -p artifacts && truncate -s 100G artifacts/s && echo exiting-0' \
+                "${p}c1" 'mkdir -p build && truncate -s 100G build/s && echo exiting-0' \
+                "${p}x1" 'mkdir -p artifacts && truncate -s 100G artifacts/s; exit 3'
         check "$name: artifacts over the bound: the job's exit 0 survives" ended "${p}a1" succeeded 0
         check "$name: ... artifacts.error says which bound and which file" says "${p}a1" 'r["artifacts"]["error"]' "more than 8388608 bytes (at 's')"
         check "$name: ... the capsule did not send it" says "${p}a1" 'r["artifacts"]["error"]' "the capsule did not send it"
@@ -84,10 +108,10 @@ c["cache"]["max_bytes"] = "200g"
 json.dump(c, open(sys.argv[1], "w"))
 PY
         start_daemon "$dir" || return 1
-        submit_job "${p}a2" "$BAD"' "artifacts/$d" && truncate -s 100G "artifacts/$d/s" && echo exiting-0'
-        submit_job "${p}c2" "$BAD"' "build/$d" && truncate -s 100G "build/$d/s" && echo exiting-0'
-        submit_job "${p}b2" "$BAD"' "artifacts/$d" && truncate -s 100G "artifacts/$d/s" && echo small >build/small && exit 3'
-        for j in a2 c2 b2; do check "$name: $j ends" wait_result "$dir" "$p$j" 600; done
+        prime "${p}p2"
+        run_jobs "${p}a2" "$BAD"' "artifacts/$d" && truncate -s 100G "artifacts/$d/s" && echo exiting-0' \
+                "${p}c2" "$BAD"' "build/$d" && truncate -s 100G "build/$d/s" && echo exiting-0' \
+                "${p}b2" "$BAD"' "artifacts/$d" && truncate -s 100G "artifacts/$d/s" && echo small >build/small && exit 3'
         check "$name: artifacts the importer refused: the job's exit 0 survives" ended "${p}a2" succeeded 0
         check "$name: ... artifacts.error is the importer's" says "${p}a2" 'r["artifacts"]["error"]' "control character in the name"
         check "$name: a cache the importer refused: the job's exit 0 survives" ended "${p}c2" succeeded 0
@@ -103,5 +127,5 @@ PY
 }
 
 phase "capsules started for their job" 0
-phase "capsules started ahead" 5
+phase "capsules started ahead" 120
 finish
