@@ -468,6 +468,12 @@ int artifacts_import_finish(ArtifactImport *imp_, ArtifactSummary *ret, TfwError
         return 0;
 }
 
+void artifacts_import_abort(ArtifactImport *imp) {
+        /* The parser dies with the writer (FORK_DEATHSIG); finish reaps it and empties staging. */
+        if (imp && imp->pid > 0)
+                (void) kill(imp->pid, SIGKILL);
+}
+
 int artifacts_import(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
                      ArtifactSummary *ret, TfwError *e) {
         ArtifactImport *imp = NULL;

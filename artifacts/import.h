@@ -119,3 +119,7 @@ typedef struct ArtifactImport ArtifactImport;
 int artifacts_import_start(int stream_fd, int staging_dir_fd, const ArtifactLimits *limits,
                            ArtifactImport **ret, TfwError *e);
 int artifacts_import_finish(ArtifactImport *imp, ArtifactSummary *ret, TfwError *e);
+/* The stream's writer gave up on it (a capsule's init ended it over the bounds): the import ends
+ * now, whatever the stream held so far, and finish then fails (the importer died) with the
+ * staging directory emptied. The caller has the reason to give. */
+void artifacts_import_abort(ArtifactImport *imp);

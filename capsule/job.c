@@ -391,13 +391,18 @@ typedef struct Feeder {
         int (*fn)(void *userdata, int fd);
         void *userdata;
         int fd;
+        Outputs *out;       /* gets a copy of fd once the input went out whole */
         pthread_t thread;
         bool started;
 } Feeder;
 
 static void *feeder_main(void *arg) {
         Feeder *f = arg;
-        (void) f->fn(f->userdata, f->fd);
+        /* Whole: the channel carries the host's stop records from now on (capsule/protocol.h).
+         * Cut: its end is init's only word that the input is over (a stream cut inside a file
+         * has no abort mark it could read), so no copy may outlive this one. */
+        if (f->fn(f->userdata, f->fd) >= 0 && f->out)
+                outputs_control_handoff(f->out, fcntl(f->fd, F_DUPFD_CLOEXEC, 3));
         f->fd = safe_close(f->fd);
         return NULL;
 }
@@ -856,20 +861,31 @@ typedef struct Job {
         Boot boot;
         Feeder feeder;
         Run run;
-        /* What follows the secret (a warm capsule: the job record): the cache record, then the
-         * input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
-        uint8_t prelude[2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
+        /* What follows the secret (a warm capsule: the job record): the outputs' bounds, the
+         * cache record, then the input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
+        uint8_t prelude[1 + CAPSULE_BOUNDS_SIZE + 2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
         size_t prelude_len;
         char runsc_error[512];
         sigset_t pipe_set, old_set;
         usec_t t0;
 } Job;
 
-/* The cache record (capsule/protocol.h) and the input's kind. */
+/* The bounds record, the cache record (capsule/protocol.h) and the input's kind. */
 static int job_prelude(Job *j) {
         const CapsuleJobParams *p = j->p;
         uint8_t *b = j->prelude;
         size_t n = 0;
+        /* The importers' bounds (outputs_setup), so init ends a stream they would refuse
+         * before it reads it. */
+        CapsuleBounds bounds = {
+                .art_bytes = p->config->limits.max_artifact_bytes,
+                .art_entries = p->config->limits.max_artifact_entries,
+                .cache_bytes = p->cache_max_bytes,
+                .cache_entries = p->cache_max_entries,
+        };
+        b[n++] = CAPSULE_BOUNDS_RECORD;
+        capsule_bounds_put(&bounds, b + n);
+        n += CAPSULE_BOUNDS_SIZE;
         if (p->cache_paths) {
                 size_t k = 0;
                 while (p->cache_paths[k])
@@ -1035,9 +1051,12 @@ static int job_hand_over(Job *j) {
                 if (give_job(run, &j->boot, j->prelude, j->prelude_len, &j->res) < 0)
                         return -EIO;
         }
+        /* Once the input is written whole, the same channel carries the stop records
+         * (capsule/protocol.h): the input thread hands it over when it is done. */
         if (p->input) {
                 j->feeder.fn = p->input;
                 j->feeder.userdata = p->input_userdata;
+                j->feeder.out = &run->out;
                 j->feeder.fd = TAKE_FD(j->boot.in_w);
                 r = feeder_start(&j->feeder);
                 if (r < 0) {
@@ -1048,7 +1067,7 @@ static int job_hand_over(Job *j) {
                         return r;
                 }
         } else
-                j->boot.in_w = safe_close(j->boot.in_w);
+                outputs_set_control(&run->out, TAKE_FD(j->boot.in_w));
         run->art_r = TAKE_FD(j->boot.art_r);
         run->log_r = TAKE_FD(j->boot.log_r);
         (void) fcntl(run->art_r, F_SETFL, O_NONBLOCK);
@@ -1183,6 +1202,8 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .pidfd = -EBADF };
         /* Until the capsule's secret is known (outputs_setup): no importer, no descriptor. */
         j.run.out.art = j.run.out.cache = (OutputSink) { .staging_fd = -1, .w = -EBADF };
+        j.run.out.ctl_fd = -EBADF;
+        atomic_store(&j.run.out.ctl_handoff, -EBADF);
 
         if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
                 job_wait(&j);

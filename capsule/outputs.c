@@ -47,7 +47,9 @@ void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], co
                 .art = { .limits = *art, .staging_fd = art_fd, .w = -EBADF },
                 .cache = { .staging_fd = cache_fd, .w = -EBADF },
                 .cache_on = cache_fd >= 0,
+                .ctl_fd = -EBADF,
         };
+        atomic_store(&o->ctl_handoff, -EBADF);
         if (cache)
                 o->cache.limits = *cache;
         token_scanner_init(&o->scanner, token);
@@ -81,12 +83,80 @@ static void sink_close(OutputSink *s) {
         s->w = safe_close(s->w);
 }
 
+/* The stop records init is owed: one for each stream the host dropped, once there is a channel
+ * (capsule/protocol.h). A write never waits: init emptied the channel before its token, and at
+ * most two records follow it. One that cannot be written (init already gone) leaves init
+ * sending as before, its bytes dropped here. */
+static void send_stops(Outputs *o) {
+        if (o->ctl_fd < 0) {
+                int fd = atomic_exchange(&o->ctl_handoff, -EBADF);
+                if (fd < 0)
+                        return;
+                outputs_set_control(o, fd);
+                return; /* it sent them */
+        }
+        OutputSink *sinks[] = { &o->art, &o->cache };
+        for (size_t i = 0; i < ELEMENTSOF(sinks); i++) {
+                uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
+                if (!sinks[i]->dropped || sinks[i]->stop_sent)
+                        continue;
+                sinks[i]->stop_sent = true;
+                capsule_stop_record(i == 0 ? CAPSULE_CHUNK_ARTIFACTS : CAPSULE_CHUNK_CACHE, o->scanner.token, rec);
+                ssize_t k;
+                do
+                        k = write(o->ctl_fd, rec, sizeof(rec));
+                while (k < 0 && errno == EINTR);
+        }
+}
+
+void outputs_set_control(Outputs *o, int fd) {
+        safe_close(o->ctl_fd);
+        o->ctl_fd = fd;
+        int fl = fd >= 0 ? fcntl(fd, F_GETFL) : -1;
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                o->ctl_fd = safe_close(o->ctl_fd); /* a write that could wait: none at all */
+                return;
+        }
+        send_stops(o);
+}
+
+void outputs_control_handoff(Outputs *o, int fd) {
+        safe_close(atomic_exchange(&o->ctl_handoff, fd));
+}
+
+/* The host takes no more of s's stream (its importer stopped reading, or there is none): init
+ * is told, so it neither sends nor reads the rest. */
+static void stop_stream(Outputs *o, OutputSink *s) {
+        if (s->dropped)
+                return;
+        s->dropped = true;
+        send_stops(o);
+}
+
+/* Init ended a stream itself ('X', 'a', 'c'): its reason, in its words as they come (the
+ * generic ones until then), unless a reason was given already or the host had refused the
+ * stream first (then its importer's verdict is the reason). Nothing of the stream is kept: the
+ * import ends now. */
+static void init_ended(Outputs *o, OutputSink *s, const char *code, const char *generic) {
+        if (!s->dropped && !s->error_code) {
+                sink_error(s, code, "%s", generic);
+                o->text = s;
+                o->text_begun = false;
+                if (s->started)
+                        artifacts_import_abort(s->import);
+        }
+        sink_close(s);
+}
+
 static void framing_error(Outputs *o, const char *what) {
         sink_error(&o->art, "artifact_rejected", "the capsule broke the channel's framing: %s", what);
         if (o->cache_on)
                 sink_error(&o->cache, "cache_rejected", "the capsule broke the channel's framing: %s", what);
         sink_close(&o->art);
         sink_close(&o->cache);
+        stop_stream(o, &o->art);
+        if (o->cache_on)
+                stop_stream(o, &o->cache);
         o->broken = true; /* and everything after is dropped */
 }
 
@@ -94,18 +164,27 @@ static void framing_error(Outputs *o, const char *what) {
 static void chunk_begin(Outputs *o) {
         o->hdr_n = 0;
         o->kind = o->hdr[0];
+        o->text = NULL;
         o->left = (uint32_t) o->hdr[1] | (uint32_t) o->hdr[2] << 8 | (uint32_t) o->hdr[3] << 16 |
                   (uint32_t) o->hdr[4] << 24;
         if (o->left > CAPSULE_CHUNK_MAX)
                 return framing_error(o, "an oversized chunk");
         switch (o->kind) {
         case CAPSULE_CHUNK_ARTIFACTS:
+        case CAPSULE_CHUNK_ARTIFACTS_OVER:
                 /* The artifacts come first: a chunk of them after the cache's is not init's. */
                 if (o->cache.started || o->cache_refused)
                         return framing_error(o, "artifacts after the cache");
+                if (o->art_over)
+                        return framing_error(o, "artifacts after their end");
+                if (o->kind == CAPSULE_CHUNK_ARTIFACTS_OVER) {
+                        o->art_over = true;
+                        init_ended(o, &o->art, "artifact_too_large", "the capsule ended the artifacts: over max_artifact_bytes or max_artifact_entries");
+                }
                 return;
         case CAPSULE_CHUNK_CACHE:
         case CAPSULE_CHUNK_CACHE_REFUSED:
+        case CAPSULE_CHUNK_CACHE_OVER:
                 if (!o->cache_on)
                         return framing_error(o, "a cache stream nobody asked for");
                 if (o->art.w >= 0)
@@ -117,8 +196,11 @@ static void chunk_begin(Outputs *o) {
                         sink_start(&o->cache);
                 if (o->kind == CAPSULE_CHUNK_CACHE_REFUSED) {
                         o->cache_refused = true;
-                        sink_error(&o->cache, "cache_refused", "the capsule could not send the whole cache");
-                        sink_close(&o->cache);
+                        init_ended(o, &o->cache, "cache_refused", "the capsule could not send the whole cache");
+                }
+                if (o->kind == CAPSULE_CHUNK_CACHE_OVER) {
+                        o->cache_refused = true;
+                        init_ended(o, &o->cache, "cache_too_large", "the capsule ended the cache: over cache.max_bytes or cache.max_entries");
                 }
                 return;
         default:
@@ -126,16 +208,18 @@ static void chunk_begin(Outputs *o) {
         }
 }
 
-/* 'X': the message, printable, into the cache's error. */
+/* 'X', 'a', 'c': the message, printable, into the stream's error (init_ended). */
 static void refusal_text(Outputs *o, const uint8_t *p, size_t n) {
-        OutputSink *s = &o->cache;
-        /* The generic words of chunk_begin() give way to init's own, once, as they come. */
-        if (s->error_code && streq(s->error_code, "cache_refused") && !o->refusal_text) {
+        OutputSink *s = o->text;
+        if (!s || n == 0)
+                return;
+        /* The generic words of init_ended() give way to init's own, once, as they come. */
+        if (!o->text_begun) {
                 s->error[0] = 0;
-                o->refusal_text = true;
+                o->text_begun = true;
         }
         size_t have = strlen(s->error);
-        for (size_t i = 0; i < n && have + 1 < sizeof(s->error) && o->refusal_text; i++)
+        for (size_t i = 0; i < n && have + 1 < sizeof(s->error); i++)
                 s->error[have++] = p[i] >= 0x20 && p[i] < 0x7f ? (char) p[i] : '?';
         s->error[have] = 0;
 }
@@ -173,11 +257,13 @@ static void demux(Outputs *o) {
                                 o->blocked = s;
                                 return;
                         }
-                        if (k < 0)
+                        if (k < 0) {
                                 sink_close(s);
-                        else
+                                stop_stream(o, s);
+                        } else
                                 m = (size_t) k;
-                }
+                } else
+                        stop_stream(o, s); /* dropped: not worth sending */
                 o->pending += m;
                 o->pending_len -= m;
                 o->left -= (uint32_t) m;
@@ -186,6 +272,7 @@ static void demux(Outputs *o) {
 }
 
 void outputs_feed(Outputs *o, const uint8_t *buf, size_t len) {
+        send_stops(o); /* owed from before the channel was handed over */
         if (o->broken)
                 return;
         if (!o->found) {
@@ -207,8 +294,10 @@ int outputs_blocked_fd(const Outputs *o) {
 }
 
 void outputs_writable(Outputs *o, bool hup) {
-        if (hup && o->blocked)
+        if (hup && o->blocked) {
                 sink_close(o->blocked);
+                stop_stream(o, o->blocked);
+        }
         demux(o);
 }
 
@@ -242,5 +331,7 @@ bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_c
         sink_finish(&o->cache, ret_cache);
         if (o->cache_on && !cache_seen && !o->cache.error_code)
                 sink_error(&o->cache, "no_cache_stream", "the capsule ended before it sent the cache");
+        o->ctl_fd = safe_close(o->ctl_fd);
+        safe_close(atomic_exchange(&o->ctl_handoff, -EBADF));
         return o->cache_on && cache_seen && !o->cache_refused && !o->cache.error_code;
 }

@@ -3,10 +3,14 @@
  * is dropped, then the chunks are parted between two bounded importers (artifacts/import.h):
  * the artifacts' stream into their staging directory, the build cache's (docs/cache.md) into
  * the cache's take-in with the cache profile. An importer that stopped reading (a rule broken,
- * a limit met) has the rest of its chunks dropped, so init is never left blocked by it; one
- * that is slow holds the channel (back-pressure) and counts against the job's timeout. */
+ * a limit met) has the rest of its chunks dropped, so init is never left blocked by it, and
+ * init is told on the control channel to send no more of that stream (CAPSULE_STOP_RECORD), so
+ * it is not drained to its end; one that is slow holds the channel (back-pressure) and counts
+ * against the job's timeout. A stream init itself ended over the bounds ('a', 'c') has its
+ * import ended too: nothing of it is kept. */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,6 +25,8 @@ typedef struct OutputSink {
         int w;                   /* the importer's stream, while it takes bytes */
         ArtifactImport *import;
         bool started;
+        bool dropped;            /* the host takes no more of its stream (init is told) */
+        bool stop_sent;          /* ... and init was told */
         const char *error_code;  /* the first reason nothing (or not all) was kept */
         char error[1024];
 } OutputSink;
@@ -35,8 +41,12 @@ typedef struct Outputs {
         size_t hdr_n;
         uint8_t kind;            /* of the chunk being read */
         uint32_t left;           /* its bytes still to come */
-        bool cache_refused;      /* init sent 'X' */
-        bool refusal_text;       /* its message is being collected into cache.error */
+        bool cache_refused;      /* init sent 'X' or 'c': no more of the cache */
+        bool art_over;           /* init sent 'a': no more of the artifacts */
+        OutputSink *text;        /* whose error init's words ('X', 'a', 'c') are collected into */
+        bool text_begun;         /* they replaced the generic words */
+        int ctl_fd;              /* the control channel to init (outputs_set_control), or < 0 */
+        atomic_int ctl_handoff;  /* or one handed over by another thread, not taken yet */
         const uint8_t *pending;  /* bytes read and not taken yet */
         size_t pending_len;
         OutputSink *blocked;     /* the importer that did not take them */
@@ -45,6 +55,14 @@ typedef struct Outputs {
 /* art / cache: the importers' limits and staging directories (cache->staging_fd -1: no cache). */
 void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], const ArtifactLimits *art, int art_fd,
                   const ArtifactLimits *cache, int cache_fd);
+
+/* The channel to init for stop records: the capsule's input channel once its input was
+ * written whole, taken over (closed by outputs_finish). Its writes never wait: it is made
+ * O_NONBLOCK. A stop the host wanted before it came is sent then. */
+void outputs_set_control(Outputs *o, int fd);
+/* The same from another thread (the one that wrote the input, when it went out whole): taken
+ * by the next outputs_feed or outputs_writable, or closed by outputs_finish. */
+void outputs_control_handoff(Outputs *o, int fd);
 
 /* Give it the bytes just read from the channel (only when outputs_blocked_fd() is -1). Bytes an
  * importer cannot take now stay pending: the buffer must stay valid until then. */
@@ -59,5 +77,6 @@ void outputs_end(Outputs *o);
 uint64_t outputs_junk_bytes(const Outputs *o);
 
 /* The importers' verdicts (waits for them). ret_art / ret_cache: their summaries. Returns
- * whether the cache was imported whole (false without one). The sinks' error fields say why not. */
+ * whether the cache was imported whole (false without one). The sinks' error fields say why not.
+ * Closes the control channel. */
 bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache);

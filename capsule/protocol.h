@@ -12,7 +12,9 @@
  *           CAPSULE_INPUT_BOUND (a generation is /work already) or CAPSULE_INPUT_STREAM followed by the workspace stream (snapshot/stream.h), which the host's
  *           snapshot walk writes as it reads the workspace (no copy on the host's disk).
  *           Init reads all of it before any job process exists and then replaces fd 0 with
- *           /dev/null, so nothing of the job ever reads or writes this channel.
+ *           /dev/null, so nothing of the job ever reads the input. When the input was read
+ *           whole, init keeps a copy of the channel at another fd for the host's stop records
+ *           (CAPSULE_STOP_RECORD): the host writes there only after the job is dead.
  *   stdout  whatever the job wrote, then (after init has killed and reaped every job process)
  *           the artifact token (first half of the secret) followed by chunks (below) carrying
  *           the artifacts' tar stream and the build cache's. The host discards everything
@@ -59,6 +61,35 @@
 #define CAPSULE_JOB_RECORD 'J'
 #define CAPSULE_JOB_RECORD_MAX (512 * 1024)
 
+/* Before the input byte (and before the cache record), the host gives the bounds its importers
+ * hold the outputs to (docs/artifacts.md, docs/cache.md): 'L', then four u64 (little-endian):
+ * max_artifact_bytes, max_artifact_entries, the cache's max_bytes and max_entries. Init counts
+ * its entries and bytes as the importer does (a header is an entry; a file counts its size,
+ * holes included, sent or kept; a symbolic link its target) and ends a stream before an entry
+ * that would pass its bound, without reading it (the chunks 'a' and 'c' below). The importer
+ * enforces the bounds either way: this only spares sending what would be refused. */
+#define CAPSULE_BOUNDS_RECORD 'L'
+#define CAPSULE_BOUNDS_SIZE (4 * 8)
+
+typedef struct CapsuleBounds {
+        uint64_t art_bytes, art_entries, cache_bytes, cache_entries;
+} CapsuleBounds;
+
+static inline void capsule_bounds_put(const CapsuleBounds *b, uint8_t out[static CAPSULE_BOUNDS_SIZE]) {
+        const uint64_t v[4] = { b->art_bytes, b->art_entries, b->cache_bytes, b->cache_entries };
+        for (unsigned i = 0; i < 4; i++)
+                for (unsigned k = 0; k < 8; k++)
+                        out[8 * i + k] = (uint8_t) (v[i] >> (8 * k));
+}
+
+static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZE], CapsuleBounds *ret) {
+        uint64_t v[4] = {};
+        for (unsigned i = 0; i < 4; i++)
+                for (unsigned k = 0; k < 8; k++)
+                        v[i] |= (uint64_t) in[8 * i + k] << (8 * k);
+        *ret = (CapsuleBounds) { .art_bytes = v[0], .art_entries = v[1], .cache_bytes = v[2], .cache_entries = v[3] };
+}
+
 /* Before the input byte, the host may give the build cache's paths (docs/cache.md): 'C', u8 n
  * (1..CAPSULE_CACHE_PATHS_MAX), the hand-out's time (i64 seconds, u32 nanoseconds, realtime,
  * little-endian), then n times u16 length (little-endian, 1..CAPSULE_CACHE_PATH_MAX) and the
@@ -76,12 +107,52 @@
  *        "<i>" itself a directory entry first (docs/cache.md)
  *   'X'  the cache could not be sent whole (a special file, an unreadable one, a cache path
  *        that is not a directory): a printable message; nothing of the cache is to be kept
+ *   'a'  the artifacts' stream ends here, refused by init: its next entry would pass the
+ *        bounds (CAPSULE_BOUNDS_RECORD); a printable message. Nothing of the artifacts is to
+ *        be kept, and no more of them follows
+ *   'c'  the same for the cache's stream (nothing of the cache is to be kept)
  * The artifacts come first. The trailer's cache= field vouches for the cache stream. */
 #define CAPSULE_CHUNK_ARTIFACTS 'A'
 #define CAPSULE_CHUNK_CACHE 'C'
 #define CAPSULE_CHUNK_CACHE_REFUSED 'X'
+#define CAPSULE_CHUNK_ARTIFACTS_OVER 'a'
+#define CAPSULE_CHUNK_CACHE_OVER 'c'
 #define CAPSULE_CHUNK_HEADER 5
 #define CAPSULE_CHUNK_MAX (1u << 20)
+
+/* The host's word back, on the input channel once the token came: when an importer stops
+ * taking its stream (it broke a rule or passed a bound: the importer's verdict says which), or
+ * the host takes nothing of it (no importer), the host writes CAPSULE_STOP_RECORD, the stream's
+ * chunk kind ('A' or 'C') and the artifact token. Init then sends no more of that stream, reads
+ * no more of its files, and goes on with the next stream and the trailer, so the job's own
+ * ending is what the host reports, with the output's error. A job process may have written
+ * into this channel while it ran (gVisor opens /proc/1/fd/N for it); it can never read what the
+ * host sends, which comes only after the token, when no job process exists. So init discards
+ * whatever the channel holds once the job is dead, before it writes the token, and stops reading
+ * the channel at the first record that is not a stop record with the token. A stop for a stream
+ * already sent whole, or not being sent, is ignored. */
+#define CAPSULE_STOP_RECORD 'R'
+#define CAPSULE_STOP_RECORD_SIZE (2 + CAPSULE_TOKEN_SIZE)
+
+static inline void capsule_stop_record(uint8_t kind, const uint8_t token[static CAPSULE_TOKEN_SIZE],
+                                       uint8_t out[static CAPSULE_STOP_RECORD_SIZE]) {
+        out[0] = CAPSULE_STOP_RECORD;
+        out[1] = kind;
+        for (unsigned i = 0; i < CAPSULE_TOKEN_SIZE; i++)
+                out[2 + i] = token[i];
+}
+
+/* The stream kind a stop record names ('A' or 'C'), or -1 for anything else. */
+static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STOP_RECORD_SIZE],
+                                            const uint8_t token[static CAPSULE_TOKEN_SIZE]) {
+        uint8_t diff = 0;
+        for (unsigned i = 0; i < CAPSULE_TOKEN_SIZE; i++)
+                diff |= rec[2 + i] ^ token[i];
+        if (rec[0] != CAPSULE_STOP_RECORD || diff != 0 ||
+            (rec[1] != CAPSULE_CHUNK_ARTIFACTS && rec[1] != CAPSULE_CHUNK_CACHE))
+                return -1;
+        return rec[1];
+}
 
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'

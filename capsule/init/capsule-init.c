@@ -23,7 +23,9 @@
  *    left, then drain the relay;
  * 5. write the artifact token and a tar stream of /work/artifacts (regular files and
  *    directories only, opened with O_NOFOLLOW) to stdout (the artifact channel), and, when the
- *    host gave cache paths, a tar stream of what the job left there (out-channel.c);
+ *    host gave cache paths, a tar stream of what the job left there (out-channel.c), each ended
+ *    early when it would pass the host's bounds or the host asks for no more of it
+ *    (stop-records.c);
  * 6. write the status trailer to stderr and exit with the job's status (128+N for signal N). */
 #define _GNU_SOURCE
 #include <archive.h>
@@ -60,6 +62,7 @@ bool locale_set;
 char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 size_t n_cache_paths;
 struct timespec cache_handout;
+CapsuleBounds bounds = { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
 
 void init_utf8_names(void) {
         if (!locale_set) {
@@ -408,6 +411,19 @@ static int receive_stream(void) {
 
 /* ---- a warm capsule: the job record (capsule/protocol.h) -------------------------------- */
 
+/* The bounds of the outputs (capsule/protocol.h), when the host sends them: then *kind becomes
+ * the byte that follows. */
+static int read_bounds_record(uint8_t *kind) {
+        uint8_t b[CAPSULE_BOUNDS_SIZE];
+        if (*kind != CAPSULE_BOUNDS_RECORD)
+                return 0;
+        int r = in_read(b, sizeof(b));
+        if (r < 0)
+                return r;
+        capsule_bounds_get(b, &bounds);
+        return in_read(kind, 1);
+}
+
 /* The build cache's paths (capsule/protocol.h), when the host sends them: 1 when it did (and
  * *ret_kind is the input byte that follows), 0 when kind already is the input byte. */
 static int read_cache_record(uint8_t *kind) {
@@ -722,6 +738,8 @@ int main(int argc, char **argv) {
         uint8_t kind = 0;
         r = in_read(&kind, 1);
         if (r >= 0)
+                r = read_bounds_record(&kind);
+        if (r >= 0)
                 r = read_cache_record(&kind);
         if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
                 r = receive_stream();
@@ -731,6 +749,10 @@ int main(int argc, char **argv) {
                 r = 0; /* a generation is /work already (its overlay holds the job's writes) */
         else
                 r = -ECANCELED;
+        /* The channel stays ours for the host's stop records once the input was read whole (not
+         * after a cut one: the host may still be writing it). */
+        if (r >= 0)
+                control_fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
         int cr = close_input();
         if (r >= 0 && cr < 0)
                 r = cr;

@@ -30,6 +30,18 @@ extern char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 extern size_t n_cache_paths;
 extern struct timespec cache_handout; /* when the host made the copy the job was handed */
 
+/* The bounds the host's importers hold the outputs to (CAPSULE_BOUNDS_RECORD); without the
+ * record, none. */
+extern CapsuleBounds bounds;
+
+/* Init's copy of the input channel, for the host's stop records (CAPSULE_STOP_RECORD), or -1
+ * (stop-records.c). control_drain: the job is dead, drop what the channel holds (nothing of it
+ * is the host's). control_stopped: whether the host asked for no more of the stream of that
+ * chunk kind (looks at the channel without waiting). */
+extern int control_fd;
+void control_drain(void);
+bool control_stopped(uint8_t kind);
+
 typedef enum CacheOut {
         CACHE_OUT_NONE,   /* no cache record */
         CACHE_OUT_OK,     /* every cache path went out whole */

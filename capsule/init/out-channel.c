@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Step 5 of tentaflake-capsule-init: what leaves the capsule on the artifact channel after the
  * job is dead (capsule/protocol.h): the token, then chunks of /work/artifacts' tar stream and,
- * with cache paths, of the build cache's (docs/cache.md). */
+ * with cache paths, of the build cache's (docs/cache.md). A stream ends early, without reading
+ * what is left of it, when its next entry would pass the host's bounds or the host asks for no
+ * more of it (stop-records.c). */
 #define _GNU_SOURCE
 #include <archive.h>
 #include <archive_entry.h>
@@ -24,7 +26,28 @@ typedef struct Out {
         uint8_t kind;             /* CAPSULE_CHUNK_ARTIFACTS or _CACHE */
         bool cache;               /* the cache's rules: links kept, times to the nanosecond */
         char refusal[512];        /* cache: why it cannot go out whole */
+        uint64_t entries, bytes;  /* sent so far, counted as the host's importer counts them */
+        uint64_t max_entries, max_bytes;
+        char over[512];           /* why the stream ended before an entry: its bounds */
+        bool stopped;             /* the host asked for no more of it */
 } Out;
+
+static Out out_of(uint8_t kind) {
+        bool cache = kind == CAPSULE_CHUNK_CACHE;
+        return (Out) {
+                .kind = kind,
+                .cache = cache,
+                .max_entries = cache ? bounds.cache_entries : bounds.art_entries,
+                .max_bytes = cache ? bounds.cache_bytes : bounds.art_bytes,
+        };
+}
+
+/* Ended here, by init or by the host: nothing more of the stream may reach the channel. */
+static bool out_ended(Out *o) {
+        if (!o->over[0] && !o->stopped)
+                o->stopped = control_stopped(o->kind);
+        return o->over[0] || o->stopped;
+}
 
 static int put_chunk(uint8_t kind, const void *data, size_t len) {
         uint8_t h[CAPSULE_CHUNK_HEADER] = { kind, (uint8_t) len, (uint8_t) (len >> 8), (uint8_t) (len >> 16),
@@ -36,6 +59,12 @@ static int put_chunk(uint8_t kind, const void *data, size_t len) {
 static la_ssize_t chunk_write(struct archive *a, void *userdata, const void *buf, size_t len) {
         Out *o = userdata;
         const uint8_t *p = buf;
+        /* A failed write, so libarchive stops too: it pads what an entry still owes (100 GiB of
+         * a sparse file's zeros) through this very callback. */
+        if (out_ended(o)) {
+                archive_set_error(a, ECANCELED, "the stream was ended");
+                return -1;
+        }
         for (size_t left = len; left > 0;) {
                 size_t n = MIN(left, (size_t) CAPSULE_CHUNK_MAX);
                 int r = put_chunk(o->kind, p, n);
@@ -52,6 +81,8 @@ static la_ssize_t chunk_write(struct archive *a, void *userdata, const void *buf
 static int archive_result(struct archive *a, const Out *o, int r) {
         if (r == ARCHIVE_OK || r == ARCHIVE_WARN)
                 return 0;
+        if (o->over[0] || o->stopped)
+                return -ECANCELED; /* said once, where the stream ends (stream_ended) */
         say("%s: %s", o->cache ? "cache" : "artifacts", archive_error_string(a) ?: "archive error");
         return -EIO;
 }
@@ -66,6 +97,25 @@ static int refuse(Out *o, const char *fmt, ...) {
                 va_end(ap);
         }
         return -ENOTSUP;
+}
+
+/* One more entry of `bytes` bytes (a file's size, holes included, sent or kept; a symbolic
+ * link's target), counted as the host's importer counts them. Past its bounds the stream ends
+ * here, before the entry's header and without reading it, in the importer's words (-E2BIG). */
+static int count(Out *o, const char *path, uint64_t bytes) {
+        const char *what = o->cache ? "cache" : "artifacts";
+        if (o->entries >= o->max_entries)
+                snprintf(o->over, sizeof(o->over), "%s: more than %llu entries (at '%s'); the capsule did not send it",
+                         what, (unsigned long long) o->max_entries, path);
+        else if (bytes > o->max_bytes - o->bytes)
+                snprintf(o->over, sizeof(o->over), "%s: more than %llu bytes (at '%s'); the capsule did not send it",
+                         what, (unsigned long long) o->max_bytes, path);
+        else {
+                o->entries++;
+                o->bytes += bytes;
+                return 0;
+        }
+        return -E2BIG;
 }
 
 /* ---- one tree --------------------------------------------------------------------------- */
@@ -99,6 +149,9 @@ static int tar_symlink(struct archive *a, Out *o, int dir, const char *name, con
         if (k < 0)
                 return refuse(o, "cannot read the link '%s': %s", path, strerror(errno));
         target[k] = 0;
+        int r = count(o, path, (uint64_t) k);
+        if (r < 0)
+                return r;
         archive_entry_set_filetype(e, AE_IFLNK);
         archive_entry_set_perm(e, 0777);
         archive_entry_set_symlink(e, target);
@@ -178,7 +231,9 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
         archive_entry_set_perm(e, perm);
         if (S_ISDIR(st.st_mode)) {
                 archive_entry_set_filetype(e, AE_IFDIR);
-                r = archive_result(a, o, archive_write_header(a, e));
+                r = count(o, path, 0);
+                if (r >= 0)
+                        r = archive_result(a, o, archive_write_header(a, e));
                 if (r >= 0)
                         r = tar_tree(a, o, fd, path, len, depth + 1);
         } else if (o->cache && handed_out(&st)) {
@@ -189,11 +244,15 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 archive_entry_set_size(e, 0);
                 archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
                 archive_entry_set_ctime(e, st.st_ctim.tv_sec, st.st_ctim.tv_nsec);
-                r = archive_result(a, o, archive_write_header(a, e));
+                r = count(o, path, (uint64_t) st.st_size);
+                if (r >= 0)
+                        r = archive_result(a, o, archive_write_header(a, e));
         } else {
                 archive_entry_set_filetype(e, AE_IFREG);
                 archive_entry_set_size(e, st.st_size);
-                r = archive_result(a, o, archive_write_header(a, e));
+                r = count(o, path, (uint64_t) st.st_size);
+                if (r >= 0)
+                        r = archive_result(a, o, archive_write_header(a, e));
                 if (r >= 0)
                         r = tar_file_data(a, o, fd, st.st_size, path);
         }
@@ -254,9 +313,24 @@ static int stream_close(struct archive *a, const Out *o, int r) {
         return r;
 }
 
+/* After stream_close: a stream ended over its bounds is followed by its 'a' or 'c' chunk, which
+ * tells the host why (-E2BIG); one the host stopped is said in the log (-ECANCELED); else r. */
+static int stream_ended(const Out *o, int r) {
+        if (o->over[0]) {
+                say("%s", o->over);
+                int k = put_chunk(o->cache ? CAPSULE_CHUNK_CACHE_OVER : CAPSULE_CHUNK_ARTIFACTS_OVER, o->over, strlen(o->over));
+                return k < 0 ? k : -E2BIG;
+        }
+        if (o->stopped) {
+                say("%s: the worker takes no more of %s; the rest was not sent", o->cache ? "cache" : "artifacts", o->cache ? "it" : "them");
+                return -ECANCELED;
+        }
+        return r;
+}
+
 static int write_artifacts(void) {
         static char path[PATH_MAX];
-        Out o = { .kind = CAPSULE_CHUNK_ARTIFACTS };
+        Out o = out_of(CAPSULE_CHUNK_ARTIFACTS);
         struct archive *a = stream_open(&o);
         int r = 0;
         if (!a)
@@ -269,7 +343,9 @@ static int write_artifacts(void) {
         } else if (errno != ENOENT)
                 say("artifacts: '" CAPSULE_WORK_PATH "/" CAPSULE_ARTIFACTS_DIR "' is not a directory (%s); no artifacts",
                     strerror(errno));
-        return stream_close(a, &o, r);
+        r = stream_ended(&o, stream_close(a, &o, r));
+        /* Stopped by the host: init sent what it was asked for (the host knows why it asked). */
+        return r == -ECANCELED && o.stopped ? 0 : r;
 }
 
 /* /work/<path> opened component by component, never following a link; -ENOENT: not there. */
@@ -307,7 +383,9 @@ static int tar_cache_path(struct archive *a, Out *o, size_t i) {
         archive_entry_set_filetype(e, AE_IFDIR);
         archive_entry_set_perm(e, st.st_mode & 0777);
         archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-        int r = archive_result(a, o, archive_write_header(a, e));
+        int r = count(o, path, 0);
+        if (r >= 0)
+                r = archive_result(a, o, archive_write_header(a, e));
         archive_entry_free(e);
         if (r >= 0 && fd >= 0)
                 r = tar_tree(a, o, fd, path, (size_t) n, 1);
@@ -317,15 +395,18 @@ static int tar_cache_path(struct archive *a, Out *o, size_t i) {
 }
 
 static CacheOut write_cache(void) {
-        Out o = { .kind = CAPSULE_CHUNK_CACHE, .cache = true };
+        Out o = out_of(CAPSULE_CHUNK_CACHE);
         struct archive *a = stream_open(&o);
         int r = a ? 0 : -ENOMEM;
         for (size_t i = 0; r >= 0 && i < n_cache_paths; i++)
                 r = tar_cache_path(a, &o, i);
         if (a)
                 r = stream_close(a, &o, r);
+        r = stream_ended(&o, r);
         if (r >= 0)
                 return CACHE_OUT_OK;
+        if (o.over[0] || o.stopped)
+                return CACHE_OUT_FAILED; /* the host was told, or told us */
         if (!o.refusal[0])
                 snprintf(o.refusal, sizeof(o.refusal), "the cache stream failed: %s", strerror(-r));
         say("cache: %s; nothing of it is kept", o.refusal);
@@ -335,6 +416,8 @@ static CacheOut write_cache(void) {
 
 int write_outputs(CacheOut *ret_cache) {
         *ret_cache = CACHE_OUT_NONE;
+        /* Before the token: the host writes its stop records only once it has read it. */
+        control_drain();
         /* The token first: the host ignores everything before it on this channel. */
         int r = write_all(STDOUT_FILENO, secret, CAPSULE_TOKEN_SIZE);
         if (r < 0)

@@ -1106,19 +1106,21 @@ static void check_walls(bool warm) {
         for (const char *c = self; *c; c++)
                 nfds += *c == ',';
         assert_int_equal(nfds, 3);
-        /* init's: stdin /dev/null, the two host channels, its signalfd and the relay. */
+        /* init's: stdin /dev/null, the two host channels, its copy of the input channel (for
+         * the host's stop records: test_refused_stream), its signalfd and the relay. */
         char buf2[4096];
         const char *init = get(&j, "initfd", buf2, sizeof(buf2));
         assert_non_null(init);
         assert_non_null(strstr(init, "0>/dev/null"));
         assert_non_null(strstr(init, "1>host:"));
         assert_non_null(strstr(init, "2>host:"));
+        assert_non_null(strstr(init, "3>host:"));
         assert_non_null(strstr(init, ">anon_inode:[signalfd]"));
         assert_non_null(strstr(init, ">pipe:"));
         nfds = 1;
         for (const char *c = init; *c; c++)
                 nfds += *c == ',';
-        assert_int_equal(nfds, 5);
+        assert_int_equal(nfds, 6);
         assert_null(strstr(self, "signing.key"));
         assert_null(strstr(init, "signing.key"));
         assert_null(strstr(init, env.base));
@@ -1322,6 +1324,8 @@ static void test_fill_work(void **state) {
 
 typedef struct StreamFixture {
         bool abort;          /* end with 'A' instead of 'E' */
+        bool cut;            /* fail in the middle of a file, writing nothing more (its end
+                              * is the only word init gets) */
         uint64_t big;        /* > 0: one file of this many zero bytes (more than /work holds) */
         int write_error;     /* what the last write returned */
         uint64_t sent;
@@ -1369,6 +1373,13 @@ static int stream_fixture(void *userdata, int fd) {
                         f->sent += k;
                 }
         }
+        if (r >= 0 && f->cut) {
+                r = put_record(fd, SNAPSHOT_STREAM_FILE, "cut", 0, true, 1000);
+                if (r >= 0)
+                        r = write_all(fd, content, 10);
+                f->write_error = r;
+                return -EIO;
+        }
         if (r >= 0)
                 r = put_record(fd, f->abort ? SNAPSHOT_STREAM_ABORT : SNAPSHOT_STREAM_END, NULL, 0, false, 0);
         f->write_error = r;
@@ -1415,6 +1426,25 @@ static void test_stream_abort(void **state) {
         jobrun_free(&j);
 }
 
+/* A stream whose writer fails in the middle of a file: the end of the channel is the only word
+ * init gets, and it must get it although the worker keeps the channel for stop records after
+ * the input (the input thread's copy ends it). Nothing runs; the capsule ends at once, not at
+ * its timeout. */
+static void test_stream_cut(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .cut = true };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streamcut", argv, 300, &o, &j);
+        assert_int_equal(f.write_error, 0);
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_non_null(strstr(j.res.message, CAPSULE_INIT_ERROR_INPUT));
+        jobrun_free(&j);
+}
+
 /* A stream larger than /work: the init stops reading, the capsule ends, and the host's writer
  * is released by the closed channel (no hang), the job never ran. */
 static void test_stream_too_big(void **state) {
@@ -1430,6 +1460,44 @@ static void test_stream_too_big(void **state) {
         assert_null(strstr(j.log, "ran=yes"));
         assert_int_equal(f.write_error, -EPIPE);
         assert_true(f.sent < f.big);
+        jobrun_free(&j);
+}
+
+/* Issue 33, finding 8: a stream the host refused is not drained to its end. Within bounds init
+ * does not stop at (1 TiB), a directory whose name the importer refuses (a control character)
+ * comes before a 100 GiB sparse file: the host tells init to stop the stream, and the job's own
+ * ending is the result with the importer's reason, not a timeout. The input is streamed (the
+ * input thread's channel is the one the stop record goes on). The job first tries to write
+ * junk into init's copy of that channel (fd 3): gVisor opens it for the job, but its writes fail
+ * (the host descriptor is read-only); init would drop such junk anyway once the job is dead. */
+#define REFUSED_PROBE                                                                             \
+        "for f in /proc/1/fd/*; do n=${f##*/}; [ \"$n\" -gt 2 ] || continue; "                       \
+        "case $(readlink $f) in host:*) dd if=/dev/zero of=$f bs=4096 count=4 oflag=nonblock 2>/dev/null; " \
+        "echo junk_$n=$?;; esac; done; "                                                          \
+        "d=artifacts/$(printf 'b\\001'); mkdir -p \"$d\" && truncate -s 100G \"$d/s\" && echo exiting-0"
+
+static void test_refused_stream(void **state) {
+        (void) state;
+        require_env();
+        uint64_t bound = env.config.limits.max_artifact_bytes;
+        env.config.limits.max_artifact_bytes = 1ULL << 40;
+        StreamFixture f = {};
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) REFUSED_PROBE, NULL };
+        JobRun j;
+        run_job_with("refused", argv, 300, &o, &j);
+        env.config.limits.max_artifact_bytes = bound;
+        print_message("%.*s", (int) MIN(j.log_len, 2000), j.log);
+        assert_int_equal(f.write_error, 0);
+        assert_int_equal(j.res.status, CAPSULE_SUCCEEDED);
+        assert_int_equal(j.res.exit_code, 0);
+        assert_non_null(strstr(j.log, "exiting-0"));
+        /* The channel is reachable, but not writable, from the job. */
+        assert_value(&j, "junk_3", "1");
+        assert_false(j.res.artifacts_ok);
+        assert_string_equal(j.res.artifacts_error_code, "artifact_rejected");
+        assert_non_null(strstr(j.res.artifacts_error, "control character"));
+        assert_non_null(strstr(j.log, "artifacts: the worker takes no more of them; the rest was not sent"));
         jobrun_free(&j);
 }
 
@@ -1797,7 +1865,9 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_fill_tmp),
                 cmocka_unit_test(test_stream_input),
                 cmocka_unit_test(test_stream_abort),
+                cmocka_unit_test(test_stream_cut),
                 cmocka_unit_test(test_stream_too_big),
+                cmocka_unit_test(test_refused_stream),
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_output_limit),
                 cmocka_unit_test(test_cpu_limit),
@@ -1806,5 +1876,8 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_timeout),
                 cmocka_unit_test(test_startup_cleanup),
         };
+        /* TFW_TEST_FILTER=PATTERN: only the tests whose names match (cmocka's * and ?). */
+        if (getenv("TFW_TEST_FILTER"))
+                cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -286,8 +286,52 @@ static void test_job_ack(void **state) {
         assert_int_equal(sink.n, strlen(tr));
 }
 
+/* The host's stop records (capsule/protocol.h): init takes only a record with the artifact
+ * token that names one of the two streams. */
+static void test_stop_record(void **state) {
+        (void) state;
+        uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
+        capsule_stop_record(CAPSULE_CHUNK_ARTIFACTS, token, rec);
+        assert_int_equal(rec[0], CAPSULE_STOP_RECORD);
+        assert_int_equal(capsule_stop_record_parse(rec, token), CAPSULE_CHUNK_ARTIFACTS);
+        capsule_stop_record(CAPSULE_CHUNK_CACHE, token, rec);
+        assert_int_equal(capsule_stop_record_parse(rec, token), CAPSULE_CHUNK_CACHE);
+
+        /* Any other token (each byte wrong in turn), tag or stream kind: not the host's. */
+        for (size_t i = 0; i < CAPSULE_TOKEN_SIZE; i++) {
+                capsule_stop_record(CAPSULE_CHUNK_ARTIFACTS, token, rec);
+                rec[2 + i] ^= 0x01;
+                assert_int_equal(capsule_stop_record_parse(rec, token), -1);
+        }
+        static const uint8_t zero[CAPSULE_TOKEN_SIZE] = {};
+        capsule_stop_record(CAPSULE_CHUNK_ARTIFACTS, zero, rec);
+        assert_int_equal(capsule_stop_record_parse(rec, token), -1);
+        static const uint8_t kinds[] = { CAPSULE_CHUNK_CACHE_REFUSED, CAPSULE_CHUNK_ARTIFACTS_OVER, CAPSULE_CHUNK_CACHE_OVER, 0, 0xff };
+        for (size_t i = 0; i < ELEMENTSOF(kinds); i++) {
+                capsule_stop_record(kinds[i], token, rec);
+                assert_int_equal(capsule_stop_record_parse(rec, token), -1);
+        }
+        capsule_stop_record(CAPSULE_CHUNK_CACHE, token, rec);
+        rec[0] = 'S';
+        assert_int_equal(capsule_stop_record_parse(rec, token), -1);
+}
+
+/* The bounds record's four numbers, little-endian, whole. */
+static void test_bounds_record(void **state) {
+        (void) state;
+        CapsuleBounds b = { .art_bytes = 1ULL << 30, .art_entries = 200000, .cache_bytes = UINT64_MAX, .cache_entries = 1 }, got;
+        uint8_t buf[CAPSULE_BOUNDS_SIZE];
+        capsule_bounds_put(&b, buf);
+        static const uint8_t want_first[8] = { 0, 0, 0, 0x40, 0, 0, 0, 0 };
+        assert_memory_equal(buf, want_first, sizeof(want_first));
+        capsule_bounds_get(buf, &got);
+        assert_memory_equal(&got, &b, sizeof(b));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_stop_record),
+                cmocka_unit_test(test_bounds_record),
                 cmocka_unit_test(test_token_every_chunking),
                 cmocka_unit_test(test_token_absent),
                 cmocka_unit_test(test_token_at_start),
