@@ -7,10 +7,10 @@
  * before it reads a byte from a stream). Started as root it takes only ids of the egress
  * proxies' range (CONFIG_EGRESS_ID_*, parser/config.h: the worker gives each proxy one of its
  * own, capsule/egress-id.h), and once it runs as them it refuses to go on, exit status
- * EGRESS_EXIT_ID_IN_USE, when any process it can see in /proc but itself has UID or GID among
- * its real, effective, saved or filesystem ids: such a process's /proc/PID/environ would be
- * the proxy's to read. Started unprivileged (its tests) it changes nothing and takes only its
- * own ids.
+ * EGRESS_EXIT_ID_IN_USE, when any process it can see in /proc but itself runs with UID or GID
+ * as its effective id and is dumpable (the owner of its /proc/PID): that takes in every process
+ * whose /proc/PID/environ would be the proxy's to read. Started unprivileged (its tests) it
+ * changes nothing and takes only its own ids.
  *
  *   tentaflake-egress-proxy --uid UID --gid GID --records-fd FD --streams FIRST:COUNT
  *       --max-upload BYTES --max-download BYTES --idle-seconds N --max-seconds N

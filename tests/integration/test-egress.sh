@@ -265,7 +265,7 @@ setpriv --reuid "$HOOK_ID" --regid "$HOOK_ID" --clear-groups env -i WEBHOOK_TOKE
 hook_pid=$!
 check "a process as the hook's identity ($HOOK_ID) is running" wait_for 10 started "$hook_pid"
 check "  ... the hook's identity reads its own kind (the check can see a token)" \
-        grep -q "hook-secret-$$" <(as "$HOOK_ID" "$HOOK_ID" cat "/proc/$hook_pid/environ")
+        grep -qa "hook-secret-$$" <(as "$HOOK_ID" "$HOOK_ID" cat "/proc/$hook_pid/environ")
 seen_ids=
 for p in $proxies; do
         u=$(ids_of "$p" Uid) g=$(ids_of "$p" Gid)
@@ -277,8 +277,8 @@ for p in $proxies; do
         check "proxy $p: no other proxy has $id" bash -c "! grep -qw '$id' <<<'$seen_ids'"
         seen_ids+=" $id"
         check "proxy $p: its identity cannot read the hook's environment" \
-                bash -c "! as_out=\$(setpriv --reuid $id --regid $id --clear-groups cat /proc/$hook_pid/environ 2>/dev/null) \
-                         && ! grep -q hook-secret <<<\"\$as_out\""
+                bash -c "! setpriv --reuid $id --regid $id --clear-groups cat /proc/$hook_pid/environ >'$dir/read.out' 2>/dev/null \
+                         && ! grep -qa hook-secret '$dir/read.out'"
         # Every process of the host, read as the proxy's identity: none shows an environment
         # (kernel threads open but hold none).
         shown=$(as "$id" "$id" "$PY" -c '
@@ -299,9 +299,9 @@ for p in os.listdir("/proc"):
         mine_pid=$!
         check "proxy $p: a process as its identity is running" wait_for 10 started "$mine_pid"
         check "proxy $p: the hook's identity cannot read a process of the proxy's" \
-                bash -c "! as_out=\$(setpriv --reuid $HOOK_ID --regid $HOOK_ID --clear-groups cat /proc/$mine_pid/environ 2>/dev/null) \
-                         && ! grep -q proxy-secret <<<\"\$as_out\""
-        check "  ... which its own identity can" grep -q "proxy-secret-$$" <(as "$id" "$id" cat "/proc/$mine_pid/environ")
+                bash -c "! setpriv --reuid $HOOK_ID --regid $HOOK_ID --clear-groups cat /proc/$mine_pid/environ >'$dir/read.out' 2>/dev/null \
+                         && ! grep -qa proxy-secret '$dir/read.out'"
+        check "  ... which its own identity can" grep -qa "proxy-secret-$$" <(as "$id" "$id" cat "/proc/$mine_pid/environ")
         kill "$mine_pid"; wait "$mine_pid" 2>/dev/null; mine_pid=
 done
 kill "$hook_pid"; wait "$hook_pid" 2>/dev/null; hook_pid=
