@@ -4,7 +4,13 @@
  * the worker's side (capsule/egress.c) both include it.
  *
  * The command line (every value decimal; the worker starts it as root, it drops to UID:GID
- * before it reads a byte from a stream):
+ * before it reads a byte from a stream). Started as root it takes only ids of the egress
+ * proxies' range (CONFIG_EGRESS_ID_*, parser/config.h: the worker gives each proxy one of its
+ * own, capsule/egress-id.h), and once it runs as them it refuses to go on, exit status
+ * EGRESS_EXIT_ID_IN_USE, when any process it can see in /proc but itself runs with UID or GID
+ * as its effective id and is dumpable (the owner of its /proc/PID): that takes in every process
+ * whose /proc/PID/environ would be the proxy's to read. Started unprivileged (its tests) it
+ * changes nothing and takes only its own ids.
  *
  *   tentaflake-egress-proxy --uid UID --gid GID --records-fd FD --streams FIRST:COUNT
  *       --max-upload BYTES --max-download BYTES --idle-seconds N --max-seconds N
@@ -36,6 +42,9 @@
 #pragma once
 
 #define EGRESS_PROXY_NAME "tentaflake-egress-proxy"
+/* Its exit status when the id it was given is some other process's too (after {"error":...}):
+ * the worker then starts it again on another id. Every other failure exits 1 or 2. */
+#define EGRESS_EXIT_ID_IN_USE 3
 #define EGRESS_RECORD_MAX 1024
 #define EGRESS_DETAIL_MAX 200
 

@@ -39,11 +39,19 @@ void egress_proxy_init(EgressProxy *p) {
         p->records = -EBADF;
         for (size_t i = 0; i < ELEMENTSOF(p->inside); i++)
                 p->inside[i] = -EBADF;
+        egress_id_init(&p->id);
 }
 
 void egress_proxy_close_inside(EgressProxy *p) {
         for (size_t i = 0; i < ELEMENTSOF(p->inside); i++)
                 p->inside[i] = safe_close(p->inside[i]);
+}
+
+/* The proxy ended (reaped, or never started): its id may go to the next one. */
+static void proxy_gone(EgressProxy *p) {
+        p->pid = 0;
+        p->records = safe_close(p->records);
+        egress_id_release(&p->id);
 }
 
 void egress_proxy_kill(EgressProxy *p) {
@@ -53,8 +61,7 @@ void egress_proxy_kill(EgressProxy *p) {
                 while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
                         ;
         }
-        p->pid = 0;
-        p->records = safe_close(p->records);
+        proxy_gone(p);
         egress_proxy_close_inside(p);
 }
 
@@ -65,10 +72,10 @@ typedef struct ProxyArgs {
         char num[8][32];
 } ProxyArgs;
 
-static void proxy_args(ProxyArgs *a, const char *path, const Config *c, uint64_t max_seconds) {
+static void proxy_args(ProxyArgs *a, const char *path, const Config *c, uint64_t max_seconds, uid_t id) {
         size_t n = 0;
-        snprintf(a->num[0], sizeof(a->num[0]), "%u", (unsigned) EGRESS_PROXY_UID);
-        snprintf(a->num[1], sizeof(a->num[1]), "%u", (unsigned) EGRESS_PROXY_GID);
+        snprintf(a->num[0], sizeof(a->num[0]), "%u", (unsigned) id);
+        snprintf(a->num[1], sizeof(a->num[1]), "%u", (unsigned) id);
         snprintf(a->num[2], sizeof(a->num[2]), "%d", PROXY_RECORDS_FD);
         snprintf(a->num[3], sizeof(a->num[3]), "%d:%d", PROXY_STREAMS_FD, CAPSULE_EGRESS_STREAMS);
         snprintf(a->num[4], sizeof(a->num[4]), "%" PRIu64, c->network.max_upload_bytes);
@@ -142,11 +149,54 @@ static int await_ready(int fd, char *why, size_t size) {
         return -EIO;
 }
 
-int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e) {
-        int outside[CAPSULE_EGRESS_STREAMS], rec[2] = { -EBADF, -EBADF };
-        _cleanup_close_ int null_fd = -EBADF;
-        char path[PATH_MAX], why[300];
+/* One proxy on an id of its own, for the streams' outside ends (kept: a proxy that refuses its id
+ * is started again on them), waited for until it is ready. 0; or a negative errno with e filled,
+ * the proxy reaped and its id released, and *ret_id_in_use when it refused because some process
+ * it can see has that id (EGRESS_EXIT_ID_IN_USE). */
+static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, uint64_t max_seconds, int null_fd,
+                       const int *outside, bool *ret_id_in_use, TfwError *e) {
+        int rec[2] = { -EBADF, -EBADF }, st = 0;
+        char why[300];
         ProxyArgs a;
+
+        *ret_id_in_use = false;
+        int r = egress_id_take(&p->id, e);
+        if (r < 0)
+                return r;
+        if (pipe2(rec, O_CLOEXEC) < 0) {
+                r = tfw_error(e, errno, "capsule_setup", "egress: pipe: %m");
+                proxy_gone(p);
+                return r;
+        }
+        /* Every record fits, so the proxy never waits on a worker that reads them at the end. */
+        (void) fcntl(rec[0], F_SETPIPE_SZ, RECORDS_MAX);
+        proxy_args(&a, path, config, max_seconds, p->id.uid);
+        r = safe_fork(FORK_DEATHSIG, &p->pid);
+        if (r < 0) {
+                safe_close(rec[0]);
+                safe_close(rec[1]);
+                proxy_gone(p);
+                return tfw_error(e, -r, "capsule_setup", "egress: cannot start the proxy: %s", strerror(-r));
+        }
+        if (p->pid == 0)
+                exec_proxy(a.v, null_fd, rec[1], outside);
+        p->records = TAKE_FD(rec[0]);
+        safe_close(rec[1]);
+        r = await_ready(p->records, why, sizeof(why));
+        if (r == 0)
+                return 0;
+        /* It exits by itself once it has said why; one that said nothing is killed. */
+        (void) waitpid_bounded(p->pid, EGRESS_END_USEC, &st);
+        *ret_id_in_use = WIFEXITED(st) && WEXITSTATUS(st) == EGRESS_EXIT_ID_IN_USE;
+        proxy_gone(p);
+        return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s", path, why);
+}
+
+int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e) {
+        int outside[CAPSULE_EGRESS_STREAMS];
+        _cleanup_close_ int null_fd = -EBADF;
+        char path[PATH_MAX];
+        bool in_use = false;
         int r;
 
         egress_proxy_init(p);
@@ -164,7 +214,7 @@ int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *
                 int sp[2];
                 if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0) {
                         r = tfw_error(e, errno, "capsule_setup", "egress: cannot make the capsule's streams: %m");
-                        goto fail;
+                        goto out;
                 }
                 /* gVisor reads a host socket in chunks as large as the send buffers of both ends
                  * allow: with the defaults (208 KiB) a 100 MB download took 1.5 s inside, with
@@ -174,37 +224,20 @@ int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *
                 outside[i] = sp[0];
                 p->inside[i] = sp[1];
         }
-        if (pipe2(rec, O_CLOEXEC) < 0) {
-                r = tfw_error(e, errno, "capsule_setup", "egress: pipe: %m");
-                goto fail;
+        for (int attempt = 1;; attempt++) {
+                r = proxy_spawn(p, path, config, max_seconds, null_fd, outside, &in_use, e);
+                if (r >= 0 || !in_use)
+                        break;
+                if (attempt == EGRESS_START_TRIES) {
+                        tfw_error_prefix(e, "on each of %d ids in turn: ", EGRESS_START_TRIES);
+                        break;
+                }
         }
-        /* Every record fits, so the proxy never waits on a worker that reads them at the end. */
-        (void) fcntl(rec[0], F_SETPIPE_SZ, RECORDS_MAX);
-        proxy_args(&a, path, config, max_seconds);
-        r = safe_fork(FORK_DEATHSIG, &p->pid);
-        if (r < 0) {
-                p->pid = 0;
-                r = tfw_error(e, -r, "capsule_setup", "egress: cannot start the proxy: %s", strerror(-r));
-                goto fail;
-        }
-        if (p->pid == 0)
-                exec_proxy(a.v, null_fd, rec[1], outside);
-        p->records = TAKE_FD(rec[0]);
-        rec[1] = safe_close(rec[1]);
-        for (size_t i = 0; i < ELEMENTSOF(outside); i++)
-                outside[i] = safe_close(outside[i]);
-        r = await_ready(p->records, why, sizeof(why));
-        if (r < 0) {
-                egress_proxy_kill(p);
-                return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s", path, why);
-        }
-        return 0;
-fail:
+out:
         for (size_t i = 0; i < ELEMENTSOF(outside); i++)
                 safe_close(outside[i]);
-        safe_close(rec[0]);
-        safe_close(rec[1]);
-        egress_proxy_kill(p);
+        if (r < 0)
+                egress_proxy_kill(p);
         return r;
 }
 
@@ -441,6 +474,8 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
                                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
                 p->pid = 0;
         }
+        /* Reaped: nothing runs as its id any more. */
+        egress_id_release(&p->id);
         buf = malloc(RECORDS_MAX + 1);
         int r = buf ? read_records(p->records, buf, &len) : -ENOMEM;
         if (r == -E2BIG)

@@ -13,14 +13,15 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "capsule/egress-id.h"
 #include "capsule/protocol.h"
 #include "common/error.h"
 #include "common/time-util.h"
 #include "parser/config.h"
 
-/* The proxy runs as nobody, as the artifact parser does: never root, never the controller. */
-#define EGRESS_PROXY_UID 65534
-#define EGRESS_PROXY_GID 65534
+/* How many times a proxy is started on a new id when the one it was given turned out to be some
+ * process's (it refuses to run as an id it shares: capsule/egress-id.h). */
+#define EGRESS_START_TRIES 4
 /* How long the proxy may take to say it is ready (it drops its privileges first). */
 #define EGRESS_READY_USEC (5 * USEC_PER_SEC)
 /* After the capsule has ended, how long the proxy may take to write its last records and exit
@@ -35,6 +36,7 @@ typedef struct EgressProxy {
         pid_t pid;                            /* 0: none started */
         int records;                          /* our end of the records pipe */
         int inside[CAPSULE_EGRESS_STREAMS];   /* the capsule's ends, until the sandbox holds them */
+        EgressId id;                          /* its uid and gid, its alone until it is reaped */
 } EgressProxy;
 
 /* What the job's connections came to (the sum of the records). */
@@ -52,19 +54,22 @@ typedef struct EgressSummary {
 void egress_proxy_init(EgressProxy *p);
 
 /* For a capsule of config (which has network.allow): the streams, and the proxy started as root
- * with them and the allowlist, waited for until it said it is ready (it has dropped to
- * EGRESS_PROXY_UID by then). max_seconds bounds each connection. On success p->inside are the
- * capsule's ends, for runsc (--pass-fd); close them with egress_proxy_close_inside once it runs.
- * The proxy dies with the calling thread (PR_SET_PDEATHSIG). Error code "capsule_setup". */
+ * with them and the allowlist, waited for until it said it is ready. By then it runs as an id of
+ * its own (egress_id_take: no other proxy's, no user's or group's) and has checked that no
+ * process it can see has that id; when one does, it refuses and is started again on another id,
+ * EGRESS_START_TRIES times in all. max_seconds bounds each connection. On success p->inside are
+ * the capsule's ends, for runsc (--pass-fd); close them with egress_proxy_close_inside once it
+ * runs. The proxy dies with the calling thread (PR_SET_PDEATHSIG). Error code "capsule_setup". */
 int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e);
 void egress_proxy_close_inside(EgressProxy *p);
 
-/* After the capsule has ended: the proxy waited for (EGRESS_END_USEC, then killed), its records
- * read (at most one per stream, each at most EGRESS_RECORD_MAX bytes), each checked by
+/* After the capsule has ended: the proxy waited for (EGRESS_END_USEC, then killed) and its id
+ * released, its records read (at most one per stream, each at most EGRESS_RECORD_MAX bytes), each checked by
  * egress_record_parse and, when out_fd >= 0, written there as one JSON object a line in the
  * worker's own serialisation. *ret sums them. Idempotent: a proxy already ended adds nothing. */
 void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret);
-/* Kill and reap it, close everything, read nothing (a capsule that never ran a job). */
+/* Kill and reap it, release its id, close everything, read nothing (a capsule that never ran a
+ * job). */
 void egress_proxy_kill(EgressProxy *p);
 
 /* Can the proxy reach anything from here? 0 when this process may open an AF_INET or AF_INET6

@@ -78,12 +78,20 @@ let
       "'${toString (head portless)}' has no port (NAME:PORT, *.SUFFIX:PORT, IPV4:PORT or [IPV6]:PORT)"
     else "";
   # The drop-in systemd/controller-network.conf.in, as service settings: the worker's process
-  # gets the host's network for its egress proxy (the capsules stay without one).
+  # gets the host's network for its egress proxy (the capsules stay without one), and the
+  # directory where every worker of the host locks the proxies' ids (docs/egress.md).
   networkServiceConfig = {
     PrivateNetwork = false;
     RestrictAddressFamilies = "AF_UNIX AF_INET AF_INET6 AF_NETLINK";
     IPAddressDeny = "";
+    RuntimeDirectory = "tentaflake-egress-ids";
+    RuntimeDirectoryPreserve = "yes";
   };
+  # The egress proxies' own ids (parser/config.h, CONFIG_EGRESS_ID_*): each proxy runs as one
+  # no other process has, so no id the configuration names may be one of them.
+  egressIdFirst = 2130706432;
+  egressIdLast = 2130771967;
+  isEgressId = id: id != null && id >= egressIdFirst && id <= egressIdLast;
   # Why a cache path is refused ("" when it is fine): relative, normalised, no control
   # character, components of at most 255 bytes, at most maxCachePathBytes in all, not reserved.
   cachePathProblem = p:
@@ -332,6 +340,9 @@ let
           { assertion = a.containerGid != null && a.containerGid != 0 && a.containerGid != 4294967295;
             message = "${opt name "containerGid"} must be set and must not be 0 (root) or 4294967295: "
               + "the job runs with this gid and the controller reads its results through it"; }
+          { assertion = !(isEgressId a.containerUid) && !(isEgressId a.containerGid);
+            message = "${opt name "containerUid"} and ${opt name "containerGid"} must not be in "
+              + "${toString egressIdFirst}..${toString egressIdLast}, the egress proxies' own ids"; }
         ] ++ concatLists (map (k: let
             p = a.${k};
             shared = filter (d: isInside p d) sharedDirs;
@@ -390,6 +401,10 @@ let
               + "reach the agent's group's files"; }
           { assertion = notify == null || (notify.uid > 0 && notify.gid > 0);
             message = "${opt name "notify.uid"} and ${opt name "notify.gid"} are never 0: the hook never runs as root"; }
+          { assertion = notify == null || !(isEgressId notify.uid) && !(isEgressId notify.gid);
+            message = "${opt name "notify.uid"} and ${opt name "notify.gid"} must not be in "
+              + "${toString egressIdFirst}..${toString egressIdLast}, the egress proxies' own ids: a proxy "
+              + "taken over could read the hook's environment"; }
           { assertion = cache == null || parseSize cache.maxBytes != null;
             message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
               + "count, or digits followed by k, m or g"; }
@@ -530,5 +545,5 @@ in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
     toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults networkDefaults
-    maxNetworkAllow allowProblem networkServiceConfig;
+    maxNetworkAllow allowProblem networkServiceConfig egressIdFirst egressIdLast;
 }

@@ -194,7 +194,10 @@ let
             these host:port entries and records every connection. Every job gets the same
             allowlist, approved or not. The daemon's and drain's services then get the host's
             network for the proxy (PrivateNetwork=false, IP and netlink sockets, no
-            IPAddressDeny), as systemd/controller-network.conf.in does. null: no network.
+            IPAddressDeny) and the directory where the proxies' ids are locked
+            (RuntimeDirectory=tentaflake-egress-ids), as systemd/controller-network.conf.in
+            does. Each proxy runs as an id of its own that no user has: no user is declared
+            for it. null: no network.
           '';
         };
       };
@@ -236,12 +239,12 @@ let
       uid = mkOption {
         type = types.ints.positive;
         default = logic.notifyDefaults.uid;
-        description = "The uid the hook runs as (not 0, not containerUid).";
+        description = "The uid the hook runs as (not 0, not containerUid, not one of the egress proxies' own ids 2130706432..2130771967).";
       };
       gid = mkOption {
         type = types.ints.positive;
         default = logic.notifyDefaults.gid;
-        description = "The gid the hook runs as, with no other group.";
+        description = "The gid the hook runs as, with no other group (not containerGid, not one of the egress proxies' own ids).";
       };
       timeoutSeconds = mkOption {
         type = types.ints.between 1 300;
@@ -392,7 +395,8 @@ let
           runsc sandbox: the allowlist a policy with network gets through the worker's egress
           proxy, 1..${toString logic.maxNetworkAllow} HOST:PORT entries as network.allow takes
           them (--allow-network and one --allow-host each). The unit then gets the host's
-          network for the proxy, as systemd/controller-network.conf.in gives it.
+          network for the proxy and the proxies' lock directory, as
+          systemd/controller-network.conf.in gives them.
         '';
         mounts = opt (types.listOf (types.submodule mountModule)) d.mounts ''
           Read-only mounts for the checks (runsc sandbox), each with an identity. On NixOS the

@@ -864,9 +864,22 @@ static int parse_notify_command(ConfigNotify *n, json_t *v, TfwError *e) {
         return 0;
 }
 
+/* An id in the egress proxies' range (config.h): a proxy taken over through its parser would
+ * share it with whoever the configuration gives it to, and with a uid could read that process's
+ * /proc/PID/environ (a webhook's token). who says with whom and what it could reach. */
+_Static_assert(CONFIG_NOTIFY_DEFAULT_ID < CONFIG_EGRESS_ID_FIRST || CONFIG_NOTIFY_DEFAULT_ID > CONFIG_EGRESS_ID_LAST,
+               "the hook's default identity must never be an egress proxy's");
+static int refuse_egress_id(uint64_t id, const char *field, const char *who, TfwError *e) {
+        if (!config_id_is_egress(id))
+                return 0;
+        return key_error(e, ERANGE, "out_of_range", field,
+                         "%" PRIu64 " is in %" PRIu32 "..%" PRIu32 ", the egress proxies' own ids: a proxy taken "
+                         "over would share it with %s", id, CONFIG_EGRESS_ID_FIRST, CONFIG_EGRESS_ID_LAST, who);
+}
+
 /* "notify": {"command": [...], "uid": 65534, "gid": 65534, "timeout_seconds": 10}. Absent: no
  * hook. Never root, never the controller's uid: the agent could then signal or trace the hook
- * and whatever the operator gave it (a webhook's token). */
+ * and whatever the operator gave it (a webhook's token); never an egress proxy's id either. */
 static int parse_notify(Config *c, json_t *root, TfwError *e) {
         ConfigNotify *n = &c->notify;
         json_t *v = NULL;
@@ -885,6 +898,10 @@ static int parse_notify(Config *c, json_t *root, TfwError *e) {
         if (r < 0)
                 return r;
         n->uid = (uid_t) x;
+        r = refuse_egress_id(x, "notify.uid", "the hook and could read its environment (a webhook's token)",
+                             e);
+        if (r < 0)
+                return r;
         if (n->uid == c->container_uid)
                 return key_error(e, EINVAL, "inconsistent", "notify.uid",
                                  "must not be container_uid (%u): the agent could signal or trace the hook",
@@ -893,6 +910,9 @@ static int parse_notify(Config *c, json_t *root, TfwError *e) {
         if (r < 0)
                 return r;
         n->gid = (gid_t) x;
+        r = refuse_egress_id(x, "notify.gid", "the hook and the files of its group", e);
+        if (r < 0)
+                return r;
         if (n->gid == c->container_gid)
                 return key_error(e, EINVAL, "inconsistent", "notify.gid",
                                  "must not be container_gid (%u): the hook would reach the agent's group's files "
@@ -1191,11 +1211,18 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         if (r < 0)
                 return r;
         c->container_uid = (uid_t) v;
+        r = refuse_egress_id((uint64_t) v, "container_uid",
+                             "the controller and could read its processes' environment", e);
+        if (r < 0)
+                return r;
         r = json_get_int_range(root, "container_gid", "container_gid", true, 1, 4294967294, &v,
                                e);
         if (r < 0)
                 return r;
         c->container_gid = (gid_t) v;
+        r = refuse_egress_id((uint64_t) v, "container_gid", "the controller's group and its files", e);
+        if (r < 0)
+                return r;
 
         r = get_unsigned(root, "concurrency", 1, 64, 1, &c->concurrency, e);
         if (r < 0)

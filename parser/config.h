@@ -10,8 +10,8 @@
  * without signing_identity, a cache with docker/podman or with paths that are not relative,
  * normalised, distinct and disjoint, or that name .tentaflake-worker or artifacts; a network
  * allowlist with docker/podman, empty, or with an entry parser/egress-allow.h refuses or given
- * twice). Every
- * message names the key as a dotted path ("limits.memory", "cache.paths[2]").
+ * twice; container_uid/gid or notify.uid/gid among the egress proxies' ids, CONFIG_EGRESS_ID_*).
+ * Every message names the key as a dotted path ("limits.memory", "cache.paths[2]").
  * Guarantees: on success every field is set (defaults filled in) and consistent. */
 #pragma once
 
@@ -107,6 +107,20 @@ typedef struct ConfigCache {
 #define CONFIG_NETWORK_ENTRY_MAX (EGRESS_NAME_MAX + 2 + 6) /* "*." + name + ":" + port */
 #define CONFIG_DEFAULT_MAX_UPLOAD_BYTES (UINT64_C(1) << 20)
 #define CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES (UINT64_C(2) << 30)
+/* The egress proxies' identities (docs/egress.md, "Who the proxy runs as"): each proxy runs as a
+ * uid of this range, with the gid of the same number, that no other process has while it runs
+ * (capsule/egress-id.h). So no identity the configuration names may fall in it: container_uid,
+ * container_gid, notify.uid and notify.gid are refused there. 0x7F000000..0x7F00FFFF: in what
+ * systemd's UIDS-GIDS.md leaves unused (1879048192..2147483647), below 2^31 (devpts and setfsuid
+ * take ids as signed), clear of adduser's, DynamicUser='s, homed's and nspawn's ranges and of
+ * useradd's subordinate ids (100000..600100000). */
+#define CONFIG_EGRESS_ID_FIRST UINT32_C(2130706432)
+#define CONFIG_EGRESS_ID_COUNT UINT32_C(65536)
+#define CONFIG_EGRESS_ID_LAST (CONFIG_EGRESS_ID_FIRST + CONFIG_EGRESS_ID_COUNT - 1)
+
+static inline bool config_id_is_egress(uint64_t id) {
+        return id >= CONFIG_EGRESS_ID_FIRST && id <= CONFIG_EGRESS_ID_LAST;
+}
 
 typedef struct ConfigNetwork {
         char **allow;              /* NULL-terminated entries as written; NULL: no network */
@@ -120,8 +134,8 @@ typedef struct ConfigNetwork {
  * request starts waiting for approval (orchestrator/notify.h). */
 typedef struct ConfigNotify {
         char **command;            /* argv, command[0] absolute; NULL: no hook */
-        uid_t uid;                 /* default 65534 */
-        gid_t gid;                 /* default 65534 */
+        uid_t uid;                 /* default 65534; never an egress proxy's (CONFIG_EGRESS_ID_*) */
+        gid_t gid;                 /* default 65534; likewise */
         unsigned timeout_seconds;  /* default 10, at most 300 */
 } ConfigNotify;
 

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* tentaflake-egress-proxy (capsule/egress-wire.h), the only route from a capsule to any
  * network. main() parses the command line strictly, checks the fds it was given, collects the
- * host's own addresses, drops to --uid/--gid (the worker passes nobody) and hardens the process,
- * all before it reads a byte from a stream; then the main thread waits on every unused stream and hands each one, at
- * its first byte, to a connection thread of its own (conn.c). Also here: the records writer.
+ * host's own addresses, drops to --uid/--gid (ids of its own, capsule/egress-id.h), checks that
+ * no process it can see shares them and hardens the process, all before it reads a byte from a
+ * stream; then the main thread waits on every unused stream and hands each one, at its first
+ * byte, to a connection thread of its own (conn.c). Also here: the records writer.
  * The proxy never execs, never logs (stderr is /dev/null) and opens nothing after start-up but
  * what getaddrinfo reads and the sockets of its connections. */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -39,6 +41,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/time-util.h"
+#include "parser/config.h"
 #include "parser/egress-allow.h"
 #include "parser/egress-request.h"
 
@@ -404,13 +407,23 @@ static int collect_own_addresses(Proxy *p, char *err) {
 
 /* The privilege drop. Contract: on success the process runs as uid:gid, real, effective and
  * saved alike, with no supplementary group, and can no longer become root (setresuid(0, 0, 0)
- * is verified to fail). uid or gid 0 never gets here (parse_value). Not started as root (the
- * unit tests), it changes nothing and accepts only a uid:gid equal to its own ids. */
+ * is verified to fail); 1 when it dropped, 0 when it had nothing to drop. uid or gid 0 never
+ * gets here (parse_value). Started as root it takes only ids of the proxies' own range
+ * (parser/config.h), so that no worker can make it share nobody's uid with a notify hook or the
+ * artifact parser. Not started as root (the unit tests), it changes nothing and accepts only a
+ * uid:gid equal to its own ids. */
 static int drop_privileges(const Proxy *p, char *err) {
         uid_t ru = 0, eu = 0, su = 0;
         gid_t rg = 0, eg = 0, sg = 0;
+        bool root = geteuid() == 0;
 
-        if (geteuid() == 0) {
+        if (root && (!config_id_is_egress(p->uid) || !config_id_is_egress(p->gid))) {
+                snprintf(err, ERROR_MAX, "--uid/--gid %u:%u: not in %" PRIu32 "..%" PRIu32 ", the egress proxies' own "
+                         "ids (a proxy shares its ids with no other process)", (unsigned) p->uid, (unsigned) p->gid,
+                         CONFIG_EGRESS_ID_FIRST, CONFIG_EGRESS_ID_LAST);
+                return -EPERM;
+        }
+        if (root) {
                 if (setgroups(0, NULL) < 0 || setresgid(p->gid, p->gid, p->gid) < 0 ||
                     setresuid(p->uid, p->uid, p->uid) < 0) {
                         snprintf(err, ERROR_MAX, "--uid/--gid: cannot become %u:%u: %s", (unsigned) p->uid,
@@ -428,15 +441,62 @@ static int drop_privileges(const Proxy *p, char *err) {
                          (unsigned) eu, (unsigned) eg, (unsigned) p->uid, (unsigned) p->gid);
                 return -EPERM;
         }
+        return root;
+}
+
+/* After the drop. Contract: 0 when no process this one can see in /proc, but itself, has its uid
+ * as its effective uid or its gid as its effective gid and is dumpable, which is what the owner
+ * of /proc/PID says (a process that is not dumpable shows root); -EBUSY naming the first that
+ * has (the worker then starts a proxy on another id); another negative errno when /proc cannot
+ * be listed. Those are all the processes whose /proc/PID/environ, maps or fds these ids could
+ * read: the kernel lets only a reader whose ids equal all of the target's (real, effective and
+ * saved), and only a dumpable target, without CAP_SYS_PTRACE. What it sees is what it may read:
+ * with hidepid (the units' ProtectProc=invisible) /proc lists no other. One stat per process
+ * (reading each /proc/PID/status took 70 to 140 ms for 200 processes on a loaded host, the
+ * stats 1 to 11 ms). A process that ends while it is looked at is passed over. The worker's
+ * lock keeps every other proxy off the id (capsule/egress-id.h); this finds anything else. */
+static int check_alone(const Proxy *p, char *err) {
+        _cleanup_closedir_ DIR *d = opendir("/proc");
+        pid_t self = getpid();
+        struct dirent *de;
+
+        if (!d) {
+                snprintf(err, ERROR_MAX, "cannot list /proc to check its ids are its own: %s", strerrordesc_np(errno));
+                return -errno;
+        }
+        while ((errno = 0, de = readdir(d))) {
+                char comm[64] = "", path[96];
+                struct stat st;
+                uint64_t pid;
+                if (parse_u64(de->d_name, INT_MAX, &pid) < 0 || (pid_t) pid == self)
+                        continue;
+                if (fstatat(dirfd(d), de->d_name, &st, 0) < 0 || (st.st_uid != p->uid && st.st_gid != p->gid))
+                        continue;   /* gone, or not its ids */
+                snprintf(path, sizeof path, "%.20s/comm", de->d_name);
+                _cleanup_close_ int fd = openat(dirfd(d), path, O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd < 0 ? -1 : read(fd, comm, sizeof comm - 1);
+                comm[n > 0 ? n : 0] = 0;
+                comm[strcspn(comm, "\n")] = 0;
+                proxy_printable(comm, sizeof comm, comm);
+                bool uid = st.st_uid == p->uid;
+                snprintf(err, ERROR_MAX, "--%s %u: process %" PRIu64 " (%s) has it too: a proxy's ids must be its "
+                         "alone, or it could read that process's /proc/PID/environ", uid ? "uid" : "gid",
+                         uid ? (unsigned) p->uid : (unsigned) p->gid, pid, comm[0] ? comm : "?");
+                return -EBUSY;
+        }
+        if (errno) {
+                snprintf(err, ERROR_MAX, "cannot list /proc to check its ids are its own: %s", strerrordesc_np(errno));
+                return -errno;
+        }
         return 0;
 }
 
 /* After the drop: no way back up through exec (there is none anyway), no core or ptrace by
  * another process of its uid, a bound on fds, death with the worker. */
 /* The system calls the proxy never makes, refused (EPERM) for the rest of its life: a flaw in it
- * would run as nobody with the host's network, and nobody is also the uid of other processes
- * (the artifact parser, a notify hook, possibly runsc's sandbox on other hosts). Contract: after
- * this no process can be signalled but the proxy's own threads (kill, tkill, sigqueue refused,
+ * would run with the host's network, as ids no other process has while it runs (check_alone),
+ * and this holds even where they would be. Contract: after this no process can be signalled
+ * but the proxy's own threads (kill, tkill, sigqueue refused,
  * tgkill only to its own pid), traced or read (ptrace, process_vm_*, pidfd_*), run (execve) or
  * made (clone only with CLONE_THREAD; clone3 reports ENOSYS so glibc's pthread_create falls
  * back to clone; fork and vfork refused); no socket of any family but AF_UNIX (the resolver's
@@ -724,8 +784,15 @@ int main(int argc, char **argv) {
         p->allow = allow;
         if (parse_args(argc, argv, p, err) < 0 || check_fds(p, err) < 0)
                 return fail(p, EXIT_USAGE, err);
-        if (collect_own_addresses(p, err) < 0 || setup_events(p, &signal_fd, &done_fd, err) < 0 ||
-            drop_privileges(p, err) < 0 || harden(p, ppid, err) < 0 || confine(err) < 0)
+        if (collect_own_addresses(p, err) < 0 || setup_events(p, &signal_fd, &done_fd, err) < 0)
+                return fail(p, EXIT_FAILURE, err);
+        int dropped = drop_privileges(p, err);
+        if (dropped < 0)
+                return fail(p, EXIT_FAILURE, err);
+        int alone = dropped > 0 ? check_alone(p, err) : 0;
+        if (alone < 0)
+                return fail(p, alone == -EBUSY ? EGRESS_EXIT_ID_IN_USE : EXIT_FAILURE, err);
+        if (harden(p, ppid, err) < 0 || confine(err) < 0)
                 return fail(p, EXIT_FAILURE, err);
         atomic_store(&p->upload_left, p->max_upload);
         atomic_store(&p->download_left, p->max_download);

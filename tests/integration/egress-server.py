@@ -8,6 +8,7 @@ HTTP/1.1 server on ADDR:PORT that a job reaches through the worker's proxy.
   POST /upload     reads the body as it comes and answers with how many bytes arrived
   GET /hello       "hello from ADDR:PORT"
   GET /hold        never answers and never closes, not even at the client's end of file
+  GET /wait/NAME   answers "released" once LOGDIR/NAME exists (the test's word), within 300 s
 Every accepted connection appends a line to LOGDIR/connections and every byte of a request
 body read is counted in LOGDIR/received (rewritten after each read), so a test can say that a
 connection never arrived or that no more than N bytes did. Prints "ready" once it listens."""
@@ -58,7 +59,14 @@ def serve(c, peer):
                 pass
             time.sleep(3600)
             return
-        if method == "GET" and target.startswith("/bytes/"):
+        if method == "GET" and target.startswith("/wait/"):
+            flag = os.path.join(logdir, os.path.basename(target[len("/wait/"):]))
+            deadline = time.monotonic() + 300
+            while not os.path.exists(flag) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            body = b"released\n" if os.path.exists(flag) else b"not released\n"
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body))
+        elif method == "GET" and target.startswith("/bytes/"):
             n = int(target[len("/bytes/"):])
             c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % n)
             chunk = b"x" * 65536

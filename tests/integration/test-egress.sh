@@ -21,7 +21,11 @@
 #   - without network in the config: no proxy variable, nothing on 127.0.0.1:3128, no stream
 #     in the capsule's init;
 #   - the same through capsules started ahead (the first job starts cold, the rest warm);
-#   - doctor's four egress checks pass on this worker.
+#   - doctor's four egress checks pass on this worker;
+#   - each proxy runs as an id of its own (issue 33 finding 4): in the proxies' range, no user's
+#     or group's, locked by this daemon, no two alike, given back when its job ends; neither it
+#     nor the notify hook's default identity can read the other's /proc/PID/environ, and as the
+#     proxy's identity no process's environment on the host can be read at all.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -34,9 +38,9 @@ BIN=$(realpath "$BIN")
 REAL_BIN=$BIN
 PY=/usr/bin/python3 # the capsule's (a system mount), not a host-only interpreter
 
-dir= dir2= srv_pids=() ns=tfw-eg-$$ veth=tfweg$$
+dir= dir2= srv_pids=() ns=tfw-eg-$$ veth=tfweg$$ hook_pid= mine_pid=
 cleanup() {
-        for p in "${srv_pids[@]}"; do kill "$p" 2>/dev/null; done
+        for p in "${srv_pids[@]}" $hook_pid $mine_pid; do kill "$p" 2>/dev/null; done
         ip link del "$veth" 2>/dev/null
         ip netns del "$ns" 2>/dev/null
         [ -n "$dir2" ] && worker_cleanup "$dir2"
@@ -209,6 +213,106 @@ echo unlisted=\$($(code http://127.0.0.1:$B/hello))" || exit 1
 check "an approved job reaches the allowlist ($(line j3 hello))" test "$(line j3 hello)" = "hello from 127.0.0.1:$A"
 check "and nothing more: 403 ($(line j3 unlisted))" test "$(line j3 unlisted)" = 403
 check "still no connection on the unlisted port" test "$(conns unlisted)" = 0
+
+# ---- 3b. the proxy's identity is its own (issue 33 finding 4; threat 16) -----------------------
+# A job holds its proxy alive (a request the test answers when it says so). Each proxy of this
+# daemon runs as an id of the proxies' range, gid the same, named by no user or group, held by
+# this daemon's lock, and no two alike. A process as the notify hook's default identity (nobody,
+# docs/config.md) with a webhook's token in its environment cannot be read as a proxy's identity,
+# nor the reverse; as a proxy's identity nothing on the host shows an environment at all.
+HOOK_ID=65534
+argv=$(python3 -c 'import json,sys; print(json.dumps(["/bin/sh","-c",sys.argv[1]]))' \
+        "echo held=\$(curl -sS -m 300 http://127.0.0.1:$A/wait/go-j6)")
+submit "$dir" j6 local-reversible "$argv"
+check "j6 holds its proxy (its request reached the server)" wait_for 120 grep -q "GET /wait/go-j6" "$dir/srv-local/heads"
+descends_from() { # descends_from PID ANCESTOR (jobs and capsules started ahead are the daemon's children)
+        local p=$1
+        while [ "$p" -gt 1 ]; do
+                p=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | cut -d' ' -f2)
+                [ -n "$p" ] || return 1
+                [ "$p" = "$2" ] && return 0
+        done
+        return 1
+}
+proxies=
+for p in $(pgrep -x tentaflake-egre); do descends_from "$p" "$TFW_DAEMON_PID" && proxies+="$p "; done
+check "this daemon's proxies are seen ($proxies)" test -n "$proxies"
+ids_of() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status" | tr -s '[:space:]' ' ' | sed 's/ $//'; }
+in_range() { [ "$1" -ge 2130706432 ] && [ "$1" -le 2130771967 ]; }
+held_by_daemon() { # held_by_daemon UID: one of the daemon's processes (a job's, a capsule's) holds the
+        # lock on the id's byte of the proxies' lock file (an open-file-description lock: /proc/locks
+        # names no pid, the holder's fdinfo lists it)
+        local ino k p
+        ino=$(stat -c %i /run/tentaflake-egress-ids/ids.lock 2>/dev/null) || return 1
+        k=$(($1 - 2130706432))
+        for p in $(pgrep -P "$TFW_DAEMON_PID") "$TFW_DAEMON_PID"; do
+                grep -qE "^lock:.*OFDLCK +ADVISORY +WRITE +-1 +[0-9a-f]+:[0-9a-f]+:$ino $k $k\$" \
+                        /proc/"$p"/fdinfo/* 2>/dev/null && return 0
+        done
+        return 1
+}
+id_locked() { # id_locked UID: anyone holds the id's byte
+        local ino k
+        ino=$(stat -c %i /run/tentaflake-egress-ids/ids.lock 2>/dev/null) || return 1
+        k=$(($1 - 2130706432))
+        grep -qE "OFDLCK +ADVISORY +WRITE +-1 +[0-9a-f]+:[0-9a-f]+:$ino $k $k\$" /proc/locks
+}
+as() { local u=$1 g=$2; shift 2; setpriv --reuid "$u" --regid "$g" --clear-groups "$@"; }
+started() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -q '^sleep 300'; }
+# setpriv itself in the background (a function would run in a subshell of root's): $! is the
+# process that becomes sleep.
+setpriv --reuid "$HOOK_ID" --regid "$HOOK_ID" --clear-groups env -i WEBHOOK_TOKEN=hook-secret-$$ sleep 300 &
+hook_pid=$!
+check "a process as the hook's identity ($HOOK_ID) is running" wait_for 10 started "$hook_pid"
+check "  ... the hook's identity reads its own kind (the check can see a token)" \
+        grep -qa "hook-secret-$$" <(as "$HOOK_ID" "$HOOK_ID" cat "/proc/$hook_pid/environ")
+seen_ids=
+for p in $proxies; do
+        u=$(ids_of "$p" Uid) g=$(ids_of "$p" Gid)
+        id=${u%% *}
+        check "proxy $p: one uid ($u) and the same gid ($g)" test "$u" = "$id $id $id $id" -a "$g" = "$id $id $id $id"
+        check "proxy $p: $id is in the proxies' range, not the hook's $HOOK_ID" in_range "$id"
+        check "proxy $p: no user or group is $id" bash -c "! getent passwd $id && ! getent group $id"
+        check "proxy $p: the daemon holds the lock of $id" held_by_daemon "$id"
+        check "proxy $p: no other proxy has $id" bash -c "! grep -qw '$id' <<<'$seen_ids'"
+        seen_ids+=" $id"
+        check "proxy $p: its identity cannot read the hook's environment" \
+                bash -c "! setpriv --reuid $id --regid $id --clear-groups cat /proc/$hook_pid/environ >'$dir/read.out' 2>/dev/null \
+                         && ! grep -qa hook-secret '$dir/read.out'"
+        # Every process of the host, read as the proxy's identity: none shows an environment
+        # (kernel threads open but hold none).
+        shown=$(as "$id" "$id" "$PY" -c '
+import os
+me = os.getpid()
+for p in os.listdir("/proc"):
+    if not p.isdigit() or int(p) == me:
+        continue
+    try:
+        with open("/proc/%s/environ" % p, "rb") as f:
+            if f.read(1):
+                print(p)
+    except OSError:
+        pass
+' | tr '\n' ' ')
+        check "proxy $p: as its identity, no process's environment can be read on this host ($shown)" test -z "$shown"
+        setpriv --reuid "$id" --regid "$id" --clear-groups env -i PROXY_SECRET=proxy-secret-$$ sleep 300 &
+        mine_pid=$!
+        check "proxy $p: a process as its identity is running" wait_for 10 started "$mine_pid"
+        check "proxy $p: the hook's identity cannot read a process of the proxy's" \
+                bash -c "! setpriv --reuid $HOOK_ID --regid $HOOK_ID --clear-groups cat /proc/$mine_pid/environ >'$dir/read.out' 2>/dev/null \
+                         && ! grep -qa proxy-secret '$dir/read.out'"
+        check "  ... which its own identity can" grep -qa "proxy-secret-$$" <(as "$id" "$id" cat "/proc/$mine_pid/environ")
+        kill "$mine_pid"; wait "$mine_pid" 2>/dev/null; mine_pid=
+done
+kill "$hook_pid"; wait "$hook_pid" 2>/dev/null; hook_pid=
+touch "$dir/srv-local/go-j6"
+wait_result "$dir" j6 120 || { echo "no result for j6"; tail -5 "$dir/daemon.log"; exit 1; }
+check "j6 ends once released ($(line j6 held))" test "$(line j6 held)" = released
+# Its result is written once its proxy is reaped: that proxy's id is free again, its lock gone
+# (a capsule started ahead keeps its own).
+gone_ids=
+for id in $seen_ids; do id_locked "$id" || gone_ids+=" $id"; done
+check "the ended job's proxy gave its id back (no lock left on:$gone_ids)" test -n "$gone_ids"
 
 # ---- 4. 1,000 hostile or slow connections ----------------------------------------------------
 peak=0

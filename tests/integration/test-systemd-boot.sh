@@ -19,8 +19,9 @@
 #  - a one-second watchdog (a test drop-in) never fires: the daemon pings while it works;
 #  - `systemctl stop` lets a running job finish (KillMode=mixed; control-group kills it);
 #  - with network.allow and the network drop-in (docs/egress.md), a job's request goes through
-#    the egress proxy that the sandboxed daemon starts (its uid change, its sockets) to a server
-#    on the host's loopback, and an unlisted port is refused;
+#    the egress proxy that the sandboxed daemon starts (its uid change to an id of its own, locked
+#    in the drop-in's runtime directory; its sockets) to a server on the host's loopback, and an
+#    unlisted port is refused;
 #  - the path unit starts `drain` for each request, eight in a row without a start-rate
 #    limit disabling the queue (with the default limit the sixth fails: tested by hand, see
 #    docs/install.md), and starting the daemon stops the path unit (Conflicts).
@@ -135,6 +136,15 @@ check "egress under the unit: a job reaches an allowlisted server through the pr
 check "  ... and is refused an unlisted port" ct grep -q "code=403" /run/tentaflake-worker-it/results/ne1/job.log
 check "  ... both in its result" test "$(ct cat /run/tentaflake-worker-it/results/ne1/result.json |
         python3 -c 'import json,sys; n=json.load(sys.stdin)["network"]; print(n["allowed"], n["refused"])')" = "1 1"
+# The proxy's id was locked in /run/tentaflake-egress-ids, which the network drop-in adds to the
+# unit's runtime directories: ProtectSystem=strict leaves the rest of /run read-only (systemd 252
+# in this container leaves /run writable when ProtectKernelTunables= or ProtectProc= is set, so
+# the unit's own settings are read back rather than relied on).
+rtdirs=$(ct systemctl show -p RuntimeDirectory --value tentaflake-worker@it.service)
+check "  ... the drop-in gives the proxies' lock directory (RuntimeDirectory=$rtdirs)" \
+        grep -qw tentaflake-egress-ids <<<"$rtdirs"
+check "  ... where the proxy's id was locked ($(ct stat -c '%U %a' /run/tentaflake-egress-ids 2>&1))" \
+        test "$(ct stat -c '%U %a %F' /run/tentaflake-egress-ids/ids.lock 2>&1)" = "root 600 regular empty file"
 
 submit j2 '{"version":1,"id":"j2","action_class":"local-reversible","argv":["sleep","60"],"timeout_seconds":2}'
 check "a timeout ends the capsule" test "$(result j2 status)" = timed_out

@@ -160,9 +160,11 @@ for u in 'tentaflake-worker@net.service' 'tentaflake-worker-queue@net.service' '
         check "$u: the rest of the sandbox stays (NoNewPrivileges, ProtectSystem=strict, PrivateDevices, no packet sockets)" \
                 bash -c "grep -q '✓ NoNewPrivileges=' <<<\"\$1\" && grep -q '✓ ProtectSystem=' <<<\"\$1\" && grep -q '✓ PrivateDevices=' <<<\"\$1\" && grep -q '✓ RestrictAddressFamilies=~AF_PACKET' <<<\"\$1\"" _ "$sec"
 done
-check "the network drop-in sets exactly the three network settings" \
+check "the network drop-in sets exactly the three network settings and the proxies' lock directory" \
         test "$(grep -v '^#' "$share/controller-network.conf.in" | grep -v '^$' | tr '\n' ' ')" = \
-        "[Service] PrivateNetwork=no RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK IPAddressDeny= "
+        "[Service] PrivateNetwork=no RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK IPAddressDeny= RuntimeDirectory=tentaflake-egress-ids RuntimeDirectoryPreserve=yes "
+check "the proxies' lock directory is the one the worker uses" \
+        grep -q '#define EGRESS_ID_DIR "/run/tentaflake-egress-ids"' capsule/egress-id.h
 check "security --threshold agrees" systemd-analyze security --offline=yes --root="$root" \
         --threshold="$(awk -v m="$MAX_EXPOSURE" 'BEGIN { print int(m * 10 + 0.5) }')" \
         'tentaflake-worker@demo.service' >/dev/null 2>&1

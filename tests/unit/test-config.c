@@ -335,6 +335,12 @@ static const Case static_cases[] = {
         BAD("container_gid_real", "bad_type", NULL, "container_gid", "1000.0"),
         BAD("container_gid_string", "bad_type", NULL, "container_gid", "\"1000\""),
         BAD("container_gid_bool", "bad_type", NULL, "container_gid", "true"),
+        /* the egress proxies' own ids (issue 33 finding 4): refused at both ends, not beside them */
+        BAD("container_uid_egress_first", "out_of_range", NULL, "container_uid", "2130706432"),
+        BAD("container_uid_egress_last", "out_of_range", NULL, "container_uid", "2130771967"),
+        OK("container_uid_below_egress", "container_uid", "2130706431", "container_uid", "2130706431"),
+        OK("container_uid_above_egress", "container_uid", "2130771968", "container_uid", "2130771968"),
+        BAD("container_gid_egress", "out_of_range", NULL, "container_gid", "2130740000"),
 
         /* concurrency, retention_days, audit_generations, pending_ttl_hours */
         DEFAULT("concurrency_default", "concurrency", "1"),
@@ -779,6 +785,18 @@ static const Case static_cases[] = {
             "notify.uid", "10000"),
         BAD("notify_gid_is_the_controllers", "inconsistent", "notify.gid", "notify.command", "[\"/bin/true\"]",
             "notify.gid", "10000"),
+        /* never an egress proxy's ids (issue 33 finding 4): a proxy taken over would read the hook's
+         * environment, a webhook's token */
+        BAD("notify_uid_egress_first", "out_of_range", "notify.uid", "notify.command", "[\"/bin/true\"]",
+            "notify.uid", "2130706432"),
+        BAD("notify_uid_egress_last", "out_of_range", "notify.uid", "notify.command", "[\"/bin/true\"]",
+            "notify.uid", "2130771967"),
+        BAD("notify_gid_egress", "out_of_range", "notify.gid", "notify.command", "[\"/bin/true\"]",
+            "notify.gid", "2130740000"),
+        OK("notify_uid_beside_egress", "notify.uid", "2130771968", "notify.command", "[\"/bin/true\"]",
+           "notify.uid", "2130771968"),
+        OK("notify_gid_beside_egress", "notify.gid", "2130706431", "notify.command", "[\"/bin/true\"]",
+           "notify.gid", "2130706431"),
         BAD("notify_without_command", "missing_field", "notify.command", "notify", "{}"),
         BAD("notify_command_empty", "bad_type", "notify.command", "notify.command", "[]"),
         BAD("notify_command_string", "bad_type", "notify.command", "notify.command", "\"/bin/true\""),
@@ -1340,6 +1358,37 @@ static void test_bad_fixtures(void **state) {
         }
 }
 
+/* An id of the egress proxies' range (issue 33 finding 4): the message says whose ids they are
+ * and what sharing one would give a proxy taken over; the hook's default is never one. */
+static void test_egress_ids_refused(void **state) {
+        (void) state;
+        const struct {
+                const char *key, *value, *says;
+        } t[] = {
+                { "notify.uid", "2130706432", "a webhook's token" },
+                { "notify.gid", "2130771967", "the hook and the files of its group" },
+                { "container_uid", "2130740000", "the controller" },
+                { "container_gid", "2130740000", "the controller's group" },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(t); i++) {
+                const char *mods[] = { "notify.command", "[\"/bin/true\"]", t[i].key, t[i].value, NULL };
+                _cleanup_free_ char *json = build_config(mods);
+                _cleanup_config_ Config *c = NULL;
+                TfwError e = {};
+                assert_true(config_parse_buffer(json, strlen(json), &c, &e) < 0);
+                assert_string_equal(e.code, "out_of_range");
+                if (!strstr(e.message, "2130706432..2130771967, the egress proxies' own ids") ||
+                    !strstr(e.message, t[i].says))
+                        fail_msg("%s: %s", t[i].key, e.message);
+        }
+        const char *mods[] = { "notify.command", "[\"/bin/true\"]", NULL };
+        _cleanup_free_ char *json = build_config(mods);
+        _cleanup_config_ Config *c = NULL;
+        TfwError e = {};
+        assert_int_equal(config_parse_buffer(json, strlen(json), &c, &e), 0);
+        assert_false(config_id_is_egress(c->notify.uid) || config_id_is_egress(c->notify.gid));
+}
+
 /* ---- the cache ------------------------------------------------------------------------------ */
 
 static Config *parse_mods(const char *const *mods) {
@@ -1661,6 +1710,7 @@ int main(void) {
                 cmocka_unit_test(test_rootfs_fixture),
                 cmocka_unit_test(test_bad_fixtures),
                 cmocka_unit_test(test_names_and_drivers),
+                cmocka_unit_test(test_egress_ids_refused),
                 cmocka_unit_test(test_cache_absent),
                 cmocka_unit_test(test_cache_defaults),
                 cmocka_unit_test(test_cache_set),

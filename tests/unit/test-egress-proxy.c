@@ -2,13 +2,17 @@
 /* tentaflake-egress-proxy (capsule/proxy/, capsule/egress-wire.h) run the way the worker runs
  * it: its streams are socketpairs, its records a pipe at a fixed fd, the upstreams loopback
  * servers in threads of this test. Each case asserts what the job reads on its stream and the
- * record line the proxy wrote. As root the whole set runs twice: the proxy started as root and
- * dropping to 65534 itself, and started as 65534 already (its unprivileged path); otherwise
- * once, as the test's own uid. Every wait is a bounded poll on the event, never a sleep. */
+ * record line the proxy wrote. As root the whole set runs twice, on an id the worker's own
+ * allocator gives (capsule/egress-id.h): the proxy started as root and dropping to it itself,
+ * and started as it already (its unprivileged path); otherwise once, as the test's own uid.
+ * As root, the proxy's identity is also set against a notify hook's (issue 33 finding 4): the
+ * ids of the proxies' range only, never shared with a process it can see, and neither can read
+ * the other's /proc/PID/environ. Every wait is a bounded poll on the event, never a sleep. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <netinet/in.h>
@@ -25,9 +29,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capsule/egress-id.h"
 #include "capsule/egress-wire.h"
 #include "common/macro.h"
 #include "common/time-util.h"
+#include "parser/config.h"
 #include "parser/egress-request.h"
 #include "capsule/proxy/proxy-internal.h"
 #include "tests/unit/lib/tfw-test.h"
@@ -35,7 +41,6 @@
 extern char **environ;
 
 #define RECORDS_FD 200
-#define NOBODY 65534
 #define WAIT_MS 15000   /* the bound of every wait: far above what any case needs */
 #define MAX_STREAMS 72
 #define HOSTILE 64
@@ -48,8 +53,8 @@ extern char **environ;
 
 typedef enum Mode {
         MODE_OWN_UID,               /* not root: the proxy runs as the test's uid */
-        MODE_ROOT_DROPS,            /* root: the proxy starts as root and drops to 65534 */
-        MODE_STARTED_UNPRIVILEGED,  /* root: the proxy starts as 65534 already */
+        MODE_ROOT_DROPS,            /* root: the proxy starts as root and drops to run_uid */
+        MODE_STARTED_UNPRIVILEGED,  /* root: the proxy starts as run_uid already */
 } Mode;
 
 static Mode mode;
@@ -258,7 +263,7 @@ static void server_wait(Server *s, int n) {
 
 /* Between fork and exec: fds[i] to 3+i, the records pipe to RECORDS_FD, stdin and stdout on
  * /dev/null (stderr stays, so a sanitizer report is seen), in MODE_STARTED_UNPRIVILEGED the ids
- * of nobody. Raw system calls only. */
+ * run_uid:run_gid. Raw system calls only. */
 static _noreturn_ void child_exec(const int *fds, int n, int rec_w, int null_fd, char **argv) {
         int tmp[MAX_STREAMS + 1];
 
@@ -274,8 +279,8 @@ static _noreturn_ void child_exec(const int *fds, int n, int rec_w, int null_fd,
         if (dup2(rec, RECORDS_FD) < 0)
                 _exit(126);
         if (mode == MODE_STARTED_UNPRIVILEGED &&
-            (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, NOBODY, NOBODY, NOBODY) < 0 ||
-             syscall(SYS_setresuid, NOBODY, NOBODY, NOBODY) < 0))
+            (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, run_gid, run_gid, run_gid) < 0 ||
+             syscall(SYS_setresuid, run_uid, run_uid, run_uid) < 0))
                 _exit(126);
         execve(proxy_path, argv, environ);
         _exit(127);
@@ -895,8 +900,8 @@ static void test_sigterm(void **state) {
 /* ---- start-up ---------------------------------------------------------------------------------- */
 
 /* Start the proxy with argv after the program name and the fds at 3..; its one line must be
- * {"error":...} containing want (NULL: no line at all), and its exit status non-zero. */
-static void expect_startup_error(Ctx *ctx, const int *fds, int n_fds, const char *const *args, const char *want) {
+ * {"error":...} containing want (NULL: no line at all), and its exit status non-zero: returned. */
+static int expect_startup_error(Ctx *ctx, const int *fds, int n_fds, const char *const *args, const char *want) {
         char *argv[40];
         int k = 0, status;
         char *line = NULL;
@@ -920,6 +925,7 @@ static void expect_startup_error(Ctx *ctx, const int *fds, int n_fds, const char
         r->pid = 0;
         assert_true(WIFEXITED(status));
         assert_int_not_equal(WEXITSTATUS(status), 0);
+        return WEXITSTATUS(status);
 }
 
 static void test_startup_errors(void **state) {
@@ -1072,6 +1078,172 @@ static void test_hostile_volume(void **state) {
         assert_int_equal(proxy_finish(r), 0);
 }
 
+/* ---- its identity against a notify hook's (issue 33 finding 4) ----------------------------- */
+
+/* A process of its own as uid:gid with env as its whole environment, running sleep: returned
+ * once it has exec'd (its close-on-exec pipe reads end of file), so /proc/PID/environ is env. */
+static pid_t start_as(uid_t uid, gid_t gid, char *const *env) {
+        int p[2];
+        char b;
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                char *argv[] = { (char *) "sleep", (char *) "120", NULL };
+                close(p[0]);
+                if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                        _exit(126);
+                execve("/bin/sleep", argv, env);
+                _exit(127);
+        }
+        close(p[1]);
+        assert_int_equal(read(p[0], &b, 1), 0);
+        close(p[0]);
+        assert_int_equal(waitpid(pid, NULL, WNOHANG), 0);   /* exec'd and running */
+        return pid;
+}
+
+static void end(pid_t pid) {
+        assert_int_equal(kill(pid, SIGKILL), 0);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+}
+
+/* As uid:gid (no group), read /proc/PID/environ: 0 and what it holds in got, or the errno. */
+static int read_environ_as(uid_t uid, gid_t gid, pid_t target, char *got, size_t size) {
+        int p[2], status;
+        char path[64];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        snprintf(path, sizeof path, "/proc/%d/environ", (int) target);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                char buf[512];
+                close(p[0]);
+                if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+                        _exit(126);
+                int fd = open(path, O_RDONLY | O_CLOEXEC);
+                ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf);
+                if (n < 0)
+                        _exit(errno > 0 && errno < 126 ? errno : 125);
+                for (ssize_t i = 0; i < n; i++)
+                        if (!buf[i])
+                                buf[i] = ' ';
+                _exit(write(p[1], buf, (size_t) n) == n ? 0 : 125);
+        }
+        close(p[1]);
+        ssize_t n = read(p[0], got, size - 1);
+        got[n > 0 ? n : 0] = 0;
+        close(p[0]);
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_true(WEXITSTATUS(status) != 126 && WEXITSTATUS(status) != 125);
+        return WEXITSTATUS(status);
+}
+
+static void status_ids(pid_t pid, const char *key, unsigned *ret) {
+        char v[128];
+        assert_true(status_line(pid, key, v, sizeof v));
+        assert_int_equal(sscanf(v, "%u", ret), 1);
+}
+
+static void test_ids_own_range(void **state) {
+        Ctx *ctx = *state;
+        char uid[16];
+        int sp[2];
+
+        if (mode != MODE_ROOT_DROPS)
+                tfw_skip("needs root: the proxy drops its ids only when started as root");
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+        snprintf(uid, sizeof uid, "%u", (unsigned) run_uid);
+#define REST "--records-fd", "200", "--max-upload", "1", "--max-download", "1", "--idle-seconds", "1", \
+             "--max-seconds", "1", "--streams", "3:1"
+        /* nobody: the notify hook's and the artifact parser's uid. */
+        const char *nobody[] = { "--uid", "65534", "--gid", "65534", REST, NULL };
+        expect_startup_error(ctx, &sp[1], 1, nobody, "--uid/--gid 65534:65534: not in 2130706432..2130771967");
+        const char *gid_out[] = { "--uid", uid, "--gid", "65534", REST, NULL };
+        expect_startup_error(ctx, &sp[1], 1, gid_out, "the egress proxies' own ids");
+        const char *below[] = { "--uid", "2130706431", "--gid", "2130706431", REST, NULL };
+        expect_startup_error(ctx, &sp[1], 1, below, "not in 2130706432..2130771967");
+#undef REST
+        close(sp[0]);
+        close(sp[1]);
+}
+
+/* A process it can see with its uid, or with its gid alone: it refuses with the status that
+ * makes the worker start it again on another id. */
+static void test_ids_not_shared(void **state) {
+        Ctx *ctx = *state;
+        char uid[16], gid[16], want[96];
+        int sp[2];
+        char *env[] = { NULL };
+
+        if (mode != MODE_ROOT_DROPS)
+                tfw_skip("needs root: the proxy checks its ids only when it drops to them");
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+        snprintf(uid, sizeof uid, "%u", (unsigned) run_uid);
+        snprintf(gid, sizeof gid, "%u", (unsigned) run_gid);
+        const char *args[] = { "--uid", uid, "--gid", gid, "--records-fd", "200", "--max-upload", "1",
+                               "--max-download", "1", "--idle-seconds", "1", "--max-seconds", "1", "--streams", "3:1",
+                               NULL };
+        pid_t other = start_as(run_uid, run_gid, env);
+        snprintf(want, sizeof want, "--uid %u: process %d (sleep) has it too", (unsigned) run_uid, (int) other);
+        assert_int_equal(expect_startup_error(ctx, &sp[1], 1, args, want), EGRESS_EXIT_ID_IN_USE);
+        end(other);
+        other = start_as(65534, run_gid, env);
+        snprintf(want, sizeof want, "--gid %u: process %d (sleep) has it too", (unsigned) run_gid, (int) other);
+        assert_int_equal(expect_startup_error(ctx, &sp[1], 1, args, want), EGRESS_EXIT_ID_IN_USE);
+        end(other);
+        /* Alone again: it starts. */
+        Run *r = proxy_start(ctx, &(Opts) { .n = 1 });
+        assert_int_equal(proxy_finish(r), 0);
+        close(sp[0]);
+        close(sp[1]);
+}
+
+/* The finding: a process as the notify hook's default identity, with a webhook's token in its
+ * environment, and a process as a running proxy's identity (read from the proxy itself): neither
+ * can read the other's /proc/PID/environ, and each can read one of its own identity's (so a
+ * refusal is the identities', not the reader's). */
+static void test_hook_and_proxy_apart(void **state) {
+        Ctx *ctx = *state;
+        static const char cfg[] = "{\"version\":1,\"name\":\"t\",\"workspace\":\"/srv/t\",\"container_uid\":10000,"
+                                  "\"container_gid\":10000,\"notify\":{\"command\":[\"/bin/true\"]}}";
+        char *hook_env[] = { (char *) "WEBHOOK_TOKEN=hook-secret-33", NULL };
+        char *proxy_env[] = { (char *) "PROXY_SECRET=proxy-secret-33", NULL };
+        _cleanup_config_ Config *c = NULL;
+        TfwError e = {0};
+        unsigned pu, pg;
+        char got[512];
+
+        if (mode != MODE_ROOT_DROPS)
+                tfw_skip("needs root: the processes take other identities");
+        assert_int_equal(config_parse_buffer(cfg, strlen(cfg), &c, &e), 0);
+        uid_t hu = c->notify.uid;
+        gid_t hg = c->notify.gid;
+        Run *r = proxy_start(ctx, &(Opts) { .n = 1 });
+        status_ids(r->pid, "Uid", &pu);
+        status_ids(r->pid, "Gid", &pg);
+        print_message("hook %u:%u, proxy %u:%u\n", (unsigned) hu, (unsigned) hg, pu, pg);
+        assert_true(pu != hu && pg != hg);
+
+        pid_t hook = start_as(hu, hg, hook_env);
+        assert_int_equal(read_environ_as(pu, pg, hook, got, sizeof got), EACCES);
+        assert_null(strstr(got, "hook-secret-33"));
+        assert_int_equal(read_environ_as(hu, hg, hook, got, sizeof got), 0);
+        assert_non_null(strstr(got, "hook-secret-33"));
+
+        pid_t mine = start_as(pu, pg, proxy_env);
+        assert_int_equal(read_environ_as(hu, hg, mine, got, sizeof got), EACCES);
+        assert_null(strstr(got, "proxy-secret-33"));
+        assert_int_equal(read_environ_as(pu, pg, mine, got, sizeof got), 0);
+        assert_non_null(strstr(got, "proxy-secret-33"));
+        /* The proxy itself: not dumpable, so not even its own identity reads it. */
+        assert_int_equal(read_environ_as(pu, pg, r->pid, got, sizeof got), EACCES);
+        end(mine);
+        end(hook);
+        assert_int_equal(proxy_finish(r), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, ctx_setup, ctx_teardown)
 
 int main(void) {
@@ -1090,7 +1262,14 @@ int main(void) {
                 T(test_privileges),
                 T(test_hostile_volume),
         };
+        const struct CMUnitTest id_tests[] = {
+                T(test_ids_own_range),
+                T(test_ids_not_shared),
+                T(test_hook_and_proxy_apart),
+        };
         const char *build = getenv("BUILD");
+        EgressId id;
+        TfwError e = {0};
         int failed = 0;
 
         snprintf(proxy_path, sizeof proxy_path, "%s/" EGRESS_PROXY_NAME, build && *build ? build : "build");
@@ -1101,15 +1280,25 @@ int main(void) {
         /* The servers write into connections the proxy may cut. */
         signal(SIGPIPE, SIG_IGN);
         if (geteuid() == 0) {
+                /* An id of the proxies' range as the worker takes one: held by this test, so that
+                 * no worker of the host gives it to a proxy of its own meanwhile. */
+                if (egress_id_take(&id, &e) < 0) {
+                        fprintf(stderr, "%s\n", e.message);
+                        return 1;
+                }
+                run_uid = id.uid, run_gid = id.uid;
                 mode = MODE_ROOT_DROPS;
-                run_uid = NOBODY, run_gid = NOBODY;
-                failed += cmocka_run_group_tests_name("egress proxy, root dropping to 65534", tests, NULL, NULL);
+                failed += cmocka_run_group_tests_name("egress proxy, root dropping to an id of its own", tests, NULL,
+                                                      NULL);
+                failed += cmocka_run_group_tests_name("egress proxy, its identity", id_tests, NULL, NULL);
                 mode = MODE_STARTED_UNPRIVILEGED;
-                failed += cmocka_run_group_tests_name("egress proxy, started as 65534", tests, NULL, NULL);
+                failed += cmocka_run_group_tests_name("egress proxy, started unprivileged", tests, NULL, NULL);
+                egress_id_release(&id);
         } else {
                 mode = MODE_OWN_UID;
                 run_uid = getuid(), run_gid = getgid();
                 failed += cmocka_run_group_tests_name("egress proxy, as the test's uid", tests, NULL, NULL);
+                failed += cmocka_run_group_tests_name("egress proxy, its identity", id_tests, NULL, NULL);
         }
         return failed;
 }

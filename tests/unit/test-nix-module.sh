@@ -101,7 +101,8 @@ check(h["overrideStrategy"] == "asDropin" and h["wantedBy"] == ["multi-user.targ
       "hermes-coding: daemon drop-in")
 check(d["paths"]["tentaflake-worker-queue@zeroclaw"]["wantedBy"] == ["paths.target"], "zeroclaw: path unit wanted")
 check(d["services"]["tentaflake-worker@builder"]["serviceConfig"]["ProtectHome"] == "read-only", "builder: ProtectHome=read-only")
-net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": "",
+       "RuntimeDirectory": "tentaflake-egress-ids", "RuntimeDirectoryPreserve": "yes"}
 for u in ["tentaflake-worker@builder", "tentaflake-worker-queue@builder"]:
     sc = d["services"][u]["serviceConfig"]
     check(all(sc.get(k) == v for k, v in net.items()), "%s: the network drop-in's settings (%s)" % (u, sc))

@@ -60,7 +60,8 @@ f = g["flags"]["ci-1"]
 check(f.count("--allow-network") == 1 and [f[i + 1] for i, x in enumerate(f) if x == "--allow-host"] ==
       ["registry.npmjs.org:443", "*.pythonhosted.org:443"], "ci-1: --allow-network and one --allow-host per entry (%s)" % f)
 check("--allow-network" not in g["flags"]["service:ci-docker"], "no allowHosts: no --allow-network")
-net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+net = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": "",
+       "RuntimeDirectory": "tentaflake-egress-ids", "RuntimeDirectoryPreserve": "yes"}
 sc = s.get("serviceConfig", {})
 check(all(sc.get(k) == v for k, v in net.items()), "ci-1: the network drop-in's settings for the egress proxy (%s)" % sc)
 check(not any(k in g["services"]["tentaflake-worker-serve@service:ci-docker"].get("serviceConfig", {}) for k in net),

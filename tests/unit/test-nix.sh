@@ -15,6 +15,8 @@
 #    `network`, no key without it; the daemon and drain (not gc) get the settings of
 #    systemd/controller-network.conf.in; an empty or too long allowlist, an entry without a
 #    port and the docker driver fail one assertion each; the limits and defaults are the parser's;
+#  - the egress proxies' own ids (parser/config.h): a notify.uid/gid or containerUid/Gid among
+#    them fails one assertion, and the parser refuses it too;
 #  - with a toolchain (issue 14): its bin is the capsule's /usr/bin and /bin, and the config is
 #    built by closureMergeScript, run here with jq on a fake closure: one read-only mount per
 #    store path, then accepted by the parser; a closure over the parser's mount limit fails the
@@ -89,10 +91,12 @@ check(g["configs"]["builder"].get("network") == {"allow": ["registry.npmjs.org:4
       "builder: network carries allow, max_upload_bytes and the default max_download_bytes (%s)" % g["configs"]["builder"].get("network"))
 check([n for n, c in sorted(g["configs"].items()) if "network" in c] == ["builder"],
       "no network key for the agents without the network option")
-netcfg = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": ""}
+netcfg = {"PrivateNetwork": False, "RestrictAddressFamilies": "AF_UNIX AF_INET AF_INET6 AF_NETLINK", "IPAddressDeny": "",
+          "RuntimeDirectory": "tentaflake-egress-ids", "RuntimeDirectoryPreserve": "yes"}
 tmpl = dict(l.split("=", 1) for l in open("systemd/controller-network.conf.in").read().splitlines()
             if l and not l.startswith("#") and not l.startswith("["))
-check(tmpl == {"PrivateNetwork": "no", "RestrictAddressFamilies": netcfg["RestrictAddressFamilies"], "IPAddressDeny": ""}
+check(tmpl == {"PrivateNetwork": "no", "RestrictAddressFamilies": netcfg["RestrictAddressFamilies"], "IPAddressDeny": "",
+               "RuntimeDirectory": "tentaflake-egress-ids", "RuntimeDirectoryPreserve": "yes"}
       and d["networkServiceConfig"] == netcfg,
       "the module's network settings are systemd/controller-network.conf.in's (%s; %s)" % (d["networkServiceConfig"], tmpl))
 for unit in ["tentaflake-worker@builder", "tentaflake-worker-queue@builder"]:
@@ -211,6 +215,7 @@ assert d["cacheDefaults"]["maxBytes"] == "2g" and define("CONFIG_DEFAULT_CACHE_M
 assert str(d["maxNetworkAllow"]) == define("CONFIG_NETWORK_ALLOW_MAX")
 assert d["networkDefaults"] == {"maxUploadBytes": "1m", "maxDownloadBytes": "2g"}
 assert define("CONFIG_DEFAULT_MAX_UPLOAD_BYTES") == "(UINT64_C(1) << 20)" and define("CONFIG_DEFAULT_MAX_DOWNLOAD_BYTES") == "(UINT64_C(2) << 30)"
+assert define("CONFIG_EGRESS_ID_FIRST") == "UINT32_C(%d)" % d["egressIdFirst"] and define("CONFIG_EGRESS_ID_COUNT") == "UINT32_C(%d)" % (d["egressIdLast"] - d["egressIdFirst"] + 1)
 PY
         [ "$max" = "$(sed -n 's/^#define CONFIG_MAX_SYSTEM_MOUNTS \([0-9]*\)$/\1/p' parser/config.h)" ] && ok ||
                 bad "nixos/logic.nix's maxSystemMounts ($max) is not the parser's CONFIG_MAX_SYSTEM_MOUNTS"

@@ -166,6 +166,16 @@ let
       expect = "tentaflake.worker.agents.a.notify.uid must not be containerUid (10000)"; parserRejects = true; };
     notify-in-the-controllers-group = one "a" { notify = { command = [ "/bin/true" ]; gid = 10000; }; } // {
       expect = "tentaflake.worker.agents.a.notify.gid must not be containerGid (10000)"; parserRejects = true; };
+    # the egress proxies' own ids (issue 33 finding 4): never the hook's, never the controller's
+    notify-as-an-egress-proxy = one "a" { notify = { command = [ "/bin/true" ]; uid = 2130706432; }; } // {
+      expect = "tentaflake.worker.agents.a.notify.uid and tentaflake.worker.agents.a.notify.gid must not be in 2130706432..2130771967, the egress proxies' own ids";
+      parserRejects = true; };
+    notify-group-of-an-egress-proxy = one "a" { notify = { command = [ "/bin/true" ]; gid = 2130771967; }; } // {
+      expect = "tentaflake.worker.agents.a.notify.uid and tentaflake.worker.agents.a.notify.gid must not be in 2130706432..2130771967";
+      parserRejects = true; };
+    controller-as-an-egress-proxy = one "a" { containerUid = 2130740000; } // {
+      expect = "tentaflake.worker.agents.a.containerUid and tentaflake.worker.agents.a.containerGid must not be in 2130706432..2130771967";
+      parserRejects = true; };
     cache-without-paths = one "a" { cache = { paths = [ ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache.paths: must name 1..16 workspace-relative paths, got 0";
       parserRejects = true; };
