@@ -47,12 +47,9 @@ void egress_proxy_close_inside(EgressProxy *p) {
 }
 
 void egress_proxy_kill(EgressProxy *p) {
-        if (p->pid > 0) {
-                int st;
-                (void) kill(p->pid, SIGKILL);
-                while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
-                        ;
-        }
+        /* Bounded (threat 13): one the kernel holds past PROCESS_REAP_AFTER_KILL_USEC is left. */
+        if (p->pid > 0)
+                (void) process_kill_and_reap(p->pid, -EBADF, NULL);
         p->pid = 0;
         p->records = safe_close(p->records);
         egress_proxy_close_inside(p);
@@ -432,9 +429,13 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
                  * still open, each writing its record ("stopped"), so none goes unrecorded. Only
                  * one stuck in the resolver, which has sent nothing, can miss the bound. */
                 (void) kill(p->pid, SIGTERM);
-                if (waitpid_bounded(p->pid, EGRESS_END_USEC, &st) == -ETIMEDOUT)
+                int w = waitpid_bounded(p->pid, EGRESS_END_USEC, &st);
+                if (w == -ETIMEDOUT)
                         summary_error(ret, "the proxy did not end within %d s of the capsule and was killed",
                                       (int) (EGRESS_END_USEC / USEC_PER_SEC));
+                else if (w < 0)
+                        summary_error(ret, "the proxy (pid %d) did not end within %d s of the capsule nor of SIGKILL: %s",
+                                      (int) p->pid, (int) (EGRESS_END_USEC / USEC_PER_SEC), strerror(-w));
                 else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                         summary_error(ret, "the proxy ended %s %d: its records may not be whole",
                                       WIFSIGNALED(st) ? "by signal" : "with status",
