@@ -34,11 +34,13 @@ typedef struct ExecCancel {
         bool cancelled;
         const CapsuleDriver *driver; /* the running container, while there is one */
         char cid[256];
+        int front_pidfd;             /* ... and its runtime's front process (-1: not known) */
 } ExecCancel;
 
 void exec_cancel_init(ExecCancel *c);
 void exec_cancel_destroy(ExecCancel *c);
-/* Idempotent; kills the running container (bounded driver command). */
+/* Idempotent; kills the running container (bounded driver command), and its runtime's front
+ * process by its pid (which may not have become the runtime yet, and then names nothing). */
 void exec_cancel(ExecCancel *c);
 /* Forget an earlier cancellation: the next plan may run. */
 void exec_cancel_reset(ExecCancel *c);
