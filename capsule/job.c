@@ -34,11 +34,9 @@
 #define DRAIN_GRACE_USEC (5 * USEC_PER_SEC)
 /* A warm capsule's init is blocked reading the job record: it answers at once. */
 #define JOB_ACK_USEC (10 * USEC_PER_SEC)
-/* Kills of the front process (stage 1, KILL_GRACE_USEC apart) before the event loop stops
- * waiting for it and end_runsc() takes over. */
-#define KILL_ROUNDS_MAX 2
-/* How long the front process may take to be reaped once killed by its pid, and again once the
- * container was torn down; then it is left (threat 13: no wait on a process is unbounded). */
+/* How long the front process may take to be reaped once killed by its pid; then the
+ * container is torn down and it gets the driver's teardown bound once more, then it is left
+ * (threat 13: no wait on a process is unbounded). */
 #define RUNSC_REAP_USEC (5 * USEC_PER_SEC)
 
 static void set_msg(CapsuleResult *r, const char *fmt, ...) _printf_(2, 3);
@@ -219,17 +217,18 @@ static void kill_capsule(Run *run, CgroupJob *cg, int stage) {
 /* The capsule is to end now: its front process reaped, bounded in time. Killed by its pid and
  * through the cgroup (stage 1); one that has not ended RUNSC_REAP_USEC later gets the whole
  * teardown (capsule/teardown.h: every process of the container by its argv and its cgroup, which
- * stays: capsule_run_job removes it) and as long again; one that still has not ended is left,
- * marked (runsc_lost), rather than waited for forever. */
+ * stays: capsule_run_job removes it; an engine's `rm -f`) and the driver's teardown bound; one
+ * that still has not ended is left, marked (runsc_lost), rather than waited for forever. */
 static void end_runsc(Run *run, CgroupJob *cg) {
+        const CapsuleDriver *d = run->p->driver;
         if (reap_runsc(run, 0))
                 return;
         kill_capsule(run, cg, 1);
         if (reap_runsc(run, RUNSC_REAP_USEC))
                 return;
         TfwError e = {0};
-        (void) run->p->driver->ops->teardown(run->p->driver, run->cid, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &e);
-        if (!reap_runsc(run, RUNSC_REAP_USEC))
+        (void) d->ops->teardown(d, run->cid, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &e);
+        if (!reap_runsc(run, d->ops->teardown_bound(d)))
                 run->runsc_lost = true;
 }
 
@@ -243,7 +242,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
         usec_t log_flush = now_monotonic() + CAPSULE_LOG_FLUSH_USEC;
         uint64_t max_log = run->p->config->limits.max_log_bytes;
         bool drain_killed = false;
-        unsigned kill_rounds = 0;
+        usec_t give_up = 0; /* set at the first kill of the front: the driver's teardown bound */
 
         for (;;) {
                 bool art_open = run->art_r >= 0, log_open = run->log_r >= 0;
@@ -347,9 +346,11 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         }
                 }
                 if (run_cut(run) && !run->runsc_done && now >= kill_deadline) {
-                        /* Killed by its pid and it still runs: no more rounds here, the bounded
-                         * end (end_runsc) takes over. */
-                        if (++kill_rounds > KILL_ROUNDS_MAX)
+                        /* Killed again and again and it still runs: no more rounds here, the
+                         * bounded end (end_runsc) takes over. */
+                        if (!give_up)
+                                give_up = now + run->p->driver->ops->teardown_bound(run->p->driver);
+                        else if (now >= give_up)
                                 break;
                         kill_capsule(run, cg, 1);
                         kill_deadline = now + KILL_GRACE_USEC;

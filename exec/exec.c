@@ -519,15 +519,18 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
 }
 
 /* A capsule started ahead, when its walls are the job's and the input can come over its
- * channel; otherwise it goes and NULL is returned. */
-static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWarm *warm) {
+ * channel; otherwise it goes (a failure to end it said in r->warm_lost) and NULL is returned. */
+static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWarm *warm, ExecResult *r) {
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
         bool input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
                         streq_ptr(capsule_warm_work_dir(warm), x->work_dir) &&
                         capsule_warm_binds_cache(warm) == x->with_cache && !x->cache_made;
         if (warm && (!capsule_warm_fits(warm, p->config) || !input_ok || !p->driver->ops->boots_ahead ||
-                     !capsule_warm_alive(warm)))
-                warm = (capsule_warm_free(warm), NULL);
+                     !capsule_warm_alive(warm))) {
+                TfwError e = {0};
+                if (capsule_warm_end(TAKE_PTR(warm), &e) < 0)
+                        snprintf(r->warm_lost, sizeof(r->warm_lost), "%s", e.message);
+        }
         return warm;
 }
 
@@ -646,7 +649,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         }
 
         /* 2-4. The capsule: run, drain log, artifacts and cache, clean up. */
-        warm = exec_warm_fit(p, &x, TAKE_PTR(warm));
+        warm = exec_warm_fit(p, &x, TAKE_PTR(warm), &r);
         if (warm)
                 cid = strdup(capsule_warm_container(warm));
         else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)

@@ -155,7 +155,9 @@ typedef struct ExecResult {
         size_t n_limits;
         char environment_digest[ENV_DIGEST_SIZE];
         char warm_lost[1024];          /* non-empty: ExecPlan.warm died before it took the
-                                        * job, which then ran in a capsule of its own (why) */
+                                        * job, or was not used and could not be ended whole
+                                        * (capsule_warm_end); the job then ran in a capsule of
+                                        * its own (why) */
         const char *input;             /* how the job got its tree: "generation", "stream",
                                         * "tree" (a prepared tree) */
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
