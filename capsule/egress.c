@@ -434,8 +434,8 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
                         summary_error(ret, "the proxy did not end within %d s of the capsule and was killed",
                                       (int) (EGRESS_END_USEC / USEC_PER_SEC));
                 else if (w < 0)
-                        summary_error(ret, "the proxy (pid %d) did not end within %d s of the capsule nor of SIGKILL: %s",
-                                      (int) p->pid, (int) (EGRESS_END_USEC / USEC_PER_SEC), strerror(-w));
+                        summary_error(ret, "the proxy (pid %d) did not end within %d s of the capsule nor of "
+                                      "SIGKILL: %s", (int) p->pid, (int) (EGRESS_END_USEC / USEC_PER_SEC), strerror(-w));
                 else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                         summary_error(ret, "the proxy ended %s %d: its records may not be whole",
                                       WIFSIGNALED(st) ? "by signal" : "with status",

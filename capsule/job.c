@@ -869,15 +869,17 @@ static int warm_end(CapsuleWarm *w, TfwError *e) {
         }
         _cleanup_free_ char *id = strdup(b->id ? b->id : w->warm_id);
         rd = boot_destroy(b, d, &de);
+        const char *name = id ? id : w->warm_id;
         if (rf < 0)
-                return tfw_error(e, fe.error, "teardown", "capsule '%s' (started ahead): %s; left for the next start's cleanup",
-                                 id ? id : w->warm_id, fe.message);
+                return tfw_error(e, fe.error, "teardown",
+                                 "capsule '%s' (started ahead): %s; left for the next start's cleanup", name, fe.message);
         if (rt < 0)
-                return tfw_error(e, te.error, "teardown", "capsule '%s' (started ahead): %u teardowns failed, the last: %s; "
-                                 "left for the next start's cleanup", id ? id : w->warm_id, tries, te.message);
+                return tfw_error(e, te.error, "teardown",
+                                 "capsule '%s' (started ahead): %u teardowns failed, the last: %s; left for the next "
+                                 "start's cleanup", name, tries, te.message);
         if (rd < 0)
-                return tfw_error(e, de.error, "teardown", "capsule '%s' (started ahead): %s; left for the next start's cleanup",
-                                 id ? id : w->warm_id, de.message);
+                return tfw_error(e, de.error, "teardown",
+                                 "capsule '%s' (started ahead): %s; left for the next start's cleanup", name, de.message);
         return 0;
 }
 

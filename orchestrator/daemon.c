@@ -956,8 +956,9 @@ out:
                         pid_t pid = reap_child_by(&d, deadline, &status);
                         if (pid == 0)
                                 for (unsigned i = 0; i < d.n_running; i++) {
-                                        worker_say(&d.w, LOG_ERR, "job '%s': its process (pid %d) did not end within %u s "
-                                                   "of SIGKILL; left, with its capsule, for the next start's recovery",
+                                        worker_say(&d.w, LOG_ERR,
+                                                   "job '%s': its process (pid %d) did not end within %u s of "
+                                                   "SIGKILL; left, with its capsule, for the next start's recovery",
                                                    d.running[i].id, (int) d.running[i].pid,
                                                    (unsigned) (PROCESS_REAP_AFTER_KILL_USEC / USEC_PER_SEC));
                                         if (d.running[i].capsule[0])

@@ -100,6 +100,14 @@ front_gone() {
         [ -n "$p" ] || { echo "no front of '$1' in $ctl/unnamed"; return 1; }
         gone "$p" || { echo "front $p of '$1' still alive"; return 1; }
 }
+# Every capsule in $LEFT is gone from the root (else what is there, and what serve said).
+left_removed() {
+        local id left=
+        for id in $LEFT; do
+                ls "$root" | grep -q -- "^${id}_sandbox:" && left="$left $id"
+        done
+        [ -z "$left" ] || { echo "still in the root:$left"; ls -l "$root"; cat "$NAME.log"; return 1; }
+}
 # None became runsc: the root holds no record ("<id>_sandbox:...") of a container the wrapper
 # kept unnamed.
 unnamed_never_ran() {
@@ -171,8 +179,7 @@ echo "" >"$ctl/mode"
 start_worker "$NAME"
 W=$wpid
 wait_ready "$NAME"
-check "the next start removed the capsules the teardown could not" \
-        bash -c 'for id in $0; do ! ls "$1" | grep -q -- "^${id}_sandbox:" || exit 1; done' "$LEFT" "$root"
+check "the next start removed the capsules the teardown could not" left_removed
 kill -TERM "$W"
 check "serve exits by itself" wait_for 120 gone "$W"
 gone "$W" || kill -KILL "$W"
