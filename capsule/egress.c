@@ -55,13 +55,13 @@ static void proxy_gone(EgressProxy *p) {
 }
 
 void egress_proxy_kill(EgressProxy *p) {
-        if (p->pid > 0) {
-                int st;
-                (void) kill(p->pid, SIGKILL);
-                while (waitpid(p->pid, &st, 0) < 0 && errno == EINTR)
-                        ;
-        }
-        proxy_gone(p);
+        /* Bounded (threat 13): one the kernel holds past PROCESS_REAP_AFTER_KILL_USEC is left,
+         * and keeps its id locked: no other proxy may run as an id a live process still has. */
+        if (p->pid > 0 && process_kill_and_reap(p->pid, -EBADF, NULL) == -EBUSY) {
+                p->pid = 0;
+                p->records = safe_close(p->records);
+        } else
+                proxy_gone(p);
         egress_proxy_close_inside(p);
 }
 
@@ -186,7 +186,12 @@ static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, u
         if (r == 0)
                 return 0;
         /* It exits by itself once it has said why; one that said nothing is killed. */
-        (void) waitpid_bounded(p->pid, EGRESS_END_USEC, &st);
+        if (waitpid_bounded(p->pid, EGRESS_END_USEC, &st) == -EBUSY) {
+                /* Left alive by the kernel: its id stays locked (egress_proxy_kill). */
+                p->pid = 0;
+                p->records = safe_close(p->records);
+                return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s (and it did not end)", path, why);
+        }
         *ret_id_in_use = WIFEXITED(st) && WEXITSTATUS(st) == EGRESS_EXIT_ID_IN_USE;
         proxy_gone(p);
         return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s", path, why);
@@ -454,6 +459,7 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
         _cleanup_free_ char *buf = NULL;
         size_t len = 0;
         int st = 0;
+        bool reaped = true;
 
         if (p->pid <= 0 && p->records < 0)
                 return;
@@ -465,17 +471,24 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
                  * still open, each writing its record ("stopped"), so none goes unrecorded. Only
                  * one stuck in the resolver, which has sent nothing, can miss the bound. */
                 (void) kill(p->pid, SIGTERM);
-                if (waitpid_bounded(p->pid, EGRESS_END_USEC, &st) == -ETIMEDOUT)
+                int w = waitpid_bounded(p->pid, EGRESS_END_USEC, &st);
+                if (w == -ETIMEDOUT)
                         summary_error(ret, "the proxy did not end within %d s of the capsule and was killed",
                                       (int) (EGRESS_END_USEC / USEC_PER_SEC));
+                else if (w < 0)
+                        summary_error(ret, "the proxy (pid %d) did not end within %d s of the capsule nor of "
+                                      "SIGKILL: %s", (int) p->pid, (int) (EGRESS_END_USEC / USEC_PER_SEC), strerror(-w));
                 else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
                         summary_error(ret, "the proxy ended %s %d: its records may not be whole",
                                       WIFSIGNALED(st) ? "by signal" : "with status",
                                       WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
                 p->pid = 0;
+                if (w != 0 && w != -ETIMEDOUT)
+                        reaped = false;
         }
-        /* Reaped: nothing runs as its id any more. */
-        egress_id_release(&p->id);
+        /* Reaped: nothing runs as its id any more. One left alive keeps it locked. */
+        if (reaped)
+                egress_id_release(&p->id);
         buf = malloc(RECORDS_MAX + 1);
         int r = buf ? read_records(p->records, buf, &len) : -ENOMEM;
         if (r == -E2BIG)

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -24,7 +23,9 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/process.h"
 #include "capsule/id.h"
+#include "capsule/teardown.h"
 
 #define CHUNK (64 * 1024)
 /* After a timeout kill, how long runsc gets to notice and clean up before it is killed too. */
@@ -33,6 +34,10 @@
 #define DRAIN_GRACE_USEC (5 * USEC_PER_SEC)
 /* A warm capsule's init is blocked reading the job record: it answers at once. */
 #define JOB_ACK_USEC (10 * USEC_PER_SEC)
+/* How long the front process may take to be reaped once killed by its pid; then the
+ * container is torn down and it gets the driver's teardown bound once more, then it is left
+ * (threat 13: no wait on a process is unbounded). */
+#define RUNSC_REAP_USEC (5 * USEC_PER_SEC)
 
 static void set_msg(CapsuleResult *r, const char *fmt, ...) _printf_(2, 3);
 static void set_msg(CapsuleResult *r, const char *fmt, ...) {
@@ -57,6 +62,7 @@ typedef struct Run {
         int log_r, art_r, pidfd;
         pid_t runsc_pid;
         bool runsc_done;
+        bool runsc_lost;    /* killed and torn down, yet not reaped in time: left (end_runsc) */
         int runsc_status;
 
         uint8_t *pending;   /* read buffers: the artifact channel's, then the log's */
@@ -160,19 +166,17 @@ static void on_log_readable(Run *run) {
         trailer_splitter_feed(&run->splitter, run->pending + CHUNK, (size_t) k);
 }
 
-static void reap_runsc(Run *run, bool block) {
+/* Reap the front process if it ends within timeout (0: only look). */
+static bool reap_runsc(Run *run, usec_t timeout) {
         int st;
         if (run->runsc_done)
-                return;
-        pid_t w;
-        do
-                w = waitpid(run->runsc_pid, &st, block ? 0 : WNOHANG);
-        while (w < 0 && errno == EINTR);
-        if (w == run->runsc_pid) {
-                run->runsc_done = true;
-                run->runsc_status = st;
-                run->pidfd = safe_close(run->pidfd);
-        }
+                return true;
+        if (process_wait(run->runsc_pid, run->pidfd, timeout, &st) < 0)
+                return false;
+        run->runsc_done = true;
+        run->runsc_status = st;
+        run->pidfd = safe_close(run->pidfd);
+        return true;
 }
 
 /* job.log, rewritten whole from its start: the head, the marker and the tail as they are now. */
@@ -210,6 +214,24 @@ static void kill_capsule(Run *run, CgroupJob *cg, int stage) {
         run->p->driver->ops->kill(run->p->driver, run->cid, run->runsc_pid, cg, stage);
 }
 
+/* The capsule is to end now: its front process reaped, bounded in time. Killed by its pid and
+ * through the cgroup (stage 1); one that has not ended RUNSC_REAP_USEC later gets the whole
+ * teardown (capsule/teardown.h: every process of the container by its argv and its cgroup, which
+ * stays: capsule_run_job removes it; an engine's `rm -f`) and the driver's teardown bound; one
+ * that still has not ended is left, marked (runsc_lost), rather than waited for forever. */
+static void end_runsc(Run *run, CgroupJob *cg) {
+        const CapsuleDriver *d = run->p->driver;
+        if (reap_runsc(run, 0))
+                return;
+        kill_capsule(run, cg, 1);
+        if (reap_runsc(run, RUNSC_REAP_USEC))
+                return;
+        TfwError e = {0};
+        (void) d->ops->teardown(d, run->cid, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &e);
+        if (!reap_runsc(run, d->ops->teardown_bound(d)))
+                run->runsc_lost = true;
+}
+
 /* The event loop: both channels drained concurrently until runsc has exited and both
  * reached their end; the timeout and the grace periods enforced on the way. */
 static void event_loop(Run *run, CgroupJob *cg) {
@@ -220,6 +242,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
         usec_t log_flush = now_monotonic() + CAPSULE_LOG_FLUSH_USEC;
         uint64_t max_log = run->p->config->limits.max_log_bytes;
         bool drain_killed = false;
+        usec_t give_up = 0; /* set at the first kill of the front: the driver's teardown bound */
 
         for (;;) {
                 bool art_open = run->art_r >= 0, log_open = run->log_r >= 0;
@@ -273,7 +296,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
                 }
                 bool was_done = run->runsc_done;
                 if (i_pid < 0 || (k > 0 && pfd[i_pid].revents))
-                        reap_runsc(run, false);
+                        (void) reap_runsc(run, 0);
                 now = now_monotonic();
                 if (run->runsc_done && !was_done)
                         drain_deadline = now + DRAIN_GRACE_USEC;
@@ -323,6 +346,12 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         }
                 }
                 if (run_cut(run) && !run->runsc_done && now >= kill_deadline) {
+                        /* Killed again and again and it still runs: no more rounds here, the
+                         * bounded end (end_runsc) takes over. */
+                        if (!give_up)
+                                give_up = now + run->p->driver->ops->teardown_bound(run->p->driver);
+                        else if (now >= give_up)
+                                break;
                         kill_capsule(run, cg, 1);
                         kill_deadline = now + KILL_GRACE_USEC;
                 }
@@ -441,7 +470,8 @@ typedef struct Boot {
         CgroupJob *cg;
         CapsuleBundle *bundle;
         int in_w, art_r, log_r;   /* our ends of the three channels */
-        pid_t runsc_pid;
+        pid_t runsc_pid;          /* the front process (`runsc run`); -1 once reaped */
+        int pidfd;                /* ... and its pidfd, opened before it can have been reaped */
         bool started;             /* runsc was spawned */
         bool warm;                /* init waits for the job record */
         EgressProxy egress;       /* with network.allow: the capsule's proxy (capsule/egress.h) */
@@ -449,7 +479,7 @@ typedef struct Boot {
 
 /* A Boot that holds nothing. */
 static Boot boot_empty(void) {
-        Boot b = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF };
+        Boot b = { .in_w = -EBADF, .art_r = -EBADF, .log_r = -EBADF, .pidfd = -EBADF };
         egress_proxy_init(&b.egress);
         return b;
 }
@@ -476,17 +506,45 @@ static void boot_fail(CapsuleResult *res, const char *reason, const char *fmt, .
         va_end(ap);
 }
 
-/* Step 4 of the contract for whatever a boot made: the container, its cgroup and its bundle. */
-static void boot_destroy(Boot *b, const CapsuleDriver *d) {
+/* The front process of a boot that no run took over, killed by its pid and reaped (bounded).
+ * By its pid, whatever else the teardown does: a child that has not yet exec'd runsc names no
+ * container in its argv and is in no cgroup, so neither the teardown's search nor a cgroup kill
+ * can see it. Missed that way, it went on to become `runsc run`, made the job cgroup again after
+ * the teardown had removed it, booted its sandbox there and was waited for forever (issue 33
+ * finding 5). SIGKILLed, it runs no more code of runsc even when it cannot be reaped in time. */
+static int boot_end_front(Boot *b, const CapsuleDriver *d, TfwError *e) {
+        int r = 0;
+        if (b->runsc_pid <= 0)
+                return 0;
+        if (process_kill_and_reap(b->runsc_pid, b->pidfd, NULL) < 0)
+                r = tfw_error(e, EBUSY, "teardown", "its %s (pid %d) did not end within %u s of SIGKILL", d->ops->name,
+                              (int) b->runsc_pid, (unsigned) (PROCESS_REAP_AFTER_KILL_USEC / USEC_PER_SEC));
+        /* Reaped, or left: never waited for or signalled again from here. */
+        b->runsc_pid = -1;
+        b->pidfd = safe_close(b->pidfd);
+        return r;
+}
+
+/* Step 4 of the contract for whatever a boot made: the front process (when no run took it
+ * over), the container, its cgroup and its bundle. Returns 0, or the first thing that could not
+ * be removed (named in e, may be NULL); the rest is removed all the same. */
+static int boot_destroy(Boot *b, const CapsuleDriver *d, TfwError *e) {
+        int r = boot_end_front(b, d, e), k;
+
         egress_proxy_kill(&b->egress);
         b->in_w = safe_close(b->in_w);
         b->art_r = safe_close(b->art_r);
         b->log_r = safe_close(b->log_r);
-        if (b->cg)
-                (void) cgroup_job_destroy(b->cg);
+        if (b->cg) {
+                char path[PATH_MAX];
+                snprintf(path, sizeof(path), "%s", cgroup_job_path(b->cg));
+                k = cgroup_job_destroy(b->cg);
+                if (k < 0 && r >= 0)
+                        r = tfw_error(e, -k, "teardown", "cannot remove its cgroup '%s': %s", path, strerror(-k));
+        }
         b->cg = NULL;
-        if (b->id && b->started)
-                (void) d->ops->remove(d, b->id);
+        if (b->id && b->started && (k = d->ops->remove(d, b->id)) < 0 && r >= 0)
+                r = tfw_error(e, -k, "teardown", "%s still keeps its record: %s", d->ops->name, strerror(-k));
         if (b->bundle)
                 (void) capsule_bundle_remove(b->bundle);
         b->bundle = NULL;
@@ -494,6 +552,7 @@ static void boot_destroy(Boot *b, const CapsuleDriver *d) {
         b->id = NULL;
         b->started = false;
         explicit_bzero(b->secret, sizeof(b->secret));
+        return r;
 }
 
 /* Cgroup, bundle, channels, the secret (and for a cold job its prelude: the cache record and
@@ -619,6 +678,10 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
                 goto fail;
         }
         b->started = true;
+        /* Our child, not reaped before this: the pidfd can only ever name it. */
+        b->pidfd = pidfd_open_pid(b->runsc_pid);
+        if (b->pidfd < 0)
+                b->pidfd = -EBADF;
         b->in_w = TAKE_FD(in[1]);
         b->art_r = TAKE_FD(art[0]);
         b->log_r = TAKE_FD(lg[0]);
@@ -738,8 +801,7 @@ static int give_job(Run *run, Boot *boot, const uint8_t *prelude, size_t prelude
         }
         return 0;
 fail:
-        kill_capsule(run, boot->cg, 1);
-        reap_runsc(run, true);
+        end_runsc(run, boot->cg);
         return -EIO;
 }
 
@@ -780,7 +842,7 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, NULL, 0,
                              &w->boot, &res, true);
         if (r < 0) {
-                boot_destroy(&w->boot, p->driver);
+                (void) boot_destroy(&w->boot, p->driver, NULL);
                 free(w->snapshot_dir);
                 free(w->work_dir);
                 free(w);
@@ -790,31 +852,67 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
         return 0;
 }
 
-void capsule_warm_free(CapsuleWarm *w) {
-        if (!w)
-                return;
-        if (w->boot.started) {
-                /* Unused: its init still waits for a job; the teardown kills it. */
-                TfwError e = {};
-                (void) w->driver->ops->teardown(w->driver, w->boot.id, 0, NULL, &e);
-                int st;
-                if (w->boot.runsc_pid > 0)
-                        (void) waitpid(w->boot.runsc_pid, &st, 0);
+/* An unused capsule (its init still waits for a job) ended, each step bounded: its front
+ * process killed by its pid and reaped (boot_end_front), the rest of the container torn down
+ * (capsule/teardown.h; a failure is tried once more), then its cgroup, runsc's record and its
+ * bundle (boot_destroy). The first failure is reported, the later steps run all the same. */
+static int warm_end(CapsuleWarm *w, TfwError *e) {
+        Boot *b = &w->boot;
+        const CapsuleDriver *d = w->driver;
+        TfwError fe = {0}, te = {0}, de = {0};
+        int rf = 0, rt = 0, rd;
+        unsigned tries = 0;
+
+        if (b->started) {
+                rf = boot_end_front(b, d, &fe);
+                /* The cgroup stays until boot_destroy: removed once, after the front is gone. */
+                do {
+                        tfw_error_clear(&te);
+                        rt = d->ops->teardown(d, b->id, CAPSULE_TEARDOWN_KEEP_CGROUP, NULL, &te);
+                        tries++;
+                } while (rt < 0 && tries < CAPSULE_WARM_TEARDOWN_TRIES);
         }
-        boot_destroy(&w->boot, w->driver);
+        _cleanup_free_ char *id = strdup(b->id ? b->id : w->warm_id);
+        rd = boot_destroy(b, d, &de);
+        const char *name = id ? id : w->warm_id;
+        if (rf < 0)
+                return tfw_error(e, fe.error, "teardown",
+                                 "capsule '%s' (started ahead): %s; left for the next start's cleanup", name, fe.message);
+        if (rt < 0)
+                return tfw_error(e, te.error, "teardown",
+                                 "capsule '%s' (started ahead): %u teardowns failed, the last: %s; left for the next "
+                                 "start's cleanup", name, tries, te.message);
+        if (rd < 0)
+                return tfw_error(e, de.error, "teardown",
+                                 "capsule '%s' (started ahead): %s; left for the next start's cleanup", name, de.message);
+        return 0;
+}
+
+int capsule_warm_end(CapsuleWarm *w, TfwError *e) {
+        if (!w)
+                return 0;
+        int r = warm_end(w, e);
         free(w->snapshot_dir);
         free(w->work_dir);
         free(w);
+        return r;
+}
+
+void capsule_warm_free(CapsuleWarm *w) {
+        (void) capsule_warm_end(w, NULL);
 }
 
 bool capsule_warm_alive(CapsuleWarm *w) {
         int st;
         if (!w || !w->boot.started)
                 return false;
+        if (w->boot.runsc_pid <= 0)
+                return false;
         pid_t r = waitpid(w->boot.runsc_pid, &st, WNOHANG);
         if (r == w->boot.runsc_pid) {
-                /* Reaped here: capsule_warm_free must not wait for it again. */
+                /* Reaped here: capsule_warm_end must not wait for it or signal it again. */
                 w->boot.runsc_pid = -1;
+                w->boot.pidfd = safe_close(w->boot.pidfd);
                 return false;
         }
         return r == 0;
@@ -1008,7 +1106,7 @@ static int job_boot_cold(Job *j) {
                 .cache_dirs = p->cache_dirs,
                 .init_path = p->init_path,
         };
-        if (p->gate && p->gate(p->gate_userdata, false) < 0) {
+        if (p->gate && p->gate(p->gate_userdata, false, -EBADF) < 0) {
                 j->res.status = CAPSULE_ERROR;
                 j->res.reason = "cancelled";
                 set_msg(&j->res, "cancelled before the capsule started");
@@ -1019,10 +1117,11 @@ static int job_boot_cold(Job *j) {
                 j->end.started = j->boot.started;
                 return -EIO;
         }
-        /* Cancelled while it was being started: the gate ended it, and the run below sees it
-         * end like any killed capsule. */
-        if (p->gate)
-                (void) p->gate(p->gate_userdata, true);
+        /* Cancelled while it was being started: the gate ended the container, and the front
+         * process is killed here by its pid as well (it may not have exec'd runsc yet: then
+         * nothing names the container). The run below sees it end like any killed capsule. */
+        if (p->gate && p->gate(p->gate_userdata, true, j->boot.pidfd) < 0)
+                p->driver->ops->kill(p->driver, j->boot.id, j->boot.runsc_pid, j->boot.cg, 1);
         return 0;
 }
 
@@ -1037,12 +1136,21 @@ static int job_hand_over(Job *j) {
         j->end.started = j->boot.started;
         run->cid = j->boot.id;
         memcpy(run->secret, j->boot.secret, sizeof(run->secret));
+        /* The run waits for and reaps the front process from here on (end_runsc). */
         run->runsc_pid = j->boot.runsc_pid;
+        run->pidfd = TAKE_FD(j->boot.pidfd);
+        j->boot.runsc_pid = -1;
         outputs_setup(run);
         trailer_splitter_init(&run->splitter, run->secret + CAPSULE_TOKEN_SIZE, log_sink, run);
 
         j->t0 = now_monotonic();
         j->res.started_at = now_realtime();
+        if (j->boot.warm && p->gate && p->gate(p->gate_userdata, true, run->pidfd) < 0) {
+                /* Cancelled since the caller registered it: no job is given, it ends now. */
+                boot_fail(&j->res, "cancelled", "cancelled before the capsule took the job");
+                end_runsc(run, j->boot.cg);
+                return -ECANCELED;
+        }
         if (j->boot.warm) {
                 if (j->boot.cg)
                         (void) cgroup_job_set_cpu_weight(j->boot.cg, false);
@@ -1061,9 +1169,8 @@ static int job_hand_over(Job *j) {
                 r = feeder_start(&j->feeder);
                 if (r < 0) {
                         j->feeder.fd = safe_close(j->feeder.fd);
-                        kill_capsule(run, j->boot.cg, 1);
                         boot_fail(&j->res, "capsule_setup", "cannot start the input thread: %s", strerror(-r));
-                        reap_runsc(run, true);
+                        end_runsc(run, j->boot.cg);
                         return r;
                 }
         } else
@@ -1072,9 +1179,6 @@ static int job_hand_over(Job *j) {
         run->log_r = TAKE_FD(j->boot.log_r);
         (void) fcntl(run->art_r, F_SETFL, O_NONBLOCK);
         (void) fcntl(run->log_r, F_SETFL, O_NONBLOCK);
-        run->pidfd = (int) syscall(SYS_pidfd_open, run->runsc_pid, 0);
-        if (run->pidfd < 0)
-                run->pidfd = -EBADF;
         return 0;
 }
 
@@ -1087,7 +1191,7 @@ static void job_wait(Job *j) {
         CgroupJob *cg = j->boot.cg;
 
         event_loop(run, cg);
-        reap_runsc(run, true);
+        end_runsc(run, cg);
         /* The sandbox is gone and with it the capsule's ends of the streams: the proxy writes
          * its last records and ends. */
         egress_proxy_finish(&j->boot.egress, p->egress_log_fd, &j->res.egress);
@@ -1138,8 +1242,19 @@ static void job_end(Job *j) {
         safe_close(run->log_r);
         outputs_end(&run->out);
         safe_close(run->pidfd);
+        if (run->runsc_lost) {
+                /* The worker could not end its capsule: whatever the job did, this is the
+                 * worker's fault (not a capsule to run it again cold in), and what is left goes at
+                 * the next start (threat 13). */
+                boot_fail(&j->res, "runtime_failed",
+                          "%s (pid %d) of container '%s' did not end after SIGKILL and its teardown; it is "
+                          "left for the next start's cleanup", p->driver->ops->name, (int) run->runsc_pid, run->cid);
+                j->res.warm_lost = false;
+        }
 
-        boot_destroy(&j->boot, p->driver);
+        /* What could not be removed is left to the next start's cleanup (nothing of it runs: the
+         * front process was ended by end_runsc, the rest killed through the cgroup). */
+        (void) boot_destroy(&j->boot, p->driver, NULL);
         /* Every process of the capsule is gone, so is the channel's reader: the feeder's next
          * write fails if it had not finished. */
         feeder_join(&j->feeder);

@@ -16,7 +16,9 @@
 #include "capsule/driver.h"
 #include "capsule/egress.h"
 #include "capsule/runsc.h"
+#include "capsule/teardown.h"
 #include "common/error.h"
+#include "common/process.h"
 #include "common/time-util.h"
 #include "parser/config.h"
 
@@ -69,10 +71,13 @@ typedef struct CapsuleJobParams {
         int (*input)(void *userdata, int fd);
         void *input_userdata;
         /* The caller's cancellation, asked right before a cold capsule is spawned (spawned
-         * false: a negative errno refuses to start it) and right after (true: the callee ends it
-         * when the caller cancelled meanwhile). Closes the window where a cancellation finds no
-         * container yet and the run goes on to start one. NULL: none. */
-        int (*gate)(void *userdata, bool spawned);
+         * false: a negative errno refuses to start it) and right after, or when a warm one is
+         * taken over (true: the callee ends it when the caller cancelled meanwhile). Closes the
+         * window where a cancellation finds no container yet and the run goes on to start one.
+         * With spawned, front_pidfd is the pidfd of the runtime's front process (-1: none): the
+         * caller may keep a copy (F_DUPFD_CLOEXEC) to kill it by its pid when it cancels later,
+         * before it is runsc and names its container. NULL: none. */
+        int (*gate)(void *userdata, bool spawned, int front_pidfd);
         void *gate_userdata;
         /* A capsule started ahead (capsule_warm_start) to run this job in; consumed: it is
          * gone when capsule_run_job() returns, whatever happened. Its limits must be the
@@ -184,7 +189,22 @@ typedef struct CapsuleWarmParams {
  * secret), whose init then waits for its job record (capsule/protocol.h). The calling process
  * must be the one that later runs its job (runsc is its child). */
 int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *e);
-/* Tear an unused one down (bounded, capsule/teardown.h) and free it. NULL is fine. */
+/* Teardowns of an unused capsule started ahead: a failed one is tried once more. */
+#define CAPSULE_WARM_TEARDOWN_TRIES 2
+/* The bound on ending one (capsule_warm_end): its front process reaped after SIGKILL, the
+ * teardowns, its cgroup emptied and removed, `runsc delete` (runsc_delete_force's 30 s), its
+ * egress proxy reaped after SIGKILL. */
+#define CAPSULE_WARM_END_MAX_USEC                                                                  \
+        (2 * PROCESS_REAP_AFTER_KILL_USEC + CAPSULE_WARM_TEARDOWN_TRIES * CAPSULE_TEARDOWN_MAX_USEC + \
+         CAPSULE_TEARDOWN_CGROUP_USEC + 30 * USEC_PER_SEC)
+/* End an unused one and free it, every step bounded in time (threat 13; at most
+ * CAPSULE_WARM_END_MAX_USEC): its front process killed by its pid and reaped, the container torn
+ * down (capsule/teardown.h; a failed teardown is tried once more), its cgroup, runsc's record and
+ * its bundle removed. Returns 0, or a negative errno with e naming the container and what could
+ * not be ended or removed: that is left for the start-up cleanup (capsule_cleanup_stale), never
+ * waited for. NULL is fine. */
+int capsule_warm_end(CapsuleWarm *w, TfwError *e);
+/* The same, for a caller with nobody to tell (a cleanup path). */
 void capsule_warm_free(CapsuleWarm *w);
 static inline void capsule_warm_freep(CapsuleWarm **w) {
         capsule_warm_free(*w);

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/process.h"
 
 /* Bytes of a process's argv read: runsc's are well below; a longer one is matched on its start. */
 #define ARGV_READ_MAX (64U * 1024)
@@ -53,14 +53,6 @@ static bool has_suffix(const char *s, const char *suffix) {
         return n >= k && streq(s + n - k, suffix);
 }
 
-static int pidfd_open_(pid_t pid) {
-        return (int) syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int pidfd_kill(int pidfd) {
-        return (int) syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0);
-}
-
 int capsule_kill_runtime_processes(const char *root, const char *id, pid_t except) {
         _cleanup_close_ int proc = open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_free_ char *buf = NULL;
@@ -85,7 +77,7 @@ int capsule_kill_runtime_processes(const char *root, const char *id, pid_t excep
                 /* The pidfd first: the signal can only reach the process it was opened on (when
                  * that one exited and its pid was reused before the argv below was read, the
                  * signal fails), never another that got its pid meanwhile. */
-                _cleanup_close_ int pidfd = pidfd_open_((pid_t) pid);
+                _cleanup_close_ int pidfd = pidfd_open_pid((pid_t) pid);
                 _cleanup_close_ int dir = openat(proc, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
                 struct stat st;
                 if (dir < 0 || fstat(dir, &st) < 0 || st.st_uid != me)
@@ -105,7 +97,7 @@ int capsule_kill_runtime_processes(const char *root, const char *id, pid_t excep
                 buf[n] = 0; /* a cut last argument ends here */
                 if (n == 0 || !argv_names(buf, n, root, id))
                         continue; /* a zombie (no argv) or another process */
-                if ((pidfd >= 0 ? pidfd_kill(pidfd) : kill((pid_t) pid, SIGKILL)) >= 0)
+                if ((pidfd >= 0 ? pidfd_signal(pidfd, SIGKILL) : kill((pid_t) pid, SIGKILL)) >= 0)
                         killed++;
         }
         closedir(d);

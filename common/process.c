@@ -2,6 +2,8 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <sys/prctl.h>
 
 #include "fd-util.h"
+#include "macro.h"
 #include "process.h"
 
 int safe_fork(ForkFlags flags, pid_t *ret_pid) {
@@ -77,25 +80,54 @@ int child_setup_stdio(int in_fd, int out_fd, int err_fd) {
         return child_setup_fds(fds, 3);
 }
 
-int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status) {
+int pidfd_open_pid(pid_t pid) {
+        int fd = (int) syscall(SYS_pidfd_open, pid, 0);
+        return fd < 0 ? -errno : fd;
+}
+
+int pidfd_signal(int pidfd, int sig) {
+        return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+}
+
+int process_wait(pid_t pid, int pidfd, usec_t timeout, int *ret_status) {
         usec_t deadline = now_monotonic() + timeout;
-        int st = 0;
 
         for (;;) {
+                int st = 0;
                 pid_t w = waitpid(pid, &st, WNOHANG);
-                if (w == pid)
-                        break;
+                if (w == pid) {
+                        if (ret_status)
+                                *ret_status = st;
+                        return 0;
+                }
                 if (w < 0 && errno != EINTR)
                         return -errno;
-                if (now_monotonic() >= deadline) {
-                        (void) kill(pid, SIGKILL);
-                        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-                                ;
-                        *ret_status = st;
+                usec_t now = now_monotonic();
+                if (now >= deadline)
                         return -ETIMEDOUT;
-                }
-                nanosleep(&(struct timespec) {.tv_nsec = 2 * 1000 * 1000}, NULL);
+                if (pidfd >= 0) {
+                        /* Readable once the child has ended; EINTR or a spurious wake-up only
+                         * brings the next look sooner. */
+                        usec_t ms = (deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+                        struct pollfd p = {.fd = pidfd, .events = POLLIN};
+                        (void) poll(&p, 1, (int) MIN(ms, (usec_t) INT_MAX));
+                } else
+                        nanosleep(&(struct timespec) {.tv_nsec = 2 * 1000 * 1000}, NULL);
         }
-        *ret_status = st;
-        return 0;
+}
+
+int process_kill_and_reap(pid_t pid, int pidfd, int *ret_status) {
+        if (pidfd < 0 || pidfd_signal(pidfd, SIGKILL) == -ENOSYS)
+                (void) kill(pid, SIGKILL);
+        int r = process_wait(pid, pidfd, PROCESS_REAP_AFTER_KILL_USEC, ret_status);
+        return r == -ETIMEDOUT ? -EBUSY : r;
+}
+
+int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status) {
+        _cleanup_close_ int pidfd = pidfd_open_pid(pid);
+        int r = process_wait(pid, pidfd, timeout, ret_status);
+        if (r != -ETIMEDOUT)
+                return r;
+        r = process_kill_and_reap(pid, pidfd, ret_status);
+        return r < 0 ? r : -ETIMEDOUT;
 }

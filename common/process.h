@@ -18,9 +18,33 @@ typedef enum ForkFlags {
  * Returns the child's pid in the parent and 0 in the child, or a negative errno (no child). */
 int safe_fork(ForkFlags flags, pid_t *ret_pid);
 
-/* Wait for pid for at most timeout; then SIGKILL it and reap it. *ret_status is its wait
- * status either way. Returns 0, or -ETIMEDOUT when it had to be killed. Polls every 2 ms:
- * meant for short runtime subcommands, not for jobs. */
+/* How long a child SIGKILLed here may take to be reaped. SIGKILL ends a process at once unless
+ * the kernel holds it (an uninterruptible wait on a hung file system or device); past this it is
+ * left unreaped and the caller says so, rather than waiting for it forever (threat 13). */
+#define PROCESS_REAP_AFTER_KILL_USEC (5 * USEC_PER_SEC)
+
+/* A pidfd for pid (pidfd_open(2)), or a negative errno. Opened on a child not yet reaped, it can
+ * only ever name that child: a signal sent through it never reaches a process that got its
+ * number later. */
+int pidfd_open_pid(pid_t pid);
+/* Send sig through pidfd (pidfd_send_signal(2)); 0 or a negative errno. */
+int pidfd_signal(int pidfd, int sig);
+
+/* Reap child pid if it ends within timeout (0: only look). With its pidfd (>= 0) the wait sleeps
+ * until the child ends; without, it looks every 2 ms. Nothing is sent to it. Returns 0 with
+ * *ret_status (may be NULL), -ETIMEDOUT when it still runs, or another negative errno (-ECHILD:
+ * not our child, or already reaped). */
+int process_wait(pid_t pid, int pidfd, usec_t timeout, int *ret_status);
+
+/* SIGKILL child pid (through pidfd when >= 0, else by its pid: a child not yet reaped keeps its
+ * number) and reap it within PROCESS_REAP_AFTER_KILL_USEC. Returns 0 with *ret_status, or -EBUSY
+ * when it was not reaped in time (left: still a child of ours) or another negative errno. */
+int process_kill_and_reap(pid_t pid, int pidfd, int *ret_status);
+
+/* Wait for child pid for at most timeout; then SIGKILL it and reap it, bounded
+ * (process_kill_and_reap). Returns 0 with *ret_status, -ETIMEDOUT when it had to be killed
+ * (*ret_status: its wait status), or -EBUSY when even the kill did not end it in time (no
+ * status). Meant for short runtime subcommands, not for jobs. */
 int waitpid_bounded(pid_t pid, usec_t timeout, int *ret_status);
 
 /* Between fork and exec, for the runtime and engine CLIs: in_fd, out_fd and err_fd become 0, 1

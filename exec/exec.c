@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/process.h"
 #include "common/sha256.h"
 #include "exec/exec.h"
 
@@ -29,21 +31,30 @@
 /* ---- cancellation ------------------------------------------------------------------------ */
 
 void exec_cancel_init(ExecCancel *c) {
-        *c = (ExecCancel){0};
+        *c = (ExecCancel){.front_pidfd = -EBADF};
         pthread_mutex_init(&c->lock, NULL);
 }
 
 void exec_cancel_destroy(ExecCancel *c) {
+        c->front_pidfd = safe_close(c->front_pidfd);
         pthread_mutex_destroy(&c->lock);
+}
+
+/* Under c->lock. The front process by its pidfd (a process that ended meanwhile is not
+ * signalled, and no other one can be), then the container. */
+static void cancel_kill(ExecCancel *c) {
+        if (c->front_pidfd >= 0)
+                (void) pidfd_signal(c->front_pidfd, SIGKILL);
+        /* Killing the container makes `runsc run` (or the engine's `run`) return; capsule/job.c
+         * then cleans up as after any other ending. */
+        if (c->driver && c->cid[0])
+                c->driver->ops->cancel(c->driver, c->cid);
 }
 
 void exec_cancel(ExecCancel *c) {
         pthread_mutex_lock(&c->lock);
         c->cancelled = true;
-        /* Killing the container makes `runsc run` (or the engine's `run`) return; capsule/job.c
-         * then cleans up as after any other ending. */
-        if (c->driver && c->cid[0])
-                c->driver->ops->cancel(c->driver, c->cid);
+        cancel_kill(c);
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -52,6 +63,7 @@ void exec_cancel_reset(ExecCancel *c) {
         c->cancelled = false;
         c->driver = NULL;
         c->cid[0] = 0;
+        c->front_pidfd = safe_close(c->front_pidfd);
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -72,6 +84,8 @@ int exec_cancel_teardown(ExecCancel *c, usec_t lock_bound, TfwError *e) {
         if (pthread_mutex_timedlock(&c->lock, &ts) != 0)
                 return tfw_error(e, ETIMEDOUT, "teardown", "cannot end its capsule: the lane does not answer");
         c->cancelled = true;
+        if (c->front_pidfd >= 0)
+                (void) pidfd_signal(c->front_pidfd, SIGKILL);
         if (c->driver && c->cid[0])
                 r = c->driver->ops->teardown(c->driver, c->cid, 0, NULL, e);
         pthread_mutex_unlock(&c->lock);
@@ -98,6 +112,7 @@ static void cancel_unregister(ExecCancel *c) {
         pthread_mutex_lock(&c->lock);
         c->driver = NULL;
         c->cid[0] = 0;
+        c->front_pidfd = safe_close(c->front_pidfd);
         pthread_mutex_unlock(&c->lock);
 }
 
@@ -430,15 +445,20 @@ static void cache_take_in(const ExecPlan *p, ExecResult *r) {
         r->cache.take_in_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
 }
 
-/* capsule/job.h's gate: a cancellation that came before the container existed still ends it. */
-static int cancel_gate(void *userdata, bool spawned) {
+/* capsule/job.h's gate: a cancellation that came before the container existed still ends it;
+ * one that comes later kills the front process by its pidfd too (cancel_kill). */
+static int cancel_gate(void *userdata, bool spawned, int front_pidfd) {
         ExecCancel *c = userdata;
         int r = 0;
 
         pthread_mutex_lock(&c->lock);
+        if (spawned && front_pidfd >= 0 && c->front_pidfd < 0)
+                c->front_pidfd = fcntl(front_pidfd, F_DUPFD_CLOEXEC, 3);
+        if (c->front_pidfd < 0)
+                c->front_pidfd = -EBADF;
         if (c->cancelled) {
-                if (spawned && c->driver && c->cid[0])
-                        c->driver->ops->cancel(c->driver, c->cid);
+                if (spawned)
+                        cancel_kill(c);
                 r = -ECANCELED;
         }
         pthread_mutex_unlock(&c->lock);
@@ -499,15 +519,18 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
 }
 
 /* A capsule started ahead, when its walls are the job's and the input can come over its
- * channel; otherwise it goes and NULL is returned. */
-static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWarm *warm) {
+ * channel; otherwise it goes (a failure to end it said in r->warm_lost) and NULL is returned. */
+static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWarm *warm, ExecResult *r) {
         const char *warm_tree = capsule_warm_snapshot_dir(warm);
         bool input_ok = (p->tree_dir ? warm_tree && streq(warm_tree, p->tree_dir) : !warm_tree) &&
                         streq_ptr(capsule_warm_work_dir(warm), x->work_dir) &&
                         capsule_warm_binds_cache(warm) == x->with_cache && !x->cache_made;
         if (warm && (!capsule_warm_fits(warm, p->config) || !input_ok || !p->driver->ops->boots_ahead ||
-                     !capsule_warm_alive(warm)))
-                warm = (capsule_warm_free(warm), NULL);
+                     !capsule_warm_alive(warm))) {
+                TfwError e = {0};
+                if (capsule_warm_end(TAKE_PTR(warm), &e) < 0)
+                        snprintf(r->warm_lost, sizeof(r->warm_lost), "%s", e.message);
+        }
         return warm;
 }
 
@@ -626,7 +649,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         }
 
         /* 2-4. The capsule: run, drain log, artifacts and cache, clean up. */
-        warm = exec_warm_fit(p, &x, TAKE_PTR(warm));
+        warm = exec_warm_fit(p, &x, TAKE_PTR(warm), &r);
         if (warm)
                 cid = strdup(capsule_warm_container(warm));
         else if (capsule_container_id(p->config->name, p->job_id, &cid) < 0)

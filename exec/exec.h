@@ -34,11 +34,13 @@ typedef struct ExecCancel {
         bool cancelled;
         const CapsuleDriver *driver; /* the running container, while there is one */
         char cid[256];
+        int front_pidfd;             /* ... and its runtime's front process (-1: not known) */
 } ExecCancel;
 
 void exec_cancel_init(ExecCancel *c);
 void exec_cancel_destroy(ExecCancel *c);
-/* Idempotent; kills the running container (bounded driver command). */
+/* Idempotent; kills the running container (bounded driver command), and its runtime's front
+ * process by its pid (which may not have become the runtime yet, and then names nothing). */
 void exec_cancel(ExecCancel *c);
 /* Forget an earlier cancellation: the next plan may run. */
 void exec_cancel_reset(ExecCancel *c);
@@ -153,7 +155,9 @@ typedef struct ExecResult {
         size_t n_limits;
         char environment_digest[ENV_DIGEST_SIZE];
         char warm_lost[1024];          /* non-empty: ExecPlan.warm died before it took the
-                                        * job, which then ran in a capsule of its own (why) */
+                                        * job, or was not used and could not be ended whole
+                                        * (capsule_warm_end); the job then ran in a capsule of
+                                        * its own (why) */
         const char *input;             /* how the job got its tree: "generation", "stream",
                                         * "tree" (a prepared tree) */
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */

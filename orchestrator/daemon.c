@@ -247,7 +247,9 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         if (n <= 0) {
                 /* No request came in time (or the daemon stops): nothing of it is left. A
                  * capsule that could not boot says so (no other one until the next request). */
-                capsule_warm_free(warm);
+                TfwError we = {0};
+                if (capsule_warm_end(warm, &we) < 0)
+                        worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, we.message);
                 gen_lane_release(lane);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 _exit(booted ? 0 : 1);
@@ -343,6 +345,23 @@ static bool warm_reaped(Daemon *d, pid_t pid, int status) {
         w->sock = safe_close(w->sock);
         *w = (WarmChild){.sock = -EBADF};
         return true;
+}
+
+/* The daemon leaves and a capsule's process did not end in time: killed with its group, its
+ * capsule torn down, and said; what is left goes at the next start. */
+static void warm_abandon(Daemon *d) {
+        WarmChild *all[1 + WARM_RETIRING_MAX] = {&d->warm};
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                all[1 + i] = &d->retiring[i];
+        for (unsigned i = 0; i < ELEMENTSOF(all); i++) {
+                if (!all[i]->pid)
+                        continue;
+                (void) kill(-all[i]->pid, SIGKILL);
+                (void) kill(all[i]->pid, SIGKILL);
+                worker_say(&d->w, LOG_ERR, "warm capsule '%s': its process (pid %d) did not end in time; left for the "
+                           "next start's cleanup", all[i]->id, (int) all[i]->pid);
+                job_cleanup(&d->w, all[i]->id);
+        }
 }
 
 /* Give the request to the waiting capsule; false when there is none (or it is gone). */
@@ -479,6 +498,25 @@ static void reap(Daemon *d) {
                         d->running[i] = d->running[--d->n_running];
                         break;
                 }
+        }
+}
+
+/* A child of the daemon that ends by deadline (monotonic), reaped: its pid, 0 when none ended in
+ * time, or a negative errno (-ECHILD: none left). Sleeps on the signalfd's SIGCHLD, whose
+ * entries it drains (the daemon is leaving: no other signal is acted on any more). */
+static pid_t reap_child_by(Daemon *d, usec_t deadline, int *ret_status) {
+        for (;;) {
+                pid_t pid = waitpid(-1, ret_status, WNOHANG);
+                if (pid != 0)
+                        return pid < 0 ? -errno : pid;
+                usec_t now = now_monotonic();
+                if (now >= deadline)
+                        return 0;
+                struct pollfd p = {.fd = d->signal_fd, .events = POLLIN};
+                (void) poll(&p, 1, (int) MIN((deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC, (usec_t) 60000));
+                struct signalfd_siginfo si;
+                while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si))
+                        ;
         }
 }
 
@@ -909,12 +947,25 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = 0;
 out:
         if (d.n_running > 0) {
-                /* Leaving on an error: never abandon a job silently. */
+                /* Leaving on an error: never abandon a job silently. Each wait bounded (threat
+                 * 13): a job process SIGKILLed dies at once unless the kernel holds it. */
                 kill_running(&d);
+                usec_t deadline = now_monotonic() + PROCESS_REAP_AFTER_KILL_USEC;
                 while (d.n_running > 0) {
                         int status;
-                        pid_t pid = waitpid(-1, &status, 0);
-                        if (pid < 0)
+                        pid_t pid = reap_child_by(&d, deadline, &status);
+                        if (pid == 0)
+                                for (unsigned i = 0; i < d.n_running; i++) {
+                                        worker_say(&d.w, LOG_ERR,
+                                                   "job '%s': its process (pid %d) did not end within %u s of "
+                                                   "SIGKILL; left, with its capsule, for the next start's recovery",
+                                                   d.running[i].id, (int) d.running[i].pid,
+                                                   (unsigned) (PROCESS_REAP_AFTER_KILL_USEC / USEC_PER_SEC));
+                                        if (d.running[i].capsule[0])
+                                                job_cleanup(&d.w, d.running[i].capsule);
+                                        job_cleanup(&d.w, d.running[i].id);
+                                }
+                        if (pid <= 0)
                                 break;
                         for (unsigned i = 0; i < d.n_running; i++)
                                 if (d.running[i].pid == pid) {
@@ -932,12 +983,16 @@ out:
                                 }
                 }
         }
-        /* A capsule still waiting (leaving on an error): ended, and its process reaped. */
+        /* A capsule still waiting (leaving on an error): ended, and its process reaped, within
+         * the bound of its own end (capsule_warm_end) and of a SIGKILL. */
         warm_retire(&d);
+        usec_t warm_deadline = now_monotonic() + CAPSULE_WARM_END_MAX_USEC + PROCESS_REAP_AFTER_KILL_USEC;
         while (warm_children_left(&d)) {
                 int status;
-                pid_t pid = waitpid(-1, &status, 0);
-                if (pid < 0)
+                pid_t pid = reap_child_by(&d, warm_deadline, &status);
+                if (pid == 0)
+                        warm_abandon(&d);
+                if (pid <= 0)
                         break;
                 (void) warm_reaped(&d, pid, status);
         }

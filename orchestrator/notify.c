@@ -105,8 +105,10 @@ static int wait_hook(pid_t hook, usec_t timeout, int *ret_status) {
         (void) kill(-hook, SIGKILL);
         (void) kill(hook, SIGKILL);
         int st = 0;
-        while (waitpid(hook, &st, 0) < 0 && errno == EINTR)
-                ;
+        /* Bounded too (threat 13): one the kernel holds past the bound is left, and said. */
+        int k = process_wait(hook, -EBADF, PROCESS_REAP_AFTER_KILL_USEC, &st);
+        if (k < 0 && r == 0)
+                r = k == -ETIMEDOUT ? -EBUSY : k;
         *ret_status = st;
         return r;
 }
@@ -116,6 +118,9 @@ static void report_outcome(const Worker *w, const char *id, int r, int status) {
         if (r == -ETIMEDOUT)
                 worker_say(w, LOG_WARNING, "notify: the hook for '%s' ran longer than notify.timeout_seconds (%u) and "
                            "was killed", id, n->timeout_seconds);
+        else if (r == -EBUSY)
+                worker_say(w, LOG_WARNING, "notify: the hook for '%s' did not end within %u s of SIGKILL and is left",
+                           id, (unsigned) (PROCESS_REAP_AFTER_KILL_USEC / USEC_PER_SEC));
         else if (r < 0)
                 worker_say(w, LOG_WARNING, "notify: cannot wait for the hook for '%s': %s", id, strerror(-r));
         else if (WIFEXITED(status) && WEXITSTATUS(status) == 126)

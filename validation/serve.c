@@ -427,10 +427,14 @@ static void lanes_teardown_before_exit(Lane *lanes, long n) {
 
 /* ---- the lane's capsule started ahead (--warm-secs) ----------------------------------------- */
 
+/* Bounded (capsule_warm_end): a capsule that cannot be ended is said, with its id, and left for
+ * the next start's cleanup; the lane goes on. */
 static void lane_warm_drop(Lane *l) {
+        TfwError e = {0};
         if (!l->warm)
                 return;
-        capsule_warm_free(TAKE_PTR(l->warm));
+        if (capsule_warm_end(TAKE_PTR(l->warm), &e) < 0)
+                say(LOG_WARNING, "serve %s: %s", l->label, e.message);
         pthread_mutex_lock(&l->lock);
         l->warm_cid[0] = 0;
         pthread_mutex_unlock(&l->lock);

@@ -7,6 +7,14 @@
 #                         and stops it: CTL/mode "boot": as soon as it exists, before it has
 #                         started the job; "run": once CTL/stop-now exists. The stopped pid
 #                         is appended to CTL/stopped. Without CTL/mode it is plain runsc.
+#                         Two more modes, for issue 33 finding 5 (the worker waited forever on a
+#                         capsule started ahead whose teardown had missed its front process):
+#                         "unnamed": `run` stays a process whose argv names no container and
+#                         that is in no cgroup (as the worker's child is between fork and the
+#                         exec of runsc) until the job cgroup the worker made for it is gone,
+#                         or for 300 s, then becomes runsc with its arguments; its pid and the
+#                         container id are appended to CTL/unnamed. "delete-fails": `delete`
+#                         fails (exit 1) and deletes nothing, every other command is runsc's.
 #   runsc_procs ROOT      the processes (pid and argv) whose argv names the runsc root ROOT:
 #                         the front `runsc run`, the gofer, the sandbox, any `runsc delete`
 #   job_cgroups GROUP     the job cgroups left in GROUP (tentaflake-worker-<name>), in every
@@ -21,8 +29,27 @@ make_hung_runsc() {
                 printf '#!/bin/bash\n# i11t: runsc whose sandbox is stopped (tests/integration/hung-runtime-lib.sh)\n'
                 printf 'ctl=%q\nreal=%q\n' "$ctl" "$REAL_RUNSC"
                 cat <<'EOF'
-if [[ " $* " == *" run "* && -e $ctl/mode ]]; then
-        mode=$(<"$ctl/mode")
+mode=
+[ -e "$ctl/mode" ] && mode=$(<"$ctl/mode")
+if [[ $mode = delete-fails && " $* " == *" delete "* ]]; then
+        echo "i33t: delete refused (hung-runtime-lib.sh)" >&2
+        exit 1
+fi
+if [[ $mode = unnamed && " $* " == *" run "* ]]; then
+        echo "$$ ${!#}" >>"$ctl/unnamed"
+        # The arguments travel in the environment, which the worker's teardown does not read.
+        I33T_REAL=$real I33T_ARGS=$(printf '%s\n' "$@") exec python3 -c '
+import json, os, time
+real, args = os.environ.pop("I33T_REAL"), os.environ.pop("I33T_ARGS").split("\n")
+bundle = args[args.index("--bundle") + 1]
+group = json.load(open(bundle + "/config.json"))["linux"]["cgroupsPath"]
+dirs = ["/sys/fs/cgroup/memory" + group, "/sys/fs/cgroup" + group]
+end = time.monotonic() + 300
+while any(os.path.isdir(d) for d in dirs) and time.monotonic() < end:
+    time.sleep(0.01)
+os.execv(real, [real] + args)'
+fi
+if [[ ( $mode = boot || $mode = run ) && " $* " == *" run "* ]]; then
         front=$$
         (
                 # Not one of the capsule's channels: the worker must see them end.
