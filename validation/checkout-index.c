@@ -163,8 +163,8 @@ static int put(Writer *w, const char *s, size_t n) {
 
 /* j as one compact line; takes j. */
 static int put_line(Writer *w, json_t *j) {
-        _cleanup_json_ json_t *owned = j;
         _cleanup_free_ char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
+        json_decref(j);
         if (!text)
                 return -ENOMEM;
         int r = put(w, text, strlen(text));
