@@ -85,30 +85,32 @@ static bool is_blank(char c) {
 
 /* Decode the JSON value at b[*pos..n) with jansson (flags: what it may be). 1 with *ret: done,
  * *pos past it. 0: not finished yet, more bytes may finish it (never when final). Negative:
- * refused. Whether an error is final: jansson reads left to right, looking at most one
- * UTF-8 sequence (4 bytes) past where it reports an error, so an error further than that from
- * the end of the bytes at hand stays an error whatever follows; one nearer may be the cut of
- * a chunk. A value tried unfinished is tried again once its bytes have doubled (or at the
- * end, or past the ceiling), so a server that trickles a byte at a time costs O(n log n). */
+ * refused. jansson is shown at most VMANIFEST_TOKEN_MAX + 8 bytes, so a value never costs it
+ * more, however the body came. Whether an error is final: jansson reads left to right, looking
+ * at most one UTF-8 sequence (4 bytes) past where it reports an error, so an error further than
+ * that from the end of the bytes it was shown stays an error whatever follows; one nearer may
+ * be the cut of a chunk. A value tried unfinished is tried again once its bytes have doubled
+ * (or at the end, or past the ceiling), so a server that trickles a byte at a time costs
+ * O(n log n). */
 static int take_value(VManifestReader *rd, const char *b, size_t n, size_t *pos, size_t flags, bool final,
                       json_t **ret, TfwError *e) {
-        size_t avail = n - *pos;
+        size_t avail = n - *pos, shown = MIN(avail, (size_t) VMANIFEST_TOKEN_MAX + 8);
         json_error_t je;
 
         if (!final && avail <= VMANIFEST_TOKEN_MAX && rd->tried && avail < 2 * rd->tried)
                 return 0;
-        json_t *v = json_loadb(b + *pos, avail, flags | JSON_DISABLE_EOF_CHECK, &je);
-        if (!v) {
-                if (!final && (size_t) je.position + 4 >= avail && avail <= VMANIFEST_TOKEN_MAX) {
-                        rd->tried = avail;
-                        return 0;
-                }
-                if (!final && (size_t) je.position + 4 >= avail)
-                        return tfw_error(e, E2BIG, "too_large",
-                                         "the manifest has an entry or value longer than %u bytes (at byte %llu)",
-                                         VMANIFEST_TOKEN_MAX, rd->offset + *pos);
-                return json_refusal(&je, "the manifest", (long long) (rd->offset + *pos), e);
+        json_t *v = json_loadb(b + *pos, shown, flags | JSON_DISABLE_EOF_CHECK, &je);
+        bool cut = !v && (size_t) je.position + 4 >= shown; /* it may go on past what was shown */
+        if (cut && shown < avail)
+                return tfw_error(e, E2BIG, "too_large",
+                                 "the manifest has an entry or value longer than %u bytes (at byte %llu)",
+                                 VMANIFEST_TOKEN_MAX, rd->offset + *pos);
+        if (cut && !final) {
+                rd->tried = avail;
+                return 0;
         }
+        if (!v)
+                return json_refusal(&je, "the manifest", (long long) (rd->offset + *pos), e);
         /* The same ceiling whether the value came in one piece or in many. */
         if ((size_t) je.position > VMANIFEST_TOKEN_MAX) {
                 json_decref(v);

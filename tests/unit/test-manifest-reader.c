@@ -3,7 +3,8 @@
  * accepts and refuses exactly what the whole-document parser it replaced did (kept below as
  * the reference) on the fuzzing corpus and on 20,000 mutations of good manifests; its verdict
  * does not depend on how the body is cut into chunks; and the ceilings stop the body while it
- * arrives: the entries, the bytes, one entry's text, a tree other than the job's. */
+ * arrives: the entries, the bytes, one entry's text (also when given whole), a tree other
+ * than the job's. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -350,6 +351,15 @@ static void test_long_entry_stops_the_stream(void **state) {
         assert_true(asprintf(&big, "{\"tree\":\"%s\",\"entries\":[{\"path\":%*s\"a\",\"mode\":\"100644\",\"blob\":\"%s\"}]}",
                              TREE, (int) VMANIFEST_TOKEN_MAX, "", BLOB) > 0);
         assert_int_equal(vmanifest_parse(big, strlen(big), &m, &e), -E2BIG);
+        assert_string_equal(e.code, "too_large");
+
+        /* A body given whole whose key never ends: jansson is shown 64 KiB of it, not 8 MiB
+         * (it would keep a copy of all of it to say "premature end"). */
+        _cleanup_free_ char *open_key = malloc(8 << 20);
+        assert_non_null(open_key);
+        memset(open_key, 'k', 8 << 20);
+        memcpy(open_key, "{\"", 2);
+        assert_int_equal(vmanifest_parse(open_key, 8 << 20, &m, &e), -E2BIG);
         assert_string_equal(e.code, "too_large");
 }
 
