@@ -55,6 +55,10 @@ show() { ct systemctl show -p "$2" --value "$1"; }
 journal() { ct journalctl -u "$unit" -o cat --no-pager; }
 
 # ---- start, claim, pass -----------------------------------------------------------------------
+# nspawn gave the container's systemd the v1 controller hierarchies read-only at boot, so it put
+# no unit in them (no MemoryMax= or TasksMax= could apply); re-executed now that nspawn_boot
+# has made them writable, it does, as on a host.
+ct systemctl daemon-reexec || die "daemon-reexec"
 ct systemctl start "$unit" || die "$unit did not start"
 check "the worker is active (it sent READY=1)" test "$(show "$unit" ActiveState)" = active
 check "READY came once it claims (the log line before the first claim)" grep -q "claiming from $URL" <<<"$(journal)"
@@ -97,14 +101,17 @@ check "the kernel holds the unit's cgroup to them (memory $(unit_limit memory me
         test "$(unit_limit memory memory.limit_in_bytes memory.max) $(unit_limit pids pids.max pids.max)" = "1073741824 320"
 sandbox_pid() { ct runsc --root "$state/runsc" list -format=json 2>/dev/null |
         python3 -c 'import json,sys; l=[c for c in json.load(sys.stdin) or [] if c.get("status") == "running"]; print(l[0]["pid"] if l else "")'; }
+# A process's memory cgroup as the kernel shows it (v1's memory line, else the unified one).
+memcg() {
+        local c; c=$(ct cat "/proc/$1/cgroup" 2>/dev/null) || return 1
+        sed -n 's/^[0-9]*:memory:\(.*\)/\1/p' <<<"$c" | grep . || sed -n 's/^0:://p' <<<"$c"
+}
 wait_until "jobs['wd1']['state'] == 'claimed'" 60
-for _ in $(seq 300); do sp=$(sandbox_pid); [ -n "$sp" ] && break; sleep 0.1; done
-# Its memory cgroup as the kernel shows it (the container's paths may be the host's, prefixed):
-# the worker's names the unit, the sandbox's must not.
-memcg() { ct cat "/proc/$1/cgroup" 2>/dev/null | grep -E '^[0-9]+:(memory:|:)' | head -1 | cut -d: -f3; }
-sp_cg=$(memcg "$sp") w_cg=$(memcg "$(show "$unit" MainPID)")
-outside_unit() { [ -n "$sp" ] && [[ $w_cg == *"/$unit"* ]] && [ -n "$sp_cg" ] && [[ $sp_cg != *"/$unit"* ]]; }
-check "wd1's sandbox ($sp, in '$sp_cg') is outside the unit's cgroup (the worker's: '$w_cg')" outside_unit
+sp= sp_cg=
+for _ in $(seq 300); do sp=$(sandbox_pid); [ -n "$sp" ] && sp_cg=$(memcg "$sp") && break; sleep 0.1; done
+w_cg=$(memcg "$(show "$unit" MainPID)")
+outside_unit() { [ "$w_cg" = "$cg" ] && [ -n "$sp_cg" ] && [ "${sp_cg#"$cg"}" = "$sp_cg" ]; }
+check "a running capsule's sandbox ($sp, in '$sp_cg') is outside the unit's cgroup, where the worker is ('$w_cg')" outside_unit
 final wd1 60
 check "wd1 passed" [ "$(q "jobs['wd1']['history'][-1].get('status')")" = pass ]
 check "the watchdog never fired while it ran (same process, NRestarts=0)" \
