@@ -4,6 +4,33 @@
 
 #include "json-util.h"
 
+int json_refusal(json_error_t *je, const char *what, long long base, TfwError *e) {
+        /* jansson quotes the offending input raw ("near '...'"): a newline or escape there
+         * would let the input forge or garble log lines. */
+        for (char *p = je->text; *p; p++)
+                if ((unsigned char) *p < 0x20 || *p == 0x7f)
+                        *p = '?';
+        long long at = (base < 0 ? 0 : base) + je->position;
+        switch (json_error_code(je)) {
+        case json_error_invalid_utf8:
+                return tfw_error(e, EBADMSG, "invalid_utf8", "%s is not valid UTF-8 (at byte %lld)", what, at);
+        case json_error_null_character:
+        case json_error_null_byte_in_key:
+                return tfw_error(e, EBADMSG, "nul_byte", "%s contains an escaped NUL (\\u0000) at byte %lld", what,
+                                 at);
+        case json_error_duplicate_key:
+                return tfw_error(e, EBADMSG, "duplicate_key", "%s: %s", what, je->text);
+        case json_error_numeric_overflow:
+                return tfw_error(e, ERANGE, "out_of_range", "%s: number out of range at byte %lld", what, at);
+        default:
+                if (base < 0)
+                        return tfw_error(e, EBADMSG, "bad_json", "%s is not valid JSON: %s (line %d, column %d)", what,
+                                         je->text, je->line, je->column);
+                return tfw_error(e, EBADMSG, "bad_json", "%s is not valid JSON: %s (at byte %lld)", what, je->text,
+                                 at);
+        }
+}
+
 int json_load_object_strict(const char *buf, size_t len, const char *what, json_t **ret,
                             TfwError *e) {
         json_error_t je;
@@ -14,32 +41,8 @@ int json_load_object_strict(const char *buf, size_t len, const char *what, json_
                 return tfw_error(e, EBADMSG, "nul_byte", "%s contains a NUL byte", what);
 
         j = json_loadb(buf, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-        if (!j) {
-                /* jansson quotes the offending input raw ("near '...'"): a newline or escape
-                 * there would let the input forge or garble log lines. */
-                for (char *p = je.text; *p; p++)
-                        if ((unsigned char) *p < 0x20 || *p == 0x7f)
-                                *p = '?';
-                switch (json_error_code(&je)) {
-                case json_error_invalid_utf8:
-                        return tfw_error(e, EBADMSG, "invalid_utf8",
-                                         "%s is not valid UTF-8 (at byte %d)", what, je.position);
-                case json_error_null_character:
-                case json_error_null_byte_in_key:
-                        return tfw_error(e, EBADMSG, "nul_byte",
-                                         "%s contains an escaped NUL (\\u0000) at byte %d", what,
-                                         je.position);
-                case json_error_duplicate_key:
-                        return tfw_error(e, EBADMSG, "duplicate_key", "%s: %s", what, je.text);
-                case json_error_numeric_overflow:
-                        return tfw_error(e, ERANGE, "out_of_range",
-                                         "%s: number out of range at byte %d", what, je.position);
-                default:
-                        return tfw_error(e, EBADMSG, "bad_json",
-                                         "%s is not valid JSON: %s (line %d, column %d)", what,
-                                         je.text, je.line, je.column);
-                }
-        }
+        if (!j)
+                return json_refusal(&je, what, -1, e);
         if (!json_is_object(j)) {
                 json_decref(j);
                 return tfw_error(e, EBADMSG, "bad_type", "%s must be a JSON object", what);

@@ -20,6 +20,12 @@
 int json_load_object_strict(const char *buf, size_t len, const char *what, json_t **ret,
                             TfwError *e);
 
+/* Turn jansson's failure into the codes above (json_load_object_strict's): control characters
+ * of the quoted input replaced by '?', the place as line and column (base < 0) or as the byte
+ * base + je->position (a value decoded from the middle of a larger text). Returns the negative
+ * errno. */
+int json_refusal(json_error_t *je, const char *what, long long base, TfwError *e);
+
 /* Refuse any key of obj not in allowed (NULL-terminated): unknown_field naming prefix+key. */
 int json_check_keys(json_t *obj, const char *const *allowed, const char *prefix, TfwError *e);
 

@@ -458,6 +458,31 @@ let
   sharedDirs = [ "/tmp" "/var/tmp" "/dev/shm" "/run/lock" "/var/lock" "/home" "/run/user" ];
   underHome = p: builtins.any (h: isInside p h) homes;
 
+  # MemoryMax= and TasksMax= of the daemon's and drain's units, from the config (the package's
+  # units carry the default config's: systemd/tentaflake-worker@.service.in; docs/install.md,
+  # "Memory and tasks"). In the unit's cgroup: the generation store's tmpfs (its bytes:
+  # config_store_tmpfs_bytes; its inodes, about 1 KiB each: orchestrator/scratch.c), the scratch
+  # tmpfs (64 MiB), the worker and 256 MiB, and 256 MiB and 256 tasks a running job (runsc's front
+  # process, the egress proxy, the artifact parser). The capsules are outside it.
+  genStoreLanesMax = 65;
+  unitLimits = a:
+    let
+      mib = 1048576;
+      c = a.concurrency;
+      lanes = if c + 1 < genStoreLanesMax then c + 1 else genStoreLanesMax;
+      cache = cacheOf a;
+      caches = 2 * c + 1;
+      sizeOr0 = v: let n = parseSize v; in if n == null then 0 else n;
+      store = if a.maxStoreBytes == null then 2 * sizeOr0 a.maxSnapshotBytes else sizeOr0 a.maxStoreBytes;
+      storeBytes = store + (if cache == null then 0 else caches * sizeOr0 cache.maxBytes);
+      inodes = lanes * (a.maxSnapshotEntries + 8) + 1024
+        + (if cache == null then 0 else caches * cache.maxEntries + 64 + lanes * cache.maxEntries);
+      memoryMib = (storeBytes + mib - 1) / mib + (inodes + 1023) / 1024 + 64 + 256 + 256 * c;
+    in {
+      MemoryMax = "${toString memoryMib}M";
+      TasksMax = 64 + 256 * c;
+    };
+
   serviceDropIn = name: a: verb: wanted:
     let
       defaultState = a.stateDir == "/var/lib/tentaflake-worker-${name}";
@@ -484,7 +509,8 @@ let
       } // optionalAttrs (underHome a.workspace) {
         # ProtectHome=yes hides /home entirely, and ReadWritePaths cannot reach below it.
         ProtectHome = "read-only";
-      } // optionalAttrs (networkOf a != null && verb != "gc --scheduled") networkServiceConfig;
+      } // optionalAttrs (networkOf a != null && verb != "gc --scheduled") networkServiceConfig
+        // optionalAttrs (verb != "gc --scheduled") (unitLimits a);
     };
 
   # The wake file approve leaves in the state directory (approve/decide.h): drain also starts
@@ -545,5 +571,5 @@ in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
     toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults networkDefaults
-    maxNetworkAllow allowProblem networkServiceConfig egressIdFirst egressIdLast;
+    maxNetworkAllow allowProblem networkServiceConfig egressIdFirst egressIdLast unitLimits;
 }

@@ -82,6 +82,15 @@ let
   };
   withDefaults = name: w: defaults name // w;
 
+  # MemoryMax= and TasksMax= for the worker's lanes (docs/validation.md, "Memory"): the worker
+  # and 256 MiB, then for each lane up to 768 MiB (the largest manifest and kept checkout it
+  # accepts: about 550 MiB, its runsc front processes, egress proxy and runsc calls) and 256
+  # tasks. The capsules are outside the unit's cgroup.
+  unitLimits = w: {
+    MemoryMax = "${toString (256 + 768 * w.concurrency)}M";
+    TasksMax = 64 + 256 * w.concurrency;
+  };
+
   # host:port of an http(s) URL (the proxy's TENTAFLAKE_SERVE_ADDRESS).
   addressOf = url:
     let m = if typeOf url == "string" then match "(https?)://([^/?#]+).*" url else null;
@@ -241,6 +250,9 @@ let
             restartTriggers = [ (confOf w) ];
             # The originals behind the links are as out of the worker's reach as the links.
             serviceConfig = { InaccessiblePaths = [ "-${w.keyFile}" "-${w.tokenFile}" ]; }
+              # The unit's limits for its lanes (systemd/tentaflake-worker-serve@.service.in carries
+              # one lane's; docs/validation.md, "Memory").
+              // (unitLimits w)
               # --allow-host: the egress proxy needs the host's network (the capsules stay without)
               // (if w.allowHosts != [ ] then networkServiceConfig else { });
           };
@@ -249,5 +261,5 @@ let
       inherit assertions failed flags conf etc services;
     };
 in {
-  inherit defaults withDefaults evaluate flagsOf foldLabel addressOf labelIsValid imageIsPinned;
+  inherit defaults withDefaults evaluate flagsOf foldLabel addressOf labelIsValid imageIsPinned unitLimits;
 }

@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "common/fd-util.h"
-#include "common/json-util.h"
 #include "common/macro.h"
+#include "validation/checkout-index.h"
 #include "validation/checkout.h"
 
 typedef struct DirCache {
@@ -220,60 +220,33 @@ int checkout_materialise(Http *http, const char *repo, const VManifest *m, int d
 #define INDEX_NAME "checkout.index"
 #define CHECKOUT_NAME "checkout"
 
-/* What the index vouches for one entry: its mode and blob, and the identity the file had when
- * this worker wrote it (an entry whose file is not that file any more is fetched again). */
-static json_t *entry_record(int co_fd, const VManifestEntry *en, DirCache *c) {
+/* The file an entry names, not followed. */
+static int stat_path(int co_fd, const char *path, DirCache *c, struct stat *st) {
         CheckoutSummary ignored = {};
         TfwError e = {0};
-        char hex[GIT_OID_HEX_SIZE];
-        struct stat st;
-        int pfd = parent_dir_at(co_fd, en->path, 0, false, c, &ignored, &e);
-        const char *name = strrchr(en->path, '/');
-        name = name ? name + 1 : en->path;
-        if (pfd < 0 || fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return NULL;
-        sha256_to_hex(en->blob, hex);
-        return json_pack("[I, s, I, I, I, I]", (json_int_t) en->mode, hex, (json_int_t) st.st_size,
-                         (json_int_t) st.st_ino, (json_int_t) st.st_ctim.tv_sec, (json_int_t) st.st_ctim.tv_nsec);
+        int pfd = parent_dir_at(co_fd, path, 0, false, c, &ignored, &e);
+        const char *name = strrchr(path, '/');
+        if (pfd < 0)
+                return pfd;
+        return fstatat(pfd, name ? name + 1 : path, st, AT_SYMLINK_NOFOLLOW) < 0 ? -errno : 0;
+}
+
+typedef struct StatCtx {
+        int co_fd;
+        const VManifest *m;
+        DirCache cache;
+} StatCtx;
+
+static int stat_entry(size_t i, struct stat *st, void *userdata) {
+        StatCtx *c = userdata;
+        return stat_path(c->co_fd, c->m->entries[i].path, &c->cache, st);
 }
 
 static int save_index(int lane_fd, int co_fd, const char *repo, const VManifest *m, TfwError *e) {
-        _cleanup_json_ json_t *entries = json_object(), *idx = NULL;
-        DirCache cache = {.fd = -EBADF};
-        int r = entries ? 0 : -ENOMEM;
-
-        for (size_t i = 0; r >= 0 && i < m->n_entries; i++) {
-                json_t *rec = entry_record(co_fd, &m->entries[i], &cache);
-                r = rec ? json_object_set_new(entries, m->entries[i].path, rec) : -EIO;
-        }
-        safe_close(cache.fd);
-        idx = r >= 0 ? json_pack("{s:i, s:s, s:O}", "version", 1, "repo", repo, "entries", entries) : NULL;
-        _cleanup_free_ char *text = idx ? json_dumps(idx, JSON_COMPACT) : NULL;
-        if (!text)
-                return tfw_error(e, r < 0 ? -r : ENOMEM, "checkout_io", "cannot record the checkout's index");
-        r = write_file_replace_at(lane_fd, INDEX_NAME, text, strlen(text), 0600, 0, 0);
+        StatCtx c = {.co_fd = co_fd, .m = m, .cache = {.fd = -EBADF}};
+        int r = checkout_index_save(lane_fd, INDEX_NAME, repo, m, stat_entry, &c);
+        safe_close(c.cache.fd);
         return r < 0 ? tfw_error(e, -r, "checkout_io", "cannot write the checkout's index: %s", strerror(-r)) : 0;
-}
-
-/* The last checkout's entries when it was of repo and its index is complete; NULL otherwise. */
-static json_t *load_index(int lane_fd, const char *repo, size_t max_entries) {
-        _cleanup_close_ int fd = openat(lane_fd, INDEX_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_free_ char *text = NULL;
-        if (fd < 0 || read_full_fd_bounded(fd, 64 + max_entries * (GIT_PATH_MAX + 160), &text, NULL) < 0)
-                return NULL;
-        _cleanup_json_ json_t *idx = json_loads(text, 0, NULL);
-        json_t *v = json_object_get(idx, "version"), *rp = json_object_get(idx, "repo"), *en = json_object_get(idx, "entries");
-        if (!json_is_integer(v) || json_integer_value(v) != 1 || !json_is_string(rp) || !streq(json_string_value(rp), repo) ||
-            !json_is_object(en))
-                return NULL;
-        return json_incref(en);
-}
-
-/* Does the old record stand for the manifest's entry, and is the file on disk still the one
- * this worker wrote? */
-static bool entry_kept(int co_fd, const VManifestEntry *en, json_t *rec, DirCache *c) {
-        _cleanup_json_ json_t *now = json_is_array(rec) ? entry_record(co_fd, en, c) : NULL;
-        return now && json_equal(now, rec);
 }
 
 /* Whatever is at path (a file, a symlink or a whole directory); a path whose parent is gone is
@@ -288,36 +261,85 @@ static int remove_path(int co_fd, const char *path, DirCache *c) {
         return rm_rf_at(pfd, name ? name + 1 : path);
 }
 
-/* The directories path lies in (every proper prefix), into the set. */
-static void add_parent_dirs(json_t *set, const char *path) {
-        char buf[GIT_PATH_MAX + 1];
-        snprintf(buf, sizeof(buf), "%s", path);
-        for (char *p = strrchr(buf, '/'); p; p = strrchr(buf, '/')) {
-                *p = 0;
-                if (json_object_get(set, buf))
-                        break;
-                json_object_set_new(set, buf, json_true());
-        }
+static int entry_ptr_cmp(const void *a, const void *b) {
+        return strcmp((*(const VManifestEntry *const *) a)->path, (*(const VManifestEntry *const *) b)->path);
 }
 
-/* Every directory a path of m needs, as a set. */
-static json_t *dirs_of(const VManifest *m) {
-        json_t *set = json_object();
-        for (size_t i = 0; set && i < m->n_entries; i++)
-                add_parent_dirs(set, m->entries[i].path);
-        return set;
+/* path against dir[0..dl) + "/": below 0 when path sorts before it, 0 when it starts with it. */
+static int cmp_dir_prefix(const char *path, const char *dir, size_t dl) {
+        for (size_t i = 0; i <= dl; i++) {
+                unsigned char k = i < dl ? (unsigned char) dir[i] : '/', p = (unsigned char) path[i];
+                if (p != k)
+                        return p < k ? -1 : 1; /* a shorter path ends in NUL: before */
+        }
+        return 0;
+}
+
+/* Does a path of m (sorted) lie below the directory dir[0..dl)? The paths that start with
+ * "dir/" are next to each other in sorted order: the first path not before it tells. */
+static bool needs_dir(VManifestEntry *const *sorted, size_t n, const char *dir, size_t dl) {
+        size_t lo = 0, hi = n;
+        while (lo < hi) {
+                size_t mid = lo + (hi - lo) / 2;
+                if (cmp_dir_prefix(sorted[mid]->path, dir, dl) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        return lo < n && cmp_dir_prefix(sorted[lo]->path, dir, dl) == 0;
+}
+
+/* The directories the last checkout had and m does not need go. Each directory is looked at
+ * once: the records are sorted, so a record's directories that the one before it shared were
+ * looked at then, and everything below a directory that goes is skipped. Nothing is
+ * allocated for the directories. */
+static int remove_stale_dirs(int co_fd, const VManifest *m, const CheckoutIndex *old, DirCache *cache) {
+        _cleanup_free_ VManifestEntry **sorted = calloc(m->n_entries + 1, sizeof(*sorted));
+        const char *prev = "", *gone = NULL;
+        size_t gone_len = 0;
+
+        if (!sorted)
+                return -ENOMEM;
+        for (size_t i = 0; i < m->n_entries; i++)
+                sorted[i] = &m->entries[i];
+        qsort(sorted, m->n_entries, sizeof(*sorted), entry_ptr_cmp);
+        for (size_t i = 0; i < old->n; i++) {
+                const char *p = old->records[i].path;
+                size_t common = 0;
+                if (gone && cmp_dir_prefix(p, gone, gone_len) == 0)
+                        continue;
+                while (prev[common] && prev[common] == p[common])
+                        common++;
+                prev = p;
+                for (const char *slash = strchr(p + common, '/'); slash; slash = strchr(slash + 1, '/')) {
+                        size_t dl = (size_t) (slash - p);
+                        if (needs_dir(sorted, m->n_entries, p, dl))
+                                continue;
+                        char dir[GIT_PATH_MAX + 1];
+                        memcpy(dir, p, dl);
+                        dir[dl] = 0;
+                        int r = remove_path(co_fd, dir, cache);
+                        if (r < 0)
+                                return r;
+                        gone = p;
+                        gone_len = dl;
+                        break;
+                }
+        }
+        return 0;
 }
 
 /* What the last checkout has and m does not, or has otherwise, goes; keep[i] says which entries
  * of m stay as they are (a kept symlink's target read back into targets[i], its blob id checked). */
-static int remove_stale(int co_fd, const VManifest *m, json_t *old, bool *keep, char **targets, CheckoutSummary *sum) {
-        _cleanup_json_ json_t *wanted = json_object(), *dirs = dirs_of(m);
+static int remove_stale(int co_fd, const VManifest *m, CheckoutIndex *old, bool *keep, char **targets, CheckoutSummary *sum) {
         DirCache cache = {.fd = -EBADF};
-        int r = wanted && dirs ? 0 : -ENOMEM;
+        int r = 0;
 
-        for (size_t i = 0; r >= 0 && old && i < m->n_entries; i++) {
+        for (size_t i = 0; i < m->n_entries; i++) {
                 const VManifestEntry *en = &m->entries[i];
-                if (!entry_kept(co_fd, en, json_object_get(old, en->path), &cache))
+                CheckoutRecord *rec = checkout_index_find(old, en->path);
+                struct stat st;
+                if (!rec || stat_path(co_fd, en->path, &cache, &st) < 0 || !checkout_record_matches(rec, en, &st))
                         continue;
                 if (en->mode == GIT_MODE_SYMLINK) {
                         CheckoutSummary ignored = {};
@@ -332,52 +354,37 @@ static int remove_stale(int co_fd, const VManifest *m, json_t *old, bool *keep, 
                                 continue;
                 }
                 keep[i] = true;
+                rec->wanted = true;
                 sum->kept++;
-                sum->bytes += (uint64_t) json_integer_value(json_array_get(json_object_get(old, en->path), 2));
+                sum->bytes += rec->size;
                 if (en->mode == GIT_MODE_SYMLINK)
                         sum->symlinks++;
                 else
                         sum->files++;
-                r = json_object_set_new(wanted, en->path, json_true());
         }
-        /* Files and symlinks that are not kept, then directories m does not need. */
-        const char *path;
-        json_t *rec;
-        json_object_foreach(old, path, rec) {
-                if (r < 0)
-                        break;
-                if (!json_object_get(wanted, path))
-                        r = remove_path(co_fd, path, &cache);
-        }
-        safe_close(cache.fd);
-        cache.fd = -EBADF;
+        /* Files and symlinks that are not kept, then directories m does not need (the cached
+         * directory may be one of them: opened afresh). */
+        for (size_t i = 0; r >= 0 && i < old->n; i++)
+                if (!old->records[i].wanted)
+                        r = remove_path(co_fd, old->records[i].path, &cache);
+        cache.fd = safe_close(cache.fd);
         cache.path[0] = 0;
-        _cleanup_json_ json_t *old_dirs = json_object();
-        if (!old_dirs)
-                r = r < 0 ? r : -ENOMEM;
-        json_object_foreach(old, path, rec)
-                if (old_dirs)
-                        add_parent_dirs(old_dirs, path);
-        json_object_foreach(old_dirs, path, rec) {
-                if (r < 0)
-                        break;
-                if (!json_object_get(dirs, path))
-                        r = remove_path(co_fd, path, &cache);
-        }
+        if (r >= 0)
+                r = remove_stale_dirs(co_fd, m, old, &cache);
         safe_close(cache.fd);
         return r;
 }
 
 int checkout_update(Http *http, const char *repo, const VManifest *m, int lane_fd, gid_t group, uint64_t max_bytes,
                     CheckoutSummary *ret, TfwError *e) {
-        _cleanup_json_ json_t *old = load_index(lane_fd, repo, m->n_entries + 65536);
+        _cleanup_(checkout_index_freep) CheckoutIndex *old = NULL;
         _cleanup_free_ bool *keep = calloc(m->n_entries + 1, sizeof(bool));
         char **targets = calloc(m->n_entries + 1, sizeof(char *));
         _cleanup_close_ int co = -EBADF;
         int r;
 
         *ret = (CheckoutSummary) {};
-        if (!keep || !targets) {
+        if (!keep || !targets || checkout_index_load(lane_fd, INDEX_NAME, repo, m->n_entries + 65536, &old) < 0) {
                 free(targets);
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         }

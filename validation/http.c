@@ -131,14 +131,24 @@ static int setup(Http *h, const char *path, long timeout_secs, struct curl_slist
         return 0;
 }
 
+/* -ECANCELED: the write callback stopped the transfer (it says why); -EFBIG: the answer
+ * announced a length above CURLOPT_MAXFILESIZE_LARGE, before any byte of it was read (the
+ * caller names its cap). Neither records an error. */
 static int perform(Http *h, const char *what, long *ret_status, TfwError *e) {
         CURLcode cc = sym_curl_easy_perform(h->curl);
         long status = 0;
+        if (cc == CURLE_FILESIZE_EXCEEDED)
+                return -EFBIG;
         if (cc != CURLE_OK && cc != CURLE_WRITE_ERROR)
                 return tfw_error(e, EIO, "http", "%s: %s", what, h->errbuf[0] ? h->errbuf : sym_curl_easy_strerror(cc));
         sym_curl_easy_getinfo(h->curl, CURLINFO_RESPONSE_CODE, &status);
         *ret_status = status;
         return cc == CURLE_WRITE_ERROR ? -ECANCELED : 0;
+}
+
+static int too_big(const char *method, const char *path, size_t max, TfwError *e) {
+        return tfw_error(e, E2BIG, "too_large", "%s %s: the answer is larger than %zu bytes, this call's cap; not read further",
+                         method, path, max);
 }
 
 int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, long timeout_secs, long *ret_status,
@@ -168,12 +178,15 @@ int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, lo
         }
         sym_curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, sink_write);
         sym_curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
+        sym_curl_easy_setopt(h->curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) max);
         r = perform(h, path, &status, e);
         sym_curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+        if (r == -EFBIG || (r == -ECANCELED && s.too_big)) {
+                free(s.buf);
+                return too_big(post ? "POST" : "GET", path, max, e);
+        }
         if (r == -ECANCELED) {
                 free(s.buf);
-                if (s.too_big)
-                        return tfw_error(e, E2BIG, "http", "%s: the answer is larger than %zu bytes", path, max);
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
         }
         if (r < 0) {
@@ -188,6 +201,61 @@ int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, lo
         *ret_status = status;
         *ret_body = s.buf;
         *ret_len = s.len;
+        return 0;
+}
+
+typedef struct StreamSink {
+        CURL *curl;
+        HttpChunkFn fn;
+        void *userdata;
+        size_t received, max;
+        long status;
+        bool too_big, refused;
+        TfwError *e;
+} StreamSink;
+
+static size_t stream_write(char *p, size_t size, size_t n, void *userdata) {
+        StreamSink *s = userdata;
+        size_t len = size * n;
+
+        if (s->status == 0)
+                sym_curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &s->status);
+        if (len > s->max - s->received) {
+                s->too_big = true;
+                return 0; /* aborts the transfer */
+        }
+        s->received += len;
+        if (s->status != 200)
+                return len; /* an error answer: its status is all the caller reads */
+        if (s->fn(p, len, s->userdata, s->e) < 0) {
+                s->refused = true;
+                return 0;
+        }
+        return len;
+}
+
+int http_get_stream(Http *h, const char *path, size_t max, HttpChunkFn fn, void *userdata, long *ret_status,
+                    TfwError *e) {
+        StreamSink s = {.curl = h->curl, .fn = fn, .userdata = userdata, .max = max, .e = e};
+        struct curl_slist auth = {.data = h->auth->data, .next = NULL};
+        long status = 0;
+        int r;
+
+        r = setup(h, path, 0, &auth, e);
+        if (r < 0)
+                return r;
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEFUNCTION, stream_write);
+        sym_curl_easy_setopt(h->curl, CURLOPT_WRITEDATA, &s);
+        sym_curl_easy_setopt(h->curl, CURLOPT_MAXFILESIZE_LARGE, (curl_off_t) max);
+        r = perform(h, path, &status, e);
+        sym_curl_easy_setopt(h->curl, CURLOPT_HTTPHEADER, NULL);
+        if (r == -EFBIG || (r == -ECANCELED && s.too_big))
+                return too_big("GET", path, max, e);
+        if (r == -ECANCELED && s.refused)
+                return -(e->error ? e->error : EBADMSG); /* the consumer's refusal, already in e */
+        if (r < 0)
+                return r;
+        *ret_status = status;
         return 0;
 }
 

@@ -4,9 +4,11 @@
  *
  * Security contract: only http:// and https:// URLs, no redirects followed, no proxy from the
  * environment, no cookies, no netrc. The token is set as a header from memory and never put
- * in a URL, a log line or an error message. Every body read is capped (HTTP_BODY_MAX for JSON,
- * the caller's budget for blobs) and counted on the bytes received, whatever Content-Length
- * says. Every call is bounded by the client timeout. */
+ * in a URL, a log line or an error message. Every body read is capped by its caller (the
+ * claim's and the other answers' own ceilings, the manifest's, the checkout budget for blobs),
+ * refused at once when its Content-Length announces more, and otherwise counted on the bytes
+ * received, whatever Content-Length says, the transfer stopped as soon as they pass the cap.
+ * Every call is bounded by the client timeout. */
 #pragma once
 
 #include <jansson.h>
@@ -18,7 +20,9 @@
 #include "common/macro.h"
 #include "common/sha256.h"
 
-#define HTTP_BODY_MAX (1U << 20)
+/* The answers to heartbeat, complete and fail: a few dozen bytes of JSON, or an error's
+ * message. Parsed whole by jansson (about 80 bytes of memory a byte at worst). */
+#define HTTP_BODY_MAX (64U << 10)
 
 typedef struct Http Http;
 
@@ -36,9 +40,22 @@ static inline void http_freep(Http **h) {
 /* POST a JSON body (or GET when body is NULL and post is false) to base+path; store the
  * status in *ret_status and the body, at most max bytes (NUL-terminated), in *ret_body.
  * timeout_secs 0 uses the handle's client timeout. Returns -EIO (code "http") when no HTTP
- * answer came (connection refused, timeout), -E2BIG when the body is larger than max. */
+ * answer came (connection refused, timeout), -E2BIG (code "too_large", naming the call and
+ * max) when the body is larger than max: announced so, or as soon as it passes it. */
 int http_call(Http *h, bool post, const char *path, json_t *body, size_t max, long timeout_secs, long *ret_status,
               char **ret_body, size_t *ret_len, TfwError *e);
+
+/* What reads a streamed body: 0 to go on, a negative errno with e set to stop the transfer. */
+typedef int (*HttpChunkFn)(const char *p, size_t n, void *userdata, TfwError *e);
+
+/* GET base+path and hand a 200 answer's body to fn as it arrives, chunk by chunk (at most
+ * CURL_MAX_WRITE_SIZE each), keeping none of it; another status's body is read and dropped.
+ * Every answer is capped at max bytes: refused before its first byte when its Content-Length
+ * says more, else as soon as the bytes received pass it (-E2BIG, code too_large, naming the
+ * path and the cap). fn's refusal stops the transfer and is returned as fn recorded it.
+ * *ret_status: the status, when the whole answer was read. */
+int http_get_stream(Http *h, const char *path, size_t max, HttpChunkFn fn, void *userdata, long *ret_status,
+                    TfwError *e);
 
 /* GET base+path streaming the body to fd (fd -1: into *ret_mem, at most budget bytes),
  * hashing it as a git blob of the announced length on the way. *budget is decreased by the

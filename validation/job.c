@@ -11,28 +11,7 @@
 #include "common/time-util.h"
 #include "capsule/env.h"
 #include "validation/job.h"
-
-#define SHOW_MAX 64
-
-/* Control characters never reach a message. */
-static const char *show(const char *s, char buf[static SHOW_MAX]) {
-        size_t i = 0;
-        for (; s[i] && i < SHOW_MAX - 4; i++)
-                buf[i] = (unsigned char) s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];
-        if (s[i]) {
-                memcpy(buf + i, "...", 3);
-                i += 3;
-        }
-        buf[i] = 0;
-        return buf;
-}
-
-static bool has_control(const char *s) {
-        for (; *s; s++)
-                if ((unsigned char) *s < 0x20 || *s == 0x7f)
-                        return true;
-        return false;
-}
+#include "validation/text.h"
 
 static bool is_seg_char(char c) {
         return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
@@ -66,15 +45,6 @@ bool vjob_repo_is_valid(const char *s) {
                         return true;
                 p = slash + 1;
         }
-}
-
-static bool is_lower_hex64(const char *s) {
-        if (strlen(s) != 64)
-                return false;
-        for (size_t i = 0; i < 64; i++)
-                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-                        return false;
-        return true;
 }
 
 static int get_text(json_t *o, const char *key, const char *field, size_t max, char **ret, TfwError *e) {
@@ -338,96 +308,6 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
                         return tfw_error(e, ENOMEM, "oom", "out of memory");
         }
         *ret = TAKE_PTR(j);
-        return 0;
-}
-
-VManifest *vmanifest_free(VManifest *m) {
-        if (!m)
-                return NULL;
-        for (size_t i = 0; i < m->n_entries; i++)
-                free(m->entries[i].path);
-        free(m->entries);
-        free(m);
-        return NULL;
-}
-
-int vmanifest_parse(const char *buf, size_t len, VManifest **ret, TfwError *e) {
-        static const char *const top_keys[] = {"tree", "entries", NULL};
-        static const char *const entry_keys[] = {"path", "mode", "blob", NULL};
-        _cleanup_json_ json_t *root = NULL;
-        _cleanup_vmanifest_ VManifest *m = NULL;
-        char shown[SHOW_MAX], field[64];
-        json_t *entries, *it;
-        const char *s;
-        size_t i;
-        int r;
-
-        if (len > VMANIFEST_MAX_BYTES)
-                return tfw_error(e, E2BIG, "too_large", "the manifest is larger than %u bytes", VMANIFEST_MAX_BYTES);
-        r = json_load_object_strict(buf, len, "manifest", &root, e);
-        if (r < 0)
-                return r;
-        r = json_check_keys(root, top_keys, "", e);
-        if (r < 0)
-                return r;
-        m = calloc(1, sizeof(*m));
-        if (!m)
-                return tfw_error(e, ENOMEM, "oom", "out of memory");
-        r = json_get_string(root, "tree", "tree", true, false, &s, e);
-        if (r < 0)
-                return r;
-        if (!is_lower_hex64(s))
-                return tfw_error(e, EBADMSG, "bad_value", "tree '%s' is not 64 lowercase hex digits", show(s, shown));
-        memcpy(m->tree, s, GIT_OID_HEX_SIZE);
-        entries = json_object_get(root, "entries");
-        if (!json_is_array(entries))
-                return tfw_error(e, EBADMSG, "bad_type", "entries must be a list");
-        if (json_array_size(entries) > VMANIFEST_ENTRIES_MAX)
-                return tfw_error(e, E2BIG, "out_of_range", "the manifest has more than %d entries",
-                                 VMANIFEST_ENTRIES_MAX);
-        m->entries = calloc(json_array_size(entries) + 1, sizeof(VManifestEntry));
-        if (!m->entries)
-                return tfw_error(e, ENOMEM, "oom", "out of memory");
-        json_array_foreach(entries, i, it) {
-                VManifestEntry *en = &m->entries[i];
-                snprintf(field, sizeof(field), "entries[%zu]", i);
-                if (!json_is_object(it))
-                        return tfw_error(e, EBADMSG, "bad_type", "%s must be an object", field);
-                r = json_check_keys(it, entry_keys, "entries[].", e);
-                if (r < 0)
-                        return r;
-                r = json_get_string(it, "path", "entries[].path", true, false, &s, e);
-                if (r < 0)
-                        return r;
-                if (json_string_length(json_object_get(it, "path")) == 0 ||
-                    json_string_length(json_object_get(it, "path")) > GIT_PATH_MAX || has_control(s))
-                        return tfw_error(e, EBADMSG, "invalid_path",
-                                         "%s: path '%s' is empty, too long or has control characters", field,
-                                         show(s, shown));
-                en->path = strdup(s);
-                if (!en->path)
-                        return tfw_error(e, ENOMEM, "oom", "out of memory");
-                m->n_entries++;
-                r = json_get_string(it, "mode", "entries[].mode", true, false, &s, e);
-                if (r < 0)
-                        return r;
-                if (streq(s, "100644"))
-                        en->mode = GIT_MODE_FILE;
-                else if (streq(s, "100755"))
-                        en->mode = GIT_MODE_EXECUTABLE;
-                else if (streq(s, "120000"))
-                        en->mode = GIT_MODE_SYMLINK;
-                else
-                        return tfw_error(e, EBADMSG, "bad_mode", "%s: mode '%s' is not 100644, 100755 or 120000", field,
-                                         show(s, shown));
-                r = json_get_string(it, "blob", "entries[].blob", true, false, &s, e);
-                if (r < 0)
-                        return r;
-                if (!is_lower_hex64(s) || sha256_from_hex(s, en->blob) < 0)
-                        return tfw_error(e, EBADMSG, "bad_value", "%s: blob '%s' is not 64 lowercase hex digits", field,
-                                         show(s, shown));
-        }
-        *ret = TAKE_PTR(m);
         return 0;
 }
 

@@ -33,6 +33,10 @@
 #define VJOB_DIGEST_PREFIX "sha256:"
 #define VMANIFEST_MAX_BYTES (256U << 20)
 #define VMANIFEST_ENTRIES_MAX 1000000
+/* The longest text of one entry, key or tree value of a manifest, whitespace inside it
+ * included. The longest legal entry is a GIT_PATH_MAX path written as \u escapes (6 bytes a
+ * byte: 24,576) and 100 bytes more. */
+#define VMANIFEST_TOKEN_MAX (64U << 10)
 
 typedef struct VJobRun {
         char **argv;          /* NULL-terminated */
@@ -93,13 +97,39 @@ typedef struct VManifest {
 /* Parse the body of GET /v1/repos/{repo}/trees/{tree}: {"tree": hex, "entries": [{"path",
  * "mode", "blob"}]}. mode is the octal string git writes ("100644", "100755", "120000");
  * paths are only checked to be non-empty strings without control characters here:
- * vmanifest_check_paths() applies the path rules. */
+ * vmanifest_check_paths() applies the path rules. The reader below, given the whole body. */
 int vmanifest_parse(const char *buf, size_t len, VManifest **ret, TfwError *e);
 VManifest *vmanifest_free(VManifest *m);
 static inline void vmanifest_freep(VManifest **m) {
         vmanifest_free(*m);
 }
 #define _cleanup_vmanifest_ _cleanup_(vmanifest_freep)
+
+/* The manifest read as it arrives (issue 33 finding 7: a whole document parsed by jansson
+ * costs about 1 KiB an entry, 1.2 GB for 1,000,000 entries of 218 MB; this keeps what it
+ * accepts and little more: one entry's text, and the entries parsed so far).
+ *
+ * Security contract: the same refusals as the whole-document parser it replaces (a top level
+ * that is not an object, unknown or duplicate keys, wrong types, NUL bytes raw or escaped,
+ * invalid UTF-8, trailing data, the per-entry checks above), each as soon as the bytes that
+ * show it have arrived: more than VMANIFEST_MAX_BYTES in all, more than VMANIFEST_ENTRIES_MAX
+ * entries, an entry, key or value longer than VMANIFEST_TOKEN_MAX, and, when want_tree is
+ * given, a "tree" other than it (code tree_mismatch). jansson decodes every entry, key and
+ * value; the reader itself only steps over whitespace and the six structural characters
+ * between them. Memory: the entries accepted so far, their paths, and at most
+ * VMANIFEST_TOKEN_MAX + the last chunk of pending text. The verdict does not depend on how
+ * the body is cut into chunks (tests/fuzz/fuzz-manifest.c checks it). */
+typedef struct VManifestReader VManifestReader;
+/* want_tree: the job's tree (64 hex), or NULL to accept any. */
+int vmanifest_reader_new(const char *want_tree, VManifestReader **ret);
+VManifestReader *vmanifest_reader_free(VManifestReader *rd);
+static inline void vmanifest_reader_freep(VManifestReader **rd) {
+        vmanifest_reader_free(*rd);
+}
+/* The next n bytes of the body. A refusal (negative errno, e set) is final: stop reading. */
+int vmanifest_reader_feed(VManifestReader *rd, const char *p, size_t n, TfwError *e);
+/* The body has ended: the manifest, or why there is none. */
+int vmanifest_reader_finish(VManifestReader *rd, VManifest **ret, TfwError *e);
 
 /* Path rules (threat 11): relative, no empty, "." or ".." component, no component longer than
  * GIT_NAME_MAX, at most GIT_PATH_MAX bytes and GIT_PATH_DEPTH_MAX components, no duplicate,

@@ -888,17 +888,28 @@ static void job_heartbeat_start(Lane *l, const VJob *j, JobRun *r) {
         r->hb_started = pthread_create(&r->hb, NULL, heartbeat_main, l) == 0;
 }
 
-/* Step: fetch the tree's manifest and verify it (the job's tree, its paths, the tree id recomputed). */
+static int manifest_chunk(const char *p, size_t n, void *userdata, TfwError *e) {
+        return vmanifest_reader_feed(userdata, p, n, e);
+}
+
+/* Step: fetch the tree's manifest and verify it (the job's tree, its paths, the tree id
+ * recomputed). It is read as it arrives, and refused as soon as it shows more entries, bytes
+ * or longer entries than the ceilings (validation/job.h), or another tree than the job's: a
+ * lane holds at most the entries it accepts (docs/validation.md, "Memory"). */
 static Step job_fetch_manifest(Lane *l, const VJob *j, JobRun *r) {
+        _cleanup_(vmanifest_reader_freep) VManifestReader *rd = NULL;
         TfwError e = {0};
         char path[1024];
-        _cleanup_free_ char *body = NULL;
-        size_t len = 0;
         long status = 0;
         int k;
 
         snprintf(path, sizeof(path), "/v1/repos/%s/trees/%s", j->repo, j->tree);
-        k = http_call(l->http, false, path, NULL, VMANIFEST_MAX_BYTES, 0, &status, &body, &len, &e);
+        if (vmanifest_reader_new(j->tree, &rd) < 0)
+                return job_fault(r, false, "cannot fetch the manifest: out of memory");
+        /* The byte cap of the transfer is the reader's own: it counts the same bytes. */
+        k = http_get_stream(l->http, path, VMANIFEST_MAX_BYTES, manifest_chunk, rd, &status, &e);
+        if (k < 0 && e.code && !streq(e.code, "http") && !streq(e.code, "oom"))
+                return job_fault(r, false, "the manifest is not acceptable: %s", e.message);
         if (k < 0)
                 return job_fault(r, false, "cannot fetch the manifest: %s", e.message);
         if (status == 401 || status == 403) {
@@ -909,10 +920,7 @@ static Step job_fetch_manifest(Lane *l, const VJob *j, JobRun *r) {
         }
         if (status != 200)
                 return job_fault(r, false, "the server answered HTTP %ld for the manifest", status);
-        k = vmanifest_parse(body, len, &r->m, &e);
-        if (k >= 0 && !streq(r->m->tree, j->tree))
-                k = tfw_error(&e, EBADMSG, "tree_mismatch", "the manifest names tree %s, not the job's %s",
-                              r->m->tree, j->tree);
+        k = vmanifest_reader_finish(rd, &r->m, &e);
         if (k < 0)
                 return job_fault(r, false, "the manifest is not acceptable: %s", e.message);
         k = vmanifest_check_paths(r->m, &e);

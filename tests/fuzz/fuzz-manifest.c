@@ -3,13 +3,40 @@
  * claim (JOB + lease) and the tree manifest, then the path rules, the tree id recomputation
  * and the symlink rule on whatever manifest was accepted. Any input must end in a clean
  * success or a coded refusal, never a crash, leak or undefined behaviour. The first byte
- * chooses the parser. */
+ * chooses the parser (bit 0) and, for the manifest, the size of the chunks (1..128 bytes) in
+ * which the reader is fed a second time: the verdict and the manifest must not depend on it. */
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "common/macro.h"
 
 #include "validation/job.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static int chunked(const char *buf, size_t len, size_t chunk, VManifest **ret) {
+        VManifestReader *rd = NULL;
+        TfwError e = {0};
+        int r = vmanifest_reader_new(NULL, &rd);
+        for (size_t off = 0; r >= 0 && off < len; off += chunk)
+                r = vmanifest_reader_feed(rd, buf + off, MIN(chunk, len - off), &e);
+        if (r >= 0)
+                r = vmanifest_reader_finish(rd, ret, &e);
+        vmanifest_reader_free(rd);
+        return r;
+}
+
+static bool same_manifest(const VManifest *a, const VManifest *b) {
+        if (memcmp(a->tree, b->tree, GIT_OID_HEX_SIZE) != 0 || a->n_entries != b->n_entries)
+                return false;
+        for (size_t i = 0; i < a->n_entries; i++)
+                if (strcmp(a->entries[i].path, b->entries[i].path) != 0 || a->entries[i].mode != b->entries[i].mode ||
+                    memcmp(a->entries[i].blob, b->entries[i].blob, GIT_OID_SIZE) != 0)
+                        return false;
+        return true;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         TfwError e = {0};
@@ -33,8 +60,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         }
 
-        VManifest *m = NULL;
+        VManifest *m = NULL, *mc = NULL;
         int r = vmanifest_parse((const char *) data + 1, size - 1, &m, &e);
+        int rc = chunked((const char *) data + 1, size - 1, (size_t) (data[0] >> 1) + 1, &mc);
+        if ((r < 0) != (rc < 0) || (r >= 0 && !same_manifest(m, mc)))
+                __builtin_trap();
+        vmanifest_free(mc);
         if (r < 0) {
                 if (!e.code || m)
                         __builtin_trap();

@@ -13,6 +13,8 @@
 #  - it claims through the proxy, runs a check in a real capsule, and the pass it signs
 #    verifies; a three-second watchdog (a test drop-in) never fires while a seven-second
 #    check runs;
+#  - the unit's MemoryMax=1G and TasksMax=320 are what systemd and the kernel apply to its
+#    cgroup, and the running check's sandbox is not in that cgroup (issue 33);
 #  - `systemctl stop` while a check runs: the check finishes and passes, the worker exits 0
 #    (Result=success);
 #  - kill -9 of the worker while a check runs: systemd restarts it (Restart=on-failure), the
@@ -53,6 +55,10 @@ show() { ct systemctl show -p "$2" --value "$1"; }
 journal() { ct journalctl -u "$unit" -o cat --no-pager; }
 
 # ---- start, claim, pass -----------------------------------------------------------------------
+# nspawn gave the container's systemd the v1 controller hierarchies read-only at boot, so it put
+# no unit in them (no MemoryMax= or TasksMax= could apply); re-executed now that nspawn_boot
+# has made them writable, it does, as on a host.
+ct systemctl daemon-reexec || die "daemon-reexec"
 ct systemctl start "$unit" || die "$unit did not start"
 check "the worker is active (it sent READY=1)" test "$(show "$unit" ActiveState)" = active
 check "READY came once it claims (the log line before the first claim)" grep -q "claiming from $URL" <<<"$(journal)"
@@ -83,6 +89,29 @@ check "its attestation verifies and names the tree and the label" \
 # A check that runs for more than twice the watchdog period, the worker active all along: the
 # watchdog must not fire (the same process, no restart). The wait is on the job's end.
 enqueue wd1 "$TREE" '{"argv":["sh","-c","sleep 7; echo awake"],"timeout_secs":60}'
+# Issue 33: the unit's cgroup is bounded (MemoryMax=1G, TasksMax=320 for one lane), and what
+# it bounds is the worker's side: the capsule running wd1 is in a cgroup of its own outside it.
+cg=$(show "$unit" ControlGroup)
+unit_limit() { # unit_limit CONTROLLER V1_FILE V2_FILE: the unit's own cgroup's value
+        if ct test -e "/sys/fs/cgroup/$1$cg/$2"; then ct cat "/sys/fs/cgroup/$1$cg/$2"; else ct cat "/sys/fs/cgroup$cg/$3"; fi
+}
+check "systemd applies MemoryMax=1G and TasksMax=320 to the unit ($(show "$unit" MemoryMax) $(show "$unit" TasksMax))" \
+        test "$(show "$unit" MemoryMax) $(show "$unit" TasksMax)" = "1073741824 320"
+check "the kernel holds the unit's cgroup to them (memory $(unit_limit memory memory.limit_in_bytes memory.max), pids $(unit_limit pids pids.max pids.max))" \
+        test "$(unit_limit memory memory.limit_in_bytes memory.max) $(unit_limit pids pids.max pids.max)" = "1073741824 320"
+sandbox_pid() { ct runsc --root "$state/runsc" list -format=json 2>/dev/null |
+        python3 -c 'import json,sys; l=[c for c in json.load(sys.stdin) or [] if c.get("status") == "running"]; print(l[0]["pid"] if l else "")'; }
+# A process's memory cgroup as the kernel shows it (v1's memory line, else the unified one).
+memcg() {
+        local c; c=$(ct cat "/proc/$1/cgroup" 2>/dev/null) || return 1
+        sed -n 's/^[0-9]*:memory:\(.*\)/\1/p' <<<"$c" | grep . || sed -n 's/^0:://p' <<<"$c"
+}
+wait_until "jobs['wd1']['state'] == 'claimed'" 60
+sp= sp_cg=
+for _ in $(seq 300); do sp=$(sandbox_pid); [ -n "$sp" ] && sp_cg=$(memcg "$sp") && break; sleep 0.1; done
+w_cg=$(memcg "$(show "$unit" MainPID)")
+outside_unit() { [ "$w_cg" = "$cg" ] && [ -n "$sp_cg" ] && [ "${sp_cg#"$cg"}" = "$sp_cg" ]; }
+check "a running capsule's sandbox ($sp, in '$sp_cg') is outside the unit's cgroup, where the worker is ('$w_cg')" outside_unit
 final wd1 60
 check "wd1 passed" [ "$(q "jobs['wd1']['history'][-1].get('status')")" = pass ]
 check "the watchdog never fired while it ran (same process, NRestarts=0)" \

@@ -9,7 +9,8 @@
 #  - the sandboxing block is the same in every service, and each hardening setting the issue
 #    asks for is either set or explained by a comment on the line before;
 #  - the settings the worker's behaviour depends on (Type=notify, watchdog, stop timeout above
-#    the 60 s grace, KillMode=mixed, Delegate, no start-rate limit, Conflicts);
+#    the 60 s grace, KillMode=mixed, Delegate, no start-rate limit, Conflicts), and the bounds
+#    of the daemon's, drain's and serve's cgroups (MemoryMax, TasksMax; issue 33);
 #  - the path unit's drop-in also watches the wake file approve leaves (issue 14), and the
 #    hourly gc timer runs `gc --scheduled` (expiry without a daemon);
 #  - the tmpfiles template creates the results directory root:<gid> 02750 (as root);
@@ -223,6 +224,13 @@ for f in "$d" "$q"; do
         check "$f: no start-rate limit" grep -qx 'StartLimitIntervalSec=0' "$f"
         check "$f: Delegate=yes (one cgroup per capsule)" grep -qx 'Delegate=yes' "$f"
 done
+# Issue 33: the unit's cgroup is bounded (the capsules' cgroups are outside it), sized for the
+# default config by docs/install.md's formula (verify above refuses a value it cannot parse).
+for f in "$d" "$q"; do
+        check "$f: MemoryMax=3G and TasksMax=320 (the default config's)" bash -c \
+                "grep -qx 'MemoryMax=3G' '$f' && grep -qx 'TasksMax=320' '$f'"
+done
+check "gc: no MemoryMax (it starts no capsule and holds no store)" bash -c "! grep -q '^MemoryMax=' systemd/tentaflake-worker-gc@.service.in"
 check "drain: oneshot" grep -qx 'Type=oneshot' "$q"
 check "daemon and drain conflict" grep -qx 'Conflicts=tentaflake-worker-queue@%i.path tentaflake-worker-queue@%i.service' "$d"
 check "drain conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$q"
@@ -262,6 +270,8 @@ for x in 'KillMode=mixed' 'Delegate=yes' 'Restart=on-failure' 'StartLimitInterva
          'Requires=tentaflake-worker-serve-proxy@%i.socket'; do
         check "serve: $x" grep -qxF "$x" "$s"
 done
+check "serve: MemoryMax=1G and TasksMax=320 (one lane's, docs/validation.md \"Memory\")" bash -c \
+        "grep -qx 'MemoryMax=1G' '$s' && grep -qx 'TasksMax=320' '$s'"
 check "serve: no Environment= line and no token or key path on the command line" bash -c \
         "! grep -q '^Environment=' '$s' && ! grep '^ExecStart=' '$s' | grep -qE '/etc/tentaflake/serve|TENTAFLAKE_TOKEN'"
 check "proxy: a root-only socket" grep -qx 'SocketMode=0600' systemd/tentaflake-worker-serve-proxy@.socket

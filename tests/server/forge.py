@@ -13,18 +13,29 @@
 #   stale           heartbeats answer {"stale": true}
 #   lease_lost      heartbeats, complete and fail answer 409
 #   unauthorized    every worker call answers 401 with a message
+#   huge_manifest   on the job's first attempt, the manifest is the job's "manifest_entries"
+#                   (default 1,000,000) unique paths of "path_bytes" (default 115) bytes each:
+#                   218 MB at the defaults, made as it is sent, whatever the tree (issue 33
+#                   finding 7); later attempts get the tree's own
 # (an outward symlink needs no switch: commit one in the repository).
 #
 # Only listens on 127.0.0.1. usage:
 #   forge.py --repo DIR --repo-name acme/app --token-file F --port-file F [--lease-grace 0]
 # Test control (no worker token; for the test script):
-#   POST /test/jobs {"id","check","tree","run",...,"switches":[...]}   enqueue a job
+#   POST /test/jobs {"id","check","tree","run",...,"switches":[...]}   enqueue a job (and
+#                                                                     manifest_entries, path_bytes
+#                                                                     for huge_manifest)
 #   GET  /test/state                                                  every job and its history, and
 #                                                                     blob_gets: the blobs served so far
 #   POST /test/switch {"job","switch","on":bool}                      change a switch
 #   POST /test/expire {"job"}                                         expire a job's lease now
+#   POST /test/synth {"entries","path_bytes"}                         make a tree of that many empty
+#                                                                     files of paths of that length
+#                                                                     (held in memory, not in the
+#                                                                     repository): {"tree"}
 import argparse
 import base64
+import hashlib
 import json
 import os
 import socket
@@ -87,6 +98,7 @@ class State:
         self.cv = threading.Condition()
         self.jobs = {}      # id -> dict
         self.blob_gets = 0  # blobs served (GET /v1/repos/R/blobs/B answered 200)
+        self.synth = {}     # tree -> (entries, path_bytes) of /test/synth
         self.order = []
 
     # -- queue ---------------------------------------------------------------------------
@@ -287,8 +299,12 @@ class Handler(BaseHTTPRequestHandler):
             sw = set()
             for j in self.st.jobs.values():
                 if j["tree"] == tree and j["state"] == "claimed":
-                    sw |= set(j["switches"])
+                    sw |= set(s for s in j["switches"] if s != "huge_manifest" or j["attempt"] == 1)
                     j["downloads"] = j.get("downloads", 0) + 1  # manifest fetches while claimed
+        if "huge_manifest" in sw:
+            return self.huge_manifest(tree, sw)
+        if tree in self.st.synth:
+            return self.synth_manifest(tree)
         entries = self.st.git.manifest(tree)
         if entries is None:
             return self.send_json(404, {"error": "no such tree"})
@@ -300,7 +316,55 @@ class Handler(BaseHTTPRequestHandler):
             entries.append({"path": "../escape", "mode": "100644", "blob": blob})
         self.send_json(200, {"tree": tree, "entries": entries})
 
+    def huge_manifest(self, tree, sw):
+        """n unique paths of equal length, generated as they are sent (the test server keeps
+        none of it): its Content-Length is exact, and a worker that stops reading ends it."""
+        with self.st.cv:
+            job = next((j for j in self.st.jobs.values() if j["tree"] == tree and j["state"] == "claimed" and
+                        "huge_manifest" in j["switches"]), {})
+        n = int(job.get("manifest_entries", 1000000))
+        plen = max(int(job.get("path_bytes", 115)), 9)
+        blob = "ab" * 32
+        head = ('{"tree":"%s","entries":[' % tree).encode()
+        tail = b"]}"
+        one = len('{"path":"","mode":"100644","blob":""}') + plen + 64
+        length = len(head) + n * one + max(n - 1, 0) + len(tail)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+        pad = "p" * (plen - 9) + "/"
+        try:
+            self.wfile.write(head)
+            for start in range(0, n, 4096):
+                chunk = ",".join('{"path":"%s%08d","mode":"100644","blob":"%s"}' % (pad, i, blob)
+                                 for i in range(start, min(start + 4096, n)))
+                self.wfile.write(((b"," if start else b"") + chunk.encode()))
+            self.wfile.write(tail)
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
+
+    def synth_manifest(self, tree):
+        n, plen = self.st.synth[tree]
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Connection", "close")  # no length: the end of the connection ends it
+        self.end_headers()
+        try:
+            self.wfile.write(('{"tree":"%s","entries":[' % tree).encode())
+            for start in range(0, n, 4096):
+                chunk = ",".join('{"path":"%s","mode":"100644","blob":"%s"}' % (synth_path(i, plen), EMPTY_BLOB)
+                                 for i in range(start, min(start + 4096, n)))
+                self.wfile.write((b"," if start else b"") + chunk.encode())
+            self.wfile.write(b"]}")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+
     def blob(self, oid):
+        if oid == EMPTY_BLOB:
+            with self.st.cv:
+                self.st.blob_gets += 1
+            return self.send_bytes(b"")
         typ, data = self.st.git.read(oid)
         if typ != "blob":
             return self.send_json(404, {"error": "no such blob"})
@@ -322,6 +386,9 @@ class Handler(BaseHTTPRequestHandler):
                      "policy_version": req.get("policy_version", 1), "attempt": 0,
                      "run": req.get("run", {"argv": ["true"]}), "switches": list(req.get("switches", [])),
                      "state": "queued", "lease": None, "not_before": 0, "history": []}
+                for k in ("manifest_entries", "path_bytes"):
+                    if k in req:
+                        j[k] = req[k]
                 st.jobs[jid] = j
                 st.order.append(jid)
                 st.cv.notify_all()
@@ -334,6 +401,11 @@ class Handler(BaseHTTPRequestHandler):
                 elif req["switch"] in j["switches"]:
                     j["switches"].remove(req["switch"])
                 return self.send_json(200, {})
+            if parts == ["synth"]:
+                n, plen = int(req["entries"]), int(req.get("path_bytes", 20))
+                tree = synth_tree(n, plen)
+                st.synth[tree] = (n, plen)
+                return self.send_json(200, {"tree": tree})
             if parts == ["expire"]:
                 j = st.jobs[req["job"]]
                 if j["lease"]:
@@ -341,6 +413,31 @@ class Handler(BaseHTTPRequestHandler):
                 st.cv.notify_all()
                 return self.send_json(200, {})
         self.send_json(404, {"error": "not found"})
+
+
+EMPTY_BLOB = hashlib.sha256(b"blob 0\0").hexdigest()
+SYNTH_DIR_FILES = 1000
+
+
+def synth_path(i, plen):
+    """Entry i of a synthetic tree: "dNNNNNN/" and a name padded to plen bytes in all."""
+    d = "d%06d/" % (i // SYNTH_DIR_FILES)
+    name = "%08d" % i
+    return d + "f" * max(plen - len(d) - len(name), 0) + name
+
+
+def synth_tree(n, plen):
+    """git's SHA-256 tree id of n empty files at synth_path(i, plen): directories of
+    SYNTH_DIR_FILES files, each name sorting as git sorts (all files, same length)."""
+    def obj(kind, body):
+        return hashlib.sha256(b"%s %d\0" % (kind, len(body)) + body).digest()
+    empty = bytes.fromhex(EMPTY_BLOB)
+    root = []
+    for d in range(0, (n + SYNTH_DIR_FILES - 1) // SYNTH_DIR_FILES):
+        body = b"".join(b"100644 " + synth_path(i, plen).split("/", 1)[1].encode() + b"\0" + empty
+                        for i in range(d * SYNTH_DIR_FILES, min((d + 1) * SYNTH_DIR_FILES, n)))
+        root.append(b"40000 " + (b"d%06d" % d) + b"\0" + obj(b"tree", body))
+    return obj(b"tree", b"".join(root)).hex()
 
 
 def main():

@@ -61,7 +61,7 @@ if ! nixi --eval --strict --json tests/data/nix/run.nix >"$tmp/run.json"; then
 fi
 mkdir -p "$tmp/good" "$tmp/bad"
 python3 - "$tmp/run.json" "$tmp" >"$tmp/py.out" <<'PY'
-import json, os, sys
+import json, os, re, sys
 d = json.load(open(sys.argv[1])); tmp = sys.argv[2]
 g = d["good"]; problems = []
 def check(cond, what):
@@ -170,6 +170,31 @@ b = s.get("tentaflake-worker@builder", {}).get("serviceConfig", {})
 check(b.get("ReadWritePaths") == ["/home/builder/ws", "/srv/tfw/builder-state", "/srv/tfw/builder-results"],
       "builder: workspace, custom state and results directories writable (%s)" % b.get("ReadWritePaths"))
 check(b.get("ProtectHome") == "read-only", "builder: a workspace under /home gets ProtectHome=read-only")
+# MemoryMax= and TasksMax= from the config (issue 33; docs/install.md, "Memory and tasks"),
+# computed here again: the store's tmpfs bytes, 1 KiB an inode of it, the scratch, the worker,
+# 256 MiB and 256 tasks a job; on the daemon and drain, not on gc. The default config's fits in
+# the package unit's own (systemd/tentaflake-worker@.service.in).
+def limits(sc):
+    return (sc.get("MemoryMax"), sc.get("TasksMax"))
+def ceil_div(a, b):
+    return -(-a // b)
+def expected(c, store, cache_bytes, cache_entries, entries=200000):
+    lanes = min(c + 1, 65)
+    caches = 2 * c + 1 if cache_bytes else 0
+    inodes = lanes * (entries + 8) + 1024 + (caches * cache_entries + 64 + lanes * cache_entries if cache_bytes else 0)
+    mem = ceil_div(store + caches * cache_bytes, 1 << 20) + ceil_div(inodes, 1024) + 64 + 256 + 256 * c
+    return ("%dM" % mem, 64 + 256 * c)
+want_b = expected(2, 2 << 30, 1 << 30, 200000)
+check(limits(b) == want_b and limits(s.get("tentaflake-worker-queue@builder", {}).get("serviceConfig", {})) == want_b,
+      "builder (2 jobs, a 1g cache): MemoryMax and TasksMax %s on the daemon and drain (got %s)" % (want_b, limits(b)))
+want_h = expected(1, 2 << 30, 0, 0)
+check(limits(h.get("serviceConfig", {})) == want_h, "hermes-coding (the defaults): %s (got %s)" % (want_h, limits(h.get("serviceConfig", {}))))
+check("MemoryMax" not in gc and "TasksMax" not in gc, "gc: no limits of its own")
+unit = open("systemd/tentaflake-worker@.service.in").read()
+m = re.search(r"^MemoryMax=(\d+)G$", unit, re.M)
+t = re.search(r"^TasksMax=(\d+)$", unit, re.M)
+check(m and t and int(m.group(1)) * 1024 >= int(want_h[0][:-1]) and int(t.group(1)) >= want_h[1],
+      "the package unit's MemoryMax and TasksMax hold the default config (%s)" % (want_h,))
 
 for name, c in d["bad"].items():
     one = len(c["failed"]) == 1 and c["expect"] in c["failed"][0]
