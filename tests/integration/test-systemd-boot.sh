@@ -208,7 +208,7 @@ i14_pending n1 '["echo","approved while no worker could start"]'
 ct systemctl stop "tentaflake-worker-queue@$W.path"
 out=$(i14_tfw approve n1 --wait 2>&1); rc=$?
 check "no unit active: approve --wait exits 1 at once (rc $rc)" test $rc = 1
-check "  ... saying no worker can start: $out" grep -q "approve 'n1': approved and queued, but no worker runs for 'it'" <<<"$out"
+check "  ... saying no worker can start: $out" grep -q "approve 'n1': approved and queued, but no worker runs for '$W'" <<<"$out"
 check "  ... having asked systemd, not guessed" grep -q "none of tentaflake-worker@$W.service, tentaflake-worker-queue@$W.path is active" <<<"$out"
 ct systemctl start "tentaflake-worker-queue@$W.path" || die "the path unit did not start a third time"
 check "starting the path unit runs what was approved meanwhile" test "$(result n1 status)" = succeeded

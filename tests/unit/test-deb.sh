@@ -42,10 +42,20 @@ chmod 0755 "$tmp"
 # The container's worker has a name of this run's own; its cgroups are made in the host's
 # hierarchies (nspawn binds them): removed when empty, and only those of that exact name.
 name=debtest-$(printf %s "$tmp" | sha256sum | cut -c1-8)
+# nspawn --keep-unit makes <its cgroup>/payload and .../supervisor in systemd's hierarchies: it
+# starts in cgroups of this run's own, so that its container never shares /payload with
+# another run's (tests/integration/nspawn-lib.sh says why).
+cgs=
+for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+        [ -e "$h/cgroup.procs" ] || continue
+        [ "$h" = /sys/fs/cgroup ] && [ -e /sys/fs/cgroup/systemd/cgroup.procs ] && continue
+        cgs="$cgs $h/tentaflake-tests/$name"
+done
 cleanup() {
         local g
         find /sys/fs/cgroup -maxdepth 3 -type d -name "tentaflake-worker-$name" 2>/dev/null |
                 while read -r g; do find "$g" -depth -type d -exec rmdir {} + 2>/dev/null; done
+        for g in $cgs; do [ -d "$g" ] && find "$g" -depth -type d -exec rmdir {} + 2>/dev/null; done
         rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -159,7 +169,10 @@ EOF
 chmod 0755 "$tmp/in/inside.sh"
 # The host's root, bound without its submounts in a private mount namespace, is the container's
 # lower layer; the container's writes go to a tmpfs and vanish with it.
-unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
+# shellcheck disable=SC2086
+mkdir -p $cgs || { echo "FAIL: cannot make the cgroups$cgs"; exit 1; }
+sh -c 'for g in $0; do echo $$ >"$g/cgroup.procs" || exit 1; done; exec "$@"' "$cgs" \
+        unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
         timeout 600 systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --volatile=overlay \
         --console=pipe --capability=all --bind-ro="$tmp/in:/in" --bind="$tmp/outc:/out" /in/inside.sh \
         </dev/null >"$tmp/nspawn.log" 2>&1
