@@ -2,8 +2,8 @@
 # Egress through the worker's proxy (issue 21; contract sections 2, 5, 6 and 7; threats 6 and 16),
 # with the real daemon, runsc and curl inside the capsules, against servers of the test's own:
 # two on the host's loopback (one allowed by its literal address, one on an unlisted port) and
-# one in a network namespace behind a veth pair at a public address (a /30 of 203.0.113.0/24 of
-# the test's own: another run, or a real worker's network, is never reached), reached by
+# one in a network namespace behind a veth pair at a public address (a /30 of 198.51.100.0/24 of
+# the test's own: another run's namespace, or an address the host uses, is never reached), by
 # names that an /etc/hosts of the test's resolves in the worker's own mount namespace:
 #   - forward and CONNECT to an allowed host:port work, by IP literal, by name and by *.suffix;
 #   - refused: an unlisted port (its server never sees a connection), an unlisted IP literal, a
@@ -60,15 +60,21 @@ start_server() { # start_server NAME ADDR PORT [NETNS]
         egress_upstream "$dir/srv-$1" "$2" "$3" "${pre[@]}" || { echo "FAIL: server $1 did not start"; exit 1; }
         srv_pids+=("$UPSTREAM_PID")
 }
-# The namespace's /30: the first of 203.0.113.0/24 (TEST-NET-3, public to the proxy) with no
-# address on any interface of the host, taken under a lock that every run of this test shares,
-# so two runs never route to each other's namespace. 203.0.113.0/30 is skipped: older runs put
-# 203.0.113.1/24 and .2 there.
+# The namespace's /30: the first of 198.51.100.0/24 (TEST-NET-2, public to the proxy) that the
+# host neither has an address in, nor routes other than by its default route, nor has a TCP
+# connection to, taken under a lock that every run of this test shares: two runs never route to
+# each other's namespace, and a run takes no address the host uses. (Runs used to put
+# 203.0.113.1/24 on their veth: while one ran, the host routed all of 203.0.113.0/24 into that
+# run's namespace, this test host's package mirror at 203.0.113.80 included.)
+net_in_use() { # net_in_use PREFIX
+        [ -n "$(ip -4 -o addr show to "$1")" ] || [ -n "$(ip -4 route show match "$1" | grep -v '^default ')" ] ||
+                [ -n "$(ss -Htn dst "$1")" ]
+}
 exec {netlock}>"$TFW_TEST_ROOT/egress-net.lock" && flock "$netlock" || { echo "FAIL: cannot lock $TFW_TEST_ROOT/egress-net.lock"; exit 1; }
-k=1
-while [ $k -lt 64 ] && [ -n "$(ip -4 -o addr show to "203.0.113.$((k * 4))/30")" ]; do k=$((k + 1)); done
-[ $k -lt 64 ] || { echo "FAIL: every /30 of 203.0.113.0/24 is in use on this host"; exit 1; }
-HOST_ADDR=203.0.113.$((k * 4 + 1)) PUB=203.0.113.$((k * 4 + 2))
+k=0
+while [ $k -lt 64 ] && net_in_use "198.51.100.$((k * 4))/30"; do k=$((k + 1)); done
+[ $k -lt 64 ] || { echo "FAIL: every /30 of 198.51.100.0/24 is in use on this host"; exit 1; }
+HOST_ADDR=198.51.100.$((k * 4 + 1)) PUB=198.51.100.$((k * 4 + 2))
 ip netns add "$ns" && ip link add "$veth" type veth peer name "${veth}p" && ip link set "${veth}p" netns "$ns" &&
         ip addr add "$HOST_ADDR/30" dev "$veth" && ip link set "$veth" up &&
         ip -n "$ns" addr add "$PUB/30" dev "${veth}p" && ip -n "$ns" link set "${veth}p" up &&
