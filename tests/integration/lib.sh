@@ -10,10 +10,12 @@
 # again from its start: bash keeps the script open on fd 255, so its path survives a cd.
 if [ "${TFW_SUBREAPER:-}" != "$$" ]; then
         export TFW_SUBREAPER=$$
+        _tfw_script=$(readlink /proc/$$/fd/255)
+        [ -f "$_tfw_script" ] || { echo "lib.sh: not sourced from a test script (fd 255 is '$_tfw_script')" >&2; exit 1; }
         exec python3 -c 'import ctypes, os, sys
 if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
     sys.exit("lib.sh: prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
-os.execv(sys.argv[1], sys.argv[1:])' "$BASH" "$(readlink /proc/$$/fd/255)" "$@"
+os.execv(sys.argv[1], sys.argv[1:])' "$BASH" "$_tfw_script" "$@"
 fi
 
 BIN=${BIN:-${BUILD:-build}/tentaflake-worker}

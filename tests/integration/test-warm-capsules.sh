@@ -27,10 +27,11 @@ echo "workspace file" >"$dir/ws/ws.txt"
 chown 10000:10000 "$dir/ws/ws.txt"
 res=$dir/results
 
-containers() { runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null; }
+root=$(runsc_root "$dir") # once: the waits below poll these many times
+containers() { runsc --root "$root" list -quiet 2>/dev/null; }
 warm_listed() { containers | grep -q "^tfw-$name-warm-"; }
 none_listed() { [ -z "$(containers)" ]; }
-no_runsc_procs() { no_own_procs "argv=--root $(runsc_root "$dir")" >/dev/null; }
+no_runsc_procs() { no_own_procs "argv=$root" >/dev/null; } # the front process, gofer and sandbox
 no_job_cgroups() { [ -z "$(find /sys/fs/cgroup -maxdepth 3 -type d -path "*tentaflake-worker-$name/*" 2>/dev/null | head -1)" ]; }
 idle() { none_listed && no_runsc_procs; }
 
@@ -56,7 +57,7 @@ check "w2 saw the workspace" grep -qx "workspace file" "$res/w2/job.log"
 check "w2 saw none of w1's files in /work or /tmp" grep -qx "leftovers=no" "$res/w2/job.log"
 check "w2 saw none of w1's processes" grep -qx "procs=0" "$res/w2/job.log"
 check "w2 had its own id" grep -qx "job=w2" "$res/w2/job.log"
-check "w2's capsule served one job and is gone" sh -c "! runsc --root '$(runsc_root "$dir")' list -quiet 2>/dev/null | grep -qx '$warm1'"
+check "w2's capsule served one job and is gone" sh -c "! runsc --root '$root' list -quiet 2>/dev/null | grep -qx '$warm1'"
 grep -q "leftovers=no" "$res/w2/job.log" || { echo "job.log of w2:"; cat "$res/w2/job.log"; }
 
 echo "-- [$SECONDS s] no request for warm_seconds: the waiting capsule is removed"
