@@ -7,7 +7,9 @@ HTTP/1.1 server on ADDR:PORT that a job reaches through the worker's proxy.
   GET /bytes/N     N bytes of 'x' (Content-Length), for downloads
   POST /upload     reads the body as it comes and answers with how many bytes arrived
   GET /hello       "hello from ADDR:PORT"
-  GET /hold        never answers and never closes, not even at the client's end of file
+  GET /hold        answers its status line alone (once the whole request head has arrived:
+                   a client that sees it knows its request went through), then nothing
+                   more, and never closes, not even at the client's end of file
   GET /wait/NAME   answers "released" once LOGDIR/NAME exists (the test's word), within 300 s
 Every accepted connection appends a line to LOGDIR/connections and every byte of a request
 body read is counted in LOGDIR/received (rewritten after each read), so a test can say that a
@@ -55,6 +57,7 @@ def serve(c, peer):
             return
         method, target = parts[0], parts[1]
         if method == "GET" and target == "/hold":
+            c.sendall(b"HTTP/1.1 200 OK\r\n")
             while c.recv(65536):
                 pass
             time.sleep(3600)

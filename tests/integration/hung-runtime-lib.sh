@@ -15,12 +15,13 @@
 #                         or for 300 s, then becomes runsc with its arguments; its pid and the
 #                         container id are appended to CTL/unnamed. "delete-fails": `delete`
 #                         fails (exit 1) and deletes nothing, every other command is runsc's.
-#   runsc_procs ROOT      the processes (pid and argv) whose argv names the runsc root ROOT:
-#                         the front `runsc run`, the gofer, the sandbox, any `runsc delete`
+#   runsc_procs ROOT      the test's processes (pid and argv) whose argv names the runsc root
+#                         ROOT: the front `runsc run`, the gofer, the sandbox, any `runsc delete`
 #   job_cgroups GROUP     the job cgroups left in GROUP (tentaflake-worker-<name>), in every
 #                         hierarchy
 #   kill_leftovers ROOT CTL  the EXIT trap's part: SIGKILL what a failed run left (a stopped
-#                         process dies of SIGKILL too), the watchers included
+#                         process dies of SIGKILL too), the watchers included: the test's
+#                         own processes only
 REAL_RUNSC=$(command -v runsc)
 
 make_hung_runsc() {
@@ -85,27 +86,19 @@ EOF
         chmod 755 "$ctl/runsc"
 }
 
-_procs_naming() { # _procs_naming STRING: pid and argv of every process whose argv contains STRING
-        python3 - "$1" <<'PY'
-import os, sys
-needle = sys.argv[1].encode()
-for p in os.listdir("/proc"):
-    if not p.isdigit() or int(p) in (os.getpid(), os.getppid()):
-        continue
-    try:
-        argv = open(f"/proc/{p}/cmdline", "rb").read()
-    except OSError:
-        continue
-    if needle in argv:
-        print(p, argv.replace(b"\0", b" ").decode(errors="replace")[:300])
-PY
+_procs_naming() { # _procs_naming STRING: pid and argv of every process of the test's whose argv
+        # contains STRING (lib.sh own_procs: never another worker's)
+        own_procs "argv=$1" | cut -d' ' -f1,4-
 }
 
 runsc_procs() { _procs_naming "$1"; }
 
 job_cgroups() {
-        local group=$1
-        find /sys/fs/cgroup -mindepth 3 -maxdepth 3 -type d -path "*/$group/*" 2>/dev/null
+        local group=$1 g
+        for g in "/sys/fs/cgroup/$group" /sys/fs/cgroup/*/"$group"; do
+                [ -d "$g" ] && find "$g" -mindepth 1 -maxdepth 1 -type d
+        done
+        return 0
 }
 
 kill_leftovers() {

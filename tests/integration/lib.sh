@@ -1,4 +1,23 @@
 # Shared helpers for the integration tests (sourced). Root, real runsc.
+#
+# The tests run beside other workers on the same host (a real one from the package, other
+# engineers' tests): they look only at what they started. Every process by its place below the
+# test (own_procs: the test is a child subreaper, so a daemon's child that outlives the daemon
+# comes back to the test, not to the host's init), every cgroup, runsc root and /run directory
+# by its worker's name, which is unique to the test's directory (new_worker).
+
+# Become a child subreaper (PR_SET_CHILD_SUBREAPER, 36; kept across execve), then run the test
+# again from its start: bash keeps the script open on fd 255, so its path survives a cd.
+if [ "${TFW_SUBREAPER:-}" != "$$" ]; then
+        export TFW_SUBREAPER=$$
+        _tfw_script=$(readlink /proc/$$/fd/255)
+        [ -f "$_tfw_script" ] || { echo "lib.sh: not sourced from a test script (fd 255 is '$_tfw_script')" >&2; exit 1; }
+        exec python3 -c 'import ctypes, os, sys
+if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:
+    sys.exit("lib.sh: prctl(PR_SET_CHILD_SUBREAPER): " + os.strerror(ctypes.get_errno()))
+os.execv(sys.argv[1], sys.argv[1:])' "$BASH" "$_tfw_script" "$@"
+fi
+
 BIN=${BIN:-${BUILD:-build}/tentaflake-worker}
 passes=0 fails=0
 
@@ -20,16 +39,73 @@ test_dir() {
                 mktemp -d "$TFW_TEST_ROOT/$1.XXXXXX"
 }
 
-# new_worker DIR [EXTRA_JSON]: a config for a worker in DIR (workspace DIR/ws, uid/gid 10000).
+# unique_name PREFIX PATH: PREFIX, then the lower-case letters and digits of PATH's last
+# component (at most 20), then 8 hex digits of PATH's sha256. Two directories never share it,
+# so nor do their workers' cgroup groups, runsc roots and /run directories (mktemp's own letters
+# are half upper-case: without the hash two runs of one test could get one name).
+unique_name() {
+        printf '%s%s-%s' "$1" "$(basename "$2" | tr -cd 'a-z0-9' | head -c 20)" \
+                "$(printf %s "$2" | sha256sum | cut -c1-8)"
+}
+
+# new_worker DIR [EXTRA_JSON]: a config for a worker in DIR (workspace DIR/ws, uid/gid 10000),
+# named unique_name it- DIR.
 new_worker() {
         local dir=$1 extra=${2:-}
         mkdir -p "$dir/ws"
         chown 10000:10000 "$dir/ws"
         cat >"$dir/config.json" <<JSON
-{"version": 1, "name": "it-$(basename "$dir" | tr -cd 'a-z0-9' | head -c 20)",
+{"version": 1, "name": "$(unique_name it- "$dir")",
  "workspace": "$dir/ws", "container_uid": 10000, "container_gid": 10000,
  "state_dir": "$dir/state", "results_dir": "$dir/results"$extra}
 JSON
+}
+
+# own_procs [comm=C] [uid=N] [argv=TEXT]...: "PID UID COMM ARGV" (a space in COMM shown as _)
+# of each live process below this test that matches every filter (comm exactly, argv containing
+# TEXT): its children, theirs, and the orphans of any of them, which come back to the test (the
+# subreaper above). Nothing else on the host is looked at: another worker's proxies, capsules
+# and hooks are not the test's.
+own_procs() {
+        python3 - "$$" "$@" <<'PY'
+import os, sys
+top, filters = int(sys.argv[1]), [a.split("=", 1) for a in sys.argv[2:]]
+skip, seen, todo = {os.getpid(), os.getppid()}, set(), [top]
+while todo:
+    p = todo.pop()
+    try:
+        tasks = os.listdir(f"/proc/{p}/task")
+    except OSError:
+        continue
+    for t in tasks:
+        try:
+            kids = open(f"/proc/{p}/task/{t}/children").read().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            if k not in seen:
+                seen.add(k)
+                todo.append(k)
+for p in sorted(seen - skip):
+    try:
+        stat = open(f"/proc/{p}/stat").read()
+        uid = [l.split()[1] for l in open(f"/proc/{p}/status") if l.startswith("Uid:")][0]
+        argv = open(f"/proc/{p}/cmdline", "rb").read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (OSError, IndexError):
+        continue
+    comm, state = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2]
+    if state in "ZX":  # dead, not yet reaped
+        continue
+    have = {"comm": comm, "uid": uid}
+    if all(have[k] == v if k in have else v in argv for k, v in filters):
+        print(p, uid, comm.replace(" ", "_"), argv)
+PY
+}
+# no_own_procs FILTER...: none of them (as own_procs); else they are printed.
+no_own_procs() {
+        local left
+        left=$(own_procs "$@")
+        [ -z "$left" ] || { echo "left: $left"; return 1; }
 }
 
 # runsc_root DIR: the runsc root of DIR's worker (orchestrator/dirs.h: below /run, by name).
@@ -145,8 +221,9 @@ daemon_scratch() { # daemon_scratch DIR: its entries, one a line
         grep -q " $1/state/scratch .* - tmpfs tentaflake-scratch " "/proc/$TFW_DAEMON_PID/mountinfo" &&
                 { ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch" | grep -vx '\.store'; true; }
 }
-# No scratch tmpfs is mounted in this (the host's) namespace.
-no_scratch_mount() { ! grep -q " - tmpfs tentaflake-scratch " /proc/self/mountinfo; }
+# no_scratch_mount DIR: no scratch tmpfs of DIR's worker is mounted in this (the host's)
+# namespace (another worker's, in its own namespace or not, is not the test's).
+no_scratch_mount() { ! grep -q " $1/[^ ]* .* - tmpfs tentaflake-scratch " /proc/self/mountinfo; }
 
 wait_result() { wait_file "$1/results/$2/result.json" "${3:-120}"; }
 
@@ -209,9 +286,21 @@ print(n)
 PY
 }
 
+# remove_cgroup_group GROUP: the (empty) cgroups of GROUP, in every hierarchy (a container's
+# systemd-nspawn payload too): each directory of that exact name and what is below it, never a
+# directory of another name.
+remove_cgroup_group() {
+        local g
+        while read -r g; do
+                find "$g" -depth -type d -exec rmdir {} + 2>/dev/null
+        done < <(find /sys/fs/cgroup -maxdepth 3 -type d -name "$1" 2>/dev/null)
+        return 0
+}
+
 # worker_cleanup DIR: the EXIT trap of a daemon test: kill the daemon if it still runs, delete
-# what runsc still lists in DIR's runsc root, remove the (empty) cgroups named after the worker
-# and DIR itself (kept when TFW_KEEP is set, for a post-mortem).
+# what runsc still lists in DIR's runsc root, remove the (empty) cgroups of the worker's group
+# and those runsc would have made by itself for its containers (/tfw-NAME-ID), and DIR itself
+# (kept when TFW_KEEP is set, for a post-mortem).
 worker_cleanup() {
         local dir=$1 name c
         [ -n "$TFW_DAEMON_PID" ] && kill -KILL "$TFW_DAEMON_PID" 2>/dev/null
@@ -224,6 +313,9 @@ worker_cleanup() {
                 done
                 rm -rf "/run/tentaflake-worker-$name"
         fi
-        [ -n "$name" ] && find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$name*" -exec rmdir {} + 2>/dev/null
+        if [ -n "$name" ]; then
+                remove_cgroup_group "tentaflake-worker-$name"
+                find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "tfw-$name-*" -exec rmdir {} + 2>/dev/null
+        fi
         if [ -n "${TFW_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }

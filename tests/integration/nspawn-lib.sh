@@ -17,10 +17,27 @@
 #                                 MACHINE, unique per test; sets $leader (the container's pid 1)
 #   ct COMMAND...                 run COMMAND in the container (all its namespaces)
 #   die MESSAGE                   FAIL with the container's last journal lines, exit 1
+#   nspawn_cgroup NAME            make and print the cgroups of the run's own, below
+#                                 tentaflake-tests/ of systemd's hierarchies, to start nspawn in
 # The cleanup halts the container, then calls the test's own `cleanup` when it has one (it must
-# remove $tmp then), else removes $tmp.
+# remove $tmp then), else removes $tmp; then it removes the run's cgroup.
 NSPAWN_SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-nspawn_pid= leader=
+nspawn_pid= leader= nspawn_cg=
+
+# nspawn --keep-unit puts the container in <its own cgroup>/payload and itself in .../supervisor
+# of systemd's hierarchies (name=systemd and, on a hybrid host, the unified one, which is where
+# nspawn reads its own cgroup from; the unified one alone on cgroup v2). Started from the host's
+# root cgroup, every container of every run (test-deb.sh's, another engineer's) would be in one
+# /payload, and each container's systemd would manage cgroups that also hold the other's units.
+# So nspawn starts in a cgroup of the run's own, the same path in each of those hierarchies.
+nspawn_cgroup() {
+        local h
+        for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+                [ -e "$h/cgroup.procs" ] || continue
+                [ "$h" = /sys/fs/cgroup ] && [ -e /sys/fs/cgroup/systemd/cgroup.procs ] && continue
+                mkdir -p "$h/tentaflake-tests/$1" && echo "$h/tentaflake-tests/$1" || return 1
+        done
+}
 
 nspawn_require_tools() {
         local tool
@@ -40,6 +57,9 @@ nspawn_cleanup() {
                 wait "$nspawn_pid" 2>/dev/null
         fi
         if declare -F cleanup >/dev/null; then cleanup; else rm -rf "$tmp"; fi
+        local g
+        for g in $nspawn_cg; do find "$g" -depth -type d -exec rmdir {} + 2>/dev/null; done
+        return 0
 }
 
 ct() { nsenter -t "$leader" -a "$@"; }
@@ -68,8 +88,11 @@ nspawn_boot() {
         local all=(--bind-ro="$tmp/dest/usr/local:/usr/local" --bind-ro="$etc/tentaflake:/etc/tentaflake" "${binds[@]}")
         for f in "$etc/system"/*; do all+=(--bind-ro="$f:/etc/systemd/system/$(basename "$f")"); done
         # The host's root, bound (without its submounts) in a private mount namespace, is the
-        # container's lower layer; nothing the container writes reaches the host.
-        unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
+        # container's lower layer; nothing the container writes reaches the host. nspawn starts
+        # in the run's own cgroup (nspawn_cgroup).
+        nspawn_cg=$(nspawn_cgroup "$machine") || die "cannot make a cgroup for the container"
+        sh -c 'for g in $0; do echo $$ >"$g/cgroup.procs" || exit 1; done; exec "$@"' "$nspawn_cg" \
+                unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
                 systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --machine="$machine" \
                 --volatile=overlay --console=pipe --capability=all "${all[@]}" -b systemd.unit=tfw-test.target \
                 </dev/null >"$tmp/console.log" 2>&1 &

@@ -15,6 +15,12 @@ cleanup() {
         for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
         wait 2>/dev/null
         rm -rf "$tmp"
+        # the (empty) cgroup groups of this run's workers: their names hold $RUN
+        local g
+        [ -n "${RUN:-}" ] || return 0
+        for g in $(find /sys/fs/cgroup -maxdepth 3 -type d -name "tentaflake-worker-serve-*$RUN*" -printf '%f\n' 2>/dev/null | sort -u); do
+                remove_cgroup_group "$g"
+        done
 }
 trap cleanup EXIT
 cd "$tmp"
@@ -47,8 +53,10 @@ URL=http://127.0.0.1:$(cat port)
 PUB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["trusted_issuers"][0]["public_key"])' keygen.json)
 
 # start_worker NAME [FLAGS...]: a worker labelled NAME-$RUN in the background, its pid in
-# $wpid (the run id keeps container and cgroup names apart from a concurrent run)
-RUN=r$RANDOM
+# $wpid. The run id, the test's pid and a random number (two live tests never share a pid; "r"
+# and "x" once each, so one run's id is never found inside another's), keeps container and cgroup
+# names apart from a concurrent run's.
+RUN=$(printf 'r%dx%05d' $$ $RANDOM)
 start_worker() {
         local name=$1; shift
         TENTAFLAKE_TOKEN=$TOKEN "$BIN" serve --server "$URL" --key "$tmp/ci.key" --label "$name-$RUN" \

@@ -39,9 +39,12 @@ make_job() { run_job "$1" local-reversible '["make","-s"]'; }
 status_is() { [ "$(result_field "$dir" "$1" status)" = "$2" ] || { echo "$1: $(result_field "$dir" "$1" status): $(result_field "$dir" "$1" message)"; tail -3 "$res/$1/job.log"; return 1; }; }
 doctor_shows_cache() { grep -q "build_cache: .* in [0-9]* entries (limit .*), tree [0-9a-f]" <<<"$(tfw "$dir" doctor 2>&1)"; }
 # kill_mid_take_in ID: once ID's take-in has begun in the daemon's store (its first cache
-# directory made by the importer), SIGKILL every runsc process of its capsule.
+# directory made by the importer), SIGKILL every runsc process of its capsule: the test's own
+# processes naming the container (lib.sh own_procs), never one of another worker's.
 kill_mid_take_in() {
         local t=/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache/in-$1/data/0 until=$((SECONDS + 240))
+        local wn id pids
+        wn=$(worker_name "$dir")
         while [ ! -d "$t" ]; do
                 [ $SECONDS -gt $until ] && { echo "the take-in of $1 never began"; return 1; }
                 [ -e "$res/$1/result.json" ] && { echo "$1 ended before its take-in was seen"; return 1; }
@@ -50,7 +53,16 @@ kill_mid_take_in() {
         local c=$1 w
         w=$(sed -n "s/.*job '$1': started in capsule '\(warm-[0-9a-z-]*\)'.*/\1/p" "$dir/daemon.log" | head -1)
         [ -n "$w" ] && c=$w
-        pkill -KILL -f "tfw-it-[a-z0-9]*-$c( |\$)" || { echo "no runsc process of $1 ($c)"; return 1; }
+        id=tfw-$wn-$c
+        # an argument that is the id, or a path or an option's value ending in it
+        pids=$(own_procs "argv=$id" | awk -v id="$id" '{
+                for (i = 4; i <= NF; i++) {
+                        n = length($i) - length(id)
+                        if (n >= 0 && substr($i, n + 1) == id && (n == 0 || substr($i, n, 1) ~ /[\/=]/)) { print $1; break }
+                }
+        }')
+        [ -n "$pids" ] || { echo "no runsc process of $1 ($id)"; return 1; }
+        kill -KILL $pids
 }
 unchanged() { # unchanged ID PREV: ID started from PREV's cache and left it as it was
         [ "$(cache_field "$1" from)" = "$(cache_field "$2" left)" ] && [ "$(cache_field "$1" left)" = "$(cache_field "$2" left)" ] &&

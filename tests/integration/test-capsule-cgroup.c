@@ -22,11 +22,13 @@
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
 
-#define GROUP "tentaflake-worker-cgtest"
+/* "tentaflake-worker-cgtest-<pid>": this run's own group, never another run's or a real
+ * worker's on the same host (the start-up cleanup below kills everything in its group). */
+static char group[64];
 
 /* The directory of job cgroup `name` in the v1 hierarchy of `ctrl`. */
 static bool cgroup_dir(const char *ctrl, const char *name, char *buf, size_t n) {
-        snprintf(buf, n, "/sys/fs/cgroup/%s/" GROUP "/%s", ctrl, name);
+        snprintf(buf, n, "/sys/fs/cgroup/%s/%s/%s", ctrl, group, name);
         return true;
 }
 
@@ -60,7 +62,7 @@ static void test_limits_applied(void **state) {
                            .cpu_quota_us = 50000, .cpu_period_us = 100000 };
         char mem[PATH_MAX], pids[PATH_MAX], cpu[PATH_MAX];
 
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-limits", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-limits", &l, &j, &e), 0);
         assert_true(cgroup_dir("memory", "tfw-cgtest-limits", mem, sizeof(mem)));
         assert_true(cgroup_dir("pids", "tfw-cgtest-limits", pids, sizeof(pids)));
         assert_true(cgroup_dir("cpu", "tfw-cgtest-limits", cpu, sizeof(cpu)));
@@ -82,17 +84,17 @@ static void test_limits_applied(void **state) {
 
         /* A second one of the same name is refused, not adopted. */
         CgroupJob *j2 = NULL;
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-limits", &l, &j2, &e), -EEXIST);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-limits", &l, &j2, &e), -EEXIST);
         assert_string_equal(e.code, "cgroup_exists");
 
         /* What runsc makes in a hierarchy the worker does not limit, and leaves when it is
          * killed: destroy sweeps it too. */
         char frz[PATH_MAX];
-        snprintf(frz, sizeof(frz), "/sys/fs/cgroup/freezer/" GROUP);
+        snprintf(frz, sizeof(frz), "/sys/fs/cgroup/freezer/%s", group);
         bool have_freezer = stat("/sys/fs/cgroup/freezer", &st) == 0;
         if (have_freezer) {
                 (void) mkdir(frz, 0755);
-                snprintf(frz, sizeof(frz), "/sys/fs/cgroup/freezer/" GROUP "/tfw-cgtest-limits");
+                snprintf(frz, sizeof(frz), "/sys/fs/cgroup/freezer/%s/tfw-cgtest-limits", group);
                 assert_int_equal(mkdir(frz, 0755), 0);
         }
 
@@ -168,7 +170,7 @@ static void test_oom_recorded(void **state) {
         CgroupEvents ev;
         int st;
 
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-oom", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-oom", &l, &j, &e), 0);
         pid_t pid = spawn_in(j, eat_memory);
         assert_int_equal(waitpid(pid, &st, 0), pid);
         assert_true(WIFSIGNALED(st));
@@ -188,7 +190,7 @@ static void test_pids_recorded(void **state) {
         CgroupEvents ev;
         int st;
 
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-pids", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-pids", &l, &j, &e), 0);
         pid_t pid = spawn_in(j, fork_many);
         assert_int_equal(waitpid(pid, &st, 0), pid);
         assert_true(WIFEXITED(st));
@@ -208,7 +210,7 @@ static void test_kill_spares_and_destroy(void **state) {
         CgroupLimits l = { .memory = 256ULL << 20, .memory_swap = 256ULL << 20, .pids = 10 };
         int st;
 
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-kill", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-kill", &l, &j, &e), 0);
         pid_t a = spawn_in(j, sleep_forever), b = spawn_in(j, sleep_forever);
         assert_int_equal(cgroup_job_kill(j, a), 1);
         assert_int_equal(waitpid(b, &st, 0), b);
@@ -221,29 +223,29 @@ static void test_kill_spares_and_destroy(void **state) {
         assert_int_equal(cgroup_job_destroy(j), 0);
 
         /* Start-up cleanup of a leftover that still holds a process. */
-        assert_int_equal(cgroup_job_create(GROUP, "tfw-cgtest-stale", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "tfw-cgtest-stale", &l, &j, &e), 0);
         pid_t c = spawn_in(j, sleep_forever);
         /* Forget j as a killed worker would (leak its fds on purpose), then clean up. */
         j = NULL;
-        assert_int_equal(cgroup_job_remove_stale(GROUP, "tfw-cgtest-stale"), 0);
+        assert_int_equal(cgroup_job_remove_stale(group, "tfw-cgtest-stale"), 0);
         assert_int_equal(waitpid(c, &st, 0), c);
         assert_true(WIFSIGNALED(st));
         char mem[PATH_MAX];
         struct stat sb;
         assert_true(cgroup_dir("memory", "tfw-cgtest-stale", mem, sizeof(mem)));
         assert_int_equal(stat(mem, &sb), -1);
-        assert_int_equal(cgroup_job_remove_stale(GROUP, "tfw-cgtest-stale"), 0); /* already gone */
+        assert_int_equal(cgroup_job_remove_stale(group, "tfw-cgtest-stale"), 0); /* already gone */
 
         /* The whole group at start-up: every job cgroup in it, whatever its name. */
         pid_t d1, d2;
-        assert_int_equal(cgroup_job_create(GROUP, "a", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "a", &l, &j, &e), 0);
         d1 = spawn_in(j, sleep_forever);
         j = NULL;
-        assert_int_equal(cgroup_job_create(GROUP, "b", &l, &j, &e), 0);
+        assert_int_equal(cgroup_job_create(group, "b", &l, &j, &e), 0);
         d2 = spawn_in(j, sleep_forever);
         j = NULL;
         unsigned removed = 0;
-        assert_int_equal(cgroup_group_remove_stale(GROUP, &removed), 0);
+        assert_int_equal(cgroup_group_remove_stale(group, &removed), 0);
         assert_int_equal(removed, 2);
         assert_int_equal(waitpid(d1, &st, 0), d1);
         assert_int_equal(waitpid(d2, &st, 0), d2);
@@ -261,7 +263,7 @@ static int group_teardown(void **state) {
                 char p[PATH_MAX];
                 if (de->d_name[0] == '.')
                         continue;
-                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/" GROUP, de->d_name);
+                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", de->d_name, group);
                 (void) rmdir(p);
         }
         if (h)
@@ -274,6 +276,7 @@ int main(void) {
                 printf("SKIP: cgroup tests need root\n");
                 return 77;
         }
+        snprintf(group, sizeof(group), "tentaflake-worker-cgtest-%d", (int) getpid());
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_limits_applied),
                 cmocka_unit_test(test_oom_recorded),

@@ -42,6 +42,9 @@ static struct {
         CapsuleDriver drv;
         char image[128];
         char init_path[PATH_MAX];
+        /* "ditest-<pid>": this run's worker, whose containers (and those the start-up cleanup
+         * removes) are never another run's or a real worker's in the same engine. */
+        char name[32];
         char *base, *scratch, *snapshot;
         int scratch_fd;
 } env = { .scratch_fd = -EBADF };
@@ -112,9 +115,10 @@ static int group_setup(void **state) {
         tfw_write_file(sfd, "rw.txt", "rw\n", (size_t) -1);
         assert_int_equal(fchmodat(sfd, "rw.txt", 0666, 0), 0);
 
+        snprintf(env.name, sizeof(env.name), "ditest-%d", (int) getpid());
         Config *c = &env.config;
         c->version = 1;
-        c->name = (char *) "ditest";
+        c->name = env.name;
         c->container_uid = JOB_UID;
         c->container_gid = JOB_GID;
         c->driver = env.driver;
@@ -486,20 +490,22 @@ static void test_startup_cleanup(void **state) {
         (void) state;
         char cmd[1024], out[256];
         const char *bin = env.drv.engine.binary;
+        const char *me = env.name;
         /* A container of ours left by a killed worker (running), one of another worker and
-         * one without a label: only ours goes. */
+         * one without a label: only ours goes. (The other worker is this run's too, named
+         * after its pid.) */
         snprintf(cmd, sizeof(cmd),
-                 "%s run -d --name tfw-ditest-stale --label %s=ditest --runtime runsc %s "
+                 "%s run -d --name tfw-%s-stale --label %s=%s --runtime runsc %s "
                  "--network none --entrypoint /bin/sleep %s 1000",
-                 bin, ENGINE_LABEL_WORKER,
+                 bin, me, ENGINE_LABEL_WORKER, me,
                  env.driver == DRIVER_PODMAN ? "--runtime-flag network=none" : "", env.image);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
         snprintf(cmd, sizeof(cmd),
-                 "%s create --name tfw-other-foreign --label %s=other --entrypoint /bin/true %s",
-                 bin, ENGINE_LABEL_WORKER, env.image);
+                 "%s create --name tfw-other-%d-foreign --label %s=other-%d --entrypoint /bin/true %s",
+                 bin, (int) getpid(), ENGINE_LABEL_WORKER, (int) getpid(), env.image);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
-        snprintf(cmd, sizeof(cmd), "%s create --name tfw-ditest-unlabelled --entrypoint /bin/true %s",
-                 bin, env.image);
+        snprintf(cmd, sizeof(cmd), "%s create --name tfw-%s-unlabelled --entrypoint /bin/true %s",
+                 bin, me, env.image);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
 
         unsigned removed = 0;
@@ -507,11 +513,11 @@ static void test_startup_cleanup(void **state) {
         assert_int_equal(engine_cleanup_stale(&env.drv.engine, &removed, &e), 0);
         assert_int_equal(removed, 1);
         assert_nothing_left();
-        snprintf(cmd, sizeof(cmd), "%s inspect --format '{{.Name}}' tfw-other-foreign", bin);
+        snprintf(cmd, sizeof(cmd), "%s inspect --format '{{.Name}}' tfw-other-%d-foreign", bin, (int) getpid());
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
-        snprintf(cmd, sizeof(cmd), "%s inspect --format '{{.Name}}' tfw-ditest-unlabelled", bin);
+        snprintf(cmd, sizeof(cmd), "%s inspect --format '{{.Name}}' tfw-%s-unlabelled", bin, me);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
-        snprintf(cmd, sizeof(cmd), "%s rm -f tfw-other-foreign tfw-ditest-unlabelled", bin);
+        snprintf(cmd, sizeof(cmd), "%s rm -f tfw-other-%d-foreign tfw-%s-unlabelled", bin, (int) getpid(), me);
         assert_int_equal(shell_out(cmd, out, sizeof(out)), 0);
 }
 

@@ -679,6 +679,11 @@ typedef struct Env {
         char *state_dir;
         char *key_path;
         char init_path[PATH_MAX];
+        /* The worker's name, "itest-<pid>", and its cgroup group: this run's own, never those
+         * of another run of this test or of a real worker on the same host (the start-up
+         * cleanup below removes every cgroup of its group). */
+        char name[32];
+        char group[64];
         Config config;
         SystemMount mounts[8];
         CapsuleDriver drv;
@@ -762,9 +767,11 @@ static int group_setup(void **state) {
         snprintf(path, sizeof(path), "%s/probe", env.snapshot);
         copy_self(path);
 
+        snprintf(env.name, sizeof(env.name), "itest-%d", (int) getpid());
+        snprintf(env.group, sizeof(env.group), "tentaflake-worker-%s", env.name);
         Config *c = &env.config;
         c->version = 1;
-        c->name = (char *) "itest";
+        c->name = env.name;
         c->container_uid = JOB_UID;
         c->container_gid = JOB_GID;
         c->driver = DRIVER_RUNSC;
@@ -808,12 +815,14 @@ static int group_teardown(void **state) {
                 char p[PATH_MAX];
                 if (de->d_name[0] == '.')
                         continue;
-                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/tentaflake-worker-itest", de->d_name);
+                snprintf(p, sizeof(p), "/sys/fs/cgroup/%s/%s", de->d_name, env.group);
                 (void) rmdir(p);
         }
         if (h)
                 closedir(h);
-        (void) rmdir("/sys/fs/cgroup/tentaflake-worker-itest");
+        char v2[PATH_MAX];
+        snprintf(v2, sizeof(v2), "/sys/fs/cgroup/%s", env.group);
+        (void) rmdir(v2);
         if (env.base) {
                 capsule_driver_done(&env.drv);
                 safe_close(env.scratch_fd);
@@ -857,8 +866,7 @@ static void assert_nothing_left(const char *job_id) {
                 struct stat st;
                 if (de->d_name[0] == '.')
                         continue;
-                snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s/tentaflake-worker-itest/%s",
-                         de->d_name, id);
+                snprintf(dir, sizeof(dir), "/sys/fs/cgroup/%s/%s/%s", de->d_name, env.group, id);
                 if (stat(dir, &st) == 0)
                         fail_msg("cgroup left: '%s'", dir);
                 /* Nor one runsc would have made by itself (its default is /<id>). */
@@ -869,7 +877,7 @@ static void assert_nothing_left(const char *job_id) {
         closedir(h);
         struct stat st2;
         char v2dir[PATH_MAX];
-        snprintf(v2dir, sizeof(v2dir), "/sys/fs/cgroup/tentaflake-worker-itest/%s", id);
+        snprintf(v2dir, sizeof(v2dir), "/sys/fs/cgroup/%s/%s", env.group, id);
         if (stat(v2dir, &st2) == 0)
                 fail_msg("cgroup left: '%s'", v2dir);
 }
@@ -1816,7 +1824,9 @@ static void test_startup_cleanup(void **state) {
         /* And a cgroup a worker made just before it was killed, with no bundle yet. */
         CgroupJob *orphan = NULL;
         CgroupLimits cl = { .memory = 64 << 20, .memory_swap = 64 << 20, .pids = 10 };
-        assert_int_equal(cgroup_job_create("tentaflake-worker-itest", "tfw-itest-orphan", &cl, &orphan, &e), 0);
+        _cleanup_free_ char *orphan_id = NULL;
+        assert_int_equal(capsule_container_id(env.config.name, "orphan", &orphan_id), 0);
+        assert_int_equal(cgroup_job_create(env.group, orphan_id, &cl, &orphan, &e), 0);
         orphan = NULL; /* leaked on purpose, as by a killed worker */
 
         unsigned removed = 0;

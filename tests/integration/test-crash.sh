@@ -221,13 +221,12 @@ check "  ... and so does the audit line" test "$(python3 -c 'import json,sys; pr
 check "no runsc container is left" test -z "$(runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null)"
 check "no bundle or snapshot is left in scratch/ ($(ls -A "$dir/state/scratch" | tr '\n' ' '))" \
         test -z "$(ls -A "$dir/state/scratch")"
-check "no scratch tmpfs is left mounted after $kills kills" no_scratch_mount
+check "no scratch tmpfs is left mounted after $kills kills" no_scratch_mount "$dir"
 check "no staging directory is left" test -z "$(ls -A "$dir/results/.staging")"
 check "no half-made capture is left" test -z "$(ls -A "$dir/state/requests" | grep '^\.capture-')"
 cg=$(find /sys/fs/cgroup -maxdepth 6 -type d -name "tfw-$name-*" 2>/dev/null)
 check "no job cgroup is left ${cg:+($cg)}" test -z "$cg"
-no_process() { ! pgrep -f -- "$1" >/dev/null; }
-check "no process of the worker is left" no_process "$dir/config.json"
+check "no process of the worker is left" no_own_procs "argv=$dir/config.json"
 out=$("$BIN" --config "$dir/config.json" audit verify 2>&1)
 check "audit verify passes: $out" test $? = 0
 if [ "$fails" -ne 0 ]; then echo "daemon log (end):"; tail -n 40 "$dir/daemon.log"; fi

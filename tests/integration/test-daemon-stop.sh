@@ -72,7 +72,7 @@ start_daemon "$dir" || exit 1
 check "the old runsc root's container was removed at start" \
         grep -q "start-up cleanup: removed 1 container(s) left in the old runsc root '$legacy'" "$dir/daemon.log"
 check "  ... and the old root with it" test ! -e "$legacy"
-check "  ... and no process of it is left" sh -c "! pgrep -f -- 'tfw-$name-legac[y]' >/dev/null"
+check "  ... and no process of it is left" no_own_procs "argv=tfw-$name-legacy"
 drop stop1 '["sh","-c","echo begun; sleep 3; echo finished-ok"]'
 drop stop2 '["echo","second"]'
 check "stop1 runs in its capsule" wait_for 60 in_capsule stop1

@@ -19,12 +19,15 @@ RUNS=${DIRS_RACE_RUNS:-300}
 
 dir=$(test_dir i19-dirs-race)
 chmod 0755 "$dir"
+# This run's own names (another run's /run directories are not its to remove)
+rid=$(printf %s "$dir" | sha256sum | cut -c1-8)
 racer_pid=
 cleanup() {
         [ -n "$racer_pid" ] && kill "$racer_pid" 2>/dev/null && wait "$racer_pid" 2>/dev/null
         umount "$dir/fuse" 2>/dev/null
         rm -rf "$dir"
-        rmdir /run/tentaflake-worker-i19-race-{results,state}/runsc /run/tentaflake-worker-i19-race-{results,state} 2>/dev/null
+        rmdir /run/tentaflake-worker-i19-race-{results,state}-"$rid"/runsc /run/tentaflake-worker-i19-race-{results,state}-"$rid" 2>/dev/null
+        remove_cgroup_group "tentaflake-worker-i19-race-results-$rid"
 }
 trap cleanup EXIT
 ${CC:-cc} -O2 -o "$dir/swap-racer" tests/data/dirs/swap-racer.c || { echo "FAIL: cannot build the racer"; exit 1; }
@@ -37,7 +40,7 @@ victim_stat() { stat -c '%u:%g %a %s' "$dir/victim"; }
 before=$(victim_stat)
 config() { # config NAME STATE RESULTS
         cat >"$dir/$1.json" <<JSON
-{"version": 1, "name": "i19-race-$1", "workspace": "$dir/ws", "container_uid": 10000,
+{"version": 1, "name": "i19-race-$1-$rid", "workspace": "$dir/ws", "container_uid": 10000,
  "container_gid": 10000, "state_dir": "$2", "results_dir": "$3"}
 JSON
 }
@@ -104,8 +107,8 @@ check "state_dir below a symlink: refused, named" \
         refused "$dir/link/state" "'$dir/link' is a symlink"
 check "nothing was made in any of them" \
         bash -c "[ -z \"\$(find '$dir/sticky' '$dir/group' '$dir/real' -mindepth 1)\" ]"
-check "state_dir below /tmp itself: refused, named" refused "/tmp/i19-never-made/state" "is below '/tmp', which is owned by 0:0 with mode 1777"
-check "  ... and not made" test ! -e /tmp/i19-never-made
+check "state_dir below /tmp itself: refused, named" refused "/tmp/i19-never-made-$rid/state" "is below '/tmp', which is owned by 0:0 with mode 1777"
+check "  ... and not made" test ! -e "/tmp/i19-never-made-$rid"
 
 # A FUSE ancestor: its owner and mode are whatever its server says (a controller with
 # user_allow_other could mount one over its home). bindfs shows the controller's directory as

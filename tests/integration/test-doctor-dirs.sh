@@ -13,11 +13,11 @@ command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
 
 tmp=$(test_dir i14-doctor-dirs)
 chmod 0755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+trap 'remove_cgroup_group "tentaflake-worker-$(worker_name "$tmp")"; rm -rf "$tmp"' EXIT
 gid=100 # a group with an entry (users), for the container_gid check
 mkdir -p "$tmp/ws" && chown 10000:$gid "$tmp/ws"
 cat >"$tmp/config.json" <<JSON
-{"version": 1, "name": "i14-doctor-dirs", "workspace": "$tmp/ws", "container_uid": 10000,
+{"version": 1, "name": "$(unique_name i14- "$tmp")", "workspace": "$tmp/ws", "container_uid": 10000,
  "container_gid": $gid, "state_dir": "$tmp/new/state", "results_dir": "$tmp/new/run/results"}
 JSON
 out=$tmp/out

@@ -17,13 +17,22 @@ runsc=$(command -v runsc) || { echo "SKIP: runsc is not installed"; exit 77; }
 [ -x "$BIN" ] || { echo "FAIL: $BIN is not built"; exit 1; }
 
 tmp=$(test_dir tfw-doctortest)
-probe_dirs() { ls -d /tmp/tfw-doctor-* 2>/dev/null; }
-probe_dirs_before=$(probe_dirs)
 chmod 0755 "$tmp"
+# The workers' names end in 8 hex digits of this run's directory: their cgroup groups, runsc
+# roots and engine labels are never another run's.
+run=$(printf %s "$tmp" | sha256sum | cut -c1-8)
+# doctor's probe directories (/tmp/tfw-doctor-*) are looked for in a /tmp of the test's own,
+# bound over /tmp in a mount namespace of its own for the runsc driver's doctor: another
+# doctor's on the same host, made while this one runs, is not this one's leftover.
+mkdir -m 1777 "$tmp/private-tmp"
 image= pimage=
 cleanup() {
         [ -n "$image" ] && docker rmi "$image" >/dev/null 2>&1
         [ -n "$pimage" ] && podman rmi "$pimage" >/dev/null 2>&1
+        local c
+        for c in "$tmp"/*/config.json; do
+                [ -e "$c" ] && remove_cgroup_group "tentaflake-worker-$(worker_name "$(dirname "$c")")"
+        done
         rm -rf "$tmp"
 }
 trap cleanup EXIT
@@ -38,7 +47,7 @@ config() {
         mkdir -p "$d/ws"
         chown 10000:"${3:-100}" "$d/ws"
         cat >"$d/config.json" <<JSON
-{"version": 1, "name": "doc-$1", "workspace": "$d/ws", "container_uid": 10000,
+{"version": 1, "name": "doc-$1-$run", "workspace": "$d/ws", "container_uid": 10000,
  "container_gid": ${3:-100}, "state_dir": "$d/state", "results_dir": "$d/results",
  "runtime": $2}
 JSON
@@ -47,6 +56,12 @@ JSON
 out=$tmp/out
 doctor() { # doctor NAME [--json]: run it, output in $out, its exit status in $rc
         "$BIN" --config "$tmp/$1/config.json" doctor "${@:2}" >"$out" 2>&1
+        rc=$?
+}
+private_tmp_doctor() { # the same, with the test's own /tmp (the runsc driver only: dockerd
+        # would not see it)
+        unshare -m --propagation private sh -c 'mount --bind "$0" /tmp && exec "$@"' "$tmp/private-tmp" \
+                "$BIN" --config "$tmp/$1/config.json" doctor "${@:2}" >"$out" 2>&1
         rc=$?
 }
 has() { grep -q -- "$1" "$out" || { echo "  missing line /$1/ in:"; sed 's/^/    /' "$out"; return 1; }; }
@@ -61,7 +76,7 @@ only_failure() { # only_failure CHECK: exactly one ✗ line, the named check
 # ---- runsc driver, good config ------------------------------------------------------------
 config good '{"driver": "runsc"}'
 quiet tfw "$tmp/good" list # the worker creates its directories; doctor never does
-doctor good
+private_tmp_doctor good
 check "good config: exit 0 (was $rc)" [ "$rc" -eq 0 ]
 check "good config: every line ✓" every_line_passes
 for c in runtime openat2 cgroup_memory cgroup_pids state_dir results_dir container_gid platform \
@@ -82,7 +97,7 @@ check "good config: · platform_kvm is reported, not waited on" has "^· platfor
 check "good config: systrap is not tried twice" sh -c "! grep -q '^· platform_systrap' '$out'"
 cat "$out"
 
-doctor good --json
+private_tmp_doctor good --json
 check "--json: exit 0" [ "$rc" -eq 0 ]
 check "--json: an array of {check, ok, detail}, all ok" python3 -c '
 import json, sys
@@ -96,8 +111,8 @@ assert "probe_memory_limit" in [c["check"] for c in a]
 assert [c["detail"] for c in a if c["check"] == "generation_store"][0].startswith("no job has used it yet"), a
 ' "$out"
 
-# doctor left nothing: no probe directory, no runsc container of it
-check "no probe directory left" [ "$(probe_dirs)" = "$probe_dirs_before" ]
+# doctor left nothing in its /tmp: no probe directory
+check "no probe directory left ($(ls -A "$tmp/private-tmp" | tr '\n' ' '))" [ -z "$(ls -A "$tmp/private-tmp")" ]
 
 # ---- runsc missing ------------------------------------------------------------------------
 config norunsc "{\"driver\": \"runsc\", \"runsc\": \"$tmp/no-such/runsc\"}" "$nogid"
@@ -198,7 +213,7 @@ if command -v docker >/dev/null && scripts/start-dockerd >/dev/null 2>&1 &&
         not_in_store() { ! docker image inspect "$1" >/dev/null 2>&1; }
         check "image missing: never pulled" not_in_store "$missing"
         check "docker: no container of the doctor left" \
-                [ -z "$(docker ps -aq --filter label=org.tentaflake.worker=doc-dock --filter label=org.tentaflake.worker=doc-noimage)" ]
+                [ -z "$(docker ps -aq --filter label=org.tentaflake.worker=doc-dock-$run --filter label=org.tentaflake.worker=doc-noimage-$run)" ]
 elif [ "${TENTAFLAKE_MUST_WORK:-}" = 1 ]; then
         check "docker engine and test image available (TENTAFLAKE_MUST_WORK=1)" false
 else
@@ -215,7 +230,7 @@ if command -v podman >/dev/null &&
         check "podman: every line ✓" every_line_passes
         check "podman: ✓ probe_memory_limit" has "^✓ probe_memory_limit: "
         check "podman: no container of the doctor left" \
-                [ -z "$(podman ps -aq --filter label=org.tentaflake.worker=doc-pod)" ]
+                [ -z "$(podman ps -aq --filter label=org.tentaflake.worker=doc-pod-$run)" ]
 else
         echo "SKIP (part): no podman; the podman driver's doctor is not tested"
 fi

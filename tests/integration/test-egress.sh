@@ -2,7 +2,8 @@
 # Egress through the worker's proxy (issue 21; contract sections 2, 5, 6 and 7; threats 6 and 16),
 # with the real daemon, runsc and curl inside the capsules, against servers of the test's own:
 # two on the host's loopback (one allowed by its literal address, one on an unlisted port) and
-# one in a network namespace behind a veth pair at 203.0.113.2 (a public address), reached by
+# one in a network namespace behind a veth pair at a public address (a /30 of 198.51.100.0/24 of
+# the test's own: another run's namespace, or an address the host uses, is never reached), by
 # names that an /etc/hosts of the test's resolves in the worker's own mount namespace:
 #   - forward and CONNECT to an allowed host:port work, by IP literal, by name and by *.suffix;
 #   - refused: an unlisted port (its server never sees a connection), an unlisted IP literal, a
@@ -63,25 +64,41 @@ start_server() { # start_server NAME ADDR PORT [NETNS]
         egress_upstream "$dir/srv-$1" "$2" "$3" "${pre[@]}" || { echo "FAIL: server $1 did not start"; exit 1; }
         srv_pids+=("$UPSTREAM_PID")
 }
+# The namespace's /30: the first of 198.51.100.0/24 (TEST-NET-2, public to the proxy) that the
+# host neither has an address in, nor routes other than by its default route, nor has a TCP
+# connection to, taken under a lock that every run of this test shares: two runs never route to
+# each other's namespace, and a run takes no address the host uses. (Runs used to put
+# 203.0.113.1/24 on their veth: while one ran, the host routed all of 203.0.113.0/24 into that
+# run's namespace, this test host's package mirror at 203.0.113.80 included.)
+net_in_use() { # net_in_use PREFIX
+        [ -n "$(ip -4 -o addr show to "$1")" ] || [ -n "$(ip -4 route show match "$1" | grep -v '^default ')" ] ||
+                [ -n "$(ss -Htn dst "$1")" ]
+}
+exec {netlock}>"$TFW_TEST_ROOT/egress-net.lock" && flock "$netlock" || { echo "FAIL: cannot lock $TFW_TEST_ROOT/egress-net.lock"; exit 1; }
+k=0
+while [ $k -lt 64 ] && net_in_use "198.51.100.$((k * 4))/30"; do k=$((k + 1)); done
+[ $k -lt 64 ] || { echo "FAIL: every /30 of 198.51.100.0/24 is in use on this host"; exit 1; }
+HOST_ADDR=198.51.100.$((k * 4 + 1)) PUB=198.51.100.$((k * 4 + 2))
 ip netns add "$ns" && ip link add "$veth" type veth peer name "${veth}p" && ip link set "${veth}p" netns "$ns" &&
-        ip addr add 203.0.113.1/24 dev "$veth" && ip link set "$veth" up &&
-        ip -n "$ns" addr add 203.0.113.2/24 dev "${veth}p" && ip -n "$ns" link set "${veth}p" up &&
+        ip addr add "$HOST_ADDR/30" dev "$veth" && ip link set "$veth" up &&
+        ip -n "$ns" addr add "$PUB/30" dev "${veth}p" && ip -n "$ns" link set "${veth}p" up &&
         ip -n "$ns" link set lo up || { echo "FAIL: cannot make the test's network namespace"; exit 1; }
+exec {netlock}>&-
 start_server local 127.0.0.1 "$A"
 start_server unlisted 127.0.0.1 "$B"
 # A service of the host's own, listed only by names that resolve to its loopback.
 start_server internal 127.0.0.1 "$C"
-start_server public 203.0.113.2 "$A" "$ns"
+start_server public "$PUB" "$A" "$ns"
 conns() { local n; n=$(grep -c . "$dir/srv-$1/connections" 2>/dev/null); echo "${n:-0}"; }
 
 # ---- the worker, in a mount namespace with the test's /etc/hosts ------------------------------
 cat >"$dir/hosts" <<EOF
 127.0.0.1 localhost
 127.0.0.1 evil.test
-203.0.113.2 pkg.test
-203.0.113.2 a.wild.test
-203.0.113.2 wild.test
-203.0.113.2 rebind.test
+$PUB pkg.test
+$PUB a.wild.test
+$PUB wild.test
+$PUB rebind.test
 127.0.0.1 rebind.test
 EOF
 cat >"$dir/worker" <<EOF
@@ -144,8 +161,8 @@ def unix(p):
     except OSError as e:
         return errno.errorcode.get(e.errno, str(e))
 print(\"direct_loopback=\" + tcp(\"127.0.0.1\", $A))
-print(\"direct_public=\" + tcp(\"203.0.113.2\", $A))
-print(\"direct_host=\" + tcp(\"203.0.113.1\", $A))
+print(\"direct_public=\" + tcp(\"$PUB\", $A))
+print(\"direct_host=\" + tcp(\"$HOST_ADDR\", $A))
 print(\"host_unix=\" + unix(\"/hostsock/host.sock\"))
 '" || exit 1
 check "j1 succeeded" test "$(result_field "$dir" j1 status)" = succeeded
@@ -159,8 +176,8 @@ check "an unlisted IP literal: 403 ($(line j1 literal))" test "$(line j1 literal
 check "a name resolving to loopback: 403 ($(line j1 evil))" test "$(line j1 evil)" = 403
 check "a name resolving to a public address and loopback: 403 ($(line j1 rebind))" test "$(line j1 rebind)" = 403
 check "the host's service behind those names never saw a connection" test "$(conns internal)" = 0
-check "a name resolving to a public address ($(line j1 name))" test "$(line j1 name)" = "hello from 203.0.113.2:$A"
-check "a name under *.suffix, by CONNECT ($(line j1 suffix))" test "$(line j1 suffix)" = "hello from 203.0.113.2:$A"
+check "a name resolving to a public address ($(line j1 name))" test "$(line j1 name)" = "hello from $PUB:$A"
+check "a name under *.suffix, by CONNECT ($(line j1 suffix))" test "$(line j1 suffix)" = "hello from $PUB:$A"
 check "the suffix's apex: 403 ($(line j1 apex))" test "$(line j1 apex)" = 403
 check "a refusal says why in the job's log ($(line j1 refusal))" \
         grep -q "^tentaflake-worker egress: not_allowed: 127.0.0.1:$B is not on network.allow" <<<"$(line j1 refusal)"
@@ -180,8 +197,8 @@ check "record: evil.test refused address_refused at 127.0.0.1" \
         test "$(conn_of j1 evil.test "$C" reason) $(conn_of j1 evil.test "$C" address)" = "address_refused 127.0.0.1"
 check "record: rebind.test refused for its loopback address" \
         test "$(conn_of j1 rebind.test "$C" reason) $(conn_of j1 rebind.test "$C" address)" = "address_refused 127.0.0.1"
-check "record: pkg.test allowed at 203.0.113.2" \
-        test "$(conn_of j1 pkg.test "$A" verdict) $(conn_of j1 pkg.test "$A" address)" = "allowed 203.0.113.2"
+check "record: pkg.test allowed at $PUB" \
+        test "$(conn_of j1 pkg.test "$A" verdict) $(conn_of j1 pkg.test "$A" address)" = "allowed $PUB"
 check "an audit line per connection (10)" test "$(audit_count "$dir" egress j1)" = 10
 check "the daemon's log sums the job's egress" grep -q "job 'j1': egress: 10 connection(s), 4 allowed, 6 refused" "$dir/daemon.log"
 
@@ -200,8 +217,13 @@ check "record: refused upload_limit" test "$(net j2 'r["network"]["connections"]
 check "a capsule started ahead served j2" grep -q "job 'j2': started in capsule 'warm-" "$dir/daemon.log"
 
 # ---- a connection still open when the job ends is recorded, with its bytes ---------------------
-run_job j2b local-reversible "curl -sS -p -m 300 http://127.0.0.1:$A/hold >/dev/null 2>&1 & sleep 2; echo left" || exit 1
+# The job ends once the upstream has its request (its status line came back through the tunnel:
+# /hold sends nothing else), not after a fixed pause a loaded machine may not honour.
+run_job j2b local-reversible "curl -sS -p -m 300 -D /tmp/h http://127.0.0.1:$A/hold >/dev/null 2>&1 &
+for i in \$(seq 1200); do grep -q '^HTTP/1.1 200 OK' /tmp/h 2>/dev/null && break; sleep 0.05; done
+grep -q '^HTTP/1.1 200 OK' /tmp/h && echo left" || exit 1
 check "a connection left open: the job still ends at once" test "$(result_field "$dir" j2b status)" = succeeded
+check "  ... once its request had reached the upstream" grep -qx left "$res/j2b/job.log"
 check "  ... and its record says stopped, with the bytes it sent" \
         test "$(net j2b "[(c['verdict'], c['reason'], c['bytes_up'] > 0) for c in r['network']['connections']]")" = "[('allowed', 'stopped', True)]"
 check "  ... and is an audit line" test "$(audit_count "$dir" egress j2b)" = 1
@@ -316,10 +338,10 @@ check "the ended job's proxy gave its id back (no lock left on:$gone_ids)" test 
 
 # ---- 4. 1,000 hostile or slow connections ----------------------------------------------------
 peak=0
-sample_proxies() { # the highest VmHWM (kB) of any proxy process, until j4's result appears
+sample_proxies() { # the highest VmHWM (kB) of this test's proxies, until j4's result appears
         local m=0 v p
         while [ ! -e "$res/j4/result.json" ]; do
-                for p in $(pgrep -x tentaflake-egre 2>/dev/null); do
+                for p in $(own_procs comm=tentaflake-egre | cut -d' ' -f1); do
                         v=$(sed -n 's/^VmHWM:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$p/status" 2>/dev/null)
                         [ -n "$v" ] && [ "$v" -gt "$m" ] && m=$v
                 done
@@ -368,10 +390,12 @@ check "the daemon's memory grew by less than 16 MiB" test $((daemon_rss_after - 
 run_job j5 local-reversible "echo hello=\$(curl -sS http://127.0.0.1:$A/hello)" || exit 1
 check "the next job's egress works ($(line j5 hello))" test "$(line j5 hello)" = "hello from 127.0.0.1:$A"
 stop_daemon
-no_proxy_left() { ! pgrep -x tentaflake-egre >/dev/null; }
+no_proxy_left() { no_own_procs comm=tentaflake-egre >/dev/null; }
 # A capsule started ahead dies with the daemon (its process's parent-death signal), and its
-# proxy with it: a moment after the daemon, not before.
-check "no proxy process outlives the daemon and its capsules" wait_for 10 no_proxy_left
+# proxy with it: a moment after the daemon, not before. Only this test's proxies count (a
+# real worker's on the same host are not its): an orphan comes back to the test (lib.sh).
+wait_for 10 no_proxy_left
+check "no proxy process outlives the daemon and its capsules $(own_procs comm=tentaflake-egre)" no_proxy_left
 
 # ---- doctor proves the route ------------------------------------------------------------------
 tfw "$dir" doctor --json >"$dir/doctor.json" 2>"$dir/doctor.err"

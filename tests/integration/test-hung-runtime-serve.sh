@@ -19,8 +19,9 @@ make_hung_runsc "$ctl"
 leftovers() {
         local n
         for n in i11tboot i11trun; do kill_leftovers "$tmp/state-$n/runsc" "$ctl"; done
-        sleep 0.2 # the killed leave their cgroups (a cleanup pause, not a timing assertion)
-        find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "*serve-i11t*-$RUN*" -exec rmdir {} + 2>/dev/null
+        # the killed leave their cgroups once they are gone; then this run's groups, by name
+        for n in i11tboot i11trun; do wait_for 10 no_runsc_procs "$tmp/state-$n/runsc" >/dev/null; done
+        for n in i11tboot i11trun; do remove_cgroup_group "tentaflake-worker-serve-$n-$RUN"; done
         cleanup
 }
 trap leftovers EXIT

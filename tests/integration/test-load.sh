@@ -21,17 +21,25 @@ qfile=/proc/sys/fs/inotify/max_queued_events
 [ -w "$qfile" ] || { echo "SKIP: $qfile is not writable here"; exit 77; }
 
 dir=$(test_dir tfw-it-load)
-old_q=$(cat "$qfile")
-trap 'echo "$old_q" >"$qfile"; worker_cleanup "$dir"' EXIT
+old_q= lowered=
+trap '[ -n "$lowered" ] && echo "$old_q" >"$qfile"; worker_cleanup "$dir"' EXIT
 new_worker "$dir" ', "concurrency": 2, "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
 inbox="$dir/ws/.tentaflake-worker/inbox"
 res="$dir/results"
 
-# The queue limit is read when an inotify instance is made: lower it around the start only.
+# The queue limit is read when an inotify instance is made: lower it around the start only. It
+# is the host's: every run of this test takes the same lock around its change, so that two runs
+# never take each other's 16 for the value to restore (what starts elsewhere on the host in
+# that second gets 16 too; a worker that does rescans its inbox, as this test proves it can).
+exec {qlock}>"$TFW_TEST_ROOT/inotify-queue.lock" && flock "$qlock" || { echo "FAIL: cannot lock $TFW_TEST_ROOT/inotify-queue.lock"; exit 1; }
+old_q=$(cat "$qfile")
+lowered=1
 echo 16 >"$qfile"
 start_daemon "$dir"
 started=$?
 echo "$old_q" >"$qfile"
+lowered=
+exec {qlock}>&-
 [ $started = 0 ] || exit 1
 check "the system's queue limit is restored" test "$(cat "$qfile")" = "$old_q"
 pid=$TFW_DAEMON_PID

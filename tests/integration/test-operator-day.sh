@@ -22,10 +22,11 @@ BIN=$(realpath "$BIN")
 dir=$(test_dir tfw-it-opday)
 chmod 0755 "$dir"
 notify_pid=
-trap '[ -n "$notify_pid" ] && kill "$notify_pid" 2>/dev/null; worker_cleanup "$dir" >/dev/null 2>&1; rm -rf /run/tfw-opday-hook-*' EXIT
 name=opday$$
 name=${name:0:20}
 hook=/run/tfw-opday-hook-$name
+# Only this run's hook: another run's, beside this one, is not this run's to remove.
+trap '[ -n "$notify_pid" ] && kill "$notify_pid" 2>/dev/null; worker_cleanup "$dir" >/dev/null 2>&1; rm -rf "$hook" "$hook.out"' EXIT
 run_dir=/run/tentaflake-worker-$name
 mkdir -p "$dir/ws" && chown 10000:10000 "$dir/ws"
 # The hook writes what it was told where nobody can write (a directory it owns), and a
@@ -116,14 +117,19 @@ check "  ... a newline in it forges no line of the worker's: $(grep forged "$dir
 submit "$dir" hang-1 irreversible '["true"]'
 check "a hung hook is killed after notify.timeout_seconds, and logged" \
         wait_for 30 grep -q "notify: the hook for 'hang-1' ran longer than notify.timeout_seconds (2) and was killed" "$dir/daemon.log"
-check "  ... and nothing of it is left" wait_for 10 bash -c '! pgrep -u 65534 -f "sleep 60" >/dev/null'
+# The hooks this test's daemon ran (lib.sh own_procs): a real worker's hook on the same host,
+# also nobody's, is not this test's.
+no_hook_left() { no_own_procs uid=65534 "argv=sleep 60" >/dev/null; }
+wait_for 10 no_hook_left
+check "  ... and nothing of it is left $(own_procs uid=65534 "argv=sleep 60")" no_hook_left
 # The agent decides how many requests wait: a flood of them runs at most 4 hooks at once.
 for i in 2 3 4 5 6 7; do submit "$dir" "hang-$i" irreversible '["true"]'; done
 check "a flood of pending requests runs at most 4 hooks at once" \
         wait_for 30 grep -q "notify: 4 hooks are still running: not run for 'hang-" "$dir/daemon.log"
 six_told() { [ "$(grep -c "request 'hang-[2-7]' (irreversible) waits for approval" "$dir/daemon.log")" = 6 ]; }
 check "  ... each of them still has its journal line" wait_for 10 six_told
-check "  ... and the hooks that ran are gone after their timeout" wait_for 20 bash -c '! pgrep -u 65534 -f "sleep 60" >/dev/null'
+wait_for 20 no_hook_left
+check "  ... and the hooks that ran are gone after their timeout $(own_procs uid=65534 "argv=sleep 60")" no_hook_left
 check "the daemon is alive after its hooks" daemon_alive
 
 # 5. What the operator reads.

@@ -98,6 +98,9 @@ check "a network policy there fails with retry, naming --allow-host" \
         [ "$(q "(jobs['n6']['state'], 'no --allow-host' in jobs['n6']['history'][1]['reason'], jobs['n6']['history'][1]['permanent'])")" = "('failed', True, False)" ]
 no_attestation n6 || { echo "FAIL: n6 was signed"; fails=$((fails + 1)); }
 kill -TERM "$wpid"; wait "$wpid"
-no_proxy_left() { ! pgrep -x tentaflake-egre >/dev/null; }
-check "no proxy process is left" wait_for 10 no_proxy_left
+# The proxies of this test's workers (comm is cut to 15 bytes): a real worker's on the same
+# host, or another test's, are not this test's to count.
+no_proxy_left() { no_own_procs comm=tentaflake-egre >/dev/null; }
+wait_for 10 no_proxy_left
+check "no proxy process of the test's workers is left $(own_procs comm=tentaflake-egre)" no_proxy_left
 finish

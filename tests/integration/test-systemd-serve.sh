@@ -32,7 +32,7 @@ command -v openssl >/dev/null || { echo "SKIP: openssl is not installed"; exit 7
 [ -x /usr/lib/systemd/systemd-socket-proxyd ] || { echo "SKIP: systemd-socket-proxyd is not installed"; exit 77; }
 source tests/integration/serve-lib.sh # $tmp, the forge ($URL, $TOKEN), $tmp/ci.key, q, enqueue ...
 
-label=i13-ci-1
+label=i13-ci-1-$RUN # this run's own: its cgroup group in the host's hierarchies is never another's
 unit=tentaflake-worker-serve@$label.service
 state=/var/lib/tentaflake-worker-serve-$label
 

@@ -79,6 +79,9 @@ sysunits=/usr/lib/systemd/system
 [ -d "$sysunits" ] || sysunits=/lib/systemd/system
 mkdir -p "$root/usr/lib/systemd" "$root/etc/systemd/system" "$root/etc/tmpfiles.d"
 cp -a "$sysunits" "$root/usr/lib/systemd/"
+# ... but not the units of a package of this worker installed on the host: only make install's
+# are checked.
+rm -f "$root/usr/lib/systemd/system/tentaflake-worker"*
 sub() { sed -e "s|@NAME@|demo|g; s|@WORKSPACE@|/srv/demo/ws|g; s|@GROUP@|10000|g" "$share/$1"; }
 for u in 'tentaflake-worker@demo.service.d' 'tentaflake-worker-queue@demo.service.d'; do
         mkdir -p "$root/etc/systemd/system/$u"

@@ -91,7 +91,7 @@ kill -KILL "$TFW_DAEMON_PID"
 wait "$TFW_DAEMON_PID" 2>/dev/null
 TFW_DAEMON_PID=
 # What the daemon's death left, once its children (the warm one dies with it) are gone.
-warm_child_gone() { ! pgrep -f -- "$dir/config.json" >/dev/null; }
+warm_child_gone() { no_own_procs "argv=$dir/config.json" >/dev/null; }
 check "the daemon's children died with it" wait_for 10 warm_child_gone
 check "its container is left ($warm)" sh -c "'$REAL_RUNSC' --root '$root' list 2>/dev/null | grep -q '^$warm .* created '"
 procs=$(procs_of "$warm")

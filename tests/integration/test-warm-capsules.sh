@@ -27,10 +27,11 @@ echo "workspace file" >"$dir/ws/ws.txt"
 chown 10000:10000 "$dir/ws/ws.txt"
 res=$dir/results
 
-containers() { runsc --root "$(runsc_root "$dir")" list -quiet 2>/dev/null; }
+root=$(runsc_root "$dir") # once: the waits below poll these many times
+containers() { runsc --root "$root" list -quiet 2>/dev/null; }
 warm_listed() { containers | grep -q "^tfw-$name-warm-"; }
 none_listed() { [ -z "$(containers)" ]; }
-no_runsc_procs() { ! pgrep -f -- "--root $(runsc_root "$dir")" >/dev/null; }
+no_runsc_procs() { no_own_procs "argv=$root" >/dev/null; } # the front process, gofer and sandbox
 no_job_cgroups() { [ -z "$(find /sys/fs/cgroup -maxdepth 3 -type d -path "*tentaflake-worker-$name/*" 2>/dev/null | head -1)" ]; }
 idle() { none_listed && no_runsc_procs; }
 
@@ -56,7 +57,7 @@ check "w2 saw the workspace" grep -qx "workspace file" "$res/w2/job.log"
 check "w2 saw none of w1's files in /work or /tmp" grep -qx "leftovers=no" "$res/w2/job.log"
 check "w2 saw none of w1's processes" grep -qx "procs=0" "$res/w2/job.log"
 check "w2 had its own id" grep -qx "job=w2" "$res/w2/job.log"
-check "w2's capsule served one job and is gone" sh -c "! runsc --root '$(runsc_root "$dir")' list -quiet 2>/dev/null | grep -qx '$warm1'"
+check "w2's capsule served one job and is gone" sh -c "! runsc --root '$root' list -quiet 2>/dev/null | grep -qx '$warm1'"
 grep -q "leftovers=no" "$res/w2/job.log" || { echo "job.log of w2:"; cat "$res/w2/job.log"; }
 
 echo "-- [$SECONDS s] no request for warm_seconds: the waiting capsule is removed"
@@ -65,7 +66,7 @@ check "no job cgroup left" no_job_cgroups
 check "the daemon is alive" daemon_alive
 
 echo "-- [$SECONDS s] a waiting capsule whose sandbox died: the next request runs cold"
-sandbox_pid() { pgrep -f -- "runsc-sandbox.*$dead\$" | head -1; }
+sandbox_pid() { own_procs argv=runsc-sandbox "argv=$dead" | awk -v id="$dead" '$NF == id { print $1; exit }'; }
 have_sandbox() { [ -n "$(sandbox_pid)" ]; }
 submit "$dir" w5 local-reversible '["true"]'
 check "w5 published" wait_result "$dir" w5
@@ -106,14 +107,14 @@ check "the waiting capsule's bundle is in the daemon's scratch tmpfs" \
         test -s "/proc/$TFW_DAEMON_PID/root$dir/state/scratch/${warm3#tfw-$name-}/$warm3/config.json"
 check "  ... a tmpfs of the daemon's own" quiet daemon_scratch "$dir"
 check "  ... and nothing of it is in scratch on the disk" test -z "$(ls -A "$dir/state/scratch")"
-check "  ... and the tmpfs is not mounted in the host's namespace" no_scratch_mount
+check "  ... and the tmpfs is not mounted in the host's namespace" no_scratch_mount "$dir"
 stop_daemon TERM
 check "the daemon stopped" test -z "$TFW_DAEMON_PID"
 check "no container after the stop" none_listed
 check "no runsc process after the stop" no_runsc_procs
 check "no job cgroup after the stop" no_job_cgroups
 check "no warm scratch left" test -z "$(find "$dir/state/scratch" -mindepth 1 -maxdepth 1 -name 'warm-*' | head -1)"
-check "no scratch tmpfs left" no_scratch_mount
+check "no scratch tmpfs left" no_scratch_mount "$dir"
 
 echo "-- [$SECONDS s] drain: a capsule waits while the queue is not empty, none after"
 inbox=$dir/ws/.tentaflake-worker/inbox

@@ -12,8 +12,10 @@ else
         tmp=$(mktemp -d)
 fi
 # run and drain make the worker's runsc root below /run before they look at the workspace
-# (orchestrator/dirs.h): removed again when empty.
-trap 'rm -rf "$tmp"; rmdir /run/tentaflake-worker-demo/runsc /run/tentaflake-worker-demo 2>/dev/null' EXIT
+# (orchestrator/dirs.h): removed again when empty. The worker's name is this run's own (8 hex
+# digits of its directory), never a real worker's or another run's.
+name=cli-$(printf %s "$tmp" | sha256sum | cut -c1-8)
+trap 'rm -rf "$tmp"; rmdir "/run/tentaflake-worker-$name/runsc" "/run/tentaflake-worker-$name" 2>/dev/null' EXIT
 fails=0 passes=0
 
 # expect CODE PATTERN -- ARGS...: exit status CODE and stdout+stderr matching PATTERN.
@@ -32,15 +34,15 @@ expect() {
 }
 
 cat >"$tmp/good.json" <<JSON
-{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+{"version": 1, "name": "$name", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
  "state_dir": "$tmp/state", "results_dir": "$tmp/results"}
 JSON
 cat >"$tmp/badkey.json" <<JSON
-{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+{"version": 1, "name": "$name", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
  "limits": {"memroy": "2g"}}
 JSON
 cat >"$tmp/badsize.json" <<JSON
-{"version": 1, "name": "demo", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
+{"version": 1, "name": "$name", "workspace": "$tmp/ws", "container_uid": 10000, "container_gid": 10000,
  "limits": {"memory": "2x"}}
 JSON
 mkfifo "$tmp/fifo"
@@ -100,7 +102,7 @@ else
 fi
 mkdir "$tmp/ws2"
 sed "s|$tmp/ws\"|$tmp/ws2\"|" "$tmp/good.json" >"$tmp/good2.json"
-expect 0 "check-config: '$tmp/good2.json' is valid: worker 'demo', workspace '$tmp/ws2'" -- check-config --config "$tmp/good2.json"
+expect 0 "check-config: '$tmp/good2.json' is valid: worker '$name', workspace '$tmp/ws2'" -- check-config --config "$tmp/good2.json"
 if [ -e "$tmp/state" ] || [ -e "$tmp/results" ]; then
         echo "FAIL: check-config created a directory"; fails=$((fails + 1))
 else

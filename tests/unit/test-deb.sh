@@ -12,7 +12,11 @@
 #    naming its checks, the capsule init found at /usr/libexec (the PREFIX=/usr build); man
 #    finds the pages; the completion is where bash-completion loads it;
 #  - dpkg -r leaves nothing of the package but its conffiles, dpkg -P nothing at all (and the
-#    operator's config stays).
+#    operator's config stays);
+#  - nothing of it reached the host: the host's copy of each of the package's paths and dpkg's
+#    record of the package are what they were before the container ran. The host may have the
+#    package installed, and a worker of it running: the test compares, it does not ask for
+#    absence, and its worker in the container has a name of its own.
 # Root only (dpkg, nspawn); about a minute, most of it the first build of build-deb/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,7 +39,26 @@ check() { local what=$1; shift; if "$@"; then ok; else bad "$what"; fi; }
 
 tmp=$(mktemp -d)
 chmod 0755 "$tmp"
-trap 'rm -rf "$tmp"' EXIT
+# The container's worker has a name of this run's own; its cgroups are made in the host's
+# hierarchies (nspawn binds them): removed when empty, and only those of that exact name.
+name=debtest-$(printf %s "$tmp" | sha256sum | cut -c1-8)
+# nspawn --keep-unit makes <its cgroup>/payload and .../supervisor in systemd's hierarchies: it
+# starts in cgroups of this run's own, so that its container never shares /payload with
+# another run's (tests/integration/nspawn-lib.sh says why).
+cgs=
+for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+        [ -e "$h/cgroup.procs" ] || continue
+        [ "$h" = /sys/fs/cgroup ] && [ -e /sys/fs/cgroup/systemd/cgroup.procs ] && continue
+        cgs="$cgs $h/tentaflake-tests/$name"
+done
+cleanup() {
+        local g
+        find /sys/fs/cgroup -maxdepth 3 -type d -name "tentaflake-worker-$name" 2>/dev/null |
+                while read -r g; do find "$g" -depth -type d -exec rmdir {} + 2>/dev/null; done
+        for g in $cgs; do [ -d "$g" ] && find "$g" -depth -type d -exec rmdir {} + 2>/dev/null; done
+        rm -rf "$tmp"
+}
+trap cleanup EXIT
 start=$(date +%s)
 
 # 1. make deb (a nested make: drop the outer make's jobserver)
@@ -71,6 +94,25 @@ check "postinst reloads systemd and starts nothing" \
         sh -c "grep -q 'daemon-reload' '$tmp/postinst' && ! grep -Eq 'systemctl.*(start|enable|restart)|deb-systemd-invoke' '$tmp/postinst'"
 dpkg-deb --ctrl-tarfile "$deb" | tar -xO ./conffiles >"$tmp/conffiles" 2>/dev/null || : >"$tmp/conffiles"
 
+# host_state: the host's side of everything the container's dpkg touches for the package: dpkg's
+# record of it (status, version, its info files) and each of its paths (absent, or its inode,
+# type, mode, owner, size and change time: a write, a replacement or a removal changes one).
+host_state() {
+        dpkg-query -W -f='${Status} ${Version}\n' tentaflake-worker 2>/dev/null || echo "not known to dpkg"
+        python3 - "$tmp/files" <<'PY'
+import glob, os, sys
+paths = [l.rstrip("\n") for l in open(sys.argv[1])] + sorted(glob.glob("/var/lib/dpkg/info/tentaflake-worker.*"))
+for p in paths:
+    try:
+        st = os.lstat(p)
+    except FileNotFoundError:
+        print(p, "absent")
+        continue
+    print(p, st.st_ino, oct(st.st_mode), st.st_uid, st.st_gid, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+PY
+}
+host_state >"$tmp/host-before"
+
 lintian --tag-display-limit 0 "$deb" >"$tmp/lintian" 2>&1
 grep -v 'running with root privileges is not recommended' "$tmp/lintian" >"$tmp/lintian.out"
 check "lintian: no error, no warning ($(cat "$tmp/lintian.out"))" sh -c "! grep -Eq '^[EW]:' '$tmp/lintian.out'"
@@ -80,6 +122,9 @@ check "lintian: no error, no warning ($(cat "$tmp/lintian.out"))" sh -c "! grep 
 mkdir -p "$tmp/root" "$tmp/in" "$tmp/outc"
 cp "$deb" "$tmp/in/pkg.deb"
 cp "$tmp/files" "$tmp/conffiles" "$tmp/in/"
+# The container's worker: a name of this run's own (the host may run a worker of the package,
+# and another run of this test its own).
+echo "$name" >"$tmp/in/name"
 cat >"$tmp/in/inside.sh" <<'EOF'
 #!/bin/bash
 # Runs in the container; every line of /out/result is "ok WHAT" or "FAIL WHAT".
@@ -100,11 +145,12 @@ r "dpkg says installed" test "$(dpkg-query -W -f='${Status}' tentaflake-worker)"
 tentaflake-worker --version >/out/version
 mkdir -p /etc/tentaflake/workers /srv/ws
 chown 10000:10000 /srv/ws
-groupadd -g 10000 debtest # doctor checks container_gid has a group entry
+getent group 10000 >/dev/null || groupadd -g 10000 debtest # doctor checks container_gid has a group entry
 # systemd-nspawn mounts the cgroup hierarchies read-only; the worker makes its cgroup there
 for h in /sys/fs/cgroup/*/; do mount -o remount,bind,rw "$h" 2>/dev/null; done
-printf '{"version": 1, "name": "debtest", "workspace": "/srv/ws", "container_uid": 10000, "container_gid": 10000}\n' \
-        >/etc/tentaflake/workers/debtest.json
+name=$(cat /in/name)
+printf '{"version": 1, "name": "%s", "workspace": "/srv/ws", "container_uid": 10000, "container_gid": 10000}\n' \
+        "$name" >/etc/tentaflake/workers/debtest.json
 timeout 300 tentaflake-worker --config /etc/tentaflake/workers/debtest.json doctor --json >/out/doctor.json 2>/out/doctor.err
 echo $? >/out/doctor.rc
 r "man finds tentaflake-worker(8)" sh -c 'man -w tentaflake-worker 2>/dev/null | grep -q /usr/share/man/man8/tentaflake-worker.8.gz'
@@ -123,7 +169,10 @@ EOF
 chmod 0755 "$tmp/in/inside.sh"
 # The host's root, bound without its submounts in a private mount namespace, is the container's
 # lower layer; the container's writes go to a tmpfs and vanish with it.
-unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
+# shellcheck disable=SC2086
+mkdir -p $cgs || { echo "FAIL: cannot make the cgroups$cgs"; exit 1; }
+sh -c 'for g in $0; do echo $$ >"$g/cgroup.procs" || exit 1; done; exec "$@"' "$cgs" \
+        unshare -m --propagation private sh -c 'mount --bind / "$0" && exec "$@"' "$tmp/root" \
         timeout 600 systemd-nspawn --register=no --keep-unit --quiet -D "$tmp/root" --volatile=overlay \
         --console=pipe --capability=all --bind-ro="$tmp/in:/in" --bind="$tmp/outc:/out" /in/inside.sh \
         </dev/null >"$tmp/nspawn.log" 2>&1
@@ -159,7 +208,9 @@ then ok; cat "$tmp/doctor.out"
 else
         bad "doctor --json in the container: $(cat "$tmp/doctor.out" "$tmp/outc/doctor.err" 2>/dev/null | tail -5)"
 fi
-check "nothing of the package reached the host" test ! -e /usr/bin/tentaflake-worker -a ! -e /lib/systemd/system/tentaflake-worker@.service
+host_state >"$tmp/host-after"
+check "nothing of the package reached the host: its paths and dpkg's record of it are as they were ($(diff "$tmp/host-before" "$tmp/host-after" | grep '^[<>]' | head -5 | tr '\n' ' '))" \
+        cmp -s "$tmp/host-before" "$tmp/host-after"
 
 echo "deb: $passes passed, $fails failed ($(($(date +%s) - start)) s)"
 [ "$fails" -eq 0 ]
