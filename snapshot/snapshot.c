@@ -777,9 +777,13 @@ static int gen_record_dir(Walk *w, Tree *t, Tree *child, const char *name, size_
         GenEntry *old = kept ? gen_dir_find(t->gold, name, len) : NULL;
         child->gold = old ? old->dir : NULL;
         /* Its watch saw nothing change in it since the previous walk, and it is the directory
-         * that walk read (its entries may have changed below it: walk_known goes down). */
-        child->known = w->watch_trusted && old && old->dir->clean && old->id.dev == (uint64_t) st->st_dev &&
-                       old->id.ino == (uint64_t) st->st_ino && !(w->limits->cache_paths && cache_path_match(w) > 0);
+         * that walk read, identity and all (its entries may have changed below it: walk_known
+         * goes down). Not only its device and inode: a directory removed and made again can have
+         * both, and the old one's watch, dropped with it (IN_IGNORED), leaves no stamp. Its ctime
+         * tells: every change of its entries, mode or owner stamps it, and each of those is an
+         * event on its watch too, so one the watch vouches for keeps its whole identity. */
+        child->known = w->watch_trusted && old && old->dir->clean && gen_identity_equal(&old->id, &ne->id) &&
+                       !(w->limits->cache_paths && cache_path_match(w) > 0);
         return 0;
 }
 
