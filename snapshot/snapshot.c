@@ -712,17 +712,17 @@ static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t le
 }
 
 /* Do this filesystem's timestamps vouch for its files' contents? Only local filesystems that
- * stamp mtime and ctime on every write, a write through a shared mapping included (their
- * page_mkwrite): not tmpfs (a write through a mapping never changes its times), not network
- * or FUSE filesystems (times from elsewhere, or cached), not vfat (2 s timestamps). Elsewhere
- * every file is read again by every walk. */
+ * stamp mtime and ctime on every change of a file's bytes, a write through a shared mapping
+ * included (their page_mkwrite): not tmpfs (a write through a mapping never changes its times),
+ * not network or FUSE filesystems (times from elsewhere, or cached), not vfat (2 s timestamps),
+ * not xfs (XFS_IOC_SWAPEXT, the defragmenter's ioctl, lets the owner of two files swap their
+ * bytes and keeps every time of both). Elsewhere every file is read again by every walk. */
 static bool gen_fs_vouches(int dir_fd) {
         struct statfs sf;
         if (fstatfs(dir_fd, &sf) < 0)
                 return false;
         switch ((unsigned long) sf.f_type) {
         case EXT4_SUPER_MAGIC: /* ext2, ext3 and ext4 */
-        case XFS_SUPER_MAGIC:
         case BTRFS_SUPER_MAGIC:
         case F2FS_SUPER_MAGIC:
                 return true;
