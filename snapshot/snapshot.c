@@ -712,17 +712,17 @@ static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t le
 }
 
 /* Do this filesystem's timestamps vouch for its files' contents? Only local filesystems that
- * stamp mtime and ctime on every write, a write through a shared mapping included (their
- * page_mkwrite): not tmpfs (a write through a mapping never changes its times), not network
- * or FUSE filesystems (times from elsewhere, or cached), not vfat (2 s timestamps). Elsewhere
- * every file is read again by every walk. */
+ * stamp mtime and ctime on every change of a file's bytes, a write through a shared mapping
+ * included (their page_mkwrite): not tmpfs (a write through a mapping never changes its times),
+ * not network or FUSE filesystems (times from elsewhere, or cached), not vfat (2 s timestamps),
+ * not xfs (XFS_IOC_SWAPEXT, the defragmenter's ioctl, lets the owner of two files swap their
+ * bytes and keeps every time of both). Elsewhere every file is read again by every walk. */
 static bool gen_fs_vouches(int dir_fd) {
         struct statfs sf;
         if (fstatfs(dir_fd, &sf) < 0)
                 return false;
         switch ((unsigned long) sf.f_type) {
         case EXT4_SUPER_MAGIC: /* ext2, ext3 and ext4 */
-        case XFS_SUPER_MAGIC:
         case BTRFS_SUPER_MAGIC:
         case F2FS_SUPER_MAGIC:
                 return true;
@@ -777,9 +777,13 @@ static int gen_record_dir(Walk *w, Tree *t, Tree *child, const char *name, size_
         GenEntry *old = kept ? gen_dir_find(t->gold, name, len) : NULL;
         child->gold = old ? old->dir : NULL;
         /* Its watch saw nothing change in it since the previous walk, and it is the directory
-         * that walk read (its entries may have changed below it: walk_known goes down). */
-        child->known = w->watch_trusted && old && old->dir->clean && old->id.dev == (uint64_t) st->st_dev &&
-                       old->id.ino == (uint64_t) st->st_ino && !(w->limits->cache_paths && cache_path_match(w) > 0);
+         * that walk read, identity and all (its entries may have changed below it: walk_known
+         * goes down). Not only its device and inode: a directory removed and made again can have
+         * both, and the old one's watch, dropped with it (IN_IGNORED), leaves no stamp. Its ctime
+         * tells: every change of its entries, mode or owner stamps it, and each of those is an
+         * event on its watch too, so one the watch vouches for keeps its whole identity. */
+        child->known = w->watch_trusted && old && old->dir->clean && gen_identity_equal(&old->id, &ne->id) &&
+                       !(w->limits->cache_paths && cache_path_match(w) > 0);
         return 0;
 }
 

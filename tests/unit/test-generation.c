@@ -9,9 +9,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -216,6 +219,84 @@ static void test_tmpfs_never_kept(void **state) {
         assert_int_equal(umount2(mnt, MNT_DETACH), 0);
 }
 
+/* XFS_IOC_SWAPEXT as xfsprogs' xfs_fs.h declares it (its header is not needed to build): the
+ * target's stat, which the kernel compares with the inode's (inode number, mtime, ctime) before
+ * it swaps the two files' extents. */
+struct xfs_bstime_tfw {
+        int64_t tv_sec;
+        int32_t tv_nsec;
+};
+struct xfs_bstat_tfw {
+        uint64_t ino;
+        uint16_t mode, nlink;
+        uint32_t uid, gid, rdev;
+        int32_t blksize;
+        int64_t size;
+        struct xfs_bstime_tfw atime, mtime, ctime;
+        uint8_t rest[48];
+};
+struct xfs_swapext_tfw {
+        int64_t version, fdtarget, fdtmp, offset, length;
+        char pad[16];
+        struct xfs_bstat_tfw stat;
+};
+_Static_assert(sizeof(struct xfs_swapext_tfw) == 192 && offsetof(struct xfs_swapext_tfw, stat) == 56 &&
+                       offsetof(struct xfs_bstat_tfw, ctime) == 72,
+               "struct xfs_swapext");
+#define XFS_IOC_SWAPEXT_TFW _IOWR('X', 109, struct xfs_swapext_tfw)
+
+/* Swap the bytes of dir/a and dir/b (the same size) as xfs_fsr does; their times stay. */
+static void xfs_swap(int dir, const char *a, const char *b) {
+        _cleanup_close_ int x = openat(dir, a, O_RDWR | O_CLOEXEC), y = openat(dir, b, O_RDWR | O_CLOEXEC);
+        struct stat st, after;
+        assert_true(x >= 0 && y >= 0);
+        assert_int_equal(fsync(x), 0);
+        assert_int_equal(fsync(y), 0);
+        assert_int_equal(fstat(x, &st), 0);
+        struct xfs_swapext_tfw sx = {
+                .fdtarget = x,
+                .fdtmp = y,
+                .length = st.st_size,
+                .stat = { .ino = st.st_ino,
+                          .mtime = { st.st_mtim.tv_sec, (int32_t) st.st_mtim.tv_nsec },
+                          .ctime = { st.st_ctim.tv_sec, (int32_t) st.st_ctim.tv_nsec } },
+        };
+        assert_int_equal(ioctl(x, XFS_IOC_SWAPEXT_TFW, &sx), 0);
+        assert_int_equal(fstat(x, &after), 0);
+        /* What makes it an attack: every part of the identity stays. */
+        assert_true(after.st_ino == st.st_ino && after.st_size == st.st_size &&
+                    after.st_mtim.tv_sec == st.st_mtim.tv_sec && after.st_mtim.tv_nsec == st.st_mtim.tv_nsec &&
+                    after.st_ctim.tv_sec == st.st_ctim.tv_sec && after.st_ctim.tv_nsec == st.st_ctim.tv_nsec &&
+                    after.st_mode == st.st_mode);
+}
+
+/* On XFS the owner of two files can swap their bytes (XFS_IOC_SWAPEXT, the defragmenter's ioctl:
+ * no privilege, both files open for writing) and the kernel keeps every time: inode, size, mtime,
+ * ctime and mode stay, the bytes change. So XFS's times vouch for nothing: nothing there is kept,
+ * and the next walk has the swapped bytes. Needs root and mkfs.xfs (xfsprogs). */
+static void test_xfs_never_kept(void **state) {
+        Fixture *f = *state;
+        if (geteuid() != 0 || system("command -v mkfs.xfs >/dev/null 2>&1") != 0)
+                skip();
+        snapshot_test_racy_window_nsec = 0;
+        _cleanup_free_ char *img = NULL;
+        assert_true(asprintf(&f->mnt, "%s/x", f->ws) >= 0 && asprintf(&img, "%s/xfs.img", f->d->path) >= 0);
+        assert_int_equal(mkdir(f->mnt, 0755), 0);
+        gfx_sh(f, "truncate -s 320M '%s' && mkfs.xfs -q '%s' && mount -o loop '%s' x", img, img, img);
+        gfx_sh(f, "printf ORIGINAL-CONTENT >x/a; printf EVIL-NEW-BYTES!! >x/b");
+        gfx_settle();
+        update(f);
+        gfx_settle();
+        update(f);
+        _cleanup_close_ int dir = open(f->mnt, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dir >= 0);
+        xfs_swap(dir, "a", "b");
+        update(f);
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/x/a)\" = EVIL-NEW-BYTES!! ] && [ \"$(cat ../gen/x/b)\" = ORIGINAL-CONTENT ]");
+        assert_int_equal(f->s.files_reused, KEPT(f, f->s.files - 2));
+}
+
 /* A ceiling met in an update fails it like any walk (the store then empties the generation). */
 static void test_ceiling(void **state) {
         Fixture *f = *state;
@@ -234,6 +315,8 @@ static void test_ceiling(void **state) {
 
 #define T(t) cmocka_unit_test_setup_teardown(t, gfx_setup, gfx_teardown)
 int main(void) {
+        if (getenv("TFW_TEST_FILTER"))
+                cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 T(test_unchanged_reads_nothing),
                 T(test_restored_mtime_and_size_seen),
@@ -244,6 +327,7 @@ int main(void) {
                 T(test_ceiling),
                 T(test_open_for_writing_read_again),
                 T(test_tmpfs_never_kept),
+                T(test_xfs_never_kept),
         };
         return cmocka_run_group_tests_name("generations", tests, NULL, NULL);
 }

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <time.h>
@@ -43,6 +44,9 @@ int gfx_setup_watched(void **state) {
 
 int gfx_teardown(void **state) {
         GenFixture *f = *state;
+        if (f->mnt)
+                (void) umount2(f->mnt, MNT_DETACH);
+        free(f->mnt);
         gen_index_free(f->index);
         dirty_set_free(f->set);
         safe_close(f->gen_fd);
@@ -68,7 +72,7 @@ void gfx_sh(const GenFixture *f, const char *fmt, ...) {
 bool gfx_vouches(const GenFixture *f) {
         struct statfs sf;
         assert_int_equal(statfs(f->ws, &sf), 0);
-        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == XFS_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
+        return sf.f_type == EXT4_SUPER_MAGIC || sf.f_type == BTRFS_SUPER_MAGIC ||
                sf.f_type == F2FS_SUPER_MAGIC;
 }
 

@@ -17,6 +17,7 @@
 typedef struct GenFixture {
         TestDir *d;
         char *ws;
+        char *mnt;        /* a filesystem a test mounted: teardown detaches it, however the test ended */
         int gen_fd;
         GenIndex *index;  /* the generation's, after the last walk */
         DirtySet *set;    /* the watch: gfx_setup_watched only, else NULL */
