@@ -259,13 +259,16 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         _exit(0);
 }
 
-/* Should a capsule wait for the next request now? After a request, for warm_seconds; with
+/* Should a capsule wait for the next request now? While a request runs and for warm_seconds
+ * after the last one ended (a job longer than the window still finds one ready behind it; a
+ * capsule that could not start sets warm_until to 0: none again before the next request); with
  * drain only while requests are queued; never while stopping; only with a driver that boots
  * capsules ahead (runsc). */
 static bool warm_wanted(Daemon *d) {
         const CapsuleDriverOps *ops = capsule_driver_ops(d->w.config->driver);
         return d->w.config->warm_seconds > 0 && ops && ops->boots_ahead && !d->stopping &&
-               d->warm_until > now_monotonic() && (!d->o.drain || d->n_queue > 0);
+               d->warm_until && (d->warm_until > now_monotonic() || d->n_running > 0) &&
+               (!d->o.drain || d->n_queue > 0);
 }
 
 static void warm_spawn(Daemon *d) {
@@ -496,6 +499,10 @@ static void reap(Daemon *d) {
                         if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0)
                                 say_job_end(d, &rec);
                         d->running[i] = d->running[--d->n_running];
+                        /* The window runs from the end of the last request. */
+                        if (d->warm_until)
+                                d->warm_until = MAX(d->warm_until,
+                                                    now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC);
                         break;
                 }
         }
@@ -673,8 +680,9 @@ static void arm_timer(Daemon *d) {
                 mono = d->next_watchdog;
         if (d->stopping && !d->killing && (mono == 0 || d->stop_deadline < mono))
                 mono = d->stop_deadline;
-        /* The end of the window of the capsule waiting for the next request. */
-        if (d->warm.pid && d->warm_until && (mono == 0 || d->warm_until < mono))
+        /* The end of the window of the capsule waiting for the next request (none while a job runs:
+         * its end opens the window again). */
+        if (d->warm.pid && d->warm_until && d->n_running == 0 && (mono == 0 || d->warm_until < mono))
                 mono = d->warm_until;
         struct itimerspec its = {};
         if (mono) {

@@ -114,5 +114,5 @@ phase() { # phase NAME WARM_SECONDS
 }
 
 phase "capsules started for their job" 0 c
-phase "capsules started ahead" 5 w
+phase "capsules started ahead" 30 w
 finish

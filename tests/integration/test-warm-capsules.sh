@@ -21,7 +21,7 @@ BIN=$(realpath "$BIN")
 dir=$(test_dir tfw-it-i12warm)
 chmod 0755 "$dir"
 trap 'worker_cleanup "$dir"' EXIT
-new_worker "$dir" ', "runtime": {"warm_seconds": 3}'
+new_worker "$dir" ', "runtime": {"warm_seconds": 15}'
 name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$dir/config.json")
 echo "workspace file" >"$dir/ws/ws.txt"
 chown 10000:10000 "$dir/ws/ws.txt"
@@ -96,6 +96,15 @@ check "w7 ran once" test "$(grep -cx "ran-w7" "$res/w7/job.log")" = 1
 check "the daemon says w7's capsule was lost before it took the job" \
         grep -q "job 'w7': the capsule started ahead ended before it took the job; it ran in a capsule of its own" "$dir/daemon.log"
 check "the frozen front process is gone" sh -c "! kill -0 $front 2>/dev/null"
+
+echo "-- [$SECONDS s] a job longer than warm_seconds: the window runs from its end"
+# On a loaded machine every job may outlast a short window; the next request must still find a
+# capsule ready behind it.
+submit "$dir" w8 local-reversible '["sh","-c","sleep 18; echo ran-w8"]'
+check "w8 published" wait_result "$dir" w8
+submit "$dir" w9 local-reversible '["sh","-c","echo ran-w9"]'
+check "w9 published" wait_result "$dir" w9
+check "w9 ran in a capsule started ahead" grep -q "job 'w9': started in capsule 'warm-" "$dir/daemon.log"
 
 echo "-- [$SECONDS s] a stop while a capsule waits leaves nothing"
 submit "$dir" w3 local-reversible '["true"]'
