@@ -30,6 +30,11 @@ void egress_id_release(EgressId *id) {
         id->uid = 0;
 }
 
+void egress_id_abandon(EgressId *id) {
+        id->lock_fd = -EBADF; /* not closed: the lock lives with this process */
+        id->uid = 0;
+}
+
 /* Does the user (user) or group database name id? 1 yes, 0 no, a negative errno when the lookup
  * failed (the database cannot say: an unreachable directory service). The _r functions report
  * "not found" as 0 with no entry, or as one of ENOENT, ESRCH, EBADF and EPERM (getpwuid_r(3)). */

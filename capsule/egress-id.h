@@ -55,3 +55,7 @@ int egress_id_take(EgressId *ret, TfwError *e);
 /* Only once no process runs as id->uid any more (the proxy reaped): the lock dropped (its file
  * description closed). Idempotent. */
 void egress_id_release(EgressId *id);
+/* The proxy could not be reaped (the kernel holds it past SIGKILL): its lock stays held for as
+ * long as this process lives, whatever releases id later (it forgets the lock's descriptor, on
+ * purpose). The proxy's own check (no process it can see shares its id) covers the rest. */
+void egress_id_abandon(EgressId *id);

@@ -54,13 +54,20 @@ static void proxy_gone(EgressProxy *p) {
         egress_id_release(&p->id);
 }
 
+/* The proxy was not reaped within its bound (the kernel holds it past SIGKILL): left, and its id
+ * stays locked for as long as the worker lives, whatever is called on p later. */
+static void proxy_left(EgressProxy *p) {
+        p->pid = 0;
+        p->records = safe_close(p->records);
+        egress_id_abandon(&p->id);
+}
+
 void egress_proxy_kill(EgressProxy *p) {
         /* Bounded (threat 13): one the kernel holds past PROCESS_REAP_AFTER_KILL_USEC is left,
          * and keeps its id locked: no other proxy may run as an id a live process still has. */
-        if (p->pid > 0 && process_kill_and_reap(p->pid, -EBADF, NULL) == -EBUSY) {
-                p->pid = 0;
-                p->records = safe_close(p->records);
-        } else
+        if (p->pid > 0 && process_kill_and_reap(p->pid, -EBADF, NULL) == -EBUSY)
+                proxy_left(p);
+        else
                 proxy_gone(p);
         egress_proxy_close_inside(p);
 }
@@ -187,9 +194,7 @@ static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, u
                 return 0;
         /* It exits by itself once it has said why; one that said nothing is killed. */
         if (waitpid_bounded(p->pid, EGRESS_END_USEC, &st) == -EBUSY) {
-                /* Left alive by the kernel: its id stays locked (egress_proxy_kill). */
-                p->pid = 0;
-                p->records = safe_close(p->records);
+                proxy_left(p);
                 return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s (and it did not end)", path, why);
         }
         *ret_id_in_use = WIFEXITED(st) && WEXITSTATUS(st) == EGRESS_EXIT_ID_IN_USE;
@@ -486,9 +491,11 @@ void egress_proxy_finish(EgressProxy *p, int out_fd, EgressSummary *ret) {
                 if (w != 0 && w != -ETIMEDOUT)
                         reaped = false;
         }
-        /* Reaped: nothing runs as its id any more. One left alive keeps it locked. */
+        /* Reaped: nothing runs as its id any more. One left alive keeps it locked for good. */
         if (reaped)
                 egress_id_release(&p->id);
+        else
+                egress_id_abandon(&p->id);
         buf = malloc(RECORDS_MAX + 1);
         int r = buf ? read_records(p->records, buf, &len) : -ENOMEM;
         if (r == -E2BIG)

@@ -88,9 +88,13 @@ static int materialise(Http *http, const char *repo, const VManifest *m, int dir
                        const bool *keep, char **targets, CheckoutSummary *ret, TfwError *e) {
         CheckoutSummary sum = *ret;
         DirCache cache = {.fd = -EBADF};
-        uint64_t budget = max_bytes;
+        uint64_t budget = max_bytes, held = 0;
         char url[GIT_PATH_MAX + 512];
         int r = 0;
+
+        for (size_t i = 0; i < m->n_entries; i++)
+                if (targets[i])
+                        held += strlen(targets[i]);
 
         for (size_t i = 0; i < m->n_entries; i++) {
                 const VManifestEntry *en = &m->entries[i];
@@ -116,6 +120,13 @@ static int materialise(Http *http, const char *repo, const VManifest *m, int dir
                                 goto out;
                         }
                         targets[i] = mem;
+                        held += ml;
+                        if (held > VMANIFEST_SYMLINK_BYTES_MAX) {
+                                r = tfw_error(e, E2BIG, "too_large",
+                                              "symlink '%s': the tree's symlink targets pass %u MiB, the most held "
+                                              "while they are checked", en->path, VMANIFEST_SYMLINK_BYTES_MAX >> 20);
+                                goto out;
+                        }
                         if (memcmp(oid, en->blob, GIT_OID_SIZE) != 0) {
                                 r = tfw_error(e, EBADMSG, "blob_mismatch",
                                               "the blob served for symlink '%s' does not hash to %s", en->path, hex);

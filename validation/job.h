@@ -37,6 +37,11 @@
  * included. The longest legal entry is a GIT_PATH_MAX path written as \u escapes (6 bytes a
  * byte: 24,576) and 100 bytes more. */
 #define VMANIFEST_TOKEN_MAX (64U << 10)
+/* The targets of a tree's symlinks are held in memory until every one is known to stay inside
+ * the tree (vmanifest_check_symlinks): at most this many bytes of them, whatever the checkout
+ * ceiling (issue 33: a million symlinks of 4 KiB targets are 4 GiB the checkout ceiling let
+ * through, four times the unit's MemoryMax). */
+#define VMANIFEST_SYMLINK_BYTES_MAX (16U << 20)
 
 typedef struct VJobRun {
         char **argv;          /* NULL-terminated */

@@ -10,6 +10,9 @@
 #   - 1,000,001 short paths: refused at the entry past the ceiling, while the body arrives;
 #   - an answer announcing more than the 256 MiB cap: refused before a byte of it is read,
 #     the error naming the call and the cap;
+#   - a verified tree of 5,000 symlinks to one 4,000-byte target: refused once their targets
+#     pass the 16 MiB held while they are checked (a million of them were 4 GiB within the
+#     checkout ceiling), every attempt, unsigned;
 #   - the lane's kept checkout of a verified tree of 20,000 files, twice (the second keeps every
 #     file). Before: 50,920 KiB (the index parsed whole by jansson, its directories as sets).
 # Each refusal is the server's fault: `fail` with retry, nothing signed, and the job passes at
@@ -84,6 +87,20 @@ check "436 MB announced: refused, unsigned, then passed" refused_then_passed big
 check "436 MB announced: the reason names the call and the cap" \
         [ "$(first_fail big reason | grep -c "GET /v1/repos/acme/app/trees/$TREE: the answer is larger than 268435456 bytes")" = 1 ]
 check "436 MB announced: serve's peak stays under 32 MiB (nothing of it was read)" under_kib "$W" 32768 "436 MB announced"
+stop_worker "$W"
+
+# ---- a verified tree whose symlink targets pass what is held while they are checked ----------
+LINKS=$(curl -sf -X POST "$URL/test/synth" -d '{"entries":5000,"path_bytes":40,"link_bytes":4000}' |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["tree"])')
+start_worker links
+W=$wpid
+enqueue links "$LINKS" '{"argv":["true"],"timeout_secs":300}'
+final links 600
+check "5,000 symlinks of 4,000 bytes: failed at every attempt, never completed (nothing signed)" \
+        [ "$(q "sorted(set(h['event'] for h in jobs['links']['history']))")" = "['claim', 'fail']" ]
+check "5,000 symlinks of 4,000 bytes: the reason names a symlink and the 16 MiB" \
+        [ "$(first_fail links reason | grep -c "symlink 'd[0-9]*/[f0-9]*': the tree's symlink targets pass 16 MiB")" = 1 ]
+check "5,000 symlinks of 4,000 bytes: serve's peak stays under 48 MiB" under_kib "$W" 49152 "5,000 symlinks held"
 stop_worker "$W"
 
 # ---- the kept checkout of a verified tree of 20,000 files -------------------------------------

@@ -32,7 +32,9 @@
 #   POST /test/synth {"entries","path_bytes"}                         make a tree of that many empty
 #                                                                     files of paths of that length
 #                                                                     (held in memory, not in the
-#                                                                     repository): {"tree"}
+#                                                                     repository): {"tree"}; with
+#                                                                     "link_bytes": symlinks, each
+#                                                                     to one target of that length
 import argparse
 import base64
 import hashlib
@@ -345,7 +347,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def synth_manifest(self, tree):
-        n, plen = self.st.synth[tree]
+        n, plen, link = self.st.synth[tree]
+        mode, blob = ("120000", link_blob(link)) if link else ("100644", EMPTY_BLOB)
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Connection", "close")  # no length: the end of the connection ends it
@@ -353,7 +356,7 @@ class Handler(BaseHTTPRequestHandler):
         try:
             self.wfile.write(('{"tree":"%s","entries":[' % tree).encode())
             for start in range(0, n, 4096):
-                chunk = ",".join('{"path":"%s","mode":"100644","blob":"%s"}' % (synth_path(i, plen), EMPTY_BLOB)
+                chunk = ",".join('{"path":"%s","mode":"%s","blob":"%s"}' % (synth_path(i, plen), mode, blob)
                                  for i in range(start, min(start + 4096, n)))
                 self.wfile.write((b"," if start else b"") + chunk.encode())
             self.wfile.write(b"]}")
@@ -361,6 +364,11 @@ class Handler(BaseHTTPRequestHandler):
             pass
 
     def blob(self, oid):
+        for tree, (_, _, link) in list(self.st.synth.items()):
+            if link and oid == link_blob(link):
+                with self.st.cv:
+                    self.st.blob_gets += 1
+                return self.send_bytes(link_target(link))
         if oid == EMPTY_BLOB:
             with self.st.cv:
                 self.st.blob_gets += 1
@@ -402,9 +410,9 @@ class Handler(BaseHTTPRequestHandler):
                     j["switches"].remove(req["switch"])
                 return self.send_json(200, {})
             if parts == ["synth"]:
-                n, plen = int(req["entries"]), int(req.get("path_bytes", 20))
-                tree = synth_tree(n, plen)
-                st.synth[tree] = (n, plen)
+                n, plen, link = int(req["entries"]), int(req.get("path_bytes", 20)), int(req.get("link_bytes", 0))
+                tree = synth_tree(n, plen, link)
+                st.synth[tree] = (n, plen, link)
                 return self.send_json(200, {"tree": tree})
             if parts == ["expire"]:
                 j = st.jobs[req["job"]]
@@ -426,15 +434,27 @@ def synth_path(i, plen):
     return d + "f" * max(plen - len(d) - len(name), 0) + name
 
 
-def synth_tree(n, plen):
-    """git's SHA-256 tree id of n empty files at synth_path(i, plen): directories of
-    SYNTH_DIR_FILES files, each name sorting as git sorts (all files, same length)."""
+def link_target(link):
+    """The one target of a synthetic tree of symlinks: link bytes, inside the tree."""
+    return b"x" * link
+
+
+def link_blob(link):
+    t = link_target(link)
+    return hashlib.sha256(b"blob %d\0" % len(t) + t).hexdigest()
+
+
+def synth_tree(n, plen, link=0):
+    """git's SHA-256 tree id of n empty files (or symlinks to link_target(link)) at
+    synth_path(i, plen): directories of SYNTH_DIR_FILES entries, each name sorting as git sorts
+    (all alike, same length)."""
     def obj(kind, body):
         return hashlib.sha256(b"%s %d\0" % (kind, len(body)) + body).digest()
-    empty = bytes.fromhex(EMPTY_BLOB)
+    blob = bytes.fromhex(link_blob(link) if link else EMPTY_BLOB)
+    mode = b"120000 " if link else b"100644 "
     root = []
     for d in range(0, (n + SYNTH_DIR_FILES - 1) // SYNTH_DIR_FILES):
-        body = b"".join(b"100644 " + synth_path(i, plen).split("/", 1)[1].encode() + b"\0" + empty
+        body = b"".join(mode + synth_path(i, plen).split("/", 1)[1].encode() + b"\0" + blob
                         for i in range(d * SYNTH_DIR_FILES, min((d + 1) * SYNTH_DIR_FILES, n)))
         root.append(b"40000 " + (b"d%06d" % d) + b"\0" + obj(b"tree", body))
     return obj(b"tree", b"".join(root)).hex()

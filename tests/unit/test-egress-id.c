@@ -65,6 +65,21 @@ static void test_each_its_own(void **state) {
         egress_id_release(&c);
 }
 
+/* A proxy the kernel would not give back: its id abandoned stays locked, whatever releases it
+ * later (egress.c's proxy_left, then egress_proxy_kill's release at the capsule's end). */
+static void test_abandoned_stays_held(void **state) {
+        TestDir *d = *state;
+        EgressId a, c;
+        TfwError e = {0};
+
+        assert_int_equal(egress_id_take_at(d->fd, FREE_ID, 1, &a, &e), 0);
+        uid_t held = a.uid;
+        egress_id_abandon(&a);
+        egress_id_release(&a);
+        assert_true(id_locked(d->fd, held));
+        assert_int_equal(egress_id_take_at(d->fd, FREE_ID, 1, &c, &e), -EBUSY);
+}
+
 /* Another worker: a process of its own holding the lock (its own open of the file) keeps the id;
  * when it dies without releasing anything its lock goes with it and the id is given again. */
 static void test_other_worker(void **state) {
@@ -179,6 +194,7 @@ static void test_range(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_each_its_own),
+                T(test_abandoned_stays_held),
                 T(test_other_worker),
                 T(test_named_ids_refused),
                 T(test_one_lock_file),
