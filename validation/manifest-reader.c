@@ -344,7 +344,9 @@ static int run(VManifestReader *rd, const char *b, size_t n, bool final, TfwErro
                 rd->pending = p;
                 rd->cap_pending = left;
         }
-        if (left)
+        /* Nothing consumed from the pending buffer: it stays as it is (a server trickling a byte
+         * at a time would otherwise have it moved whole at every byte). */
+        if (left && !(b == rd->pending && used == 0))
                 memmove(rd->pending, b + used, left);
         rd->n_pending = left;
         rd->offset += used;
