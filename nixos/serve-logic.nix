@@ -83,11 +83,12 @@ let
   withDefaults = name: w: defaults name // w;
 
   # MemoryMax= and TasksMax= for the worker's lanes (docs/validation.md, "Memory"): the worker
-  # and 256 MiB, then for each lane up to 768 MiB (the largest manifest and kept checkout it
-  # accepts: about 550 MiB, its runsc front processes, egress proxy and runsc calls) and 256
+  # and 256 MiB, then for each lane up to 1 GiB (the largest manifest and kept checkout it
+  # accepts, held at once: about 925 MiB, its runsc front processes, egress proxy and runsc
+  # calls) and 256
   # tasks. The capsules are outside the unit's cgroup.
   unitLimits = w: {
-    MemoryMax = "${toString (256 + 768 * w.concurrency)}M";
+    MemoryMax = "${toString (256 + 1024 * w.concurrency)}M";
     TasksMax = 64 + 256 * w.concurrency;
   };
 

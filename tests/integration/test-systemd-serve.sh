@@ -13,7 +13,7 @@
 #  - it claims through the proxy, runs a check in a real capsule, and the pass it signs
 #    verifies; a three-second watchdog (a test drop-in) never fires while a seven-second
 #    check runs;
-#  - the unit's MemoryMax=1G and TasksMax=320 are what systemd and the kernel apply to its
+#  - the unit's MemoryMax=1280M and TasksMax=320 are what systemd and the kernel apply to its
 #    cgroup, and the running check's sandbox is not in that cgroup (issue 33);
 #  - `systemctl stop` while a check runs: the check finishes and passes, the worker exits 0
 #    (Result=success);
@@ -89,16 +89,16 @@ check "its attestation verifies and names the tree and the label" \
 # A check that runs for more than twice the watchdog period, the worker active all along: the
 # watchdog must not fire (the same process, no restart). The wait is on the job's end.
 enqueue wd1 "$TREE" '{"argv":["sh","-c","sleep 7; echo awake"],"timeout_secs":60}'
-# Issue 33: the unit's cgroup is bounded (MemoryMax=1G, TasksMax=320 for one lane), and what
+# Issue 33: the unit's cgroup is bounded (MemoryMax=1280M, TasksMax=320 for one lane), and what
 # it bounds is the worker's side: the capsule running wd1 is in a cgroup of its own outside it.
 cg=$(show "$unit" ControlGroup)
 unit_limit() { # unit_limit CONTROLLER V1_FILE V2_FILE: the unit's own cgroup's value
         if ct test -e "/sys/fs/cgroup/$1$cg/$2"; then ct cat "/sys/fs/cgroup/$1$cg/$2"; else ct cat "/sys/fs/cgroup$cg/$3"; fi
 }
-check "systemd applies MemoryMax=1G and TasksMax=320 to the unit ($(show "$unit" MemoryMax) $(show "$unit" TasksMax))" \
-        test "$(show "$unit" MemoryMax) $(show "$unit" TasksMax)" = "1073741824 320"
+check "systemd applies MemoryMax=1280M and TasksMax=320 to the unit ($(show "$unit" MemoryMax) $(show "$unit" TasksMax))" \
+        test "$(show "$unit" MemoryMax) $(show "$unit" TasksMax)" = "1342177280 320"
 check "the kernel holds the unit's cgroup to them (memory $(unit_limit memory memory.limit_in_bytes memory.max), pids $(unit_limit pids pids.max pids.max))" \
-        test "$(unit_limit memory memory.limit_in_bytes memory.max) $(unit_limit pids pids.max pids.max)" = "1073741824 320"
+        test "$(unit_limit memory memory.limit_in_bytes memory.max) $(unit_limit pids pids.max pids.max)" = "1342177280 320"
 sandbox_pid() { ct runsc --root "$state/runsc" list -format=json 2>/dev/null |
         python3 -c 'import json,sys; l=[c for c in json.load(sys.stdin) or [] if c.get("status") == "running"]; print(l[0]["pid"] if l else "")'; }
 # A process's memory cgroup as the kernel shows it (v1's memory line, else the unified one).

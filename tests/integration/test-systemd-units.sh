@@ -273,8 +273,8 @@ for x in 'KillMode=mixed' 'Delegate=yes' 'Restart=on-failure' 'StartLimitInterva
          'Requires=tentaflake-worker-serve-proxy@%i.socket'; do
         check "serve: $x" grep -qxF "$x" "$s"
 done
-check "serve: MemoryMax=1G and TasksMax=320 (one lane's, docs/validation.md \"Memory\")" bash -c \
-        "grep -qx 'MemoryMax=1G' '$s' && grep -qx 'TasksMax=320' '$s'"
+check "serve: MemoryMax=1280M and TasksMax=320 (one lane's, docs/validation.md \"Memory\")" bash -c \
+        "grep -qx 'MemoryMax=1280M' '$s' && grep -qx 'TasksMax=320' '$s'"
 check "serve: no Environment= line and no token or key path on the command line" bash -c \
         "! grep -q '^Environment=' '$s' && ! grep '^ExecStart=' '$s' | grep -qE '/etc/tentaflake/serve|TENTAFLAKE_TOKEN'"
 check "proxy: a root-only socket" grep -qx 'SocketMode=0600' systemd/tentaflake-worker-serve-proxy@.socket

@@ -56,16 +56,16 @@ check(s.get("serviceConfig", {}).get("InaccessiblePaths") == ["-/run/secrets/ci-
       "the originals are inaccessible to the worker")
 check("tentaflake-worker-serve@service:ci-docker" in g["services"], "the label, not the attribute name, is the instance")
 # MemoryMax= and TasksMax= for the lanes (issue 33; docs/validation.md, "Memory"): 256 MiB and
-# 64 tasks, and 768 MiB and 256 tasks a lane; one lane's are the package unit's own.
+# 64 tasks, and 1024 MiB and 256 tasks a lane; one lane's are the package unit's own.
 def limits(u):
     sc = g["services"][u].get("serviceConfig", {})
     return (sc.get("MemoryMax"), sc.get("TasksMax"))
-check(limits("tentaflake-worker-serve@ci-1") == ("1792M", 576), "ci-1 (2 lanes): MemoryMax 1792M, TasksMax 576 (got %s)"
+check(limits("tentaflake-worker-serve@ci-1") == ("2304M", 576), "ci-1 (2 lanes): MemoryMax 2304M, TasksMax 576 (got %s)"
       % (limits("tentaflake-worker-serve@ci-1"),))
 one = limits("tentaflake-worker-serve@service:ci-docker")
 unit = open("systemd/tentaflake-worker-serve@.service.in").read()
-check(one == ("1024M", 320) and "\nMemoryMax=1G\n" in unit and "\nTasksMax=320\n" in unit,
-      "one lane: 1024M and 320, the package unit's MemoryMax=1G and TasksMax=320 (got %s)" % (one,))
+check(one == ("1280M", 320) and "\nMemoryMax=1280M\n" in unit and "\nTasksMax=320\n" in unit,
+      "one lane: 1280M and 320, the package unit's MemoryMax=1280M and TasksMax=320 (got %s)" % (one,))
 # allowHosts: --allow-network once and one --allow-host each; the unit gets the host's network
 f = g["flags"]["ci-1"]
 check(f.count("--allow-network") == 1 and [f[i + 1] for i, x in enumerate(f) if x == "--allow-host"] ==
