@@ -55,7 +55,7 @@ static int get_text(json_t *o, const char *key, const char *field, size_t max, c
                 return r;
         if (strlen(s) == 0 || strlen(s) > max || has_control(s))
                 return tfw_error(e, EBADMSG, "bad_value", "%s '%s': must be 1..%zu characters without control characters",
-                                 field, show(s, shown), max);
+                                 field, text_show(s, shown), max);
         *ret = strdup(s);
         return *ret ? 0 : tfw_error(e, ENOMEM, "oom", "out of memory");
 }
@@ -136,7 +136,7 @@ static int parse_run(json_t *run, VJobRun *out, TfwError *e) {
                 json_object_foreach(env, k, v) {
                         if (!capsule_env_name_is_valid(k, strlen(k)))
                                 return tfw_error(e, EBADMSG, "bad_value", "job.run.env: '%s' is not a variable name",
-                                                 show(k, shown));
+                                                 text_show(k, shown));
                         if (capsule_env_name_is_reserved(k, strlen(k)))
                                 return tfw_error(e, EBADMSG, "bad_value",
                                                  "job.run.env: '%s' is set by the worker and cannot be replaced", k);
@@ -167,7 +167,7 @@ static int parse_run(json_t *run, VJobRun *out, TfwError *e) {
         if (r >= 0) {
                 if (strlen(s) == 0 || strlen(s) > 512 || has_control(s) || strchr(s, ' '))
                         return tfw_error(e, EBADMSG, "bad_value", "job.run.image '%s' is not an image reference",
-                                         show(s, shown));
+                                         text_show(s, shown));
                 out->image = strdup(s);
                 if (!out->image)
                         return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -180,7 +180,7 @@ static int parse_run(json_t *run, VJobRun *out, TfwError *e) {
                     !is_lower_hex64(s + strlen(VJOB_DIGEST_PREFIX)))
                         return tfw_error(e, EBADMSG, "bad_value",
                                          "job.run.environment_digest '%s' is not sha256:<64 lowercase hex>",
-                                         show(s, shown));
+                                         text_show(s, shown));
                 out->environment_digest = strdup(s);
                 if (!out->environment_digest)
                         return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -248,7 +248,7 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
         if (r < 0)
                 return r;
         if (!vjob_url_segment_is_valid(s, VJOB_ID_MAX))
-                return tfw_error(e, EBADMSG, "bad_value", "job.id '%s' must be 1..%d of [A-Za-z0-9._:-]", show(s, shown),
+                return tfw_error(e, EBADMSG, "bad_value", "job.id '%s' must be 1..%d of [A-Za-z0-9._:-]", text_show(s, shown),
                                  VJOB_ID_MAX);
         j->id = strdup(s);
         r = json_get_string(job, "repo", "job.repo", true, false, &s, e);
@@ -256,7 +256,7 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
                 return r;
         if (!vjob_repo_is_valid(s))
                 return tfw_error(e, EBADMSG, "bad_value", "job.repo '%s' is not owner/name of [A-Za-z0-9._:-]",
-                                 show(s, shown));
+                                 text_show(s, shown));
         j->repo = strdup(s);
         if (!j->id || !j->repo)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -269,7 +269,7 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
         if (r < 0)
                 return r;
         if (!is_lower_hex64(s))
-                return tfw_error(e, EBADMSG, "bad_value", "job.tree '%s' is not 64 lowercase hex digits", show(s, shown));
+                return tfw_error(e, EBADMSG, "bad_value", "job.tree '%s' is not 64 lowercase hex digits", text_show(s, shown));
         memcpy(j->tree, s, GIT_OID_HEX_SIZE);
         r = json_get_int_range(job, "policy_version", "job.policy_version", true, 0, INT64_C(1) << 53, &v, e);
         if (r < 0)
@@ -287,7 +287,7 @@ int vjob_parse_claim(const char *buf, size_t len, VJob **ret, TfwError *e) {
                 return r;
         if (parse_rfc3339(s, &t) < 0)
                 return tfw_error(e, EBADMSG, "bad_value", "lease.expires_at '%s' is not an RFC 3339 UTC time",
-                                 show(s, shown));
+                                 text_show(s, shown));
         j->lease_expires_at = strdup(s);
         if (!j->lease_expires_at)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -323,17 +323,17 @@ int vmanifest_check_paths(const VManifest *m, TfwError *e) {
                 const char *p = m->entries[i].path;
                 size_t depth = 0, n = strlen(p);
                 if (n == 0 || n > GIT_PATH_MAX)
-                        return tfw_error(e, EBADMSG, "invalid_path", "path '%s' is empty or too long", show(p, shown));
+                        return tfw_error(e, EBADMSG, "invalid_path", "path '%s' is empty or too long", text_show(p, shown));
                 for (const char *c = p;;) {
                         const char *slash = strchr(c, '/');
                         size_t l = slash ? (size_t) (slash - c) : strlen(c);
                         if (!git_entry_name_is_valid(c, l))
                                 return tfw_error(e, EBADMSG, "invalid_path",
                                                  "path '%s' has an empty, '.', '..' or overlong component",
-                                                 show(p, shown));
+                                                 text_show(p, shown));
                         if (++depth > GIT_PATH_DEPTH_MAX)
                                 return tfw_error(e, EBADMSG, "invalid_path", "path '%s' is deeper than %d",
-                                                 show(p, shown), GIT_PATH_DEPTH_MAX);
+                                                 text_show(p, shown), GIT_PATH_DEPTH_MAX);
                         if (!slash)
                                 break;
                         c = slash + 1;
@@ -350,7 +350,7 @@ int vmanifest_check_paths(const VManifest *m, TfwError *e) {
         qsort(v, m->n_entries, sizeof(*v), path_cmp);
         for (size_t i = 0; i + 1 < m->n_entries; i++)
                 if (streq(v[i]->path, v[i + 1]->path))
-                        return tfw_error(e, EBADMSG, "invalid_path", "path '%s' appears twice", show(v[i]->path, shown));
+                        return tfw_error(e, EBADMSG, "invalid_path", "path '%s' appears twice", text_show(v[i]->path, shown));
         for (size_t i = 0; i < m->n_entries; i++) {
                 char buf[GIT_PATH_MAX + 1];
                 const char *p = v[i]->path;
@@ -361,7 +361,7 @@ int vmanifest_check_paths(const VManifest *m, TfwError *e) {
                         VManifestEntry key = {.path = buf}, *kp = &key;
                         if (bsearch(&kp, v, m->n_entries, sizeof(*v), path_cmp))
                                 return tfw_error(e, EBADMSG, "invalid_path",
-                                                 "'%s' is both a file and the directory of '%s'", show(buf, shown), p);
+                                                 "'%s' is both a file and the directory of '%s'", text_show(buf, shown), p);
                 }
         }
         return 0;
@@ -476,7 +476,7 @@ int vmanifest_check_symlinks(const VManifest *m, char *const *targets, TfwError 
                 rs.hops = 0;
                 if (!targets[i] || resolve_in(&rs, cur, &cl, targets[i]) < 0)
                         return tfw_error(e, ELOOP, "symlink_escape", "symlink '%s' points outside the checkout",
-                                         show(p, shown));
+                                         text_show(p, shown));
         }
         return 0;
 }

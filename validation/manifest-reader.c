@@ -156,7 +156,7 @@ static int add_entry(VManifestReader *rd, json_t *it, TfwError *e) {
         if (json_string_length(json_object_get(it, "path")) == 0 ||
             json_string_length(json_object_get(it, "path")) > GIT_PATH_MAX || has_control(s))
                 return tfw_error(e, EBADMSG, "invalid_path", "%s: path '%s' is empty, too long or has control characters",
-                                 field, show(s, shown));
+                                 field, text_show(s, shown));
         r = json_get_string(it, "mode", "entries[].mode", true, false, &s, e);
         if (r < 0)
                 return r;
@@ -168,13 +168,13 @@ static int add_entry(VManifestReader *rd, json_t *it, TfwError *e) {
                 en->mode = GIT_MODE_SYMLINK;
         else
                 return tfw_error(e, EBADMSG, "bad_mode", "%s: mode '%s' is not 100644, 100755 or 120000", field,
-                                 show(s, shown));
+                                 text_show(s, shown));
         r = json_get_string(it, "blob", "entries[].blob", true, false, &s, e);
         if (r < 0)
                 return r;
         if (!is_lower_hex64(s) || sha256_from_hex(s, en->blob) < 0)
                 return tfw_error(e, EBADMSG, "bad_value", "%s: blob '%s' is not 64 lowercase hex digits", field,
-                                 show(s, shown));
+                                 text_show(s, shown));
         en->path = strdup(json_string_value(json_object_get(it, "path")));
         if (!en->path)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
@@ -196,7 +196,7 @@ static int take_key(VManifestReader *rd, json_t *k, TfwError *e) {
                 rd->key = KEY_ENTRIES;
                 seen = &rd->seen_entries;
         } else
-                return tfw_error(e, EBADMSG, "unknown_field", "unknown field '%s'", show(s, shown));
+                return tfw_error(e, EBADMSG, "unknown_field", "unknown field '%s'", text_show(s, shown));
         if (*seen)
                 return tfw_error(e, EBADMSG, "duplicate_key", "the manifest: duplicate object key '%s'", s);
         *seen = true;
@@ -209,7 +209,7 @@ static int take_tree(VManifestReader *rd, json_t *v, TfwError *e) {
                 return tfw_error(e, EBADMSG, "bad_type", "field 'tree' must be a string");
         const char *s = json_string_value(v);
         if (!is_lower_hex64(s))
-                return tfw_error(e, EBADMSG, "bad_value", "tree '%s' is not 64 lowercase hex digits", show(s, shown));
+                return tfw_error(e, EBADMSG, "bad_value", "tree '%s' is not 64 lowercase hex digits", text_show(s, shown));
         if (rd->want[0] && !streq(s, rd->want))
                 return tfw_error(e, EBADMSG, "tree_mismatch", "the manifest names tree %s, not the job's %s", s, rd->want);
         memcpy(rd->m->tree, s, GIT_OID_HEX_SIZE);

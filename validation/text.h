@@ -8,7 +8,7 @@
 #define SHOW_MAX 64
 
 /* s for a message: control characters as '?', at most SHOW_MAX-1 bytes ("..." when cut). */
-static inline const char *show(const char *s, char buf[static SHOW_MAX]) {
+static inline const char *text_show(const char *s, char buf[static SHOW_MAX]) {
         size_t i = 0;
         for (; s[i] && i < SHOW_MAX - 4; i++)
                 buf[i] = (unsigned char) s[i] < 0x20 || s[i] == 0x7f ? '?' : s[i];

@@ -52,7 +52,7 @@ static int ref_parse(const char *buf, size_t len, VManifest **ret, TfwError *e) 
         if (r < 0)
                 return r;
         if (!is_lower_hex64(s))
-                return tfw_error(e, EBADMSG, "bad_value", "tree '%s'", show(s, shown));
+                return tfw_error(e, EBADMSG, "bad_value", "tree '%s'", text_show(s, shown));
         memcpy(m->tree, s, GIT_OID_HEX_SIZE);
         entries = json_object_get(root, "entries");
         if (!json_is_array(entries))
