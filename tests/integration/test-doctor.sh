@@ -105,10 +105,13 @@ a = json.load(open(sys.argv[1]))
 assert isinstance(a, list) and len(a) >= 17, a
 for c in a:
     assert set(c) == {"check", "ok", "detail"}, c
-    assert c["ok"] is True or (c["ok"] is None and (c["check"].startswith("platform_") or c["check"] == "generation_store")), c
+    assert c["ok"] is True or (c["ok"] is None and (c["check"].startswith("platform_") or
+                                                   c["check"] in ("generation_store", "workspace_watch"))), c
 assert "probe_memory_limit" in [c["check"] for c in a]
 # The generation store is reported, informational (no job has used it yet here).
 assert [c["detail"] for c in a if c["check"] == "generation_store"][0].startswith("no job has used it yet"), a
+# So is the budget of the workspace watch (issue 33), with its figures.
+assert [c["detail"] for c in a if c["check"] == "workspace_watch"][0].startswith("at most "), a
 ' "$out"
 
 # doctor left nothing in its /tmp: no probe directory

@@ -143,7 +143,7 @@ check "  ... both in its result" test "$(ct cat /run/tentaflake-worker-$W/result
 # unit's runtime directories: ProtectSystem=strict leaves the rest of /run read-only (systemd 252
 # in this container leaves /run writable when ProtectKernelTunables= or ProtectProc= is set, so
 # the unit's own settings are read back rather than relied on).
-rtdirs=$(ct systemctl show -p RuntimeDirectory --value tentaflake-worker@it.service)
+rtdirs=$(ct systemctl show -p RuntimeDirectory --value tentaflake-worker@$W.service)
 check "  ... the drop-in gives the proxies' lock directory (RuntimeDirectory=$rtdirs)" \
         grep -qw tentaflake-egress-ids <<<"$rtdirs"
 check "  ... where the proxy's id was locked ($(ct stat -c '%U %a' /run/tentaflake-egress-ids 2>&1))" \
