@@ -132,7 +132,8 @@ static int held_watches(int inotify_fd, HeldWatch **ret, size_t *ret_n) {
                 }
                 v[n++] = (HeldWatch) { .dev = makedev(sdev >> 20, sdev & 0xfffff), .ino = ino, .wd = (int32_t) wd };
         }
-        qsort(v, n, sizeof(*v), held_cmp);
+        if (n > 0)
+                qsort(v, n, sizeof(*v), held_cmp);
         *ret = TAKE_PTR(v);
         *ret_n = n;
         return 0;

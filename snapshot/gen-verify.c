@@ -320,7 +320,8 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
                 work_done(&w);
                 return r;
         }
-        qsort(w.items, w.n, sizeof(*w.items), item_cmp);
+        if (w.n > 0)
+                qsort(w.items, w.n, sizeof(*w.items), item_cmp);
         sigset_t all, old;
         sigfillset(&all);
         for (unsigned i = 0; i < n_threads; i++)
