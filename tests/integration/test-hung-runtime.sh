@@ -66,13 +66,17 @@ no_job_cgroup() {
         [ -z "$left" ] || { echo "left: $left"; return 1; }
 }
 stopped_state() { [ "$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+# The last pid the wrapper stopped is in the stopped state: waited for, as the wrapper's line
+# may be half written when the file appears, and a loaded machine may not yet have run the
+# sandbox since its SIGSTOP (the state says T only once it took the signal).
+last_stopped() { stopped_state "$(tail -n1 "$ctl/stopped")"; }
 
 echo "-- run: the sandbox hangs at boot; SIGTERM twice"
 echo boot >"$ctl/mode"
 start_daemon "$dir" run || exit 1
 drop hang1 '["sh","-c","echo i11t-running; exec sleep 600"]'
 check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
-check "  ... and stays stopped" stopped_state "$(tail -n1 "$ctl/stopped")"
+check "  ... and stays stopped" wait_for 30 last_stopped
 check "hang1 is running" wait_state "$dir" hang1 running
 check "runsc processes of the job are alive" has_runsc_procs
 term_twice
