@@ -1128,7 +1128,8 @@ static void check_walls(bool warm) {
         nfds = 1;
         for (const char *c = init; *c; c++)
                 nfds += *c == ',';
-        assert_int_equal(nfds, 6);
+        if (nfds != 6) /* seen once with 7 beside stress-ng: name them */
+                fail_msg("init has %d descriptors, not 6: %s", nfds, init);
         assert_null(strstr(self, "signing.key"));
         assert_null(strstr(init, "signing.key"));
         assert_null(strstr(init, env.base));
