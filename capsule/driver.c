@@ -33,6 +33,11 @@ int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runs
         return 0;
 }
 
+void capsule_driver_hold(CapsuleDriver *d, int fd) {
+        if (d->ops && d->config->driver == DRIVER_RUNSC)
+                runsc_hold(&d->runsc, fd);
+}
+
 void capsule_driver_done(CapsuleDriver *d) {
         if (d && d->ops)
                 d->ops->done(d);

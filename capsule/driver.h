@@ -139,6 +139,11 @@ int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runs
                         TfwError *e);
 void capsule_driver_done(CapsuleDriver *d);
 
+/* Every runtime process d starts from now on holds fd while it lives and dies with the thread
+ * that started it (runsc_hold). The engines' CLIs only ask their daemon, which makes the
+ * container whether the CLI lives or not: nothing is held there. */
+void capsule_driver_hold(CapsuleDriver *d, int fd);
+
 /* The table of a kind of driver (tests, and what a config names before any init). */
 const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind);
 

@@ -96,6 +96,11 @@ void runsc_done(Runsc *rt) {
         *rt = (Runsc) {};
 }
 
+void runsc_hold(Runsc *rt, int fd) {
+        rt->hold = fd >= 0;
+        rt->hold_fd = fd;
+}
+
 /* Between fork and exec: raw syscalls only (common/process.h). fds: the child's 0, 1, 2 and then
  * what it passes on (--pass-fd). */
 static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds,
@@ -115,12 +120,21 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, const int 
 
 static int spawn(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
                  pid_t *ret_pid) {
+        int all[3 + RUNSC_PASS_FDS_MAX + 1];
         pid_t pid;
-        int r = safe_fork(0, &pid);
+
+        if (n_fds + 1 > ELEMENTSOF(all))
+                return -E2BIG;
+        memcpy(all, fds, n_fds * sizeof(int));
+        if (rt->hold)
+                all[n_fds++] = rt->hold_fd; /* runsc_hold */
+        /* Killed with the thread that starts it: a front left to itself by a killed caller
+         * would go on making its container after the next start's cleanup looked for it. */
+        int r = safe_fork(FORK_DEATHSIG, &pid);
         if (r < 0)
                 return r;
         if (pid == 0)
-                exec_child(rt, argv, fds, n_fds, cg);
+                exec_child(rt, argv, all, n_fds, cg);
         *ret_pid = pid;
         return 0;
 }

@@ -20,12 +20,24 @@ typedef struct Runsc {
         char *root;        /* --root: the worker's private runsc state directory */
         char *platform;    /* --platform */
         char *worker_name; /* the ownership annotation of its containers */
+        /* hold: every runsc this process starts keeps hold_fd open, as its last descriptor,
+         * for as long as it lives (runsc_hold). */
+        bool hold;
+        int hold_fd;
 } Runsc;
 
 /* Resolve the binary (config runtime.runsc, else "runsc" on PATH), remember root (created
  * 0700 when missing). */
 int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e);
 void runsc_done(Runsc *rt);
+
+/* From now on every runsc started through rt also holds fd (an open file description whose
+ * lock says "a runtime process of mine may still be running": orchestrator/daemon.c's
+ * jobs.lock), and each one is killed when the thread that started it ends (PR_SET_PDEATHSIG,
+ * as every runsc is): a runtime front never outlives its caller, and whoever waits for that
+ * lock waits for the last front too. The sandbox and the gofer do not get it (runsc hands
+ * its children only the descriptors it names). fd < 0: none. */
+void runsc_hold(Runsc *rt, int fd);
 
 /* The first line of `runsc --version` into buf ("unknown" when it cannot be had): the
  * runtime's identity in results and in the environment digest. */

@@ -107,11 +107,13 @@ static int take_instance_lock(Daemon *d, TfwError *e) {
 }
 
 /* Job processes hold jobs.lock (the daemon's open file description of it, inherited across
- * fork) for as long as any of them lives. They die with the daemon (PR_SET_PDEATHSIG), but a
- * process that is being killed still completes the system call it is in (a rename publishing a
- * result, a mkdir of its cgroup), so recovery and the start-up cleanup wait until the last job
- * process of a predecessor is gone: otherwise a dying job could publish over `interrupted`, or
- * make a capsule the cleanup has already looked for. Bounded; then the start fails. */
+ * fork) for as long as any of them lives, and so does every runtime process they start (`runsc
+ * run` and the others: capsule_driver_hold). They die with the daemon, the runtime's with the
+ * job's (PR_SET_PDEATHSIG), but a process that is being killed still completes the system call
+ * it is in (a rename publishing a result, a mkdir of its cgroup, runsc writing its container's
+ * state), so recovery and the start-up cleanup wait until the last of a predecessor's is gone:
+ * otherwise a dying job could publish over `interrupted`, or a front left running make its
+ * container after the cleanup looked for it, for good. Bounded; then the start fails. */
 static int take_jobs_lock(Daemon *d, TfwError *e) {
         usec_t deadline = now_monotonic() + JOBS_LOCK_WAIT;
 
@@ -123,8 +125,8 @@ static int take_jobs_lock(Daemon *d, TfwError *e) {
                         return tfw_error(e, errno, "internal", "cannot lock '%s/jobs.lock': %m", d->w.config->state_dir);
                 if (now_monotonic() >= deadline)
                         return tfw_error(e, EBUSY, "busy",
-                                         "job processes of a previous worker for config '%s' are still running "
-                                         "(they hold '%s/jobs.lock')",
+                                         "job or runsc processes of a previous worker for config '%s' are still "
+                                         "running (they hold '%s/jobs.lock')",
                                          d->w.config->name, d->w.config->state_dir);
                 (void) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
         }
@@ -229,9 +231,9 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 /* The daemon died without a word (SIGKILL): this process dies with it
                  * (FORK_DEATHSIG), and a teardown started now would be cut short by that kill
                  * half-way, after the capsule's processes but before its record and cgroup, which
-                 * left "stopped" containers behind. Not begun: the capsule ends by itself (init
-                 * reads the end of its channel and exits, `runsc run` removes the container) or,
-                 * if its runtime hangs, the next start's cleanup removes it whole. */
+                 * left "stopped" containers behind. Not begun: its runtime's front dies with
+                 * this process, and the next start, which waits for that front (take_jobs_lock),
+                 * removes what is left of the capsule whole. */
                 _exit(1);
         }
         RequestRecord rec;
@@ -817,6 +819,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = take_jobs_lock(&d, e);
         if (r < 0)
                 goto out;
+        d.w.jobs_lock_fd = d.jobs_lock_fd;
         r = inbox_open(&d.w, e);
         if (r < 0)
                 goto out;
@@ -1014,6 +1017,7 @@ out:
         close_daemon_fds(&d);
         d.watch = dirty_set_free(d.watch);
         d.jobs_lock_fd = safe_close(d.jobs_lock_fd);
+        d.w.jobs_lock_fd = -EBADF;
         worker_close(&d.w);
         return r;
 }

@@ -35,7 +35,12 @@ int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
         int r = worker_runsc_root_open(w->config, root, sizeof(root), e);
         if (r < 0)
                 return r;
-        return capsule_driver_init(d, w->config, root, NULL, e);
+        r = capsule_driver_init(d, w->config, root, NULL, e);
+        if (r < 0)
+                return r;
+        /* The next start waits for the last of them (daemon.c take_jobs_lock). */
+        capsule_driver_hold(d, w->jobs_lock_fd);
+        return 0;
 }
 
 /* Until issue 12 runsc's root was <state_dir>/runsc: what a worker killed before the upgrade

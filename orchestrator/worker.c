@@ -46,7 +46,7 @@ char *worker_approve_command(const Worker *w, const char *id, const char *sha256
 int worker_open(Worker *w, const Config *c, TfwError *e) {
         int r;
 
-        *w = (Worker){.config = c, .dirs = WORKER_DIRS_NULL, .inbox_fd = -EBADF, .watch_fd = -EBADF, .watch_view_fd = -EBADF};
+        *w = (Worker){.config = c, .dirs = WORKER_DIRS_NULL, .inbox_fd = -EBADF, .jobs_lock_fd = -EBADF, .watch_fd = -EBADF, .watch_view_fd = -EBADF};
         config_request_policy(c, &w->policy);
         w->use_openat2 = openat2_usable();
         r = worker_dirs_open(c, &w->dirs, e);

@@ -26,6 +26,9 @@ typedef struct Worker {
         WorkerDirs dirs;
         Audit *audit;
         int inbox_fd;        /* <workspace>/.tentaflake-worker/inbox, or -EBADF */
+        /* The daemon's jobs.lock (daemon.c take_jobs_lock): every runtime process its jobs
+         * start holds it too (job_driver_open). -EBADF: none, outside the daemon. */
+        int jobs_lock_fd;
         /* The workspace's watch (snapshot/dirty-set.h), the daemon's: its inotify fd, which
          * every process of it inherits, and in a job's process the view the daemon handed it
          * when the job was taken (a sealed memfd). -EBADF: none (every directory is read). */

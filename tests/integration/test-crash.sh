@@ -74,8 +74,9 @@ rand_sleep() { # up to $1 ms: where the kill lands, not a timing assertion
 }
 
 # First, deterministically: the daemon dies while a long job runs. The job process must die
-# with it (never run on unsupervised while the next daemon calls it interrupted), and the next
-# start publishes it as interrupted and removes its capsule.
+# with it, and so must the capsule's runtime and the job in it (never run on unsupervised while
+# the next daemon calls it interrupted), and the next start publishes it as interrupted and
+# removes what is left of its capsule.
 start_daemon "$dir" || exit 1
 drop long1.json '{"version":1,"id":"long1","action_class":"local-reversible","argv":["sh","-c","echo long-started; exec sleep 600"],"timeout_seconds":900}'
 check "long1 runs" wait_state "$dir" long1 running
@@ -87,6 +88,14 @@ wait "$TFW_DAEMON_PID" 2>/dev/null
 TFW_DAEMON_PID=
 gone() { ! kill -0 "$1" 2>/dev/null; }
 check "the job process died with the daemon" wait_for 10 gone "$jobpid"
+capsule_idle() { # nothing of long1's capsule runs: its cgroup holds no process (or is gone)
+        local f
+        for f in "/sys/fs/cgroup/memory/tentaflake-worker-$name/tfw-$name-long1/cgroup.procs" \
+                "/sys/fs/cgroup/tentaflake-worker-$name/tfw-$name-long1/cgroup.procs"; do
+                [ -z "$(cat "$f" 2>/dev/null)" ] || return 1
+        done
+}
+check "  ... and so did its capsule's processes (the job runs on unsupervised by no one)" wait_for 10 capsule_idle
 start_daemon "$dir" || exit 1
 check "long1 published at the next start" wait_result "$dir" long1 30
 check "long1 is interrupted" test "$(json_get "$dir/results/long1/result.json" 'r["status"]')" = interrupted

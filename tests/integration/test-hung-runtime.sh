@@ -5,8 +5,9 @@
 # the end of the grace period. The second signal and the grace timeout used to kill only the
 # job's process group: `runsc run`, the gofer and the stopped sandbox stayed alive after the
 # daemon exited, and so did the job's cgroup. Now the daemon exits having left no runsc process
-# of the worker and no job cgroup. A daemon killed with SIGKILL cannot do that: the next start
-# does. Real daemon, real runsc.
+# of the worker and no job cgroup. A daemon killed with SIGKILL cannot do that: its runsc
+# processes die with its job process, and the next start removes the rest. Real daemon, real
+# runsc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -60,6 +61,7 @@ no_runsc_procs() {
         left=$(runsc_procs "$root")
         [ -z "$left" ] || { echo "left: $left"; return 1; }
 }
+has_job_cgroup() { [ -n "$(job_cgroups "$group")" ]; }
 no_job_cgroup() {
         local left
         left=$(job_cgroups "$group")
@@ -136,7 +138,11 @@ check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
 check "hang3 is running" wait_state "$dir" hang3 running
 kill -KILL "$TFW_DAEMON_PID"
 reap_daemon
-check "runsc processes of the job outlive a daemon killed with SIGKILL" has_runsc_procs
+# They die with the job's process (PR_SET_PDEATHSIG), a stopped sandbox too; their record and
+# cgroup stay for the next start. They used to outlive it.
+wait_for 10 quiet no_runsc_procs
+check "a daemon killed with SIGKILL takes the job's runsc processes with it" no_runsc_procs
+check "  ... and leaves the job's cgroup for the next start" has_job_cgroup
 rm -f "$ctl/mode"
 start_daemon "$dir" run || exit 1
 check "hang3 is published as interrupted" wait_result "$dir" hang3

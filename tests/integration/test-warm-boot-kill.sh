@@ -9,12 +9,20 @@
 # runtime hangs at boot deterministically: a runsc wrapper turns the warm capsule's `run` into
 # `create`, then blocks before `start`, as a hung front process does, until it is killed.
 #   - the daemon is killed once the container is created: the container, its sandbox
-#     processes, the front process and its cgroup are left (nothing tore them down half-way);
+#     processes and its cgroup are left (nothing tore them down half-way); the front process
+#     died with the warm child (every runsc is started with PR_SET_PDEATHSIG);
 #   - doctor, with no daemon, names it (leftover_containers ✗, its id and state);
 #   - the next start of the same worker removes it all: runsc lists nothing, no process names
 #     the worker's runsc root, no job cgroup; a request then runs;
 #   - doctor with the live daemon does not call the daemon's own waiting capsule a leftover;
 #     after a clean stop it finds none.
+# Then a front that has not yet made anything (CI once kept five containers after test-crash.sh:
+# a `runsc run` left running by a killed daemon made its container after the next start's
+# cleanup had looked, and nothing removed it): the wrapper holds the warm capsule's `run` back
+# until it is released, as a slow front is before runsc writes its first file.
+#   - the held front holds the daemon's jobs.lock (the next start waits for it);
+#   - killed with the daemon's warm child, never released into runsc;
+#   - the next start leaves no container, process or cgroup behind.
 # Real daemon, real runsc. Every wait is a bounded harness timeout on an event.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,15 +43,22 @@ root=$(runsc_root "$dir")
 group=tentaflake-worker-$name
 trap 'kill_leftovers "$root" "$ctl"; worker_cleanup "$dir"' EXIT
 
-# The wrapper: for a warm capsule's `run` in this worker's root, while CTL/mode exists, the
-# real `create`, CTL/created, then a hang (this process keeps run's argv: the root and the id).
+# The wrapper, for a warm capsule's `run` in this worker's root: with CTL/mode "hang", the
+# real `create`, CTL/created, then a hang (this process keeps run's argv: the root and the
+# id); with "hold", its pid in CTL/held, then the real `run` once CTL/release exists.
 {
         printf '#!/bin/bash\n# runsc that hangs between create and start (tests/integration/test-warm-boot-kill.sh)\n'
         printf 'ctl=%q\nreal=%q\nroot=%q\n' "$ctl" "$REAL_RUNSC" "$root"
         cat <<'EOF'
-args=("$@") n=${#args[@]}
-if [ -e "$ctl/mode" ] && [ "$n" -ge 5 ] && [ "${args[0]}" = --root ] && [ "${args[1]}" = "$root" ] &&
+args=("$@") n=${#args[@]} mode=
+[ -e "$ctl/mode" ] && mode=$(<"$ctl/mode")
+if [ -n "$mode" ] && [ "$n" -ge 5 ] && [ "${args[0]}" = --root ] && [ "${args[1]}" = "$root" ] &&
         [ "${args[n-4]}" = run ] && [ "${args[n-3]}" = --bundle ] && [[ ${args[n-1]} == *-warm-* ]]; then
+        if [ "$mode" = hold ]; then
+                echo $$ >"$ctl/held"
+                until [ -e "$ctl/release" ]; do sleep 0.05; done
+                exec "$real" "$@"
+        fi
         "$real" "${args[@]:0:n-4}" create --bundle "${args[n-2]}" "${args[n-1]}" || exit
         echo "${args[n-1]}" >"$ctl/created"
         while :; do sleep 1; done
@@ -96,9 +111,10 @@ check "the daemon's children died with it" wait_for 10 warm_child_gone
 check "its container is left ($warm)" sh -c "'$REAL_RUNSC' --root '$root' list 2>/dev/null | grep -q '^$warm .* created '"
 procs=$(procs_of "$warm")
 check "  ... its sandbox is alive ($(tr '\n' ';' <<<"$procs"))" grep -q '^runsc-sandbox ' <<<"$procs"
-check "  ... its hung front process too" grep -qx "/bin/bash $ctl/runsc" <<<"$procs"
+hung_front_gone() { ! procs_of "$warm" | grep -qx "/bin/bash $ctl/runsc"; }
+check "  ... but not its hung front process: it died with the warm child" wait_for 10 hung_front_gone
 check "  ... and its job cgroup" grep -q "/$group/$warm\$" <<<"$(job_cgroups "$group")"
-cg_procs=$(cat "$(job_cgroups "$group" | grep -m1 "/memory/$group/$warm\$")/cgroup.procs" 2>/dev/null | wc -l)
+cg_procs=$(cat "$(job_cgroups "$group" | grep "/memory/$group/$warm\$" | head -n 1)/cgroup.procs" 2>/dev/null | wc -l)
 check "  ... holding the sandbox and the gofer ($cg_procs processes)" test "$cg_procs" -ge 2
 
 echo "-- [$SECONDS s] doctor, no daemon: the container is named as a leftover"
@@ -136,5 +152,27 @@ check "the stop left no container" none_listed
 "$BIN" --config "$dir/config.json" doctor --json >"$out" 2>"$dir/doctor.err"
 line=$(doctor_line "$out")
 check "doctor: leftover_containers ✓ none ($line)" grep -q "^True	none in '$root'" <<<"$line"
+echo "-- [$SECONDS s] kill -9 while a front has made nothing yet"
+echo hold >"$ctl/mode"
+start_daemon "$dir" || exit 1
+submit "$dir" k3 local-reversible '["true"]'
+check "k3 published" wait_result "$dir" k3
+check "a capsule's front is held back before runsc" wait_file "$ctl/held" 60
+held=$(cat "$ctl/held" 2>/dev/null)
+holds_lock() { ls -l "/proc/$held/fd" 2>/dev/null | grep -q " -> $dir/state/jobs.lock\$"; }
+check "  ... and it holds the daemon's jobs.lock" holds_lock
+kill -KILL "$TFW_DAEMON_PID"
+wait "$TFW_DAEMON_PID" 2>/dev/null
+TFW_DAEMON_PID=
+gone() { ! kill -0 "$1" 2>/dev/null; }
+check "the held front died with the daemon's warm child" wait_for 10 gone "$held"
+: >"$ctl/release" # a front that lived on would now make its container
+rm -f "$ctl/mode"
+start_daemon "$dir" || exit 1
+check "after the next start runsc lists no container" none_listed
+check "  ... no process names the worker's runsc root ($(runsc_procs "$root" | tr '\n' ';'))" no_runsc_procs
+check "the daemon stops" stop_daemon TERM
+check "  ... and leaves no container" none_listed
+check "  ... and no job cgroup ($(job_cgroups "$group" | tr '\n' ' '))" no_job_cgroup
 if [ "$fails" -ne 0 ]; then echo "daemon log (end):"; tail -n 30 "$dir/daemon.log"; fi
 finish

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,6 +73,14 @@ static int fake_runsc(int argc, char **argv) {
                         int fd = atoi(de->d_name);
                         if (fd > 2 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
                                 dprintf(fd, "%d", fd);
+                        /* A held file (runsc_hold): which one. */
+                        char p[64], target[PATH_MAX];
+                        snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+                        ssize_t k = fd > 2 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+                                            ? readlink(p, target, sizeof(target) - 1)
+                                            : -1;
+                        if (k > 0)
+                                printf("file %d %.*s\n", fd, (int) k, target);
                 }
         closedir(d);
         FILE *f = fopen("/proc/self/status", "re");
@@ -88,6 +97,9 @@ static int fake_runsc(int argc, char **argv) {
         char in[64] = "";
         ssize_t n = read(STDIN_FILENO, in, sizeof(in) - 1);
         printf("stdin %s\n", n > 0 ? in : "");
+        int sig = -1;
+        (void) prctl(PR_GET_PDEATHSIG, &sig);
+        printf("pdeathsig %d\n", sig);
         fprintf(stderr, "to-stderr\n");
         return 7;
 }
@@ -179,7 +191,67 @@ static void test_spawn_only_stdio(void **state) {
         assert_non_null(strstr(o, "arg --log=/b/runsc.log\n"));
         assert_non_null(strstr(o, "arg run\narg --bundle\narg /b/tfw-coder-j1\narg tfw-coder-j1\n"));
         assert_non_null(strstr(o, "stdin secret\n"));
+        /* Killed with the thread that started it (capsule.md, "No runtime process outlives its
+         * caller"). */
+        assert_non_null(strstr(o, "pdeathsig 9\n"));
         assert_string_equal(e, "to-stderr\n");
+        fake_done(&f);
+}
+
+/* runsc_hold: every runsc started from then on holds the file, as its last descriptor (after
+ * the egress streams), and nothing else more; `list` and the others too. */
+static void test_spawn_holds(void **state) {
+        Fake f;
+        fake_init(&f, state);
+        int in[2], st, pairs[CAPSULE_EGRESS_STREAMS][2], inside[CAPSULE_EGRESS_STREAMS];
+        pid_t pid;
+        char held[PATH_MAX];
+
+        snprintf(held, sizeof(held), "%s/jobs.lock", f.dir->path);
+        _cleanup_close_ int lock = open(held, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(lock >= 0);
+        runsc_hold(&f.rt, lock);
+        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[i]), 0);
+                inside[i] = pairs[i][1];
+        }
+        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+        close(in[1]);
+        _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
+        _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
+                                         CAPSULE_EGRESS_STREAMS, NULL, &pid),
+                         0);
+        close(in[0]);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        _cleanup_free_ char *o = read_all(out);
+        char want[PATH_MAX + 64], extra[64];
+        snprintf(want, sizeof(want), "fd %d\n", 3 + CAPSULE_EGRESS_STREAMS);
+        if (!strstr(o, want))
+                fail_msg("the held file did not reach runsc:\n%s", o);
+        snprintf(want, sizeof(want), "file %d %s\n", 3 + CAPSULE_EGRESS_STREAMS, held);
+        if (!strstr(o, want))
+                fail_msg("runsc's last descriptor is not the held file:\n%s", o);
+        snprintf(extra, sizeof(extra), "fd %d\n", 4 + CAPSULE_EGRESS_STREAMS);
+        assert_null(strstr(o, extra));
+        assert_non_null(strstr(o, "pdeathsig 9\n"));
+        /* Nor is the held file a --pass-fd: runsc keeps it to itself. */
+        snprintf(want, sizeof(want), "--pass-fd=%d:", 3 + CAPSULE_EGRESS_STREAMS);
+        assert_null(strstr(o, want));
+        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
+                close(pairs[i][0]);
+                close(pairs[i][1]);
+        }
+        /* Without a hold, none. */
+        runsc_hold(&f.rt, -1);
+        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
+        close(in[1]);
+        _cleanup_close_ int out2 = memfd_create("out", MFD_CLOEXEC);
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", false, in[0], out2, err, NULL, 0, NULL, &pid), 0);
+        close(in[0]);
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        _cleanup_free_ char *o2 = read_all(out2);
+        assert_null(strstr(o2, "fd 3\n"));
         fake_done(&f);
 }
 
@@ -515,6 +587,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_spawn_only_stdio, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_pass_fds, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_spawn_holds, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_spawn_fds_in_low_slots, tfw_tmpdir_setup,
                                                 tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_container_id_and_state, tfw_tmpdir_setup,
