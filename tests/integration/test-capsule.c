@@ -76,13 +76,12 @@ static const char *errname(int ok, int err) {
                 errname(_ok, errno);                                                             \
         })
 
-static void print_fds(const char *key, const char *dir) {
-        char line[4096] = "";
+/* dir's descriptors as "N>target,..." into line; -errno when dir cannot be read. */
+static int read_fds(const char *dir, char *line, size_t size) {
         DIR *d = opendir(dir);
-        if (!d) {
-                printf("%s=%s\n", key, errname(0, errno));
-                return;
-        }
+        if (!d)
+                return -errno;
+        line[0] = 0;
         int self = dirfd(d);
         struct dirent *de;
         while ((de = readdir(d))) {
@@ -95,11 +94,42 @@ static void print_fds(const char *key, const char *dir) {
                 ssize_t n = readlink(p, target, sizeof(target) - 1);
                 target[n < 0 ? 0 : n] = 0;
                 size_t l = strlen(line);
-                snprintf(line + l, sizeof(line) - l, "%s%s>%.200s", l ? "," : "", de->d_name,
-                         target);
+                snprintf(line + l, size - l, "%s%s>%.200s", l ? "," : "", de->d_name, target);
         }
         closedir(d);
-        printf("%s=%s\n", key, line);
+        return 0;
+}
+
+static void print_fds(const char *key, const char *dir) {
+        char line[4096];
+        int r = read_fds(dir, line, sizeof(line));
+        printf("%s=%s\n", key, r < 0 ? errname(0, -r) : line);
+}
+
+/* Does one pipe appear twice in a read_fds line? */
+static bool pipe_twice(const char *line) {
+        for (const char *p = strstr(line, ">pipe:"); p; p = strstr(p + 1, ">pipe:")) {
+                const char *end = strchr(p, ',');
+                size_t n = end ? (size_t) (end - p) : strlen(p);
+                for (const char *q = strstr(p + n, ">pipe:"); q; q = strstr(q + 1, ">pipe:"))
+                        if (strncmp(p, q, n) == 0 && (q[n] == ',' || q[n] == 0))
+                                return true;
+        }
+        return false;
+}
+
+/* init's descriptors once it has closed its end of the job's relay: it holds both ends from
+ * the pipe until posix_spawn returns, and a job that a loaded machine runs first sees the
+ * pipe twice (test_walls once counted 7 beside stress-ng). Bounded: after 10 s the line is
+ * printed as it is, and a descriptor init keeps for good still fails the count. */
+static void print_init_fds(void) {
+        char line[4096];
+        int r = read_fds("/proc/1/fd", line, sizeof(line));
+        for (int i = 0; r >= 0 && pipe_twice(line) && i < 10000; i++) {
+                nanosleep(&(struct timespec){.tv_nsec = 1000 * 1000}, NULL);
+                r = read_fds("/proc/1/fd", line, sizeof(line));
+        }
+        printf("initfd=%s\n", r < 0 ? errname(0, -r) : line);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -179,7 +209,7 @@ static void probe_walls(char **args) {
         printf("work_copy_owner=%u:%u\n", (unsigned) st.st_uid, (unsigned) st.st_gid);
 
         print_fds("selffd", "/proc/self/fd");
-        print_fds("initfd", "/proc/1/fd");
+        print_init_fds();
 
         char env[4096] = "";
         fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
