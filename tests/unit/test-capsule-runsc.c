@@ -198,19 +198,12 @@ static void test_spawn_only_stdio(void **state) {
         fake_done(&f);
 }
 
-/* runsc_hold: every runsc started from then on holds the file, as its last descriptor (after
- * the egress streams), and nothing else more; `list` and the others too. */
-static void test_spawn_holds(void **state) {
-        Fake f;
-        fake_init(&f, state);
-        int in[2], st, pairs[CAPSULE_EGRESS_STREAMS][2], inside[CAPSULE_EGRESS_STREAMS];
+/* `run` given the egress streams (pairs[i][1]: the capsule's ends, made here) and an empty
+ * stdin, waited for: what it reported. */
+static char *run_with_streams(Fake *f, int pairs[][2]) {
+        int in[2], st, inside[CAPSULE_EGRESS_STREAMS];
         pid_t pid;
-        char held[PATH_MAX];
 
-        snprintf(held, sizeof(held), "%s/jobs.lock", f.dir->path);
-        _cleanup_close_ int lock = open(held, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-        assert_true(lock >= 0);
-        runsc_hold(&f.rt, lock);
         for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
                 assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[i]), 0);
                 inside[i] = pairs[i][1];
@@ -219,12 +212,28 @@ static void test_spawn_holds(void **state) {
         close(in[1]);
         _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
         _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
-        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
+        assert_int_equal(runsc_spawn_run(&f->rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
                                          CAPSULE_EGRESS_STREAMS, NULL, &pid),
                          0);
         close(in[0]);
         assert_int_equal(waitpid(pid, &st, 0), pid);
-        _cleanup_free_ char *o = read_all(out);
+        return read_all(out);
+}
+
+/* runsc_hold: every runsc started from then on holds the file, as its last descriptor (after
+ * the egress streams), and nothing else more; `list` and the others too. */
+static void test_spawn_holds(void **state) {
+        Fake f;
+        fake_init(&f, state);
+        int in[2], st, pairs[CAPSULE_EGRESS_STREAMS][2];
+        pid_t pid;
+        char held[PATH_MAX];
+
+        snprintf(held, sizeof(held), "%s/jobs.lock", f.dir->path);
+        _cleanup_close_ int lock = open(held, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(lock >= 0);
+        runsc_hold(&f.rt, lock);
+        _cleanup_free_ char *o = run_with_streams(&f, pairs);
         char want[PATH_MAX + 64], extra[64];
         snprintf(want, sizeof(want), "fd %d\n", 3 + CAPSULE_EGRESS_STREAMS);
         if (!strstr(o, want))
@@ -247,6 +256,7 @@ static void test_spawn_holds(void **state) {
         assert_int_equal(pipe2(in, O_CLOEXEC), 0);
         close(in[1]);
         _cleanup_close_ int out2 = memfd_create("out", MFD_CLOEXEC);
+        _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
         assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", false, in[0], out2, err, NULL, 0, NULL, &pid), 0);
         close(in[0]);
         assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -260,26 +270,13 @@ static void test_spawn_holds(void **state) {
 static void test_spawn_pass_fds(void **state) {
         Fake f;
         fake_init(&f, state);
-        int in[2], st, pairs[CAPSULE_EGRESS_STREAMS][2], inside[CAPSULE_EGRESS_STREAMS];
+        int pairs[CAPSULE_EGRESS_STREAMS][2];
         pid_t pid;
 
         int leak = open("/dev/null", O_RDONLY);
         assert_true(leak >= 0);
-        for (size_t i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
-                assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pairs[i]), 0);
-                inside[i] = pairs[i][1];
-        }
-        assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-        close(in[1]);
-        _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
-        _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
-        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
-                                         CAPSULE_EGRESS_STREAMS, NULL, &pid),
-                         0);
-        close(in[0]);
+        _cleanup_free_ char *o = run_with_streams(&f, pairs);
         close(leak);
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        _cleanup_free_ char *o = read_all(out);
         for (int i = 0; i < 3 + CAPSULE_EGRESS_STREAMS; i++) {
                 char want[64];
                 snprintf(want, sizeof(want), "fd %d\n", i);
