@@ -181,7 +181,9 @@ static int teardown_runsc(const Runsc *rt, const char *id, unsigned flags, Capsu
         if (!(flags & CAPSULE_TEARDOWN_KEEP_CGROUP))
                 rc = cgroup_job_remove_stale(group, id);
         /* 3. runsc's record of it: nothing of it runs, so delete waits on nothing. */
-        if (runsc_state_exists(rt, id) > 0) {
+        bool state = runsc_state_exists(rt, id) > 0;
+        t->found = t->killed > 0 || state;
+        if (state) {
                 const char *args[] = {"delete", "--force", id, NULL};
                 int st;
                 (void) runsc_command(rt, args, CAPSULE_TEARDOWN_DELETE_USEC, &st);

@@ -45,6 +45,8 @@ typedef enum CapsuleTeardownFlags {
 
 typedef struct CapsuleTeardown {
         unsigned killed;      /* processes of the container found alive (and killed) */
+        bool found;           /* runsc: a process of it or runsc's record of it was there (its
+                               * processes may have died with their caller: the record stays) */
         bool deleted;         /* runsc state removed / engine container removed */
         bool cgroup_removed;  /* the job cgroup is gone (or never existed) */
 } CapsuleTeardown;

@@ -91,9 +91,12 @@ void job_cleanup(Worker *w, const char *id) {
         if (id) {
                 /* Issue 11 item 7 (threat 13): the whole capsule, killed and removed, bounded. */
                 unsigned killed = 0;
-                if (job_teardown(w, id, &killed, &e) < 0)
+                bool found = false;
+                /* Said whenever something of it was there: its runsc processes usually died
+                 * with the job's process already (runsc_hold), and left their record. */
+                if (job_teardown(w, id, &killed, &found, &e) < 0)
                         worker_say(w, LOG_WARNING, "job '%s': capsule teardown: %s", id, e.message);
-                else if (killed)
+                else if (found)
                         worker_say(w, LOG_NOTICE, "job '%s': capsule torn down (%u runtime process(es) killed)", id, killed);
                 (void) rm_rf_at(w->dirs.scratch_fd, id);
                 return;

@@ -6,7 +6,7 @@
 #include "orchestrator/job.h"
 #include "orchestrator/teardown.h"
 
-int job_teardown(Worker *w, const char *id, unsigned *ret_killed, TfwError *e) {
+int job_teardown(Worker *w, const char *id, unsigned *ret_killed, bool *ret_found, TfwError *e) {
         _cleanup_free_ char *cid = NULL;
         CapsuleTeardown t = {};
         CapsuleDriver d = {};
@@ -21,5 +21,7 @@ int job_teardown(Worker *w, const char *id, unsigned *ret_killed, TfwError *e) {
         capsule_driver_done(&d);
         if (ret_killed)
                 *ret_killed = t.killed;
+        if (ret_found)
+                *ret_found = t.found || t.killed > 0;
         return r;
 }

@@ -10,5 +10,6 @@
 
 /* End the capsule of job `id` with this worker's driver: every process of it killed, its
  * cgroup and its container removed. Returns 0 when nothing of it is left; a negative errno with
- * the reason in e otherwise (after the bound). *ret_killed: how many processes were killed. */
-int job_teardown(Worker *w, const char *id, unsigned *ret_killed, TfwError *e);
+ * the reason in e otherwise (after the bound). *ret_killed: how many processes were killed;
+ * *ret_found: whether anything of it was there (CapsuleTeardown.found). */
+int job_teardown(Worker *w, const char *id, unsigned *ret_killed, bool *ret_found, TfwError *e);
