@@ -73,7 +73,7 @@ typedef struct WarmChild {
 typedef struct Daemon {
         Worker w;
         DaemonOptions o;
-        int lock_fd, jobs_lock_fd, inotify_fd, signal_fd, timer_fd;
+        int lock_fd, inotify_fd, signal_fd, timer_fd; /* jobs.lock: w.jobs_lock_fd */
         pid_t pid;
         int inbox_wd, state_wd;
         Running running[64];
@@ -117,10 +117,10 @@ static int take_instance_lock(Daemon *d, TfwError *e) {
 static int take_jobs_lock(Daemon *d, TfwError *e) {
         usec_t deadline = now_monotonic() + JOBS_LOCK_WAIT;
 
-        d->jobs_lock_fd = openat(d->w.dirs.state_fd, "jobs.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (d->jobs_lock_fd < 0)
+        d->w.jobs_lock_fd = openat(d->w.dirs.state_fd, "jobs.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (d->w.jobs_lock_fd < 0)
                 return tfw_error(e, errno, "internal", "cannot open '%s/jobs.lock': %m", d->w.config->state_dir);
-        while (flock(d->jobs_lock_fd, LOCK_EX | LOCK_NB) < 0) {
+        while (flock(d->w.jobs_lock_fd, LOCK_EX | LOCK_NB) < 0) {
                 if (errno != EWOULDBLOCK && errno != EINTR)
                         return tfw_error(e, errno, "internal", "cannot lock '%s/jobs.lock': %m", d->w.config->state_dir);
                 if (now_monotonic() >= deadline)
@@ -166,7 +166,7 @@ static void status_notify(Daemon *d) {
 }
 
 static void close_daemon_fds(Daemon *d) {
-        d->lock_fd = safe_close(d->lock_fd); /* jobs_lock_fd stays with the job processes */
+        d->lock_fd = safe_close(d->lock_fd); /* w.jobs_lock_fd stays with the job processes */
         d->inotify_fd = safe_close(d->inotify_fd);
         d->signal_fd = safe_close(d->signal_fd);
         d->timer_fd = safe_close(d->timer_fd);
@@ -783,7 +783,7 @@ static void release_cgroup_group(Daemon *d) {
 }
 
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
-        Daemon d = {.o = *o, .lock_fd = -EBADF, .jobs_lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
+        Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
                     .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
         for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
                 d.retiring[i].sock = -EBADF;
@@ -819,7 +819,6 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         r = take_jobs_lock(&d, e);
         if (r < 0)
                 goto out;
-        d.w.jobs_lock_fd = d.jobs_lock_fd;
         r = inbox_open(&d.w, e);
         if (r < 0)
                 goto out;
@@ -1016,8 +1015,7 @@ out:
         free(d.queue);
         close_daemon_fds(&d);
         d.watch = dirty_set_free(d.watch);
-        d.jobs_lock_fd = safe_close(d.jobs_lock_fd);
-        d.w.jobs_lock_fd = -EBADF;
+        d.w.jobs_lock_fd = safe_close(d.w.jobs_lock_fd);
         worker_close(&d.w);
         return r;
 }

@@ -22,6 +22,6 @@ int job_teardown(Worker *w, const char *id, unsigned *ret_killed, bool *ret_foun
         if (ret_killed)
                 *ret_killed = t.killed;
         if (ret_found)
-                *ret_found = t.found || t.killed > 0;
+                *ret_found = t.found;
         return r;
 }
