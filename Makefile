@@ -91,7 +91,9 @@ INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/
 # --gc-sections: libarchive's format table (pulled in by the pax writer for one helper) names
 # every format, xar included, which would drag in libxml2 and ICU; the init only writes tar, so
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
-INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive 2>/dev/null))
+# libseccomp: init's filter that refuses mount again once it has mounted the job's layer
+# (capsule/init/layer.c).
+INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive libseccomp 2>/dev/null))
 
 # The egress proxy (capsule/proxy/, docs/egress.md): a program of its own, started by the worker
 # for each capsule with network.allow, that drops to an unprivileged uid before it reads a byte

@@ -40,7 +40,7 @@ static int runsc_drv_spawn(const CapsuleDriver *d, const CapsuleSpawn *s, pid_t 
         /* runsc joins the cgroup named in the spec before it starts the sandbox and the gofer
          * (they inherit it) and then leaves it; entering it here as well would cost one more
          * cgroup migration, an RCU grace period under v1 (4 to 16 ms measured). */
-        return runsc_spawn_run(&d->runsc, s->bundle_path, s->cid, s->log_path, s->work_dir != NULL, s->in_fd,
+        return runsc_spawn_run(&d->runsc, s->bundle_path, s->cid, s->log_path, s->in_fd,
                                s->out_fd, s->err_fd, s->egress_fds, s->n_egress_fds, NULL, ret_pid);
 }
 

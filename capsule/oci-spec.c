@@ -51,15 +51,6 @@ static json_t *ro_bind_json(const char *dest, const char *source, bool recursive
         return mount_json(dest, "bind", source, opts);
 }
 
-/* A generation at /work: a bind without "ro", so that the sandbox's overlay (which leaves
- * read-only mounts alone) takes it and holds every write in the sandbox's memory. The host
- * side is a read-only mount (snapshot/gen-store.h): without the overlay a write fails with
- * EROFS, it never reaches the generation. */
-static json_t *work_bind_json(const char *dest, const char *source) {
-        const char *opts[] = { "bind", "nosuid", "nodev", NULL };
-        return mount_json(dest, "bind", source, opts);
-}
-
 static json_t *tmpfs_json(const char *dest, uint64_t size, const char *mode, uid_t uid,
                           gid_t gid, bool owned) {
         char sz[64], u[32], g[32];
@@ -159,14 +150,21 @@ static json_t *process_json(const CapsuleSpecParams *p) {
         /* A warm capsule: init waits for its job on the channel, nothing of it is here. */
         const char *warm_env[] = { CAPSULE_ENV_PATH, NULL };
         bool egress = capsule_config_egress(c);
-        if (p->warm)
-                args = egress ? json_pack("[s, s, s]", CAPSULE_INIT_PATH, CAPSULE_EGRESS_ARG, CAPSULE_WARM_ARG)
-                              : json_pack("[s, s]", CAPSULE_INIT_PATH, CAPSULE_WARM_ARG);
-        else
-                /* init first; "--" ends init's own arguments; then the job's argv, never a
-                 * shell. */
-                args = egress ? json_pack("[s, s, s]", CAPSULE_INIT_PATH, CAPSULE_EGRESS_ARG, "--")
-                              : json_pack("[s, s]", CAPSULE_INIT_PATH, "--");
+        /* With a generation: init's first argument names the ids it drops to once it has
+         * mounted the job's layer (capsule/protocol.h). */
+        _cleanup_free_ char *layer = NULL;
+        if (p->work_dir && asprintf(&layer, CAPSULE_LAYER_ARG "%u:%u", (unsigned) c->container_uid,
+                                    (unsigned) c->container_gid) < 0)
+                return NULL;
+        args = json_pack("[s]", CAPSULE_INIT_PATH);
+        if (args && layer && json_array_append_new(args, json_string(layer)) < 0)
+                json_decref(args), args = NULL;
+        if (args && egress && json_array_append_new(args, json_string(CAPSULE_EGRESS_ARG)) < 0)
+                json_decref(args), args = NULL;
+        /* "--" ends init's own arguments; then the job's argv, never a shell. A warm capsule:
+         * the job comes on the channel. */
+        if (args && json_array_append_new(args, json_string(p->warm ? CAPSULE_WARM_ARG : "--")) < 0)
+                json_decref(args), args = NULL;
         if (!args)
                 return NULL;
         for (char *const *a = p->argv; !p->warm && *a; a++)
@@ -191,18 +189,24 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 return NULL;
         }
 
+        /* Init alone starts as the sandbox's root with the layer's capabilities, and only with
+         * a generation: it mounts the layer and drops to the job's ids before any input or job
+         * process (capsule/init/layer.c). Everything else starts as the job's ids, with none. */
+        const char *layer_caps[] = CAPSULE_LAYER_CAPS;
+        const char *const *held = p->work_dir ? layer_caps : none;
+        json_int_t uid = p->work_dir ? 0 : (json_int_t) c->container_uid;
+        json_int_t gid = p->work_dir ? 0 : (json_int_t) c->container_gid;
         proc = json_pack(
                 "{s:b, s:{s:I, s:I, s:[]}, s:o, s:o, s:s,"
                 " s:{s:o, s:o, s:o, s:o, s:o},"
                 " s:[o, o, o], s:b}",
                 "terminal", 0,
-                "user", "uid", (json_int_t) c->container_uid, "gid",
-                (json_int_t) c->container_gid, "additionalGids",
+                "user", "uid", uid, "gid", gid, "additionalGids",
                 "args", args,
                 "env", envj,
                 "cwd", CAPSULE_WORK_PATH,
-                "capabilities", "bounding", strv_json(none), "effective", strv_json(none),
-                "inheritable", strv_json(none), "permitted", strv_json(none), "ambient",
+                "capabilities", "bounding", strv_json(held), "effective", strv_json(held),
+                "inheritable", strv_json(none), "permitted", strv_json(held), "ambient",
                 strv_json(none),
                 "rlimits", rlimit_json("RLIMIT_CORE", 0),
                 rlimit_json("RLIMIT_NOFILE", c->limits.open_files ? c->limits.open_files : CAPSULE_NOFILE),
@@ -241,14 +245,19 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
                 r = add_mount(mounts, cover_json(covered_devices[i]));
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
+        /* A generation and the cache's lower layers read-only, and the tmpfs that holds what
+         * the job writes over them (capsule/protocol.h, CAPSULE_LAYER_PATH). */
         if (r >= 0 && p->work_dir)
-                r = add_mount(mounts, work_bind_json(CAPSULE_WORK_PATH, p->work_dir));
+                r = add_mount(mounts, ro_bind_json(CAPSULE_WORK_PATH, p->work_dir, false, false));
         for (size_t i = 0; r >= 0 && p->work_dir && p->cache_paths && p->cache_paths[i]; i++) {
                 _cleanup_free_ char *dest = NULL;
-                r = asprintf(&dest, CAPSULE_WORK_PATH "/%s", p->cache_paths[i]) < 0 ? -ENOMEM : 0;
+                r = asprintf(&dest, CAPSULE_CACHE_LOWER_PATH "/%zu", i) < 0 ? -ENOMEM : 0;
                 if (r >= 0)
-                        r = add_mount(mounts, work_bind_json(dest, p->cache_dirs[i]));
+                        r = add_mount(mounts, ro_bind_json(dest, p->cache_dirs[i], false, false));
         }
+        if (r >= 0 && p->work_dir)
+                r = add_mount(mounts, tmpfs_json(CAPSULE_LAYER_PATH, c->limits.workspace_tmpfs,
+                                                 "mode=0700", 0, 0, false));
         if (r >= 0 && !p->work_dir)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_WORK_PATH, c->limits.workspace_tmpfs,
                                                  "mode=0700", c->container_uid,
@@ -297,7 +306,7 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
                 "pids", "limit", (json_int_t) l->pids,
                 "cpu", "quota", (json_int_t) quota, "period", (json_int_t) CAPSULE_CPU_PERIOD_US,
                 "devices", "allow", 0, "access", "rwm",
-                "seccomp", capsule_seccomp_json());
+                "seccomp", capsule_seccomp_json(p->work_dir != NULL));
         /* The cgroup the driver created and limited: runsc joins it as it is. */
         if (lx && p->cgroups_path &&
             json_object_set_new(lx, "cgroupsPath", json_string(p->cgroups_path)) < 0) {

@@ -35,6 +35,20 @@
 #define CAPSULE_WORK_PATH "/work"
 #define CAPSULE_TMP_PATH "/tmp"
 #define CAPSULE_ARTIFACTS_DIR "artifacts" /* below /work */
+/* With a generation at /work (CAPSULE_INPUT_BOUND): the job's writes as a layer of their own
+ * (docs/capsule.md, "The job's writes as a layer"). The spec mounts a tmpfs of
+ * limits.workspace_tmpfs at CAPSULE_LAYER_PATH (root's, 0700) and binds cache path i's lower
+ * layer read-only at CAPSULE_CACHE_LOWER_PATH/<i>; init, started as root with
+ * CAPSULE_LAYER_CAPS only and CAPSULE_LAYER_ARG<uid>:<gid> as its first argument, mounts an
+ * overlay on /work (lower: the generation bound there) and one on each /work/<cache path>,
+ * their upper and work directories on that tmpfs, then drops to uid:gid with no capability
+ * before anything of the input or the job is handled. */
+#define CAPSULE_LAYER_PATH "/.tentaflake/layer"
+#define CAPSULE_CACHE_LOWER_PATH "/.tentaflake/cache"
+#define CAPSULE_LAYER_ARG "--layer="
+#define CAPSULE_LAYER_CAPS                                                                        \
+        { "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER", "CAP_SETGID",    \
+          "CAP_SETUID", "CAP_SETPCAP", "CAP_SYS_ADMIN", NULL }
 
 #define CAPSULE_TOKEN_SIZE 16
 #define CAPSULE_SECRET_SIZE (2 * CAPSULE_TOKEN_SIZE) /* artifact token || log token */
@@ -157,8 +171,8 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'
 #define CAPSULE_INPUT_STREAM 'S'
-/* /work is already the job's tree: a generation bound under the sandbox's overlay (the driver's
- * work_dir); nothing to copy or receive. */
+/* /work is already the job's tree: a generation bound read-only at /work (the driver's
+ * work_dir), under the overlay init mounts (CAPSULE_LAYER_PATH); nothing to copy or receive. */
 #define CAPSULE_INPUT_BOUND 'B'
 
 /* The workspace stream itself: snapshot/stream.h. */
@@ -196,6 +210,9 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
 #define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
 #define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
 #define CAPSULE_INIT_ERROR_EGRESS "egress"          /* the egress relay could not start */
+#define CAPSULE_INIT_ERROR_LAYER "layer"            /* the job's layer could not be mounted,
+                                                     * or init could not drop to the job's
+                                                     * ids (CAPSULE_LAYER_ARG) */
 
 /* A cache path as init and the spec take it: 1..CAPSULE_CACHE_PATH_MAX bytes, no NUL, relative,
  * components neither empty nor "." nor "..". (The configuration checks more.) */

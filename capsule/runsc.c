@@ -139,7 +139,7 @@ static int spawn(const Runsc *rt, char *const *argv, const int *fds, size_t n_fd
         return 0;
 }
 
-int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path, bool overlay,
+int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
                     int in_fd, int out_fd, int err_fd, const int *pass_fds, size_t n_pass, const CgroupJob *cg,
                     pid_t *ret_pid) {
         _cleanup_free_ char *platform = NULL, *log = NULL;
@@ -154,10 +154,9 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         /* --cpu-num-from-quota: nproc inside follows the CPU quota (at least 2).
          * --oci-seccomp: the spec's linux.seccomp is loaded inside the sandbox (without it runsc
          * ignores the profile: capsule/seccomp-profile.h).
-         * --overlay2=all:memory: every mount the spec does not make read-only (only /work: a
-         * generation, itself a read-only mount on the host) gets an overlay whose upper layer
-         * is the sandbox's memory, so the job writes /work and nothing reaches the host; without
-         * it, runsc's default. */
+         * No --overlay2: what the job writes over a generation is a layer init mounts itself,
+         * bounded (capsule/protocol.h, CAPSULE_LAYER_PATH); every other mount but the tmpfs is
+         * read-only. */
         char *argv[16 + RUNSC_PASS_FDS_MAX];
         size_t n = 0;
         argv[n++] = rt->binary;
@@ -168,8 +167,6 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         argv[n++] = (char *) "--cpu-num-from-quota";
         argv[n++] = (char *) "--oci-seccomp";
         argv[n++] = log;
-        if (overlay)
-                argv[n++] = (char *) "--overlay2=all:memory";
         argv[n++] = (char *) "run";
         /* The egress streams (capsule/protocol.h): the child holds pass_fds[i] as fd 3+i and
          * the capsule gets it as CAPSULE_EGRESS_FD_BASE+i. */

@@ -2,7 +2,7 @@
 /* The runsc driver: starting `runsc run` with exactly the intended descriptors, stopping and
  * deleting containers, and the start-up removal of a killed predecessor's containers.
  * Flags are those of runsc 0.0~20221219 (Debian 12): --root, --network=none, --platform,
- * --cpu-num-from-quota, --oci-seccomp, --log, --overlay2. The cgroup is the worker's (capsule/cgroup.h), named in the
+ * --cpu-num-from-quota, --oci-seccomp, --log. The cgroup is the worker's (capsule/cgroup.h), named in the
  * spec's linux.cgroupsPath. */
 #pragma once
 
@@ -49,12 +49,11 @@ void runsc_version(const Runsc *rt, char *buf, size_t size);
  * closed with close_range before exec), has default signal dispositions and an empty signal
  * mask, an environment of PATH only (nothing of the worker's), and has entered cg before exec
  * when cg is not NULL (NULL: runsc joins the spec's linux.cgroupsPath itself). */
-/* overlay: --overlay2=all:memory, for a generation bound at /work (capsule/oci-spec.h).
- * pass_fds[0..n_pass): the capsule's ends of the egress streams (capsule/protocol.h), which
+/* pass_fds[0..n_pass): the capsule's ends of the egress streams (capsule/protocol.h), which
  * the child also holds (as its fds 3..) and hands to the sandbox with --pass-fd at
  * CAPSULE_EGRESS_FD_BASE..; NULL, 0: none. */
 #define RUNSC_PASS_FDS_MAX 128
-int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path, bool overlay,
+int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const char *log_path,
                     int in_fd, int out_fd, int err_fd, const int *pass_fds, size_t n_pass, const CgroupJob *cg,
                     pid_t *ret_pid);
 

@@ -85,7 +85,7 @@ static int append(json_t *rules, json_t *rule) {
         return json_array_append_new(rules, rule) < 0 ? -1 : 0;
 }
 
-json_t *capsule_seccomp_json(void) {
+json_t *capsule_seccomp_json(bool layer) {
         json_t *rules = json_array();
         int r;
 
@@ -119,9 +119,13 @@ json_t *capsule_seccomp_json(void) {
                                                 "SCMP_CMP_EQ"));
         if (r >= 0)
                 r = append(rules, rule_json("personality", "SCMP_ACT_ERRNO"));
+        const char *names[ELEMENTSOF(refused)];
+        size_t n = 0;
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
+                if (!layer || !streq(refused[i], CAPSULE_SECCOMP_LAYER_CALL))
+                        names[n++] = refused[i];
         if (r >= 0)
-                r = append(rules, json_pack("{s:o, s:s}", "names",
-                                            names_json(refused, ELEMENTSOF(refused)), "action",
+                r = append(rules, json_pack("{s:o, s:s}", "names", names_json(names, n), "action",
                                             "SCMP_ACT_ERRNO"));
         if (r < 0) {
                 json_decref(rules);

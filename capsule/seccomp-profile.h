@@ -8,6 +8,7 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
 
 /* The clone flags that make a namespace: CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER,
  * NEWPID and NEWNET (Docker's mask, 0x7E020000). */
@@ -21,5 +22,10 @@
  * EPERM; clone3 ENOSYS (SCMP_ACT_TRACE with no tracer, and
  * ptrace is refused, so no process of the capsule can become one), on which libc falls back to
  * clone, whose flags the filter sees; everything else allowed (the default action). NULL on
- * ENOMEM. */
-json_t *capsule_seccomp_json(void);
+ * ENOMEM.
+ * layer: the capsule's init mounts the job's layer (capsule/protocol.h, CAPSULE_LAYER_PATH),
+ * so CAPSULE_SECCOMP_LAYER_CALL is left out here, and init itself refuses it again with a
+ * filter of its own (capsule/init/layer.c) before it drops to the job's ids: every job
+ * process runs under both, with the same refusals as without the layer. */
+#define CAPSULE_SECCOMP_LAYER_CALL "mount"
+json_t *capsule_seccomp_json(bool layer);

@@ -184,7 +184,8 @@ static void classify(ExecResult *r) {
 static int add_narrowing(json_t *iso, const CapsuleDriver *d) {
         if (!d->ops->own_seccomp)
                 return json_object_set_new(iso, "seccomp", json_string("engine"));
-        _cleanup_(json_decrefp) json_t *profile = capsule_seccomp_json();
+        /* The job's refusals: with the layer, init refuses again what the spec leaves it. */
+        _cleanup_(json_decrefp) json_t *profile = capsule_seccomp_json(false);
         _cleanup_free_ char *c = profile ? json_dumps_canonical(profile) : NULL;
         char hex[SHA256_HEX_SIZE], v[8 + SHA256_HEX_SIZE];
         if (!c || sha256_buffer_hex(c, strlen(c), hex) < 0)

@@ -50,6 +50,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "capsule/init-drop.h"
 #include "capsule/init/init-internal.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
@@ -673,6 +674,27 @@ static void run_job(char **argv, JobOutcome *out) {
         close(sfd);
 }
 
+/* ---- step 2, a generation: the job's layer (layer.c) ------------------------------------ */
+
+/* With a generation, the overlays are mounted and root given up here, before anything of the
+ * input is written and before any job process exists; a generation comes only with the layer,
+ * and the layer only with a generation. */
+static int take_layer(bool layer, uint8_t kind, uid_t uid, gid_t gid) {
+        int r;
+        if (layer != (kind == CAPSULE_INPUT_BOUND)) {
+                say("the input (%c) does not match how init was started (%s)", kind,
+                    layer ? "with the layer" : "without the layer");
+                return -EPROTO;
+        }
+        if (!layer)
+                return 0;
+        if ((r = layer_mount()) < 0)
+                return r;
+        if ((r = capsule_init_drop(uid, gid)) < 0)
+                say("cannot drop to uid %u gid %u: %s", (unsigned) uid, (unsigned) gid, strerror(-r));
+        return r;
+}
+
 /* ---- step 6 ---------------------------------------------------------------------------- */
 
 static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool artifacts_ok, CacheOut cache) {
@@ -702,6 +724,23 @@ int main(int argc, char **argv) {
         (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         ignore_signals();
+
+        /* With a generation, init is the sandbox's root until the layer is mounted (layer.c);
+         * without one it must never be: no job runs as root. */
+        uid_t job_uid = 0;
+        gid_t job_gid = 0;
+        bool layer = argc >= 2 && strncmp(argv[1], CAPSULE_LAYER_ARG, strlen(CAPSULE_LAYER_ARG)) == 0;
+        if (layer && capsule_init_parse_layer_arg(argv[1], &job_uid, &job_gid) < 0) {
+                say("invalid argument '%s'", argv[1]);
+                return CAPSULE_EXIT_INIT_FAILED;
+        }
+        if (layer) {
+                argv++;
+                argc--;
+        } else if (geteuid() == 0 || getuid() == 0) {
+                say("refusing to run as root without " CAPSULE_LAYER_ARG "UID:GID to drop to");
+                return CAPSULE_EXIT_INIT_FAILED;
+        }
 
         bool egress = argc >= 2 && streq(argv[1], CAPSULE_EGRESS_ARG);
         if (egress) {
@@ -741,12 +780,17 @@ int main(int argc, char **argv) {
                 r = read_bounds_record(&kind);
         if (r >= 0)
                 r = read_cache_record(&kind);
-        if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
+        int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
+        if (lr < 0)
+                r = lr;
+        if (r < 0)
+                ;
+        else if (kind == CAPSULE_INPUT_STREAM)
                 r = receive_stream();
-        else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
+        else if (kind == CAPSULE_INPUT_MOUNTED)
                 r = copy_snapshot();
-        else if (r >= 0 && kind == CAPSULE_INPUT_BOUND)
-                r = 0; /* a generation is /work already (its overlay holds the job's writes) */
+        else if (kind == CAPSULE_INPUT_BOUND)
+                r = 0; /* a generation is /work already (the layer holds the job's writes) */
         else
                 r = -ECANCELED;
         /* The channel stays ours for the host's stop records once the input was read whole (not
@@ -756,7 +800,11 @@ int main(int argc, char **argv) {
         int cr = close_input();
         if (r >= 0 && cr < 0)
                 r = cr;
-        if (r == -ECANCELED) {
+        if (lr < 0) {
+                o.init_error = CAPSULE_INIT_ERROR_LAYER;
+                o.error = -lr;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else if (r == -ECANCELED) {
                 /* The host's walk refused the workspace or failed: it says why. */
                 o.init_error = CAPSULE_INIT_ERROR_INPUT;
                 o.error = ECANCELED;
@@ -785,6 +833,14 @@ int main(int argc, char **argv) {
                         exit_code = 128 + sig;
                 } else
                         exit_code = CAPSULE_EXIT_INIT_FAILED;
+        }
+
+        /* Root never reaches the outputs: a layer that failed left init root, and it gives
+         * that up now or writes nothing but the trailer. */
+        if (layer && (geteuid() == 0 || getuid() == 0) && capsule_init_drop(job_uid, job_gid) < 0) {
+                close(STDOUT_FILENO);
+                write_trailer(&o, exit_code, sig, false, CACHE_OUT_NONE);
+                return exit_code;
         }
 
         CacheOut cache = CACHE_OUT_NONE;

@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <time.h>
 
 #include "capsule/protocol.h"
@@ -52,6 +53,11 @@ typedef enum CacheOut {
  * then (with cache paths) the cache as another. Returns < 0 when the artifacts could not all
  * be written; *ret_cache says how the cache went. */
 int write_outputs(CacheOut *ret_cache);
+
+/* The job's layer (layer.c): the overlays on /work and on each cache path (init is the
+ * sandbox's root then), after which mount is refused (capsule_init_refuse_mount); a negative
+ * errno, said. The ids and the drop are capsule/init-drop.h's. */
+int layer_mount(void);
 
 /* Egress (capsule/protocol.h, CAPSULE_EGRESS_*): listen on 127.0.0.1:CAPSULE_EGRESS_PORT and
  * relay each connection over the next unused stream, on a thread of its own (egress-relay.c).

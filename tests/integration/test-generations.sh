@@ -54,7 +54,7 @@ setup_tree() {
 phase() { # phase NAME WARM_SECONDS
         local name=$1 warm=$2 p=$3
         echo "-- [$SECONDS s] $name"
-        new_worker "$dir" ", \"runtime\": {\"warm_seconds\": $warm}"
+        new_worker "$dir" ", \"runtime\": {\"warm_seconds\": $warm}, \"limits\": {\"workspace_tmpfs\": \"16m\", \"max_snapshot_bytes\": \"16m\"}"
         rm -rf "${ws:?}"/* "$ws/.tentaflake-worker"
         setup_tree
         sleep 1.2 # past the racy window (gen-index.h): the first walk may vouch for what it read
@@ -81,6 +81,22 @@ phase() { # phase NAME WARM_SECONDS
         check "$name: the workspace is unchanged by it" test "$(host_list)" = "$before"
         check "$name: the next job sees the workspace, not the writes" run_list "${p}5"
         check "$name: the tree id is the one before the writing job" test "$(tree_of "${p}5")" = "$(tree_of "${p}3")"
+        # The job's layer (docs/capsule.md, "The job's writes as a layer"): what it writes under
+        # /work is bounded by limits.workspace_tmpfs (16m here; before, only by its memory), and
+        # init, root in the sandbox only to mount it, left the job and itself nothing of root.
+        submit "$dir" "${p}b" local-reversible '["sh","-c","echo written-by-a-relative-name >relative && cat relative; grep -E \"^(Uid|Gid|Groups|Cap(Inh|Prm|Eff|Bnd)):\" /proc/self/status /proc/1/status; dd if=/dev/zero of=/work/big bs=1M count=64 2>&1; echo size=$(stat -c %s /work/big)"]'
+        check "$name: a job writes into /work" wait_result "$dir" "${p}b"
+        check "$name: ... in the directory it started in, by a relative name" grep -qx 'written-by-a-relative-name' "$res/${p}b/job.log"
+        check "$name: ... and /work is full at limits.workspace_tmpfs" grep -q 'No space left on device' "$res/${p}b/job.log"
+        check "$name: ... which it did not pass" python3 -c "import re,sys; s=int(re.search(r'size=([0-9]+)', open(sys.argv[1]).read()).group(1)); assert 0 < s <= 16 << 20, s" "$res/${p}b/job.log"
+        for who in /proc/self /proc/1; do
+                for f in Uid Gid; do
+                        check "$name: $who: $f is the job's (10000) in every slot" grep -Pq "^$who/status:$f:\t10000\t10000\t10000\t10000$" "$res/${p}b/job.log"
+                done
+                for c in CapInh CapPrm CapEff CapBnd; do
+                        check "$name: $who: $c is empty" grep -Pq "^$who/status:$c:\t0000000000000000$" "$res/${p}b/job.log"
+                done
+        done
         # The watch (docs/snapshot.md, "The watch"): with nothing changed, a walk reads no
         # directory but the root; a change made just before the request is seen all the same.
         # Opening a file counts as a change of its directory (a write through a mapping makes no

@@ -51,7 +51,7 @@ check "old1 published" wait_result "$dir" old1
 check "old1 succeeded" [ "$(result_field "$dir" old1 status)" = succeeded ]
 check "old1 saw the snapshot as the controller's uid" \
         sh -c "grep -q 'old runsc workspace' '$dir/results/old1/job.log' && grep -q 'uid=10000' '$dir/results/old1/job.log'"
-check "old1 ran on a generation bound at /work (its --overlay2 holds the job's writes)" \
+check "old1 ran on a generation bound at /work (its layer, mounted by init, holds the job's writes)" \
         sh -c "grep -q \"job 'old1': generation \" '$dir/daemon.log' && grep -qx wrote '$dir/results/old1/job.log'"
 check "old1 names the old runtime and ptrace" \
         [ "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["runtime"]; print(r["platform"], "20221219" in r["version"])' "$dir/results/old1/result.json")" = "ptrace True" ]

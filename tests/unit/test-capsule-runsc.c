@@ -162,7 +162,7 @@ static void test_spawn_only_stdio(void **state) {
         close(in[1]);
         _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
         _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
-        assert_int_equal(runsc_spawn_run(&f.rt, "/b/tfw-coder-j1", "tfw-coder-j1", "/b/runsc.log", false,
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/tfw-coder-j1", "tfw-coder-j1", "/b/runsc.log",
                                          in[0], out, err, NULL, 0, NULL, &pid),
                          0);
         close(in[0]);
@@ -187,7 +187,7 @@ static void test_spawn_only_stdio(void **state) {
         /* Without it runsc ignores the spec's seccomp profile (capsule/seccomp-profile.h). */
         assert_non_null(strstr(o, "arg --oci-seccomp\n"));
         assert_null(strstr(o, "--ignore-cgroups"));
-        assert_null(strstr(o, "--overlay2")); /* only for a generation at /work */
+        assert_null(strstr(o, "--overlay2")); /* init mounts the job's layer (capsule/protocol.h) */
         assert_non_null(strstr(o, "arg --log=/b/runsc.log\n"));
         assert_non_null(strstr(o, "arg run\narg --bundle\narg /b/tfw-coder-j1\narg tfw-coder-j1\n"));
         assert_non_null(strstr(o, "stdin secret\n"));
@@ -212,7 +212,7 @@ static char *run_with_streams(Fake *f, int pairs[][2]) {
         close(in[1]);
         _cleanup_close_ int out = memfd_create("out", MFD_CLOEXEC);
         _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
-        assert_int_equal(runsc_spawn_run(&f->rt, "/b/x", "x", "/b/runsc.log", false, in[0], out, err, inside,
+        assert_int_equal(runsc_spawn_run(&f->rt, "/b/x", "x", "/b/runsc.log", in[0], out, err, inside,
                                          CAPSULE_EGRESS_STREAMS, NULL, &pid),
                          0);
         close(in[0]);
@@ -257,7 +257,7 @@ static void test_spawn_holds(void **state) {
         close(in[1]);
         _cleanup_close_ int out2 = memfd_create("out", MFD_CLOEXEC);
         _cleanup_close_ int err = memfd_create("err", MFD_CLOEXEC);
-        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", false, in[0], out2, err, NULL, 0, NULL, &pid), 0);
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", in[0], out2, err, NULL, 0, NULL, &pid), 0);
         close(in[0]);
         assert_int_equal(waitpid(pid, &st, 0), pid);
         _cleanup_free_ char *o2 = read_all(out2);
@@ -308,7 +308,7 @@ static void test_spawn_pass_fds(void **state) {
         int many[RUNSC_PASS_FDS_MAX + 1];
         for (size_t i = 0; i < ELEMENTSOF(many); i++)
                 many[i] = 0;
-        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", false, 0, 1, 2, many, ELEMENTSOF(many), NULL, &pid),
+        assert_int_equal(runsc_spawn_run(&f.rt, "/b/x", "x", "/l", 0, 1, 2, many, ELEMENTSOF(many), NULL, &pid),
                          -E2BIG);
         fake_done(&f);
 }
@@ -340,7 +340,7 @@ static void test_spawn_fds_in_low_slots(void **state) {
                 close(in[0]);
                 pid_t p;
                 int st;
-                if (runsc_spawn_run(&f.rt, "/b", "id", "/l", false, 2, 0, 1, NULL, 0, NULL, &p) < 0)
+                if (runsc_spawn_run(&f.rt, "/b", "id", "/l", 2, 0, 1, NULL, 0, NULL, &p) < 0)
                         _exit(91);
                 waitpid(p, &st, 0);
                 char buf[4096] = "";

@@ -10,6 +10,7 @@
 
 #include "capsule/env.h"
 #include "capsule/oci-spec.h"
+#include "capsule/seccomp-profile.h"
 #include "capsule/protocol.h"
 #include "common/json-util.h"
 #include "common/macro.h"
@@ -719,6 +720,93 @@ static void test_validation_env_and_rlimits(void **state) {
         assert_int_equal(fsize, 2 << 20);
 }
 
+/* A generation at /work: init alone starts as the sandbox's root with the layer's capabilities
+ * (capsule/protocol.h), told the ids it drops to; /work and the cache's lower layers are
+ * read-only binds, the layer a tmpfs of limits.workspace_tmpfs; the profile leaves init mount
+ * and nothing else more than without the layer. */
+static void test_layer(void **state) {
+        (void) state;
+        Fixture f;
+        fixture_init(&f);
+        _cleanup_json_ json_t *plain = build(&f);
+        char *paths[] = { (char *) "build", (char *) "node_modules/.cache", NULL };
+        char *dirs[] = { (char *) "/store/lane-0/cache-ro/0", (char *) "/store/lane-0/cache-ro/1", NULL };
+        f.params.snapshot_dir = NULL;
+        f.params.work_dir = "/store/lane-0/ro";
+        f.params.cache_paths = paths;
+        f.params.cache_dirs = dirs;
+        _cleanup_json_ json_t *spec = build(&f);
+        f.params.warm = true;
+        _cleanup_json_ json_t *warm = build(&f);
+        json_t *proc = json_object_get(spec, "process");
+
+        json_t *user = json_object_get(proc, "user");
+        assert_int_equal(get_int(user, "uid"), 0);
+        assert_int_equal(get_int(user, "gid"), 0);
+        assert_int_equal(json_array_size(json_object_get(user, "additionalGids")), 0);
+        const char *want[] = CAPSULE_LAYER_CAPS;
+        json_t *caps = json_object_get(proc, "capabilities");
+        const char *held[] = { "bounding", "effective", "permitted" };
+        for (size_t i = 0; i < ELEMENTSOF(held); i++) {
+                json_t *set = json_object_get(caps, held[i]);
+                assert_int_equal(json_array_size(set), ELEMENTSOF(want) - 1);
+                for (size_t k = 0; want[k]; k++)
+                        assert_string_equal(json_string_value(json_array_get(set, k)), want[k]);
+        }
+        assert_int_equal(json_array_size(json_object_get(caps, "inheritable")), 0);
+        assert_int_equal(json_array_size(json_object_get(caps, "ambient")), 0);
+        assert_true(json_is_true(json_object_get(proc, "noNewPrivileges")));
+
+        json_t *args = json_object_get(proc, "args");
+        assert_string_equal(json_string_value(json_array_get(args, 0)), CAPSULE_INIT_PATH);
+        assert_string_equal(json_string_value(json_array_get(args, 1)), CAPSULE_LAYER_ARG "10000:10001");
+        assert_string_equal(json_string_value(json_array_get(args, 2)), "--");
+        assert_string_equal(json_string_value(json_array_get(args, 3)), "cargo");
+        json_t *wargs = json_object_get(json_object_get(warm, "process"), "args");
+        assert_int_equal(json_array_size(wargs), 3);
+        assert_string_equal(json_string_value(json_array_get(wargs, 1)), CAPSULE_LAYER_ARG "10000:10001");
+        assert_string_equal(json_string_value(json_array_get(wargs, 2)), CAPSULE_WARM_ARG);
+        /* Without a generation nothing of it: the job's ids, no capability, no argument. */
+        json_t *pargs = json_object_get(json_object_get(plain, "process"), "args");
+        assert_string_equal(json_string_value(json_array_get(pargs, 1)), "--");
+
+        json_t *work = find_mount(spec, CAPSULE_WORK_PATH);
+        assert_non_null(work);
+        assert_string_equal(json_string_value(json_object_get(work, "source")), "/store/lane-0/ro");
+        assert_true(has_option(work, "ro"));
+        assert_true(has_option(work, "nosuid"));
+        assert_true(has_option(work, "nodev"));
+        for (size_t i = 0; paths[i]; i++) {
+                char dest[64], old[64];
+                snprintf(dest, sizeof(dest), CAPSULE_CACHE_LOWER_PATH "/%zu", i);
+                snprintf(old, sizeof(old), CAPSULE_WORK_PATH "/%s", paths[i]);
+                json_t *m = find_mount(spec, dest);
+                assert_non_null(m);
+                assert_string_equal(json_string_value(json_object_get(m, "source")), dirs[i]);
+                assert_true(has_option(m, "ro"));
+                assert_null(find_mount(spec, old)); /* the overlay on it is init's */
+        }
+        json_t *layer = find_mount(spec, CAPSULE_LAYER_PATH);
+        assert_non_null(layer);
+        assert_string_equal(json_string_value(json_object_get(layer, "type")), "tmpfs");
+        assert_true(has_option(layer, "size=2147483648"));
+        assert_true(has_option(layer, "mode=0700"));
+        assert_true(has_option(layer, "nosuid"));
+        assert_true(has_option(layer, "nodev"));
+        assert_null(find_mount(plain, CAPSULE_LAYER_PATH));
+
+        /* The profile: "mount" left to init (which refuses it again), nothing else changed. */
+        json_t *sc = json_object_get(json_object_get(spec, "linux"), "seccomp");
+        json_t *psc = json_object_get(json_object_get(plain, "linux"), "seccomp");
+        json_t *r[4];
+        assert_int_equal(seccomp_rules_for(sc, CAPSULE_SECCOMP_LAYER_CALL, r, 4), 0);
+        assert_int_equal(seccomp_rules_for(psc, CAPSULE_SECCOMP_LAYER_CALL, r, 4), 1);
+        for (size_t i = 0; i < ELEMENTSOF(must_refuse); i++)
+                if (!streq(must_refuse[i], CAPSULE_SECCOMP_LAYER_CALL))
+                        assert_int_equal(seccomp_rules_for(sc, must_refuse[i], r, 4),
+                                         seccomp_rules_for(psc, must_refuse[i], r, 4));
+}
+
 static void test_host_pids(void **state) {
         (void) state;
         /* Generous for the ptrace platform's host threads, but finite and monotonic. */
@@ -744,6 +832,7 @@ int main(void) {
                 cmocka_unit_test(test_rejects_bad_params),
                 cmocka_unit_test(test_extra_env),
                 cmocka_unit_test(test_host_pids),
+                cmocka_unit_test(test_layer),
                 cmocka_unit_test(test_validation_env_and_rlimits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
