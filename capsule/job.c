@@ -961,14 +961,16 @@ typedef struct Job {
         Run run;
         /* What follows the secret (a warm capsule: the job record): the outputs' bounds, the
          * cache record, then the input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
-        uint8_t prelude[1 + CAPSULE_BOUNDS_SIZE + 2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) + 1];
+        uint8_t prelude[1 + CAPSULE_BOUNDS_SIZE + 2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) +
+                        3 + CAPSULE_CWD_MAX + 1];
         size_t prelude_len;
         char runsc_error[512];
         sigset_t pipe_set, old_set;
         usec_t t0;
 } Job;
 
-/* The bounds record, the cache record (capsule/protocol.h) and the input's kind. */
+/* The bounds record, the cache record, the cwd record (capsule/protocol.h) and the input's
+ * kind. */
 static int job_prelude(Job *j) {
         const CapsuleJobParams *p = j->p;
         uint8_t *b = j->prelude;
@@ -1007,6 +1009,16 @@ static int job_prelude(Job *j) {
                         memcpy(b + n, p->cache_paths[i], len);
                         n += len;
                 }
+        }
+        if (p->cwd) {
+                size_t len = strlen(p->cwd);
+                if (len == 0 || len > CAPSULE_CWD_MAX)
+                        return -EINVAL;
+                b[n++] = CAPSULE_CWD_RECORD;
+                b[n++] = (uint8_t) len;
+                b[n++] = (uint8_t) (len >> 8);
+                memcpy(b + n, p->cwd, len);
+                n += len;
         }
         b[n++] = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED;
         j->prelude_len = n;
@@ -1070,6 +1082,7 @@ static int job_begin(Job *j) {
         j->end.memory = p->config->limits.memory;
         j->end.pids = p->config->limits.pids;
         j->end.argv0 = p->argv[0];
+        j->end.cwd = p->cwd;
 
         if (p->warm) {
                 j->boot = p->warm->boot;

@@ -53,6 +53,8 @@ typedef struct CapsuleJobParams {
         char *const *argv;        /* NULL-terminated */
         char *const *extra_env;   /* NAME=VALUE after the constant environment (capsule/env.h) */
         const char *check;        /* validation plane: CI=true and TENTAFLAKE_CHECK=<check> */
+        const char *cwd;          /* the job starts in /work/<cwd> (relative, no "."/".."
+                                   * component, 1..CAPSULE_CWD_MAX bytes); NULL: /work */
         uint64_t timeout_seconds;
         uint64_t cpu_seconds;     /* CPU time of the capsule's cgroup (job and sandbox kernel),
                                    * checked every CAPSULE_CPU_CHECK_USEC; 0: no such limit */
@@ -249,6 +251,7 @@ typedef struct CapsuleEnding {
         uint64_t memory;
         uint64_t pids;
         const char *argv0;
+        const char *cwd;            /* the job's, relative to /work; NULL: /work */
 } CapsuleEnding;
 
 void capsule_classify(const CapsuleEnding *end, CapsuleResult *r);

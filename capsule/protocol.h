@@ -168,6 +168,14 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
         return rec[1];
 }
 
+/* The job's working directory below /work (the request's cwd), when it is not /work itself:
+ * CAPSULE_CWD_RECORD, 2 bytes little-endian length (1..CAPSULE_CWD_MAX), the relative path
+ * (no empty, "." or ".." component). It follows the cache record. Init enters it once the
+ * input is in /work, one component at a time and never through a link; one the input does
+ * not hold as a directory ends the capsule before any job process (CAPSULE_INIT_ERROR_CWD). */
+#define CAPSULE_CWD_RECORD 'D'
+#define CAPSULE_CWD_MAX 1024
+
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'
 #define CAPSULE_INPUT_STREAM 'S'
@@ -210,6 +218,8 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
 #define CAPSULE_INIT_ERROR_SPAWN "spawn"            /* fork/pipe failed */
 #define CAPSULE_INIT_ERROR_EXEC "exec"              /* argv[0] could not be executed */
 #define CAPSULE_INIT_ERROR_EGRESS "egress"          /* the egress relay could not start */
+#define CAPSULE_INIT_ERROR_CWD "cwd"                /* the job's cwd is no directory of the
+                                                     * input (CAPSULE_CWD_RECORD) */
 #define CAPSULE_INIT_ERROR_LAYER "layer"            /* the job's layer could not be mounted,
                                                      * or init could not drop to the job's
                                                      * ids (CAPSULE_LAYER_ARG) */

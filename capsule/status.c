@@ -107,6 +107,17 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
                                         strerror(t->error));
                         return;
                 }
+                if (streq(t->init_error, CAPSULE_INIT_ERROR_CWD)) {
+                        /* The request named a directory its snapshot does not hold: never
+                         * runnable as given (exec/exec.c: refused). */
+                        r->status = CAPSULE_ERROR;
+                        r->reason = "cwd_not_found";
+                        set_msg(r, "cwd '%s' is not a directory of the workspace's snapshot (%s)",
+                                end->cwd ?: "?", t->error == ENOTDIR || t->error == ELOOP
+                                                         ? "a file or a symbolic link is in its way"
+                                                         : strerror(t->error));
+                        return;
+                }
                 if (!streq(t->init_error, CAPSULE_INIT_ERROR_NONE) &&
                     !streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
                         r->status = CAPSULE_ERROR;

@@ -436,7 +436,8 @@ static json_t *tools_list(const Mcp *m) {
                         json_array_append_new(classes, json_string(action_class_to_string((ActionClass) c)));
         json_t *run = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
-                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}",
+                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, "
+                "s:[s], s:b}}",
                 "name", "run", "title", "Run a command in a capsule", "description",
                 "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
                 "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
@@ -445,12 +446,15 @@ static json_t *tools_list(const Mcp *m) {
                 "outcome later with the result tool.",
                 "inputSchema", "type", "object", "properties", "argv", "type", "array", "items", "type", "string",
                 "minItems", 1, "maxItems", (json_int_t) p->max_argv, "description",
-                "the command and its arguments, run without a shell in /work", "action_class", "type", "string",
+                "the command and its arguments, run without a shell in /work (or /work/<cwd>)", "action_class", "type", "string",
                 "enum", classes, "default", CONTROLLER_DEFAULT_CLASS, "description",
                 "local-reversible runs at once; every other class waits for an operator", "timeout_seconds", "type",
                 "integer", "minimum", 1, "maximum", (json_int_t) p->max_timeout_seconds, "description",
                 "wall-clock limit (the worker's default when absent)", "reason", "type", "string", "maxLength",
-                REQUEST_REASON_MAX, "description", "why, shown to the operator when approval is needed", "id",
+                REQUEST_REASON_MAX, "description", "why, shown to the operator when approval is needed", "cwd", "type",
+                "string", "maxLength", REQUEST_CWD_MAX, "description",
+                "the directory the command starts in, relative to the workspace, with no '..' (default: the "
+                "directory this server was started in, when it is inside the workspace)", "id",
                 "type", "string", "pattern", "^[a-z0-9][a-z0-9_-]{0,63}$", "description",
                 "the request id (a fresh one when absent)", "wait_seconds", "type", "integer", "minimum", 1, "maximum",
                 RESULT_WAIT_MAX, "description",

@@ -35,7 +35,7 @@ int controller_id_generate(const char *prefix, char ret[static REQUEST_ID_MAX + 
         return 0;
 }
 
-static const char *const field_names[] = {"argv", "action_class", "timeout_seconds", "reason", "id", NULL};
+static const char *const field_names[] = {"argv", "action_class", "timeout_seconds", "reason", "cwd", "id", NULL};
 
 int controller_request_build(const json_t *fields, const RequestPolicy *limits, const char *id_prefix,
                              ControllerRequest *ret, TfwError *e) {
@@ -73,7 +73,7 @@ int controller_request_build(const json_t *fields, const RequestPolicy *limits, 
         if (json_object_set_new(req, "action_class",
                                 cls && !json_is_null(cls) ? json_incref(cls) : json_string(CONTROLLER_DEFAULT_CLASS)) < 0)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
-        for (const char *const *k = (const char *const[]){"argv", "timeout_seconds", "reason", NULL}; *k; k++) {
+        for (const char *const *k = (const char *const[]){"argv", "timeout_seconds", "reason", "cwd", NULL}; *k; k++) {
                 json_t *v = json_object_get(fields, *k);
                 /* null means "not given" for the optional ones; argv null is the parser's bad_type. */
                 if (v && (!json_is_null(v) || streq(*k, "argv")) && json_object_set(req, *k, v) < 0)

@@ -2,11 +2,11 @@
 /* Building a version 1 request on the controller's side (contract sections 4 and 9).
  *
  * controller_request_build() takes the request's fields as JSON (argv, action_class,
- * timeout_seconds, reason, id; exactly the names of the request) and refuses locally what the
+ * timeout_seconds, reason, cwd, id; exactly the names of the request) and refuses locally what the
  * worker would reject, with the worker's own codes and messages: it assembles the request and
  * runs it through the worker's parser (parser/request.h) with the worker's limits, so the two
  * cannot disagree on the grammar; the forbidden class is refused too ("forbidden"). A missing
- * action_class is local-reversible; a missing id is a fresh one. A field other than those five
+ * action_class is local-reversible; a missing id is a fresh one. A field other than those six
  * (version included: the builder owns it) is "unknown_field". What it accepts is exactly the
  * bytes that will be written. */
 #pragma once

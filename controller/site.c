@@ -89,6 +89,14 @@ int controller_site_open(const char *workspace, const char *results_dir, Control
         } else if ((r = find_workspace(&s.workspace, e)) < 0)
                 return r;
 
+        /* Where the caller is, below the workspace: its jobs start there (contract section 9). */
+        _cleanup_free_ char *here = getcwd(NULL, 0), *real = here ? realpath(here, NULL) : NULL;
+        if (real && !streq(real, s.workspace) && path_is_below_or_equal(real, s.workspace) &&
+            !(s.cwd = strdup(real + strlen(s.workspace) + (streq(s.workspace, "/") ? 0 : 1)))) {
+                r = tfw_error(e, ENOMEM, "internal", "out of memory");
+                goto fail;
+        }
+
         char p[PATH_MAX];
         if (path_join_buf(p, sizeof(p), s.workspace, CONTROL_DIR_NAME) < 0) {
                 r = tfw_error(e, ENAMETOOLONG, "no_workspace", "workspace '%s': path too long", s.workspace);
@@ -130,10 +138,11 @@ void controller_site_close(ControllerSite *s) {
         s->inbox_fd = safe_close(s->inbox_fd);
         s->results_fd = safe_close(s->results_fd);
         free(s->workspace);
+        free(s->cwd);
         free(s->results_dir);
         free(s->config);
         free(s->name);
-        s->workspace = s->results_dir = s->config = s->name = NULL;
+        s->workspace = s->cwd = s->results_dir = s->config = s->name = NULL;
 }
 
 int controller_site_need_results(const ControllerSite *s, TfwError *e) {

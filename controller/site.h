@@ -20,6 +20,8 @@
 
 typedef struct ControllerSite {
         char *workspace;      /* absolute */
+        char *cwd;            /* the caller's directory relative to the workspace (the request's
+                               * cwd when it names none); NULL: the workspace's root, or outside */
         int inbox_fd;
         char *results_dir;    /* NULL when unknown */
         int results_fd;       /* -EBADF when unknown or not (yet) there */

@@ -29,8 +29,22 @@ static bool id_in_use(const ControllerSite *s, const char *id) {
 int controller_submit_request(const ControllerSite *site, const json_t *fields, const char *id_prefix,
                               ControllerRequest *ret, usec_t *ret_submitted_at, TfwError *e) {
         ControllerRequest req = {};
+        _cleanup_(json_decrefp) json_t *with_cwd = NULL;
         int r;
 
+        /* The caller's directory, when the fields name none (contract section 9). */
+        json_t *c = json_object_get(fields, "cwd");
+        if (site->cwd && (!c || json_is_null(c))) {
+                json_t *v = json_string(site->cwd);
+                if (!v)
+                        return tfw_error(e, EILSEQ, "bad_cwd",
+                                         "the current directory's path below the workspace is not UTF-8: "
+                                         "a request cannot name it (run from another directory)");
+                with_cwd = json_deep_copy(fields);
+                if (!with_cwd || json_object_set_new(with_cwd, "cwd", v) < 0)
+                        return tfw_error(e, ENOMEM, "internal", "out of memory");
+                fields = with_cwd;
+        }
         for (unsigned attempt = 0;; attempt++) {
                 controller_request_done(&req);
                 r = controller_request_build(fields, &site->policy, id_prefix, &req, e);

@@ -170,7 +170,9 @@ static void classify(ExecResult *r) {
 
         r->error = c->reason;
         snprintf(r->message, sizeof(r->message), "%s", c->message);
-        if (c->status == CAPSULE_ERROR)
+        if (c->reason && streq(c->reason, "cwd_not_found"))
+                r->outcome = EXEC_REFUSED; /* the request's own doing, checked by init */
+        else if (c->status == CAPSULE_ERROR)
                 r->outcome = EXEC_WORKER_FAULT;
         else if (c->reason && streq(c->reason, "exec_failed"))
                 r->outcome = EXEC_EXEC_FAILED;
@@ -543,6 +545,7 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .scratch_path = p->scratch_path,
                 .job_id = p->job_id,
                 .argv = p->argv,
+                .cwd = p->cwd,
                 .extra_env = p->extra_env,
                 .check = p->check,
                 .timeout_seconds = p->timeout_seconds,

@@ -78,6 +78,10 @@ typedef struct ExecPlan {
         const char *scratch_path;       /* its absolute path */
         const char *job_id;             /* capsule_job_id_is_valid() */
         char *const *argv;              /* NULL-terminated, non-empty */
+        const char *cwd;                /* the job starts in /work/<cwd> (the request's, checked
+                                         * by parser/request.h; init enters it without following
+                                         * a link, and one the snapshot lacks is EXEC_REFUSED,
+                                         * "cwd_not_found"); NULL: /work */
         char *const *extra_env;         /* the caller's variables (capsule/env.h), or NULL */
         const char *check;              /* the validation plane's check: CI=true and
                                          * TENTAFLAKE_CHECK=<check> join the constant

@@ -466,6 +466,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .scratch_path = scratch_path,
                 .job_id = rec->id,
                 .argv = req->argv,
+                .cwd = req->cwd,
                 .timeout_seconds = req->timeout_seconds,
                 .log_fd = log_fd,
                 .artifacts_fd = art_fd,

@@ -64,18 +64,39 @@ bool request_id_is_valid(const char *id) {
         return true;
 }
 
+bool request_cwd_is_valid(const char *cwd) {
+        size_t n = strlen(cwd);
+
+        if (n == 0 || n > REQUEST_CWD_MAX || cwd[0] == '/')
+                return false;
+        if (streq(cwd, "."))
+                return true;
+        for (const char *c = cwd;;) {
+                size_t k = strcspn(c, "/");
+                if (k == 0 || (k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                /* The control directory, at the root (contract section 3). */
+                if (c == cwd && k == strlen(REQUEST_CONTROL_DIR) && strncmp(c, REQUEST_CONTROL_DIR, k) == 0)
+                        return false;
+                if (!c[k])
+                        return true;
+                c += k + 1;
+        }
+}
+
 Request *request_free(Request *r) {
         if (!r)
                 return NULL;
         free(r->id);
         strv_free(r->argv);
         free(r->reason);
+        free(r->cwd);
         free(r);
         return NULL;
 }
 
 static const char *const request_fields[] = {
-        "version", "id", "action_class", "argv", "timeout_seconds", "reason", NULL,
+        "version", "id", "action_class", "argv", "timeout_seconds", "reason", "cwd", NULL,
 };
 
 static int parse_argv(json_t *obj, const RequestPolicy *p, Request *req, TfwError *e) {
@@ -215,6 +236,19 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
                                          REQUEST_REASON_MAX);
                 req->reason = strdup(s);
                 if (!req->reason)
+                        return tfw_error(e, ENOMEM, "internal", "out of memory");
+        } else if (r != -ENOENT)
+                return r;
+
+        r = json_get_string(obj, "cwd", "cwd", false, false, &s, e);
+        if (r >= 0) {
+                char p[64];
+                if (!request_cwd_is_valid(s))
+                        return tfw_error(e, EINVAL, "bad_cwd",
+                                         "field 'cwd' is '%s', not a relative path inside the workspace (no '..', "
+                                         "no empty component, not absolute, not in " REQUEST_CONTROL_DIR "/, at most %d bytes)",
+                                         printable_name(s, p, sizeof(p)), REQUEST_CWD_MAX);
+                if (!streq(s, ".") && !(req->cwd = strdup(s)))
                         return tfw_error(e, ENOMEM, "internal", "out of memory");
         } else if (r != -ENOENT)
                 return r;

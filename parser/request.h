@@ -2,7 +2,7 @@
 /* The version 1 inbox request (contract section 4), parsed strictly.
  *
  * Accepts: one JSON object with exactly the fields version, id, action_class, argv and the
- * optional timeout_seconds and reason, each of the right JSON type and range.
+ * optional timeout_seconds, reason and cwd, each of the right JSON type and range.
  * Refuses, each with a stable code in TfwError.code and a message naming the field:
  *   too_large            more than policy->max_request_bytes (never reads more than that + 1)
  *   nul_byte             a raw NUL byte or a \u0000 escape anywhere
@@ -21,6 +21,9 @@
  *   out_of_range         a number below its minimum (timeout_seconds 0) or beyond 64 bits
  *   timeout_above_policy timeout_seconds above policy->max_timeout_seconds
  *   reason_too_large     reason longer than 1024 bytes
+ *   bad_cwd              cwd is not a relative path of 1..REQUEST_CWD_MAX bytes whose every
+ *                        component is a name (not empty, ".", ".."), or it is in the control
+ *                        directory (REQUEST_CONTROL_DIR); "." alone is the workspace's root
  * Guarantees: on success every string is valid UTF-8 without NUL, and the sha256 of the exact
  * bytes parsed is recorded. Duplicate ids and the forbidden class are policy decisions made by
  * the orchestrator, not here. */
@@ -35,6 +38,9 @@
 
 #define REQUEST_ID_MAX 64
 #define REQUEST_REASON_MAX 1024
+#define REQUEST_CWD_MAX 1024
+/* Never part of a snapshot (contract section 3): no job starts there. */
+#define REQUEST_CONTROL_DIR ".tentaflake-worker"
 
 typedef enum ActionClass {
         ACTION_LOCAL_REVERSIBLE,
@@ -74,6 +80,7 @@ typedef struct Request {
         uint64_t timeout_seconds;  /* the request's, or the policy default */
         bool timeout_explicit;
         char *reason;           /* NULL when absent */
+        char *cwd;              /* relative to /work, normalised ("a/b"); NULL: /work itself */
         char sha256[SHA256_HEX_SIZE];  /* of the exact bytes parsed */
 } Request;
 
@@ -91,6 +98,8 @@ static inline void request_freep(Request **r) {
 #define _cleanup_request_ _cleanup_(request_freep)
 
 bool request_id_is_valid(const char *id);
+/* The request's cwd rule (bad_cwd above), for the controller's side too. */
+bool request_cwd_is_valid(const char *cwd);
 
 const char *action_class_to_string(ActionClass c);
 int action_class_from_string(const char *s);  /* ActionClass, or -EINVAL */

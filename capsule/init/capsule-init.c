@@ -477,6 +477,44 @@ static int read_cache_record(uint8_t *kind) {
         return r < 0 ? r : 1;
 }
 
+/* The job's working directory below /work (capsule/protocol.h), when the host sends it. */
+static char job_cwd[CAPSULE_CWD_MAX + 1];
+
+static int read_cwd_record(uint8_t *kind) {
+        uint8_t l[2];
+        if (*kind != CAPSULE_CWD_RECORD)
+                return 0;
+        int r = in_read(l, sizeof(l));
+        if (r < 0)
+                return r;
+        size_t len = (size_t) l[0] | ((size_t) l[1] << 8);
+        if (len == 0 || len > CAPSULE_CWD_MAX)
+                return -EBADMSG;
+        if ((r = in_read(job_cwd, len)) < 0)
+                return r;
+        job_cwd[len] = 0;
+        if (memchr(job_cwd, 0, len))
+                return -EBADMSG;
+        return in_read(kind, 1);
+}
+
+/* Into /work/<cwd>, one component at a time, never through a link (open_dir_components): the
+ * job starts there. */
+static int enter_cwd(void) {
+        if (!job_cwd[0])
+                return 0;
+        int w = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (w < 0)
+                return -errno;
+        int fd = open_dir_components(w, job_cwd);
+        close(w);
+        if (fd < 0)
+                return fd;
+        int r = fchdir(fd) < 0 ? -errno : 0;
+        close(fd);
+        return r;
+}
+
 static char *rec_next(char **p, char *end) {
         char *s = *p, *z = s < end ? memchr(s, 0, (size_t) (end - s)) : NULL;
         if (!z)
@@ -780,6 +818,8 @@ int main(int argc, char **argv) {
                 r = read_bounds_record(&kind);
         if (r >= 0)
                 r = read_cache_record(&kind);
+        if (r >= 0)
+                r = read_cwd_record(&kind);
         int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
         if (lr < 0)
                 r = lr;
@@ -812,6 +852,11 @@ int main(int argc, char **argv) {
         } else if (r < 0) {
                 say("cannot write the input into " CAPSULE_WORK_PATH ": %s", strerror(-r));
                 o.init_error = CAPSULE_INIT_ERROR_SNAPSHOT;
+                o.error = -r;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else if ((r = enter_cwd()) < 0) {
+                say("cannot start the job in " CAPSULE_WORK_PATH "/%s: %s", job_cwd, strerror(-r));
+                o.init_error = CAPSULE_INIT_ERROR_CWD;
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else if (egress && (r = egress_relay_start()) < 0) {

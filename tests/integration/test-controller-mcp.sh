@@ -29,6 +29,7 @@ mkdir -p "$dir/bin" "$dir/home" "$dir/client"
 # TFW_CONTROLLER_BIN: the controller side from another build (an ASan one, say).
 install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
 chown 10000:10000 "$dir/home"
+mkdir -p "$dir/ws/mcpdir/sub" && chown -R 10000:10000 "$dir/ws/mcpdir" # the client's run with a cwd
 CTL_BIN="$dir/bin/tentaflake-worker"
 as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env -i PATH=/usr/bin:/bin HOME="$dir/home" "$@"; }
 

@@ -7,7 +7,8 @@
 # misleads only the client), each exit mapping (0, the job's code, 124, 128+N, 125 for a
 # worker-side rejection, a denial and local refusals), a pending request approved from another
 # shell with the command submit printed, --no-wait, --json, artifacts on stderr, and workspace
-# discovery from a subdirectory.
+# discovery from a subdirectory, where the job then starts (cwd), and a cwd the snapshot lacks,
+# a link or a file, or one leaving the workspace: rejected.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -154,9 +155,36 @@ check "json: prints result.json" test "$(python3 -c 'import json,sys; print(json
 echo "-- [$SECONDS s] discovery from a subdirectory"
 mkdir -p "$ws/sub/deeper"
 chown -R 10000:10000 "$ws/sub"
-CTL_CWD="$ws/sub/deeper" sub subdir -- sh -c 'echo found-it'
+CTL_CWD="$ws/sub/deeper" sub subdir -- sh -c 'echo found-it; echo "pwd=$(pwd)"; echo x >rel.txt && ls'
 rc_is subdir 0
 check "subdir: ran" out_has subdir found-it
+# The working directory (contract sections 4 and 9): the caller's, relative to the workspace.
+check "subdir: the job started in the caller's directory" out_has subdir '^pwd=/work/sub/deeper$'
+check "subdir: ... and wrote there by a relative name" out_has subdir '^rel.txt$'
+sub rootdir -- sh -c 'echo "pwd=$(pwd)"'
+rc_is rootdir 0
+check "root: a submit from the workspace's root starts in /work" out_has rootdir '^pwd=/work$'
+# A cwd the snapshot does not hold as a directory is the request's fault: rejected (125), named.
+printf '{"version":1,"id":"i15cwdgone","action_class":"local-reversible","argv":["true"],"cwd":"sub/gone"}' >"$inbox/.i15cwdgone.json"
+chown 10000:10000 "$inbox/.i15cwdgone.json"; mv "$inbox/.i15cwdgone.json" "$inbox/i15cwdgone.json"
+check "cwd missing: published" wait_result "$dir" i15cwdgone
+check "cwd missing: rejected" test "$(result_field "$dir" i15cwdgone status)" = rejected
+check "cwd missing: error cwd_not_found" test "$(result_field "$dir" i15cwdgone error)" = cwd_not_found
+check "cwd missing: the message names it" sh -c "python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"message\"])' '$res/i15cwdgone/result.json' | grep -q \"cwd 'sub/gone' is not a directory\""
+ln -s deeper "$ws/sub/link"; echo f >"$ws/sub/file"; chown -h 10000:10000 "$ws/sub/link" "$ws/sub/file"
+printf '{"version":1,"id":"i15cwdlnk","action_class":"local-reversible","argv":["true"],"cwd":"sub/link"}' >"$inbox/.i15cwdlnk.json"
+printf '{"version":1,"id":"i15cwdfile","action_class":"local-reversible","argv":["true"],"cwd":"sub/file"}' >"$inbox/.i15cwdfile.json"
+chown 10000:10000 "$inbox/.i15cwdlnk.json" "$inbox/.i15cwdfile.json"
+mv "$inbox/.i15cwdlnk.json" "$inbox/i15cwdlnk.json"; mv "$inbox/.i15cwdfile.json" "$inbox/i15cwdfile.json"
+for j in i15cwdlnk i15cwdfile; do
+        check "cwd $j: published" wait_result "$dir" $j
+        check "cwd $j: rejected as cwd_not_found (never through a link, never a file)" \
+                test "$(result_field "$dir" $j status) $(result_field "$dir" $j error)" = "rejected cwd_not_found"
+done
+printf '{"version":1,"id":"i15cwddots","action_class":"local-reversible","argv":["true"],"cwd":"../etc"}' >"$inbox/.i15cwddots.json"
+chown 10000:10000 "$inbox/.i15cwddots.json"; mv "$inbox/.i15cwddots.json" "$inbox/i15cwddots.json"
+check "cwd '../etc': rejected by the parser" wait_result "$dir" i15cwddots
+check "cwd '../etc': bad_cwd" test "$(result_field "$dir" i15cwddots error)" = bad_cwd
 
 # ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] pending: approved from another shell"

@@ -213,6 +213,25 @@ static void test_init_errors(void **state) {
         capsule_classify(&e, &r);
         assert_int_equal(r.status, CAPSULE_ERROR);
         assert_string_equal(r.reason, "init_failed");
+
+        /* The request's cwd is no directory of its snapshot: the request's fault, named. */
+        e = with_trailer(CAPSULE_EXIT_INIT_FAILED, 0);
+        snprintf(e.trailer.init_error, sizeof(e.trailer.init_error), "%s", CAPSULE_INIT_ERROR_CWD);
+        e.trailer.error = ENOTDIR;
+        e.cwd = "src/main.c";
+        capsule_classify(&e, &r);
+        assert_int_equal(r.status, CAPSULE_ERROR);
+        assert_string_equal(r.reason, "cwd_not_found");
+        assert_non_null(strstr(r.message, "cwd 'src/main.c' is not a directory"));
+
+        /* The layer could not be mounted, or init could not drop: the worker's fault. */
+        e = with_trailer(CAPSULE_EXIT_INIT_FAILED, 0);
+        snprintf(e.trailer.init_error, sizeof(e.trailer.init_error), "%s", CAPSULE_INIT_ERROR_LAYER);
+        e.trailer.error = EPERM;
+        capsule_classify(&e, &r);
+        assert_int_equal(r.status, CAPSULE_ERROR);
+        assert_string_equal(r.reason, "init_failed");
+        assert_non_null(strstr(r.message, "(layer)"));
 }
 
 int main(void) {

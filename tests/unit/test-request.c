@@ -26,6 +26,22 @@ static const Case cases[] = {
         {"id-64.json", NULL, NULL},
         {"timeout-max.json", "a", NULL},
         {"reason-1024.json", "a", NULL},
+        {"cwd-ok.json", "a", NULL},
+        {"cwd-dot.json", "a", NULL},
+        {"cwd-1023.json", "a", NULL},
+        {"cwd-control-below.json", "a", NULL}, /* only the root's control directory is excluded */
+        {"cwd-absolute.json", "a", "bad_cwd"},
+        {"cwd-dotdot.json", "a", "bad_cwd"},
+        {"cwd-dotdot-only.json", "a", "bad_cwd"},
+        {"cwd-empty.json", "a", "bad_cwd"},
+        {"cwd-trailing-slash.json", "a", "bad_cwd"},
+        {"cwd-double-slash.json", "a", "bad_cwd"},
+        {"cwd-inner-dot.json", "a", "bad_cwd"},
+        {"cwd-control.json", "a", "bad_cwd"},
+        {"cwd-control-only.json", "a", "bad_cwd"},
+        {"cwd-1025.json", "a", "bad_cwd"},
+        {"cwd-number.json", "a", "bad_type"},
+        {"cwd-null.json", "a", "bad_type"},
         {"class-forbidden.json", "a", NULL}, /* a valid class: the orchestrator rejects it */
         {"unknown-field.json", "a", "unknown_field"},
         {"duplicate-key.json", NULL, "duplicate_key"},
@@ -127,6 +143,17 @@ static void test_values(void **state) {
         assert_int_equal(min->timeout_seconds, 42);
         assert_false(min->timeout_explicit);
         assert_null(min->reason);
+        assert_null(min->cwd);
+
+        _cleanup_request_ Request *c = NULL, *dot = NULL;
+        free(buf);
+        buf = tfw_read_fixture("request/cwd-ok.json", &len);
+        assert_int_equal(request_parse_buffer(buf, len, NULL, NULL, &c, &e), 0);
+        assert_string_equal(c->cwd, "src/lib");
+        free(buf);
+        buf = tfw_read_fixture("request/cwd-dot.json", &len);
+        assert_int_equal(request_parse_buffer(buf, len, NULL, NULL, &dot, &e), 0);
+        assert_null(dot->cwd); /* "." is /work itself */
         assert_string_not_equal(min->sha256, full->sha256);
 }
 

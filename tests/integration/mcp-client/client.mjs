@@ -61,6 +61,18 @@ try {
     undefined, { timeout: 300000 });
   check("run: a failing job's exit code", fail.structuredContent?.exit_code === 3 && fail.structuredContent?.status === "failed", fail);
 
+  // cwd (contract sections 4 and 9): the directory the command starts in, relative to the workspace.
+  check("run: cwd is in the schema", run?.inputSchema?.properties?.cwd?.type === "string", run?.inputSchema);
+  const inDir = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "echo pwd=$(pwd)"], cwd: "mcpdir/sub" } },
+    undefined, { timeout: 300000 });
+  check("run: cwd: the job started there", (inDir.structuredContent?.log_tail || "").includes("pwd=/work/mcpdir/sub"), inDir);
+  const noDir = await client.callTool({ name: "run", arguments: { argv: ["true"], cwd: "mcpdir/none" } },
+    undefined, { timeout: 300000 });
+  check("run: cwd missing from the snapshot: rejected, cwd_not_found",
+    noDir.structuredContent?.status === "rejected" && noDir.structuredContent?.error === "cwd_not_found", noDir);
+  const upDir = await client.callTool({ name: "run", arguments: { argv: ["true"], cwd: "../etc" } });
+  check("run: cwd leaving the workspace: a tool error naming bad_cwd", upDir.isError === true && /bad_cwd|cwd/.test(text(upDir)), upDir);
+
   // wait_seconds: an answer before the end, then the outcome through result.
   const early = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "sleep 4; echo slept"], wait_seconds: 1 } },
     undefined, { timeout: 60000 });
