@@ -720,6 +720,12 @@ static void test_validation_env_and_rlimits(void **state) {
         assert_int_equal(fsize, 2 << 20);
 }
 
+static void assert_options(json_t *m, const char *const *opts) {
+        for (; *opts; opts++)
+                if (!has_option(m, *opts))
+                        fail_msg("mount '%s' lacks option '%s'", json_string_value(json_object_get(m, "destination")), *opts);
+}
+
 /* A generation at /work: init alone starts as the sandbox's root with the layer's capabilities
  * (capsule/protocol.h), told the ids it drops to; /work and the cache's lower layers are
  * read-only binds, the layer a tmpfs of limits.workspace_tmpfs; the profile leaves init mount
@@ -773,9 +779,7 @@ static void test_layer(void **state) {
         json_t *work = find_mount(spec, CAPSULE_WORK_PATH);
         assert_non_null(work);
         assert_string_equal(json_string_value(json_object_get(work, "source")), "/store/lane-0/ro");
-        assert_true(has_option(work, "ro"));
-        assert_true(has_option(work, "nosuid"));
-        assert_true(has_option(work, "nodev"));
+        assert_options(work, (const char *const[]){ "ro", "nosuid", "nodev", NULL });
         for (size_t i = 0; paths[i]; i++) {
                 char dest[64], old[64];
                 snprintf(dest, sizeof(dest), CAPSULE_CACHE_LOWER_PATH "/%zu", i);
@@ -789,10 +793,7 @@ static void test_layer(void **state) {
         json_t *layer = find_mount(spec, CAPSULE_LAYER_PATH);
         assert_non_null(layer);
         assert_string_equal(json_string_value(json_object_get(layer, "type")), "tmpfs");
-        assert_true(has_option(layer, "size=2147483648"));
-        assert_true(has_option(layer, "mode=0700"));
-        assert_true(has_option(layer, "nosuid"));
-        assert_true(has_option(layer, "nodev"));
+        assert_options(layer, (const char *const[]){ "size=2147483648", "mode=0700", "nosuid", "nodev", NULL });
         assert_null(find_mount(plain, CAPSULE_LAYER_PATH));
 
         /* The profile: "mount" left to init (which refuses it again), nothing else changed. */
