@@ -17,6 +17,7 @@
 
 #include "artifacts/import-internal.h"
 #include "common/fd-util.h"
+#include "common/path-util.h"
 #include "common/macro.h"
 
 #define FILE_MODE 0640
@@ -80,43 +81,6 @@ static int host_error(TfwError *e, bool cache, int err, const char *name, const 
         return tfw_error(e, err, ARTIFACT_CODE_FAILED, "%s '%s': %s: %s", import_entry_word(cache),
                          artifact_name_escape(name, strlen(name), esc, sizeof(esc)), what,
                          strerror(err < 0 ? -err : err));
-}
-
-/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. Names end up in
- * JSON (attestations, listings), which only carries valid UTF-8. */
-static bool utf8_is_valid(const unsigned char *s, size_t len) {
-        for (size_t i = 0; i < len;) {
-                unsigned char c = s[i];
-                size_t n;
-                uint32_t cp;
-
-                if (c < 0x80) {
-                        i++;
-                        continue;
-                } else if ((c & 0xe0) == 0xc0) {
-                        n = 2;
-                        cp = c & 0x1f;
-                } else if ((c & 0xf0) == 0xe0) {
-                        n = 3;
-                        cp = c & 0x0f;
-                } else if ((c & 0xf8) == 0xf0) {
-                        n = 4;
-                        cp = c & 0x07;
-                } else
-                        return false;
-                if (len - i < n)
-                        return false;
-                for (size_t k = 1; k < n; k++) {
-                        if ((s[i + k] & 0xc0) != 0x80)
-                                return false;
-                        cp = (cp << 6) | (s[i + k] & 0x3f);
-                }
-                if ((n == 2 && cp < 0x80) || (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
-                    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                        return false;
-                i += n;
-        }
-        return true;
 }
 
 /* Contract: accepts a relative name of valid UTF-8 without control characters, at most

@@ -21,5 +21,8 @@ int path_join_buf(char *buf, size_t size, const char *a, const char *b);
  * character, whatever the input. out_size must be at least 8. Returns out. */
 const char *printable_name(const char *s, char *out, size_t out_size);
 
+/* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
+bool utf8_is_valid(const unsigned char *s, size_t len);
+
 /* A single file name: non-empty, no '/', not "." or "..", shorter than NAME_MAX. */
 bool filename_is_valid(const char *name);
