@@ -132,7 +132,15 @@ static void outputs_setup(Run *run) {
         /* Never the standard fds: a caller that left cache_reuse_fd 0 gets no reuse, not stdin. */
         cl.reuse = p->cache_paths && p->cache_reuse_fd > STDERR_FILENO;
         cl.reuse_fd = p->cache_reuse_fd;
-        outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1);
+        /* The changes: the artifacts' rules (files and directories, names UTF-8), their own
+         * bounds; the list is a file of the stream too, and the directories a file needs count
+         * as entries. */
+        ArtifactLimits hl = al;
+        hl.max_bytes = p->changes_max_bytes + CAPSULE_CHANGES_LIST_MAX(p->changes_max_entries);
+        hl.max_entries = 2 * p->changes_max_entries + 16;
+        bool changes = p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0;
+        outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1, &hl,
+                     changes ? p->changes_staging_fd : -1);
 }
 
 static void on_art_readable(Run *run) {
@@ -962,7 +970,7 @@ typedef struct Job {
         /* What follows the secret (a warm capsule: the job record): the outputs' bounds, the
          * cache record, then the input's kind (CAPSULE_INPUT_STREAM, _MOUNTED or _BOUND). */
         uint8_t prelude[1 + CAPSULE_BOUNDS_SIZE + 2 + 12 + CAPSULE_CACHE_PATHS_MAX * (2 + CAPSULE_CACHE_PATH_MAX) +
-                        3 + CAPSULE_CWD_MAX + 1];
+                        3 + CAPSULE_CWD_MAX + 1 + CAPSULE_CHANGES_RECORD_SIZE + 1];
         size_t prelude_len;
         char runsc_error[512];
         sigset_t pipe_set, old_set;
@@ -1020,6 +1028,13 @@ static int job_prelude(Job *j) {
                 memcpy(b + n, p->cwd, len);
                 n += len;
         }
+        if (p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0) {
+                b[n++] = CAPSULE_CHANGES_RECORD;
+                for (int i = 0; i < 8; i++)
+                        b[n++] = (uint8_t) (p->changes_max_bytes >> (8 * i));
+                for (int i = 0; i < 8; i++)
+                        b[n++] = (uint8_t) (p->changes_max_entries >> (8 * i));
+        }
         b[n++] = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED;
         j->prelude_len = n;
         return 0;
@@ -1051,6 +1066,20 @@ static void cache_verdict(Job *j, bool whole) {
                 cache_error(res, "cache_job_ended", "the job ended %s%s%s: nothing of the cache is kept",
                             capsule_status_to_string(res->status), res->reason ? ", " : "", res->reason ? res->reason : "");
         res->cache_whole = whole && !res->cache_error_code;
+}
+
+static void changes_verdict(Job *j) {
+        CapsuleResult *res = &j->res;
+        const OutputSink *s = &j->run.out.changes;
+        const char *code = s->error_code;
+        if (!code && !j->end.have_trailer)
+                code = "changes_not_vouched"; /* init did not end its work: the stream is not its whole */
+        if (code) {
+                res->changes_error_code = code;
+                snprintf(res->changes_error, sizeof(res->changes_error), "%s",
+                         s->error_code ? s->error : "the capsule ended without its status: its changes are not taken");
+        }
+        res->changes_imported = !res->changes_error_code;
 }
 
 static bool job_params_valid(const CapsuleJobParams *p) {
@@ -1274,7 +1303,9 @@ static void job_end(Job *j) {
 
         /* The artifacts and the cache: the importers' verdicts, or why there was no stream. */
         j->res.artifact_junk_bytes = outputs_junk_bytes(&run->out);
-        bool cache_whole = outputs_finish(&run->out, &j->res.artifacts, &j->res.cache);
+        bool cache_whole = outputs_finish(&run->out, &j->res.artifacts, &j->res.cache, &j->res.changes);
+        if (run->out.changes_on)
+                changes_verdict(j);
         if (run->out.art.error_code)
                 art_error(run, run->out.art.error_code, "%s", run->out.art.error);
         else if (!run->out.found && j->end.started && p->staging_fd >= 0)
@@ -1329,7 +1360,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid cache paths");
         j.run = (Run) { .p = p, .res = &j.res, .log_r = -EBADF, .art_r = -EBADF, .pidfd = -EBADF };
         /* Until the capsule's secret is known (outputs_setup): no importer, no descriptor. */
-        j.run.out.art = j.run.out.cache = (OutputSink) { .staging_fd = -1, .w = -EBADF };
+        j.run.out.art = j.run.out.cache = j.run.out.changes = (OutputSink) { .staging_fd = -1, .w = -EBADF };
         j.run.out.ctl_fd = -EBADF;
         atomic_store(&j.run.out.ctl_handoff, -EBADF);
 

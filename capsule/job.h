@@ -108,6 +108,13 @@ typedef struct CapsuleJobParams {
          * and the importer links it from this copy when its ctime and mtime are that file's. */
         int cache_reuse_fd;
         struct timespec cache_handout;
+        /* The job's changes under /work (with work_dir only; docs/capsule.md, "Changes"): init
+         * reads them from the job's layer and sends them with the changes' list; they come back
+         * into changes_staging_fd (an empty directory) with the artifacts' rules, bounded by
+         * changes_max_bytes / _entries. Taken only above the standard fds and with entries > 0:
+         * a caller that leaves both 0 gets none. */
+        int changes_staging_fd;
+        uint64_t changes_max_bytes, changes_max_entries;
         uid_t unpriv_uid;         /* the artifact parser drops to this uid/gid */
         gid_t unpriv_gid;
 } CapsuleJobParams;
@@ -142,6 +149,13 @@ typedef struct CapsuleResult {
         ArtifactSummary cache;
         const char *cache_error_code; /* why not (with CapsuleJobParams.cache_paths) */
         char cache_error[1024];
+
+        /* With CapsuleJobParams.changes_staging_fd: whether the changes' stream was imported
+         * whole (the list inside says whether it holds every change), or why not. */
+        bool changes_imported;
+        ArtifactSummary changes;
+        const char *changes_error_code;
+        char changes_error[1024];
 
         EgressSummary egress;  /* the job's connections through its proxy (enabled: it had one) */
 

@@ -197,7 +197,7 @@ static int walk_entry(Walk *w, int upper, int lower, int merged, const char *nam
                 return walk_dir(w, u, l, m, depth + 1);
         }
         if (S_ISREG(st.st_mode)) {
-                if (in_lower && S_ISDIR(lst.st_mode) && (r = deleted(w, lower, name, &lst, depth)) < 0)
+                if (in_lower && !S_ISREG(lst.st_mode) && (r = deleted(w, lower, name, &lst, depth)) < 0)
                         return r;
                 if (in_lower && (r = same_file(upper, lower, name, &st, &lst)) != 0)
                         return r < 0 ? r : 0;

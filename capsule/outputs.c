@@ -24,34 +24,42 @@ static void sink_error(OutputSink *s, const char *code, const char *fmt, ...) {
 }
 
 static const char *sink_code(const OutputSink *s, const char *what) {
+        if (s->changes)
+                return streq(what, "failed") ? "changes_import_failed" : "changes_rejected";
         return s->limits.cache ? (streq(what, "failed") ? "cache_import_failed" : "cache_rejected")
                                : (streq(what, "failed") ? "artifact_import_failed" : "artifact_rejected");
 }
 
-/* The importer's codes are the artifacts'; the cache's stream has its own words. */
+/* The importer's codes are the artifacts'; the cache's and the changes' streams have their own
+ * words. */
 static const char *cache_code(const OutputSink *s, const char *code) {
-        if (!s->limits.cache || !code)
+        const char *w = s->changes ? "changes" : "cache";
+        if ((!s->limits.cache && !s->changes) || !code)
                 return code;
         if (streq(code, "artifact_rejected"))
-                return "cache_rejected";
+                return streq(w, "cache") ? "cache_rejected" : "changes_rejected";
         if (streq(code, "artifact_too_large"))
-                return "cache_too_large";
+                return streq(w, "cache") ? "cache_too_large" : "changes_too_large";
         if (streq(code, "artifact_import_failed"))
-                return "cache_import_failed";
+                return streq(w, "cache") ? "cache_import_failed" : "changes_import_failed";
         return code;
 }
 
 void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], const ArtifactLimits *art, int art_fd,
-                  const ArtifactLimits *cache, int cache_fd) {
+                  const ArtifactLimits *cache, int cache_fd, const ArtifactLimits *changes, int changes_fd) {
         *o = (Outputs) {
                 .art = { .limits = *art, .staging_fd = art_fd, .w = -EBADF },
                 .cache = { .staging_fd = cache_fd, .w = -EBADF },
+                .changes = { .staging_fd = changes_fd, .w = -EBADF, .changes = true },
                 .cache_on = cache_fd >= 0,
+                .changes_on = changes_fd >= 0,
                 .ctl_fd = -EBADF,
         };
         atomic_store(&o->ctl_handoff, -EBADF);
         if (cache)
                 o->cache.limits = *cache;
+        if (changes)
+                o->changes.limits = *changes;
         token_scanner_init(&o->scanner, token);
 }
 
@@ -95,13 +103,14 @@ static void send_stops(Outputs *o) {
                 outputs_set_control(o, fd);
                 return; /* it sent them */
         }
-        OutputSink *sinks[] = { &o->art, &o->cache };
+        OutputSink *sinks[] = { &o->art, &o->cache, &o->changes };
+        const uint8_t kinds[] = { CAPSULE_CHUNK_ARTIFACTS, CAPSULE_CHUNK_CACHE, CAPSULE_CHUNK_CHANGES };
         for (size_t i = 0; i < ELEMENTSOF(sinks); i++) {
                 uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
                 if (!sinks[i]->dropped || sinks[i]->stop_sent)
                         continue;
                 sinks[i]->stop_sent = true;
-                capsule_stop_record(i == 0 ? CAPSULE_CHUNK_ARTIFACTS : CAPSULE_CHUNK_CACHE, o->scanner.token, rec);
+                capsule_stop_record(kinds[i], o->scanner.token, rec);
                 ssize_t k;
                 do
                         k = write(o->ctl_fd, rec, sizeof(rec));
@@ -152,11 +161,16 @@ static void framing_error(Outputs *o, const char *what) {
         sink_error(&o->art, "artifact_rejected", "the capsule broke the channel's framing: %s", what);
         if (o->cache_on)
                 sink_error(&o->cache, "cache_rejected", "the capsule broke the channel's framing: %s", what);
+        if (o->changes_on)
+                sink_error(&o->changes, "changes_rejected", "the capsule broke the channel's framing: %s", what);
         sink_close(&o->art);
         sink_close(&o->cache);
+        sink_close(&o->changes);
         stop_stream(o, &o->art);
         if (o->cache_on)
                 stop_stream(o, &o->cache);
+        if (o->changes_on)
+                stop_stream(o, &o->changes);
         o->broken = true; /* and everything after is dropped */
 }
 
@@ -173,7 +187,7 @@ static void chunk_begin(Outputs *o) {
         case CAPSULE_CHUNK_ARTIFACTS:
         case CAPSULE_CHUNK_ARTIFACTS_OVER:
                 /* The artifacts come first: a chunk of them after the cache's is not init's. */
-                if (o->cache.started || o->cache_refused)
+                if (o->cache.started || o->cache_refused || o->changes.started)
                         return framing_error(o, "artifacts after the cache");
                 if (o->art_over)
                         return framing_error(o, "artifacts after their end");
@@ -187,6 +201,8 @@ static void chunk_begin(Outputs *o) {
         case CAPSULE_CHUNK_CACHE_OVER:
                 if (!o->cache_on)
                         return framing_error(o, "a cache stream nobody asked for");
+                if (o->changes.started)
+                        return framing_error(o, "the cache after the changes");
                 if (o->art.w >= 0)
                         sink_close(&o->art); /* its stream is over: let it see the end */
                 /* After a refusal nothing more of the cache is init's to send. */
@@ -202,6 +218,16 @@ static void chunk_begin(Outputs *o) {
                         o->cache_refused = true;
                         init_ended(o, &o->cache, "cache_too_large", "the capsule ended the cache: over cache.max_bytes or cache.max_entries");
                 }
+                return;
+        case CAPSULE_CHUNK_CHANGES:
+                if (!o->changes_on)
+                        return framing_error(o, "a changes stream nobody asked for");
+                if (o->art.w >= 0)
+                        sink_close(&o->art);
+                if (o->cache.w >= 0)
+                        sink_close(&o->cache); /* the cache's stream is over: let it see the end */
+                if (!o->changes.started)
+                        sink_start(&o->changes);
                 return;
         default:
                 return framing_error(o, "an unknown chunk");
@@ -246,6 +272,7 @@ static void demux(Outputs *o) {
                 size_t m = MIN(o->pending_len, (size_t) o->left);
                 OutputSink *s = o->kind == CAPSULE_CHUNK_ARTIFACTS ? &o->art
                                 : o->kind == CAPSULE_CHUNK_CACHE  ? &o->cache
+                                : o->kind == CAPSULE_CHUNK_CHANGES ? &o->changes
                                                                   : NULL;
                 if (!s)
                         refusal_text(o, o->pending, m);
@@ -308,6 +335,7 @@ void outputs_end(Outputs *o) {
                 framing_error(o, "the channel ended inside a chunk");
         sink_close(&o->art);
         sink_close(&o->cache);
+        sink_close(&o->changes);
 }
 
 uint64_t outputs_junk_bytes(const Outputs *o) {
@@ -325,12 +353,15 @@ static void sink_finish(OutputSink *s, ArtifactSummary *ret) {
                 sink_error(s, cache_code(s, e.code) ?: sink_code(s, "rejected"), "%s", e.message);
 }
 
-bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache) {
-        bool cache_seen = o->cache.started;
+bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache, ArtifactSummary *ret_changes) {
+        bool cache_seen = o->cache.started, changes_seen = o->changes.started;
         sink_finish(&o->art, ret_art);
         sink_finish(&o->cache, ret_cache);
+        sink_finish(&o->changes, ret_changes);
         if (o->cache_on && !cache_seen && !o->cache.error_code)
                 sink_error(&o->cache, "no_cache_stream", "the capsule ended before it sent the cache");
+        if (o->changes_on && !changes_seen && !o->changes.error_code)
+                sink_error(&o->changes, "no_changes_stream", "the capsule ended before it sent the job's changes");
         o->ctl_fd = safe_close(o->ctl_fd);
         safe_close(atomic_exchange(&o->ctl_handoff, -EBADF));
         return o->cache_on && cache_seen && !o->cache_refused && !o->cache.error_code;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The host's side of the artifact channel (capsule/protocol.h): everything before init's token
- * is dropped, then the chunks are parted between two bounded importers (artifacts/import.h):
+ * is dropped, then the chunks are parted between three bounded importers (artifacts/import.h):
  * the artifacts' stream into their staging directory, the build cache's (docs/cache.md) into
- * the cache's take-in with the cache profile. An importer that stopped reading (a rule broken,
+ * the cache's take-in with the cache profile, and the job's changes (a changeset, docs/capsule.md
+ * "Changes") into theirs. An importer that stopped reading (a rule broken,
  * a limit met) has the rest of its chunks dropped, so init is never left blocked by it, and
  * init is told on the control channel to send no more of that stream (CAPSULE_STOP_RECORD), so
  * it is not drained to its end; one that is slow holds the channel (back-pressure) and counts
@@ -25,6 +26,7 @@ typedef struct OutputSink {
         int w;                   /* the importer's stream, while it takes bytes */
         ArtifactImport *import;
         bool started;
+        bool changes;            /* the changes' sink (its own error codes) */
         bool dropped;            /* the host takes no more of its stream (init is told) */
         bool stop_sent;          /* ... and init was told */
         const char *error_code;  /* the first reason nothing (or not all) was kept */
@@ -36,7 +38,8 @@ typedef struct Outputs {
         bool found;              /* the token was seen: chunks follow */
         bool broken;             /* the framing was broken: the rest is dropped */
         bool cache_on;           /* a cache stream may come */
-        OutputSink art, cache;
+        bool changes_on;         /* a changes stream may come (CAPSULE_CHUNK_CHANGES) */
+        OutputSink art, cache, changes;
         uint8_t hdr[CAPSULE_CHUNK_HEADER];
         size_t hdr_n;
         uint8_t kind;            /* of the chunk being read */
@@ -52,9 +55,10 @@ typedef struct Outputs {
         OutputSink *blocked;     /* the importer that did not take them */
 } Outputs;
 
-/* art / cache: the importers' limits and staging directories (cache->staging_fd -1: no cache). */
+/* art / cache / changes: the importers' limits and staging directories (cache_fd -1: no cache;
+ * changes_fd -1: no changes). */
 void outputs_init(Outputs *o, const uint8_t token[static CAPSULE_TOKEN_SIZE], const ArtifactLimits *art, int art_fd,
-                  const ArtifactLimits *cache, int cache_fd);
+                  const ArtifactLimits *cache, int cache_fd, const ArtifactLimits *changes, int changes_fd);
 
 /* The channel to init for stop records: the capsule's input channel once its input was
  * written whole, taken over (closed by outputs_finish). Its writes never wait: it is made
@@ -77,6 +81,7 @@ void outputs_end(Outputs *o);
 uint64_t outputs_junk_bytes(const Outputs *o);
 
 /* The importers' verdicts (waits for them). ret_art / ret_cache: their summaries. Returns
- * whether the cache was imported whole (false without one). The sinks' error fields say why not.
- * Closes the control channel. */
-bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache);
+ * whether the cache was imported whole (false without one). The sinks' error fields say why not;
+ * the changes were imported whole when changes_on, o->changes.started was seen (ret_changes
+ * filled) and o->changes.error_code is NULL. Closes the control channel. */
+bool outputs_finish(Outputs *o, ArtifactSummary *ret_art, ArtifactSummary *ret_cache, ArtifactSummary *ret_changes);

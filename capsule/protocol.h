@@ -125,12 +125,25 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
  *        bounds (CAPSULE_BOUNDS_RECORD); a printable message. Nothing of the artifacts is to
  *        be kept, and no more of them follows
  *   'c'  the same for the cache's stream (nothing of the cache is to be kept)
- * The artifacts come first. The trailer's cache= field vouches for the cache stream. */
+ *   'H'  the next bytes of the changes' tar stream (CAPSULE_CHANGES_RECORD): each regular file
+ *        the job wrote, at its path below /work (mode 0644 or 0755), then CAPSULE_CHANGES_LIST
+ *        (a path no change can have: the control directory is never one), the list of every
+ *        change, one a line, tab-separated: "file MODE SIZE PATH", "dir PATH", "deleted PATH",
+ *        "refused PATH WHY", and last "end complete" or "end incomplete WHY" (the bounds were
+ *        met: what follows them is not listed). PATH: bytes 0x21..0x7e but backslash as
+ *        they are, every other byte \xHH.
+ * The artifacts come first, then the cache, then the changes. The trailer's cache= field
+ * vouches for the cache stream. */
 #define CAPSULE_CHUNK_ARTIFACTS 'A'
 #define CAPSULE_CHUNK_CACHE 'C'
 #define CAPSULE_CHUNK_CACHE_REFUSED 'X'
 #define CAPSULE_CHUNK_ARTIFACTS_OVER 'a'
 #define CAPSULE_CHUNK_CACHE_OVER 'c'
+#define CAPSULE_CHUNK_CHANGES 'H'
+#define CAPSULE_CHANGES_LIST ".tentaflake-worker/changes"
+/* The list's largest size for n entries: a path escaped (4 bytes a byte of PATH_MAX) and its
+ * fields and reason, and the end line. */
+#define CAPSULE_CHANGES_LIST_MAX(n) ((uint64_t) (n) * (4 * 4096 + 256) + 1024)
 #define CAPSULE_CHUNK_HEADER 5
 #define CAPSULE_CHUNK_MAX (1u << 20)
 
@@ -156,14 +169,14 @@ static inline void capsule_stop_record(uint8_t kind, const uint8_t token[static 
                 out[2 + i] = token[i];
 }
 
-/* The stream kind a stop record names ('A' or 'C'), or -1 for anything else. */
+/* The stream kind a stop record names ('A', 'C' or 'H'), or -1 for anything else. */
 static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STOP_RECORD_SIZE],
                                             const uint8_t token[static CAPSULE_TOKEN_SIZE]) {
         uint8_t diff = 0;
         for (unsigned i = 0; i < CAPSULE_TOKEN_SIZE; i++)
                 diff |= rec[2 + i] ^ token[i];
         if (rec[0] != CAPSULE_STOP_RECORD || diff != 0 ||
-            (rec[1] != CAPSULE_CHUNK_ARTIFACTS && rec[1] != CAPSULE_CHUNK_CACHE))
+            (rec[1] != CAPSULE_CHUNK_ARTIFACTS && rec[1] != CAPSULE_CHUNK_CACHE && rec[1] != CAPSULE_CHUNK_CHANGES))
                 return -1;
         return rec[1];
 }
@@ -175,6 +188,12 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
  * not hold as a directory ends the capsule before any job process (CAPSULE_INIT_ERROR_CWD). */
 #define CAPSULE_CWD_RECORD 'D'
 #define CAPSULE_CWD_MAX 1024
+
+/* The host wants what the job changed under /work as a changeset (docs/capsule.md, "Changes";
+ * only with a generation, whose layer says it): CAPSULE_CHANGES_RECORD, u64 bytes and u64
+ * entries (little-endian), the changeset's bounds. It follows the cwd record. */
+#define CAPSULE_CHANGES_RECORD 'W'
+#define CAPSULE_CHANGES_RECORD_SIZE 16
 
 /* The input after the secret (docs/snapshot.md, "The stream"). */
 #define CAPSULE_INPUT_MOUNTED 'M'

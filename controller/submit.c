@@ -71,6 +71,37 @@ int controller_submit_request(const ControllerSite *site, const json_t *fields, 
         }
 }
 
+static json_int_t count_of(const json_t *c, const char *key) {
+        json_t *v = json_object_get(c, key);
+        return json_is_integer(v) && json_integer_value(v) > 0 ? json_integer_value(v) : 0;
+}
+
+/* Nothing a job changes is lost without a word: how many paths it changed, and where they are
+ * (the worker never writes the workspace). */
+static void print_changes(const ControllerSite *s, const char *id, const json_t *res, FILE *err) {
+        const json_t *c = json_object_get(res, "changes");
+        const char *code = json_string_value(json_object_get(c, "error"));
+        if (!json_is_object(c))
+                return;
+        if (code) {
+                const char *msg = json_string_value(json_object_get(c, "message"));
+                fprintf(err, "submit '%s': the job's changes could not be taken: %s%s%s\n", id, code, msg ? ": " : "",
+                        msg ? msg : "");
+                return;
+        }
+        json_int_t a = count_of(c, "added"), m = count_of(c, "modified"), d = count_of(c, "deleted"),
+                   dirs = count_of(c, "directories"), refused = count_of(c, "refused");
+        if (a + m + d + dirs + refused == 0)
+                return;
+        fprintf(err, "submit '%s': the job changed %lld path(s) of /work: %lld added, %lld modified, %lld deleted, "
+                     "%lld director%s made, %lld refused%s; the workspace is unchanged: the new files are in "
+                     "'%s/%s/changes/', all of it listed in '%s/%s/changes.json'\n",
+                id, (long long) (a + m + d + dirs + refused), (long long) a, (long long) m, (long long) d, (long long) dirs,
+                dirs == 1 ? "y" : "ies", (long long) refused,
+                json_is_true(json_object_get(c, "truncated")) ? " (incomplete: the list stops at its bound)" : "",
+                s->results_dir, id, s->results_dir, id);
+}
+
 static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
         const char *status = json_string_value(json_object_get(res, "status"));
         const char *code = json_string_value(json_object_get(res, "error"));
@@ -89,6 +120,7 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                                         s->results_dir, id);
                         json_decref(paths);
                 }
+                print_changes(s, id, res, err);
         }
         /* succeeded and failed speak through the exit status; every other ending says why. */
         if (status && (streq(status, "succeeded") || streq(status, "failed")))

@@ -537,6 +537,29 @@ static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWa
         return warm;
 }
 
+/* The job's changeset, from what the capsule sent (exec/changeset.h); a changeset that broke
+ * a rule leaves nothing staged. */
+static void changes_take(const ExecPlan *p, const ExecRun *x, ExecResult *r) {
+        ExecChanges *c = &r->changes;
+        TfwError e = {};
+        c->wanted = x->work_dir && p->changes_fd > STDERR_FILENO && p->changes_max_entries > 0 && r->ran;
+        if (!c->wanted)
+                return;
+        if (!r->capsule.changes_imported) {
+                c->error = r->capsule.changes_error_code ? r->capsule.changes_error_code : "no_changes";
+                snprintf(c->message, sizeof(c->message), "%s", r->capsule.changes_error[0] ? r->capsule.changes_error : "the capsule sent no changes");
+        } else {
+                _cleanup_close_ int gen = open(x->work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (gen < 0)
+                        (void) tfw_error(&e, errno, "changes_failed", "changes: cannot open the generation: %m");
+                else if (changeset_build(p->changes_fd, gen, &c->manifest, &c->sum, &e) >= 0)
+                        return;
+                c->error = e.code ? e.code : "changes_failed";
+                snprintf(c->message, sizeof(c->message), "%s", e.message);
+        }
+        (void) rm_rf_children(p->changes_fd);
+}
+
 static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path, CapsuleWarm *warm, CapsuleJobParams *ret) {
         *ret = (CapsuleJobParams) {
                 .config = p->config,
@@ -546,6 +569,9 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .job_id = p->job_id,
                 .argv = p->argv,
                 .cwd = p->cwd,
+                .changes_staging_fd = x->work_dir && p->changes_fd > STDERR_FILENO ? p->changes_fd : -1,
+                .changes_max_bytes = p->changes_max_bytes,
+                .changes_max_entries = p->changes_max_entries,
                 .extra_env = p->extra_env,
                 .check = p->check,
                 .timeout_seconds = p->timeout_seconds,
@@ -683,6 +709,8 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 cancel_unregister(p->cancel);
         }
         exec_judge(p, &x, k, &se, &r);
+
+        changes_take(p, &x, &r);
 
 done:
         if (r.cache.used)

@@ -19,6 +19,7 @@
 
 #include "capsule/driver.h"
 #include "capsule/job.h"
+#include "exec/changeset.h"
 #include "common/error.h"
 #include "exec/envdigest.h"
 #include "parser/config.h"
@@ -95,6 +96,10 @@ typedef struct ExecPlan {
          * counts are in ExecResult.capsule.egress either way). */
         int egress_log_fd;
         int artifacts_fd;               /* empty directory for /work/artifacts; -1: not wanted */
+        /* The job's changeset (exec/changeset.h; a generation only): an empty directory that
+         * receives the files the job wrote, and its bounds; 0 entries or a standard fd: none. */
+        int changes_fd;
+        uint64_t changes_max_bytes, changes_max_entries;
         ExecCancel *cancel;             /* NULL: not cancellable */
         /* A capsule started ahead (exec_warm_start) by this process; consumed by exec_run
          * whatever happens. Used when its walls are the plan's (the same limits, the runsc
@@ -141,6 +146,16 @@ typedef struct ExecCache {
         uint64_t epoch;                /* the cache's clears when it was handed out */
 } ExecCache;
 
+/* The job's changeset (ExecPlan.changes_fd). */
+typedef struct ExecChanges {
+        bool wanted;                   /* asked for, and the job ran on a generation */
+        json_t *manifest;              /* changes.json's object when taken (owned: the caller's
+                                        * to json_decref); NULL: none */
+        ChangesetSummary sum;
+        const char *error;             /* why there is none (wanted), or NULL */
+        char message[1024];
+} ExecChanges;
+
 typedef struct ExecResult {
         ExecOutcome outcome;
         const char *error;             /* stable code: the refusal's, the fault's, or the
@@ -166,6 +181,7 @@ typedef struct ExecResult {
                                         * "tree" (a prepared tree) */
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
         ExecCache cache;
+        ExecChanges changes;
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says

@@ -387,13 +387,43 @@ static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
         job_cache_log(w, id, &x->cache);
 }
 
+/* The changeset (exec/changeset.h): changes.json beside result.json, the staged files readable
+ * by the controller as the artifacts are, and result.json's counts; NULL when none was asked
+ * for or possible (with e filled only on a host failure, when wanted). */
+static json_t *job_changes(Worker *w, const char *id, int staging, int changes_fd, const ExecChanges *c, TfwError *e) {
+        if (!c->wanted) {
+                if (changes_fd >= 0)
+                        (void) unlinkat(staging, "changes", AT_REMOVEDIR);
+                return NULL;
+        }
+        json_t *j = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:s?, s:s?}", "added", (json_int_t) c->sum.added,
+                              "modified", (json_int_t) c->sum.modified, "deleted", (json_int_t) c->sum.deleted, "directories",
+                              (json_int_t) c->sum.directories, "refused", (json_int_t) c->sum.refused, "bytes",
+                              (json_int_t) c->sum.bytes, "truncated", c->manifest && !c->sum.complete, "error", c->error,
+                              "message", c->error ? c->message : NULL);
+        int r = j ? 0 : -ENOMEM;
+        if (r >= 0)
+                r = ensure_owner_mode(changes_fd, 0, w->config->container_gid, 02750);
+        if (r >= 0 && c->manifest) {
+                _cleanup_free_ char *s = json_dumps(c->manifest, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
+                r = s ? write_file_atomic_at(staging, "changes.json", s, strlen(s), 0640, 0, w->config->container_gid) : -ENOMEM;
+        }
+        if (r < 0) {
+                json_decref(j);
+                (void) tfw_error(e, -r, "internal", "cannot publish the changes of '%s': %s", id, strerror(-r));
+                return NULL;
+        }
+        return j;
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, TfwError *e) {
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
         _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
         _cleanup_(capsule_warm_freep) CapsuleWarm *warm = warm_in;
         _cleanup_request_ Request *req = NULL;
-        _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF, egress_fd = -EBADF;
+        _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF, egress_fd = -EBADF,
+                            changes_fd = -EBADF;
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
         CapsuleDriver drv = {};
         ResultRun run = {.started_at = now_realtime()};
@@ -428,6 +458,9 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         art_fd = open_dir_at(staging, "artifacts");
         if (art_fd < 0)
                 return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
+        /* The job's changes come back beside its artifacts (exec/changeset.h), when asked for. */
+        if (req->changes && (mkdirat(staging, "changes", 0750) < 0 || (changes_fd = open_dir_at(staging, "changes")) < 0))
+                return tfw_error(e, errno, "internal", "cannot create the changes directory of '%s': %m", rec->id);
         if (capsule_config_egress(w->config) && (egress_fd = memfd_create("egress-records", MFD_CLOEXEC)) < 0)
                 return tfw_error(e, errno, "internal", "cannot keep the connections of '%s': %m", rec->id);
 
@@ -470,6 +503,10 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .timeout_seconds = req->timeout_seconds,
                 .log_fd = log_fd,
                 .artifacts_fd = art_fd,
+                /* The changeset's bounds are the artifacts' (docs/controller.md). */
+                .changes_fd = changes_fd,
+                .changes_max_bytes = w->config->limits.max_artifact_bytes,
+                .changes_max_entries = w->config->limits.max_artifact_entries,
                 .egress_log_fd = egress_fd,
                 .warm = TAKE_PTR(warm),
         };
@@ -491,7 +528,10 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         _cleanup_(json_decrefp) json_t *netj =
                 x.capsule.egress.enabled ? job_network(w, rec->id, egress_fd, &x.capsule.egress) : NULL;
         if (!x.ran) {
-                /* Refused or faulted before anything ran: no log, no artifacts, no runtime. */
+                /* Refused or faulted before anything ran: no log, no artifacts, no changes, no
+                 * runtime. */
+                if (changes_fd >= 0)
+                        (void) unlinkat(staging, "changes", AT_REMOVEDIR);
                 run = (ResultRun){.snapshot = snap, .cache = cachej, .network = netj};
                 return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);
         }
@@ -500,6 +540,11 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot set the mode of the artifacts of '%s': %s", rec->id,
                                  strerror(-r));
+
+        _cleanup_(json_decrefp) json_t *manifest = x.changes.manifest;
+        _cleanup_(json_decrefp) json_t *changesj = job_changes(w, rec->id, staging, changes_fd, &x.changes, e);
+        if (x.changes.wanted && !changesj)
+                return -EIO;
 
         const CapsuleResult *cr = &x.capsule;
         _cleanup_(json_decrefp) json_t *logj =
@@ -523,6 +568,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         run.signal = cr->signal;
         run.log = logj;
         run.artifacts = artj;
+        run.changes = changesj;
         run.runtime = rtj;
         run.ran = true;
         return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);

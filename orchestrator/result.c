@@ -62,6 +62,7 @@ json_t *result_build(const Config *c, const RequestRecord *rec, const Request *r
         json_object_set_new(j, "network", ref_or_null(run->network));
         json_object_set_new(j, "log", ref_or_null(run->log));
         json_object_set_new(j, "artifacts", ref_or_null(run->artifacts));
+        json_object_set_new(j, "changes", ref_or_null(run->changes));
         json_object_set_new(j, "environment_digest",
                             run->environment_digest ? json_string(run->environment_digest) : json_null());
         json_object_set_new(j, "runtime", ref_or_null(run->runtime));

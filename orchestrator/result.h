@@ -22,6 +22,8 @@ typedef struct ResultRun {
                                      * never ran; borrowed */
         json_t *log;                /* {"bytes","truncated"} or NULL; borrowed */
         json_t *artifacts;          /* {"files","bytes","truncated","error"} or NULL; borrowed */
+        json_t *changes;            /* the changeset's counts (docs/controller.md) or NULL: none was
+                                     * asked for or could be made; borrowed */
         const char *environment_digest;
         json_t *runtime;            /* {"driver","version","platform"} or NULL; borrowed */
         bool attestation;

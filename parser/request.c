@@ -96,7 +96,7 @@ Request *request_free(Request *r) {
 }
 
 static const char *const request_fields[] = {
-        "version", "id", "action_class", "argv", "timeout_seconds", "reason", "cwd", NULL,
+        "version", "id", "action_class", "argv", "timeout_seconds", "reason", "cwd", "changes", NULL,
 };
 
 static int parse_argv(json_t *obj, const RequestPolicy *p, Request *req, TfwError *e) {
@@ -252,6 +252,11 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
                         return tfw_error(e, ENOMEM, "internal", "out of memory");
         } else if (r != -ENOENT)
                 return r;
+
+        json_t *ch = json_object_get(obj, "changes");
+        if (ch && !json_is_boolean(ch))
+                return tfw_error(e, EBADMSG, "bad_type", "field 'changes' must be true or false");
+        req->changes = !ch || json_is_true(ch);
 
         r = sha256_buffer_hex(buf, len, req->sha256);
         if (r < 0)

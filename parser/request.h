@@ -2,7 +2,7 @@
 /* The version 1 inbox request (contract section 4), parsed strictly.
  *
  * Accepts: one JSON object with exactly the fields version, id, action_class, argv and the
- * optional timeout_seconds, reason and cwd, each of the right JSON type and range.
+ * optional timeout_seconds, reason, cwd and changes, each of the right JSON type and range.
  * Refuses, each with a stable code in TfwError.code and a message naming the field:
  *   too_large            more than policy->max_request_bytes (never reads more than that + 1)
  *   nul_byte             a raw NUL byte or a \u0000 escape anywhere
@@ -81,6 +81,7 @@ typedef struct Request {
         bool timeout_explicit;
         char *reason;           /* NULL when absent */
         char *cwd;              /* relative to /work, normalised ("a/b"); NULL: /work itself */
+        bool changes;           /* return the job's changes as a changeset (default true) */
         char sha256[SHA256_HEX_SIZE];  /* of the exact bytes parsed */
 } Request;
 

@@ -122,18 +122,9 @@ typedef struct TreeWalk {
         uint8_t buf[128 * 1024];
 } TreeWalk;
 
+/* -EIO when the file is shorter than it was: nothing changes a take-in but us. */
 static int blob_of_fd(TreeWalk *t, int fd, uint64_t size, uint8_t oid[static GIT_OID_SIZE]) {
-        int r = git_blob_hash_start(t->h, size);
-        for (uint64_t left = size; r >= 0 && left > 0;) {
-                ssize_t k = read(fd, t->buf, (size_t) MIN((uint64_t) sizeof(t->buf), left));
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return k < 0 ? -errno : -EIO; /* nothing changes a take-in but us */
-                r = sha256_update(t->h, t->buf, (size_t) k);
-                left -= (uint64_t) k;
-        }
-        return r < 0 ? r : sha256_final(t->h, oid);
+        return git_blob_id_fd(t->h, fd, size, t->buf, sizeof(t->buf), oid);
 }
 
 static int add_path_entry(TreeWalk *t, uint32_t mode) {

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/macro.h"
 #include "git-object.h"
@@ -281,4 +282,18 @@ int git_tree_id_from_paths(const GitPathEntry *entries, size_t n,
                 if (streq(v[i - 1]->path, v[i]->path))
                         return -EBADMSG;
         return build_subtree(v, n, 0, h, ret);
+}
+
+int git_blob_id_fd(Sha256 *h, int fd, uint64_t size, uint8_t *buf, size_t buf_size, uint8_t ret[static GIT_OID_SIZE]) {
+        int r = git_blob_hash_start(h, size);
+        for (uint64_t left = size; r >= 0 && left > 0;) {
+                ssize_t k = read(fd, buf, (size_t) MIN((uint64_t) buf_size, left));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                r = sha256_update(h, buf, (size_t) k);
+                left -= (uint64_t) k;
+        }
+        return r < 0 ? r : sha256_final(h, ret);
 }

@@ -45,6 +45,10 @@ int git_blob_hash_start(Sha256 *h, uint64_t len);
 /* The blob id of a buffer. */
 int git_blob_id(const void *data, size_t len, uint8_t ret[static GIT_OID_SIZE]);
 
+/* The blob id of exactly size bytes read from fd (from its offset), with h and buf[buf_size]
+ * as work space; -EIO when fd ends first. */
+int git_blob_id_fd(Sha256 *h, int fd, uint64_t size, uint8_t *buf, size_t buf_size, uint8_t ret[static GIT_OID_SIZE]);
+
 /* Is name acceptable as one tree entry name: 1..GIT_NAME_MAX bytes, no '/', no NUL, not "."
  * or ".."? */
 bool git_entry_name_is_valid(const char *name, size_t len);

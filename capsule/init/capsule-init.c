@@ -498,6 +498,21 @@ static int read_cwd_record(uint8_t *kind) {
         return in_read(kind, 1);
 }
 
+uint64_t changes_max_bytes, changes_max_entries;
+
+/* The changeset's bounds (capsule/protocol.h), when the host wants one. */
+static int read_changes_record(uint8_t *kind) {
+        uint8_t b[CAPSULE_CHANGES_RECORD_SIZE];
+        if (*kind != CAPSULE_CHANGES_RECORD)
+                return 0;
+        int r = in_read(b, sizeof(b));
+        if (r < 0)
+                return r;
+        changes_max_bytes = snapshot_stream_get_le(b, 8);
+        changes_max_entries = snapshot_stream_get_le(b + 8, 8);
+        return in_read(kind, 1);
+}
+
 /* Into /work/<cwd>, one component at a time, never through a link (open_dir_components): the
  * job starts there. */
 static int enter_cwd(void) {
@@ -820,6 +835,8 @@ int main(int argc, char **argv) {
                 r = read_cache_record(&kind);
         if (r >= 0)
                 r = read_cwd_record(&kind);
+        if (r >= 0)
+                r = read_changes_record(&kind);
         int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
         if (lr < 0)
                 r = lr;

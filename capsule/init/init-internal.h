@@ -31,6 +31,12 @@ extern char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 extern size_t n_cache_paths;
 extern struct timespec cache_handout; /* when the host made the copy the job was handed */
 
+/* The changeset the host wants (CAPSULE_CHANGES_RECORD): its bounds, 0 entries when none; and
+ * the layer's /work upper directory and the generation beneath, opened by layer_mount before
+ * the overlay covered it (-1 without a layer). */
+extern uint64_t changes_max_bytes, changes_max_entries;
+extern int layer_upper_fd, layer_lower_fd;
+
 /* The bounds the host's importers hold the outputs to (CAPSULE_BOUNDS_RECORD); without the
  * record, none. */
 extern CapsuleBounds bounds;

@@ -66,6 +66,8 @@ static int check_mount_point(const char *path) {
         }
 }
 
+int layer_upper_fd = -1, layer_lower_fd = -1;
+
 static int mount_one(int layer, const char *lower, const char *target, const char *tag) {
         char up[32], wk[32], opts[sizeof(CAPSULE_CACHE_LOWER_PATH) + 3 * 64 + 128];
         int r;
@@ -83,6 +85,12 @@ static int mount_one(int layer, const char *lower, const char *target, const cha
         }
         snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=" CAPSULE_LAYER_PATH "/%s,workdir=" CAPSULE_LAYER_PATH "/%s",
                  lower, up, wk);
+        if (streq(target, CAPSULE_WORK_PATH) &&
+            (layer_lower_fd = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                r = -errno;
+                say("layer: cannot open the generation at " CAPSULE_WORK_PATH ": %s", strerror(-r));
+                return r;
+        }
         if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
                 r = -errno;
                 say("layer: cannot mount the overlay on %s: %s", target, strerror(-r));
@@ -99,6 +107,12 @@ int layer_mount(void) {
                 say("layer: cannot open " CAPSULE_LAYER_PATH ": %s", strerror(-r));
         } else
                 r = mount_one(layer, CAPSULE_WORK_PATH, CAPSULE_WORK_PATH, "work");
+        /* What the job changes is read from these two once it is dead (out-channel.c); root's
+         * upper directory and the generation stay reachable through them after the drop. */
+        if (r >= 0 && (layer_upper_fd = openat(layer, "work.upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                r = -errno;
+                say("layer: cannot open the upper directory of " CAPSULE_WORK_PATH ": %s", strerror(-r));
+        }
         for (size_t i = 0; r >= 0 && i < n_cache_paths; i++) {
                 char lower[sizeof(CAPSULE_CACHE_LOWER_PATH) + 32], target[sizeof(CAPSULE_WORK_PATH) + CAPSULE_CACHE_PATH_MAX + 1],
                         tag[16];

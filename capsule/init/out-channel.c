@@ -18,12 +18,14 @@
 #include <unistd.h>
 
 #include "capsule/init/init-internal.h"
+#include "capsule/layer-diff.h"
 #include "common/fd-util.h"
+#include "common/path-util.h"
 
 /* ---- chunks ------------------------------------------------------------------------------ */
 
 typedef struct Out {
-        uint8_t kind;             /* CAPSULE_CHUNK_ARTIFACTS or _CACHE */
+        uint8_t kind;             /* CAPSULE_CHUNK_ARTIFACTS, _CACHE or _CHANGES */
         bool cache;               /* the cache's rules: links kept, times to the nanosecond */
         char refusal[512];        /* cache: why it cannot go out whole */
         uint64_t entries, bytes;  /* sent so far, counted as the host's importer counts them */
@@ -34,11 +36,12 @@ typedef struct Out {
 
 static Out out_of(uint8_t kind) {
         bool cache = kind == CAPSULE_CHUNK_CACHE;
+        /* The changes count themselves (write_changes): the stream has no bound of its own. */
         return (Out) {
                 .kind = kind,
                 .cache = cache,
-                .max_entries = cache ? bounds.cache_entries : bounds.art_entries,
-                .max_bytes = cache ? bounds.cache_bytes : bounds.art_bytes,
+                .max_entries = cache ? bounds.cache_entries : kind == CAPSULE_CHUNK_CHANGES ? UINT64_MAX : bounds.art_entries,
+                .max_bytes = cache ? bounds.cache_bytes : kind == CAPSULE_CHUNK_CHANGES ? UINT64_MAX : bounds.art_bytes,
         };
 }
 
@@ -414,6 +417,160 @@ static CacheOut write_cache(void) {
         return CACHE_OUT_FAILED;
 }
 
+/* ---- the changes (capsule/protocol.h, CAPSULE_CHUNK_CHANGES) ------------------------------ */
+
+typedef struct Changes {
+        struct archive *a;
+        Out *o;
+        FILE *list;
+        uint64_t entries, bytes;
+        char incomplete[512];
+} Changes;
+
+/* A path in the list: printable ASCII but backslash as it is, every other byte \xHH. */
+static void list_path(FILE *f, const char *p) {
+        for (const unsigned char *c = (const unsigned char *) p; *c; c++)
+                if (*c > 0x20 && *c < 0x7f && *c != '\\')
+                        fputc(*c, f);
+                else
+                        fprintf(f, "\\x%02x", *c);
+}
+
+/* A file the job wrote, into the stream at its path; what it is now is judged on the opened
+ * descriptor (no job process exists: nothing changes it meanwhile). */
+static int change_file(Changes *c, const LayerEvent *ev) {
+        int fd = openat(ev->dir_fd, ev->name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                int r = fd < 0 ? -errno : -EIO;
+                if (fd >= 0)
+                        close(fd);
+                return r;
+        }
+        struct archive_entry *e = archive_entry_new();
+        if (!e) {
+                close(fd);
+                return -ENOMEM;
+        }
+        archive_entry_set_pathname(e, ev->path);
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, (st.st_mode & S_IXUSR) ? 0755 : 0644);
+        archive_entry_set_size(e, st.st_size);
+        archive_entry_set_mtime(e, st.st_mtim.tv_sec, 0);
+        int r = archive_result(c->a, c->o, archive_write_header(c->a, e));
+        if (r >= 0)
+                r = tar_file_data(c->a, c->o, fd, st.st_size, ev->path);
+        archive_entry_free(e);
+        close(fd);
+        return r;
+}
+
+static int change_event(const LayerEvent *ev, void *userdata) {
+        Changes *c = userdata;
+        uint64_t size = ev->change == LAYER_FILE ? (uint64_t) ev->st->st_size : 0;
+        char p[64];
+
+        if (out_ended(c->o))
+                return -ECANCELED;
+        if (c->entries >= changes_max_entries || size > changes_max_bytes - c->bytes) {
+                snprintf(c->incomplete, sizeof(c->incomplete), "more than %llu %s (at '%s'); the rest is not listed",
+                         (unsigned long long) (c->entries >= changes_max_entries ? changes_max_entries : changes_max_bytes),
+                         c->entries >= changes_max_entries ? "changes" : "bytes of changed files",
+                         printable_name(ev->path, p, sizeof(p)));
+                return -E2BIG;
+        }
+        c->entries++;
+        c->bytes += size;
+        init_utf8_names();
+        switch (ev->change) {
+        case LAYER_FILE:
+                fprintf(c->list, "file\t%s\t%llu\t", (ev->st->st_mode & S_IXUSR) ? "755" : "644", (unsigned long long) size);
+                list_path(c->list, ev->path);
+                fputc('\n', c->list);
+                return change_file(c, ev);
+        case LAYER_DIR:
+                fputs("dir\t", c->list);
+                break;
+        case LAYER_DELETED:
+                fputs("deleted\t", c->list);
+                break;
+        case LAYER_REFUSED:
+                fputs("refused\t", c->list);
+                list_path(c->list, ev->path);
+                fprintf(c->list, "\t%s\n", ev->why);
+                return 0;
+        }
+        list_path(c->list, ev->path);
+        fputc('\n', c->list);
+        return 0;
+}
+
+/* The list, last: every change, and whether that is all of them. */
+static int changes_list(Changes *c, char *buf, size_t len) {
+        struct archive_entry *e = archive_entry_new();
+        if (!e)
+                return -ENOMEM;
+        archive_entry_set_pathname(e, CAPSULE_CHANGES_LIST);
+        archive_entry_set_filetype(e, AE_IFREG);
+        archive_entry_set_perm(e, 0644);
+        archive_entry_set_size(e, (la_int64_t) len);
+        int r = archive_result(c->a, c->o, archive_write_header(c->a, e));
+        if (r >= 0 && len > 0 && archive_write_data(c->a, buf, len) != (la_ssize_t) len)
+                r = archive_result(c->a, c->o, ARCHIVE_FATAL);
+        if (r >= 0)
+                r = archive_result(c->a, c->o, archive_write_finish_entry(c->a));
+        archive_entry_free(e);
+        return r;
+}
+
+/* What the job changed under /work, from its layer (capsule/layer-diff.h), when the host asked
+ * (CAPSULE_CHANGES_RECORD): never the control directory, artifacts/ or a cache path. */
+static int write_changes(void) {
+        Out o = out_of(CAPSULE_CHUNK_CHANGES);
+        char *buf = NULL;
+        size_t len = 0;
+        Changes c = { .o = &o, .list = open_memstream(&buf, &len), .a = stream_open(&o) };
+        int r = c.list && c.a ? 0 : -ENOMEM;
+        int merged = r >= 0 ? open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+        const char *skip[CAPSULE_CACHE_PATHS_MAX + 3] = { ".tentaflake-worker", CAPSULE_ARTIFACTS_DIR };
+        for (size_t i = 0; i < n_cache_paths; i++)
+                skip[2 + i] = cache_paths[i];
+        if (r >= 0 && merged < 0)
+                r = -errno;
+        if (r >= 0) {
+                r = layer_diff(layer_upper_fd, layer_lower_fd, merged, skip, change_event, &c);
+                if (r == -E2BIG)
+                        r = 0; /* listed as incomplete */
+        }
+        if (merged >= 0)
+                close(merged);
+        if (r < 0 && r != -ECANCELED && !c.incomplete[0])
+                snprintf(c.incomplete, sizeof(c.incomplete), "the changes could not be read: %s", strerror(-r));
+        if (c.list) {
+                if (c.incomplete[0])
+                        fprintf(c.list, "end\tincomplete\t%s\n", c.incomplete);
+                else
+                        fputs("end\tcomplete\n", c.list);
+                if (fclose(c.list) != 0 && r >= 0)
+                        r = -ENOMEM;
+        }
+        if (c.a && r != -ECANCELED && !out_ended(&o)) {
+                int k = changes_list(&c, buf, len);
+                if (r >= 0)
+                        r = k;
+        }
+        free(buf);
+        if (c.a)
+                r = stream_close(c.a, &o, r);
+        if (o.stopped) {
+                say("changes: the worker takes no more of them; the rest was not sent");
+                return 0;
+        }
+        if (c.incomplete[0])
+                say("changes: %s", c.incomplete);
+        return r;
+}
+
 int write_outputs(CacheOut *ret_cache) {
         *ret_cache = CACHE_OUT_NONE;
         /* Before the token: the host writes its stop records only once it has read it. */
@@ -425,5 +582,7 @@ int write_outputs(CacheOut *ret_cache) {
         r = write_artifacts();
         if (n_cache_paths > 0)
                 *ret_cache = write_cache();
+        if (changes_max_entries > 0 && layer_upper_fd >= 0)
+                (void) write_changes(); /* the list says how it went */
         return r;
 }

@@ -14,7 +14,7 @@ int control_fd = -1;
 
 static uint8_t rec[CAPSULE_STOP_RECORD_SIZE];
 static size_t rec_n;
-static bool stop_artifacts, stop_cache;
+static bool stop_artifacts, stop_cache, stop_changes;
 
 static void control_close(void) {
         if (control_fd >= 0)
@@ -68,6 +68,8 @@ static void control_poll(void) {
                         stop_artifacts = true;
                 else if (kind == CAPSULE_CHUNK_CACHE)
                         stop_cache = true;
+                else if (kind == CAPSULE_CHUNK_CHANGES)
+                        stop_changes = true;
                 else {
                         say("a record on the input channel that is not the worker's: it is no longer read");
                         control_close();
@@ -77,5 +79,5 @@ static void control_poll(void) {
 
 bool control_stopped(uint8_t kind) {
         control_poll();
-        return kind == CAPSULE_CHUNK_ARTIFACTS ? stop_artifacts : stop_cache;
+        return kind == CAPSULE_CHUNK_ARTIFACTS ? stop_artifacts : kind == CAPSULE_CHUNK_CACHE ? stop_cache : stop_changes;
 }

@@ -42,7 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
         ArtifactLimits al = { .max_bytes = 1 << 20, .max_entries = 100, .unpriv_uid = 65534, .unpriv_gid = 65534 };
         Outputs o;
-        outputs_init(&o, token, &al, -1, NULL, -1);
+        outputs_init(&o, token, &al, -1, NULL, -1, NULL, -1);
         outputs_set_control(&o, ctl[1]);
         uint8_t *buf = malloc(CAPSULE_TOKEN_SIZE + size + 1);
         if (!buf)
@@ -54,8 +54,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 __builtin_trap(); /* no importer: nothing can hold the channel */
         outputs_feed(&o, buf + CAPSULE_TOKEN_SIZE + cut, size - cut);
         outputs_end(&o);
-        ArtifactSummary as, cs;
-        if (outputs_finish(&o, &as, &cs))
+        ArtifactSummary as, cs, hs;
+        if (outputs_finish(&o, &as, &cs, &hs))
                 __builtin_trap(); /* no cache */
         if (o.art.started || o.cache.started || o.ctl_fd >= 0)
                 __builtin_trap();

@@ -161,6 +161,10 @@ check "subdir: ran" out_has subdir found-it
 # The working directory (contract sections 4 and 9): the caller's, relative to the workspace.
 check "subdir: the job started in the caller's directory" out_has subdir '^pwd=/work/sub/deeper$'
 check "subdir: ... and wrote there by a relative name" out_has subdir '^rel.txt$'
+# Nothing a job changes is lost without a word (issue 34): submit says what and where.
+check "subdir: submit says the job changed a path, and where it is" \
+        err_has subdir "the job changed 1 path(s) of /work: 1 added, 0 modified, 0 deleted, 0 directories made, 0 refused; the workspace is unchanged"
+check "subdir: ... the new file is in the result's changes/" test "$(cat "$res/$(ls -t "$res" | grep -v '\.' | head -1)/changes/sub/deeper/rel.txt")" = x
 sub rootdir -- sh -c 'echo "pwd=$(pwd)"'
 rc_is rootdir 0
 check "root: a submit from the workspace's root starts in /work" out_has rootdir '^pwd=/work$'

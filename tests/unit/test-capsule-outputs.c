@@ -84,7 +84,7 @@ static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, b
         cl.cache = true;
         cl.owner = getuid();
         Outputs o;
-        outputs_init(&o, token, &al, want_art ? art : -1, &cl, with_cache ? cache : -1);
+        outputs_init(&o, token, &al, want_art ? art : -1, &cl, with_cache ? cache : -1, NULL, -1);
         if (ctl >= 0 && !late)
                 outputs_set_control(&o, fcntl(ctl, F_DUPFD_CLOEXEC, 3));
         bool handed = ctl < 0 || !late;
@@ -102,7 +102,8 @@ static void run_ctl(TestDir *d, const Chan *c, bool with_cache, bool want_art, b
         }
         outputs_end(&o);
         *ret = (Run) {};
-        ret->whole = outputs_finish(&o, &ret->as, &ret->cs);
+        ArtifactSummary hs;
+        ret->whole = outputs_finish(&o, &ret->as, &ret->cs, &hs);
         ret->art = o.art;
         ret->cache = o.cache;
         assert_true(o.ctl_fd < 0); /* outputs_finish closed it */

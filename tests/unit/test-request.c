@@ -41,6 +41,9 @@ static const Case cases[] = {
         {"cwd-control-only.json", "a", "bad_cwd"},
         {"cwd-1025.json", "a", "bad_cwd"},
         {"cwd-number.json", "a", "bad_type"},
+        {"changes-false.json", "a", NULL},
+        {"changes-string.json", "a", "bad_type"},
+        {"changes-number.json", "a", "bad_type"},
         {"cwd-null.json", "a", "bad_type"},
         {"class-forbidden.json", "a", NULL}, /* a valid class: the orchestrator rejects it */
         {"unknown-field.json", "a", "unknown_field"},
@@ -154,6 +157,12 @@ static void test_values(void **state) {
         buf = tfw_read_fixture("request/cwd-dot.json", &len);
         assert_int_equal(request_parse_buffer(buf, len, NULL, NULL, &dot, &e), 0);
         assert_null(dot->cwd); /* "." is /work itself */
+        assert_true(dot->changes); /* the default */
+        _cleanup_request_ Request *nc = NULL;
+        free(buf);
+        buf = tfw_read_fixture("request/changes-false.json", &len);
+        assert_int_equal(request_parse_buffer(buf, len, NULL, NULL, &nc, &e), 0);
+        assert_false(nc->changes);
         assert_string_not_equal(min->sha256, full->sha256);
 }
 

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# A job's changes come back as a changeset (issue 34 item 2; contract sections 6 and 7;
+# docs/controller.md, "Changes"), with the real daemon and runsc, cold and through capsules
+# started ahead:
+#   - every kind of change is listed in changes.json (added, modified, an x bit changed,
+#     deleted files and directories, a directory made over a removed one, directories made)
+#     and nothing the job did not change (a file only touched, or chmod'ed without its x bit);
+#   - each new content is staged at its path under the result's changes/, readable by the
+#     controller; its id is git's SHA-256 blob id of those bytes, and each base id is the blob
+#     id of the workspace's file the job was given;
+#   - links, FIFOs and names that are not UTF-8 are listed as refused and not carried;
+#     artifacts/, the cache's paths and the control directory are never part of it;
+#   - result.json's "changes" counts them; a request with "changes": false gets none;
+#   - past the bound (limits.max_artifact_entries) the changeset says it is incomplete;
+#   - the workspace itself is never written.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+. tests/integration/lib.sh
+require_root
+command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+BIN=$(realpath "$BIN")
+
+dir=$(test_dir tfw-it-changes)
+chmod 0755 "$dir"
+trap 'stop_daemon KILL >/dev/null 2>&1; worker_cleanup "$dir"' EXIT
+as_ctl() { setpriv --reuid 10000 --regid 10000 --clear-groups "$@"; }
+json() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))" "$@"; }
+# blob FILE: git's SHA-256 blob id of a file's bytes.
+blob() { python3 -c 'import hashlib,sys; b=open(sys.argv[1],"rb").read(); print(hashlib.sha256(b"blob %d\0" % len(b) + b).hexdigest())' "$1"; }
+host_list() { (cd "$dir/ws" && find . -path ./.tentaflake-worker -prune -o -print0 | sort -z | xargs -0 stat -c '%n %s %Y %a' ); }
+
+JOB='echo more >>keep/edit && echo new >added.txt && touch keep/touched && chmod g+w keep/gmode &&
+ chmod +x keep/mode && rm keep/gone && rm -rf tree && rm -rf again && mkdir again && echo n >again/new &&
+ mkdir -p made/empty && ln -s added.txt link && mkfifo fifo && echo x >"$(printf "bad\377name")" &&
+ mkdir -p artifacts && echo a >artifacts/a && echo b >build/b && echo done'
+
+phase() { # phase NAME WARM_SECONDS PREFIX
+        local name=$1 warm=$2 p=$3 res
+        echo "-- [$SECONDS s] $name"
+        new_worker "$dir" ", \"runtime\": {\"warm_seconds\": $warm}, \"cache\": {\"paths\": [\"build\"]},
+ \"limits\": {\"max_artifact_entries\": 20}"
+        res=$dir/results
+        rm -rf "${dir:?}/ws/"* "$dir/ws/.tentaflake-worker"
+        as_ctl sh -c "cd '$dir/ws' && mkdir -p keep tree/sub again &&
+                printf 'edit\n' >keep/edit && echo t >keep/touched && echo g >keep/gmode && echo m >keep/mode &&
+                echo gone >keep/gone && echo 1 >tree/1 && echo 2 >tree/sub/2 && echo o >again/old"
+        start_daemon "$dir" || return 1
+        before=$(host_list)
+        submit "$dir" "${p}1" local-reversible "$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$JOB")"
+        check "$name: the job ended" wait_result "$dir" "${p}1"
+        check "$name: ... and succeeded" test "$(result_field "$dir" "${p}1" status)" = succeeded
+        local m=$res/${p}1/changes.json
+        kinds=$(json "$m" '" ".join(sorted(c["kind"] + ":" + c["path"] for c in d["changes"]))')
+        want="added:added.txt deleted:again/old deleted:keep/gone deleted:tree deleted:tree/1 deleted:tree/sub deleted:tree/sub/2 directory:made directory:made/empty mode:keep/mode modified:keep/edit added:again/new refused:bad\\xffname refused:fifo refused:link"
+        want=$(echo "$want" | tr ' ' '\n' | sort | tr '\n' ' ' | sed 's/ $//')
+        check "$name: changes.json lists every change and nothing else" test "$kinds" = "$want" || echo "got:  $kinds"
+        check "$name: complete" test "$(json "$m" 'd["complete"]')" = True
+        check "$name: the new content is staged at its path" test "$(cat "$res/${p}1/changes/keep/edit")" = "$(printf 'edit\nmore')"
+        check "$name: ... readable by the controller" quiet as_ctl cat "$res/${p}1/changes/added.txt"
+        check "$name: its id is git's blob id of those bytes" \
+                test "$(json "$m" '[c["id"] for c in d["changes"] if c["path"] == "keep/edit"][0]')" = "$(blob "$res/${p}1/changes/keep/edit")"
+        check "$name: the base is the blob id of the workspace's file" \
+                test "$(json "$m" '[c["base"] for c in d["changes"] if c["path"] == "keep/edit"][0]')" = "$(blob "$dir/ws/keep/edit")"
+        check "$name: a deleted file names its base" \
+                test "$(json "$m" '[c["base"] for c in d["changes"] if c["path"] == "keep/gone"][0]')" = "$(blob "$dir/ws/keep/gone")"
+        check "$name: the x bit's change: mode 100755, the same id as its base" \
+                test "$(json "$m" '[(c["mode"], c["id"] == c["base"]) for c in d["changes"] if c["path"] == "keep/mode"][0]')" = "('100755', True)"
+        check "$name: nothing refused was carried" test ! -e "$res/${p}1/changes/link" -a ! -e "$res/${p}1/changes/fifo"
+        check "$name: no artifact, cache entry or control file in it" \
+                test ! -e "$res/${p}1/changes/artifacts" -a ! -e "$res/${p}1/changes/build" -a ! -e "$res/${p}1/changes/.tentaflake-worker"
+        check "$name: result.json counts them" \
+                test "$(json "$res/${p}1/result.json" '(lambda c: (c["added"], c["modified"], c["deleted"], c["directories"], c["refused"], c["truncated"]))(d["changes"])')" = "(2, 2, 6, 2, 3, False)"
+        check "$name: the workspace was not written" test "$(host_list)" = "$before"
+
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":["sh","-c","echo x >nochange.txt"],"changes":false}' "${p}2" \
+                >"$dir/ws/.tentaflake-worker/inbox/.${p}2.json"
+        mv "$dir/ws/.tentaflake-worker/inbox/.${p}2.json" "$dir/ws/.tentaflake-worker/inbox/${p}2.json"
+        check "$name: \"changes\": false" wait_result "$dir" "${p}2"
+        check "$name: ... gets none" test "$(result_field "$dir" "${p}2" changes)" = null -a ! -e "$res/${p}2/changes" -a ! -e "$res/${p}2/changes.json"
+
+        submit "$dir" "${p}3" local-reversible '["sh","-c","for i in $(seq 1 30); do echo $i >f$i; done"]'
+        check "$name: 30 files against a bound of 20" wait_result "$dir" "${p}3"
+        check "$name: ... the changeset says it is incomplete" \
+                test "$(json "$res/${p}3/changes.json" '(d["complete"], len(d["changes"]), "more than 20 changes" in d["incomplete"])')" = "(False, 20, True)"
+        check "$name: ... and result.json that it is truncated" test "$(json "$res/${p}3/result.json" 'd["changes"]["truncated"]')" = True
+
+        submit "$dir" "${p}4" irreversible '["sh","-c","echo approved >approved.txt"]'
+        wait_file "$dir/results/${p}4.state.json" 30
+        quiet tfw "$dir" approve "${p}4"
+        check "$name: an approved job" wait_result "$dir" "${p}4"
+        check "$name: ... returns its changes too" test "$(cat "$res/${p}4/changes/approved.txt")" = approved
+        stop_daemon || true
+        worker_cleanup "$dir" >/dev/null 2>&1
+        dir=$(test_dir tfw-it-changes); chmod 0755 "$dir"
+}
+
+phase "capsules started for their job" 0 c
+phase "capsules started ahead" 30 w
+finish
