@@ -48,4 +48,5 @@ int cli_serve(int argc, char **argv);
 
 /* The controller's verbs (cli/controller.c). */
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path);
+int verb_apply(int argc, char **argv, const Config *config, const char *config_path);
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);

@@ -13,6 +13,7 @@
 #include "controller/mcp.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
+#include "controller/apply.h"
 #include "controller/submit.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS };
@@ -91,6 +92,51 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
         }
         fflush(stdout);
         return status;
+}
+
+int verb_apply(int argc, char **argv, const Config *config, const char *config_path) {
+        enum { OPT_DRY_RUN = 0x200, OPT_DIFF, OPT_ALLOW_GIT };
+        static const struct option opts[] = {
+                {"workspace", required_argument, NULL, OPT_WORKSPACE},
+                {"results", required_argument, NULL, OPT_RESULTS},
+                {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+                {"diff", no_argument, NULL, OPT_DIFF},
+                {"allow-git", no_argument, NULL, OPT_ALLOW_GIT},
+                {},
+        };
+        ApplyOptions o = {};
+        int c;
+        (void) config;
+        (void) config_path;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+                if (c == OPT_WORKSPACE)
+                        o.workspace = optarg;
+                else if (c == OPT_RESULTS)
+                        o.results = optarg;
+                else if (c == OPT_DRY_RUN)
+                        o.dry_run = true;
+                else if (c == OPT_DIFF)
+                        o.diff = true;
+                else if (c == OPT_ALLOW_GIT)
+                        o.allow_git = true;
+                else if (c == ':')
+                        return cli_usage_error("apply", "option '%s' needs a value", argv[optind - 1]);
+                else
+                        return cli_usage_error("apply", "unknown option '%s'", argv[optind - 1]);
+        }
+        if (optind + 1 != argc)
+                return cli_usage_error("apply", optind == argc ? "missing the request id (apply ID)" : "unexpected argument '%s'",
+                                       argv[optind + 1 < argc ? optind + 1 : optind]);
+        o.id = argv[optind];
+        TfwError e = {0};
+        if (controller_apply(&o, stdout, stderr, &e) < 0) {
+                log_error("%s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
+                return 1;
+        }
+        return 0;
 }
 
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path) {

@@ -661,6 +661,23 @@ const Verb verbs[] = {
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
          "interrupted, or submit itself failed; 2 usage error. See docs/controller.md.\n",
          false, verb_submit},
+        {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
+         "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"
+         "                               [--allow-git] ID\n\n"
+         "Run by the controller's own user: write the changeset of request ID (RESULTS/ID/\n"
+         "changes.json and changes/) into the workspace. The whole changeset or nothing: it is\n"
+         "refused when it is incomplete, when a path is in .git/ (a job must not plant a hook\n"
+         "your git would run), or when any path no longer holds the version the job was given\n"
+         "(each conflict is named). Every name is resolved below the workspace without following\n"
+         "a link; each file is written to a new file, checked against its id, and renamed into\n"
+         "place.\n\n"
+         "  --dry-run        say what would change, write nothing\n"
+         "  --diff           show a unified diff of each file (diff -u)\n"
+         "  --allow-git      take changes in .git/ too\n"
+         "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
+         "Exit status: 0 applied (or, with --dry-run, applicable); 1 refused or failed; 2 usage\n"
+         "error. See docs/controller.md.\n",
+         false, verb_apply},
         {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list)",
          "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
          "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"

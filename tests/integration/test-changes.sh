@@ -95,6 +95,55 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         dir=$(test_dir tfw-it-changes); chmod 0755 "$dir"
 }
 
+# apply (contract section 9): as the controller, the whole changeset or nothing.
+apply_phase() {
+        echo "-- [$SECONDS s] apply, as the controller"
+        new_worker "$dir" ', "runtime": {"warm_seconds": 0}'
+        local ws=$dir/ws res=$dir/results
+        rm -rf "${ws:?}/"* "$ws/.tentaflake-worker"
+        as_ctl sh -c "cd '$ws' && mkdir -p src old && printf 'a\n' >src/a.c && echo keep >src/keep && echo o >old/o && git init -q ."
+        start_daemon "$dir" || return 1
+        app() { (cd "$ws" && as_ctl env HOME=/tmp "$BIN" apply "$@"); }
+        submit "$dir" a1 local-reversible '["sh","-c","printf \"a\\nb\\n\" >src/a.c && echo new >src/new.c && chmod +x src/keep && rm -rf old && mkdir -p gen/x && echo g >gen/x/g"]'
+        check "apply: the job ended" wait_result "$dir" a1
+        check "apply: --dry-run lists the changes" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --dry-run a1 | grep -qx 'modified src/a.c'"
+        check "apply: ... and writes nothing" test ! -e "$ws/src/new.c"
+        check "apply: --diff shows a unified diff" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --dry-run --diff a1 2>/dev/null | grep -qx '+b'"
+        check "apply: applied" quiet app a1
+        check "apply: the modified file" test "$(cat "$ws/src/a.c")" = "$(printf 'a\nb')"
+        check "apply: the added file, the controller's own" test "$(stat -c '%u %a' "$ws/src/new.c" 2>/dev/null)" = "10000 644" -a "$(cat "$ws/src/new.c")" = new
+        check "apply: the x bit" test -x "$ws/src/keep"
+        check "apply: the deleted directory" test ! -e "$ws/old"
+        check "apply: the directories made" test "$(cat "$ws/gen/x/g")" = g
+        check "apply: a second time: a conflict, exit 1" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a1 2>'$dir/a1.err')"
+        check "apply: ... naming the path" grep -q "conflict: 'src/new.c' (added)" "$dir/a1.err"
+
+        # A base that moved on: the whole set is refused, nothing written.
+        submit "$dir" a2 local-reversible '["sh","-c","echo two >src/a.c && echo more >src/more.c"]'
+        check "apply: a second job" wait_result "$dir" a2
+        as_ctl sh -c "echo edited-meanwhile >'$ws/src/a.c'"
+        check "apply: a conflicting base refuses everything" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a2 2>'$dir/a2.err')"
+        check "apply: ... names the conflict" grep -q "conflict: 'src/a.c' (modified): it changed since the job was given it" "$dir/a2.err"
+        check "apply: ... and wrote nothing" test ! -e "$ws/src/more.c" -a "$(cat "$ws/src/a.c")" = edited-meanwhile
+
+        # A hook planted in .git/: refused unless told.
+        submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
+        check "apply: a job planting a git hook" wait_result "$dir" a3
+        check "apply: .git/ is refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a3 2>'$dir/a3.err')"
+        check "apply: ... saying why" grep -q "refused: '.git/hooks/pre-commit': the job changed .git/" "$dir/a3.err"
+        check "apply: ... and nothing was written" test ! -e "$ws/.git/hooks/pre-commit" -a ! -e "$ws/x.txt"
+
+        # A path through a link: the workspace's directory replaced by a symbolic link since.
+        submit "$dir" a4 local-reversible '["sh","-c","echo through >gen/x/through"]'
+        check "apply: a job writing below gen/x" wait_result "$dir" a4
+        as_ctl sh -c "mkdir -p '$dir/outside' 2>/dev/null; rm -rf '$ws/gen/x' && ln -s /tmp '$ws/gen/x'"
+        check "apply: a link in the way refuses the set" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a4 2>'$dir/a4.err')"
+        check "apply: ... and nothing was written through it" test ! -e /tmp/through
+        check "apply: ... naming it" grep -q "conflict: 'gen/x/through'" "$dir/a4.err"
+        stop_daemon || true
+}
+
 phase "capsules started for their job" 0 c
 phase "capsules started ahead" 30 w
+apply_phase
 finish

@@ -1,0 +1,388 @@
+/* SPDX-License-Identifier: MIT */
+/* `apply ID`: a job's changeset into the workspace, by the controller (controller/apply.h). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "common/path-util.h"
+#include "common/resolve.h"
+#include "controller/apply.h"
+#include "controller/site.h"
+#include "parser/changes-manifest.h"
+#include "snapshot/git-object.h"
+
+#define MANIFEST_MAX_BYTES (256u << 20)
+
+extern char **environ;
+
+typedef enum Found { FOUND_NONE, FOUND_FILE, FOUND_DIR, FOUND_OTHER, FOUND_BLOCKED } Found;
+
+typedef struct Apply {
+        int ws_fd, changes_fd;
+        bool openat2;
+        Sha256 *h;
+        uint8_t buf[64 * 1024];
+        FILE *out, *err;
+        unsigned conflicts;
+} Apply;
+
+/* The directory holding path below root (its parents one component at a time, never through a
+ * link); its last name in *leaf. mkdirs: make the missing ones (0755). */
+static int parent_of(Apply *a, int root, const char *path, bool mkdirs, const char **leaf) {
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        int fd = fcntl(root, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+                return -errno;
+        char *c = p;
+        for (char *slash; (slash = strchr(c, '/')); c = slash + 1) {
+                *slash = 0;
+                int next = openat_child(fd, c, O_RDONLY | O_DIRECTORY, a->openat2);
+                if (next == -ENOENT && mkdirs && (mkdirat(fd, c, 0755) == 0 || errno == EEXIST))
+                        next = openat_child(fd, c, O_RDONLY | O_DIRECTORY, a->openat2);
+                close(fd);
+                if (next < 0)
+                        return next;
+                fd = next;
+        }
+        *leaf = path + (c - p);
+        return fd;
+}
+
+static Found find(Apply *a, const char *path, struct stat *st) {
+        const char *leaf;
+        int d = parent_of(a, a->ws_fd, path, false, &leaf);
+        if (d == -ENOENT)
+                return FOUND_NONE;
+        if (d < 0)
+                return FOUND_BLOCKED; /* a link, a file or a special file where a directory must be */
+        int r = fstatat(d, leaf, st, AT_SYMLINK_NOFOLLOW);
+        close(d);
+        if (r < 0)
+                return errno == ENOENT ? FOUND_NONE : FOUND_BLOCKED;
+        return S_ISREG(st->st_mode) ? FOUND_FILE : S_ISDIR(st->st_mode) ? FOUND_DIR : FOUND_OTHER;
+}
+
+/* The workspace file at path: its blob id, or "" on any failure. */
+static void blob_of(Apply *a, int root, const char *path, char hex[static GIT_OID_HEX_SIZE]) {
+        const char *leaf;
+        struct stat st;
+        uint8_t oid[GIT_OID_SIZE];
+        hex[0] = 0;
+        _cleanup_close_ int d = parent_of(a, root, path, false, &leaf);
+        _cleanup_close_ int fd = d >= 0 ? openat_child(d, leaf, O_RDONLY | O_NONBLOCK, a->openat2) : -EBADF;
+        if (fd >= 0 && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode) &&
+            git_blob_id_fd(a->h, fd, (uint64_t) st.st_size, a->buf, sizeof(a->buf), oid) >= 0)
+                sha256_to_hex(oid, hex);
+}
+
+static void conflict(Apply *a, const ChangeEntry *c, const char *what) {
+        a->conflicts++;
+        fprintf(a->err, "apply: conflict: '%s' (%s): %s\n", c->path, change_kind_to_string(c->kind), what);
+}
+
+/* Does the workspace still hold what the job was given, where this change applies? */
+static void check(Apply *a, const ChangeEntry *c) {
+        struct stat st;
+        char hex[GIT_OID_HEX_SIZE];
+        Found f = find(a, c->path, &st);
+        if (f == FOUND_BLOCKED || f == FOUND_OTHER)
+                return conflict(a, c, "a symbolic link, a special file or a file is in the way");
+        switch (c->kind) {
+        case CHANGE_ADDED:
+                if (f != FOUND_NONE)
+                        conflict(a, c, "the workspace has it now");
+                return;
+        case CHANGE_DIRECTORY:
+                if (f == FOUND_FILE)
+                        conflict(a, c, "the workspace has a file there now");
+                return;
+        case CHANGE_MODIFIED:
+        case CHANGE_MODE:
+        case CHANGE_DELETED:
+                if (c->base_mode == 040000) {
+                        if (f != FOUND_DIR)
+                                conflict(a, c, "it is no longer the directory the job was given");
+                        return;
+                }
+                if (f != FOUND_FILE)
+                        return conflict(a, c, f == FOUND_NONE ? "the workspace no longer has it" : "it is no longer a file");
+                blob_of(a, a->ws_fd, c->path, hex);
+                if (!streq(hex, c->base) || !!(st.st_mode & S_IXUSR) != (c->base_mode == 0100755))
+                        conflict(a, c, "it changed since the job was given it");
+                return;
+        case CHANGE_REFUSED:
+                return;
+        }
+}
+
+/* A unified diff of old (the workspace's, or none) and new (the result's, or none): diff -u. */
+static int show_diff(Apply *a, const ChangeEntry *c) {
+        const char *leaf;
+        _cleanup_close_ int od = -EBADF, nd = -EBADF, ofd = -EBADF, nfd = -EBADF;
+        if (c->kind == CHANGE_MODIFIED || c->kind == CHANGE_MODE || (c->kind == CHANGE_DELETED && c->base_mode != 040000)) {
+                if ((od = parent_of(a, a->ws_fd, c->path, false, &leaf)) >= 0)
+                        ofd = openat_child(od, leaf, O_RDONLY | O_NONBLOCK, a->openat2);
+        }
+        if (c->kind == CHANGE_ADDED || c->kind == CHANGE_MODIFIED || c->kind == CHANGE_MODE) {
+                if ((nd = parent_of(a, a->changes_fd, c->path, false, &leaf)) >= 0)
+                        nfd = openat_child(nd, leaf, O_RDONLY | O_NONBLOCK, a->openat2);
+                if (nfd < 0)
+                        return nfd;
+        }
+        if (ofd < 0 && nfd < 0)
+                return 0;
+        _cleanup_free_ char *la = NULL, *lb = NULL;
+        if (asprintf(&la, "a/%s", c->path) < 0 || asprintf(&lb, "b/%s", c->path) < 0)
+                return -ENOMEM;
+        char *argv[] = { (char *) "diff", (char *) "-u", (char *) "--label", la, (char *) "--label", lb,
+                         (char *) (ofd >= 0 ? "/proc/self/fd/3" : "/dev/null"),
+                         (char *) (nfd >= 0 ? "/proc/self/fd/4" : "/dev/null"), NULL };
+        posix_spawn_file_actions_t fa;
+        pid_t pid;
+        fflush(a->out);
+        int r = posix_spawn_file_actions_init(&fa);
+        if (r == 0 && ofd >= 0)
+                r = posix_spawn_file_actions_adddup2(&fa, ofd, 3);
+        if (r == 0 && nfd >= 0)
+                r = posix_spawn_file_actions_adddup2(&fa, nfd, 4);
+        if (r == 0)
+                r = posix_spawn_file_actions_adddup2(&fa, fileno(a->out), STDOUT_FILENO);
+        if (r == 0)
+                r = posix_spawnp(&pid, "diff", &fa, NULL, argv, environ);
+        posix_spawn_file_actions_destroy(&fa);
+        if (r != 0)
+                return -r;
+        int st;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -errno;
+        /* 0: the same, 1: differences; anything else is diff's trouble. */
+        return WIFEXITED(st) && WEXITSTATUS(st) <= 1 ? 0 : -EIO;
+}
+
+/* The file of the change into the workspace: a new file beside its place, its bytes checked
+ * against its id, then renamed over the path. */
+static int write_file(Apply *a, const ChangeEntry *c) {
+        const char *leaf, *src_leaf;
+        char tmp[64], hex[GIT_OID_HEX_SIZE];
+        uint8_t oid[GIT_OID_SIZE];
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, true, &leaf);
+        _cleanup_close_ int sd = parent_of(a, a->changes_fd, c->path, false, &src_leaf);
+        if (d < 0)
+                return d;
+        if (sd < 0)
+                return sd;
+        _cleanup_close_ int in = openat_child(sd, src_leaf, O_RDONLY | O_NONBLOCK, a->openat2);
+        if (in < 0)
+                return in;
+        snprintf(tmp, sizeof(tmp), ".tfw-apply.%d.%08x", (int) getpid(), (unsigned) random());
+        _cleanup_close_ int outfd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, c->executable ? 0755 : 0644);
+        if (outfd < 0)
+                return -errno;
+        int r = git_blob_hash_start(a->h, c->size);
+        uint64_t left = c->size;
+        while (r >= 0 && left > 0) {
+                ssize_t k = read(in, a->buf, (size_t) MIN((uint64_t) sizeof(a->buf), left));
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0) {
+                        r = k < 0 ? -errno : -EIO;
+                        break;
+                }
+                if ((r = sha256_update(a->h, a->buf, (size_t) k)) >= 0)
+                        r = write_all(outfd, a->buf, (size_t) k);
+                left -= (uint64_t) k;
+        }
+        if (r >= 0 && (r = sha256_final(a->h, oid)) >= 0) {
+                sha256_to_hex(oid, hex);
+                if (!streq(hex, c->id))
+                        r = -EBADMSG; /* the result's file is not the one its manifest names */
+        }
+        if (r >= 0 && fchmod(outfd, c->executable ? 0755 : 0644) < 0)
+                r = -errno;
+        if (r >= 0 && fsync(outfd) < 0)
+                r = -errno;
+        if (r >= 0 && renameat(d, tmp, d, leaf) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(d, tmp, 0);
+        return r;
+}
+
+static int remove_path(Apply *a, const ChangeEntry *c) {
+        const char *leaf;
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, false, &leaf);
+        if (d < 0)
+                return d;
+        return unlinkat(d, leaf, c->base_mode == 040000 ? AT_REMOVEDIR : 0) < 0 ? -errno : 0;
+}
+
+static int make_dir(Apply *a, const ChangeEntry *c) {
+        const char *leaf;
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, true, &leaf);
+        if (d < 0)
+                return d;
+        return mkdirat(d, leaf, 0755) < 0 && errno != EEXIST ? -errno : 0;
+}
+
+static int by_depth_desc(const void *x, const void *y) {
+        const ChangeEntry *const *a = x, *const *b = y;
+        size_t la = strlen((*a)->path), lb = strlen((*b)->path);
+        return la < lb ? 1 : la > lb ? -1 : 0;
+}
+
+/* The order of apply.h: files deleted, directories deleted deepest first, directories made,
+ * files written. */
+static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done, TfwError *e) {
+        _cleanup_free_ const ChangeEntry **dirs = calloc(MAX(m->n, (size_t) 1), sizeof(*dirs));
+        size_t nd = 0;
+        int r = 0;
+        if (!dirs)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        for (int pass = 0; pass < 4 && r >= 0; pass++) {
+                if (pass == 1) {
+                        qsort(dirs, nd, sizeof(*dirs), by_depth_desc);
+                        for (size_t i = 0; i < nd && r >= 0; i++, (*done) += r >= 0)
+                                if ((r = remove_path(a, dirs[i])) < 0)
+                                        (void) tfw_error(e, -r, "apply_failed", "cannot remove the directory '%s': %s", dirs[i]->path,
+                                                         strerror(-r));
+                        continue;
+                }
+                for (size_t i = 0; i < m->n && r >= 0; i++) {
+                        const ChangeEntry *c = &m->v[i];
+                        const char *what = NULL;
+                        if (pass == 0 && c->kind == CHANGE_DELETED && c->base_mode == 040000)
+                                dirs[nd++] = c;
+                        else if (pass == 0 && c->kind == CHANGE_DELETED)
+                                r = remove_path(a, c), what = "remove";
+                        else if (pass == 2 && c->kind == CHANGE_DIRECTORY)
+                                r = make_dir(a, c), what = "make the directory";
+                        else if (pass == 3 && (c->kind == CHANGE_ADDED || c->kind == CHANGE_MODIFIED || c->kind == CHANGE_MODE))
+                                r = write_file(a, c), what = "write";
+                        if (what && r < 0)
+                                (void) tfw_error(e, -r, "apply_failed", "cannot %s '%s': %s", what, c->path,
+                                                 r == -EBADMSG ? "the result's file is not the one changes.json names" : strerror(-r));
+                        else if (what)
+                                (*done)++;
+                }
+        }
+        return r;
+}
+
+static int load(const ControllerSite *s, const char *id, ChangesManifest **ret, int *ret_changes_fd, TfwError *e) {
+        _cleanup_close_ int rd = -EBADF, fd = -EBADF, res = -EBADF;
+        _cleanup_free_ char *buf = NULL, *rbuf = NULL;
+        _cleanup_json_ json_t *result = NULL;
+        size_t len;
+        TfwError je = {};
+        if (!request_id_is_valid(id))
+                return tfw_error(e, EINVAL, "bad_id", "apply '%s': not a request id", id);
+        rd = openat(s->results_fd, id, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rd < 0)
+                return tfw_error(e, errno, "no_result", "apply '%s': no result in '%s' (%m)", id, s->results_dir);
+        res = openat(rd, "result.json", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (res < 0 || read_full_fd_bounded(res, 16u << 20, &rbuf, &len) < 0 ||
+            json_load_object_strict(rbuf, len, "result.json", &result, &je) < 0)
+                return tfw_error(e, EBADMSG, "no_result", "apply '%s': its result.json cannot be read", id);
+        json_t *c = json_object_get(result, "changes");
+        if (!json_is_object(c))
+                return tfw_error(e, ENOENT, "no_changes", "apply '%s': the job has no changeset (the request asked for none, or it "
+                                 "did not run on a snapshot generation)", id);
+        const char *code = json_string_value(json_object_get(c, "error"));
+        if (code)
+                return tfw_error(e, EBADMSG, "no_changes", "apply '%s': the job's changes could not be taken (%s): nothing to apply",
+                                 id, code);
+        fd = openat(rd, "changes.json", O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0 || read_full_fd_bounded(fd, MANIFEST_MAX_BYTES, &buf, &len) < 0)
+                return tfw_error(e, errno ? errno : EIO, "no_changes", "apply '%s': its changes.json cannot be read", id);
+        int r = changes_manifest_parse(buf, len, ret, e);
+        if (r < 0)
+                return r;
+        *ret_changes_fd = openat(rd, "changes", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (*ret_changes_fd < 0) {
+                *ret = changes_manifest_free(*ret);
+                return tfw_error(e, errno, "no_changes", "apply '%s': its changes/ directory cannot be opened (%m)", id);
+        }
+        return 0;
+}
+
+int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
+        _cleanup_(controller_site_close) ControllerSite site = CONTROLLER_SITE_NULL;
+        _cleanup_(changes_manifest_freep) ChangesManifest *m = NULL;
+        _cleanup_free_ Apply *a = calloc(1, sizeof(Apply));
+        _cleanup_close_ int changes_fd = -EBADF;
+        int r;
+
+        if (!a)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        if ((r = controller_site_open(o->workspace, o->results, &site, e)) < 0 || (r = controller_site_need_results(&site, e)) < 0)
+                return r;
+        if ((r = load(&site, o->id, &m, &changes_fd, e)) < 0)
+                return r;
+        if (!m->complete)
+                return tfw_error(e, EBADMSG, "incomplete", "apply '%s': the changeset is incomplete (%s): apply takes a whole one only",
+                                 o->id, m->incomplete ? m->incomplete : "?");
+        *a = (Apply) { .changes_fd = changes_fd, .openat2 = openat2_usable(), .out = out, .err = err };
+        a->ws_fd = open_dir_path_nofollow(site.workspace, a->openat2);
+        if (a->ws_fd < 0)
+                return tfw_error(e, -a->ws_fd, "no_workspace", "apply '%s': cannot open the workspace '%s': %s", o->id, site.workspace,
+                                 strerror(-a->ws_fd));
+        if (sha256_new(&a->h) < 0) {
+                close(a->ws_fd);
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        }
+        unsigned n = 0, git = 0;
+        for (size_t i = 0; i < m->n; i++) {
+                const ChangeEntry *c = &m->v[i];
+                if (c->kind == CHANGE_REFUSED) {
+                        fprintf(err, "apply: not carried: '%s': %s\n", c->path, c->why);
+                        continue;
+                }
+                n++;
+                if (!o->allow_git && (streq(c->path, ".git") || strncmp(c->path, ".git/", 5) == 0)) {
+                        git++;
+                        fprintf(err, "apply: refused: '%s': the job changed .git/ (a hook there would run on the host; --allow-git "
+                                     "takes it)\n", c->path);
+                        continue;
+                }
+                check(a, c);
+        }
+        for (size_t i = 0; o->diff && i < m->n; i++) {
+                int k = m->v[i].kind == CHANGE_REFUSED ? 0 : show_diff(a, &m->v[i]);
+                if (k < 0)
+                        fprintf(err, "apply: no diff of '%s': %s\n", m->v[i].path, strerror(-k));
+        }
+        if (git || a->conflicts) {
+                r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u change(s) in .git/", o->id,
+                              a->conflicts, git);
+                goto out;
+        }
+        if (o->dry_run) {
+                for (size_t i = 0; i < m->n; i++)
+                        if (m->v[i].kind != CHANGE_REFUSED)
+                                fprintf(out, "%s %s\n", change_kind_to_string(m->v[i].kind), m->v[i].path);
+                r = 0;
+                goto out;
+        }
+        unsigned done = 0;
+        r = write_all_changes(a, m, &done, e);
+        if (r < 0)
+                fprintf(err, "apply '%s': %u of %u change(s) applied before the failure below\n", o->id, done, n);
+        else
+                fprintf(err, "apply '%s': %u change(s) applied to '%s'\n", o->id, done, site.workspace);
+out:
+        sha256_free(a->h);
+        close(a->ws_fd);
+        return r;
+}
