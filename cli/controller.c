@@ -16,7 +16,7 @@
 #include "controller/apply.h"
 #include "controller/submit.h"
 
-enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS };
+enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY };
 
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
@@ -29,6 +29,7 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 {"no-wait", no_argument, NULL, OPT_NO_WAIT},
                 {"json", no_argument, NULL, OPT_JSON},
                 {"results", required_argument, NULL, OPT_RESULTS},
+                {"apply", no_argument, NULL, OPT_APPLY},
                 {},
         };
         const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL;
@@ -60,6 +61,9 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 case OPT_WAIT:
                         o.wait = true;
                         break;
+                case OPT_APPLY:
+                        o.apply = true;
+                        break;
                 case OPT_NO_WAIT:
                         o.wait = false;
                         break;
@@ -79,6 +83,8 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 return cli_usage_error("submit", "missing the command to run (submit [OPTIONS] -- ARGV...)");
         if (o.json && !o.wait)
                 return cli_usage_error("submit", "--json prints the result, which --no-wait does not wait for");
+        if (o.apply && !o.wait)
+                return cli_usage_error("submit", "--apply applies the job's changes once it ended, which --no-wait does not wait for");
 
         _cleanup_(json_decrefp) json_t *fields = NULL;
         TfwError e = {0};

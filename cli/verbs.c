@@ -640,14 +640,16 @@ const Verb verbs[] = {
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
          "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
          "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
-         "                                [--results DIR] -- ARGV...\n\n"
+         "                                [--apply] [--results DIR] -- ARGV...\n\n"
          "Run by the controller's own user, with no configuration file. Writes one request for\n"
          "ARGV (run without a shell) into <workspace>/.tentaflake-worker/inbox/, refusing at\n"
          "once what the worker would reject, then waits for its result (inotify): the job's log\n"
          "on stdout, its artifacts' paths on stderr, its exit code as submit's own. A request\n"
          "that needs an operator says so once, with the command that approves it, and waits.\n"
          "The job starts in the current directory's place below the workspace (/work/<cwd>),\n"
-         "or in /work from the workspace's root or from outside it.\n\n"
+         "or in /work from the workspace's root or from outside it. What it changes under /work\n"
+         "comes back as a changeset, never written to the workspace by the worker: submit says\n"
+         "how many paths changed, and --apply writes them (tentaflake-worker apply ID).\n\n"
          "  --workspace DIR  the workspace (default: the current directory or the nearest\n"
          "                   parent holding .tentaflake-worker/)\n"
          "  --class CLASS    the action class (default local-reversible)\n"
@@ -656,10 +658,12 @@ const Verb verbs[] = {
          "  --id ID          the request id (default: a fresh one)\n"
          "  --no-wait        print the id and exit 0 once the request is written\n"
          "  --json           print result.json instead of the log and artifacts\n"
+         "  --apply          once the job ended by itself, apply its changes (as apply ID does)\n"
          "  --results DIR    the results directory (default: from .tentaflake-worker/worker.json)\n\n"
          "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
-         "interrupted, or submit itself failed; 2 usage error. See docs/controller.md.\n",
+         "interrupted, submit itself failed, or --apply could not apply the changes; 2 usage\n"
+         "error. See docs/controller.md.\n",
          false, verb_submit},
         {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
          "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"

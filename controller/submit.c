@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/json-util.h"
+#include "controller/apply.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/site.h"
@@ -95,11 +96,12 @@ static void print_changes(const ControllerSite *s, const char *id, const json_t 
                 return;
         fprintf(err, "submit '%s': the job changed %lld path(s) of /work: %lld added, %lld modified, %lld deleted, "
                      "%lld director%s made, %lld refused%s; the workspace is unchanged: the new files are in "
-                     "'%s/%s/changes/', all of it listed in '%s/%s/changes.json'\n",
+                     "'%s/%s/changes/', all of it listed in '%s/%s/changes.json'; apply them with "
+                     "'tentaflake-worker apply %s' (or submit --apply)\n",
                 id, (long long) (a + m + d + dirs + refused), (long long) a, (long long) m, (long long) d, (long long) dirs,
                 dirs == 1 ? "y" : "ies", (long long) refused,
                 json_is_true(json_object_get(c, "truncated")) ? " (incomplete: the list stops at its bound)" : "",
-                s->results_dir, id, s->results_dir, id);
+                s->results_dir, id, s->results_dir, id, id);
 }
 
 static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
@@ -127,6 +129,27 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                 return;
         fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
                 code ? code : "", msg ? ": " : "", msg ? msg : "");
+}
+
+/* --apply: the job's changeset into the workspace, when the job ended by itself and left one. */
+static void submit_apply(const ControllerSite *s, const char *id, const json_t *res, FILE *out, FILE *err, int *status) {
+        const char *st = json_string_value(json_object_get(res, "status"));
+        const json_t *c = json_object_get(res, "changes");
+        if (!st || (!streq(st, "succeeded") && !streq(st, "failed"))) {
+                fprintf(err, "submit '%s': nothing applied: the job did not end by itself (%s)\n", id, st ? st : "?");
+                return;
+        }
+        if (!json_is_object(c)) {
+                fprintf(err, "submit '%s': nothing applied: the job has no changeset\n", id);
+                *status = 125;
+                return;
+        }
+        ApplyOptions ao = { .workspace = s->workspace, .results = s->results_dir, .id = id };
+        TfwError e = {};
+        if (controller_apply(&ao, out, err, &e) < 0) {
+                fprintf(err, "submit '%s': not applied: %s\n", id, e.message);
+                *status = 125;
+        }
 }
 
 int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
@@ -195,5 +218,7 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                 print_outcome(&site, req.id, res, st.anonymous, err);
         }
         *ret_status = controller_exit_status(res);
+        if (o->apply && !st.anonymous)
+                submit_apply(&site, req.id, res, out, err, ret_status);
         return 0;
 }

@@ -24,6 +24,9 @@ typedef struct SubmitOptions {
         const json_t *fields;   /* controller_request_build()'s fields */
         bool wait;              /* false: print the id and return */
         bool json;              /* print result.json instead of the log and artifacts */
+        bool apply;             /* apply the job's changeset (controller/apply.h) when the job
+                                 * ended by itself; one that cannot be applied makes the exit
+                                 * status 125 */
 } SubmitOptions;
 
 /* 0 with *ret_status the exit status to take (0 when not waiting), or a negative errno with

@@ -165,6 +165,15 @@ check "subdir: ... and wrote there by a relative name" out_has subdir '^rel.txt$
 check "subdir: submit says the job changed a path, and where it is" \
         err_has subdir "the job changed 1 path(s) of /work: 1 added, 0 modified, 0 deleted, 0 directories made, 0 refused; the workspace is unchanged"
 check "subdir: ... the new file is in the result's changes/" test "$(cat "$res/$(ls -t "$res" | grep -v '\.' | head -1)/changes/sub/deeper/rel.txt")" = x
+CTL_CWD="$ws/sub/deeper" sub applied --apply -- sh -c 'echo applied >applied.txt && exit 3'
+rc_is applied 3
+check "--apply: the job's file is in the workspace, even from a failing job" test "$(cat "$ws/sub/deeper/applied.txt")" = applied
+check "--apply: ... the controller's own" test "$(stat -c %u "$ws/sub/deeper/applied.txt")" = 10000
+check "--apply: ... and submit said so" err_has applied "1 change(s) applied to"
+sub applied2 --apply -- sh -c 'mkdir -p .git/hooks && echo hook >.git/hooks/post-checkout && echo again >sub/deeper/applied.txt'
+rc_is applied2 125
+check "--apply: a change in .git/: nothing applied, exit 125, named" err_has applied2 "refused: '.git/hooks/post-checkout'"
+check "--apply: ... the workspace's file as it was" test "$(cat "$ws/sub/deeper/applied.txt")" = applied
 sub rootdir -- sh -c 'echo "pwd=$(pwd)"'
 rc_is rootdir 0
 check "root: a submit from the workspace's root starts in /work" out_has rootdir '^pwd=/work$'
