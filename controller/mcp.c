@@ -10,6 +10,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/path-util.h"
+#include "controller/apply.h"
 #include "controller/mcp.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
@@ -38,6 +39,7 @@ typedef struct Waiter {
         char id[REQUEST_ID_MAX + 1];
         char sha256[SHA256_HEX_SIZE];
         bool answer_pending;      /* run: answer as soon as an operator is needed */
+        bool apply;               /* run: apply the job's changes when it ended by itself */
         bool scan_rejected;
         usec_t submitted_at;      /* realtime, for .rejected/ records */
         usec_t started;           /* monotonic */
@@ -170,7 +172,27 @@ static bool watch_ready(Mcp *m, TfwError *e) {
         return controller_watch_open(m->site.results_fd, &m->watch, e) >= 0;
 }
 
-static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous) {
+/* controller_apply's words, captured: NULL when it could not even start. */
+static char *apply_text(Mcp *m, const char *id, bool dry_run, bool allow_git, bool *ret_ok) {
+        char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return NULL;
+        ApplyOptions ao = { .workspace = m->site.workspace, .results = m->site.results_dir, .id = id, .dry_run = dry_run,
+                            .allow_git = allow_git };
+        TfwError e = {};
+        *ret_ok = controller_apply(&ao, f, f, &e) >= 0;
+        if (!*ret_ok)
+                fprintf(f, "not applied: %s\n", e.message);
+        if (fclose(f) != 0) {
+                free(text);
+                return NULL;
+        }
+        return text;
+}
+
+static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous, bool apply) {
         const char *status = json_string_value(json_object_get(res, "status"));
         int exit_status = controller_exit_status(res);
         _cleanup_free_ char *tail = NULL;
@@ -205,6 +227,20 @@ static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymou
                 "message", json_object_get(res, "message") ?: json_null(), "exit_status", exit_status, "result_dir",
                 anonymous ? NULL : dir, "log_tail", tailj ? tailj : json_string(""), "log_truncated", cut, "artifacts",
                 abs, "artifacts_truncated", arts_cut);
+        /* The changeset (docs/controller.md, "Changes"), and with apply what became of it. */
+        json_t *changes = json_object_get(res, "changes");
+        _cleanup_free_ char *applied = NULL;
+        bool applied_ok = false, self_ended = status && (streq(status, "succeeded") || streq(status, "failed"));
+        if (structured && json_object_set(structured, "changes", changes ? changes : json_null()) < 0)
+                structured = (json_decref(structured), NULL);
+        if (structured && apply && !anonymous && json_is_object(changes) && self_ended) {
+                applied = apply_text(m, id, false, false, &applied_ok);
+                if (json_object_set_new(structured, "applied", json_boolean(applied_ok)) < 0 ||
+                    json_object_set_new(structured, "apply_output", json_string(applied ? applied : "")) < 0)
+                        structured = (json_decref(structured), NULL);
+        }
+        if (!structured)
+                return tool_error(m, "internal", "out of memory");
 
         _cleanup_free_ char *text = NULL;
         size_t tlen = 0;
@@ -235,6 +271,20 @@ static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymou
                         fprintf(f, "  %s\n", json_string_value(p));
                 if (arts_cut)
                         fputs("  (more not listed)\n", f);
+        }
+        if (json_is_object(changes)) {
+                json_int_t n = 0;
+                const char *k;
+                json_t *v;
+                json_object_foreach(changes, k, v)
+                        if (json_is_integer(v) && !streq(k, "bytes"))
+                                n += json_integer_value(v);
+                if (applied)
+                        fprintf(f, "changes: %s%s", applied, applied[0] && applied[strlen(applied) - 1] == '\n' ? "" : "\n");
+                else if (n > 0)
+                        fprintf(f, "changes: the job changed %" JSON_INTEGER_FORMAT " path(s) of /work; the workspace is "
+                                   "unchanged: they are listed in %s/changes.json (apply them with the apply tool)\n",
+                                n, dir);
         }
         if (fclose(f) != 0 || !text) {
                 json_decref(structured);
@@ -285,7 +335,7 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
         w->scan_rejected = false;
         json_t *answer = NULL;
         if (st.state == CONTROLLER_FINAL)
-                answer = outcome_result(m, w->id, st.result, st.anonymous);
+                answer = outcome_result(m, w->id, st.result, st.anonymous, w->apply);
         else if (st.state == CONTROLLER_PENDING && w->answer_pending)
                 answer = state_result(m, w, st.state);
         else if (w->deadline && now_monotonic() >= w->deadline)
@@ -312,12 +362,13 @@ static void check_all(Mcp *m, bool scan_rejected) {
 }
 
 static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const char *id, const char *sha, bool answer_pending,
-                       usec_t submitted_at, unsigned wait_seconds) {
+                       bool apply, usec_t submitted_at, unsigned wait_seconds) {
         Waiter *w = &m->waiting[m->n_waiting++];
         usec_t now = now_monotonic();
         *w = (Waiter){.rpc_id = json_incref(rpc_id),
                       .progress_token = token ? json_incref(token) : NULL,
                       .answer_pending = answer_pending,
+                      .apply = apply,
                       .scan_rejected = true,
                       .submitted_at = submitted_at,
                       .started = now,
@@ -353,9 +404,14 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
         if (!fields)
                 return tool_error(m, "internal", "out of memory");
         (void) json_object_del(fields, "wait_seconds");
+        json_t *ap = json_object_get(args, "apply");
+        if (ap && !json_is_boolean(ap))
+                return tool_error(m, "bad_type", "field 'apply' must be true or false");
+        bool apply = json_is_true(ap);
+        (void) json_object_del(fields, "apply");
         if (controller_submit_request(&m->site, fields, "mcp", &req, &submitted_at, &e) < 0)
                 return tool_error(m, e.code, e.message);
-        waiter_add(m, rpc_id, token, req.id, req.sha256, true, submitted_at, (unsigned) wait);
+        waiter_add(m, rpc_id, token, req.id, req.sha256, true, apply, submitted_at, (unsigned) wait);
         *ret_deferred = true;
         return NULL;
 }
@@ -382,7 +438,7 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         if (controller_status(m->site.results_fd, id, 0, false, &st) < 0)
                 return tool_error(m, "internal", "cannot look the request up");
         if (st.state == CONTROLLER_FINAL) {
-                json_t *res = outcome_result(m, id, st.result, st.anonymous);
+                json_t *res = outcome_result(m, id, st.result, st.anonymous, false);
                 controller_status_done(&st);
                 return res;
         }
@@ -402,12 +458,32 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
         if (!watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
-        waiter_add(m, rpc_id, token, id, NULL, false, 0, (unsigned) wait);
+        waiter_add(m, rpc_id, token, id, NULL, false, false, 0, (unsigned) wait);
         *ret_deferred = true;
         return NULL;
 }
 
 static const char *const list_fields[] = {"recent", NULL};
+
+static const char *const apply_fields[] = {"id", "dry_run", "allow_git", NULL};
+
+/* apply: a job's changeset into the workspace (controller/apply.h). */
+static json_t *tool_apply(Mcp *m, json_t *args) {
+        TfwError e = {0};
+        if (json_check_keys(args, apply_fields, NULL, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        json_t *id = json_object_get(args, "id"), *dry = json_object_get(args, "dry_run"), *git = json_object_get(args, "allow_git");
+        if (!json_is_string(id) || (dry && !json_is_boolean(dry)) || (git && !json_is_boolean(git)))
+                return tool_error(m, "bad_type", "apply takes id (a string), dry_run and allow_git (true or false)");
+        if (!site_ready(m, &e))
+                return tool_error(m, e.code, e.message);
+        bool ok = false;
+        _cleanup_free_ char *text = apply_text(m, json_string_value(id), json_is_true(dry), json_is_true(git), &ok);
+        if (!text)
+                return tool_error(m, "internal", "out of memory");
+        json_t *st = json_pack("{s:s, s:b, s:b}", "id", json_string_value(id), "applied", ok && !json_is_true(dry), "ok", ok);
+        return tool_result(m, text, st, !ok);
+}
 
 static json_t *tool_list(Mcp *m, json_t *args) {
         _cleanup_(json_decrefp) json_t *l = NULL;
@@ -436,8 +512,8 @@ static json_t *tools_list(const Mcp *m) {
                         json_array_append_new(classes, json_string(action_class_to_string((ActionClass) c)));
         json_t *run = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
-                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, "
-                "s:[s], s:b}}",
+                "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}, "
+                "s:{s:s, s:s}}, s:[s], s:b}}",
                 "name", "run", "title", "Run a command in a capsule", "description",
                 "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
                 "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
@@ -458,7 +534,10 @@ static json_t *tools_list(const Mcp *m) {
                 "type", "string", "pattern", "^[a-z0-9][a-z0-9_-]{0,63}$", "description",
                 "the request id (a fresh one when absent)", "wait_seconds", "type", "integer", "minimum", 1, "maximum",
                 RESULT_WAIT_MAX, "description",
-                "answer after this long even if the job has not ended (default: when it ends)", "required", "argv",
+                "answer after this long even if the job has not ended (default: when it ends)", "apply", "type",
+                "boolean", "description",
+                "apply what the command changed in the workspace once it ended by itself (default false: its "
+                "changes are listed, and the apply tool applies them)", "required", "argv",
                 "additionalProperties", false);
         json_t *result = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}", "name", "result",
@@ -476,7 +555,17 @@ static json_t *tools_list(const Mcp *m) {
                 "inputSchema", "type", "object", "properties", "recent", "type", "integer", "minimum", 0, "maximum",
                 LIST_RECENT_MAX, "description", "how many recent results to include (default 20)",
                 "additionalProperties", false);
-        return json_pack("{s:[o, o, o]}", "tools", run, result, list);
+        json_t *apply = json_pack(
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}}", "name", "apply", "title",
+                "Apply a request's changes", "description",
+                "Write what a request's command changed under /work into this workspace: the whole changeset or "
+                "nothing. It is refused when any file it touches changed since the command ran (each conflict is "
+                "named), when it changes .git/ (unless allow_git), or when it is incomplete.",
+                "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
+                "^[a-z0-9][a-z0-9_-]{0,63}$", "dry_run", "type", "boolean", "description", "only say what would change",
+                "allow_git", "type", "boolean", "description", "take changes in .git/ too (a hook there runs on this host)",
+                "required", "id", "additionalProperties", false);
+        return json_pack("{s:[o, o, o, o]}", "tools", run, result, list, apply);
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
@@ -537,6 +626,8 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
                 r = tool_result_of(m, id, args, token, &deferred);
         else if (streq(n, "list"))
                 r = tool_list(m, args);
+        else if (streq(n, "apply"))
+                r = tool_apply(m, args);
         else {
                 char shown[80];
                 send_error(m, id, RPC_INVALID_PARAMS, "unknown tool '%s'", printable_name(n, shown, sizeof(shown)));

@@ -69,6 +69,9 @@ count_lines "$dir/client.out"
 check "the SDK client's checks all passed (exit $client_rc)" test "$client_rc" = 0
 [ "$client_rc" = 0 ] || { tail -n 30 "$dir/client.out" "$dir/client.err"; }
 check "the client's run reached the worker's audit log" test "$(audit_count "$dir" started)" -ge 3
+check "the apply tool wrote the job's file into the workspace, the controller's own" \
+        test "$(cat "$ws/mcp-made.txt" 2>/dev/null) $(stat -c %u "$ws/mcp-made.txt" 2>/dev/null)" = "from-mcp 10000"
+check "run with apply: true too" test "$(cat "$ws/mcp-auto.txt" 2>/dev/null)" = auto
 
 echo "-- [$SECONDS s] the malformed-message corpus"
 (cd "$ws" && as_ctl python3 "$dir/client/mcp-malformed.py" "$CTL_BIN" "$ws") >"$dir/corpus.out" 2>"$dir/corpus.err"

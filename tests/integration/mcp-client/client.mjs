@@ -38,7 +38,7 @@ try {
 
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("tools/list: run, result, list", JSON.stringify(names) === JSON.stringify(["list", "result", "run"]), names);
+  check("tools/list: run, result, list, apply", JSON.stringify(names) === JSON.stringify(["apply", "list", "result", "run"]), names);
   const run = tools.find((t) => t.name === "run");
   check("run: argv is required", run?.inputSchema?.required?.includes("argv"), run?.inputSchema);
 
@@ -72,6 +72,18 @@ try {
     noDir.structuredContent?.status === "rejected" && noDir.structuredContent?.error === "cwd_not_found", noDir);
   const upDir = await client.callTool({ name: "run", arguments: { argv: ["true"], cwd: "../etc" } });
   check("run: cwd leaving the workspace: a tool error naming bad_cwd", upDir.isError === true && /bad_cwd|cwd/.test(text(upDir)), upDir);
+
+  // Changes (issue 34): listed in the answer; applied with apply: true, or by the apply tool.
+  const chg = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "echo from-mcp >mcp-made.txt"] } },
+    undefined, { timeout: 300000 });
+  check("run: its changes are in the answer", chg.structuredContent?.changes?.added === 1 && /apply tool/.test(text(chg)), chg);
+  const ap = await client.callTool({ name: "apply", arguments: { id: chg.structuredContent?.id } }, undefined, { timeout: 300000 });
+  check("apply: the tool applies them", ap.isError === false && ap.structuredContent?.applied === true, ap);
+  const again = await client.callTool({ name: "apply", arguments: { id: chg.structuredContent?.id } }, undefined, { timeout: 300000 });
+  check("apply: a second time: a tool error naming the conflict", again.isError === true && /conflict: 'mcp-made.txt'/.test(text(again)), again);
+  const auto = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "echo auto >mcp-auto.txt"], apply: true } },
+    undefined, { timeout: 300000 });
+  check("run: apply: true applies what the job changed", auto.structuredContent?.applied === true, auto);
 
   // wait_seconds: an answer before the end, then the outcome through result.
   const early = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "sleep 4; echo slept"], wait_seconds: 1 } },
