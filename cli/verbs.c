@@ -676,13 +676,13 @@ const Verb verbs[] = {
          "a link; each file is written to a new file, checked against its id, and renamed into\n"
          "place.\n\n"
          "  --dry-run        say what would change, write nothing\n"
-         "  --diff           show a unified diff of each file (diff -u)\n"
+         "  --diff           show a unified diff of each file (the system's diff)\n"
          "  --allow-git      take changes in .git/ too\n"
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Exit status: 0 applied (or, with --dry-run, applicable); 1 refused or failed; 2 usage\n"
          "error. See docs/controller.md.\n",
          false, verb_apply},
-        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list)",
+        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list, apply)",
          "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
          "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"
          "run by the controller's own user, with no configuration file. Tools:\n"
@@ -691,7 +691,9 @@ const Verb verbs[] = {
          "          tail, artifact paths); a request that needs an operator answers at once\n"
          "          with its id and the approve command\n"
          "  result  id, wait_seconds: the outcome of a request, or where it is\n"
-         "  list    recent: pending, queued, running and recent requests of this workspace\n\n"
+         "  list    recent: pending, queued, running and recent requests of this workspace\n"
+         "  apply   id, dry_run, allow_git: a request's changes into the workspace (as apply)\n"
+         "A run's answer lists what its command changed; with apply: true it applies them.\n\n"
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",

@@ -52,7 +52,7 @@ _tentaflake_worker() {
         _init_completion || return
 
         local verbs="run drain approve deny list show doctor gc audit check-config cache keygen serve
-                submit mcp help version"
+                submit apply mcp help version"
         local global="--config --name --version --help -h"
         local -A flags=(
                 [run]="--help" [drain]="--help"
@@ -73,7 +73,8 @@ _tentaflake_worker() {
                         --shutdown-grace-secs --state-dir --runsc --platform --warm-secs
                         --sandbox-uid --sandbox-gid --token-file --result-tail-kb --open-files
                         --file-size-mb --engine-timeout-secs --log-level --server-socket --help"
-                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --results --help"
+                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --results --help"
+                [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
         )
         local -A subverbs=([audit]="verify" [cache]="clear")

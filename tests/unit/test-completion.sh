@@ -80,7 +80,7 @@ want "tentaflake-worker " "${verbs[@]}"
 mapfile -t globals < <(jq_py 'print("\n".join(f for f in h["global"] if f.startswith("--")))')
 want "tentaflake-worker --" "${globals[@]}"
 want "tentaflake-worker --config worker-a.json " "${verbs[@]}"
-want "tentaflake-worker ap" approve
+want "tentaflake-worker ap" apply approve
 want "tentaflake-worker help " "${verbs[@]}"
 want "tentaflake-worker help approve " # one command only
 # each verb's flags (and --help, which every verb takes)
