@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# Benchmark of the build cache with a node_modules tree (issue 34, docs/cache.md), through the
+# real daemon (runsc driver, concurrency 1, capsules started ahead, cache.paths ["node_modules"]):
+#   1. /bin/true with a node_modules cache of about 22k entries (npm install of a fixed package
+#      list, made here natively) against the same with an empty cache; two workers, alternating
+#                                                                            target <= 1.3
+#   3. a real test suite (qs's tape tests, from its published tarball, its test devDependencies
+#      installed by npm) through the worker against natively, alternating    target <= 1.5
+# (Issue 34's rows 2 and 4, a job changing one file against one changing none with that cache,
+# and a changeset of 1,000 files against one of 1, are not measured here yet.)
+# Each worker's cache is seeded by one job that unpacks the tree into node_modules (a tar of it in
+# the workspace, so node_modules/.bin's links stay; the workspace's snapshot skips symlinks).
+# BENCH_RUNS (default 5) runs, medians. Needs npm and the npm registry: a row whose packages npm
+# cannot fetch is skipped. Prints every number; never fails because a target is missed
+# (benchmarks report).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+RUNS=${BENCH_RUNS:-5}
+BIN=$BUILD/tentaflake-worker
+for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
+        [ -x "$f" ] || { echo "node-cache.sh: $f missing (make bench builds it)" >&2; exit 1; }
+done
+if [ "$(id -u)" -ne 0 ]; then
+        echo "node-cache.sh: SKIP: the worker and runsc need root"
+        exit 0
+fi
+command -v runsc >/dev/null || { echo "node-cache.sh: runsc missing" >&2; exit 1; }
+for c in node npm; do
+        command -v $c >/dev/null || { echo "node-cache.sh: SKIP: $c missing"; exit 0; }
+done
+BIN=$(realpath "$BIN")
+PLATFORM=systrap
+runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace # the platforms this runsc has
+
+# Row 1's tree: about 22,200 entries, 165 MB (npm 10, node 20). Row 3's suite: qs 6.14.0, whose
+# devDependencies npm can still resolve (6.17's ask for versions newer than some registries hold).
+PACKAGES="@babel/core@7.29.17 @babel/preset-env@7.29.17 @types/node@26.6.11 core-js@3.51.0 eslint@10.16.0
+ jest@30.5.2 lodash@4.18.1 lodash-es@4.18.1 mocha@12.0.3 ramda@0.32.0 rxjs@7.8.2 typescript@7.0.2 webpack@5.113.0"
+SUITE=qs@6.14.0
+TEST="node_modules/.bin/tape 'test/**/*.js'" # tape expands the quoted glob itself
+WORKERS="bench-node-empty bench-node-full bench-node-suite"
+UID_=12345
+
+base=$(mktemp -d /var/lib/tfw-bench-node.XXXXXX)
+chmod 0755 "$base"
+daemons=
+cleanup() {
+        local p w r c
+        for p in $daemons; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+        for w in $WORKERS; do
+                r=/run/tentaflake-worker-$w/runsc
+                [ -d "$r" ] || continue
+                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
+        done
+        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-node*' -exec rmdir {} + 2>/dev/null || true
+        for w in $WORKERS; do rm -rf "/run/tentaflake-worker-$w"; done
+        rm -rf "$base"
+}
+trap cleanup EXIT
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+ratio() { python3 -c "print(round($1 / max($2, 1), 2))"; }
+
+# start_worker NAME: a daemon for the workspace $base/NAME/ws, its cache paths ["node_modules"].
+start_worker() {
+        local w=$1 d=$base/$1
+        mkdir -p "$d/ws"
+        chown -R $UID_:$UID_ "$d/ws"
+        cat >"$d/config.json" <<JSON
+{"version": 1, "name": "$w", "workspace": "$d/ws",
+ "container_uid": $UID_, "container_gid": $UID_, "concurrency": 1,
+ "state_dir": "$d/state", "results_dir": "$d/results",
+ "runtime": {"platform": "$PLATFORM", "warm_seconds": 600},
+ "cache": {"paths": ["node_modules"], "max_bytes": "1g", "max_entries": 100000},
+ "limits": {"memory": "4g", "memory_swap": "4g", "max_log_bytes": "4m", "default_timeout_seconds": 1200,
+            "max_timeout_seconds": 1200}}
+JSON
+        "$BIN" --config "$d/config.json" run 2>"$d/daemon.log" &
+        daemons="$daemons $!"
+        for _ in $(seq 600); do grep -qs ": watching '" "$d/daemon.log" && break; sleep 0.05; done
+        grep -q ": watching '" "$d/daemon.log" || { cat "$d/daemon.log"; echo "node-cache.sh: the daemon $w did not start" >&2; exit 1; }
+}
+stop_workers() {
+        local p
+        for p in $daemons; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+        daemons=
+}
+# worker_run NAME ARGV_JSON: one request until its result.json; prints ms. Its id is $base/last
+# and $base/last-NAME.
+worker_run() {
+        # The count lives in a file: worker_run runs in $(...) subshells too.
+        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
+        echo "$n" >"$base/n"
+        local d=$base/$1 id=b$n t0 t1
+        echo "$1/results/$id" >"$base/last"
+        echo "$1/results/$id" >"$base/last-$1"
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$2" >"$d/ws/.tentaflake-worker/inbox/.$id"
+        t0=$(now_ms)
+        mv "$d/ws/.tentaflake-worker/inbox/.$id" "$d/ws/.tentaflake-worker/inbox/$id.json"
+        while [ ! -e "$d/results/$id/result.json" ]; do sleep 0.005; done
+        t1=$(now_ms)
+        grep -q '"status": *"succeeded"' "$d/results/$id/result.json" || {
+                echo "node-cache.sh: request $id of $1 did not succeed:" >&2; cat "$d/results/$id/result.json" >&2; tail -20 "$d/results/$id/job.log" >&2; exit 1; }
+        echo $((t1 - t0))
+}
+cache_of() { # cache_of FIELD [NAME]: the last request's (of worker NAME's) result.json cache.FIELD
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' \
+                "$base/$(cat "$base/last${2:+-$2}")/result.json" "$1"
+}
+ws_files() { # ws_files NAME DIR: the workspace gets DIR's files but node_modules
+        tar -C "$2" --exclude=./node_modules -cf - . | tar -C "$base/$1/ws" -xf -
+        chown -R $UID_:$UID_ "$base/$1/ws"
+}
+# seed NAME DIR: the cache gets DIR/node_modules through one job that unpacks a tar of it; the
+# tar leaves the workspace after.
+SEED='["sh","-c","mkdir -p node_modules && tar -xf nm.tar -C node_modules && find node_modules | wc -l"]'
+seed() {
+        local ws=$base/$1/ws
+        tar -C "$2/node_modules" -cf "$ws/nm.tar" .
+        chown -R $UID_:$UID_ "$ws"
+        echo "  seeding $1's cache: $(worker_run "$1" "$SEED") ms (cache left: $(cache_of entries) entries, $(cache_of bytes) bytes, $(cache_of files_sent) files sent)"
+        rm -f "$ws/nm.tar"
+}
+npm_install() { # npm_install DIR ARGS...: prints nothing, fails as npm fails (its log in DIR.npm.log)
+        local dir=$1
+        shift
+        (cd "$dir" && npm install --no-audit --no-fund --ignore-scripts "$@" >"$dir.npm.log" 2>&1)
+}
+
+TRUE='["/bin/true"]'
+# 1. /bin/true with a full node_modules cache against an empty one.
+row1() {
+        local tree=$base/tree1
+        mkdir -p "$tree"
+        # shellcheck disable=SC2086 # the list is words
+        if ! (cd "$tree" && npm init -y >/dev/null 2>&1) || ! npm_install "$tree" $PACKAGES; then
+                echo "row 1: SKIP: npm could not install the package list:"
+                grep -i "err" "$tree.npm.log" | head -5 | sed 's/^/  /' || true
+                return 0
+        fi
+        local entries mb
+        entries=$(find "$tree/node_modules" | wc -l)
+        mb=$(du -sm "$tree/node_modules" | cut -f1)
+        echo "row 1 tree: node_modules of $entries entries, $mb MB ($(echo "$PACKAGES" | wc -w) packages named)"
+        start_worker bench-node-empty
+        start_worker bench-node-full
+        ws_files bench-node-empty "$tree"
+        ws_files bench-node-full "$tree"
+        seed bench-node-full "$tree"
+        # The capsule started ahead for the next job runs on the other lane: two more each, not counted.
+        local w e full=() empty=() ho=() ti=() i
+        for w in 1 2; do
+                worker_run bench-node-empty "$TRUE" >/dev/null
+                worker_run bench-node-full "$TRUE" >/dev/null
+        done
+        for i in $(seq "$RUNS"); do
+                if [ $((i % 2)) -eq 1 ]; then
+                        empty+=("$(worker_run bench-node-empty "$TRUE")")
+                        full+=("$(worker_run bench-node-full "$TRUE")")
+                        ho+=("$(cache_of hand_out_ms)") ti+=("$(cache_of take_in_ms)")
+                else
+                        full+=("$(worker_run bench-node-full "$TRUE")")
+                        ho+=("$(cache_of hand_out_ms)") ti+=("$(cache_of take_in_ms)")
+                        empty+=("$(worker_run bench-node-empty "$TRUE")")
+                fi
+        done
+        w=$(printf '%s\n' "${full[@]}" | median)
+        e=$(printf '%s\n' "${empty[@]}" | median)
+        echo "row 1: /bin/true with a node_modules cache of $(cache_of entries bench-node-full) entries: full ${full[*]} ms (median $w), empty cache ${empty[*]} ms (median $e): ratio $(ratio "$w" "$e") (target 1.3)"
+        echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms ($(cache_of files_unchanged bench-node-full) files unchanged, $(cache_of files_sent bench-node-full) sent)"
+        stop_workers
+}
+
+# 3. A real test suite: natively against through the worker.
+row3() {
+        local tree=$base/tree3
+        mkdir -p "$tree"
+        if ! (cd "$base" && npm pack "$SUITE" >"$base/pack.log" 2>&1); then
+                echo "row 3: SKIP: npm could not fetch $SUITE:"
+                grep -i "err" "$base/pack.log" | head -5 | sed 's/^/  /' || true
+                return 0
+        fi
+        tar -xzf "$base"/*.tgz -C "$tree" --strip-components=1
+        # Only the devDependencies the tests require (not the linters, bundlers and coverage tools
+        # of its full test script), and no scripts.
+        if ! (cd "$tree" && [ -d test ] && node -e '
+const fs = require("fs"), p = JSON.parse(fs.readFileSync("package.json"));
+const need = new Set();
+for (const f of fs.readdirSync("test"))
+        for (const m of fs.readFileSync("test/" + f, "utf8").matchAll(/require\(.([^.\x27"][^\x27"]*)./g)) need.add(m[1]);
+const dev = {};
+for (const k of Object.keys(p.devDependencies || {})) if (need.has(k)) dev[k] = p.devDependencies[k];
+p.devDependencies = dev;
+delete p.scripts;
+fs.writeFileSync("package.json", JSON.stringify(p, null, 2) + "\n");'); then
+                echo "row 3: SKIP: $SUITE's tarball ships no test/ directory node can read"
+                return 0
+        fi
+        if ! npm_install "$tree"; then
+                echo "row 3: SKIP: npm could not install $SUITE's test devDependencies:"
+                grep -i "err" "$tree.npm.log" | head -5 | sed 's/^/  /' || true
+                return 0
+        fi
+        native() { (cd "$tree" && sh -c "$TEST" >"$base/native.log" 2>&1); }
+        if ! native; then
+                echo "row 3: SKIP: $SUITE's tests fail natively:"
+                tail -5 "$base/native.log" | sed 's/^/  /'
+                return 0
+        fi
+        echo "row 3 suite: $SUITE, \`$TEST\`: $(grep -c '^ok ' "$base/native.log") assertions," \
+                "node_modules of $(find "$tree/node_modules" | wc -l) entries"
+        start_worker bench-node-suite
+        ws_files bench-node-suite "$tree"
+        seed bench-node-suite "$tree"
+        local job w m t0 t1 wk=() nat=() ho=() ti=() i
+        job=$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$TEST")
+        worker_run bench-node-suite "$job" >/dev/null
+        worker_run bench-node-suite "$job" >/dev/null
+        for i in $(seq "$RUNS"); do
+                t0=$(now_ms); native; t1=$(now_ms)
+                nat+=($((t1 - t0)))
+                wk+=("$(worker_run bench-node-suite "$job")")
+                ho+=("$(cache_of hand_out_ms)") ti+=("$(cache_of take_in_ms)")
+        done
+        w=$(printf '%s\n' "${wk[@]}" | median)
+        m=$(printf '%s\n' "${nat[@]}" | median)
+        echo "row 3: $SUITE's test suite: worker ${wk[*]} ms (median $w), natively ${nat[*]} ms (median $m): ratio $(ratio "$w" "$m") (target 1.5)"
+        echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms ($(cache_of entries) entries)"
+        stop_workers
+}
+
+echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
+row1
+row3
+echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
