@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `apply ID`: a job's changeset into the workspace, by the controller (controller/apply.h). */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -33,6 +34,7 @@ typedef struct Apply {
         uint8_t buf[64 * 1024];
         FILE *out, *err;
         unsigned conflicts;
+        json_t *deleted;   /* the paths the changeset deletes (a set) */
 } Apply;
 
 /* The directory holding path below root (its parents one component at a time, never through a
@@ -91,6 +93,34 @@ static void conflict(Apply *a, const ChangeEntry *c, const char *what) {
         fprintf(a->err, "apply: conflict: '%s' (%s): %s\n", c->path, change_kind_to_string(c->kind), what);
 }
 
+/* A directory the job removed: everything in it now must be removed by the changeset too, or
+ * its removal would fail half-way. */
+static void check_emptied(Apply *a, const ChangeEntry *c) {
+        const char *leaf;
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, false, &leaf);
+        _cleanup_close_ int fd = d >= 0 ? openat_child(d, leaf, O_RDONLY | O_DIRECTORY, a->openat2) : -EBADF;
+        _cleanup_closedir_ DIR *dir = fd >= 0 ? opendir_fd(fd) : NULL;
+        if (!dir)
+                return conflict(a, c, "it cannot be read");
+        struct dirent *de;
+        while ((de = readdir(dir))) {
+                _cleanup_free_ char *p = NULL;
+                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
+                        continue;
+                if (asprintf(&p, "%s/%s", c->path, de->d_name) < 0)
+                        return conflict(a, c, "out of memory");
+                if (!json_object_get(a->deleted, p)) {
+                        char shown[80];
+                        char *what = NULL;
+                        if (asprintf(&what, "it holds '%s', which the job did not remove", printable_name(de->d_name, shown, sizeof(shown))) < 0)
+                                return conflict(a, c, "it holds what the job did not remove");
+                        conflict(a, c, what);
+                        free(what);
+                        return;
+                }
+        }
+}
+
 /* Does the workspace still hold what the job was given, where this change applies? */
 static void check(Apply *a, const ChangeEntry *c) {
         struct stat st;
@@ -113,6 +143,8 @@ static void check(Apply *a, const ChangeEntry *c) {
                 if (c->base_mode == 040000) {
                         if (f != FOUND_DIR)
                                 conflict(a, c, "it is no longer the directory the job was given");
+                        else
+                                check_emptied(a, c);
                         return;
                 }
                 if (f != FOUND_FILE)
@@ -343,6 +375,10 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
         }
         unsigned n = 0, git = 0;
+        a->deleted = json_object();
+        for (size_t i = 0; a->deleted && i < m->n; i++)
+                if (m->v[i].kind == CHANGE_DELETED && json_object_set_new(a->deleted, m->v[i].path, json_true()) < 0)
+                        break;
         for (size_t i = 0; i < m->n; i++) {
                 const ChangeEntry *c = &m->v[i];
                 if (c->kind == CHANGE_REFUSED) {
@@ -382,6 +418,7 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
         else
                 fprintf(err, "apply '%s': %u change(s) applied to '%s'\n", o->id, done, site.workspace);
 out:
+        json_decref(a->deleted);
         sha256_free(a->h);
         close(a->ws_fd);
         return r;

@@ -7,7 +7,7 @@
  * allow_git: a job must not plant a hook the agent's git then runs), or any path no longer holds
  * the version the job was given (a conflict: each is named): an added path exists; a modified
  * file's or a deleted file's content (git's blob id) or x bit is not the base's; a deleted
- * directory is not a directory; a path or one of its parents is a symbolic link or a special
+ * directory is not a directory, or holds an entry the changeset does not delete; a path or one of its parents is a symbolic link or a special
  * file; a parent is a file. Every name is resolved below the workspace one component at a time,
  * never through a link (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or O_NOFOLLOW).
  * Then, in this order: deleted files, deleted directories (deepest first), directories made,

@@ -126,6 +126,15 @@ apply_phase() {
         check "apply: ... names the conflict" grep -q "conflict: 'src/a.c' (modified): it changed since the job was given it" "$dir/a2.err"
         check "apply: ... and wrote nothing" test ! -e "$ws/src/more.c" -a "$(cat "$ws/src/a.c")" = edited-meanwhile
 
+        # A directory the job removed that gained a file since: refused before anything is removed.
+        as_ctl sh -c "mkdir -p '$ws/rm/sub' && echo r >'$ws/rm/sub/r' && echo k >'$ws/rm/k'"
+        submit "$dir" a5 local-reversible '["sh","-c","rm -rf rm && echo side >side.txt"]'
+        check "apply: a job removing a directory" wait_result "$dir" a5
+        as_ctl sh -c "echo new >'$ws/rm/sub/new'"
+        check "apply: it gained a file since: refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a5 2>'$dir/a5.err')"
+        check "apply: ... naming what it holds" grep -q "conflict: 'rm/sub' (deleted): it holds 'new', which the job did not remove" "$dir/a5.err"
+        check "apply: ... and nothing was removed or written" test -e "$ws/rm/sub/r" -a -e "$ws/rm/k" -a ! -e "$ws/side.txt"
+
         # A hook planted in .git/: refused unless told.
         submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
         check "apply: a job planting a git hook" wait_result "$dir" a3
