@@ -136,7 +136,7 @@ static void outputs_setup(Run *run) {
          * bounds; the list is a file of the stream too, and the directories a file needs count
          * as entries. */
         ArtifactLimits hl = al;
-        hl.max_bytes = p->changes_max_bytes + CAPSULE_CHANGES_LIST_MAX(p->changes_max_entries);
+        hl.max_bytes = p->changes_max_bytes + CAPSULE_CHANGES_LIST_MAX;
         hl.max_entries = 2 * p->changes_max_entries + 16;
         bool changes = p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0;
         outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1, &hl,

@@ -130,8 +130,8 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
  *        (a path no change can have: the control directory is never one), the list of every
  *        change, one a line, tab-separated: "file MODE SIZE PATH", "dir PATH", "deleted PATH",
  *        "refused PATH WHY", and last "end complete" or "end incomplete WHY" (the bounds were
- *        met: what follows them is not listed). PATH: bytes 0x21..0x7e but backslash as
- *        they are, every other byte \xHH.
+ *        met: what follows them is not listed); at most CAPSULE_CHANGES_LIST_MAX bytes. PATH:
+ *        bytes 0x21..0x7e but backslash, and 0x80..0xff, as they are, every other byte \xHH.
  * The artifacts come first, then the cache, then the changes. The trailer's cache= field
  * vouches for the cache stream. */
 #define CAPSULE_CHUNK_ARTIFACTS 'A'
@@ -141,9 +141,9 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
 #define CAPSULE_CHUNK_CACHE_OVER 'c'
 #define CAPSULE_CHUNK_CHANGES 'H'
 #define CAPSULE_CHANGES_LIST ".tentaflake-worker/changes"
-/* The list's largest size for n entries: a path escaped (4 bytes a byte of PATH_MAX) and its
- * fields and reason, and the end line. */
-#define CAPSULE_CHANGES_LIST_MAX(n) ((uint64_t) (n) * (4 * 4096 + 256) + 1024)
+/* The list's largest size, whatever the entries: past it the list ends incomplete (init), and
+ * the host reads no more (exec/changeset.c). */
+#define CAPSULE_CHANGES_LIST_MAX (64u << 20)
 #define CAPSULE_CHUNK_HEADER 5
 #define CAPSULE_CHUNK_MAX (1u << 20)
 

@@ -174,33 +174,64 @@ static int show_diff(Apply *a, const ChangeEntry *c) {
         }
         if (ofd < 0 && nfd < 0)
                 return 0;
+        /* Only files: a FIFO in the workspace would hold diff forever. */
+        struct stat st;
+        if ((ofd >= 0 && (fstat(ofd, &st) < 0 || !S_ISREG(st.st_mode))) || (nfd >= 0 && (fstat(nfd, &st) < 0 || !S_ISREG(st.st_mode))))
+                return -EINVAL;
         _cleanup_free_ char *la = NULL, *lb = NULL;
         if (asprintf(&la, "a/%s", c->path) < 0 || asprintf(&lb, "b/%s", c->path) < 0)
                 return -ENOMEM;
         char *argv[] = { (char *) "diff", (char *) "-u", (char *) "--label", la, (char *) "--label", lb,
                          (char *) (ofd >= 0 ? "/proc/self/fd/3" : "/dev/null"),
                          (char *) (nfd >= 0 ? "/proc/self/fd/4" : "/dev/null"), NULL };
+        /* The two files at fds above 4 first, so that placing them at 3 and 4 cannot clobber one
+         * with the other; diff's output through a pipe, shown with its control characters made
+         * visible (a job's bytes must not drive the terminal of whoever reviews them). */
+        _cleanup_close_ int o5 = ofd >= 0 ? fcntl(ofd, F_DUPFD_CLOEXEC, 5) : -EBADF;
+        _cleanup_close_ int n5 = nfd >= 0 ? fcntl(nfd, F_DUPFD_CLOEXEC, 5) : -EBADF;
+        int pfd[2];
+        if ((ofd >= 0 && o5 < 0) || (nfd >= 0 && n5 < 0) || pipe2(pfd, O_CLOEXEC) < 0)
+                return -errno;
         posix_spawn_file_actions_t fa;
         pid_t pid;
-        fflush(a->out);
         int r = posix_spawn_file_actions_init(&fa);
-        if (r == 0 && ofd >= 0)
-                r = posix_spawn_file_actions_adddup2(&fa, ofd, 3);
-        if (r == 0 && nfd >= 0)
-                r = posix_spawn_file_actions_adddup2(&fa, nfd, 4);
+        if (r == 0 && o5 >= 0)
+                r = posix_spawn_file_actions_adddup2(&fa, o5, 3);
+        if (r == 0 && n5 >= 0)
+                r = posix_spawn_file_actions_adddup2(&fa, n5, 4);
         if (r == 0)
-                r = posix_spawn_file_actions_adddup2(&fa, fileno(a->out), STDOUT_FILENO);
+                r = posix_spawn_file_actions_adddup2(&fa, pfd[1], STDOUT_FILENO);
         if (r == 0)
                 r = posix_spawnp(&pid, "diff", &fa, NULL, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
-        if (r != 0)
+        close(pfd[1]);
+        if (r != 0) {
+                close(pfd[0]);
                 return -r;
-        int st;
-        while (waitpid(pid, &st, 0) < 0)
+        }
+        char buf[4096];
+        for (ssize_t k; (k = read(pfd[0], buf, sizeof(buf))) != 0;) {
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        break;
+                for (ssize_t i = 0; i < k; i++) {
+                        unsigned char ch = (unsigned char) buf[i];
+                        if (ch < 0x20 && ch != '\n' && ch != '\t')
+                                fprintf(a->out, "^%c", ch + 0x40);
+                        else if (ch == 0x7f)
+                                fputs("^?", a->out);
+                        else
+                                fputc(ch, a->out);
+                }
+        }
+        close(pfd[0]);
+        int ws;
+        while (waitpid(pid, &ws, 0) < 0)
                 if (errno != EINTR)
                         return -errno;
         /* 0: the same, 1: differences; anything else is diff's trouble. */
-        return WIFEXITED(st) && WEXITSTATUS(st) <= 1 ? 0 : -EIO;
+        return WIFEXITED(ws) && WEXITSTATUS(ws) <= 1 ? 0 : -EIO;
 }
 
 /* The file of the change into the workspace: a new file beside its place, its bytes checked
@@ -312,6 +343,20 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
         return r;
 }
 
+/* Does any component of path equal name? (.git anywhere: a submodule's gitdir file, a nested
+ * repository's hooks and config.) */
+static bool names_component(const char *path, const char *name) {
+        size_t n = strlen(name);
+        for (const char *c = path;;) {
+                size_t k = strcspn(c, "/");
+                if (k == n && strncmp(c, name, n) == 0)
+                        return true;
+                if (!c[k])
+                        return false;
+                c += k + 1;
+        }
+}
+
 static int load(const ControllerSite *s, const char *id, ChangesManifest **ret, int *ret_changes_fd, TfwError *e) {
         _cleanup_close_ int rd = -EBADF, fd = -EBADF, res = -EBADF;
         _cleanup_free_ char *buf = NULL, *rbuf = NULL;
@@ -386,10 +431,15 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         continue;
                 }
                 n++;
-                if (!o->allow_git && (streq(c->path, ".git") || strncmp(c->path, ".git/", 5) == 0)) {
+                if (names_component(c->path, ".tentaflake-worker")) {
                         git++;
-                        fprintf(err, "apply: refused: '%s': the job changed .git/ (a hook there would run on the host; --allow-git "
-                                     "takes it)\n", c->path);
+                        fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", c->path);
+                        continue;
+                }
+                if (!o->allow_git && names_component(c->path, ".git")) {
+                        git++;
+                        fprintf(err, "apply: refused: '%s': the job changed a .git (a hook, a config or a gitdir there runs "
+                                     "on the host the next time git runs; --allow-git takes it)\n", c->path);
                         continue;
                 }
                 check(a, c);
@@ -400,8 +450,8 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         fprintf(err, "apply: no diff of '%s': %s\n", m->v[i].path, strerror(-k));
         }
         if (git || a->conflicts) {
-                r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u change(s) in .git/", o->id,
-                              a->conflicts, git);
+                r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u change(s) refused in a "
+                              ".git or control directory", o->id, a->conflicts, git);
                 goto out;
         }
         if (o->dry_run) {

@@ -465,20 +465,22 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
 
 static const char *const list_fields[] = {"recent", NULL};
 
-static const char *const apply_fields[] = {"id", "dry_run", "allow_git", NULL};
+/* No allow_git here: what the agent reads (the job's names and log) must not be able to talk it
+ * into planting a .git; only the CLI's --allow-git, a person's act, takes it. */
+static const char *const apply_fields[] = {"id", "dry_run", NULL};
 
 /* apply: a job's changeset into the workspace (controller/apply.h). */
 static json_t *tool_apply(Mcp *m, json_t *args) {
         TfwError e = {0};
         if (json_check_keys(args, apply_fields, NULL, &e) < 0)
                 return tool_error(m, e.code, e.message);
-        json_t *id = json_object_get(args, "id"), *dry = json_object_get(args, "dry_run"), *git = json_object_get(args, "allow_git");
-        if (!json_is_string(id) || (dry && !json_is_boolean(dry)) || (git && !json_is_boolean(git)))
-                return tool_error(m, "bad_type", "apply takes id (a string), dry_run and allow_git (true or false)");
+        json_t *id = json_object_get(args, "id"), *dry = json_object_get(args, "dry_run");
+        if (!json_is_string(id) || (dry && !json_is_boolean(dry)))
+                return tool_error(m, "bad_type", "apply takes id (a string) and dry_run (true or false)");
         if (!site_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         bool ok = false;
-        _cleanup_free_ char *text = apply_text(m, json_string_value(id), json_is_true(dry), json_is_true(git), &ok);
+        _cleanup_free_ char *text = apply_text(m, json_string_value(id), json_is_true(dry), false, &ok);
         if (!text)
                 return tool_error(m, "internal", "out of memory");
         json_t *st = json_pack("{s:s, s:b, s:b}", "id", json_string_value(id), "applied", ok && !json_is_true(dry), "ok", ok);
@@ -556,14 +558,14 @@ static json_t *tools_list(const Mcp *m) {
                 LIST_RECENT_MAX, "description", "how many recent results to include (default 20)",
                 "additionalProperties", false);
         json_t *apply = json_pack(
-                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}}", "name", "apply", "title",
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:s}}, s:[s], s:b}}", "name", "apply", "title",
                 "Apply a request's changes", "description",
                 "Write what a request's command changed under /work into this workspace: the whole changeset or "
                 "nothing. It is refused when any file it touches changed since the command ran (each conflict is "
-                "named), when it changes .git/ (unless allow_git), or when it is incomplete.",
+                "named), when it changes anything named .git (a person may take those with the command line's "
+                "apply --allow-git), or when it is incomplete.",
                 "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
                 "^[a-z0-9][a-z0-9_-]{0,63}$", "dry_run", "type", "boolean", "description", "only say what would change",
-                "allow_git", "type", "boolean", "description", "take changes in .git/ too (a hook there runs on this host)",
                 "required", "id", "additionalProperties", false);
         return json_pack("{s:[o, o, o, o]}", "tools", run, result, list, apply);
 }

@@ -41,7 +41,7 @@ static int hexval(char c) {
         return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
-/* One field of the list: bytes 0x21..0x7e but backslash as they are, \xHH (lowercase) for any
+/* One field of the list: bytes 0x21..0x7e but backslash, and from 0x80, as they are, \xHH (lowercase) for any
  * byte. The length, or -EINVAL (a NUL byte included). */
 static int unescape(const char *s, size_t n, char *out, size_t size) {
         size_t o = 0;
@@ -54,7 +54,7 @@ static int unescape(const char *s, size_t n, char *out, size_t size) {
                                 return -EINVAL;
                         out[o++] = (char) (hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
                         i += 3;
-                } else if (c > 0x20 && c < 0x7f)
+                } else if ((c > 0x20 && c < 0x7f) || c >= 0x80)
                         out[o++] = (char) c;
                 else
                         return -EINVAL;
@@ -268,6 +268,9 @@ static int read_list(int staging_fd, char **ret, TfwError *e) {
         struct stat st;
         if (fd < 0 || fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
                 return tfw_error(e, EBADMSG, "changes_rejected", "the capsule sent no list of its changes");
+        if ((uint64_t) st.st_size > CAPSULE_CHANGES_LIST_MAX)
+                return tfw_error(e, EBADMSG, "changes_rejected", "the capsule's list of changes is larger than %u bytes",
+                                 (unsigned) CAPSULE_CHANGES_LIST_MAX);
         size_t len;
         int r = read_full_fd_bounded(fd, (uint64_t) st.st_size, ret, &len);
         if (r < 0)
@@ -277,7 +280,8 @@ static int read_list(int staging_fd, char **ret, TfwError *e) {
         return 0;
 }
 
-int changeset_build(int staging_fd, int generation_fd, json_t **ret_manifest, ChangesetSummary *ret, TfwError *e) {
+int changeset_build(int staging_fd, int generation_fd, uint64_t max_entries, json_t **ret_manifest, ChangesetSummary *ret,
+                    TfwError *e) {
         _cleanup_free_ Build *b = calloc(1, sizeof(Build));
         _cleanup_free_ char *list = NULL;
         int r;
@@ -297,7 +301,10 @@ int changeset_build(int staging_fd, int generation_fd, json_t **ret_manifest, Ch
                         break;
                 }
                 *nl = 0;
-                r = line_of(b, s, ++line, e);
+                if (line > max_entries) /* the changes, then the end line */
+                        r = bad(e, line + 1, "more changes than its bound");
+                else
+                        r = line_of(b, s, ++line, e);
                 if (r == -ENOMEM)
                         r = tfw_error(e, ENOMEM, "changes_failed", "out of memory");
         }

@@ -552,7 +552,7 @@ static void changes_take(const ExecPlan *p, const ExecRun *x, ExecResult *r) {
                 _cleanup_close_ int gen = open(x->work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (gen < 0)
                         (void) tfw_error(&e, errno, "changes_failed", "changes: cannot open the generation: %m");
-                else if (changeset_build(p->changes_fd, gen, &c->manifest, &c->sum, &e) >= 0)
+                else if (changeset_build(p->changes_fd, gen, p->changes_max_entries, &c->manifest, &c->sum, &e) >= 0)
                         return;
                 c->error = e.code ? e.code : "changes_failed";
                 snprintf(c->message, sizeof(c->message), "%s", e.message);

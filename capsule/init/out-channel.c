@@ -435,14 +435,26 @@ typedef struct Changes {
         struct archive *a;
         Out *o;
         FILE *list;
-        uint64_t entries, bytes;
+        uint64_t entries, bytes, list_bytes;
         char incomplete[512];
 } Changes;
 
-/* A path in the list: printable ASCII but backslash as it is, every other byte \xHH. */
+/* A path in the list: printable ASCII but backslash, and bytes from 0x80, as they are, every
+ * other byte \xHH. Its length counts against CAPSULE_CHANGES_LIST_MAX. */
+static bool list_raw(unsigned char c) {
+        return (c > 0x20 && c < 0x7f && c != '\\') || c >= 0x80;
+}
+
+static size_t list_path_len(const char *p) {
+        size_t n = 0;
+        for (const unsigned char *c = (const unsigned char *) p; *c; c++)
+                n += list_raw(*c) ? 1 : 4;
+        return n;
+}
+
 static void list_path(FILE *f, const char *p) {
         for (const unsigned char *c = (const unsigned char *) p; *c; c++)
-                if (*c > 0x20 && *c < 0x7f && *c != '\\')
+                if (list_raw(*c))
                         fputc(*c, f);
                 else
                         fprintf(f, "\\x%02x", *c);
@@ -484,6 +496,14 @@ static int change_event(const LayerEvent *ev, void *userdata) {
 
         if (out_ended(c->o))
                 return -ECANCELED;
+        /* The line's bound: its path, fields and reason, and room for the end line. */
+        uint64_t line = list_path_len(ev->path) + 64 + (ev->why ? strlen(ev->why) : 0);
+        if (c->list_bytes + line + 1024 > CAPSULE_CHANGES_LIST_MAX) {
+                snprintf(c->incomplete, sizeof(c->incomplete), "more than %u bytes of list (at '%s'); the rest is not listed",
+                         (unsigned) CAPSULE_CHANGES_LIST_MAX, printable_name(ev->path, p, sizeof(p)));
+                return -E2BIG;
+        }
+        c->list_bytes += line;
         if (c->entries >= changes_max_entries || size > changes_max_bytes - c->bytes) {
                 snprintf(c->incomplete, sizeof(c->incomplete), "more than %llu %s (at '%s'); the rest is not listed",
                          (unsigned long long) (c->entries >= changes_max_entries ? changes_max_entries : changes_max_bytes),

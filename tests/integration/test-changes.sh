@@ -104,11 +104,14 @@ apply_phase() {
         as_ctl sh -c "cd '$ws' && mkdir -p src old && printf 'a\n' >src/a.c && echo keep >src/keep && echo o >old/o && git init -q ."
         start_daemon "$dir" || return 1
         app() { (cd "$ws" && as_ctl env HOME=/tmp "$BIN" apply "$@"); }
-        submit "$dir" a1 local-reversible '["sh","-c","printf \"a\\nb\\n\" >src/a.c && echo new >src/new.c && chmod +x src/keep && rm -rf old && mkdir -p gen/x && echo g >gen/x/g"]'
+        submit "$dir" a1 local-reversible '["sh","-c","printf \"a\\nb\\n\" >src/a.c && echo new >src/new.c && chmod +x src/keep && rm -rf old && mkdir -p gen/x && echo g >gen/x/g && printf \"\\033[2Jcleared\\n\" >esc.txt"]'
         check "apply: the job ended" wait_result "$dir" a1
         check "apply: --dry-run lists the changes" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --dry-run a1 | grep -qx 'modified src/a.c'"
         check "apply: ... and writes nothing" test ! -e "$ws/src/new.c"
         check "apply: --diff shows a unified diff" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --dry-run --diff a1 2>/dev/null | grep -qx '+b'"
+        (cd "$ws" && setpriv --reuid 10000 --regid 10000 --clear-groups "$BIN" apply --dry-run --diff a1 >"$dir/a1.diff" 2>/dev/null)
+        check "apply: --diff shows a job's control characters made visible" grep -qF '+^[[2Jcleared' "$dir/a1.diff"
+        check "apply: ... never raw" sh -c "! grep -q \"\$(printf '\\033')\" '$dir/a1.diff'"
         check "apply: applied" quiet app a1
         check "apply: the modified file" test "$(cat "$ws/src/a.c")" = "$(printf 'a\nb')"
         check "apply: the added file, the controller's own" test "$(stat -c '%u %a' "$ws/src/new.c" 2>/dev/null)" = "10000 644" -a "$(cat "$ws/src/new.c")" = new
@@ -139,8 +142,17 @@ apply_phase() {
         submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
         check "apply: a job planting a git hook" wait_result "$dir" a3
         check "apply: .git/ is refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a3 2>'$dir/a3.err')"
-        check "apply: ... saying why" grep -q "refused: '.git/hooks/pre-commit': the job changed .git/" "$dir/a3.err"
+        check "apply: ... saying why" grep -q "refused: '.git/hooks/pre-commit': the job changed a .git" "$dir/a3.err"
         check "apply: ... and nothing was written" test ! -e "$ws/.git/hooks/pre-commit" -a ! -e "$ws/x.txt"
+
+        # A .git at any depth: a submodule's gitdir file, a nested repository's hook.
+        as_ctl sh -c "mkdir -p '$ws/lib' '$ws/tools/.git/hooks' && echo 'gitdir: ../.git/modules/lib' >'$ws/lib/.git'"
+        submit "$dir" a6 local-reversible '["sh","-c","echo gitdir: ../evil >lib/.git && echo x >tools/.git/hooks/pre-commit && echo ok >ok.txt"]'
+        check "apply: a job changing nested .git entries" wait_result "$dir" a6
+        check "apply: they are refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a6 2>'$dir/a6.err')"
+        check "apply: ... the submodule's gitdir file, named" grep -q "refused: 'lib/.git'" "$dir/a6.err"
+        check "apply: ... the nested repository's hook, named" grep -q "refused: 'tools/.git/hooks/pre-commit'" "$dir/a6.err"
+        check "apply: ... and nothing was written" test ! -e "$ws/ok.txt" -a ! -e "$ws/tools/.git/hooks/pre-commit" -a "$(cat "$ws/lib/.git")" = "gitdir: ../.git/modules/lib"
 
         # A path through a link: the workspace's directory replaced by a symbolic link since.
         submit "$dir" a4 local-reversible '["sh","-c","echo through >gen/x/through"]'

@@ -81,6 +81,8 @@ try {
   check("apply: the tool applies them", ap.isError === false && ap.structuredContent?.applied === true, ap);
   const again = await client.callTool({ name: "apply", arguments: { id: chg.structuredContent?.id } }, undefined, { timeout: 300000 });
   check("apply: a second time: a tool error naming the conflict", again.isError === true && /conflict: 'mcp-made.txt'/.test(text(again)), again);
+  const git = await client.callTool({ name: "apply", arguments: { id: chg.structuredContent?.id, allow_git: true } });
+  check("apply: the tool takes no allow_git (only a person's command line does)", git.isError === true && /allow_git/.test(text(git)), git);
   const auto = await client.callTool({ name: "run", arguments: { argv: ["sh", "-c", "echo auto >mcp-auto.txt"], apply: true } },
     undefined, { timeout: 300000 });
   check("run: apply: true applies what the job changed", auto.structuredContent?.applied === true, auto);
