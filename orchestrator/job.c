@@ -541,7 +541,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 return tfw_error(e, r, "internal", "cannot set the mode of the artifacts of '%s': %s", rec->id,
                                  strerror(-r));
 
-        _cleanup_(json_decrefp) json_t *manifest = x.changes.manifest;
+        /* The manifest is written by job_changes; it is freed here, whatever happens. */
+        _cleanup_(json_decrefp) _unused_ json_t *manifest = x.changes.manifest;
         _cleanup_(json_decrefp) json_t *changesj = job_changes(w, rec->id, staging, changes_fd, &x.changes, e);
         if (x.changes.wanted && !changesj)
                 return -EIO;
