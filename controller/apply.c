@@ -121,6 +121,28 @@ static void check_emptied(Apply *a, const ChangeEntry *c) {
         }
 }
 
+/* The directory this change writes in, or for a new path its nearest existing ancestor: it must
+ * be writable by us, or the change would fail after others were made. */
+static bool writable_dir(Apply *a, const char *path) {
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return false;
+        for (;;) {
+                char *slash = strrchr(p, '/');
+                const char *leaf;
+                if (!slash) {
+                        _cleanup_close_ int d = fcntl(a->ws_fd, F_DUPFD_CLOEXEC, 3);
+                        return d >= 0 && faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
+                }
+                _cleanup_close_ int d = parent_of(a, a->ws_fd, p, false, &leaf);
+                if (d >= 0)
+                        return faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
+                if (d != -ENOENT)
+                        return false;
+                *slash = 0; /* the parent is missing: its own parent is written */
+        }
+}
+
 /* Does the workspace still hold what the job was given, where this change applies? */
 static void check(Apply *a, const ChangeEntry *c) {
         struct stat st;
@@ -128,6 +150,8 @@ static void check(Apply *a, const ChangeEntry *c) {
         Found f = find(a, c->path, &st);
         if (f == FOUND_BLOCKED || f == FOUND_OTHER)
                 return conflict(a, c, "a symbolic link, a special file or a file is in the way");
+        if (c->kind != CHANGE_REFUSED && !writable_dir(a, c->path))
+                return conflict(a, c, "its directory cannot be written by this user");
         switch (c->kind) {
         case CHANGE_ADDED:
                 if (f != FOUND_NONE)
@@ -234,23 +258,24 @@ static int show_diff(Apply *a, const ChangeEntry *c) {
         return WIFEXITED(ws) && WEXITSTATUS(ws) <= 1 ? 0 : -EIO;
 }
 
-/* The file of the change into the workspace: a new file beside its place, its bytes checked
- * against its id, then renamed over the path. */
-static int write_file(Apply *a, const ChangeEntry *c) {
-        const char *leaf, *src_leaf;
-        char tmp[64], hex[GIT_OID_HEX_SIZE];
+/* The staging directory of this apply, at the workspace's root: every new file is written and
+ * checked there before anything of the workspace changes. */
+#define STAGING_PREFIX ".tfw-apply."
+
+/* The file of change i, from the result into the staging directory as "f<i>": its bytes checked
+ * against its id as they are copied, fsync'ed. */
+static int stage_file(Apply *a, int staging, const ChangeEntry *c, size_t i) {
+        const char *src_leaf;
+        char tmp[32], hex[GIT_OID_HEX_SIZE];
         uint8_t oid[GIT_OID_SIZE];
-        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, true, &leaf);
         _cleanup_close_ int sd = parent_of(a, a->changes_fd, c->path, false, &src_leaf);
-        if (d < 0)
-                return d;
         if (sd < 0)
                 return sd;
         _cleanup_close_ int in = openat_child(sd, src_leaf, O_RDONLY | O_NONBLOCK, a->openat2);
         if (in < 0)
                 return in;
-        snprintf(tmp, sizeof(tmp), ".tfw-apply.%d.%08x", (int) getpid(), (unsigned) random());
-        _cleanup_close_ int outfd = openat(d, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, c->executable ? 0755 : 0644);
+        snprintf(tmp, sizeof(tmp), "f%zu", i);
+        _cleanup_close_ int outfd = openat(staging, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, c->executable ? 0755 : 0644);
         if (outfd < 0)
                 return -errno;
         int r = git_blob_hash_start(a->h, c->size);
@@ -276,11 +301,22 @@ static int write_file(Apply *a, const ChangeEntry *c) {
                 r = -errno;
         if (r >= 0 && fsync(outfd) < 0)
                 r = -errno;
-        if (r >= 0 && renameat(d, tmp, d, leaf) < 0)
-                r = -errno;
-        if (r < 0)
-                (void) unlinkat(d, tmp, 0);
         return r;
+}
+
+/* The staged file of change i renamed over its path (its directories made as needed). */
+static int place_file(Apply *a, int staging, const ChangeEntry *c, size_t i) {
+        const char *leaf;
+        char tmp[32];
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, true, &leaf);
+        if (d < 0)
+                return d;
+        snprintf(tmp, sizeof(tmp), "f%zu", i);
+        return renameat(staging, tmp, d, leaf) < 0 ? -errno : 0;
+}
+
+static bool is_file_change(const ChangeEntry *c) {
+        return c->kind == CHANGE_ADDED || c->kind == CHANGE_MODIFIED || c->kind == CHANGE_MODE;
 }
 
 static int remove_path(Apply *a, const ChangeEntry *c) {
@@ -305,14 +341,28 @@ static int by_depth_desc(const void *x, const void *y) {
         return la < lb ? 1 : la > lb ? -1 : 0;
 }
 
-/* The order of apply.h: files deleted, directories deleted deepest first, directories made,
- * files written. */
+/* Every new file staged and checked first (a failure there changes nothing of the workspace);
+ * then files deleted, directories deleted deepest first, directories made, and each staged file
+ * renamed over its path. */
 static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done, TfwError *e) {
         _cleanup_free_ const ChangeEntry **dirs = calloc(MAX(m->n, (size_t) 1), sizeof(*dirs));
+        char staging_name[64];
         size_t nd = 0;
         int r = 0;
         if (!dirs)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
+        snprintf(staging_name, sizeof(staging_name), STAGING_PREFIX "%d", (int) getpid());
+        if (mkdirat(a->ws_fd, staging_name, 0700) < 0)
+                return tfw_error(e, errno, "apply_failed", "cannot make '%s' in the workspace: %m", staging_name);
+        _cleanup_close_ int staging = openat_child(a->ws_fd, staging_name, O_RDONLY | O_DIRECTORY, a->openat2);
+        if (staging < 0) {
+                (void) unlinkat(a->ws_fd, staging_name, AT_REMOVEDIR);
+                return tfw_error(e, -staging, "apply_failed", "cannot open '%s': %s", staging_name, strerror(-staging));
+        }
+        for (size_t i = 0; i < m->n && r >= 0; i++)
+                if (is_file_change(&m->v[i]) && (r = stage_file(a, staging, &m->v[i], i)) < 0)
+                        (void) tfw_error(e, -r, "apply_failed", "nothing applied: cannot stage '%s': %s", m->v[i].path,
+                                         r == -EBADMSG ? "the result's file is not the one changes.json names" : strerror(-r));
         for (int pass = 0; pass < 4 && r >= 0; pass++) {
                 if (pass == 1) {
                         qsort(dirs, nd, sizeof(*dirs), by_depth_desc);
@@ -331,15 +381,17 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
                                 r = remove_path(a, c), what = "remove";
                         else if (pass == 2 && c->kind == CHANGE_DIRECTORY)
                                 r = make_dir(a, c), what = "make the directory";
-                        else if (pass == 3 && (c->kind == CHANGE_ADDED || c->kind == CHANGE_MODIFIED || c->kind == CHANGE_MODE))
-                                r = write_file(a, c), what = "write";
+                        else if (pass == 3 && is_file_change(c))
+                                r = place_file(a, staging, c, i), what = "write";
                         if (what && r < 0)
-                                (void) tfw_error(e, -r, "apply_failed", "cannot %s '%s': %s", what, c->path,
-                                                 r == -EBADMSG ? "the result's file is not the one changes.json names" : strerror(-r));
+                                (void) tfw_error(e, -r, "apply_failed", "cannot %s '%s': %s", what, c->path, strerror(-r));
                         else if (what)
                                 (*done)++;
                 }
         }
+        /* What is left of the staging directory: nothing after a success. */
+        (void) rm_rf_children(staging);
+        (void) unlinkat(a->ws_fd, staging_name, AT_REMOVEDIR);
         return r;
 }
 

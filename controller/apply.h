@@ -12,10 +12,12 @@
  * directory is not a directory, or holds an entry the changeset does not delete; a path or one of its parents is a symbolic link or a special
  * file; a parent is a file. Every name is resolved below the workspace one component at a time,
  * never through a link (openat2 RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS, or O_NOFOLLOW).
- * Then, in this order: deleted files, deleted directories (deepest first), directories made,
- * files written: each to a new file beside its place (O_EXCL, the changeset's mode), its bytes
- * checked against its id as they are copied from the result, fsync'ed, then renamed over the
- * path (atomic for each file; a failure half-way names what was applied and what was not).
+ * A directory it writes in must be writable by this user. Then every new file is staged at the
+ * workspace's root (.tfw-apply.<pid>/, O_EXCL, the changeset's mode), its bytes checked against
+ * its id as they are copied from the result, fsync'ed: a failure there changes nothing. Then,
+ * in this order: deleted files, deleted directories (deepest first), directories made, each
+ * staged file renamed over its path (atomic for each file; a failure half-way, which no check
+ * foresaw, says how many changes were applied).
  * dry_run: only say what would be done. diff: a unified diff of each file (the system's
  * `diff -u`), with or without dry_run. Returns 0, or a negative errno with e filled (code
  * "conflict" when the workspace moved on). */

@@ -118,6 +118,7 @@ apply_phase() {
         check "apply: the x bit" test -x "$ws/src/keep"
         check "apply: the deleted directory" test ! -e "$ws/old"
         check "apply: the directories made" test "$(cat "$ws/gen/x/g")" = g
+        check "apply: its staging directory is gone" sh -c "! ls -A '$ws' | grep -q '^.tfw-apply'"
         check "apply: a second time: a conflict, exit 1" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a1 2>'$dir/a1.err')"
         check "apply: ... naming the path" grep -q "conflict: 'src/new.c' (added)" "$dir/a1.err"
 
@@ -144,6 +145,15 @@ apply_phase() {
         check "apply: .git/ is refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a3 2>'$dir/a3.err')"
         check "apply: ... saying why" grep -q "refused: '.git/hooks/pre-commit': the job changed a .git" "$dir/a3.err"
         check "apply: ... and nothing was written" test ! -e "$ws/.git/hooks/pre-commit" -a ! -e "$ws/x.txt"
+
+        # A directory this user cannot write: found by the checks, nothing written.
+        as_ctl sh -c "mkdir -p '$ws/ro' && echo r >'$ws/ro/f' && chmod 0555 '$ws/ro'"
+        submit "$dir" a7 local-reversible '["sh","-c","echo changed >ro/f; echo top >top.txt"]'
+        check "apply: a job changing a file in a read-only directory" wait_result "$dir" a7
+        check "apply: refused" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a7 2>'$dir/a7.err')"
+        check "apply: ... naming it" grep -q "conflict: 'ro/f' (modified): its directory cannot be written by this user" "$dir/a7.err"
+        check "apply: ... and nothing was written" test ! -e "$ws/top.txt" -a "$(cat "$ws/ro/f")" = r
+        as_ctl chmod 0755 "$ws/ro"
 
         # A .git at any depth: a submodule's gitdir file, a nested repository's hook.
         as_ctl sh -c "mkdir -p '$ws/lib' '$ws/tools/.git/hooks' && echo 'gitdir: ../.git/modules/lib' >'$ws/lib/.git'"
