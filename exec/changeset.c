@@ -24,6 +24,7 @@
 
 typedef struct Build {
         int staging_fd, generation_fd;
+        const char *const *skip;      /* paths no change may name (artifacts, the cache's) */
         json_t *changes, *seen;
         ChangesetSummary sum;
         uint64_t files;
@@ -226,6 +227,11 @@ static int line_of(Build *b, char *s, unsigned line, TfwError *e) {
         }
         if (!path_ok(path, (size_t) len))
                 return bad(e, line, "a path that leaves the workspace, or names the control directory");
+        for (const char *const *k = b->skip; k && *k; k++) {
+                size_t kl = strlen(*k);
+                if (strncmp(path, *k, kl) == 0 && (path[kl] == 0 || path[kl] == '/'))
+                        return bad(e, line, "a path in artifacts/ or a cache path, which a changeset never holds");
+        }
         if (json_object_get(b->seen, path))
                 return bad(e, line, "a path named twice");
         if (streq(f[0], "file"))
@@ -280,15 +286,16 @@ static int read_list(int staging_fd, char **ret, TfwError *e) {
         return 0;
 }
 
-int changeset_build(int staging_fd, int generation_fd, uint64_t max_entries, json_t **ret_manifest, ChangesetSummary *ret,
-                    TfwError *e) {
+int changeset_build(int staging_fd, int generation_fd, const char *const *skip, uint64_t max_entries, json_t **ret_manifest,
+                    ChangesetSummary *ret, TfwError *e) {
         _cleanup_free_ Build *b = calloc(1, sizeof(Build));
         _cleanup_free_ char *list = NULL;
         int r;
 
         if (!b)
                 return tfw_error(e, ENOMEM, "changes_failed", "out of memory");
-        *b = (Build) { .staging_fd = staging_fd, .generation_fd = generation_fd, .changes = json_array(), .seen = json_object() };
+        *b = (Build) { .staging_fd = staging_fd, .generation_fd = generation_fd, .skip = skip, .changes = json_array(),
+                       .seen = json_object() };
         if (!b->changes || !b->seen || sha256_new(&b->h) < 0)
                 r = tfw_error(e, ENOMEM, "changes_failed", "out of memory");
         else

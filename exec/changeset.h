@@ -13,7 +13,9 @@
  * a "file" of the list (the staged tree is walked); every "deleted" must be in the generation.
  * Each file's blob id is git's SHA-256 of what was staged; each path's version in the
  * generation (its blob id and mode, opened one component at a time, never through a link) is
- * its base. At most CAPSULE_CHANGES_LIST_MAX bytes of list and max_entries changes are read. The list and its directory are then removed from staging: what stays is the new
+ * its base. At most CAPSULE_CHANGES_LIST_MAX bytes of list and max_entries changes are read.
+ * skip (NULL-terminated, or NULL): paths (relative, normalised) that no change may name or be
+ * below: artifacts/ and the cache's paths, which init leaves out; checked here again. The list and its directory are then removed from staging: what stays is the new
  * content of each file at its path.
  *
  * The manifest: {"version": 1, "complete": bool, "incomplete": why|null, "changes": [ENTRY...]},
@@ -39,5 +41,5 @@ typedef struct ChangesetSummary {
         bool complete;
 } ChangesetSummary;
 
-int changeset_build(int staging_fd, int generation_fd, uint64_t max_entries, json_t **ret_manifest, ChangesetSummary *ret,
-                    TfwError *e);
+int changeset_build(int staging_fd, int generation_fd, const char *const *skip, uint64_t max_entries, json_t **ret_manifest,
+                    ChangesetSummary *ret, TfwError *e);

@@ -552,8 +552,15 @@ static void changes_take(const ExecPlan *p, const ExecRun *x, ExecResult *r) {
                 _cleanup_close_ int gen = open(x->work_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
                 if (gen < 0)
                         (void) tfw_error(&e, errno, "changes_failed", "changes: cannot open the generation: %m");
-                else if (changeset_build(p->changes_fd, gen, p->changes_max_entries, &c->manifest, &c->sum, &e) >= 0)
-                        return;
+                else {
+                        /* What init leaves out, checked again: artifacts/ and the cache's paths. */
+                        const char *skip[BUILD_CACHE_PATHS_MAX + 2] = { CAPSULE_ARTIFACTS_DIR };
+                        char *const *cp = x->with_cache ? build_cache_paths(p->cache) : NULL;
+                        for (size_t i = 0; cp && cp[i] && i < BUILD_CACHE_PATHS_MAX; i++)
+                                skip[1 + i] = cp[i];
+                        if (changeset_build(p->changes_fd, gen, skip, p->changes_max_entries, &c->manifest, &c->sum, &e) >= 0)
+                                return;
+                }
                 c->error = e.code ? e.code : "changes_failed";
                 snprintf(c->message, sizeof(c->message), "%s", e.message);
         }

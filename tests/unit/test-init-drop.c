@@ -69,7 +69,7 @@ static int mount_refused_after_filter(void) {
 static void test_refuse_mount(void **state) {
         (void) state;
         if (geteuid() != 0)
-                skip();
+                tfw_skip("needs root");
         assert_int_equal(in_child(mount_refused_after_filter), 0);
 }
 
@@ -112,7 +112,7 @@ static int dropped(void) {
 static void test_drop(void **state) {
         (void) state;
         if (geteuid() != 0)
-                skip();
+                tfw_skip("needs root");
         assert_int_equal(in_child(dropped), 0);
 }
 
@@ -125,7 +125,7 @@ static int zero_refused(void) {
 static void test_drop_refuses_root(void **state) {
         (void) state;
         if (geteuid() != 0)
-                skip();
+                tfw_skip("needs root");
         assert_int_equal(in_child(zero_refused), 0);
 }
 

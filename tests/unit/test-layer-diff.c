@@ -137,7 +137,7 @@ static int in_namespace(void) {
 static void test_every_kind_of_change(void **state) {
         (void) state;
         if (geteuid() != 0)
-                skip();
+                tfw_skip("needs root");
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0)
