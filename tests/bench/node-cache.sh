@@ -4,10 +4,11 @@
 #   1. /bin/true with a node_modules cache of about 22k entries (npm install of a fixed package
 #      list, made here natively) against the same with an empty cache; two workers, alternating
 #                                                                            target <= 1.3
+#   2. with that cache, a job that changes one file of the workspace (its changeset: one file)
+#      against one that changes none                                         target <= 1.2
 #   3. a real test suite (qs's tape tests, from its published tarball, its test devDependencies
 #      installed by npm) through the worker against natively, alternating    target <= 1.5
-# (Issue 34's rows 2 and 4, a job changing one file against one changing none with that cache,
-# and a changeset of 1,000 files against one of 1, are not measured here yet.)
+#   4. a job whose changeset is 1,000 new files against one of 1 file (empty cache)  report
 # Each worker's cache is seeded by one job that unpacks the tree into node_modules (a tar of it in
 # the workspace, so node_modules/.bin's links stay; the workspace's snapshot skips symlinks).
 # BENCH_RUNS (default 5) runs, medians. Needs npm and the npm registry: a row whose packages npm
@@ -170,7 +171,41 @@ row1() {
         e=$(printf '%s\n' "${empty[@]}" | median)
         echo "row 1: /bin/true with a node_modules cache of $(cache_of entries bench-node-full) entries: full ${full[*]} ms (median $w), empty cache ${empty[*]} ms (median $e): ratio $(ratio "$w" "$e") (target 1.3)"
         echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms ($(cache_of files_unchanged bench-node-full) files unchanged, $(cache_of files_sent bench-node-full) sent)"
+        row2
+        row4
         stop_workers
+}
+
+changes_of() { # changes_of FIELD NAME: the last request of worker NAME's result.json changes.FIELD
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["changes"][sys.argv[2]])' \
+                "$base/$(cat "$base/last-$2")/result.json" "$1"
+}
+
+# 2. With the full cache: one file of the workspace changed against none (both run sh).
+NONE='["sh","-c",":"]'
+ONE='["sh","-c","date +%N >one.txt"]'
+row2() {
+        local one=() none=() i a b
+        for i in $(seq "$RUNS"); do
+                none+=("$(worker_run bench-node-full "$NONE")")
+                one+=("$(worker_run bench-node-full "$ONE")")
+        done
+        a=$(printf '%s\n' "${one[@]}" | median)
+        b=$(printf '%s\n' "${none[@]}" | median)
+        echo "row 2: with that cache, a job changing 1 file (changeset: $(changes_of added bench-node-full) added) ${one[*]} ms (median $a), changing none ${none[*]} ms (median $b): ratio $(ratio "$a" "$b") (target 1.2)"
+}
+
+# 4. A changeset of 1,000 new files against one of 1 (the empty-cache worker).
+MANY='["sh","-c","mkdir -p many && i=0 && while [ $i -lt 1000 ]; do echo $i >many/f$i; i=$((i+1)); done"]'
+row4() {
+        local many=() one=() i a b
+        for i in $(seq "$RUNS"); do
+                one+=("$(worker_run bench-node-empty "$ONE")")
+                many+=("$(worker_run bench-node-empty "$MANY")")
+        done
+        a=$(printf '%s\n' "${many[@]}" | median)
+        b=$(printf '%s\n' "${one[@]}" | median)
+        echo "row 4: a changeset of $(changes_of added bench-node-empty) new files ${many[*]} ms (median $a), of 1 file ${one[*]} ms (median $b): ratio $(ratio "$a" "$b") (report)"
 }
 
 # 3. A real test suite: natively against through the worker.
