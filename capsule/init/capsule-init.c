@@ -840,13 +840,11 @@ int main(int argc, char **argv) {
         int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
         if (lr < 0)
                 r = lr;
-        if (r < 0)
-                ;
-        else if (kind == CAPSULE_INPUT_STREAM)
+        else if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
                 r = receive_stream();
-        else if (kind == CAPSULE_INPUT_MOUNTED)
+        else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
                 r = copy_snapshot();
-        else if (kind == CAPSULE_INPUT_BOUND)
+        else if (r >= 0 && kind == CAPSULE_INPUT_BOUND)
                 r = 0; /* a generation is /work already (the layer holds the job's writes) */
         else
                 r = -ECANCELED;
