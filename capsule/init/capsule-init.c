@@ -513,16 +513,12 @@ static int read_changes_record(uint8_t *kind) {
         return in_read(kind, 1);
 }
 
-/* Into /work/<cwd>, one component at a time, never through a link (open_dir_components): the
- * job starts there. */
+/* Into /work/<cwd>, one component at a time, never through a link (open_work_dir): the job
+ * starts there. */
 static int enter_cwd(void) {
         if (!job_cwd[0])
                 return 0;
-        int w = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (w < 0)
-                return -errno;
-        int fd = open_dir_components(w, job_cwd);
-        close(w);
+        int fd = open_work_dir(job_cwd);
         if (fd < 0)
                 return fd;
         int r = fchdir(fd) < 0 ? -errno : 0;

@@ -60,6 +60,11 @@ typedef enum CacheOut {
  * be written; *ret_cache says how the cache went. */
 int write_outputs(CacheOut *ret_cache);
 
+/* The directory /work/<path>, each component opened with O_DIRECTORY|O_NOFOLLOW (no link
+ * followed anywhere, nothing made); -ENOENT: not there, -ENOTDIR or -ELOOP: a file or a link in
+ * the way (out-channel.c). */
+int open_work_dir(const char *path);
+
 /* The job's layer (layer.c): the overlays on /work and on each cache path (init is the
  * sandbox's root then), after which mount is refused (capsule_init_refuse_mount); a negative
  * errno, said. The ids and the drop are capsule/init-drop.h's. */

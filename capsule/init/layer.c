@@ -43,29 +43,6 @@ static int make_upper(int layer, const char *name, const char *lower) {
         return 0;
 }
 
-/* Each component of /work/<path> is a directory, no symlink: nothing but init runs yet, and the
- * host made them (snapshot/gen-store.c), but a mount must never follow a name elsewhere. */
-static int check_mount_point(const char *path) {
-        char p[sizeof(CAPSULE_WORK_PATH) + CAPSULE_CACHE_PATH_MAX + 1];
-        struct stat st;
-        int n = snprintf(p, sizeof(p), CAPSULE_WORK_PATH "/%s", path);
-        if (n < 0 || (size_t) n >= sizeof(p))
-                return -ENAMETOOLONG;
-        for (char *s = p + sizeof(CAPSULE_WORK_PATH);; s++) {
-                if (*s != '/' && *s)
-                        continue;
-                char c = *s;
-                *s = 0;
-                if (lstat(p, &st) < 0)
-                        return -errno;
-                if (!S_ISDIR(st.st_mode))
-                        return -ENOTDIR;
-                *s = c;
-                if (!c)
-                        return 0;
-        }
-}
-
 int layer_upper_fd = -1, layer_lower_fd = -1;
 
 static int mount_one(int layer, const char *lower, const char *target, const char *tag) {
@@ -85,12 +62,6 @@ static int mount_one(int layer, const char *lower, const char *target, const cha
         }
         snprintf(opts, sizeof(opts), "lowerdir=%s,upperdir=" CAPSULE_LAYER_PATH "/%s,workdir=" CAPSULE_LAYER_PATH "/%s",
                  lower, up, wk);
-        if (streq(target, CAPSULE_WORK_PATH) &&
-            (layer_lower_fd = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-                r = -errno;
-                say("layer: cannot open the generation at " CAPSULE_WORK_PATH ": %s", strerror(-r));
-                return r;
-        }
         if (mount("overlay", target, "overlay", MS_NOSUID | MS_NODEV, opts) < 0) {
                 r = -errno;
                 say("layer: cannot mount the overlay on %s: %s", target, strerror(-r));
@@ -105,6 +76,10 @@ int layer_mount(void) {
         if (layer < 0) {
                 r = -errno;
                 say("layer: cannot open " CAPSULE_LAYER_PATH ": %s", strerror(-r));
+        } else if ((layer_lower_fd = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                /* The generation itself, before the overlay covers it. */
+                r = -errno;
+                say("layer: cannot open the generation at " CAPSULE_WORK_PATH ": %s", strerror(-r));
         } else
                 r = mount_one(layer, CAPSULE_WORK_PATH, CAPSULE_WORK_PATH, "work");
         /* What the job changes is read from these two once it is dead (out-channel.c); root's
@@ -119,10 +94,16 @@ int layer_mount(void) {
                 snprintf(lower, sizeof(lower), CAPSULE_CACHE_LOWER_PATH "/%zu", i);
                 snprintf(target, sizeof(target), CAPSULE_WORK_PATH "/%s", cache_paths[i]);
                 snprintf(tag, sizeof(tag), "cache%zu", i);
-                if ((r = check_mount_point(cache_paths[i])) < 0)
+                /* Each component a directory, no link: nothing but init runs yet, and the host
+                 * made them (snapshot/gen-store.c), but a mount must never follow a name elsewhere. */
+                int point = open_work_dir(cache_paths[i]);
+                if (point < 0) {
+                        r = point;
                         say("layer: the cache's mount point %s is not a directory: %s", target, strerror(-r));
-                else
+                } else {
+                        close(point);
                         r = mount_one(layer, lower, target, tag);
+                }
         }
         if (layer >= 0)
                 close(layer);

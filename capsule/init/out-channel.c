@@ -363,8 +363,7 @@ static int write_artifacts(void) {
         return r == -ECANCELED && o.stopped ? 0 : r;
 }
 
-/* /work/<path> opened component by component, never following a link; -ENOENT: not there. */
-static int open_cache_path(const char *path) {
+int open_work_dir(const char *path) {
         int work = open(CAPSULE_WORK_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (work < 0)
                 return -errno;
@@ -378,7 +377,7 @@ static int open_cache_path(const char *path) {
 static int tar_cache_path(struct archive *a, Out *o, size_t i) {
         static char path[PATH_MAX];
         int n = snprintf(path, sizeof(path), "%zu", i);
-        int fd = open_cache_path(cache_paths[i]);
+        int fd = open_work_dir(cache_paths[i]);
         if (fd == -ELOOP || fd == -ENOTDIR)
                 return refuse(o, "'" CAPSULE_WORK_PATH "/%s' is not a directory", cache_paths[i]);
         if (fd < 0 && fd != -ENOENT)
