@@ -17,9 +17,11 @@
 #include "common/macro.h"
 #include "common/path-util.h"
 #include "exec/changeset.h"
+#include "parser/changes-manifest.h"
+#include "parser/request.h"
 #include "snapshot/git-object.h"
 
-#define CONTROL_DIR ".tentaflake-worker"
+#define CONTROL_DIR REQUEST_CONTROL_DIR
 #define WHY_MAX 160
 
 typedef struct Build {
@@ -62,20 +64,6 @@ static int unescape(const char *s, size_t n, char *out, size_t size) {
         }
         out[o] = 0;
         return memchr(out, 0, o) ? -EINVAL : (int) o;
-}
-
-/* A path a change may name: relative, names git accepts, not in the control directory. */
-static bool path_ok(const char *p, size_t len) {
-        if (len == 0 || len > GIT_PATH_MAX || p[0] == '/')
-                return false;
-        for (const char *c = p;;) {
-                size_t k = strcspn(c, "/");
-                if (!git_entry_name_is_valid(c, k) || (c == p && k == strlen(CONTROL_DIR) && strncmp(c, CONTROL_DIR, k) == 0))
-                        return false;
-                if (!c[k])
-                        return true;
-                c += k + 1;
-        }
 }
 
 /* path below dir_fd, its parents one component at a time, the leaf with O_NOFOLLOW. */
@@ -225,7 +213,7 @@ static int line_of(Build *b, char *s, unsigned line, TfwError *e) {
                                ? -ENOMEM
                                : 0;
         }
-        if (!path_ok(path, (size_t) len))
+        if (!changes_path_is_valid(path)) /* apply's reader holds paths to the same rule */
                 return bad(e, line, "a path that leaves the workspace, or names the control directory");
         for (const char *const *k = b->skip; k && *k; k++) {
                 size_t kl = strlen(*k);

@@ -11,8 +11,9 @@
 #include "common/macro.h"
 #include "common/path-util.h"
 #include "parser/changes-manifest.h"
+#include "parser/request.h"
 
-#define CONTROL_DIR ".tentaflake-worker"
+#define CONTROL_DIR REQUEST_CONTROL_DIR
 #define PATH_MAX_BYTES 4096
 #define WHY_MAX 256
 
