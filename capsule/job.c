@@ -16,6 +16,7 @@
 #include "capsule/bundle.h"
 #include "capsule/egress.h"
 #include "capsule/job.h"
+#include "snapshot/stream.h"
 #include "capsule/log-cap.h"
 #include "capsule/oci-spec.h"
 #include "capsule/outputs.h"
@@ -112,8 +113,13 @@ static void art_error(Run *run, const char *code, const char *fmt, ...) {
         va_end(ap);
 }
 
-/* The importers of the artifact channel (capsule/outputs.h): the artifacts' and, with cache
- * paths, the build cache's. */
+/* Does the job want its changeset (CapsuleJobParams.changes_staging_fd)? */
+static bool wants_changes(const CapsuleJobParams *p) {
+        return p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0;
+}
+
+/* The importers of the artifact channel (capsule/outputs.h): the artifacts', with cache paths
+ * the build cache's, and with a changeset the changes'. */
 static void outputs_setup(Run *run) {
         const CapsuleJobParams *p = run->p;
         const ConfigLimits *l = &p->config->limits;
@@ -138,9 +144,8 @@ static void outputs_setup(Run *run) {
         ArtifactLimits hl = al;
         hl.max_bytes = p->changes_max_bytes + CAPSULE_CHANGES_LIST_MAX;
         hl.max_entries = 2 * p->changes_max_entries + 16;
-        bool changes = p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0;
         outputs_init(&run->out, run->secret, &al, p->staging_fd, &cl, p->cache_paths ? p->cache_staging_fd : -1, &hl,
-                     changes ? p->changes_staging_fd : -1);
+                     wants_changes(p) ? p->changes_staging_fd : -1);
 }
 
 static void on_art_readable(Run *run) {
@@ -1028,12 +1033,11 @@ static int job_prelude(Job *j) {
                 memcpy(b + n, p->cwd, len);
                 n += len;
         }
-        if (p->work_dir && p->changes_staging_fd > STDERR_FILENO && p->changes_max_entries > 0) {
+        if (wants_changes(p)) {
                 b[n++] = CAPSULE_CHANGES_RECORD;
-                for (int i = 0; i < 8; i++)
-                        b[n++] = (uint8_t) (p->changes_max_bytes >> (8 * i));
-                for (int i = 0; i < 8; i++)
-                        b[n++] = (uint8_t) (p->changes_max_entries >> (8 * i));
+                snapshot_stream_put_le(b + n, p->changes_max_bytes, 8);
+                snapshot_stream_put_le(b + n + 8, p->changes_max_entries, 8);
+                n += CAPSULE_CHANGES_RECORD_SIZE;
         }
         b[n++] = p->input ? CAPSULE_INPUT_STREAM : p->work_dir ? CAPSULE_INPUT_BOUND : CAPSULE_INPUT_MOUNTED;
         j->prelude_len = n;

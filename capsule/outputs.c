@@ -33,15 +33,15 @@ static const char *sink_code(const OutputSink *s, const char *what) {
 /* The importer's codes are the artifacts'; the cache's and the changes' streams have their own
  * words. */
 static const char *cache_code(const OutputSink *s, const char *code) {
-        const char *w = s->changes ? "changes" : "cache";
+        bool cache = !s->changes;
         if ((!s->limits.cache && !s->changes) || !code)
                 return code;
         if (streq(code, "artifact_rejected"))
-                return streq(w, "cache") ? "cache_rejected" : "changes_rejected";
+                return cache ? "cache_rejected" : "changes_rejected";
         if (streq(code, "artifact_too_large"))
-                return streq(w, "cache") ? "cache_too_large" : "changes_too_large";
+                return cache ? "cache_too_large" : "changes_too_large";
         if (streq(code, "artifact_import_failed"))
-                return streq(w, "cache") ? "cache_import_failed" : "changes_import_failed";
+                return cache ? "cache_import_failed" : "changes_import_failed";
         return code;
 }
 
