@@ -61,28 +61,23 @@ static int parent_of(Apply *a, int root, const char *path, bool mkdirs, const ch
         return fd;
 }
 
-static Found find(Apply *a, const char *path, struct stat *st) {
-        const char *leaf;
-        int d = parent_of(a, a->ws_fd, path, false, &leaf);
+/* What is at leaf in d (parent_of's answer for the path: -ENOENT, a parent is missing). */
+static Found find(int d, const char *leaf, struct stat *st) {
         if (d == -ENOENT)
                 return FOUND_NONE;
         if (d < 0)
                 return FOUND_BLOCKED; /* a link, a file or a special file where a directory must be */
-        int r = fstatat(d, leaf, st, AT_SYMLINK_NOFOLLOW);
-        close(d);
-        if (r < 0)
+        if (fstatat(d, leaf, st, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? FOUND_NONE : FOUND_BLOCKED;
         return S_ISREG(st->st_mode) ? FOUND_FILE : S_ISDIR(st->st_mode) ? FOUND_DIR : FOUND_OTHER;
 }
 
-/* The workspace file at path: its blob id, or "" on any failure. */
-static void blob_of(Apply *a, int root, const char *path, char hex[static GIT_OID_HEX_SIZE]) {
-        const char *leaf;
+/* The file at leaf in d: its blob id, or "" on any failure. */
+static void blob_of(Apply *a, int d, const char *leaf, char hex[static GIT_OID_HEX_SIZE]) {
         struct stat st;
         uint8_t oid[GIT_OID_SIZE];
         hex[0] = 0;
-        _cleanup_close_ int d = parent_of(a, root, path, false, &leaf);
-        _cleanup_close_ int fd = d >= 0 ? openat_child(d, leaf, O_RDONLY | O_NONBLOCK, a->openat2) : -EBADF;
+        _cleanup_close_ int fd = openat_child(d, leaf, O_RDONLY | O_NONBLOCK, a->openat2);
         if (fd >= 0 && fstat(fd, &st) >= 0 && S_ISREG(st.st_mode) &&
             git_blob_id_fd(a->h, fd, (uint64_t) st.st_size, a->buf, sizeof(a->buf), oid) >= 0)
                 sha256_to_hex(oid, hex);
@@ -95,10 +90,8 @@ static void conflict(Apply *a, const ChangeEntry *c, const char *what) {
 
 /* A directory the job removed: everything in it now must be removed by the changeset too, or
  * its removal would fail half-way. */
-static void check_emptied(Apply *a, const ChangeEntry *c) {
-        const char *leaf;
-        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, false, &leaf);
-        _cleanup_close_ int fd = d >= 0 ? openat_child(d, leaf, O_RDONLY | O_DIRECTORY, a->openat2) : -EBADF;
+static void check_emptied(Apply *a, const ChangeEntry *c, int d, const char *leaf) {
+        _cleanup_close_ int fd = openat_child(d, leaf, O_RDONLY | O_DIRECTORY, a->openat2);
         _cleanup_closedir_ DIR *dir = fd >= 0 ? opendir_fd(fd) : NULL;
         if (!dir)
                 return conflict(a, c, "it cannot be read");
@@ -122,35 +115,39 @@ static void check_emptied(Apply *a, const ChangeEntry *c) {
 }
 
 /* The directory this change writes in, or for a new path its nearest existing ancestor: it must
- * be writable by us, or the change would fail after others were made. */
-static bool writable_dir(Apply *a, const char *path) {
+ * be writable by us, or the change would fail after others were made. d: parent_of's answer for
+ * the path itself. */
+static bool writable_dir(Apply *a, const char *path, int d) {
+        if (d >= 0)
+                return faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
+        if (d != -ENOENT)
+                return false;
         _cleanup_free_ char *p = strdup(path);
         if (!p)
                 return false;
-        for (;;) {
-                char *slash = strrchr(p, '/');
+        for (char *slash; (slash = strrchr(p, '/'));) {
+                *slash = 0; /* the directory that holds this name is missing: the one above is written */
                 const char *leaf;
-                if (!slash) {
-                        _cleanup_close_ int d = fcntl(a->ws_fd, F_DUPFD_CLOEXEC, 3);
-                        return d >= 0 && faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
-                }
-                _cleanup_close_ int d = parent_of(a, a->ws_fd, p, false, &leaf);
-                if (d >= 0)
-                        return faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
-                if (d != -ENOENT)
+                _cleanup_close_ int up = parent_of(a, a->ws_fd, p, false, &leaf);
+                if (up >= 0)
+                        return faccessat(up, ".", W_OK | X_OK, AT_EACCESS) == 0;
+                if (up != -ENOENT)
                         return false;
-                *slash = 0; /* the parent is missing: its own parent is written */
         }
+        return faccessat(a->ws_fd, ".", W_OK | X_OK, AT_EACCESS) == 0;
 }
 
 /* Does the workspace still hold what the job was given, where this change applies? */
 static void check(Apply *a, const ChangeEntry *c) {
         struct stat st;
         char hex[GIT_OID_HEX_SIZE];
-        Found f = find(a, c->path, &st);
+        const char *leaf;
+        /* The path's directory, opened once for every question below. */
+        _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, false, &leaf);
+        Found f = find(d, leaf, &st);
         if (f == FOUND_BLOCKED || f == FOUND_OTHER)
                 return conflict(a, c, "a symbolic link, a special file or a file is in the way");
-        if (c->kind != CHANGE_REFUSED && !writable_dir(a, c->path))
+        if (c->kind != CHANGE_REFUSED && !writable_dir(a, c->path, d))
                 return conflict(a, c, "its directory cannot be written by this user");
         switch (c->kind) {
         case CHANGE_ADDED:
@@ -168,12 +165,12 @@ static void check(Apply *a, const ChangeEntry *c) {
                         if (f != FOUND_DIR)
                                 conflict(a, c, "it is no longer the directory the job was given");
                         else
-                                check_emptied(a, c);
+                                check_emptied(a, c, d, leaf);
                         return;
                 }
                 if (f != FOUND_FILE)
                         return conflict(a, c, f == FOUND_NONE ? "the workspace no longer has it" : "it is no longer a file");
-                blob_of(a, a->ws_fd, c->path, hex);
+                blob_of(a, d, leaf, hex);
                 if (!streq(hex, c->base) || !!(st.st_mode & S_IXUSR) != (c->base_mode == 0100755))
                         conflict(a, c, "it changed since the job was given it");
                 return;
