@@ -17,6 +17,7 @@
 
 typedef struct Walk {
         const char *const *skip;
+        bool cache; /* LAYER_DIFF_CACHE */
         LayerEventFn fn;
         void *userdata;
         char path[PATH_MAX];
@@ -67,7 +68,7 @@ static bool is_whiteout(const struct stat *st) {
 /* Everything of the lower entry name (w->path), contents first: removed by the job. */
 static int deleted(Walk *w, int lower, const char *name, const struct stat *st, unsigned depth) {
         int r = 0;
-        if (S_ISDIR(st->st_mode)) {
+        if (S_ISDIR(st->st_mode) && !w->cache) {
                 if (depth > LAYER_DIFF_MAX_DEPTH)
                         return -ELOOP;
                 int fd = openat(lower, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -168,6 +169,20 @@ static int same_file(int upper, int lower, const char *name, const struct stat *
         }
 }
 
+/* The lower entry of the upper one's name, when it is of another kind: removed by the job. */
+static int replaced(Walk *w, int lower, const char *name, bool in_lower, const struct stat *lst, mode_t kind, unsigned depth) {
+        return in_lower && (lst->st_mode & S_IFMT) != kind ? deleted(w, lower, name, lst, depth) : 0;
+}
+
+static int walk_subdir(Walk *w, int upper, int lower, int merged, const char *name, bool new_dir, unsigned depth) {
+        _cleanup_close_ int u = openat(upper, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int m = openat(merged, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int l = new_dir ? -EBADF : openat(lower, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (u < 0 || m < 0 || (!new_dir && l < 0))
+                return -errno;
+        return walk_dir(w, u, l, m, depth + 1);
+}
+
 /* One entry of an upper directory (w->path names it). lower/merged: the same directory in the
  * other views, lower -1 when the lower one has none. */
 static int walk_entry(Walk *w, int upper, int lower, int merged, const char *name, unsigned depth) {
@@ -179,29 +194,29 @@ static int walk_entry(Walk *w, int upper, int lower, int merged, const char *nam
                 return -errno;
         if (is_whiteout(&st))
                 return in_lower ? deleted(w, lower, name, &lst, depth) : 0;
-        if (!layer_name_is_portable(name))
+        if (!w->cache && !layer_name_is_portable(name))
                 return emit(w, LAYER_REFUSED, upper, name, &st, "a name that is not UTF-8 or holds a control character");
         if (S_ISDIR(st.st_mode)) {
                 if (depth >= LAYER_DIFF_MAX_DEPTH)
                         return emit(w, LAYER_REFUSED, upper, name, &st, "a directory too deep");
-                if (in_lower && !S_ISDIR(lst.st_mode) && (r = deleted(w, lower, name, &lst, depth)) < 0)
+                if ((r = replaced(w, lower, name, in_lower, &lst, S_IFDIR, depth)) < 0)
                         return r;
                 bool new_dir = !in_lower || !S_ISDIR(lst.st_mode);
-                if (new_dir && (r = emit(w, LAYER_DIR, upper, name, &st, NULL)) < 0)
+                if ((new_dir || w->cache) && (r = emit(w, LAYER_DIR, upper, name, &st, NULL)) < 0)
                         return r;
-                _cleanup_close_ int u = openat(upper, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                _cleanup_close_ int m = openat(merged, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                _cleanup_close_ int l = new_dir ? -EBADF : openat(lower, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-                if (u < 0 || m < 0 || (!new_dir && l < 0))
-                        return -errno;
-                return walk_dir(w, u, l, m, depth + 1);
+                return walk_subdir(w, upper, lower, merged, name, new_dir, depth);
         }
         if (S_ISREG(st.st_mode)) {
-                if (in_lower && !S_ISREG(lst.st_mode) && (r = deleted(w, lower, name, &lst, depth)) < 0)
+                if ((r = replaced(w, lower, name, in_lower, &lst, S_IFREG, depth)) < 0)
                         return r;
-                if (in_lower && (r = same_file(upper, lower, name, &st, &lst)) != 0)
+                if (!w->cache && in_lower && (r = same_file(upper, lower, name, &st, &lst)) != 0)
                         return r < 0 ? r : 0;
                 return emit(w, LAYER_FILE, upper, name, &st, NULL);
+        }
+        if (w->cache && S_ISLNK(st.st_mode)) {
+                if ((r = replaced(w, lower, name, in_lower, &lst, S_IFLNK, depth)) < 0)
+                        return r;
+                return emit(w, LAYER_LINK, upper, name, &st, NULL);
         }
         if (in_lower && (r = deleted(w, lower, name, &lst, depth)) < 0)
                 return r;
@@ -237,11 +252,12 @@ static int walk_dir(Walk *w, int upper, int lower, int merged, unsigned depth) {
         return r;
 }
 
-int layer_diff(int upper_fd, int lower_fd, int merged_fd, const char *const *skip, LayerEventFn fn, void *userdata) {
+int layer_diff(int upper_fd, int lower_fd, int merged_fd, const char *const *skip, unsigned flags, LayerEventFn fn,
+               void *userdata) {
         Walk *w = calloc(1, sizeof(Walk));
         if (!w)
                 return -ENOMEM;
-        *w = (Walk) { .skip = skip, .fn = fn, .userdata = userdata };
+        *w = (Walk) { .skip = skip, .cache = flags & LAYER_DIFF_CACHE, .fn = fn, .userdata = userdata };
         int r = walk_dir(w, upper_fd, lower_fd, merged_fd, 0);
         free(w);
         return r;

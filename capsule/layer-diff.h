@@ -17,9 +17,15 @@
  *   LAYER_DELETED  a lower entry the job removed or replaced by another type: every entry of
  *                  a removed directory, the directory itself after its contents; st is the
  *                  lower entry's;
+ *   LAYER_LINK     (LAYER_DIFF_CACHE only) a symbolic link the job made; dir_fd/name read it;
  *   LAYER_REFUSED  what the job left that a changeset does not carry: a symbolic link, a FIFO,
  *                  a socket or device, a name that is not UTF-8 or holds a control character,
  *                  a tree deeper than LAYER_DIFF_MAX_DEPTH; why says which.
+ * With LAYER_DIFF_CACHE (the build cache's layer, docs/cache.md): every copy the upper directory
+ * holds is an event, for its times and mode count there (LAYER_FILE for every regular file,
+ * LAYER_DIR for every directory, new or not), symbolic links are LAYER_LINK, names are not
+ * judged (the host's importer does), and a removed directory is one LAYER_DELETED, its contents
+ * not listed (the cache drops what is below it).
  * Paths in skip (relative, normalised: the control directory, artifacts/, the cache's paths)
  * are passed over with everything below them, in both layers. Nothing is followed: every name
  * is opened relative to its directory with O_NOFOLLOW. Returns 0, the callback's negative
@@ -36,20 +42,24 @@ typedef enum LayerChange {
         LAYER_DIR,
         LAYER_DELETED,
         LAYER_REFUSED,
+        LAYER_LINK,
 } LayerChange;
+
+#define LAYER_DIFF_CACHE 1u
 
 typedef struct LayerEvent {
         LayerChange change;
         const char *path;
-        int dir_fd;             /* LAYER_FILE: the upper directory holding it */
+        int dir_fd;             /* LAYER_FILE, _DIR, _LINK: the upper directory holding it */
         const char *name;       /* ... and its name there */
-        const struct stat *st;  /* LAYER_FILE: the upper file's; LAYER_DELETED: the lower entry's */
+        const struct stat *st;  /* the upper entry's; LAYER_DELETED: the lower entry's */
         const char *why;        /* LAYER_REFUSED */
 } LayerEvent;
 
 typedef int (*LayerEventFn)(const LayerEvent *ev, void *userdata);
 
-int layer_diff(int upper_fd, int lower_fd, int merged_fd, const char *const *skip, LayerEventFn fn, void *userdata);
+int layer_diff(int upper_fd, int lower_fd, int merged_fd, const char *const *skip, unsigned flags, LayerEventFn fn,
+               void *userdata);
 
 /* Whether a name can travel in a changeset: UTF-8 without control characters. */
 bool layer_name_is_portable(const char *name);

@@ -526,9 +526,10 @@ static int change_event(const LayerEvent *ev, void *userdata) {
                 fputs("deleted\t", c->list);
                 break;
         case LAYER_REFUSED:
+        case LAYER_LINK: /* only with LAYER_DIFF_CACHE */
                 fputs("refused\t", c->list);
                 list_path(c->list, ev->path);
-                fprintf(c->list, "\t%s\n", ev->why);
+                fprintf(c->list, "\t%s\n", ev->why ? ev->why : "a symbolic link");
                 return 0;
         }
         list_path(c->list, ev->path);
@@ -569,7 +570,7 @@ static int write_changes(void) {
         if (r >= 0 && merged < 0)
                 r = -errno;
         if (r >= 0) {
-                r = layer_diff(layer_upper_fd, layer_lower_fd, merged, skip, change_event, &c);
+                r = layer_diff(layer_upper_fd, layer_lower_fd, merged, skip, 0, change_event, &c);
                 if (r == -E2BIG)
                         r = 0; /* listed as incomplete */
         }

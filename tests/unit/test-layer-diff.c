@@ -28,7 +28,7 @@ typedef struct Seen {
 
 static int collect(const LayerEvent *ev, void *userdata) {
         Seen *s = userdata;
-        static const char *const kinds[] = { "file", "dir", "deleted", "refused" };
+        static const char *const kinds[] = { "file", "dir", "deleted", "refused", "link" };
         if (s->n >= ELEMENTSOF(s->lines))
                 return -E2BIG;
         snprintf(s->lines[s->n++], sizeof(s->lines[0]), "%s %s", kinds[ev->change], ev->path);
@@ -92,6 +92,58 @@ static const char *const expected[] = {
         "refused keep/link",
 };
 
+/* The same job read as the build cache reads it (LAYER_DIFF_CACHE): every copy, links carried,
+ * any name, a removed directory once. */
+static const char *const expected_cache[] = {
+        "deleted again/old",
+        "deleted gone",
+        "deleted keep/deep/d",
+        "deleted keep/renamed",
+        "deleted swap1",
+        "deleted swap2",
+        "deleted x/rm",
+        "dir again",
+        "dir keep",
+        "dir keep/deep",
+        "dir newdir",
+        "dir newdir/empty",
+        "dir swap1",
+        "dir x",
+        "file again/new",
+        "file bad\377name",
+        "file keep/edit",
+        "file keep/gmode",
+        "file keep/mode",
+        "file keep/moved",
+        "file keep/same.copy",
+        "file keep/touched",
+        "file newdir/file",
+        "file swap1/in",
+        "file swap2",
+        "link keep/link",
+        "refused keep/fifo",
+};
+
+static int compare(int up, int lo, int me, unsigned flags, const char *const *want, size_t n_want) {
+        static Seen seen;
+        const char *const skip[] = { ".tentaflake-worker", "artifacts", "build", NULL };
+        seen.n = 0;
+        int r = layer_diff(up, lo, me, skip, flags, collect, &seen);
+        if (r < 0) {
+                fprintf(stderr, "layer_diff: %s\n", strerror(-r));
+                return 15;
+        }
+        qsort(seen.lines, seen.n, sizeof(seen.lines[0]), cmp);
+        int bad = seen.n != n_want;
+        for (size_t i = 0; i < MAX(seen.n, n_want); i++) {
+                const char *g = i < seen.n ? seen.lines[i] : "(none)", *x = i < n_want ? want[i] : "(none)";
+                if (!streq(g, x))
+                        bad = 1;
+                fprintf(stderr, "%s %-28s %s\n", streq(g, x) ? " " : "!", x, g);
+        }
+        return bad ? 16 : 0;
+}
+
 static int in_namespace(void) {
         char base[] = "/tmp/tfw-layer-diff.XXXXXX", p[4][128];
         const char *sub[] = { "lower", "upper", "work", "merged" };
@@ -116,22 +168,9 @@ static int in_namespace(void) {
             me = open(p[3], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (up < 0 || lo < 0 || me < 0)
                 return 14;
-        static Seen seen;
-        const char *const skip[] = { ".tentaflake-worker", "artifacts", "build", NULL };
-        int r = layer_diff(up, lo, me, skip, collect, &seen);
-        if (r < 0) {
-                fprintf(stderr, "layer_diff: %s\n", strerror(-r));
-                return 15;
-        }
-        qsort(seen.lines, seen.n, sizeof(seen.lines[0]), cmp);
-        int bad = seen.n != ELEMENTSOF(expected);
-        for (size_t i = 0; i < MAX(seen.n, ELEMENTSOF(expected)); i++) {
-                const char *g = i < seen.n ? seen.lines[i] : "(none)", *x = i < ELEMENTSOF(expected) ? expected[i] : "(none)";
-                if (!streq(g, x))
-                        bad = 1;
-                fprintf(stderr, "%s %-28s %s\n", streq(g, x) ? " " : "!", x, g);
-        }
-        return bad ? 16 : 0;
+        int r = compare(up, lo, me, 0, expected, ELEMENTSOF(expected));
+        int k = compare(up, lo, me, LAYER_DIFF_CACHE, expected_cache, ELEMENTSOF(expected_cache));
+        return r ? r : k ? k + 10 : 0;
 }
 
 static void test_every_kind_of_change(void **state) {
