@@ -9,9 +9,6 @@ DLSYM_PROTOTYPE(archive_entry_free) = NULL;
 DLSYM_PROTOTYPE(archive_entry_hardlink) = NULL;
 DLSYM_PROTOTYPE(archive_entry_mtime) = NULL;
 DLSYM_PROTOTYPE(archive_entry_mtime_nsec) = NULL;
-DLSYM_PROTOTYPE(archive_entry_ctime) = NULL;
-DLSYM_PROTOTYPE(archive_entry_ctime_is_set) = NULL;
-DLSYM_PROTOTYPE(archive_entry_ctime_nsec) = NULL;
 DLSYM_PROTOTYPE(archive_entry_new) = NULL;
 DLSYM_PROTOTYPE(archive_entry_pathname) = NULL;
 DLSYM_PROTOTYPE(archive_entry_perm) = NULL;
@@ -46,9 +43,6 @@ int dlopen_libarchive(TfwError *e) {
                                DLSYM_ARG(archive_entry_hardlink),
                                DLSYM_ARG(archive_entry_mtime),
                                DLSYM_ARG(archive_entry_mtime_nsec),
-                               DLSYM_ARG(archive_entry_ctime),
-                               DLSYM_ARG(archive_entry_ctime_is_set),
-                               DLSYM_ARG(archive_entry_ctime_nsec),
                                DLSYM_ARG(archive_entry_new),
                                DLSYM_ARG(archive_entry_pathname),
                                DLSYM_ARG(archive_entry_perm),

@@ -8,9 +8,6 @@
 #include "common/dlopen-util.h"
 
 extern DLSYM_PROTOTYPE(archive_entry_copy_pathname);
-extern DLSYM_PROTOTYPE(archive_entry_ctime);
-extern DLSYM_PROTOTYPE(archive_entry_ctime_is_set);
-extern DLSYM_PROTOTYPE(archive_entry_ctime_nsec);
 extern DLSYM_PROTOTYPE(archive_entry_filetype);
 extern DLSYM_PROTOTYPE(archive_entry_free);
 extern DLSYM_PROTOTYPE(archive_entry_hardlink);

@@ -44,9 +44,6 @@ struct archive;
  *   END    u64 logical size of the entry (libarchive's offset at the end of its data)
  *   DONE   empty: the stream ended cleanly, trailer included
  *   FAIL   u32 kind (FRAME_FAIL_*), a printable message
- *   KEEP   i64 ctime seconds, u32 ctime nanoseconds, u32 0: sent after ATTR for a hard link
- *          entry (whose ATTR target is the link's target), the cache profile's "this file is the
- *          one handed out, unchanged" (import.h)
  * ATTR came later than the others (the cache profile): ENTRY keeps its layout, so a stream of
  * frames without ATTR means what it always meant to the artifact profile, which checks an ATTR's
  * size and otherwise ignores it. The cache profile requires exactly one ATTR before each ENTRY
@@ -58,7 +55,6 @@ enum {
         FRAME_DONE = 4,
         FRAME_FAIL = 5,
         FRAME_ATTR = 6,
-        FRAME_KEEP = 7,
 };
 enum {
         FRAME_FAIL_REJECTED = 0,  /* the stream is malformed */
@@ -69,7 +65,6 @@ enum {
 #define ENTRY_FLAG_SYMLINK 2u
 
 #define FRAME_ATTR_FIXED 16u /* the ATTR payload before the link target */
-#define FRAME_KEEP_SIZE 16u
 
 #define FRAME_HEADER_SIZE 8u
 #define FRAME_DATA_MAX ((size_t) 256 << 10)
@@ -145,7 +140,7 @@ typedef struct ArtifactWriter {
         bool fix_file_mode;      /* the umask would strip bits from 0640 */
         bool cache;              /* the build-cache profile (import.h) */
 
-        uint64_t entries, bytes, files, dirs, links, kept, frames;
+        uint64_t entries, bytes, files, dirs, links, frames;
 
         bool in_entry, entry_is_file, done;
         int file_fd;
@@ -158,10 +153,7 @@ typedef struct ArtifactWriter {
         uint32_t mtime_nsec, perm;
         size_t target_len;
         char target[ARTIFACT_LINK_MAX + 2]; /* one byte over the limit, and a NUL */
-        bool have_keep;          /* a KEEP frame came after the ATTR */
-        int64_t ctime_sec;
-        uint32_t ctime_nsec;
-        int reuse_fd;            /* cache profile: the copy handed out (limits->reuse_fd), or -1 */
+        const char *top_file;    /* cache profile: limits->top_file */
 
         DirTime *dir_times; /* cache profile: one per directory entry, so <= max_entries */
         size_t n_dir_times, cap_dir_times;
@@ -179,8 +171,6 @@ void artifact_writer_done(ArtifactWriter *w);
 /* The rules, one call per frame's content. Each returns a negative errno with e filled:
  * EBADMSG/artifact_rejected, E2BIG/artifact_too_large, or another errno/artifact_import_failed
  * for a host-side failure. */
-/* A KEEP frame's content (cache profile; after an ATTR). */
-int artifact_writer_keep(ArtifactWriter *w, int64_t ctime_sec, uint32_t ctime_nsec, TfwError *e);
 /* An ATTR frame's content; target is target_len bytes (not NUL-terminated, at most
  * ARTIFACT_LINK_MAX + 1). Ignored in the artifact profile. */
 int artifact_writer_attr(ArtifactWriter *w, int64_t mtime_sec, uint32_t mtime_nsec, uint32_t perm,

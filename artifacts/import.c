@@ -255,7 +255,7 @@ static int run_writer(int chan_fd, int staging_fd, const ArtifactLimits *limits,
                 goto finish;
         }
         *ret = (ArtifactSummary) {
-                .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links, .kept = w.kept
+                .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links
         };
         r = 0;
 finish:
@@ -290,9 +290,7 @@ static _noreturn_ void writer_main(int stream_fd, int staging_fd, int result_fd,
         /* Files are created 0640 and directories 0750 exactly; no chmod needed. */
         umask(0);
         /* Keep stderr (sanitizer reports); everything else of the caller goes. */
-        int reuse_fd = limits->cache && limits->reuse ? limits->reuse_fd : -1;
-        r = close_all_fds_except(0, (int[]) { STDERR_FILENO, stream_fd, staging_fd, result_fd, reuse_fd },
-                                 reuse_fd >= 0 ? 5 : 4);
+        r = close_all_fds_except(0, (int[]) { STDERR_FILENO, stream_fd, staging_fd, result_fd }, 4);
         if (r < 0) {
                 r = tfw_error(&e, r, ARTIFACT_CODE_FAILED, "%s writer: close_range: %s",
                               kind, strerror(-r));
@@ -560,7 +558,7 @@ finish:
         }
         if (ret)
                 *ret = (ArtifactSummary) {
-                        .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links, .kept = w.kept
+                        .files = w.files, .dirs = w.dirs, .bytes = w.bytes, .links = w.links
                 };
         return 0;
 }

@@ -80,12 +80,9 @@ typedef struct ArtifactLimits {
         bool cache;         /* the build-cache profile (above); false: artifacts */
         uid_t owner;        /* cache profile: owner of every published inode (container_uid);
                              * ignored for artifacts */
-        /* Cache profile: the copy of the cache the job was handed (its top-level directories
-         * named as the stream's), when reuse: an entry that is a hard link to its own name, with
-         * the ctime and mtime of the file at that name in this copy, is that file, hard-linked
-         * and not sent again ("kept"). Without reuse such an entry is refused as any hard link. */
-        bool reuse;
-        int reuse_fd;
+        /* Cache profile: the name of the one regular file the top level may hold beside the
+         * directories (the list of what the job removed, capsule/protocol.h); NULL: none. */
+        const char *top_file;
 } ArtifactLimits;
 
 typedef struct ArtifactSummary {
@@ -93,7 +90,6 @@ typedef struct ArtifactSummary {
         uint64_t dirs;  /* directories created, explicit or implicit */
         uint64_t bytes; /* sum of the files' logical sizes (cache: plus the links' targets) */
         uint64_t links; /* symbolic links (cache profile only) */
-        uint64_t kept;  /* files kept from the copy handed out (cache profile, reuse; in files) */
 } ArtifactSummary;
 
 /* Import the stream from stream_fd into staging_dir_fd, blocking until the stream ends.

@@ -56,24 +56,14 @@ static int emit_attr(FrameOut *o, struct archive_entry *ae) {
         int64_t sec = (int64_t) sym_archive_entry_mtime(ae);
         uint32_t nsec = (uint32_t) sym_archive_entry_mtime_nsec(ae);
         uint32_t perm = (uint32_t) sym_archive_entry_perm(ae);
-        const char *hard = sym_archive_entry_hardlink(ae);
-        const char *target = hard ? hard : sym_archive_entry_symlink(ae);
+        const char *target = sym_archive_entry_symlink(ae);
         /* As for names: one byte more than the writer accepts, so it can name the refusal. */
         size_t n = target ? strnlen(target, ARTIFACT_LINK_MAX + 1) : 0;
 
         memcpy(fixed, &sec, sizeof(sec));
         memcpy(fixed + 8, &nsec, sizeof(nsec));
         memcpy(fixed + 12, &perm, sizeof(perm));
-        int r = frame_out_put(o, FRAME_ATTR, fixed, sizeof(fixed), target, n);
-        if (r < 0 || !hard)
-                return r;
-        /* A hard link: the ctime it claims, for the cache profile's kept files. */
-        uint8_t keep[FRAME_KEEP_SIZE] = {};
-        int64_t csec = sym_archive_entry_ctime_is_set(ae) ? (int64_t) sym_archive_entry_ctime(ae) : 0;
-        uint32_t cnsec = sym_archive_entry_ctime_is_set(ae) ? (uint32_t) sym_archive_entry_ctime_nsec(ae) : UINT32_MAX;
-        memcpy(keep, &csec, sizeof(csec));
-        memcpy(keep + 8, &cnsec, sizeof(cnsec));
-        return frame_out_put(o, FRAME_KEEP, keep, sizeof(keep), NULL, 0);
+        return frame_out_put(o, FRAME_ATTR, fixed, sizeof(fixed), target, n);
 }
 
 static int fail_archive(FrameOut *o, struct archive *a, const char *what) {

@@ -169,7 +169,7 @@ int artifact_writer_init(ArtifactWriter *w, int root_fd, const ArtifactLimits *l
                 .cache = limits->cache,
                 .file_fd = -EBADF,
                 .cache_fd = -EBADF,
-                .reuse_fd = limits->cache && limits->reuse ? limits->reuse_fd : -1,
+                .top_file = limits->cache ? limits->top_file : NULL,
         };
         if (fstat(root_fd, &st) < 0)
                 return tfw_error(e, errno, ARTIFACT_CODE_FAILED, "staging directory: %m");
@@ -342,17 +342,6 @@ static int add_bytes(ArtifactWriter *w, uint64_t grow, TfwError *e) {
         return 0;
 }
 
-int artifact_writer_keep(ArtifactWriter *w, int64_t ctime_sec, uint32_t ctime_nsec, TfwError *e) {
-        if (!w->cache)
-                return 0;
-        if (w->done || w->in_entry || !w->have_attr || w->have_keep)
-                return protocol_error(e, "a kept file's times out of order");
-        w->ctime_sec = ctime_sec;
-        w->ctime_nsec = ctime_nsec;
-        w->have_keep = true;
-        return 0;
-}
-
 int artifact_writer_attr(ArtifactWriter *w, int64_t mtime_sec, uint32_t mtime_nsec, uint32_t perm,
                          const char *target, size_t target_len, TfwError *e) {
         if (target_len > ARTIFACT_LINK_MAX + 1)
@@ -426,29 +415,6 @@ static int check_link_target(ArtifactWriter *w, const char *name, size_t len, Tf
         return 0;
 }
 
-/* Cache profile: a hard link is only ever "the file handed out at this very name, unchanged"
- * (import.h): its target is its own name, a KEEP frame came with it, and there is a copy to take
- * it from. Anything else that is a hard link is refused. */
-static int check_keep(ArtifactWriter *w, uint32_t filetype, const char *name, size_t len, TfwError *e) {
-        char target[ARTIFACT_NAME_MAX + 1];
-        bool trailing;
-        TfwError te = {};
-
-        /* libarchive reports a hard link's type as 0 (the tar header's mode has no type bits). */
-        if (w->reuse_fd < 0 || !w->have_keep || (filetype != AE_IFREG && filetype != 0))
-                return reject(e, true, name, len,
-                              "hard link (only regular files, directories and symbolic links)");
-        if (w->target_len > ARTIFACT_NAME_MAX ||
-            name_normalise(true, w->target, w->target_len, target, &trailing, &te) < 0 || !streq(target, w->name))
-                return reject(e, true, name, len, "hard link to another name (a kept file names itself)");
-        /* A file below a top-level directory: the top level holds directories only. */
-        if (!strchr(w->name, '/'))
-                return reject(e, true, name, len, "a kept file at the top level (a top-level cache entry is a directory)");
-        if (w->ctime_nsec >= 1000000000u || w->mtime_nsec >= 1000000000u)
-                return reject(e, true, name, len, "times out of range");
-        return 1;
-}
-
 /* The profile's rules on an entry's type (name already normalised into w->name). */
 static int check_type(ArtifactWriter *w, uint32_t filetype, uint32_t flags, const char *name,
                       size_t len, TfwError *e) {
@@ -464,7 +430,7 @@ static int check_type(ArtifactWriter *w, uint32_t filetype, uint32_t flags, cons
                 return 0;
         }
         if (flags & ENTRY_FLAG_HARDLINK)
-                return check_keep(w, filetype, name, len, e);
+                return reject(e, true, name, len, "hard link (only regular files, directories and symbolic links)");
         if (filetype != AE_IFREG && filetype != AE_IFDIR && filetype != AE_IFLNK)
                 return reject(e, true, name, len,
                               "%s (only regular files, directories and symbolic links)",
@@ -477,7 +443,7 @@ static int check_type(ArtifactWriter *w, uint32_t filetype, uint32_t flags, cons
                 return reject(e, true, name, len,
                               "the staging directory itself (cache entries are below a top-level "
                               "directory)");
-        if (!strchr(w->name, '/') && filetype != AE_IFDIR)
+        if (!strchr(w->name, '/') && filetype != AE_IFDIR && !(filetype == AE_IFREG && w->top_file && streq(w->name, w->top_file)))
                 return reject(e, true, name, len,
                               "a top-level %s (a top-level cache entry is a directory)",
                               type_name(filetype));
@@ -602,46 +568,6 @@ static int begin_link(ArtifactWriter *w, int dfd, const char *leaf, const char *
         return 0;
 }
 
-/* Cache profile. Contract: a kept file is the regular file at the same name in the copy the job
- * was handed, whose mtime is the one the stream claims; it is hard-linked into the staging
- * directory, never over anything, and neither its owner, mode nor times are touched (its inode
- * is the cache's, never changed in place). Its size counts against max_bytes as a file sent
- * would. What it may name is only what the job was handed, which it could read and send anyway:
- * keeping gives it nothing it could not write. The claim itself is init's (a ctime not later
- * than the hand-out: nobody can set a ctime back, and the job's changes are other inodes in the
- * sandbox's overlay); a file changed by the job yet claimed kept has another mtime and is refused
- * here, so the cache is never what the job did not leave. (The ctime is not compared: linking
- * the same inode into another lane or take-in changes it on the host.) */
-static int begin_keep(ArtifactWriter *w, int dfd, const char *leaf, const char *name, size_t len,
-                      TfwError *e) {
-        struct stat st;
-        char *slash = strrchr(w->name, '/');
-
-        if (!slash) /* check_keep refused it; never here */
-                return protocol_error(e, "a kept file without a directory");
-        *slash = 0;
-        /* Its directory in the copy handed out: nothing made there, no link followed. */
-        _cleanup_close_ int src = open_dir_components(w->reuse_fd, w->name);
-        *slash = '/';
-        if (src < 0 || fstatat(src, leaf, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return reject(e, true, name, len, "kept, but there was no such file handed out");
-        if (!S_ISREG(st.st_mode) || st.st_mtim.tv_sec != (time_t) w->mtime_sec || st.st_mtim.tv_nsec != (long) w->mtime_nsec)
-                return reject(e, true, name, len, "kept, but it is not the file handed out (it changed)");
-        int r = add_bytes(w, (uint64_t) st.st_size, e);
-        if (r < 0)
-                return r;
-        if (linkat(src, leaf, dfd, leaf, 0) < 0) {
-                if (errno != EEXIST)
-                        return host_error(e, true, -errno, w->name, "link");
-                return reject_existing(w, dfd, leaf, AE_IFREG, name, len, e);
-        }
-        w->files++;
-        w->kept++;
-        w->in_entry = true;
-        w->entry_is_file = false;
-        return 0;
-}
-
 /* Contract: accepts a regular file (not a hard link) or a directory with a name
  * artifact_name_normalise accepts, and in the cache profile a symbolic link (check_type).
  * Refuses links (artifacts), devices, FIFOs, sockets, a file or link where anything already
@@ -670,8 +596,6 @@ int artifact_writer_begin(ArtifactWriter *w, uint32_t filetype, uint32_t flags, 
         r = check_type(w, filetype, flags, name, len, e);
         if (r < 0)
                 return r;
-        bool keep = r > 0;
-        w->have_keep = false;
         if (filetype == AE_IFDIR)
                 return begin_dir(w, e);
 
@@ -692,8 +616,6 @@ int artifact_writer_begin(ArtifactWriter *w, uint32_t filetype, uint32_t flags, 
                 return dfd;
         if (filetype == AE_IFLNK)
                 return begin_link(w, dfd, leaf, name, len, e);
-        if (keep)
-                return begin_keep(w, dfd, leaf, name, len, e);
         return begin_file(w, dfd, leaf, name, len, e);
 }
 
@@ -916,16 +838,6 @@ int artifact_writer_feed(ArtifactWriter *w, const uint8_t *buf, size_t len, size
                 case FRAME_ATTR:
                         r = attr_frame(w, p, n, e);
                         break;
-                case FRAME_KEEP: {
-                        int64_t csec;
-                        uint32_t cnsec;
-                        if (n != FRAME_KEEP_SIZE)
-                                return protocol_error(e, "bad keep frame");
-                        memcpy(&csec, p, sizeof(csec));
-                        memcpy(&cnsec, p + 8, sizeof(cnsec));
-                        r = artifact_writer_keep(w, csec, cnsec, e);
-                        break;
-                }
                 case FRAME_ENTRY:
                         if (n < 2 * sizeof(uint32_t))
                                 return protocol_error(e, "short entry frame");

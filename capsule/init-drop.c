@@ -34,14 +34,16 @@ int capsule_init_parse_layer_arg(const char *arg, uid_t *ret_uid, gid_t *ret_gid
         return 0;
 }
 
-/* The spec's profile leaves CAPSULE_SECCOMP_LAYER_CALL to init for the overlays: refused again
- * from here on, EPERM as the profile answers, to init and everything it starts (a filter
- * stays across exec and fork, and filters only add up). */
+/* The spec's profile leaves CAPSULE_SECCOMP_LAYER_CALLS (mount, umount2) to init for the
+ * overlays: refused again from here on, EPERM as the profile answers, to init and everything it
+ * starts (a filter stays across exec and fork, and filters only add up). */
 int capsule_init_refuse_mount(void) {
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
                 return -ENOMEM;
         int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 0);
+        if (r == 0)
+                r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(umount2), 0);
         if (r == 0)
                 r = seccomp_load(ctx);
         seccomp_release(ctx);

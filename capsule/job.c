@@ -135,9 +135,7 @@ static void outputs_setup(Run *run) {
         cl.max_bytes = p->cache_max_bytes;
         cl.max_entries = p->cache_max_entries;
         cl.owner = p->config->container_uid;
-        /* Never the standard fds: a caller that left cache_reuse_fd 0 gets no reuse, not stdin. */
-        cl.reuse = p->cache_paths && p->cache_reuse_fd > STDERR_FILENO;
-        cl.reuse_fd = p->cache_reuse_fd;
+        cl.top_file = CAPSULE_CACHE_DELETED;
         /* The changes: the artifacts' rules (files and directories, names UTF-8), their own
          * bounds; the list is a file of the stream too, and the directories a file needs count
          * as entries. */
@@ -847,8 +845,8 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
                 .init_path = p->init_path,
                 .snapshot_dir = p->snapshot_dir,
                 .work_dir = p->work_dir,
-                .cache_paths = p->work_dir ? p->cache_paths : NULL,
-                .cache_dirs = p->work_dir ? p->cache_dirs : NULL,
+                .cache_paths = p->work_dir && p->cache_dir ? p->cache_paths : NULL,
+                .cache_dir = p->work_dir ? p->cache_dir : NULL,
         };
         w->binds_cache = sp.cache_paths != NULL;
         w->egress = capsule_config_egress(p->config);
@@ -1007,12 +1005,10 @@ static int job_prelude(Job *j) {
                         return -EINVAL;
                 b[n++] = CAPSULE_CACHE_RECORD;
                 b[n++] = (uint8_t) k;
-                int64_t sec = (int64_t) p->cache_handout.tv_sec;
-                uint32_t nsec = (uint32_t) p->cache_handout.tv_nsec;
+                if (p->cache_version > CAPSULE_CACHE_VERSION_MAX)
+                        return -EINVAL;
                 for (int i = 0; i < 8; i++)
-                        b[n++] = (uint8_t) ((uint64_t) sec >> (8 * i));
-                for (int i = 0; i < 4; i++)
-                        b[n++] = (uint8_t) (nsec >> (8 * i));
+                        b[n++] = (uint8_t) (p->cache_version >> (8 * i));
                 for (size_t i = 0; i < k; i++) {
                         size_t len = strlen(p->cache_paths[i]);
                         if (len == 0 || len > CAPSULE_CACHE_PATH_MAX)
@@ -1091,7 +1087,7 @@ static bool job_params_valid(const CapsuleJobParams *p) {
                p->argv && p->argv[0] && p->timeout_seconds != 0 &&
                (!!p->snapshot_dir + !!p->input + !!p->work_dir) == 1 &&
                (!p->work_dir || p->driver->ops->binds_generations) && p->init_path && p->scratch_path &&
-               (!p->cache_paths || (p->work_dir && p->cache_dirs)) &&
+               (!p->cache_paths || (p->work_dir && p->cache_dir)) &&
                (!p->warm || (streq_ptr(p->snapshot_dir, p->warm->snapshot_dir) &&
                              streq_ptr(p->work_dir, p->warm->work_dir) &&
                              !!p->cache_paths == p->warm->binds_cache &&
@@ -1149,7 +1145,7 @@ static int job_boot_cold(Job *j) {
                 .snapshot_dir = p->snapshot_dir,
                 .work_dir = p->work_dir,
                 .cache_paths = p->cache_paths,
-                .cache_dirs = p->cache_dirs,
+                .cache_dir = p->cache_dir,
                 .init_path = p->init_path,
         };
         if (p->gate && p->gate(p->gate_userdata, false, -EBADF) < 0) {

@@ -95,19 +95,16 @@ typedef struct CapsuleJobParams {
          * -1: only counted (CapsuleResult.egress). */
         int egress_log_fd;
         /* The build cache (docs/cache.md; with work_dir only): cache_paths (relative to /work,
-         * normalised, NULL-terminated) are bound from cache_dirs[i] (absolute: read-only bind
-         * mounts on the host) under the overlay and given to init; what the job leaves there
-         * comes back with the cache profile of the importer into cache_staging_fd (an empty
-         * private directory), bounded by cache_max_bytes / _entries. NULL: no cache. */
+         * normalised, NULL-terminated) are the overlays init mounts over version cache_version
+         * of cache_dir (absolute: the store's versions, a read-only bind mount on the host);
+         * what the job changed there comes back with the cache profile of the importer into
+         * cache_staging_fd (an empty private directory), bounded by cache_max_bytes / _entries.
+         * NULL: no cache. */
         char *const *cache_paths;
-        char *const *cache_dirs;
+        const char *cache_dir;
+        uint64_t cache_version;
         int cache_staging_fd;
         uint64_t cache_max_bytes, cache_max_entries;
-        /* The copy the job was handed (the lane's slots: cache_reuse_fd/<i>) and when it was made
-         * (realtime, after the last link): init sends a file whose ctime is not later as "kept",
-         * and the importer links it from this copy when its ctime and mtime are that file's. */
-        int cache_reuse_fd;
-        struct timespec cache_handout;
         /* The job's changes under /work (with work_dir only; docs/capsule.md, "Changes"): init
          * reads them from the job's layer and sends them with the changes' list; they come back
          * into changes_staging_fd (an empty directory) with the artifacts' rules, bounded by
@@ -195,10 +192,10 @@ typedef struct CapsuleWarmParams {
         const char *work_dir;     /* or a generation's lane, bound at /work now and changed into
                                    * the job's generation before the job is given (the job's
                                    * work_dir must be it) */
-        /* With work_dir: the build cache's slots, bound now (the job's must be the same, or
+        /* With work_dir: the build cache's versions, bound now (the job's must be the same, or
          * NULL for both). */
         char *const *cache_paths;
-        char *const *cache_dirs;
+        const char *cache_dir;
 } CapsuleWarmParams;
 
 /* Boot a capsule with every wall of config in place (cgroup, spec, mounts, channels, the
@@ -229,7 +226,7 @@ const char *capsule_warm_container(const CapsuleWarm *w); /* its container id */
 const char *capsule_warm_id(const CapsuleWarm *w);
 const char *capsule_warm_snapshot_dir(const CapsuleWarm *w); /* NULL: streamed input */
 const char *capsule_warm_work_dir(const CapsuleWarm *w);     /* NULL: no generation */
-bool capsule_warm_binds_cache(const CapsuleWarm *w);       /* booted with the cache's slots */
+bool capsule_warm_binds_cache(const CapsuleWarm *w);       /* booted with the cache's versions */
 /* Is its runtime still running (not ended while it waited)? */
 bool capsule_warm_alive(CapsuleWarm *w);
 /* Were its walls made from the same limits as config's, and with egress exactly when config

@@ -249,12 +249,8 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
          * the job writes over them (capsule/protocol.h, CAPSULE_LAYER_PATH). */
         if (r >= 0 && p->work_dir)
                 r = add_mount(mounts, ro_bind_json(CAPSULE_WORK_PATH, p->work_dir, false, false));
-        for (size_t i = 0; r >= 0 && p->work_dir && p->cache_paths && p->cache_paths[i]; i++) {
-                _cleanup_free_ char *dest = NULL;
-                r = asprintf(&dest, CAPSULE_CACHE_LOWER_PATH "/%zu", i) < 0 ? -ENOMEM : 0;
-                if (r >= 0)
-                        r = add_mount(mounts, ro_bind_json(dest, p->cache_dirs[i], false, false));
-        }
+        if (r >= 0 && p->work_dir && p->cache_paths)
+                r = add_mount(mounts, ro_bind_json(CAPSULE_CACHE_LOWER_PATH, p->cache_dir, false, false));
         if (r >= 0 && p->work_dir)
                 r = add_mount(mounts, tmpfs_json(CAPSULE_LAYER_PATH, c->limits.workspace_tmpfs,
                                                  "mode=0700", 0, 0, false));
@@ -323,9 +319,10 @@ static bool params_valid(const CapsuleSpecParams *p) {
                 return false;
         if (p->cache_paths && !p->work_dir)
                 return false;
+        if (p->cache_paths && (!p->cache_dir || !path_is_absolute_normalized(p->cache_dir)))
+                return false;
         for (size_t i = 0; p->cache_paths && p->cache_paths[i]; i++)
-                if (!p->cache_dirs || !p->cache_dirs[i] || !path_is_absolute_normalized(p->cache_dirs[i]) ||
-                    !capsule_cache_path_is_valid(p->cache_paths[i], strlen(p->cache_paths[i])))
+                if (!capsule_cache_path_is_valid(p->cache_paths[i], strlen(p->cache_paths[i])))
                         return false;
 
         if (!p->config || !p->job_id || !capsule_job_id_is_valid(p->job_id) || !p->argv ||

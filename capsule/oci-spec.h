@@ -56,13 +56,14 @@ typedef struct CapsuleSpecParams {
         const char *snapshot_dir; /* mounted read-only at /snapshot; NULL: none (the workspace
                                    * is streamed over stdin) */
         const char *work_dir;     /* a generation (a host read-only bind mount) bound at /work,
-                                   * made writable inside only by the sandbox's overlay (runsc
-                                   * --overlay2=all:memory: the job's writes stay in its
-                                   * memory); NULL: /work is a tmpfs */
-        /* With work_dir: the build cache's paths (relative to /work, NULL-terminated), each
-         * bound from cache_dirs[i] (a host read-only bind mount) under the same overlay. */
+                                   * made writable inside only by the overlay init mounts over it
+                                   * (the job's writes stay on the layer's tmpfs); NULL: /work
+                                   * is a tmpfs */
+        /* With work_dir: the build cache's paths (relative to /work, NULL-terminated), under
+         * overlays of their own whose lower layers come from cache_dir (the store's versions, a
+         * host read-only bind mount), bound at CAPSULE_CACHE_LOWER_PATH. */
         char *const *cache_paths;
-        char *const *cache_dirs;
+        const char *cache_dir;
         const char *init_path;    /* tentaflake-capsule-init, mounted read-only */
         const char *passwd_path;  /* synthetic files mounted read-only over the image's /etc */
         const char *group_path;   /* (only with rootfs; the empty root holds them itself) */

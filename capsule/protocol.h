@@ -37,11 +37,13 @@
 #define CAPSULE_ARTIFACTS_DIR "artifacts" /* below /work */
 /* With a generation at /work (CAPSULE_INPUT_BOUND): the job's writes as a layer of their own
  * (docs/capsule.md, "The job's writes as a layer"). The spec mounts a tmpfs of
- * limits.workspace_tmpfs at CAPSULE_LAYER_PATH (root's, 0700) and binds cache path i's lower
- * layer read-only at CAPSULE_CACHE_LOWER_PATH/<i>; init, started as root with
+ * limits.workspace_tmpfs at CAPSULE_LAYER_PATH (root's, 0700) and binds the build cache's
+ * versions read-only at CAPSULE_CACHE_LOWER_PATH (cache path i of version v is <v>/data/<i>
+ * there, v given by CAPSULE_CACHE_RECORD); init, started as root with
  * CAPSULE_LAYER_CAPS only and CAPSULE_LAYER_ARG<uid>:<gid> as its first argument, mounts an
  * overlay on /work (lower: the generation bound there) and one on each /work/<cache path>,
- * their upper and work directories on that tmpfs, then drops to uid:gid with no capability
+ * their upper and work directories on that tmpfs, detaches CAPSULE_CACHE_LOWER_PATH (the job
+ * sees only its version, through the overlays), then drops to uid:gid with no capability
  * before anything of the input or the job is handled. */
 #define CAPSULE_LAYER_PATH "/.tentaflake/layer"
 #define CAPSULE_CACHE_LOWER_PATH "/.tentaflake/cache"
@@ -104,12 +106,13 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
         *ret = (CapsuleBounds) { .art_bytes = v[0], .art_entries = v[1], .cache_bytes = v[2], .cache_entries = v[3] };
 }
 
+#define CAPSULE_CACHE_VERSION_MAX UINT64_C(999999999999)
 /* Before the input byte, the host may give the build cache's paths (docs/cache.md): 'C', u8 n
- * (1..CAPSULE_CACHE_PATHS_MAX), the hand-out's time (i64 seconds, u32 nanoseconds, realtime,
- * little-endian), then n times u16 length (little-endian, 1..CAPSULE_CACHE_PATH_MAX) and the
- * path, relative to /work and normalised. Init then sends what the job left there; a regular
- * file whose ctime is not later than the hand-out is sent as kept: a hard link entry to its own
- * name, with its ctime and mtime and no data (the host links the file it handed out). */
+ * (1..CAPSULE_CACHE_PATHS_MAX), the version handed out (u64, little-endian: the lower layers are
+ * CAPSULE_CACHE_LOWER_PATH/<version>/data/<i>), then n times u16 length (little-endian,
+ * 1..CAPSULE_CACHE_PATH_MAX) and the path, relative to /work and normalised. Init then sends
+ * what the job changed there, read from each cache overlay's upper directory: never what it
+ * left untouched (CAPSULE_CHUNK_CACHE). */
 #define CAPSULE_CACHE_RECORD 'C'
 #define CAPSULE_CACHE_PATHS_MAX 16
 #define CAPSULE_CACHE_PATH_MAX 1024 /* 16 of them fit the pipe buffer with the secret */
@@ -117,8 +120,14 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
 /* The artifact channel after the artifact token: chunks of {u8 kind, u32 length (little-endian,
  * at most CAPSULE_CHUNK_MAX), that many bytes}, up to the channel's end:
  *   'A'  the next bytes of the artifacts' tar stream (/work/artifacts)
- *   'C'  the next bytes of the cache's tar stream: entries "<i>/..." for cache path i, each
- *        "<i>" itself a directory entry first (docs/cache.md)
+ *   'C'  the next bytes of the cache's tar stream, the job's changes to the version it was
+ *        handed (docs/cache.md): for cache path i, "<i>" itself (a directory entry, its mode
+ *        and times) first, then "<i>/..." for every directory, regular file and symbolic link
+ *        the job wrote, made, or changed the mode or times of (whole, with its times), and
+ *        last CAPSULE_CACHE_DELETED: a regular file listing, one a line, "<i>/PATH" of each
+ *        entry of the version the job removed or replaced by another type (a directory once,
+ *        for everything below it; PATH escaped as the changes' list, 'H' below), at most
+ *        CAPSULE_CHANGES_LIST_MAX bytes
  *   'X'  the cache could not be sent whole (a special file, an unreadable one, a cache path
  *        that is not a directory): a printable message; nothing of the cache is to be kept
  *   'a'  the artifacts' stream ends here, refused by init: its next entry would pass the
@@ -140,6 +149,7 @@ static inline void capsule_bounds_get(const uint8_t in[static CAPSULE_BOUNDS_SIZ
 #define CAPSULE_CHUNK_ARTIFACTS_OVER 'a'
 #define CAPSULE_CHUNK_CACHE_OVER 'c'
 #define CAPSULE_CHUNK_CHANGES 'H'
+#define CAPSULE_CACHE_DELETED "deleted"
 #define CAPSULE_CHANGES_LIST ".tentaflake-worker/changes"
 /* The list's largest size, whatever the entries: past it the list ends incomplete (init), and
  * the host reads no more (exec/changeset.c). */

@@ -121,9 +121,14 @@ json_t *capsule_seccomp_json(bool layer) {
                 r = append(rules, rule_json("personality", "SCMP_ACT_ERRNO"));
         const char *names[ELEMENTSOF(refused)];
         size_t n = 0;
-        for (size_t i = 0; i < ELEMENTSOF(refused); i++)
-                if (!layer || !streq(refused[i], CAPSULE_SECCOMP_LAYER_CALL))
+        static const char *const layer_calls[] = CAPSULE_SECCOMP_LAYER_CALLS;
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                bool left = false;
+                for (size_t k = 0; layer && k < ELEMENTSOF(layer_calls); k++)
+                        left = left || streq(refused[i], layer_calls[k]);
+                if (!left)
                         names[n++] = refused[i];
+        }
         if (r >= 0)
                 r = append(rules, json_pack("{s:o, s:s}", "names", names_json(names, n), "action",
                                             "SCMP_ACT_ERRNO"));

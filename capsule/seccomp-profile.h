@@ -24,8 +24,9 @@
  * clone, whose flags the filter sees; everything else allowed (the default action). NULL on
  * ENOMEM.
  * layer: the capsule's init mounts the job's layer (capsule/protocol.h, CAPSULE_LAYER_PATH),
- * so CAPSULE_SECCOMP_LAYER_CALL is left out here, and init itself refuses it again with a
- * filter of its own (capsule/init/layer.c) before it drops to the job's ids: every job
- * process runs under both, with the same refusals as without the layer. */
-#define CAPSULE_SECCOMP_LAYER_CALL "mount"
+ * and detaches the cache's versions, so CAPSULE_SECCOMP_LAYER_CALLS are left out here, and init
+ * itself refuses them again with a filter of its own (capsule/init/layer.c) before it drops to
+ * the job's ids: every job process runs under both, with the same refusals as without the
+ * layer. */
+#define CAPSULE_SECCOMP_LAYER_CALLS { "mount", "umount2" }
 json_t *capsule_seccomp_json(bool layer);

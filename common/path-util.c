@@ -124,3 +124,40 @@ bool utf8_is_valid(const unsigned char *s, size_t len) {
         }
         return true;
 }
+
+static int hexval(char c) {
+        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+int path_unescape(const char *s, size_t n, char *out, size_t size) {
+        size_t o = 0;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char) s[i];
+                if (o + 1 >= size)
+                        return -ENAMETOOLONG;
+                if (c == '\\') {
+                        if (i + 3 >= n || s[i + 1] != 'x' || hexval(s[i + 2]) < 0 || hexval(s[i + 3]) < 0)
+                                return -EINVAL;
+                        out[o++] = (char) (hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
+                        i += 3;
+                } else if ((c > 0x20 && c < 0x7f) || c >= 0x80)
+                        out[o++] = (char) c;
+                else
+                        return -EINVAL;
+        }
+        out[o] = 0;
+        return memchr(out, 0, o) ? -EINVAL : (int) o;
+}
+
+bool path_is_relative_normalized(const char *p) {
+        if (!p || !*p || p[0] == '/')
+                return false;
+        for (const char *c = p;;) {
+                size_t k = strcspn(c, "/");
+                if (k == 0 || k > 255 || (k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.'))
+                        return false;
+                if (!c[k])
+                        return true;
+                c += k + 1;
+        }
+}

@@ -24,5 +24,15 @@ const char *printable_name(const char *s, char *out, size_t out_size);
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */
 bool utf8_is_valid(const unsigned char *s, size_t len);
 
+/* A list's path field (capsule/protocol.h, the changes' and the cache's lists): bytes
+ * 0x21..0x7e but backslash, and from 0x80, as they are, \xHH (lowercase hex) for any byte.
+ * Decoded into out (NUL-terminated); its length, -EINVAL for anything else (a NUL byte
+ * included), -ENAMETOOLONG when it does not fit. */
+int path_unescape(const char *s, size_t n, char *out, size_t size);
+
+/* Relative and normalised, as a path below a directory is named: non-empty, no leading or
+ * trailing '/', no empty, "." or ".." component, each component at most 255 bytes. */
+bool path_is_relative_normalized(const char *p);
+
 /* A single file name: non-empty, no '/', not "." or "..", shorter than NAME_MAX. */
 bool filename_is_valid(const char *name);

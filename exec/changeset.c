@@ -40,32 +40,6 @@ static int bad(TfwError *e, unsigned line, const char *what) {
         return tfw_error(e, EBADMSG, "changes_rejected", "the capsule's list of changes, line %u: %s", line, what);
 }
 
-static int hexval(char c) {
-        return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* One field of the list: bytes 0x21..0x7e but backslash, and from 0x80, as they are, \xHH (lowercase) for any
- * byte. The length, or -EINVAL (a NUL byte included). */
-static int unescape(const char *s, size_t n, char *out, size_t size) {
-        size_t o = 0;
-        for (size_t i = 0; i < n; i++) {
-                unsigned char c = (unsigned char) s[i];
-                if (o + 1 >= size)
-                        return -ENAMETOOLONG;
-                if (c == '\\') {
-                        if (i + 3 >= n || s[i + 1] != 'x' || hexval(s[i + 2]) < 0 || hexval(s[i + 3]) < 0)
-                                return -EINVAL;
-                        out[o++] = (char) (hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
-                        i += 3;
-                } else if ((c > 0x20 && c < 0x7f) || c >= 0x80)
-                        out[o++] = (char) c;
-                else
-                        return -EINVAL;
-        }
-        out[o] = 0;
-        return memchr(out, 0, o) ? -EINVAL : (int) o;
-}
-
 /* path below dir_fd, its parents one component at a time, the leaf with O_NOFOLLOW. */
 static int open_below(int dir_fd, const char *path, int flags) {
         const char *slash = strrchr(path, '/');
@@ -200,7 +174,7 @@ static int line_of(Build *b, char *s, unsigned line, TfwError *e) {
                 return bad(e, line, "an unknown kind of change, or the wrong number of fields");
         char path[GIT_PATH_MAX + 1], esc[GIT_PATH_MAX + 16];
         const char *raw = f[want == 4 ? 3 : 1];
-        int len = unescape(raw, strlen(raw), path, sizeof(path));
+        int len = path_unescape(raw, strlen(raw), path, sizeof(path));
         if (len < 0)
                 return bad(e, line, "a path that is not escaped as it must be");
         if (streq(f[0], "refused") || !layer_name_is_portable(path)) {

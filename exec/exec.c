@@ -250,44 +250,19 @@ static bool snapshot_refusal(const TfwError *se) {
         return se->code && (streq(se->code, "snapshot_too_large") || streq(se->code, "snapshot_special_file"));
 }
 
-/* The lane's cache slots, as the capsule binds them: lane/cache-ro/<i>. */
-typedef struct CacheDirs {
-        char *v[BUILD_CACHE_PATHS_MAX + 1];
-} CacheDirs;
-
-static void cache_dirs_done(CacheDirs *d) {
-        for (size_t i = 0; i < ELEMENTSOF(d->v); i++) {
-                free(d->v[i]);
-                d->v[i] = NULL;
-        }
-}
-
-static int cache_dirs_of(const BuildCache *c, const GenLane *lane, CacheDirs *ret) {
-        for (size_t i = 0; i < build_cache_n_paths(c); i++)
-                if (asprintf(&ret->v[i], "%s/%zu", lane->cache_ro_path, i) < 0) {
-                        ret->v[i] = NULL;
-                        cache_dirs_done(ret);
-                        return -ENOMEM;
-                }
-        return 0;
-}
-
 int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
                     const char *warm_id, const char *tree_dir, GenLane *lane, BuildCache *cache, CapsuleWarm **ret,
                     TfwError *e) {
-        _cleanup_(cache_dirs_done) CacheDirs dirs = {};
         char init_path[PATH_MAX];
         int r = capsule_find_init(init_path, sizeof(init_path), e);
         if (r < 0)
                 return r;
         bool bound = lane && driver->ops->binds_generations;
         if (bound && cache) {
-                /* The runtime mounts the slots onto their paths in the generation: they must be
-                 * there now. A job whose walk removes one finds this capsule unusable. */
+                /* Init mounts the cache's overlays onto their paths in the generation: they must
+                 * be there now. A job whose walk removes one finds this capsule unusable. */
                 bool made;
                 r = build_cache_prepare_lane(cache, lane, &made, e);
-                if (r >= 0)
-                        r = cache_dirs_of(cache, lane, &dirs) < 0 ? tfw_error(e, ENOMEM, "out_of_memory", "out of memory") : 0;
                 if (r < 0)
                         return r;
         }
@@ -301,7 +276,7 @@ int exec_warm_start(const Config *config, const CapsuleDriver *driver, int scrat
                 .snapshot_dir = tree_dir,
                 .work_dir = bound ? lane->ro_path : NULL,
                 .cache_paths = bound && cache ? build_cache_paths(cache) : NULL,
-                .cache_dirs = bound && cache ? dirs.v : NULL,
+                .cache_dir = bound && cache ? build_cache_versions_path(cache) : NULL,
         };
         return capsule_warm_start(&wp, ret, e);
 }
@@ -354,35 +329,29 @@ static void cache_note(ExecResult *r, const char *code, const char *fmt, ...) {
         va_end(ap);
 }
 
-/* Before the capsule: the lane's mount points and slots, the current cache linked into them,
- * the take-in's staging directory. 1 with r's outcome set when the job cannot run (a cache path
- * blocked by the workspace: refused; the store failing: a worker fault); 0 otherwise, with
- * *ret_made when a mount point had to be made now. */
-static int cache_hand_out(const ExecPlan *p, ExecResult *r, CacheDirs *dirs, int *ret_staging, bool *ret_made,
-                          struct timespec *ret_at) {
+/* Before the capsule: the lane's mount points, the current version pinned, the take-in's
+ * staging directory. 1 with r's outcome set when the job cannot run (a cache path blocked by the
+ * workspace: refused; the store failing: a worker fault); 0 otherwise, with *ret_made when a
+ * mount point had to be made now. */
+static int cache_hand_out(const ExecPlan *p, ExecResult *r, int *ret_staging, bool *ret_made, uint64_t *ret_version) {
         BuildCacheState from;
         TfwError ce = {0};
         usec_t t0 = now_monotonic();
 
         int k = build_cache_prepare_lane(p->cache, p->lane, ret_made, &ce);
         if (k >= 0)
-                k = build_cache_hand_out(p->cache, p->lane, &from, &ce);
-        /* After the last link: every inode handed out has a ctime not later than this. */
-        if (k >= 0 && clock_gettime(CLOCK_REALTIME, ret_at) < 0)
-                *ret_at = (struct timespec) {};
+                k = build_cache_hand_out(p->cache, &from, &ce);
         if (k >= 0)
                 k = build_cache_take_in_begin(p->cache, p->job_id, ret_staging, &ce);
-        if (k >= 0 && cache_dirs_of(p->cache, p->lane, dirs) < 0)
-                k = tfw_error(&ce, ENOMEM, "out_of_memory", "out of memory");
         if (k < 0) {
                 r->outcome = ce.code && streq(ce.code, "cache_path_blocked") ? EXEC_REFUSED : EXEC_WORKER_FAULT;
                 r->error = ce.code ? ce.code : "build_cache";
                 set_message(r, "%s", ce.message);
                 cache_note(r, r->error, "%s", ce.message);
-                (void) build_cache_lane_empty(p->lane);
                 build_cache_take_in_discard(p->cache, p->job_id);
                 return 1;
         }
+        *ret_version = from.version;
         r->cache.used = true;
         memcpy(r->cache.from, from.tree, sizeof(from.tree));
         memcpy(r->cache.left, from.tree, sizeof(from.tree));
@@ -440,11 +409,11 @@ static void cache_take_in(const ExecPlan *p, ExecResult *r) {
                         memcpy(r->cache.left, left.tree, sizeof(left.tree));
                         r->cache.bytes = left.bytes;
                         r->cache.entries = left.entries;
-                        r->cache.files_unchanged = r->capsule.cache.kept;
-                        r->cache.files_sent = r->capsule.cache.files - r->capsule.cache.kept;
+                        r->cache.files_unchanged = left.files_unchanged;
+                        /* The list of deletions is a file of the stream too. */
+                        r->cache.files_sent = r->capsule.cache.files > 0 ? r->capsule.cache.files - 1 : 0;
                 }
         }
-        (void) build_cache_lane_empty(p->lane);
         r->cache.take_in_ms = (now_monotonic() - t0) / USEC_PER_MSEC;
 }
 
@@ -474,13 +443,11 @@ typedef struct ExecRun {
         const char *work_dir;     /* the generation bound at /work, or NULL */
         bool with_cache;          /* the build cache is handed out and taken back */
         bool cache_made;          /* a mount point of the cache had to be made now */
-        CacheDirs cache_dirs;
+        uint64_t cache_version;   /* the version handed out */
         int cache_staging;
-        struct timespec handout;
 } ExecRun;
 
 static void exec_run_done(ExecRun *x) {
-        cache_dirs_done(&x->cache_dirs);
         x->cache_staging = safe_close(x->cache_staging);
 }
 
@@ -516,7 +483,7 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
                            r->input_note[0] ? r->input_note : "no lane");
         } else if (p->cache && !p->use_cache)
                 cache_note(r, "cache_not_for_class", "a job of this class runs without the build cache");
-        if (x->with_cache && cache_hand_out(p, r, &x->cache_dirs, &x->cache_staging, &x->cache_made, &x->handout) > 0)
+        if (x->with_cache && cache_hand_out(p, r, &x->cache_staging, &x->cache_made, &x->cache_version) > 0)
                 return 1;
         return 0;
 }
@@ -595,10 +562,9 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .log_fd = p->log_fd,
                 .staging_fd = p->artifacts_fd,
                 .cache_paths = x->with_cache ? build_cache_paths(p->cache) : NULL,
-                .cache_dirs = x->with_cache ? x->cache_dirs.v : NULL,
+                .cache_dir = x->with_cache ? build_cache_versions_path(p->cache) : NULL,
+                .cache_version = x->cache_version,
                 .cache_staging_fd = x->cache_staging,
-                .cache_reuse_fd = x->with_cache ? p->lane->cache_fd : -1,
-                .cache_handout = x->handout,
                 .cache_max_bytes = p->cache ? p->config->cache.max_bytes : 0,
                 .cache_max_entries = p->cache ? p->config->cache.max_entries : 0,
                 .unpriv_uid = ARTIFACT_PARSER_UID,

@@ -213,10 +213,16 @@ static BuildCache *job_cache(Worker *w, char *note, size_t note_size) {
         BuildCache *c = NULL;
         TfwError e = {0};
 
+        char store[PATH_MAX];
         if (!w->config->cache.paths || w->dirs.store_fd < 0 || !ops || !ops->binds_generations)
                 return NULL;
+        if (scratch_store_path(w->config, store, sizeof(store)) < 0) {
+                snprintf(note, note_size, "the build cache cannot be opened (the store's path is too long)");
+                return NULL;
+        }
         BuildCacheParams p = {
                 .paths = w->config->cache.paths,
+                .store_path = store,
                 .max_bytes = w->config->cache.max_bytes,
                 .max_entries = w->config->cache.max_entries,
                 .uid = w->config->container_uid,

@@ -116,6 +116,7 @@ typedef struct TreeWalk {
         const BuildCacheOids *prev; /* blob ids known (NULL: none) */
         BuildCacheOids *out;        /* blob ids of this tree's files */
         uint64_t hashed;            /* files read and hashed */
+        uint64_t files;             /* regular files */
         uint64_t max_entries, entries, bytes;
         char path[GIT_PATH_MAX + 1];
         Sha256 *h;
@@ -163,6 +164,7 @@ static int reg_entry(TreeWalk *t, int dir, const char *name, const struct stat *
                 t->hashed++;
         }
         t->bytes += (uint64_t) st->st_size;
+        t->files++;
         return oids_add(t->out, st, oid);
 }
 
@@ -243,7 +245,7 @@ int build_cache_tree_id(int data_fd, char *const *paths, uint64_t max_entries, c
                 build_cache_oids_free(t->out);
                 return tfw_error(e, -r, "build_cache", "cannot compute the cache's tree id: %s", strerror(-r));
         }
-        BuildCacheState s = { .bytes = t->bytes, .entries = t->entries, .hashed = t->hashed };
+        BuildCacheState s = { .bytes = t->bytes, .entries = t->entries, .files = t->files, .hashed = t->hashed };
         sha256_to_hex(oid, s.tree);
         qsort(t->out->v, t->out->n, sizeof(OidRecord), cmp_record);
         if (ret_oids)

@@ -29,11 +29,9 @@ void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
         safe_close(l->tree_fd);
-        safe_close(l->cache_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
         free(l->ro_path);
-        free(l->cache_ro_path);
         free(l);
 }
 
@@ -74,6 +72,11 @@ static int mount_ro(int lane_fd, const char *ro_name, int tree_fd) {
         return 0;
 }
 
+int gen_store_mount_ro(int dir_fd, const char *ro_name, int tree_fd) {
+        int r = ro_mounted(dir_fd, ro_name, tree_fd);
+        return r == 0 ? mount_ro(dir_fd, ro_name, tree_fd) : r < 0 ? r : 0;
+}
+
 static int mkdir_ok(int dfd, const char *name) {
         return mkdirat(dfd, name, 0700) < 0 && errno != EEXIST ? -errno : 0;
 }
@@ -93,9 +96,7 @@ static int lane_tree(GenLane *l, const char *store_path, const char *lane, const
                                  strerror(-fd));
         if (fchown(fd, copy_uid, copy_gid) < 0 || fchmod(fd, mode) < 0)
                 return tfw_error(e, errno, "generation_store", "cannot set the owner of the store's %s/%s: %m", lane, name);
-        r = ro_mounted(l->lane_fd, ro_name, fd);
-        if (r == 0)
-                r = mount_ro(l->lane_fd, ro_name, fd);
+        r = gen_store_mount_ro(l->lane_fd, ro_name, fd);
         if (r < 0)
                 return tfw_error(e, -r, "generation_store", "cannot mount the store's %s/%s read-only: %s", lane, ro_name,
                                  strerror(-r));
@@ -110,17 +111,8 @@ static int lane_tree(GenLane *l, const char *store_path, const char *lane, const
 /* The lane's trees, their mounts, their descriptors; the lock is already held. */
 static int lane_open(GenLane *l, const char *store_path, const char *name, uint32_t copy_uid, uint32_t copy_gid,
                      TfwError *e) {
-        int r = lane_tree(l, store_path, name, "tree", "ro", copy_uid, copy_gid, SNAPSHOT_GENERATION_ROOT_MODE,
-                          &l->tree_fd, &l->ro_path, e);
-        if (r < 0)
-                return r;
-        /* The build cache's slots (snapshot/build-cache.h): root's, the slots below it the job's.
-         * What a process that died holding the lane left there (links keeping an old cache's
-         * inodes) goes now: no capsule binds them while nobody holds the lane. */
-        r = lane_tree(l, store_path, name, "cache", "cache-ro", 0, 0, 0700, &l->cache_fd, &l->cache_ro_path, e);
-        if (r >= 0 && (r = rm_rf_children(l->cache_fd)) < 0)
-                return tfw_error(e, -r, "generation_store", "cannot empty the store's %s/cache: %s", name, strerror(-r));
-        return r;
+        return lane_tree(l, store_path, name, "tree", "ro", copy_uid, copy_gid, SNAPSHOT_GENERATION_ROOT_MODE,
+                         &l->tree_fd, &l->ro_path, e);
 }
 
 int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
@@ -134,7 +126,7 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                 GenLane *l = calloc(1, sizeof(*l));
                 if (!l)
                         return tfw_error(e, ENOMEM, "generation_store", "out of memory");
-                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .cache_fd = -EBADF };
+                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF };
                 l->lane_fd = open_dir_at(store_fd, name);
                 if (l->lane_fd >= 0)
                         l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -184,9 +176,6 @@ static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
                 _cleanup_close_ int tree = open_dir_at(lane, "tree");
                 if (tree >= 0)
                         (void) lane_empty(lane, tree);
-                _cleanup_close_ int cache = open_dir_at(lane, "cache");
-                if (cache >= 0)
-                        (void) rm_rf_children(cache);
         }
 }
 

@@ -10,8 +10,6 @@
  *   <store>/lane-<k>/ro      a read-only bind mount of tree (nosuid, nodev): what the capsule
  *                            binds, so that even a runtime bug that writes through its /work
  *                            meets a read-only mount on the host (the second wall)
- *   <store>/lane-<k>/cache   the build cache's slots for the job on this lane (build-cache.h),
- *                            and cache-ro its read-only bind mount, which the capsule binds
  *   <store>/lane-<k>/index   the generation's index (gen-index.h), present only while tree is
  *                            a complete generation: removed before tree is changed, written
  *                            after
@@ -37,8 +35,6 @@ typedef struct GenLane {
         int lane_fd;
         int tree_fd;
         char *ro_path;  /* absolute: what the capsule binds at /work */
-        int cache_fd;   /* the build cache's slots (build-cache.h) */
-        char *cache_ro_path; /* absolute: their read-only bind mount */
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among
@@ -48,6 +44,11 @@ typedef struct GenLane {
  * -EBUSY (e set) when every lane is held. */
 int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
                      GenLane **ret, TfwError *e);
+/* dir_fd/<ro_name> (an empty directory) a read-only, nosuid, nodev bind mount of the tree open
+ * at tree_fd, unless it is one already (another mount there: -EEXIST). For the lanes and the
+ * build cache's versions (build-cache.h). */
+int gen_store_mount_ro(int dir_fd, const char *ro_name, int tree_fd);
+
 /* Release it (the generation stays for its next user). NULL is fine. */
 void gen_lane_release(GenLane *l);
 static inline void gen_lane_releasep(GenLane **l) {

@@ -62,7 +62,7 @@ unsigned long long skipped;
 bool locale_set;
 char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 size_t n_cache_paths;
-struct timespec cache_handout;
+uint64_t cache_version;
 CapsuleBounds bounds = { UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX };
 
 void init_utf8_names(void) {
@@ -436,19 +436,15 @@ static int read_cache_record(uint8_t *kind) {
                 return r;
         if (n == 0 || n > CAPSULE_CACHE_PATHS_MAX)
                 return -EBADMSG;
-        uint8_t t[12];
+        uint8_t t[8];
         r = in_read(t, sizeof(t));
         if (r < 0)
                 return r;
-        uint64_t sec = 0;
-        uint32_t nsec = 0;
+        cache_version = 0;
         for (int i = 0; i < 8; i++)
-                sec |= (uint64_t) t[i] << (8 * i);
-        for (int i = 0; i < 4; i++)
-                nsec |= (uint32_t) t[8 + i] << (8 * i);
-        if (nsec >= 1000000000u)
+                cache_version |= (uint64_t) t[i] << (8 * i);
+        if (cache_version > CAPSULE_CACHE_VERSION_MAX)
                 return -EBADMSG;
-        cache_handout = (struct timespec) { .tv_sec = (time_t) sec, .tv_nsec = nsec };
         for (size_t i = 0; i < n; i++) {
                 uint8_t l[2];
                 r = in_read(l, 2);

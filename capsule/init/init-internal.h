@@ -29,13 +29,15 @@ void init_utf8_names(void);
 /* The build cache's paths the host gave (CAPSULE_CACHE_RECORD), relative to /work. */
 extern char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 extern size_t n_cache_paths;
-extern struct timespec cache_handout; /* when the host made the copy the job was handed */
+extern uint64_t cache_version; /* the version handed out (CAPSULE_CACHE_LOWER_PATH/<version>) */
 
 /* The changeset the host wants (CAPSULE_CHANGES_RECORD): its bounds, 0 entries when none; and
  * the layer's /work upper directory and the generation beneath, opened by layer_mount before
  * the overlay covered it (-1 without a layer). */
 extern uint64_t changes_max_bytes, changes_max_entries;
 extern int layer_upper_fd, layer_lower_fd;
+/* The same for each cache path's overlay: its upper directory and the version beneath. */
+extern int cache_upper_fd[CAPSULE_CACHE_PATHS_MAX], cache_lower_fd[CAPSULE_CACHE_PATHS_MAX];
 
 /* The bounds the host's importers hold the outputs to (CAPSULE_BOUNDS_RECORD); without the
  * record, none. */

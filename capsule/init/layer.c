@@ -8,7 +8,8 @@
  *      upper and a work directory for /work and for each cache path, each upper owned and
  *      moded as its lower's root (the overlay's root takes its upper's attributes);
  *   2. mounts an overlay on /work whose lower is the generation bound there (read-only), and
- *      one on /work/<cache path> whose lower is CAPSULE_CACHE_LOWER_PATH/<i>;
+ *      one on /work/<cache path> whose lower is the cache's version the host handed out,
+ *      CAPSULE_CACHE_LOWER_PATH/<version>/data/<i>, then detaches CAPSULE_CACHE_LOWER_PATH;
  *   3. refuses mount(2) to itself and every process it starts, with a seccomp filter of its
  *      own: the spec's profile lets it through for this step only (capsule/seccomp-profile.h);
  *   4. drops to the job's uid and gid: no group, every capability out of every set, the
@@ -29,21 +30,24 @@
 #include "capsule/init-drop.h"
 #include "capsule/init/init-internal.h"
 
-/* name (an upper directory) on the layer's tmpfs, with the mode and owner of lower's root:
- * mode first, while root still owns it. */
+/* name (an upper directory) on the layer's tmpfs, with the mode, owner and times of lower's
+ * root (the overlay's root shows its upper's): mode first, while root still owns it. */
 static int make_upper(int layer, const char *name, const char *lower) {
         struct stat st;
         if (stat(lower, &st) < 0)
                 return -errno;
         if (!S_ISDIR(st.st_mode))
                 return -ENOTDIR;
+        struct timespec ts[2] = { st.st_atim, st.st_mtim };
         if (mkdirat(layer, name, 0700) < 0 || fchmodat(layer, name, st.st_mode & 07777, 0) < 0 ||
-            fchownat(layer, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0)
+            fchownat(layer, name, st.st_uid, st.st_gid, AT_SYMLINK_NOFOLLOW) < 0 ||
+            utimensat(layer, name, ts, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         return 0;
 }
 
 int layer_upper_fd = -1, layer_lower_fd = -1;
+int cache_upper_fd[CAPSULE_CACHE_PATHS_MAX], cache_lower_fd[CAPSULE_CACHE_PATHS_MAX];
 
 static int mount_one(int layer, const char *lower, const char *target, const char *tag) {
         char up[32], wk[32], opts[sizeof(CAPSULE_CACHE_LOWER_PATH) + 3 * 64 + 128];
@@ -70,6 +74,37 @@ static int mount_one(int layer, const char *lower, const char *target, const cha
         return 0;
 }
 
+/* Cache path i's overlay (lower: its version's data/<i>), and the descriptors its changes are
+ * read from once the job is dead (out-channel.c). */
+static int mount_cache(int layer, size_t i) {
+        char lower[sizeof(CAPSULE_CACHE_LOWER_PATH) + 64], target[sizeof(CAPSULE_WORK_PATH) + CAPSULE_CACHE_PATH_MAX + 1],
+                tag[16], up[32];
+        snprintf(lower, sizeof(lower), CAPSULE_CACHE_LOWER_PATH "/%llu/data/%zu", (unsigned long long) cache_version, i);
+        snprintf(target, sizeof(target), CAPSULE_WORK_PATH "/%s", cache_paths[i]);
+        snprintf(tag, sizeof(tag), "cache%zu", i);
+        snprintf(up, sizeof(up), "%s.upper", tag);
+        /* Each component a directory, no link: nothing but init runs yet, and the host made
+         * them (snapshot/build-cache.c), but a mount must never follow a name elsewhere. */
+        int point = open_work_dir(cache_paths[i]);
+        if (point < 0) {
+                say("layer: the cache's mount point %s is not a directory: %s", target, strerror(-point));
+                return point;
+        }
+        close(point);
+        cache_lower_fd[i] = open(lower, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (cache_lower_fd[i] < 0) {
+                int r = -errno;
+                say("layer: cannot open the cache's version at %s: %s", lower, strerror(-r));
+                return r;
+        }
+        int r = mount_one(layer, lower, target, tag);
+        if (r >= 0 && (cache_upper_fd[i] = openat(layer, up, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+                r = -errno;
+                say("layer: cannot open the upper directory of %s: %s", target, strerror(-r));
+        }
+        return r;
+}
+
 int layer_mount(void) {
         int r = 0;
         int layer = open(CAPSULE_LAYER_PATH, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -88,22 +123,15 @@ int layer_mount(void) {
                 r = -errno;
                 say("layer: cannot open the upper directory of " CAPSULE_WORK_PATH ": %s", strerror(-r));
         }
-        for (size_t i = 0; r >= 0 && i < n_cache_paths; i++) {
-                char lower[sizeof(CAPSULE_CACHE_LOWER_PATH) + 32], target[sizeof(CAPSULE_WORK_PATH) + CAPSULE_CACHE_PATH_MAX + 1],
-                        tag[16];
-                snprintf(lower, sizeof(lower), CAPSULE_CACHE_LOWER_PATH "/%zu", i);
-                snprintf(target, sizeof(target), CAPSULE_WORK_PATH "/%s", cache_paths[i]);
-                snprintf(tag, sizeof(tag), "cache%zu", i);
-                /* Each component a directory, no link: nothing but init runs yet, and the host
-                 * made them (snapshot/gen-store.c), but a mount must never follow a name elsewhere. */
-                int point = open_work_dir(cache_paths[i]);
-                if (point < 0) {
-                        r = point;
-                        say("layer: the cache's mount point %s is not a directory: %s", target, strerror(-r));
-                } else {
-                        close(point);
-                        r = mount_one(layer, lower, target, tag);
-                }
+        for (size_t i = 0; i < CAPSULE_CACHE_PATHS_MAX; i++)
+                cache_upper_fd[i] = cache_lower_fd[i] = -1;
+        for (size_t i = 0; r >= 0 && i < n_cache_paths; i++)
+                r = mount_cache(layer, i);
+        /* The overlays hold their versions: the job sees none of the others (an older cache,
+         * one an operator cleared). */
+        if (r >= 0 && n_cache_paths > 0 && umount2(CAPSULE_CACHE_LOWER_PATH, MNT_DETACH) < 0) {
+                r = -errno;
+                say("layer: cannot detach " CAPSULE_CACHE_LOWER_PATH ": %s", strerror(-r));
         }
         if (layer >= 0)
                 close(layer);

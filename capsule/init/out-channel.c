@@ -161,37 +161,9 @@ static int tar_symlink(struct archive *a, Out *o, int dir, const char *name, con
         return archive_result(a, o, archive_write_header(a, e));
 }
 
-/* Was this file's inode last changed when the host handed the cache out, not since? */
-static bool not_later(const struct timespec *a, const struct timespec *b) {
-        return a->tv_sec < b->tv_sec || (a->tv_sec == b->tv_sec && a->tv_nsec <= b->tv_nsec);
-}
-
-static bool handed_out(const struct stat *st) {
-        /* A clock that went back since the hand-out could stamp a change of the job's with an
-         * earlier time: then nothing is taken for unchanged. */
-        static int clock_ok = -1;
-        if (clock_ok < 0) {
-                struct timespec now;
-                clock_ok = clock_gettime(CLOCK_REALTIME, &now) >= 0 && not_later(&cache_handout, &now);
-        }
-        return clock_ok && not_later(&st->st_ctim, &cache_handout);
-}
-
-/* A kept file of the cache: a hard link to its own name with its times and no data (the host
- * links the file of that name from the copy it handed out, once it checked it). */
-static int tar_kept(struct archive *a, Out *o, struct archive_entry *e, const char *path, const struct stat *st) {
-        archive_entry_set_perm(e, st->st_mode & 0777);
-        archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_hardlink(e, path);
-        archive_entry_set_size(e, 0);
-        archive_entry_set_mtime(e, st->st_mtim.tv_sec, st->st_mtim.tv_nsec);
-        archive_entry_set_ctime(e, st->st_ctim.tv_sec, st->st_ctim.tv_nsec);
-        int r = count(o, path, (uint64_t) st->st_size);
-        return r >= 0 ? archive_result(a, o, archive_write_header(a, e)) : r;
-}
-
-/* One entry of dir: artifacts take regular files and directories (anything else is skipped);
- * the cache takes symbolic links too and fails on anything else. */
+/* One entry of dir: artifacts take regular files and directories (anything else is skipped),
+ * and what is below a directory; the cache takes symbolic links too, fails on anything else,
+ * and takes a directory alone (its contents that changed are events of their own). */
 static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char *path, size_t len, unsigned depth) {
         struct stat st;
         size_t nl = strlen(name);
@@ -229,16 +201,6 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 skipped++;
                 return 0;
         }
-        if (o->cache && S_ISREG(st.st_mode) && handed_out(&st)) {
-                /* Kept: what the host handed out, untouched (every change, a rename included,
-                 * stamps a new ctime, which nobody can set back). Judged without opening it: no
-                 * job process is left to change it, and the host checks the file of that name
-                 * in its own copy. Each open of a file on the host costs about 100 us in the
-                 * sandbox: for a 22,000-entry cache that was 2.7 s of every job (issue 34). */
-                r = tar_kept(a, o, e, path, &st);
-                archive_entry_free(e);
-                return r;
-        }
         int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
         /* Judge the opened object, not the name. */
         if (fd < 0 || fstat(fd, &st) < 0 || (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode))) {
@@ -260,7 +222,8 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 r = count(o, path, 0);
                 if (r >= 0)
                         r = archive_result(a, o, archive_write_header(a, e));
-                if (r >= 0)
+                /* The cache's directories come one event each (write_cache). */
+                if (r >= 0 && !o->cache)
                         r = tar_tree(a, o, fd, path, len, depth + 1);
         } else {
                 archive_entry_set_filetype(e, AE_IFREG);
@@ -372,50 +335,102 @@ int open_work_dir(const char *path) {
         return fd;
 }
 
-/* Cache path i as the directory "<i>" and what is below it. Gone (the job removed it): an empty
- * directory, so the cache becomes empty. */
-static int tar_cache_path(struct archive *a, Out *o, size_t i) {
+/* ---- the cache's changes (capsule/protocol.h, CAPSULE_CHUNK_CACHE) ---------------------- */
+
+typedef struct CacheWalk {
+        struct archive *a;
+        Out *o;
+        size_t i;         /* the cache path */
+        FILE *list;       /* CAPSULE_CACHE_DELETED */
+        uint64_t list_bytes;
+} CacheWalk;
+
+static void list_path(FILE *f, const char *p);
+static size_t list_path_len(const char *p);
+
+/* One change of the job's under cache path i, from its overlay's upper directory. */
+static int cache_event(const LayerEvent *ev, void *userdata) {
         static char path[PATH_MAX];
-        int n = snprintf(path, sizeof(path), "%zu", i);
+        CacheWalk *w = userdata;
+        size_t n = strlen(ev->path), leaf = strlen(ev->name);
+        int k = snprintf(path, sizeof(path), "%zu/%s", w->i, ev->path);
+
+        if (out_ended(w->o))
+                return -ECANCELED;
+        if (k < 0 || (size_t) k >= sizeof(path) || leaf > n)
+                return refuse(w->o, "a name longer than PATH_MAX below '%s'", cache_paths[w->i]);
+        switch (ev->change) {
+        case LAYER_DELETED:
+                w->list_bytes += list_path_len(path) + 1;
+                if (w->list_bytes > CAPSULE_CHANGES_LIST_MAX)
+                        return refuse(w->o, "more than %u bytes of deletions", (unsigned) CAPSULE_CHANGES_LIST_MAX);
+                list_path(w->list, path);
+                fputc('\n', w->list);
+                return 0;
+        case LAYER_REFUSED:
+                return refuse(w->o, "'%s' is %s", path, ev->why);
+        default: {
+                /* tar_entry names it path + '/' + name. */
+                size_t len = (size_t) k - leaf - 1;
+                path[len] = 0;
+                init_utf8_names();
+                return tar_entry(w->a, w->o, ev->dir_fd, ev->name, path, len, 0);
+        }
+        }
+}
+
+/* Cache path i: the directory "<i>" (the overlay's root, its mode and times), then what the job
+ * changed below it. */
+static int tar_cache_path(CacheWalk *w, size_t i) {
+        static char path[PATH_MAX];
+        Out *o = w->o;
+        snprintf(path, sizeof(path), "%zu", i);
         int fd = open_work_dir(cache_paths[i]);
-        if (fd == -ELOOP || fd == -ENOTDIR)
-                return refuse(o, "'" CAPSULE_WORK_PATH "/%s' is not a directory", cache_paths[i]);
-        if (fd < 0 && fd != -ENOENT)
+        if (fd < 0)
                 return refuse(o, "cannot open '" CAPSULE_WORK_PATH "/%s': %s", cache_paths[i], strerror(-fd));
-        struct stat st = { .st_mode = S_IFDIR | 0755 };
-        if (fd >= 0 && fstat(fd, &st) < 0) {
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
                 close(fd);
                 return refuse(o, "cannot look at '" CAPSULE_WORK_PATH "/%s': %s", cache_paths[i], strerror(errno));
         }
         struct archive_entry *e = archive_entry_new();
-        if (!e) {
-                if (fd >= 0)
-                        close(fd);
-                return -ENOMEM;
+        int r = e ? count(o, path, 0) : -ENOMEM;
+        if (r >= 0) {
+                archive_entry_set_pathname(e, path);
+                archive_entry_set_filetype(e, AE_IFDIR);
+                archive_entry_set_perm(e, st.st_mode & 0777);
+                archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
+                r = archive_result(w->a, o, archive_write_header(w->a, e));
         }
-        archive_entry_set_pathname(e, path);
-        archive_entry_set_filetype(e, AE_IFDIR);
-        archive_entry_set_perm(e, st.st_mode & 0777);
-        archive_entry_set_mtime(e, st.st_mtim.tv_sec, st.st_mtim.tv_nsec);
-        int r = count(o, path, 0);
-        if (r >= 0)
-                r = archive_result(a, o, archive_write_header(a, e));
         archive_entry_free(e);
-        if (r >= 0 && fd >= 0)
-                r = tar_tree(a, o, fd, path, (size_t) n, 1);
-        if (fd >= 0)
-                close(fd);
+        w->i = i;
+        if (r >= 0) {
+                r = layer_diff(cache_upper_fd[i], cache_lower_fd[i], fd, NULL, LAYER_DIFF_CACHE, cache_event, w);
+                if (r < 0 && !o->refusal[0] && !o->over[0] && r != -ECANCELED)
+                        r = refuse(o, "cannot read what the job changed in '" CAPSULE_WORK_PATH "/%s': %s", cache_paths[i],
+                                   strerror(-r));
+        }
+        close(fd);
         return r;
 }
 
+static int tar_list(struct archive *a, Out *o, const char *name, const char *buf, size_t len);
+
 static CacheOut write_cache(void) {
         Out o = out_of(CAPSULE_CHUNK_CACHE);
-        struct archive *a = stream_open(&o);
-        int r = a ? 0 : -ENOMEM;
+        char *buf = NULL;
+        size_t len = 0;
+        CacheWalk w = { .a = stream_open(&o), .o = &o, .list = open_memstream(&buf, &len) };
+        int r = w.a && w.list ? 0 : -ENOMEM;
         for (size_t i = 0; r >= 0 && i < n_cache_paths; i++)
-                r = tar_cache_path(a, &o, i);
-        if (a)
-                r = stream_close(a, &o, r);
+                r = tar_cache_path(&w, i);
+        if (w.list && fclose(w.list) != 0 && r >= 0)
+                r = -ENOMEM;
+        if (r >= 0 && !out_ended(&o) && (r = count(&o, CAPSULE_CACHE_DELETED, len)) >= 0)
+                r = tar_list(w.a, &o, CAPSULE_CACHE_DELETED, buf, len);
+        free(buf);
+        if (w.a)
+                r = stream_close(w.a, &o, r);
         r = stream_ended(&o, r);
         if (r >= 0)
                 return CACHE_OUT_OK;
@@ -537,20 +552,20 @@ static int change_event(const LayerEvent *ev, void *userdata) {
         return 0;
 }
 
-/* The list, last: every change, and whether that is all of them. */
-static int changes_list(Changes *c, char *buf, size_t len) {
+/* A list, the stream's last entry: a regular file of len bytes from buf. */
+static int tar_list(struct archive *a, Out *o, const char *name, const char *buf, size_t len) {
         struct archive_entry *e = archive_entry_new();
         if (!e)
                 return -ENOMEM;
-        archive_entry_set_pathname(e, CAPSULE_CHANGES_LIST);
+        archive_entry_set_pathname(e, name);
         archive_entry_set_filetype(e, AE_IFREG);
         archive_entry_set_perm(e, 0644);
         archive_entry_set_size(e, (la_int64_t) len);
-        int r = archive_result(c->a, c->o, archive_write_header(c->a, e));
-        if (r >= 0 && len > 0 && archive_write_data(c->a, buf, len) != (la_ssize_t) len)
-                r = archive_result(c->a, c->o, ARCHIVE_FATAL);
+        int r = archive_result(a, o, archive_write_header(a, e));
+        if (r >= 0 && len > 0 && archive_write_data(a, buf, len) != (la_ssize_t) len)
+                r = archive_result(a, o, ARCHIVE_FATAL);
         if (r >= 0)
-                r = archive_result(c->a, c->o, archive_write_finish_entry(c->a));
+                r = archive_result(a, o, archive_write_finish_entry(a));
         archive_entry_free(e);
         return r;
 }
@@ -587,7 +602,8 @@ static int write_changes(void) {
                         r = -ENOMEM;
         }
         if (c.a && r != -ECANCELED && !out_ended(&o)) {
-                int k = changes_list(&c, buf, len);
+                /* The list, last: every change, and whether that is all of them. */
+                int k = tar_list(c.a, c.o, CAPSULE_CHANGES_LIST, buf, len);
                 if (r >= 0)
                         r = k;
         }

@@ -1951,18 +1951,19 @@ static void test_name_escape(void **state _unused_) {
 }
 
 
-/* Cache profile with reuse (import.h): an entry that is a hard link to its own name is the file of
- * that name in the copy handed out when its mtime is that file's: linked, not sent; anything
- * else claimed so is refused. Streams made by Python's tarfile (pax, as init writes them). */
-static void kept_stream(Env *env, const char *name, const char *link, int64_t mtime_ns, Buf *ret) {
+/* Cache profile: the top level holds the cache paths' directories and, when the caller names
+ * it (limits.top_file), that one regular file (the list of what the job removed); any other file
+ * there, and any hard link, is refused. Streams made by Python's tarfile (pax, as init writes them). */
+static void top_stream(Env *env, const char *name, bool hard, Buf *ret) {
         _cleanup_free_ char *cmd = NULL;
         assert_true(asprintf(&cmd,
-                             "cd '%s' && python3 -c 'import tarfile,sys; t=tarfile.open(\"k.tar\",\"w\",format=tarfile.PAX_FORMAT); "
+                             "cd '%s' && python3 -c 'import tarfile,sys,io; t=tarfile.open(\"k.tar\",\"w\",format=tarfile.PAX_FORMAT); "
                              "d=tarfile.TarInfo(\"0\"); d.type=tarfile.DIRTYPE; d.mode=0o755; t.addfile(d); "
-                             "i=tarfile.TarInfo(sys.argv[1]); i.type=tarfile.LNKTYPE; i.linkname=sys.argv[2]; i.mode=0o644; "
-                             "n=int(sys.argv[3]); i.pax_headers={\"mtime\":\"%%d.%%09d\"%%(n//10**9,n%%10**9),\"ctime\":\"1.5\"}; "
-                             "t.addfile(i); t.close()' '%s' '%s' %lld",
-                             env->d->path, name, link, (long long) mtime_ns) > 0);
+                             "i=tarfile.TarInfo(sys.argv[1]); i.mode=0o644; data=b\"0/gone\\n\"; "
+                             "i.size=0 if sys.argv[2]==\"1\" else len(data); "
+                             "i.type=tarfile.LNKTYPE if sys.argv[2]==\"1\" else tarfile.REGTYPE; i.linkname=sys.argv[1] if sys.argv[2]==\"1\" else \"\"; "
+                             "t.addfile(i, None if sys.argv[2]==\"1\" else io.BytesIO(data)); t.close()' '%s' %d",
+                             env->d->path, name, hard ? 1 : 0) > 0);
         assert_int_equal(system(cmd), 0);
         _cleanup_close_ int fd = openat(env->d->fd, "k.tar", O_RDONLY | O_CLOEXEC);
         char *p = NULL;
@@ -1973,55 +1974,38 @@ static void kept_stream(Env *env, const char *name, const char *link, int64_t mt
         free(p);
 }
 
-static void test_cache_kept(void **state) {
+static void test_cache_top_file(void **state) {
         Env *env = *state;
-        struct stat st, st2;
+        struct stat st;
         Buf b;
         Outcome o;
 
-        assert_int_equal(mkdirat(env->d->fd, "handed", 0700), 0);
-        _cleanup_close_ int handed = open_dir_at(env->d->fd, "handed");
-        assert_int_equal(mkdirat(handed, "0", 0700), 0);
-        _cleanup_close_ int zero = open_dir_at(handed, "0");
-        tfw_write_file(zero, "obj.o", "object", (size_t) -1);
-        assert_int_equal(symlinkat(".", zero, "loop"), 0);
-        assert_int_equal(fstatat(zero, "obj.o", &st, 0), 0);
-        int64_t mtime = (int64_t) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
         env->limits.cache = true;
         env->limits.owner = getuid();
-        env->limits.reuse = true;
-        env->limits.reuse_fd = handed;
-
-        kept_stream(env, "0/obj.o", "0/obj.o", mtime, &b);
+        env->limits.top_file = "deleted";
+        top_stream(env, "deleted", false, &b);
         import_inproc(env, &b, &o);
         assert_int_equal(o.r, 0);
-        assert_int_equal(o.s.kept, 1);
-        assert_int_equal(o.s.bytes, 6);
-        assert_int_equal(fstatat(env->staging, "0/obj.o", &st2, AT_SYMLINK_NOFOLLOW), 0);
-        assert_true(st2.st_ino == st.st_ino); /* the same inode: linked, not copied */
+        assert_int_equal(fstatat(env->staging, "deleted", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_true(S_ISREG(st.st_mode) && st.st_size == 7);
         buf_free(&b);
         assert_int_equal(artifact_dir_empty(env->staging), 0);
 
-        /* Claimed kept, but changed (another mtime); another name; nothing there; through a link. */
-        static const struct { const char *name, *link; int64_t delta; const char *why; } bad[] = {
-                { "0/obj.o", "0/obj.o", 1, "it changed" },
-                { "0/obj.o", "0/other.o", 0, "another name" },
-                { "0/gone.o", "0/gone.o", 0, "no such file" },
-                { "0/loop/obj.o", "0/loop/obj.o", 0, "no such file" },
-                { "top", "top", 0, "at the top level" }, /* once a crash of the writer */
-        };
-        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                kept_stream(env, bad[i].name, bad[i].link, mtime + bad[i].delta, &b);
-                import_inproc(env, &b, &o);
-                assert_rejected(&o, "artifact_rejected", bad[i].why);
-                assert_int_equal(count_entries(env->staging), 0);
-                buf_free(&b);
-        }
-        /* Without a copy to take it from, a kept file is a hard link like any other. */
-        env->limits.reuse = false;
-        kept_stream(env, "0/obj.o", "0/obj.o", mtime, &b);
+        /* Another name; the name as a hard link (once a kept file); without the caller's name. */
+        top_stream(env, "other", false, &b);
+        import_inproc(env, &b, &o);
+        assert_rejected(&o, "artifact_rejected", "a top-level regular file");
+        assert_int_equal(count_entries(env->staging), 0);
+        buf_free(&b);
+        top_stream(env, "0/x", true, &b);
         import_inproc(env, &b, &o);
         assert_rejected(&o, "artifact_rejected", "hard link");
+        assert_int_equal(count_entries(env->staging), 0);
+        buf_free(&b);
+        env->limits.top_file = NULL;
+        top_stream(env, "deleted", false, &b);
+        import_inproc(env, &b, &o);
+        assert_rejected(&o, "artifact_rejected", "a top-level regular file");
         buf_free(&b);
 }
 
@@ -2061,7 +2045,7 @@ int main(void) {
                 T(test_cache_refusals),
                 T(test_cache_limits),
                 T(test_cache_frames),
-                T(test_cache_kept),
+                T(test_cache_top_file),
                 T(test_attr_frames),
                 cmocka_unit_test(test_name_escape),
 #undef T

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* capsule/init-drop.c: what the capsule's init gives up after mounting the job's layer, proved
- * on the host (root) in a child process each: mount(2) works before the filter and is refused
+ * on the host (root) in a child process each: mount(2) works before the filter and it and umount2(2) are refused
  * (EPERM) after it, in the process and in what it starts; the drop leaves the given ids, no
  * group, no capability in any set, not dumpable, and root cannot be had back; the layer
  * argument takes only "UID:GID" with neither 0. */
@@ -49,8 +49,12 @@ static int mount_refused_after_filter(void) {
         int r = 0;
         if (try_mount(dir) != 0) /* root may mount in its own namespace: the test can tell */
                 r = 12;
+        else if (mount("none", dir, "tmpfs", 0, "size=64k") < 0)
+                r = 16;
         else if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || capsule_init_refuse_mount() < 0)
                 r = 13;
+        else if (umount2(dir, MNT_DETACH) == 0 || errno != EPERM) /* umount2 too */
+                r = 17;
         else if (try_mount(dir) != -EPERM)
                 r = 14;
         else {
