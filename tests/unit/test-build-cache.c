@@ -142,6 +142,19 @@ static bool version_exists(Fixture *f, uint64_t v) {
         return faccessat(f->store_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
+/* Version 1 from the empty cache: "0/x" holding "x". */
+static void first_version(Fixture *f, BuildCacheState *ret) {
+        BuildCacheState h;
+        TfwError e = {0};
+        BuildCache *j = job(f, &h);
+        int fd = begin(f, j, "first", 0, "");
+        put(fd, "0/x", "x");
+        safe_close(fd);
+        assert_int_equal(build_cache_take_in_commit(j, "first", h.epoch, ret, &e), 0);
+        assert_int_equal(ret->version, 1);
+        build_cache_free(j);
+}
+
 /* The first version from the empty one; the next from it, with the job's one change: the file
  * it did not change is the same inode, read for the tree id only once; the old version goes. */
 static void test_versions(void **state) {
@@ -213,15 +226,9 @@ static void test_nothing_changed(void **state) {
         BuildCacheState h, s1, s;
         TfwError e = {0};
 
+        first_version(f, &s1);
         BuildCache *j = job(f, &h);
-        int fd = begin(f, j, "a", 0, "");
-        put(fd, "0/x", "x");
-        safe_close(fd);
-        assert_int_equal(build_cache_take_in_commit(j, "a", h.epoch, &s1, &e), 0);
-        build_cache_free(j);
-
-        j = job(f, &h);
-        fd = begin(f, j, "b", 1, NULL);
+        int fd = begin(f, j, "b", 1, NULL);
         safe_close(fd);
         assert_int_equal(build_cache_take_in_commit(j, "b", h.epoch, &s, &e), 0);
         build_cache_free(j);
@@ -290,14 +297,11 @@ static void test_bad_take_in(void **state) {
                 { "0/a\tb\n", "cannot be read" },
         };
 
-        BuildCache *j = job(f, &h);
-        int fd = begin(f, j, "a", 0, "");
-        put(fd, "0/x", "x");
-        safe_close(fd);
-        assert_int_equal(build_cache_take_in_commit(j, "a", h.epoch, &s1, &e), 0);
-        build_cache_free(j);
+        first_version(f, &s1);
+        BuildCache *j;
+        int fd;
         for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
-                j = job(f, &h);
+                j = job(f, &h); /* a job each time, on version 1 */
                 fd = begin(f, j, "b", 1, bad[i].list);
                 safe_close(fd);
                 e = (TfwError) {};
@@ -356,14 +360,9 @@ static void test_clear_wins(void **state) {
         BuildCacheState h, s1, now;
         TfwError e = {0};
 
-        BuildCache *j = job(f, &h);
-        int fd = begin(f, j, "a", 0, "");
-        put(fd, "0/x", "x");
-        safe_close(fd);
-        assert_int_equal(build_cache_take_in_commit(j, "a", h.epoch, &s1, &e), 0);
-        build_cache_free(j);
-        j = job(f, &h); /* began before the clear, on version 1 */
-        fd = begin(f, j, "b", 1, "");
+        first_version(f, &s1);
+        BuildCache *j = job(f, &h); /* began before the clear, on version 1 */
+        int fd = begin(f, j, "b", 1, "");
         put(fd, "0/y", "y");
         safe_close(fd);
         assert_int_equal(build_cache_clear(f->c, &e), 0);
@@ -387,15 +386,10 @@ static void test_pinned_version_stays(void **state) {
         BuildCacheState h, ha, s;
         TfwError e = {0};
 
-        BuildCache *j = job(f, &h);
-        int fd = begin(f, j, "a", 0, "");
-        put(fd, "0/x", "x");
-        safe_close(fd);
-        assert_int_equal(build_cache_take_in_commit(j, "a", h.epoch, &s, &e), 0);
-        build_cache_free(j);
+        first_version(f, &s);
         BuildCache *running = job(f, &ha); /* runs on version 1 */
-        j = job(f, &h);
-        fd = begin(f, j, "b", 1, "");
+        BuildCache *j = job(f, &h);
+        int fd = begin(f, j, "b", 1, "");
         put(fd, "0/y", "y");
         safe_close(fd);
         assert_int_equal(build_cache_take_in_commit(j, "b", h.epoch, &s, &e), 0);
