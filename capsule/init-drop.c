@@ -88,14 +88,16 @@ int capsule_init_drop(uid_t uid, gid_t gid) {
         int r = capset_none();
         if (r < 0)
                 return r;
-        /* The uid change made us dumpable again. */
-        (void) prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+        /* The uid change made us dumpable again: a job process of the same uid could then read
+         * init's memory and open its descriptors through /proc/1. */
+        if (prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0)
+                return -errno;
 
         /* Fail closed: each of these is what the job inherits. */
         if (getresuid(&ru, &eu, &su) < 0 || getresgid(&rg, &eg, &sg) < 0)
                 return -errno;
         if (ru != uid || eu != uid || su != uid || rg != gid || eg != gid || sg != gid ||
-            getgroups(0, NULL) != 0 || setresuid(0, 0, 0) == 0)
+            getgroups(0, NULL) != 0 || setresuid(0, 0, 0) == 0 || prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != 0)
                 return -EPERM;
         if ((r = capget_all(d)) < 0)
                 return r;

@@ -30,6 +30,11 @@
 #define PIN "pin"
 #define EPOCH "epoch"
 #define SLOT_MODE 0750
+/* A version's data/ is root's alone: the job's overlay holds data/<i> open (init keeps it for
+ * after the job, and gVisor lists init's descriptors to a process of the job's uid in
+ * /proc/1/fd), and `..` from there must lead nowhere, not to the version's meta or another
+ * version (tests/integration/test-cache.sh, "init's descriptors lead nowhere else"). */
+#define DATA_MODE 0700
 #define TAKE_IN_PREFIX "in-"
 #define TRASH_PREFIX "trash-"
 #define FRESH_PREFIX "new-"
@@ -186,10 +191,12 @@ static int make_empty_version(BuildCache *c) {
                 return -errno;
         if ((v = open_dir_at(c->versions_fd, "0")) < 0)
                 return v;
-        if (mkdirat(v, DATA, 0700) < 0 && errno != EEXIST)
+        if (mkdirat(v, DATA, DATA_MODE) < 0 && errno != EEXIST)
                 return -errno;
         if ((data = open_dir_at(v, DATA)) < 0)
                 return data;
+        if (fchmod(data, DATA_MODE) < 0)
+                return -errno;
         for (size_t i = 0; i < c->n_paths; i++) {
                 char name[24];
                 snprintf(name, sizeof(name), "%zu", i);
@@ -424,10 +431,12 @@ int build_cache_take_in_begin(BuildCache *c, const char *job_id, int *ret_fd, Tf
                 if (c->take_in_lock_fd < 0 || flock(c->take_in_lock_fd, LOCK_EX | LOCK_NB) < 0)
                         r = -errno;
         }
-        if (r >= 0 && mkdirat(fd, DATA, 0700) < 0)
+        if (r >= 0 && mkdirat(fd, DATA, DATA_MODE) < 0)
                 r = -errno;
         if (r >= 0 && (data = open_dir_at(fd, DATA)) < 0)
                 r = data;
+        if (r >= 0 && fchmod(data, DATA_MODE) < 0) /* whatever the umask */
+                r = -errno;
         if (r >= 0 && renameat2(c->dir_fd, fresh, c->dir_fd, name, RENAME_NOREPLACE) < 0)
                 r = -errno;
         if (r < 0) {

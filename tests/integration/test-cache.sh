@@ -172,6 +172,15 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         [ "$seen" = two ] && want=${p}12
         check "$name: ... whole: the cache it saw is that job's" test "$(cache_field "${p}13" from)" = "$(cache_field "$want" left)"
 
+        # Init keeps the layer's directories and the cache's version open for after the job;
+        # gVisor lets a process of the same uid list them in /proc/1/fd, but every directory
+        # above them is root's (0700): they lead to no other version and to no other layer.
+        check "$name: init's descriptors lead nowhere else" run_job "${p}fd" local-reversible \
+                '["sh","-c","for f in /proc/1/fd/*; do [ -d $f ] && ls -a $f/.. $f/../.. 2>/dev/null; done; echo probed"]'
+        check "$name: ... (the job looked)" grep -qx probed "$res/${p}fd/job.log"
+        check "$name: ... no version, list or layer directory listed" \
+                sh -c "! grep -Exq '(work|cache[0-9]+)\\.(upper|work)|pin|meta|oids|data|[0-9]+' '$res/${p}fd/job.log'"
+
         # rm -rf build leaves an empty cache; cache clear removes it.
         check "$name: rm -rf build" run_job "${p}14" local-reversible '["rm","-rf","build"]'
         check "$name: ... is kept as an empty cache" test "$(cache_field "${p}14" kept)" = true
