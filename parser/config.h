@@ -191,6 +191,12 @@ static inline void config_freep(Config **c) {
 }
 #define _cleanup_config_ _cleanup_(config_freep)
 
+/* Why p (len bytes, as JSON gave them) is not a cache path, NULL when it is one: relative to
+ * the workspace and already normalised, each component a file name of 1..NAME_MAX bytes
+ * without control characters, at most CONFIG_CACHE_PATH_MAX bytes in all. What cache.paths
+ * refuses beyond that (reserved names, overlaps) is the config parser's alone. */
+const char *config_cache_path_problem(const char *p, size_t len);
+
 /* The request limits this config imposes. */
 void config_request_policy(const Config *c, RequestPolicy *ret);
 

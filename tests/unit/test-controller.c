@@ -257,7 +257,9 @@ static void test_worker_info(void **state) {
         (void) state;
         RequestPolicy p = request_policy_default;
         p.max_argv = 9;
-        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .config = "/etc/c.json", .limits = p};
+        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .config = "/etc/c.json", .limits = p,
+                         .job = {.memory_bytes = 1, .cpus_milli = 1000, .pids = 1, .max_log_bytes = 1,
+                                 .max_artifact_bytes = 1, .max_artifact_entries = 1}};
         _cleanup_(json_decrefp) json_t *j = worker_info_build(&in, 0);
         assert_non_null(j);
         _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
@@ -298,7 +300,82 @@ static void test_worker_info(void **state) {
         const char *newer = "{\"version\":1,\"results_dir\":\"/r\",\"something\":{\"new\":1}}";
         json_t *k = NULL;
         assert_int_equal(worker_info_parse(newer, strlen(newer), &out, &k, &e), 0);
+        assert_false(out.has_job); /* an older worker's document: what a job gets is not known */
         json_decref(k);
+}
+
+/* "job" (issue 35): what a job gets, written from the config and read back by the client. */
+static void test_worker_info_job(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *allow = json_pack("[s, s]", "registry.npmjs.org:443", "*.pythonhosted.org:443");
+        _cleanup_(json_decrefp) json_t *paths = json_pack("[s]", "node_modules");
+        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .limits = request_policy_default,
+                         .job = {.memory_bytes = 512 << 20, .cpus_milli = 1500, .pids = 256, .max_log_bytes = 1 << 20,
+                                 .max_artifact_bytes = 1 << 30, .max_artifact_entries = 10000, .network_allow = allow,
+                                 .max_upload_bytes = 1 << 20, .max_download_bytes = 2u << 30, .max_connections = 128,
+                                 .cache_paths = paths, .changes = true}};
+        _cleanup_(json_decrefp) json_t *j = worker_info_build(&in, 0);
+        assert_non_null(j);
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+        assert_non_null(strstr(s, "\"cpus\":\"1.5\""));
+        WorkerInfo out;
+        _cleanup_(json_decrefp) json_t *keep = NULL;
+        TfwError e = {0};
+        assert_int_equal(worker_info_parse(s, strlen(s), &out, &keep, &e), 0);
+        assert_true(out.has_job);
+        assert_int_equal(out.job.memory_bytes, 512 << 20);
+        assert_int_equal(out.job.cpus_milli, 1500);
+        assert_int_equal(out.job.max_connections, 128);
+        assert_true(out.job.changes);
+        assert_true(json_equal(out.job.network_allow, allow));
+        assert_true(json_equal(out.job.cache_paths, paths));
+
+        /* No network, no cache: null, and said so. */
+        in.job.network_allow = in.job.cache_paths = NULL;
+        in.job.cpus_milli = 2000;
+        in.job.changes = false;
+        _cleanup_(json_decrefp) json_t *j2 = worker_info_build(&in, 0);
+        _cleanup_free_ char *s2 = json_dumps(j2, JSON_COMPACT);
+        assert_non_null(strstr(s2, "\"network\":null,\"cache\":null,\"changes\":false"));
+        assert_non_null(strstr(s2, "\"cpus\":\"2.0\""));
+        _cleanup_(json_decrefp) json_t *keep2 = NULL;
+        assert_int_equal(worker_info_parse(s2, strlen(s2), &out, &keep2, &e), 0);
+        assert_true(out.has_job);
+        assert_null(out.job.network_allow);
+        assert_null(out.job.cache_paths);
+        assert_false(out.job.changes);
+
+#define LIM "\"limits\":{\"memory_bytes\":1,\"cpus\":\"1.0\",\"pids\":1,\"max_log_bytes\":1," \
+            "\"max_artifact_bytes\":1,\"max_artifact_entries\":1}"
+#define DOC(job) "{\"version\":1,\"results_dir\":\"/r\",\"job\":" job "}"
+        static const struct {
+                const char *text, *code;
+        } bad[] = {
+                {DOC("[]"), "bad_type"},
+                {DOC("{" LIM ",\"cache\":null,\"changes\":true}"), "missing_field"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":null,\"changes\":1}"), "bad_type"},
+                {DOC("{" LIM ",\"network\":{\"allow\":[\"example.org\"],\"max_upload_bytes\":1,"
+                     "\"max_download_bytes\":1,\"max_connections\":1},\"cache\":null,\"changes\":true}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":{\"allow\":[],\"max_upload_bytes\":1,"
+                     "\"max_download_bytes\":1,\"max_connections\":1},\"cache\":null,\"changes\":true}"), "bad_type"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":{\"paths\":[\"../up\"]},\"changes\":true}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":{\"paths\":[\"a\\nb\"]},\"changes\":true}"), "bad_value"},
+                {DOC("{\"limits\":{\"memory_bytes\":1,\"cpus\":\"lots\",\"pids\":1,\"max_log_bytes\":1,"
+                     "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
+                     "\"changes\":true}"), "bad_value"},
+                {DOC("{\"limits\":{\"memory_bytes\":0,\"cpus\":\"1.0\",\"pids\":1,\"max_log_bytes\":1,"
+                     "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
+                     "\"changes\":true}"), "out_of_range"},
+        };
+#undef DOC
+#undef LIM
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *k = NULL;
+                int r = worker_info_parse(bad[i].text, strlen(bad[i].text), &out, &k, &e);
+                if (r >= 0 || !e.code || strcmp(e.code, bad[i].code) != 0)
+                        fail_msg("%s: %d %s (%s), wanted %s", bad[i].text, r, e.code, e.message, bad[i].code);
+                json_decref(k);
+        }
 }
 
 static void put(int dir_fd, const char *name, const char *text) {
@@ -442,6 +519,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_request_write, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_exit_mapping),
                 cmocka_unit_test(test_worker_info),
+                cmocka_unit_test(test_worker_info_job),
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
