@@ -54,6 +54,11 @@
  * --engine-timeout-secs says otherwise. */
 #define CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS 60
 
+/* Where a worker's configuration conventionally lives: WORKER_CONFIG_DIR/NAME.json (what
+ * `--name NAME` means on the command line, and the file the units of systemd/ give the worker
+ * of instance NAME). */
+#define WORKER_CONFIG_DIR "/etc/tentaflake/workers"
+
 typedef enum RuntimeDriver {
         DRIVER_RUNSC,
         DRIVER_DOCKER,

@@ -17,6 +17,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "controller/mcp.h"
+#include "controller/no-worker.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/status.h"
@@ -459,6 +460,50 @@ static void test_status(void **state) {
         json_decref(l);
 }
 
+static void words_have(const char *words, const char *want, bool present) {
+        if ((strstr(words, want) != NULL) != present)
+                fail_msg("the words %s '%s': %s", present ? "lack" : "have", want, words);
+}
+
+/* Saying when nothing answers (issue 35, item 4): whether a worker took the request, and the
+ * words that name the worker and the unit that runs it. */
+static void test_no_worker(void **state) {
+        TestDir *t = *state;
+        ControllerSite s = CONTROLLER_SITE_NULL;
+        s.workspace = t->path;
+        s.inbox_fd = t->fd;
+
+        put(t->fd, "waits.json", "{}");
+        assert_false(controller_request_taken(&s, "waits", CONTROLLER_UNKNOWN));
+        assert_true(controller_request_taken(&s, "waits", CONTROLLER_QUEUED)); /* a state file: taken */
+        assert_true(controller_request_taken(&s, "gone", CONTROLLER_UNKNOWN));  /* out of the inbox: taken */
+
+        /* No worker.json: nobody to name. */
+        _cleanup_free_ char *none = controller_no_worker_words(&s, "waits");
+        words_have(none, "request 'waits' is still in the inbox after 5 s: no worker has taken it", true);
+        words_have(none, "No usable worker.json", true);
+
+        /* The package's units run WORKER_CONFIG_DIR/NAME.json. */
+        _cleanup_(json_decrefp) json_t *doc = json_object();
+        s.info_json = doc;
+        s.info = (WorkerInfo){.name = "agent", .config = "/etc/tentaflake/workers/agent.json",
+                              .started_at = "2026-12-01T09:00:00Z"};
+        _cleanup_free_ char *unit = controller_no_worker_words(&s, "waits");
+        words_have(unit, "This workspace's worker is 'agent'", true);
+        words_have(unit, "config '/etc/tentaflake/workers/agent.json', last started 2026-12-01T09:00:00Z", true);
+        words_have(unit, "tentaflake-worker@agent.service", true);
+        words_have(unit, "tentaflake-worker-queue@agent.path", true);
+        words_have(unit, "no unit of the package", false);
+        words_have(unit, "\n", false); /* one line */
+
+        /* A config elsewhere: no unit runs it; the command that does, quoted for a shell. */
+        s.info.config = "/srv/my worker.json";
+        _cleanup_free_ char *own = controller_no_worker_words(&s, "waits");
+        words_have(own, "no unit of the package runs it", true);
+        words_have(own, "'tentaflake-worker --config '/srv/my worker.json' run'", true);
+        words_have(own, ".service", false);
+}
+
 /* A scripted MCP session against a workspace without a worker: every line gets its answer,
  * malformed ones included, and tools say why they cannot work. */
 static void test_mcp_session(void **state) {
@@ -521,6 +566,7 @@ int main(void) {
                 cmocka_unit_test(test_worker_info),
                 cmocka_unit_test(test_worker_info_job),
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
