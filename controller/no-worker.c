@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -18,6 +19,17 @@ bool controller_request_taken(const ControllerSite *s, const char *id, Controlle
         snprintf(name, sizeof(name), "%s.json", id);
         /* Only a name that is surely gone counts: an error to look is not a worker's act. */
         return faccessat(s->inbox_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT;
+}
+
+int controller_inbox_age(const ControllerSite *s, const char *id, usec_t *ret_age) {
+        char name[REQUEST_ID_MAX + sizeof(".json")];
+        struct stat st;
+        snprintf(name, sizeof(name), "%s.json", id);
+        if (fstatat(s->inbox_fd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        usec_t mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000, now = now_realtime();
+        *ret_age = now > mtime ? now - mtime : 0;
+        return 0;
 }
 
 /* Is config the file the package's units give the worker name? */

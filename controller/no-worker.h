@@ -25,6 +25,10 @@
 /* Has a worker taken id, whose state (controller_status) is st? */
 bool controller_request_taken(const ControllerSite *s, const char *id, ControllerState st);
 
+/* How long <id>.json has been in the inbox (from its mtime: the client writes and renames it
+ * at once), into *ret_age: 0, or -ENOENT when it is not there (taken, or never written). */
+int controller_inbox_age(const ControllerSite *s, const char *id, usec_t *ret_age);
+
 /* What is said when it has not, one line without a trailing newline: that the request is still
  * in the inbox, which worker should take it, which unit runs it and how an operator looks at
  * it. Caller frees; NULL when out of memory. */

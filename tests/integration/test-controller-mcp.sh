@@ -7,7 +7,9 @@
 #    failing job, bad arguments, an unknown tool, a pending request that the test approves while
 #    the client waits in `result`, and list;
 #  - a malformed-message corpus (mcp-malformed.py: truncated JSON, wrong types, unknown methods,
-#    huge strings and lines, bad framing) after each entry of which the server still answers.
+#    huge strings and lines, bad framing) after each entry of which the server still answers;
+#  - issue 35 (words.mjs): with no worker running, run answers after 5 s with the words that
+#    name the worker, and result says the same.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -35,7 +37,8 @@ as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env
 
 echo "-- [$SECONDS s] npm ci of the SDK client"
 cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
-        tests/integration/mcp-client/client.mjs tests/integration/mcp-malformed.py "$dir/client/"
+        tests/integration/mcp-client/client.mjs tests/integration/mcp-client/words.mjs tests/integration/mcp-malformed.py \
+        "$dir/client/"
 if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) >"$dir/npm.log" 2>&1; then
         cat "$dir/npm.log"
         echo "SKIP: cannot install @modelcontextprotocol/sdk from the npm registry"
@@ -82,5 +85,19 @@ check "the corpus driver passed (exit $corpus_rc)" test "$corpus_rc" = 0
 check "no malformed message reached the inbox" test -z "$(ls -A "$ws/.tentaflake-worker/inbox")"
 check "daemon alive" daemon_alive
 stop_daemon || true
+
+# words DIR EXPECT_JSON NAME: words.mjs against the server started in DIR, its lines counted.
+words() {
+        (cd "$1" && as_ctl node "$dir/client/words.mjs" "$CTL_BIN" "$1" "$2") >"$dir/words-$3.out" 2>"$dir/words-$3.err"
+        local rc=$?
+        count_lines "$dir/words-$3.out"
+        check "words.mjs ($3) passed (exit $rc)" test "$rc" = 0
+        [ "$rc" = 0 ] || tail -n 20 "$dir/words-$3.err"
+}
+
+echo "-- [$SECONDS s] no worker runs: run answers with the words that say so (issue 35, item 4)"
+words "$ws" '{"no_worker": "'"$(worker_name "$dir")"'"}' none
+check "no worker: the request stays in the inbox" test -f "$ws/.tentaflake-worker/inbox/i35mcpnone.json"
+rm -f "$ws/.tentaflake-worker/inbox/i35mcpnone.json"
 
 finish
