@@ -701,7 +701,10 @@ const Verb verbs[] = {
          "  result  id, wait_seconds: the outcome of a request, or where it is\n"
          "  list    recent: pending, queued, running and recent requests of this workspace\n"
          "  apply   id, dry_run: a request's changes into the workspace (as apply; never a .git)\n"
-         "A run's answer lists what its command changed; with apply: true it applies them.\n\n"
+         "A run's answer lists what its command changed; with apply: true it applies them.\n"
+         "The instructions and run's description say what worker.json says a job gets\n"
+         "(network, limits, build cache, changes); run answers with the words submit prints\n"
+         "when no worker takes its request within 5 s.\n\n"
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",

@@ -11,6 +11,7 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "controller/apply.h"
+#include "controller/job-words.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -557,6 +558,9 @@ static json_t *tool_list(Mcp *m, json_t *args) {
 
 static json_t *tools_list(const Mcp *m) {
         const RequestPolicy *p = m->have_site ? &m->site.policy : &request_policy_default;
+        _cleanup_free_ char *run_words = controller_job_words(&m->site, JOB_WORDS_RUN);
+        if (!run_words)
+                return NULL;
         _cleanup_(json_decrefp) json_t *classes = json_array();
         for (int c = 0; c < _ACTION_CLASS_MAX; c++)
                 if (action_class_policy((ActionClass) c) != ACTION_POLICY_REJECT)
@@ -565,12 +569,7 @@ static json_t *tools_list(const Mcp *m) {
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
                 "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}, "
                 "s:{s:s, s:s}}, s:[s], s:b}}",
-                "name", "run", "title", "Run a command in a capsule", "description",
-                "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
-                "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
-                "artifacts (files the command leaves under /work/artifacts). A request whose action class needs an "
-                "operator answers at once with status pending and the command that approves it; ask for its "
-                "outcome later with the result tool.",
+                "name", "run", "title", "Run a command in a capsule", "description", run_words,
                 "inputSchema", "type", "object", "properties", "argv", "type", "array", "items", "type", "string",
                 "minItems", 1, "maxItems", (json_int_t) p->max_argv, "description",
                 "the command and its arguments, run without a shell in /work (or /work/<cwd>)", "action_class", "type", "string",
@@ -632,13 +631,19 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
                 if (streq(*p, json_string_value(v)))
                         chosen = *p;
         snprintf(m->protocol, sizeof(m->protocol), "%s", chosen);
+        /* The words come from worker.json (controller/job-words.h): look again in case the
+         * worker started since the server did. */
+        TfwError ignored = {0};
+        (void) site_ready(m, &ignored);
+        _cleanup_free_ char *instructions = controller_job_words(&m->site, JOB_WORDS_INSTRUCTIONS);
+        if (!instructions) {
+                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                return;
+        }
         send_result(m, id,
                     json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
                               "tools", "listChanged", false, "serverInfo", "name", "tentaflake-worker", "title",
-                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions",
-                              "Run builds, tests and any untrusted command with the run tool instead of running them "
-                              "yourself: each runs on a snapshot of this workspace in a disposable gVisor capsule with "
-                              "no network."));
+                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions", instructions));
 }
 
 static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {

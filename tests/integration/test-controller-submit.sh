@@ -21,8 +21,9 @@ command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not insta
 BIN=$(realpath "$BIN")
 
 dir=$(test_dir i15-sub)
-chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
-trap 'worker_cleanup "$dir"' EXIT
+dir2=$(test_dir i35-sub) # a second worker's config: network.allow and a cache (issue 35)
+chmod 0755 "$dir" "$dir2" # the controller (uid 10000) must reach its results, as on a real host
+trap 'worker_cleanup "$dir"; worker_cleanup "$dir2"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1,
  "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 120, "max_argv": 16, "memory": "512m", "memory_swap": "512m"}'
 ws="$dir/ws" inbox="$dir/ws/.tentaflake-worker/inbox" res="$dir/results"
@@ -290,6 +291,14 @@ check "worker.json: job.cache is null without cache.paths" test "$(json_get "$in
 check "worker.json: job.limits.memory_bytes is limits.memory" test "$(json_get "$info" 'r["job"]["limits"]["memory_bytes"]')" = 536870912
 check "worker.json: changesets come back (runsc)" test "$(json_get "$info" 'r["job"]["changes"]')" = True
 stop_daemon || true
+# ... and from a config with network.allow and cache.paths (drain writes worker.json, then exits).
+new_worker "$dir2" ', "network": {"allow": ["registry.npmjs.org:443"], "max_upload_bytes": "2m"}, "cache": {"paths": ["node_modules"]}'
+check "the second worker's drain ran" tfw "$dir2" drain 2>>"$dir2/daemon.log"
+info2="$dir2/ws/.tentaflake-worker/worker.json"
+check "worker.json: job.network.allow is network.allow" test "$(json_get "$info2" 'r["job"]["network"]["allow"]')" = "['registry.npmjs.org:443']"
+check "worker.json: job.network carries the per-job bounds" \
+        test "$(json_get "$info2" '(r["job"]["network"]["max_upload_bytes"], r["job"]["network"]["max_connections"])')" = "(2097152, 128)"
+check "worker.json: job.cache.paths is cache.paths" test "$(json_get "$info2" 'r["job"]["cache"]["paths"]')" = "['node_modules']"
 
 # ---------------------------------------------------------------------------------------------
 # Saying when nothing answers (issue 35, item 4): no worker runs for this workspace now. Before,

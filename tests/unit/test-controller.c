@@ -16,6 +16,7 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "controller/job-words.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -504,6 +505,61 @@ static void test_no_worker(void **state) {
         words_have(own, ".service", false);
 }
 
+/* True words (issue 35, item 5): what the MCP server tells a model follows worker.json. */
+static void test_job_words(void **state) {
+        (void) state;
+        ControllerSite s = CONTROLLER_SITE_NULL;
+        s.policy = request_policy_default;
+
+        /* No worker.json: nothing is claimed, not even "no network". */
+        _cleanup_free_ char *none = controller_job_words(&s, JOB_WORDS_INSTRUCTIONS);
+        words_have(none, "is not known: there is no usable worker.json", true);
+        words_have(none, "Network:", false);
+        words_have(none, "by default the workspace's root, /work", true);
+
+        /* An older worker.json, without "job". */
+        _cleanup_(json_decrefp) json_t *doc = json_object();
+        s.info_json = doc;
+        _cleanup_free_ char *old = controller_job_words(&s, JOB_WORDS_RUN);
+        words_have(old, "worker.json does not say", true);
+
+        /* No network, no cache, changesets; the caller's directory. */
+        s.info.has_job = true;
+        s.info.job = (WorkerJobInfo){.memory_bytes = 512 << 20, .cpus_milli = 1500, .pids = 256, .max_log_bytes = 1 << 20,
+                                     .max_artifact_bytes = 1 << 30, .max_artifact_entries = 1000, .changes = true};
+        s.cwd = (char *) "packages/api";
+        _cleanup_free_ char *closed = controller_job_words(&s, JOB_WORDS_INSTRUCTIONS);
+        words_have(closed, "Network: none.", true);
+        words_have(closed, "proxy", false);
+        words_have(closed, "Build cache", false);
+        words_have(closed, "512 MiB of memory, 1.5 CPUs, 256 processes, a timeout of 300 s", true);
+        words_have(closed, "(at most 900 s)", true);
+        words_have(closed, "up to 1 MiB", true);
+        words_have(closed, "applied only with the apply tool", true);
+        words_have(closed, "'packages/api' (/work/packages/api)", true);
+        words_have(closed, "\n", false);
+
+        /* An allowlist and a cache: named, and "none" no longer said. */
+        _cleanup_(json_decrefp) json_t *allow = json_pack("[s, s]", "registry.npmjs.org:443", "*.pythonhosted.org:443");
+        _cleanup_(json_decrefp) json_t *paths = json_pack("[s, s]", "node_modules", "target");
+        s.info.job.network_allow = allow;
+        s.info.job.max_connections = 128;
+        s.info.job.max_upload_bytes = 1 << 20;
+        s.info.job.max_download_bytes = UINT64_C(2) << 30;
+        s.info.job.cache_paths = paths;
+        s.info.job.changes = false;
+        _cleanup_free_ char *open_ = controller_job_words(&s, JOB_WORDS_RUN);
+        words_have(open_, "Network: only these host:port pairs, through the worker's proxy", true);
+        words_have(open_, "registry.npmjs.org:443, *.pythonhosted.org:443.", true);
+        words_have(open_, "at most 128 connections, 1 MiB sent and 2 GiB received", true);
+        words_have(open_, "no network", false);
+        words_have(open_, "Network: none", false);
+        words_have(open_, "leaves under node_modules, target (paths of /work)", true);
+        words_have(open_, "is lost when it ends (this worker returns no changeset)", true);
+        words_have(open_, "no worker takes within 5 s", true);
+        s.cwd = NULL;
+}
+
 /* A scripted MCP session against a workspace without a worker: every line gets its answer,
  * malformed ones included, and tools say why they cannot work. */
 static void test_mcp_session(void **state) {
@@ -567,6 +623,7 @@ int main(void) {
                 cmocka_unit_test(test_worker_info_job),
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

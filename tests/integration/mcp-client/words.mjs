@@ -3,8 +3,12 @@
 // Usage:
 //   node words.mjs BIN DIR EXPECT_JSON
 // The server is started in DIR (inside the workspace). EXPECT_JSON says what to check:
-//   {"no_worker": "NAME"}: no worker runs; run must answer within bounds with the words that
-//                          name worker NAME, and result must say the same.
+//   "network": null or the allowlist, "cache": null or the cache paths, "cwd": the directory's
+//   path below the workspace, "memory": limits.memory as the words say it ("512 MiB"),
+//   "changes": whether changesets come back: the initialize instructions and the run tool's
+//   description must say exactly that (item 5);
+//   "no_worker": "NAME": no worker runs; run must answer within bounds with the words that
+//   name worker NAME, and result must say the same (item 4).
 // Prints "ok: ..." per passed check, "FAIL: ..." per failed one; exits 1 when any failed.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
@@ -25,6 +29,29 @@ const transport = new StdioClientTransport({ command: bin, args: ["mcp"], cwd: d
 const client = new Client({ name: "i35-words-client", version: "1.0.0" });
 try {
   await client.connect(transport);
+
+  if ("network" in expect) {
+    const { tools } = await client.listTools();
+    const texts = { instructions: client.getInstructions() || "", "run's description": tools.find((t) => t.name === "run")?.description || "" };
+    for (const [where, t] of Object.entries(texts)) {
+      if (expect.network === null) {
+        check(`${where}: says there is no network`, t.includes("Network: none."), t);
+        check(`${where}: names no proxy`, !t.includes("through the worker's proxy"), t);
+      } else {
+        check(`${where}: says the network is the allowlist`, t.includes("Network: only these host:port pairs, through the worker's proxy"), t);
+        check(`${where}: names every allowed host:port`, expect.network.every((h) => t.includes(h)), t);
+        check(`${where}: does not say there is no network`, !/network: none|no network/i.test(t), t);
+      }
+      if (expect.cache === null)
+        check(`${where}: says nothing of a build cache`, !t.includes("Build cache"), t);
+      else
+        check(`${where}: names the build cache's paths`, t.includes(`leaves under ${expect.cache.join(", ")} (paths of /work)`), t);
+      check(`${where}: says where a command starts`, t.includes(`'${expect.cwd}' (/work/${expect.cwd})`), t);
+      check(`${where}: says the memory limit`, t.includes(`${expect.memory} of memory`), t);
+      check(`${where}: says what becomes of the changes`, expect.changes ? t.includes("applied only with the apply tool") :
+            t.includes("is lost when it ends"), t);
+    }
+  }
 
   if (expect.no_worker) {
     // Saying when nothing answers (item 4): run answers after CONTROLLER_NO_WORKER_SECONDS (5 s)
