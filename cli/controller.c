@@ -2,9 +2,12 @@
 /* The controller's verbs (contract section 9): `submit` and `mcp`, run as the controller's
  * own unprivileged user with no configuration file. Parsing and exit statuses only; the work
  * is in controller/. */
+#include <errno.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -16,7 +19,20 @@
 #include "controller/apply.h"
 #include "controller/submit.h"
 
-enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY };
+enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
+       OPT_WAIT_TIMEOUT };
+
+/* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
+static int parse_wait_timeout(const char *s, unsigned *ret) {
+        size_t n = strlen(s);
+        if (n == 0 || n > 10 || strspn(s, "0123456789") != n)
+                return -EINVAL;
+        unsigned long long v = strtoull(s, NULL, 10);
+        if (v == 0 || v > SUBMIT_WAIT_TIMEOUT_MAX)
+                return -ERANGE;
+        *ret = (unsigned) v;
+        return 0;
+}
 
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
@@ -30,6 +46,7 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 {"json", no_argument, NULL, OPT_JSON},
                 {"results", required_argument, NULL, OPT_RESULTS},
                 {"apply", no_argument, NULL, OPT_APPLY},
+                {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
                 {},
         };
         const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL;
@@ -73,6 +90,11 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 case OPT_RESULTS:
                         o.results = optarg;
                         break;
+                case OPT_WAIT_TIMEOUT:
+                        if (parse_wait_timeout(optarg, &o.wait_timeout) < 0)
+                                return cli_usage_error("submit", "--wait-timeout '%s' is not a number of seconds (1..%u)",
+                                                       optarg, SUBMIT_WAIT_TIMEOUT_MAX);
+                        break;
                 case ':':
                         return cli_usage_error("submit", "option '%s' needs a value", argv[optind - 1]);
                 default:
@@ -85,6 +107,8 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 return cli_usage_error("submit", "--json prints the result, which --no-wait does not wait for");
         if (o.apply && !o.wait)
                 return cli_usage_error("submit", "--apply applies the job's changes once it ended, which --no-wait does not wait for");
+        if (o.wait_timeout && !o.wait)
+                return cli_usage_error("submit", "--wait-timeout bounds the wait, which --no-wait does not make");
 
         _cleanup_(json_decrefp) json_t *fields = NULL;
         TfwError e = {0};

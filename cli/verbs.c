@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "common/log.h"
 #include "common/sha256.h"
+#include "controller/no-worker.h"
 #include "orchestrator/audit.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/doctor.h"
@@ -502,6 +503,8 @@ static int verb_serve(int argc, char **argv, const Config *config, const char *c
         "\nRun as root, with the configuration given by --config FILE or --name NAME (before or\n" \
         "after the command), or by $TENTAFLAKE_WORKER_CONFIG.\n"
 
+_Static_assert(CONTROLLER_NO_WORKER_SECONDS == 5, "submit --help says a worker takes a request within 5 s");
+
 const Verb verbs[] = {
         {"run", "run                      inbox daemon: watch the inbox and run jobs",
          "Usage: tentaflake-worker --config FILE run\n\n"
@@ -640,16 +643,18 @@ const Verb verbs[] = {
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
          "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
          "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
-         "                                [--apply] [--results DIR] -- ARGV...\n\n"
+         "                                [--apply] [--wait-timeout S] [--results DIR] -- ARGV...\n\n"
          "Run by the controller's own user, with no configuration file. Writes one request for\n"
          "ARGV (run without a shell) into <workspace>/.tentaflake-worker/inbox/, refusing at\n"
          "once what the worker would reject, then waits for its result (inotify): the job's log\n"
          "on stdout, its artifacts' paths on stderr, its exit code as submit's own. A request\n"
-         "that needs an operator says so once, with the command that approves it, and waits.\n"
-         "The job starts in the current directory's place below the workspace (/work/<cwd>),\n"
-         "or in /work from the workspace's root or from outside it. What it changes under /work\n"
-         "comes back as a changeset, never written to the workspace by the worker: submit says\n"
-         "how many paths changed, and --apply writes them (tentaflake-worker apply ID).\n\n"
+         "that needs an operator says so once, with the command that approves it, and waits;\n"
+         "one that no worker takes within 5 s says so once, naming the worker and its unit,\n"
+         "and waits. The job starts in the current directory's place below the workspace\n"
+         "(/work/<cwd>), or in /work from the workspace's root or from outside it. What it\n"
+         "changes under /work comes back as a changeset, never written to the workspace by the\n"
+         "worker: submit says how many paths changed, and --apply writes them\n"
+         "(tentaflake-worker apply ID).\n\n"
          "  --workspace DIR  the workspace (default: the current directory or the nearest\n"
          "                   parent holding .tentaflake-worker/)\n"
          "  --class CLASS    the action class (default local-reversible)\n"
@@ -659,11 +664,13 @@ const Verb verbs[] = {
          "  --no-wait        print the id and exit 0 once the request is written\n"
          "  --json           print result.json instead of the log and artifacts\n"
          "  --apply          once the job ended by itself, apply its changes (as apply ID does)\n"
+         "  --wait-timeout S stop waiting after S seconds (default: wait until the result); the\n"
+         "                   request stays with the worker, submit says where it is, exit 125\n"
          "  --results DIR    the results directory (default: from .tentaflake-worker/worker.json)\n\n"
          "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
-         "interrupted, submit itself failed, or --apply could not apply the changes; 2 usage\n"
-         "error. See docs/controller.md.\n",
+         "interrupted, submit itself failed, --wait-timeout passed, or --apply could not apply\n"
+         "the changes; 2 usage error. See docs/controller.md.\n",
          false, verb_submit},
         {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
          "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"
@@ -694,7 +701,10 @@ const Verb verbs[] = {
          "  result  id, wait_seconds: the outcome of a request, or where it is\n"
          "  list    recent: pending, queued, running and recent requests of this workspace\n"
          "  apply   id, dry_run: a request's changes into the workspace (as apply; never a .git)\n"
-         "A run's answer lists what its command changed; with apply: true it applies them.\n\n"
+         "A run's answer lists what its command changed; with apply: true it applies them.\n"
+         "The instructions and run's description say what worker.json says a job gets\n"
+         "(network, limits, build cache, changes); run answers with the words submit prints\n"
+         "when no worker takes its request within 5 s.\n\n"
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",

@@ -11,7 +11,9 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "controller/apply.h"
+#include "controller/job-words.h"
 #include "controller/mcp.h"
+#include "controller/no-worker.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/site.h"
@@ -44,6 +46,8 @@ typedef struct Waiter {
         usec_t submitted_at;      /* realtime, for .rejected/ records */
         usec_t started;           /* monotonic */
         usec_t deadline;          /* monotonic; 0: until final */
+        usec_t no_worker_at;      /* monotonic: answer with the no-worker words when no worker has
+                                   * taken it by then (controller/no-worker.h); 0: not looked at */
         usec_t next_progress;     /* monotonic */
         uint64_t progress;
         ControllerState last;
@@ -316,6 +320,18 @@ static json_t *state_result(Mcp *m, const Waiter *w, ControllerState st) {
                            false);
 }
 
+/* No worker took the request (controller/no-worker.h): said as submit says it, as an error,
+ * since the command has not run and will not without someone starting the worker. */
+static json_t *no_worker_result(Mcp *m, const char *id) {
+        _cleanup_free_ char *words = controller_no_worker_words(&m->site, id);
+        _cleanup_free_ char *text = NULL;
+        if (!words || asprintf(&text, "%s Ask for its outcome later with the result tool (id '%s').", words, id) < 0)
+                return tool_error(m, "internal", "out of memory");
+        return tool_result(m, text,
+                           json_pack("{s:s, s:s, s:b, s:s}", "id", id, "status", "unknown", "taken", false, "message", words),
+                           true);
+}
+
 /* ---- waiting ------------------------------------------------------------------------------ */
 
 static void waiter_drop(Mcp *m, size_t i) {
@@ -338,6 +354,9 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
                 answer = outcome_result(m, w->id, st.result, st.anonymous, w->apply);
         else if (st.state == CONTROLLER_PENDING && w->answer_pending)
                 answer = state_result(m, w, st.state);
+        else if (w->no_worker_at && now_monotonic() >= w->no_worker_at &&
+                 !controller_request_taken(&m->site, w->id, st.state))
+                answer = no_worker_result(m, w->id);
         else if (w->deadline && now_monotonic() >= w->deadline)
                 answer = state_result(m, w, st.state);
         else if (st.state != w->last) {
@@ -347,6 +366,9 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
                         send_progress(m, w, msg);
                 w->last = st.state;
         }
+        /* Looked at once: a request a worker took stays taken. */
+        if (!answer && w->no_worker_at && now_monotonic() >= w->no_worker_at)
+                w->no_worker_at = 0;
         controller_status_done(&st);
         if (!answer)
                 return false;
@@ -361,21 +383,33 @@ static void check_all(Mcp *m, bool scan_rejected) {
                         i++;
 }
 
-static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const char *id, const char *sha, bool answer_pending,
-                       bool apply, usec_t submitted_at, unsigned wait_seconds) {
+/* What a call waits for. */
+typedef struct WaitSpec {
+        const char *id;
+        const char *sha256;       /* NULL when not known (result) */
+        bool answer_pending;      /* run: answer as soon as an operator is needed */
+        bool apply;
+        usec_t submitted_at;      /* realtime, for .rejected/ records; 0: any */
+        unsigned wait_seconds;    /* 0: until final */
+        usec_t no_worker_in;      /* answer with the no-worker words when no worker has taken it
+                                   * this long from now; 0: never */
+} WaitSpec;
+
+static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws) {
         Waiter *w = &m->waiting[m->n_waiting++];
         usec_t now = now_monotonic();
         *w = (Waiter){.rpc_id = json_incref(rpc_id),
                       .progress_token = token ? json_incref(token) : NULL,
-                      .answer_pending = answer_pending,
-                      .apply = apply,
+                      .answer_pending = ws->answer_pending,
+                      .apply = ws->apply,
                       .scan_rejected = true,
-                      .submitted_at = submitted_at,
+                      .submitted_at = ws->submitted_at,
                       .started = now,
-                      .deadline = wait_seconds ? now + wait_seconds * USEC_PER_SEC : 0,
+                      .deadline = ws->wait_seconds ? now + ws->wait_seconds * USEC_PER_SEC : 0,
+                      .no_worker_at = ws->no_worker_in ? now + ws->no_worker_in : 0,
                       .last = CONTROLLER_UNKNOWN};
-        snprintf(w->id, sizeof(w->id), "%s", id);
-        snprintf(w->sha256, sizeof(w->sha256), "%s", sha ? sha : "");
+        snprintf(w->id, sizeof(w->id), "%s", ws->id);
+        snprintf(w->sha256, sizeof(w->sha256), "%s", ws->sha256 ? ws->sha256 : "");
         send_progress(m, w, "submitted: waiting for the worker");
         (void) waiter_check(m, m->n_waiting - 1, true);
 }
@@ -411,7 +445,10 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
         (void) json_object_del(fields, "apply");
         if (controller_submit_request(&m->site, fields, "mcp", &req, &submitted_at, &e) < 0)
                 return tool_error(m, e.code, e.message);
-        waiter_add(m, rpc_id, token, req.id, req.sha256, true, apply, submitted_at, (unsigned) wait);
+        WaitSpec ws = {.id = req.id, .sha256 = req.sha256, .answer_pending = true, .apply = apply,
+                       .submitted_at = submitted_at, .wait_seconds = (unsigned) wait,
+                       .no_worker_in = CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC};
+        waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
 }
@@ -442,14 +479,26 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
                 controller_status_done(&st);
                 return res;
         }
-        if (wait == 0 || st.state == CONTROLLER_UNKNOWN) {
-                if (st.state == CONTROLLER_UNKNOWN) {
-                        char msg[256];
-                        snprintf(msg, sizeof(msg),
-                                 "no request '%s' in the results directory (not captured yet, expired, or never submitted)",
-                                 id);
-                        return tool_error(m, "unknown_id", msg);
+        /* Still in the inbox: for how long says whether no worker took it (controller/no-worker.h). */
+        usec_t in_inbox = 0, no_worker_in = 0;
+        if (st.state == CONTROLLER_UNKNOWN && controller_inbox_age(&m->site, id, &in_inbox) >= 0) {
+                if (in_inbox >= CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC)
+                        return no_worker_result(m, id);
+                if (wait == 0) {
+                        char text[256];
+                        snprintf(text, sizeof(text), "request '%s' is in the inbox: no worker has taken it yet. Ask again "
+                                                     "with the result tool (wait_seconds to wait for it).", id);
+                        return tool_result(m, text,
+                                           json_pack("{s:s, s:s, s:b}", "id", id, "status", "unknown", "taken", false),
+                                           false);
                 }
+                no_worker_in = CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC - in_inbox;
+        } else if (st.state == CONTROLLER_UNKNOWN) {
+                char msg[256];
+                snprintf(msg, sizeof(msg),
+                         "no request '%s' in the inbox or the results directory (expired, or never submitted)", id);
+                return tool_error(m, "unknown_id", msg);
+        } else if (wait == 0) {
                 Waiter w = {};
                 snprintf(w.id, sizeof(w.id), "%s", id);
                 return state_result(m, &w, st.state);
@@ -458,7 +507,8 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
         if (!watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
-        waiter_add(m, rpc_id, token, id, NULL, false, false, 0, (unsigned) wait);
+        WaitSpec ws = {.id = id, .wait_seconds = (unsigned) wait, .no_worker_in = no_worker_in};
+        waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
 }
@@ -508,6 +558,9 @@ static json_t *tool_list(Mcp *m, json_t *args) {
 
 static json_t *tools_list(const Mcp *m) {
         const RequestPolicy *p = m->have_site ? &m->site.policy : &request_policy_default;
+        _cleanup_free_ char *run_words = controller_job_words(&m->site, JOB_WORDS_RUN);
+        if (!run_words)
+                return NULL;
         _cleanup_(json_decrefp) json_t *classes = json_array();
         for (int c = 0; c < _ACTION_CLASS_MAX; c++)
                 if (action_class_policy((ActionClass) c) != ACTION_POLICY_REJECT)
@@ -516,12 +569,7 @@ static json_t *tools_list(const Mcp *m) {
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:i, s:I, s:s}, s:{s:s, s:O, s:s, s:s}, "
                 "s:{s:s, s:i, s:I, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:i, s:s}, s:{s:s, s:s, s:s}, s:{s:s, s:i, s:i, s:s}, "
                 "s:{s:s, s:s}}, s:[s], s:b}}",
-                "name", "run", "title", "Run a command in a capsule", "description",
-                "Run a command (argv, no shell) on a snapshot of this workspace in a disposable gVisor capsule with no "
-                "network, and answer with its outcome: status, exit code, the end of its log and the paths of its "
-                "artifacts (files the command leaves under /work/artifacts). A request whose action class needs an "
-                "operator answers at once with status pending and the command that approves it; ask for its "
-                "outcome later with the result tool.",
+                "name", "run", "title", "Run a command in a capsule", "description", run_words,
                 "inputSchema", "type", "object", "properties", "argv", "type", "array", "items", "type", "string",
                 "minItems", 1, "maxItems", (json_int_t) p->max_argv, "description",
                 "the command and its arguments, run without a shell in /work (or /work/<cwd>)", "action_class", "type", "string",
@@ -583,13 +631,19 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
                 if (streq(*p, json_string_value(v)))
                         chosen = *p;
         snprintf(m->protocol, sizeof(m->protocol), "%s", chosen);
+        /* The words come from worker.json (controller/job-words.h): look again in case the
+         * worker started since the server did. */
+        TfwError ignored = {0};
+        (void) site_ready(m, &ignored);
+        _cleanup_free_ char *instructions = controller_job_words(&m->site, JOB_WORDS_INSTRUCTIONS);
+        if (!instructions) {
+                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                return;
+        }
         send_result(m, id,
                     json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
                               "tools", "listChanged", false, "serverInfo", "name", "tentaflake-worker", "title",
-                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions",
-                              "Run builds, tests and any untrusted command with the run tool instead of running them "
-                              "yourself: each runs on a snapshot of this workspace in a disposable gVisor capsule with "
-                              "no network."));
+                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions", instructions));
 }
 
 static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
@@ -746,6 +800,8 @@ static int next_timeout_ms(const Mcp *m) {
                 const Waiter *w = &m->waiting[i];
                 if (w->deadline && (!next || w->deadline < next))
                         next = w->deadline;
+                if (w->no_worker_at && (!next || w->no_worker_at < next))
+                        next = w->no_worker_at;
                 if (w->progress_token && (!next || w->next_progress < next))
                         next = w->next_progress;
         }

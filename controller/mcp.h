@@ -8,9 +8,12 @@
  * in the inbox, runs on). Tools:
  *   run     argv, action_class (default local-reversible), timeout_seconds, reason, id: submits
  *           like `submit` and answers when the job ends, or at once when it waits for an
- *           operator (status pending, its id and the approve command); wait_seconds (1..3600)
- *           answers with where it is when the job has not ended by then;
- *   result  id, wait_seconds (0..3600, default 0): the outcome or the current state;
+ *           operator (status pending, its id and the approve command), or, as an error with
+ *           the words of controller/no-worker.h, when no worker has taken it after
+ *           CONTROLLER_NO_WORKER_SECONDS; wait_seconds (1..3600) answers with where it is when
+ *           the job has not ended by then;
+ *   result  id, wait_seconds (0..3600, default 0): the outcome or the current state (for a
+ *           request still in the inbox, that no worker took it);
  *   list    recent (0..100, default 20): pending, queued, running and recent requests.
  * A final outcome carries status, exit code, the exit status `submit` would take, the log's
  * last 16 KiB and the artifacts' paths. With a progressToken in a call's _meta, the server

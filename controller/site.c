@@ -13,7 +13,6 @@
 #include "common/path-util.h"
 #include "common/shell-word.h"
 #include "controller/site.h"
-#include "parser/worker-info.h"
 
 static bool has_control_dir(const char *dir) {
         char p[PATH_MAX];
@@ -72,8 +71,8 @@ static void load_info(ControllerSite *s, int ctl_fd) {
         }
         s->policy = info.limits;
         s->results_dir = strdup(info.results_dir);
-        s->config = info.config ? strdup(info.config) : NULL;
-        s->name = info.name ? strdup(info.name) : NULL;
+        s->info = info;
+        s->info_json = TAKE_PTR(j);
 }
 
 int controller_site_open(const char *workspace, const char *results_dir, ControllerSite *ret, TfwError *e) {
@@ -140,9 +139,10 @@ void controller_site_close(ControllerSite *s) {
         free(s->workspace);
         free(s->cwd);
         free(s->results_dir);
-        free(s->config);
-        free(s->name);
-        s->workspace = s->cwd = s->results_dir = s->config = s->name = NULL;
+        json_decref(s->info_json);
+        s->info_json = NULL;
+        s->info = (WorkerInfo) {};
+        s->workspace = s->cwd = s->results_dir = NULL;
 }
 
 int controller_site_need_results(const ControllerSite *s, TfwError *e) {
@@ -153,7 +153,7 @@ int controller_site_need_results(const ControllerSite *s, TfwError *e) {
 }
 
 char *controller_approve_command(const ControllerSite *s, const char *id, const char *sha256) {
-        _cleanup_free_ char *cfg = s->config ? shell_word(s->config) : strdup("<the worker's config>");
+        _cleanup_free_ char *cfg = s->info.config ? shell_word(s->info.config) : strdup("<the worker's config>");
         char *out = NULL;
         if (!cfg)
                 return NULL;

@@ -15,6 +15,7 @@
 
 #include "common/error.h"
 #include "parser/request.h"
+#include "parser/worker-info.h"
 
 #define CONTROL_DIR_NAME ".tentaflake-worker"
 
@@ -25,8 +26,10 @@ typedef struct ControllerSite {
         int inbox_fd;
         char *results_dir;    /* NULL when unknown */
         int results_fd;       /* -EBADF when unknown or not (yet) there */
-        char *config;         /* the worker's config path, for the approve command; NULL if unknown */
-        char *name;           /* the worker's controller name, NULL if unknown */
+        json_t *info_json;    /* worker.json as read, owning info's strings; NULL without one */
+        WorkerInfo info;      /* worker.json: the worker's name, config (for the operator's
+                               * commands), when it started and what a job gets; all zero and
+                               * NULL when there is no usable worker.json */
         RequestPolicy policy; /* worker.json's limits, else the contract's defaults */
         char results_error[1400]; /* why results_fd is -EBADF */
 } ControllerSite;

@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/json-util.h"
 #include "controller/apply.h"
+#include "controller/no-worker.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/site.h"
@@ -152,6 +154,90 @@ static void submit_apply(const ControllerSite *s, const char *id, const json_t *
         }
 }
 
+/* Where the request is, once submit stops waiting for it without its result. */
+static void say_gave_up(const ControllerSite *s, const SubmitOptions *o, const char *id, ControllerState st, FILE *err) {
+        const char *where = st == CONTROLLER_PENDING ? "pending: it waits for an operator"
+                            : st == CONTROLLER_QUEUED  ? "queued"
+                            : st == CONTROLLER_RUNNING ? "running"
+                            : controller_request_taken(s, id, st) ? "taken by the worker"
+                                                                  : "still in the inbox: no worker has taken it";
+        fprintf(err, "submit '%s': no result after %u s (--wait-timeout): the request is %s. It stays in the worker's "
+                     "hands (giving up does not withdraw it): follow it in '%s/%s.state.json' (once a worker has taken "
+                     "it) and '%s/%s/' (when it ends)\n",
+                id, o->wait_timeout, where, s->results_dir, id, s->results_dir, id);
+}
+
+/* Once, when no worker has taken the request in time (controller/no-worker.h). */
+static void say_no_worker(const ControllerSite *s, const SubmitOptions *o, const char *id, FILE *err) {
+        _cleanup_free_ char *words = controller_no_worker_words(s, id);
+        char bound[96];
+        if (o->wait_timeout)
+                snprintf(bound, sizeof(bound), "up to --wait-timeout %u s", o->wait_timeout);
+        else
+                snprintf(bound, sizeof(bound), "without a bound (--wait-timeout sets one)");
+        fprintf(err, "submit '%s': %s Still waiting, %s.\n", id, words ? words : "no worker has taken it.", bound);
+        fflush(err);
+}
+
+static int ms_until(usec_t deadline, usec_t now) {
+        if (deadline <= now)
+                return 0;
+        usec_t ms = (deadline - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC;
+        return ms > INT32_MAX ? INT32_MAX : (int) ms;
+}
+
+/* Wait with inotify until the request is final (1, *ret its status) or wait_timeout is over
+ * (0, said on err); saying once that it waits for an operator, and once that no worker took it. */
+static int submit_wait(const SubmitOptions *o, const ControllerSite *site, ControllerWatch *watch,
+                       const ControllerRequest *req, usec_t submitted_at, FILE *err, ControllerStatus *ret, TfwError *e) {
+        usec_t start = now_monotonic(), no_worker_at = start + CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC;
+        usec_t give_up_at = o->wait_timeout ? start + (usec_t) o->wait_timeout * USEC_PER_SEC : 0;
+        bool said_pending = false, looked_taken = false, scan_rejected = true;
+        int r;
+
+        for (;;) {
+                ControllerStatus st = {};
+                r = controller_status(site->results_fd, req->id, submitted_at, scan_rejected, &st);
+                if (r < 0)
+                        return tfw_error(e, r, "internal", "cannot look up '%s': %s", req->id, strerror(-r));
+                if (st.state == CONTROLLER_FINAL) {
+                        *ret = st;
+                        return 1;
+                }
+                if (st.state == CONTROLLER_PENDING && !said_pending) {
+                        _cleanup_free_ char *cmd = controller_approve_command(site, req->id, req->sha256);
+                        fprintf(err, "submit '%s': pending: an operator must approve it; as root: %s\n", req->id,
+                                cmd ? cmd : "approve");
+                        fflush(err);
+                        said_pending = true;
+                }
+                usec_t now = now_monotonic();
+                if (!looked_taken && now >= no_worker_at) {
+                        /* Looked at once: a request a worker took stays taken. */
+                        if (!controller_request_taken(site, req->id, st.state))
+                                say_no_worker(site, o, req->id, err);
+                        looked_taken = true;
+                }
+                if (give_up_at && now >= give_up_at) {
+                        say_gave_up(site, o, req->id, st.state, err);
+                        return 0;
+                }
+                int timeout = -1;
+                if (!looked_taken)
+                        timeout = ms_until(no_worker_at, now);
+                if (give_up_at && (timeout < 0 || ms_until(give_up_at, now) < timeout))
+                        timeout = ms_until(give_up_at, now);
+                struct pollfd p = {.fd = watch->fd, .events = POLLIN};
+                if (poll(&p, 1, timeout) < 0 && errno != EINTR)
+                        return tfw_error(e, errno, "internal", "poll: %m");
+                int m = controller_watch_read(watch);
+                if (m < 0)
+                        return tfw_error(e, ENOENT, "no_results", "the results directory '%s' went away while waiting for '%s'",
+                                         site->results_dir, req->id);
+                scan_rejected = m & CONTROLLER_WATCH_REJECTED;
+        }
+}
+
 int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
         _cleanup_(controller_site_close) ControllerSite site = CONTROLLER_SITE_NULL;
         _cleanup_(controller_request_done) ControllerRequest req = {};
@@ -181,29 +267,11 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                 return 0;
         }
 
-        bool said_pending = false, scan_rejected = true;
         ControllerStatus st = {};
-        for (;;) {
-                r = controller_status(site.results_fd, req.id, submitted_at, scan_rejected, &st);
-                if (r < 0)
-                        return tfw_error(e, r, "internal", "cannot look up '%s': %s", req.id, strerror(-r));
-                if (st.state == CONTROLLER_FINAL)
-                        break;
-                if (st.state == CONTROLLER_PENDING && !said_pending) {
-                        _cleanup_free_ char *cmd = controller_approve_command(&site, req.id, req.sha256);
-                        fprintf(err, "submit '%s': pending: an operator must approve it; as root: %s\n", req.id,
-                                cmd ? cmd : "approve");
-                        fflush(err);
-                        said_pending = true;
-                }
-                struct pollfd p = {.fd = watch.fd, .events = POLLIN};
-                if (poll(&p, 1, -1) < 0 && errno != EINTR)
-                        return tfw_error(e, errno, "internal", "poll: %m");
-                int m = controller_watch_read(&watch);
-                if (m < 0)
-                        return tfw_error(e, ENOENT, "no_results", "the results directory '%s' went away while waiting for '%s'",
-                                         site.results_dir, req.id);
-                scan_rejected = m & CONTROLLER_WATCH_REJECTED;
+        r = submit_wait(o, &site, &watch, &req, submitted_at, err, &st, e);
+        if (r <= 0) {
+                *ret_status = CONTROLLER_EXIT_NOT_RUN;
+                return r;
         }
 
         _cleanup_(json_decrefp) json_t *res = st.result;

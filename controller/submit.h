@@ -4,9 +4,12 @@
  * err, and the job's exit status mapped as controller_exit_status() says.
  *
  * A request waiting for an operator is reported once on err, with the command that approves
- * exactly these bytes, and waited for. A fresh id is never one already in use in the results
- * directory or the inbox; a given one that is, is refused (duplicate_id) before anything is
- * written. */
+ * exactly these bytes, and waited for. One that no worker has taken within
+ * CONTROLLER_NO_WORKER_SECONDS is reported once on err too (controller/no-worker.h), and waited
+ * for. The wait is bounded by wait_timeout when given: then submit says on err where the request
+ * is (it stays in the worker's hands) and takes CONTROLLER_EXIT_NOT_RUN. A fresh id is never one
+ * already in use in the results directory or the inbox; a given one that is, is refused
+ * (duplicate_id) before anything is written. */
 #pragma once
 
 #include <jansson.h>
@@ -27,7 +30,10 @@ typedef struct SubmitOptions {
         bool apply;             /* apply the job's changeset (controller/apply.h) when the job
                                  * ended by itself; one that cannot be applied makes the exit
                                  * status 125 */
+        unsigned wait_timeout;  /* seconds, at most SUBMIT_WAIT_TIMEOUT_MAX; 0: wait until final */
 } SubmitOptions;
+
+#define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)
 
 /* 0 with *ret_status the exit status to take (0 when not waiting), or a negative errno with
  * e set: nothing was submitted, or the wait failed (e->code says which; "refused" codes are the

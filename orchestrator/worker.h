@@ -14,10 +14,6 @@
  * itself; the CLI passes a function that logs (cli_report_line). */
 typedef void (*WorkerReport)(void *userdata, int level, const char *line);
 
-/* Where a worker's configuration conventionally lives: WORKER_CONFIG_DIR/NAME.json (what
- * `--name NAME` means on the command line). */
-#define WORKER_CONFIG_DIR "/etc/tentaflake/workers"
-
 typedef struct Worker {
         const Config *config;
         WorkerReport report; /* NULL: the events are dropped */

@@ -682,10 +682,7 @@ static int parse_signing(Config *c, json_t *root, TfwError *e) {
         return 0;
 }
 
-/* Why p (len bytes, as JSON gave them) is not a cache path, NULL when it is one: relative
- * to the workspace and already normalised, each component a file name of 1..NAME_MAX bytes
- * without control characters, at most CONFIG_CACHE_PATH_MAX bytes in all. */
-static const char *cache_path_problem(const char *p, size_t len) {
+const char *config_cache_path_problem(const char *p, size_t len) {
         if (len == 0)
                 return "must not be empty";
         if (strlen(p) != len)
@@ -725,7 +722,7 @@ static int check_cache_path(char *const *earlier, json_t *item, size_t i, TfwErr
         if (!json_is_string(item))
                 return key_error(e, EBADMSG, "bad_type", field, "must be a string");
         p = json_string_value(item);
-        problem = cache_path_problem(p, json_string_length(item));
+        problem = config_cache_path_problem(p, json_string_length(item));
         if (problem)
                 return key_error(e, EBADMSG, "bad_value", field, "'%s' %s", show(p, a), problem);
         for (size_t k = 0; k < ELEMENTSOF(reserved_cache_paths); k++) {

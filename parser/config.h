@@ -54,6 +54,11 @@
  * --engine-timeout-secs says otherwise. */
 #define CONFIG_DEFAULT_ENGINE_TIMEOUT_SECONDS 60
 
+/* Where a worker's configuration conventionally lives: WORKER_CONFIG_DIR/NAME.json (what
+ * `--name NAME` means on the command line, and the file the units of systemd/ give the worker
+ * of instance NAME). */
+#define WORKER_CONFIG_DIR "/etc/tentaflake/workers"
+
 typedef enum RuntimeDriver {
         DRIVER_RUNSC,
         DRIVER_DOCKER,
@@ -190,6 +195,12 @@ static inline void config_freep(Config **c) {
         config_free(*c);
 }
 #define _cleanup_config_ _cleanup_(config_freep)
+
+/* Why p (len bytes, as JSON gave them) is not a cache path, NULL when it is one: relative to
+ * the workspace and already normalised, each component a file name of 1..NAME_MAX bytes
+ * without control characters, at most CONFIG_CACHE_PATH_MAX bytes in all. What cache.paths
+ * refuses beyond that (reserved names, overlaps) is the config parser's alone. */
+const char *config_cache_path_problem(const char *p, size_t len);
 
 /* The request limits this config imposes. */
 void config_request_policy(const Config *c, RequestPolicy *ret);

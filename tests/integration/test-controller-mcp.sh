@@ -7,7 +7,11 @@
 #    failing job, bad arguments, an unknown tool, a pending request that the test approves while
 #    the client waits in `result`, and list;
 #  - a malformed-message corpus (mcp-malformed.py: truncated JSON, wrong types, unknown methods,
-#    huge strings and lines, bad framing) after each entry of which the server still answers.
+#    huge strings and lines, bad framing) after each entry of which the server still answers;
+#  - issue 35 (words.mjs): the instructions and the run tool's description say what worker.json
+#    says a job gets (no network and no cache here; an allowlist and a cache for a second worker's
+#    config), and with no worker running, run answers after 5 s with the words that name the
+#    worker, and result says the same.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -21,8 +25,10 @@ node_major=$(node -p 'process.versions.node.split(".")[0]')
 BIN=$(realpath "$BIN")
 
 dir=$(test_dir i15-mcp)
-chmod 0755 "$dir"
-trap 'worker_cleanup "$dir"' EXIT
+# A second worker, never running, whose config has network.allow and a cache (issue 35).
+dir2=$(test_dir i35-words)
+chmod 0755 "$dir" "$dir2"
+trap 'worker_cleanup "$dir"; worker_cleanup "$dir2"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1, "limits": {"memory": "512m", "memory_swap": "512m"}'
 ws="$dir/ws"
 mkdir -p "$dir/bin" "$dir/home" "$dir/client"
@@ -35,7 +41,8 @@ as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env
 
 echo "-- [$SECONDS s] npm ci of the SDK client"
 cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
-        tests/integration/mcp-client/client.mjs tests/integration/mcp-malformed.py "$dir/client/"
+        tests/integration/mcp-client/client.mjs tests/integration/mcp-client/words.mjs tests/integration/mcp-malformed.py \
+        "$dir/client/"
 if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) >"$dir/npm.log" 2>&1; then
         cat "$dir/npm.log"
         echo "SKIP: cannot install @modelcontextprotocol/sdk from the npm registry"
@@ -80,7 +87,36 @@ count_lines "$dir/corpus.out"
 check "the corpus driver passed (exit $corpus_rc)" test "$corpus_rc" = 0
 [ "$corpus_rc" = 0 ] || tail -n 20 "$dir/corpus.err"
 check "no malformed message reached the inbox" test -z "$(ls -A "$ws/.tentaflake-worker/inbox")"
+
+# words DIR EXPECT_JSON NAME: words.mjs against the server started in DIR, its lines counted.
+words() {
+        (cd "$1" && as_ctl node "$dir/client/words.mjs" "$CTL_BIN" "$1" "$2") >"$dir/words-$3.out" 2>"$dir/words-$3.err"
+        local rc=$?
+        count_lines "$dir/words-$3.out"
+        check "words.mjs ($3) passed (exit $rc)" test "$rc" = 0
+        [ "$rc" = 0 ] || tail -n 20 "$dir/words-$3.err"
+}
+
+# True words (issue 35, item 5): this worker has no network.allow and no cache; the server was
+# "no network" for every worker before, whatever its config said.
+echo "-- [$SECONDS s] the words follow worker.json: no network, no cache"
+words "$ws/mcpdir/sub" '{"network": null, "cache": null, "cwd": "mcpdir/sub", "memory": "512 MiB", "changes": true}' closed
 check "daemon alive" daemon_alive
 stop_daemon || true
+
+echo "-- [$SECONDS s] no worker runs: run answers with the words that say so (issue 35, item 4)"
+words "$ws" '{"no_worker": "'"$(worker_name "$dir")"'"}' none
+check "no worker: the request stays in the inbox" test -f "$ws/.tentaflake-worker/inbox/i35mcpnone.json"
+rm -f "$ws/.tentaflake-worker/inbox/i35mcpnone.json"
+
+# The other worker: an allowlist and a cache. `drain` with an empty inbox writes its
+# worker.json and exits, so no worker runs for that workspace afterwards.
+echo "-- [$SECONDS s] the words follow worker.json: network.allow and cache.paths, no worker"
+new_worker "$dir2" ', "limits": {"memory": "768m", "memory_swap": "768m"},
+ "network": {"allow": ["registry.npmjs.org:443", "*.pythonhosted.org:443"]}, "cache": {"paths": ["node_modules"]}'
+mkdir -p "$dir2/ws/pkg" && chown 10000:10000 "$dir2/ws/pkg"
+check "the other worker's drain wrote its worker.json" tfw "$dir2" drain 2>>"$dir2/daemon.log"
+words "$dir2/ws/pkg" '{"network": ["registry.npmjs.org:443", "*.pythonhosted.org:443"], "cache": ["node_modules"],
+ "cwd": "pkg", "memory": "768 MiB", "changes": true, "no_worker": "'"$(worker_name "$dir2")"'"}' open
 
 finish

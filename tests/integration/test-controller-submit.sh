@@ -8,7 +8,9 @@
 # worker-side rejection, a denial and local refusals), a pending request approved from another
 # shell with the command submit printed, --no-wait, --json, artifacts on stderr, and workspace
 # discovery from a subdirectory, where the job then starts (cwd), and a cwd the snapshot lacks,
-# a link or a file, or one leaving the workspace: rejected.
+# a link or a file, or one leaving the workspace: rejected. Issue 35: --wait-timeout, and with no
+# worker running, the one line that says so (naming the worker and what runs it) and the exit at
+# the bound; worker.json's "job".
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -19,8 +21,9 @@ command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not insta
 BIN=$(realpath "$BIN")
 
 dir=$(test_dir i15-sub)
-chmod 0755 "$dir" # the controller (uid 10000) must reach its results, as on a real host
-trap 'worker_cleanup "$dir"' EXIT
+dir2=$(test_dir i35-sub) # a second worker's config: network.allow and a cache (issue 35)
+chmod 0755 "$dir" "$dir2" # the controller (uid 10000) must reach its results, as on a real host
+trap 'worker_cleanup "$dir"; worker_cleanup "$dir2"' EXIT
 new_worker "$dir" ', "pending_ttl_hours": 1,
  "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 120, "max_argv": 16, "memory": "512m", "memory_swap": "512m"}'
 ws="$dir/ws" inbox="$dir/ws/.tentaflake-worker/inbox" res="$dir/results"
@@ -94,6 +97,8 @@ check "ok: the job's log on stdout" out_has ok "from the workspace"
 check "ok: the artifact's path on stderr" grep -qx "$res/sub-.*/artifacts/d/a.txt" "$dir/out/ok.err"
 check "ok: the artifact is readable at that path" \
         test "$(setpriv --reuid=10000 --regid=10000 --clear-groups cat "$(grep artifacts/d/a.txt "$dir/out/ok.err")")" = art
+# A running worker takes a request at once: no word of a missing one (issue 35, item 4).
+check "ok: no word of a missing worker" sh -c "! grep -q 'no worker has taken it' '$dir/out/ok.err'"
 
 sub fail -- sh -c 'echo failing; exit 3'
 rc_is fail 3
@@ -151,6 +156,24 @@ check "again: an id in use is refused locally" err_has again "duplicate_id"
 sub json --json --id i15json -- sh -c 'exit 7'
 rc_is json 7
 check "json: prints result.json" test "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$dir/out/json.out")" = failed
+
+echo "-- [$SECONDS s] --wait-timeout"
+sub wt_ok --wait-timeout 300 -- sh -c 'echo in-time'
+rc_is wt_ok 0
+check "wt_ok: a result within the bound is submit's as ever" out_has wt_ok in-time
+# The bound passes while the job runs: submit says where it is and exits 125; the job goes on.
+sub wt_slow --wait-timeout 2 --id i35slow -- sh -c 'sleep 6; echo slept'
+rc_is wt_slow 125
+check "wt_slow: says the bound passed and where the request is" \
+        grep -Eq "^submit 'i35slow': no result after 2 s \(--wait-timeout\): the request is (queued|running|taken by the worker)\. It stays in the worker's hands" "$dir/out/wt_slow.err"
+check "wt_slow: ... naming its state file" err_has wt_slow "$res/i35slow.state.json"
+check "wt_slow: the worker took it: no word of a missing worker" sh -c "! grep -q 'no worker has taken it' '$dir/out/wt_slow.err'"
+check "wt_slow: the job still ends, with its result" wait_result "$dir" i35slow
+check "wt_slow: ... having run to its end" test "$(result_field "$dir" i35slow status)" = succeeded
+sub wt_zero --wait-timeout 0 -- true
+rc_is wt_zero 2
+sub wt_nowait --no-wait --wait-timeout 5 -- true
+rc_is wt_nowait 2
 
 echo "-- [$SECONDS s] discovery from a subdirectory"
 mkdir -p "$ws/sub/deeper"
@@ -262,6 +285,43 @@ stop_daemon || true
 start_daemon "$dir" || exit 1
 check "a restart rewrites worker.json" test "$(json_get "$info" 'r["results_dir"]')" = "$res"
 check "a restart rewrites it root-owned" test "$(stat -c %u "$info")" = 0
+# What a job gets (issue 35, item 5), from this config: no network, no cache, the limits.
+check "worker.json: job.network is null without network.allow" test "$(json_get "$info" 'r["job"]["network"]')" = null
+check "worker.json: job.cache is null without cache.paths" test "$(json_get "$info" 'r["job"]["cache"]')" = null
+check "worker.json: job.limits.memory_bytes is limits.memory" test "$(json_get "$info" 'r["job"]["limits"]["memory_bytes"]')" = 536870912
+check "worker.json: changesets come back (runsc)" test "$(json_get "$info" 'r["job"]["changes"]')" = True
 stop_daemon || true
+# ... and from a config with network.allow and cache.paths (drain writes worker.json, then exits).
+new_worker "$dir2" ', "network": {"allow": ["registry.npmjs.org:443"], "max_upload_bytes": "2m"}, "cache": {"paths": ["node_modules"]}'
+check "the second worker's drain ran" tfw "$dir2" drain 2>>"$dir2/daemon.log"
+info2="$dir2/ws/.tentaflake-worker/worker.json"
+check "worker.json: job.network.allow is network.allow" test "$(json_get "$info2" 'r["job"]["network"]["allow"]')" = "['registry.npmjs.org:443']"
+check "worker.json: job.network carries the per-job bounds" \
+        test "$(json_get "$info2" '(r["job"]["network"]["max_upload_bytes"], r["job"]["network"]["max_connections"])')" = "(2097152, 128)"
+check "worker.json: job.cache.paths is cache.paths" test "$(json_get "$info2" 'r["job"]["cache"]["paths"]')" = "['node_modules']"
+
+# ---------------------------------------------------------------------------------------------
+# Saying when nothing answers (issue 35, item 4): no worker runs for this workspace now. Before,
+# submit waited without a word and without a bound; `timeout` keeps this test bounded anyway.
+echo "-- [$SECONDS s] no worker: submit says so once and stops at --wait-timeout"
+t0=$(date +%s)
+timeout 60 setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env -i PATH=/usr/bin:/bin HOME="$dir/home" \
+        sh -c "cd '$ws' && exec '$CTL_BIN' submit --wait-timeout 8 --id i35none -- true" \
+        >"$dir/out/none.out" 2>"$dir/out/none.err"
+echo $? >"$dir/out/none.rc"
+elapsed=$(( $(date +%s) - t0 ))
+rc_is none 125
+check "none: waited the whole --wait-timeout (${elapsed} s)" test "$elapsed" -ge 8 -a "$elapsed" -lt 40
+check "none: said once that no worker took it" test "$(grep -c 'no worker has taken it\. This' "$dir/out/none.err")" = 1
+check "none: ... after 5 s, naming the request" err_has none "^submit 'i35none': request 'i35none' is still in the inbox after 5 s: no worker has taken it"
+check "none: ... naming the worker from worker.json" err_has none "This workspace's worker is '$(worker_name "$dir")' (as worker.json says: config '$(realpath "$dir/config.json")', last started "
+check "none: ... and what runs it: no unit, this config outside $(printf %s /etc/tentaflake/workers)" \
+        err_has none "no unit of the package runs it (its config is not /etc/tentaflake/workers/$(worker_name "$dir").json)"
+check "none: ... and that it still waits, up to the bound" err_has none "Still waiting, up to --wait-timeout 8 s\.$"
+check "none: then where it is, at the bound" \
+        err_has none "^submit 'i35none': no result after 8 s (--wait-timeout): the request is still in the inbox: no worker has taken it\."
+check "none: nothing on stdout" test ! -s "$dir/out/none.out"
+check "none: the request is not withdrawn" test -f "$inbox/i35none.json"
+rm -f "$inbox/i35none.json"
 
 finish

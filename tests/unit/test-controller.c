@@ -16,7 +16,9 @@
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "controller/job-words.h"
 #include "controller/mcp.h"
+#include "controller/no-worker.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/status.h"
@@ -257,7 +259,9 @@ static void test_worker_info(void **state) {
         (void) state;
         RequestPolicy p = request_policy_default;
         p.max_argv = 9;
-        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .config = "/etc/c.json", .limits = p};
+        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .config = "/etc/c.json", .limits = p,
+                         .job = {.memory_bytes = 1, .cpus_milli = 1000, .pids = 1, .max_log_bytes = 1,
+                                 .max_artifact_bytes = 1, .max_artifact_entries = 1}};
         _cleanup_(json_decrefp) json_t *j = worker_info_build(&in, 0);
         assert_non_null(j);
         _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
@@ -298,7 +302,82 @@ static void test_worker_info(void **state) {
         const char *newer = "{\"version\":1,\"results_dir\":\"/r\",\"something\":{\"new\":1}}";
         json_t *k = NULL;
         assert_int_equal(worker_info_parse(newer, strlen(newer), &out, &k, &e), 0);
+        assert_false(out.has_job); /* an older worker's document: what a job gets is not known */
         json_decref(k);
+}
+
+/* "job" (issue 35): what a job gets, written from the config and read back by the client. */
+static void test_worker_info_job(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *allow = json_pack("[s, s]", "registry.npmjs.org:443", "*.pythonhosted.org:443");
+        _cleanup_(json_decrefp) json_t *paths = json_pack("[s]", "node_modules");
+        WorkerInfo in = {.name = "demo", .workspace = "/w", .results_dir = "/r", .limits = request_policy_default,
+                         .job = {.memory_bytes = 512 << 20, .cpus_milli = 1500, .pids = 256, .max_log_bytes = 1 << 20,
+                                 .max_artifact_bytes = 1 << 30, .max_artifact_entries = 10000, .network_allow = allow,
+                                 .max_upload_bytes = 1 << 20, .max_download_bytes = 2u << 30, .max_connections = 128,
+                                 .cache_paths = paths, .changes = true}};
+        _cleanup_(json_decrefp) json_t *j = worker_info_build(&in, 0);
+        assert_non_null(j);
+        _cleanup_free_ char *s = json_dumps(j, JSON_COMPACT);
+        assert_non_null(strstr(s, "\"cpus\":\"1.5\""));
+        WorkerInfo out;
+        _cleanup_(json_decrefp) json_t *keep = NULL;
+        TfwError e = {0};
+        assert_int_equal(worker_info_parse(s, strlen(s), &out, &keep, &e), 0);
+        assert_true(out.has_job);
+        assert_int_equal(out.job.memory_bytes, 512 << 20);
+        assert_int_equal(out.job.cpus_milli, 1500);
+        assert_int_equal(out.job.max_connections, 128);
+        assert_true(out.job.changes);
+        assert_true(json_equal(out.job.network_allow, allow));
+        assert_true(json_equal(out.job.cache_paths, paths));
+
+        /* No network, no cache: null, and said so. */
+        in.job.network_allow = in.job.cache_paths = NULL;
+        in.job.cpus_milli = 2000;
+        in.job.changes = false;
+        _cleanup_(json_decrefp) json_t *j2 = worker_info_build(&in, 0);
+        _cleanup_free_ char *s2 = json_dumps(j2, JSON_COMPACT);
+        assert_non_null(strstr(s2, "\"network\":null,\"cache\":null,\"changes\":false"));
+        assert_non_null(strstr(s2, "\"cpus\":\"2.0\""));
+        _cleanup_(json_decrefp) json_t *keep2 = NULL;
+        assert_int_equal(worker_info_parse(s2, strlen(s2), &out, &keep2, &e), 0);
+        assert_true(out.has_job);
+        assert_null(out.job.network_allow);
+        assert_null(out.job.cache_paths);
+        assert_false(out.job.changes);
+
+#define LIM "\"limits\":{\"memory_bytes\":1,\"cpus\":\"1.0\",\"pids\":1,\"max_log_bytes\":1," \
+            "\"max_artifact_bytes\":1,\"max_artifact_entries\":1}"
+#define DOC(job) "{\"version\":1,\"results_dir\":\"/r\",\"job\":" job "}"
+        static const struct {
+                const char *text, *code;
+        } bad[] = {
+                {DOC("[]"), "bad_type"},
+                {DOC("{" LIM ",\"cache\":null,\"changes\":true}"), "missing_field"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":null,\"changes\":1}"), "bad_type"},
+                {DOC("{" LIM ",\"network\":{\"allow\":[\"example.org\"],\"max_upload_bytes\":1,"
+                     "\"max_download_bytes\":1,\"max_connections\":1},\"cache\":null,\"changes\":true}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":{\"allow\":[],\"max_upload_bytes\":1,"
+                     "\"max_download_bytes\":1,\"max_connections\":1},\"cache\":null,\"changes\":true}"), "bad_type"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":{\"paths\":[\"../up\"]},\"changes\":true}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":{\"paths\":[\"a\\nb\"]},\"changes\":true}"), "bad_value"},
+                {DOC("{\"limits\":{\"memory_bytes\":1,\"cpus\":\"lots\",\"pids\":1,\"max_log_bytes\":1,"
+                     "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
+                     "\"changes\":true}"), "bad_value"},
+                {DOC("{\"limits\":{\"memory_bytes\":0,\"cpus\":\"1.0\",\"pids\":1,\"max_log_bytes\":1,"
+                     "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
+                     "\"changes\":true}"), "out_of_range"},
+        };
+#undef DOC
+#undef LIM
+        for (size_t i = 0; i < ELEMENTSOF(bad); i++) {
+                json_t *k = NULL;
+                int r = worker_info_parse(bad[i].text, strlen(bad[i].text), &out, &k, &e);
+                if (r >= 0 || !e.code || strcmp(e.code, bad[i].code) != 0)
+                        fail_msg("%s: %d %s (%s), wanted %s", bad[i].text, r, e.code, e.message, bad[i].code);
+                json_decref(k);
+        }
 }
 
 static void put(int dir_fd, const char *name, const char *text) {
@@ -382,6 +461,105 @@ static void test_status(void **state) {
         json_decref(l);
 }
 
+static void words_have(const char *words, const char *want, bool present) {
+        if ((strstr(words, want) != NULL) != present)
+                fail_msg("the words %s '%s': %s", present ? "lack" : "have", want, words);
+}
+
+/* Saying when nothing answers (issue 35, item 4): whether a worker took the request, and the
+ * words that name the worker and the unit that runs it. */
+static void test_no_worker(void **state) {
+        TestDir *t = *state;
+        ControllerSite s = CONTROLLER_SITE_NULL;
+        s.workspace = t->path;
+        s.inbox_fd = t->fd;
+
+        put(t->fd, "waits.json", "{}");
+        assert_false(controller_request_taken(&s, "waits", CONTROLLER_UNKNOWN));
+        assert_true(controller_request_taken(&s, "waits", CONTROLLER_QUEUED)); /* a state file: taken */
+        assert_true(controller_request_taken(&s, "gone", CONTROLLER_UNKNOWN));  /* out of the inbox: taken */
+
+        /* No worker.json: nobody to name. */
+        _cleanup_free_ char *none = controller_no_worker_words(&s, "waits");
+        words_have(none, "request 'waits' is still in the inbox after 5 s: no worker has taken it", true);
+        words_have(none, "No usable worker.json", true);
+
+        /* The package's units run WORKER_CONFIG_DIR/NAME.json. */
+        _cleanup_(json_decrefp) json_t *doc = json_object();
+        s.info_json = doc;
+        s.info = (WorkerInfo){.name = "agent", .config = "/etc/tentaflake/workers/agent.json",
+                              .started_at = "2026-12-01T09:00:00Z"};
+        _cleanup_free_ char *unit = controller_no_worker_words(&s, "waits");
+        words_have(unit, "This workspace's worker is 'agent'", true);
+        words_have(unit, "config '/etc/tentaflake/workers/agent.json', last started 2026-12-01T09:00:00Z", true);
+        words_have(unit, "tentaflake-worker@agent.service", true);
+        words_have(unit, "tentaflake-worker-queue@agent.path", true);
+        words_have(unit, "no unit of the package", false);
+        words_have(unit, "\n", false); /* one line */
+
+        /* A config elsewhere: no unit runs it; the command that does, quoted for a shell. */
+        s.info.config = "/srv/my worker.json";
+        _cleanup_free_ char *own = controller_no_worker_words(&s, "waits");
+        words_have(own, "no unit of the package runs it", true);
+        words_have(own, "'tentaflake-worker --config '/srv/my worker.json' run'", true);
+        words_have(own, ".service", false);
+}
+
+/* True words (issue 35, item 5): what the MCP server tells a model follows worker.json. */
+static void test_job_words(void **state) {
+        (void) state;
+        ControllerSite s = CONTROLLER_SITE_NULL;
+        s.policy = request_policy_default;
+
+        /* No worker.json: nothing is claimed, not even "no network". */
+        _cleanup_free_ char *none = controller_job_words(&s, JOB_WORDS_INSTRUCTIONS);
+        words_have(none, "is not known: there is no usable worker.json", true);
+        words_have(none, "Network:", false);
+        words_have(none, "by default the workspace's root, /work", true);
+
+        /* An older worker.json, without "job". */
+        _cleanup_(json_decrefp) json_t *doc = json_object();
+        s.info_json = doc;
+        _cleanup_free_ char *old = controller_job_words(&s, JOB_WORDS_RUN);
+        words_have(old, "worker.json does not say", true);
+
+        /* No network, no cache, changesets; the caller's directory. */
+        s.info.has_job = true;
+        s.info.job = (WorkerJobInfo){.memory_bytes = 512 << 20, .cpus_milli = 1500, .pids = 256, .max_log_bytes = 1 << 20,
+                                     .max_artifact_bytes = 1 << 30, .max_artifact_entries = 1000, .changes = true};
+        s.cwd = (char *) "packages/api";
+        _cleanup_free_ char *closed = controller_job_words(&s, JOB_WORDS_INSTRUCTIONS);
+        words_have(closed, "Network: none.", true);
+        words_have(closed, "proxy", false);
+        words_have(closed, "Build cache", false);
+        words_have(closed, "512 MiB of memory, 1.5 CPUs, 256 processes, a timeout of 300 s", true);
+        words_have(closed, "(at most 900 s)", true);
+        words_have(closed, "up to 1 MiB", true);
+        words_have(closed, "applied only with the apply tool", true);
+        words_have(closed, "'packages/api' (/work/packages/api)", true);
+        words_have(closed, "\n", false);
+
+        /* An allowlist and a cache: named, and "none" no longer said. */
+        _cleanup_(json_decrefp) json_t *allow = json_pack("[s, s]", "registry.npmjs.org:443", "*.pythonhosted.org:443");
+        _cleanup_(json_decrefp) json_t *paths = json_pack("[s, s]", "node_modules", "target");
+        s.info.job.network_allow = allow;
+        s.info.job.max_connections = 128;
+        s.info.job.max_upload_bytes = 1 << 20;
+        s.info.job.max_download_bytes = UINT64_C(2) << 30;
+        s.info.job.cache_paths = paths;
+        s.info.job.changes = false;
+        _cleanup_free_ char *open_ = controller_job_words(&s, JOB_WORDS_RUN);
+        words_have(open_, "Network: only these host:port pairs, through the worker's proxy", true);
+        words_have(open_, "registry.npmjs.org:443, *.pythonhosted.org:443.", true);
+        words_have(open_, "at most 128 connections, 1 MiB sent and 2 GiB received", true);
+        words_have(open_, "no network", false);
+        words_have(open_, "Network: none", false);
+        words_have(open_, "leaves under node_modules, target (paths of /work)", true);
+        words_have(open_, "is lost when it ends (this worker returns no changeset)", true);
+        words_have(open_, "no worker takes within 5 s", true);
+        s.cwd = NULL;
+}
+
 /* A scripted MCP session against a workspace without a worker: every line gets its answer,
  * malformed ones included, and tools say why they cannot work. */
 static void test_mcp_session(void **state) {
@@ -442,7 +620,10 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_request_write, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_exit_mapping),
                 cmocka_unit_test(test_worker_info),
+                cmocka_unit_test(test_worker_info_job),
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
