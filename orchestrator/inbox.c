@@ -348,8 +348,8 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         for (size_t i = 0; i < req->argc; i++)
                 json_array_append_new(argv, json_string(req->argv[i]));
         _cleanup_(json_decrefp) json_t *f =
-                json_pack("{s:s, s:s, s:s, s:O}", "id", req->id, "request_sha256", req->sha256,
-                          "action_class", action_class_to_string(req->action_class), "argv", argv);
+                json_pack("{s:s, s:s, s:s, s:O, s:s?}", "id", req->id, "request_sha256", req->sha256,
+                          "action_class", action_class_to_string(req->action_class), "argv", argv, "cwd", req->cwd);
         (void) worker_audit_best_effort(w, "captured", f);
 
         if (pol == ACTION_POLICY_REJECT) {

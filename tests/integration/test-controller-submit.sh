@@ -207,6 +207,13 @@ check "cwd missing: published" wait_result "$dir" i15cwdgone
 check "cwd missing: rejected" test "$(result_field "$dir" i15cwdgone status)" = rejected
 check "cwd missing: error cwd_not_found" test "$(result_field "$dir" i15cwdgone error)" = cwd_not_found
 check "cwd missing: the message names it" sh -c "python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[\"message\"])' '$res/i15cwdgone/result.json' | grep -q \"cwd 'sub/gone' is not a directory\""
+check "cwd missing: the audit's captured line names the cwd" python3 -c '
+import json, os, sys
+d = sys.argv[1]
+hits = [r for f in sorted(os.listdir(d)) if f.endswith(".jsonl") for r in map(json.loads, open(os.path.join(d, f)))
+        if r.get("event") == "captured" and r.get("id") == "i15cwdgone"]
+assert hits and hits[0].get("cwd") == "sub/gone", hits
+' "$dir/state/audit"
 ln -s deeper "$ws/sub/link"; echo f >"$ws/sub/file"; chown -h 10000:10000 "$ws/sub/link" "$ws/sub/file"
 printf '{"version":1,"id":"i15cwdlnk","action_class":"local-reversible","argv":["true"],"cwd":"sub/link"}' >"$inbox/.i15cwdlnk.json"
 printf '{"version":1,"id":"i15cwdfile","action_class":"local-reversible","argv":["true"],"cwd":"sub/file"}' >"$inbox/.i15cwdfile.json"

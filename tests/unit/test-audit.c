@@ -669,10 +669,10 @@ static void test_bounded_fields(void **state) {
         for (int i = 0; i < 20000; i++)
                 json_array_append_new(argv2, json_string(s + big - 50));
         _cleanup_json_ json_t *f3 = json_pack(
-                "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:s,"
+                "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:s,"
                 " s:s, s:s, s:s, s:s, s:I, s:I, s:I}",
                 "id", s, "name", s, "action_class", s, "outcome", s, "error", s, "approver", s,
-                "reason", s, "message", s, "argv", argv2, "exit_code", (json_int_t) INT64_MIN,
+                "reason", s, "message", s, "cwd", s, "argv", argv2, "exit_code", (json_int_t) INT64_MIN,
                 "signal", (json_int_t) INT64_MIN, "duration_ms", (json_int_t) INT64_MIN,
                 "count", (json_int_t) INT64_MIN, "pid", (json_int_t) INT64_MIN, "request_sha256",
                 "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
@@ -712,7 +712,7 @@ static void test_bounded_fields(void **state) {
         assert_string_equal(json_string_value(json_array_get(av, 0)), xs);
         assert_string_equal(json_string_value(json_array_get(json_object_get(j2, "truncated"), 0)), "argv");
         _cleanup_json_ json_t *j3 = json_loads(lines[2], 0, NULL);
-        assert_int_equal(json_array_size(json_object_get(j3, "truncated")), 13); /* every string field */
+        assert_int_equal(json_array_size(json_object_get(j3, "truncated")), 14); /* every string field */
         _cleanup_json_ json_t *j4 = json_loads(lines[3], 0, NULL);
         assert_string_equal(json_string_value(json_object_get(j4, "reason")), "a\xef\xbf\xbd" "b");
         assert_null(json_object_get(j4, "truncated"));
