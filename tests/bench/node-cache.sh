@@ -9,6 +9,8 @@
 #   3. a real test suite (qs's tape tests, from its published tarball, its test devDependencies
 #      installed by npm) through the worker against natively, alternating    target <= 1.5
 #   4. a job whose changeset is 1,000 new files against one of 1 file (empty cache)  report
+#   5. with the cache of row 1, a job that changes one file of the cache against one that
+#      changes none (the next version made on the host)                         report
 # Each worker's cache is seeded by one job that unpacks the tree into node_modules (a tar of it in
 # the workspace, so node_modules/.bin's links stay; the workspace's snapshot skips symlinks).
 # BENCH_RUNS (default 5) runs, medians. Needs npm and the npm registry: a row whose packages npm
@@ -172,6 +174,7 @@ row1() {
         echo "row 1: /bin/true with a node_modules cache of $(cache_of entries bench-node-full) entries: full ${full[*]} ms (median $w), empty cache ${empty[*]} ms (median $e): ratio $(ratio "$w" "$e") (target 1.3)"
         echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms ($(cache_of files_unchanged bench-node-full) files unchanged, $(cache_of files_sent bench-node-full) sent)"
         row2
+        row5
         row4
         stop_workers
 }
@@ -193,6 +196,22 @@ row2() {
         a=$(printf '%s\n' "${one[@]}" | median)
         b=$(printf '%s\n' "${none[@]}" | median)
         echo "row 2: with that cache, a job changing 1 file (changeset: $(changes_of added bench-node-full) added) ${one[*]} ms (median $a), changing none ${none[*]} ms (median $b): ratio $(ratio "$a" "$b") (target 1.2)"
+}
+
+# 5. With the full cache: a job that changes one file of the cache against one that changes
+# none: the next version is made (the rest linked, the tree id computed) on the host.
+CACHE_ONE='["sh","-c","echo $$ >node_modules/.bench-one"]'
+row5() {
+        local one=() none=() ti=() i a b
+        for i in $(seq "$RUNS"); do
+                none+=("$(worker_run bench-node-full "$NONE")")
+                one+=("$(worker_run bench-node-full "$CACHE_ONE")")
+                ti+=("$(cache_of take_in_ms)")
+        done
+        a=$(printf '%s\n' "${one[@]}" | median)
+        b=$(printf '%s\n' "${none[@]}" | median)
+        echo "row 5: with that cache, a job changing 1 file of it ${one[*]} ms (median $a), changing none ${none[*]} ms (median $b): ratio $(ratio "$a" "$b") (report)"
+        echo "  of which the take-in ${ti[*]} ms ($(cache_of files_unchanged bench-node-full) files linked, $(cache_of files_sent bench-node-full) sent)"
 }
 
 # 4. A changeset of 1,000 new files against one of 1 (the empty-cache worker).
