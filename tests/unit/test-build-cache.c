@@ -204,7 +204,11 @@ static void test_versions(void **state) {
         put(fd, "0/f", "two");
         safe_close(fd);
         assert_int_equal(build_cache_take_in_commit(j2, "j2", h.epoch, &s2, &e), 0);
+        /* Version 1 is retired at once, removed once the job is done with the cache. */
+        assert_false(version_exists(f, 1));
+        assert_int_equal(faccessat(f->store_fd, "cache/trash-1", F_OK, AT_SYMLINK_NOFOLLOW), 0);
         build_cache_free(j2);
+        assert_int_equal(faccessat(f->store_fd, "cache/trash-1", F_OK, AT_SYMLINK_NOFOLLOW), -1);
         assert_int_equal(s2.version, 2);
         assert_int_equal(s2.files_unchanged, 1);
         assert_int_equal(s2.hashed, 1);
