@@ -20,8 +20,7 @@
 #define MERGE_DEPTH_MAX 256
 
 typedef struct Merge {
-        char **deleted; /* sorted */
-        size_t n_deleted, cap;
+        CacheDeleted deleted;
         uid_t uid;
         gid_t gid;
         uint64_t budget; /* entries left */
@@ -68,8 +67,15 @@ static int cmp_str(const void *a, const void *b) {
         return strcmp(*(char *const *) a, *(char *const *) b);
 }
 
+void cache_deleted_done(CacheDeleted *d) {
+        for (size_t i = 0; i < d->n; i++)
+                free(d->v[i]);
+        free(d->v);
+        *d = (CacheDeleted) {};
+}
+
 /* One line: "<i>/PATH", i a cache path's index, PATH relative and normalised once decoded. */
-static int list_line(Merge *m, const char *s, size_t n, size_t n_paths, unsigned line, TfwError *e) {
+static int list_line(CacheDeleted *d, const char *s, size_t n, size_t n_paths, unsigned line, TfwError *e) {
         char path[PATH_MAX], *end;
         int len = path_unescape(s, n, path, sizeof(path));
         if (len < 0)
@@ -77,24 +83,46 @@ static int list_line(Merge *m, const char *s, size_t n, size_t n_paths, unsigned
                                  line);
         errno = 0;
         unsigned long i = strtoul(path, &end, 10);
-        if (errno || end == path || *end != '/' || i >= n_paths || (path[0] == '0' && end != path + 1) ||
-            !path_is_relative_normalized(end + 1))
+        if (errno || end == path || path[0] < '0' || path[0] > '9' || *end != '/' || i >= n_paths ||
+            (path[0] == '0' && end != path + 1) || !path_is_relative_normalized(end + 1))
                 return tfw_error(e, EBADMSG, "cache_rejected",
                                  "the cache's list of deletions, line %u: not a path below a cache path", line);
         char *dup = strdup(path);
-        if (dup && m->n_deleted == m->cap) {
-                size_t cap = m->cap ? 2 * m->cap : 64;
-                char **v = reallocarray(m->deleted, cap, sizeof(char *));
+        if (dup && d->n == d->cap) {
+                size_t cap = d->cap ? 2 * d->cap : 64;
+                char **v = reallocarray(d->v, cap, sizeof(char *));
                 if (v) {
-                        m->deleted = v;
-                        m->cap = cap;
+                        d->v = v;
+                        d->cap = cap;
                 }
         }
-        if (!dup || m->n_deleted == m->cap) {
+        if (!dup || d->n == d->cap) {
                 free(dup);
                 return tfw_error(e, ENOMEM, "build_cache", "out of memory");
         }
-        m->deleted[m->n_deleted++] = dup;
+        d->v[d->n++] = dup;
+        return 0;
+}
+
+int cache_deleted_parse(const char *buf, size_t len, size_t n_paths, CacheDeleted *ret, TfwError *e) {
+        CacheDeleted d = {};
+        unsigned line = 0;
+        int r = 0;
+        for (size_t at = 0; r >= 0 && at < len;) {
+                const char *nl = memchr(buf + at, '\n', len - at);
+                if (!nl)
+                        r = tfw_error(e, EBADMSG, "cache_rejected", "the cache's list of deletions ends without a newline");
+                else
+                        r = list_line(&d, buf + at, (size_t) (nl - (buf + at)), n_paths, ++line, e);
+                at = nl ? (size_t) (nl - buf) + 1 : len;
+        }
+        if (r < 0) {
+                cache_deleted_done(&d);
+                return r;
+        }
+        if (d.n > 0)
+                qsort(d.v, d.n, sizeof(char *), cmp_str);
+        *ret = d;
         return 0;
 }
 
@@ -109,25 +137,17 @@ static int read_list(Merge *m, int data_fd, size_t n_paths, TfwError *e) {
                                  BUILD_CACHE_DELETED_MAX);
         if (r < 0)
                 return tfw_error(e, -r, "build_cache", "cannot read the cache's list of deletions: %s", strerror(-r));
-        unsigned line = 0;
-        for (size_t at = 0; r >= 0 && at < len;) {
-                const char *nl = memchr(buf + at, '\n', len - at);
-                if (!nl)
-                        return tfw_error(e, EBADMSG, "cache_rejected", "the cache's list of deletions ends without a newline");
-                r = list_line(m, buf + at, (size_t) (nl - (buf + at)), n_paths, ++line, e);
-                at = (size_t) (nl - buf) + 1;
-        }
+        r = cache_deleted_parse(buf, len, n_paths, &m->deleted, e);
         if (r < 0)
                 return r;
         if (unlinkat(data_fd, BUILD_CACHE_DELETED, 0) < 0)
                 return tfw_error(e, errno, "build_cache", "cannot remove the cache's list of deletions: %m");
-        qsort(m->deleted, m->n_deleted, sizeof(char *), cmp_str);
         return 0;
 }
 
 static bool is_deleted(const Merge *m) {
         const char *p = m->path;
-        return m->n_deleted > 0 && bsearch(&p, m->deleted, m->n_deleted, sizeof(char *), cmp_str);
+        return m->deleted.n > 0 && bsearch(&p, m->deleted.v, m->deleted.n, sizeof(char *), cmp_str);
 }
 
 /* Did the job change anything: an entry below a root, or a root's mode or mtime? */
@@ -227,9 +247,7 @@ static int merge_dir(Merge *m, int base, int into, size_t len, unsigned depth) {
 }
 
 static void merge_done(Merge *m) {
-        for (size_t i = 0; i < m->n_deleted; i++)
-                free(m->deleted[i]);
-        free(m->deleted);
+        cache_deleted_done(&m->deleted);
 }
 
 static int merge_paths(Merge *m, int base_fd, int data_fd, size_t n_paths, TfwError *e) {
@@ -258,7 +276,7 @@ int cache_merge(int base_fd, int data_fd, size_t n_paths, uid_t uid, gid_t gid, 
                 r = read_list(m, data_fd, n_paths, e);
         if (r >= 0 && (r = anything(base_fd, data_fd, n_paths, &any)) < 0)
                 r = tfw_error(e, -r, "build_cache", "cannot read the take-in: %s", strerror(-r));
-        *ret = (CacheMerge) { .changed = r >= 0 && (any || m->n_deleted > 0), .deleted = m->n_deleted };
+        *ret = (CacheMerge) { .changed = r >= 0 && (any || m->deleted.n > 0), .deleted = m->deleted.n };
         if (r >= 0 && ret->changed)
                 r = merge_paths(m, base_fd, data_fd, n_paths, e);
         ret->files_linked = m->linked;

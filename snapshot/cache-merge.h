@@ -25,6 +25,16 @@ typedef struct CacheMerge {
         uint64_t deleted;        /* lines of the list */
 } CacheMerge;
 
+/* The list of deletions read: each line "<i>/PATH" with i < n_paths (decimal, no leading zero)
+ * and PATH, once decoded, relative and normalised; sorted. Anything else: -EBADMSG, code
+ * "cache_rejected", naming the line. */
+typedef struct CacheDeleted {
+        char **v;
+        size_t n, cap;
+} CacheDeleted;
+int cache_deleted_parse(const char *buf, size_t len, size_t n_paths, CacheDeleted *ret, TfwError *e);
+void cache_deleted_done(CacheDeleted *d);
+
 /* base_fd: the version's data; take_in_fd: the take-in's. n_paths: the cache paths; entries
  * past max_entries (plus the roots) stop the merge with -E2BIG ("cache_too_large"). A list or
  * a top level that breaks the rules: -EBADMSG ("cache_rejected"). When nothing changed, the
