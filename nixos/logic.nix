@@ -167,6 +167,8 @@ let
     maxLogBytes = "8m";
     maxArtifactBytes = "1g";
     maxArtifactEntries = 200000;
+    maxChangesBytes = "1g";
+    maxChangesEntries = 200000;
     maxStoreBytes = null;      # null: the worker's default (2 x maxSnapshotBytes), no key written
     maxWatches = null;         # null: the worker's default (16384, never more than a quarter of
                                # the host's fs.inotify.max_user_watches), no key written
@@ -266,6 +268,8 @@ let
         max_log_bytes = a.maxLogBytes;
         max_artifact_bytes = a.maxArtifactBytes;
         max_artifact_entries = a.maxArtifactEntries;
+        max_changes_bytes = a.maxChangesBytes;
+        max_changes_entries = a.maxChangesEntries;
         max_store_bytes = a.maxStoreBytes;
         max_watches = a.maxWatches;
       };
@@ -316,7 +320,8 @@ let
           snap = parseSize a.maxSnapshotBytes;
           wtmp = parseSize a.workspaceTmpfsSize;
           sizeKeys = [ "maxRequestBytes" "maxArgvBytes" "maxSnapshotBytes" "memory" "memorySwap"
-                       "workspaceTmpfsSize" "tmpTmpfsSize" "maxLogBytes" "maxArtifactBytes" ];
+                       "workspaceTmpfsSize" "tmpTmpfsSize" "maxLogBytes" "maxArtifactBytes"
+                       "maxChangesBytes" ];
           hg = a.hostGroup;
           hgGid = if hg != null && groups ? ${hg} then groups.${hg}.gid or null else null;
           cache = cacheOf a;

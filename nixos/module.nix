@@ -148,6 +148,9 @@ let
         maxArtifactBytes = opt size d.maxArtifactBytes "Artifact import byte ceiling.";
         maxArtifactEntries = opt types.ints.positive d.maxArtifactEntries
           "Artifact import entry ceiling.";
+        maxChangesBytes = opt size d.maxChangesBytes "A job's changeset: byte ceiling of its files.";
+        maxChangesEntries = opt types.ints.positive d.maxChangesEntries
+          "A job's changeset: entry ceiling.";
         maxStoreBytes = opt (types.nullOr size) d.maxStoreBytes ''
           The generation store's ceiling (limits.max_store_bytes; at least maxSnapshotBytes).
           null: the worker's default, twice maxSnapshotBytes.

@@ -511,8 +511,8 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .artifacts_fd = art_fd,
                 /* The changeset's bounds are the artifacts' (docs/controller.md). */
                 .changes_fd = changes_fd,
-                .changes_max_bytes = w->config->limits.max_artifact_bytes,
-                .changes_max_entries = w->config->limits.max_artifact_entries,
+                .changes_max_bytes = w->config->limits.max_changes_bytes,
+                .changes_max_entries = w->config->limits.max_changes_entries,
                 .egress_log_fd = egress_fd,
                 .warm = TAKE_PTR(warm),
         };

@@ -59,7 +59,8 @@ static const char *const limits_keys[] = {
         "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
         "max_timeout_seconds", "max_snapshot_bytes", "max_snapshot_entries", "memory",
         "memory_swap", "cpus", "pids", "workspace_tmpfs", "tmp_tmpfs", "max_log_bytes",
-        "max_artifact_bytes", "max_artifact_entries", "max_store_bytes", "max_watches", NULL,
+        "max_artifact_bytes", "max_artifact_entries", "max_changes_bytes", "max_changes_entries", "max_store_bytes",
+        "max_watches", NULL,
 };
 
 static const char *const cache_keys[] = { "paths", "max_bytes", "max_entries", NULL };
@@ -601,6 +602,9 @@ static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
         SIZE(max_log_bytes, 4 * KIB, 1 * GIB, 8 * MIB, NULL);
         SIZE(max_artifact_bytes, 1, 1 * TIB, 1 * GIB, NULL);
         UINT(max_artifact_entries, 1, 10000000, 200000, NULL);
+        /* A job's changeset (docs/controller.md, "Changes"). */
+        SIZE(max_changes_bytes, 1, 1 * TIB, 1 * GIB, NULL);
+        UINT(max_changes_entries, 1, 10000000, 200000, NULL);
         /* The generation store (docs/snapshot.md, "Generations"): at least one snapshot. */
         SIZE(max_store_bytes, 1, 2 * TIB, MIN(2 * l->max_snapshot_bytes, 2 * TIB), NULL);
         /* The workspace's watch (docs/snapshot.md, "The watch's budget"): inotify watches are

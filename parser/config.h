@@ -90,6 +90,8 @@ typedef struct ConfigLimits {
         uint64_t max_log_bytes;
         uint64_t max_artifact_bytes;
         uint64_t max_artifact_entries;
+        uint64_t max_changes_bytes;   /* a job's changeset: its files' bytes and entries */
+        uint64_t max_changes_entries;
         uint64_t max_store_bytes; /* the generation store's tmpfs (docs/snapshot.md) */
         uint64_t max_watches;    /* inotify watches of the workspace's watch (0: none) */
         /* Not configuration keys (contract section 2): the inbox plane keeps the defaults,

@@ -11,7 +11,7 @@
 #   - links, FIFOs and names that are not UTF-8 are listed as refused and not carried;
 #     artifacts/, the cache's paths and the control directory are never part of it;
 #   - result.json's "changes" counts them; a request with "changes": false gets none;
-#   - past the bound (limits.max_artifact_entries) the changeset says it is incomplete;
+#   - past the bound (limits.max_changes_entries) the changeset says it is incomplete;
 #   - the workspace itself is never written.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -39,7 +39,7 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         local name=$1 warm=$2 p=$3 res
         echo "-- [$SECONDS s] $name"
         new_worker "$dir" ", \"runtime\": {\"warm_seconds\": $warm}, \"cache\": {\"paths\": [\"build\"]},
- \"limits\": {\"max_artifact_entries\": 20}"
+ \"limits\": {\"max_changes_entries\": 20}"
         res=$dir/results
         rm -rf "${dir:?}/ws/"* "$dir/ws/.tentaflake-worker"
         as_ctl sh -c "cd '$dir/ws' && mkdir -p keep tree/sub again &&

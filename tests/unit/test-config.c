@@ -107,6 +107,8 @@ static const char *get_value(const Config *c, const char *key) {
         U("limits.max_log_bytes", l->max_log_bytes);
         U("limits.max_artifact_bytes", l->max_artifact_bytes);
         U("limits.max_artifact_entries", l->max_artifact_entries);
+        U("limits.max_changes_bytes", l->max_changes_bytes);
+        U("limits.max_changes_entries", l->max_changes_entries);
         S("signing_key", c->signing_key);
         S("signing_identity", c->signing_identity);
         U("cache.max_bytes", c->cache.max_bytes);
@@ -658,6 +660,14 @@ static const Case static_cases[] = {
         OK("max_log_bytes_4k", "limits.max_log_bytes", "4096", "limits.max_log_bytes", "\"4k\""),
         OK("max_log_bytes_1g", "limits.max_log_bytes", "1073741824", "limits.max_log_bytes", "\"1g\""),
         BAD("max_log_bytes_1g_plus_1", "out_of_range", NULL, "limits.max_log_bytes", "1073741825"),
+        DEFAULT("max_changes_bytes_default", "limits.max_changes_bytes", "1073741824"),
+        BAD("max_changes_bytes_0", "out_of_range", NULL, "limits.max_changes_bytes", "0"),
+        OK("max_changes_bytes_4k", "limits.max_changes_bytes", "4096", "limits.max_changes_bytes", "\"4k\""),
+        BAD("max_changes_bytes_1t_plus_1", "out_of_range", NULL, "limits.max_changes_bytes", "\"1099511627777\""),
+        DEFAULT("max_changes_entries_default", "limits.max_changes_entries", "200000"),
+        BAD("max_changes_entries_0", "out_of_range", NULL, "limits.max_changes_entries", "0"),
+        OK("max_changes_entries_3", "limits.max_changes_entries", "3", "limits.max_changes_entries", "3"),
+        BAD("max_changes_entries_10000001", "out_of_range", NULL, "limits.max_changes_entries", "10000001"),
         DEFAULT("max_artifact_bytes_default", "limits.max_artifact_bytes", "1073741824"),
         BAD("max_artifact_bytes_0", "out_of_range", NULL, "limits.max_artifact_bytes", "0"),
         OK("max_artifact_bytes_1", "limits.max_artifact_bytes", "1", "limits.max_artifact_bytes", "\"1\""),
