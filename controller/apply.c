@@ -35,6 +35,7 @@ typedef struct Apply {
         FILE *out, *err;
         unsigned conflicts;
         json_t *deleted;   /* the paths the changeset deletes (a set) */
+        json_t *remade;    /* ... of which it then makes a directory (a type replaced) */
 } Apply;
 
 /* The directory holding path below root (its parents one component at a time, never through a
@@ -114,13 +115,27 @@ static void check_emptied(Apply *a, const ChangeEntry *c, int d, const char *lea
         }
 }
 
+/* Is a proper ancestor of path a directory the changeset makes where it deletes something else
+ * (a file the job turned into a directory)? Then what is in the way now is gone by the time
+ * path is written. */
+static bool under_remade(const Apply *a, const char *path) {
+        _cleanup_free_ char *p = strdup(path);
+        for (char *slash; p && (slash = strrchr(p, '/'));) {
+                *slash = 0;
+                if (json_object_get(a->remade, p))
+                        return true;
+        }
+        return false;
+}
+
 /* The directory this change writes in, or for a new path its nearest existing ancestor: it must
  * be writable by us, or the change would fail after others were made. d: parent_of's answer for
- * the path itself. */
+ * the path itself (a file in the way counts as missing below a directory the changeset remakes). */
 static bool writable_dir(Apply *a, const char *path, int d) {
+        bool remade = under_remade(a, path);
         if (d >= 0)
                 return faccessat(d, ".", W_OK | X_OK, AT_EACCESS) == 0;
-        if (d != -ENOENT)
+        if (d != -ENOENT && !(remade && d == -ENOTDIR))
                 return false;
         _cleanup_free_ char *p = strdup(path);
         if (!p)
@@ -131,7 +146,7 @@ static bool writable_dir(Apply *a, const char *path, int d) {
                 _cleanup_close_ int up = parent_of(a, a->ws_fd, p, false, &leaf);
                 if (up >= 0)
                         return faccessat(up, ".", W_OK | X_OK, AT_EACCESS) == 0;
-                if (up != -ENOENT)
+                if (up != -ENOENT && !(remade && up == -ENOTDIR))
                         return false;
         }
         return faccessat(a->ws_fd, ".", W_OK | X_OK, AT_EACCESS) == 0;
@@ -144,18 +159,20 @@ static void check(Apply *a, const ChangeEntry *c) {
         const char *leaf;
         /* The path's directory, opened once for every question below. */
         _cleanup_close_ int d = parent_of(a, a->ws_fd, c->path, false, &leaf);
-        Found f = find(d, leaf, &st);
-        if (f == FOUND_BLOCKED || f == FOUND_OTHER)
+        Found f = d == -ENOTDIR && under_remade(a, c->path) ? FOUND_NONE : find(d, leaf, &st);
+        /* Replaced by another type: the deletion's own check vouches for what is there now. */
+        bool replaced = json_object_get(a->deleted, c->path) && (c->kind == CHANGE_ADDED || c->kind == CHANGE_DIRECTORY);
+        if (f == FOUND_BLOCKED || (f == FOUND_OTHER && !replaced))
                 return conflict(a, c, "a symbolic link, a special file or a file is in the way");
         if (c->kind != CHANGE_REFUSED && !writable_dir(a, c->path, d))
                 return conflict(a, c, "its directory cannot be written by this user");
         switch (c->kind) {
         case CHANGE_ADDED:
-                if (f != FOUND_NONE)
+                if (f != FOUND_NONE && !replaced)
                         conflict(a, c, "the workspace has it now");
                 return;
         case CHANGE_DIRECTORY:
-                if (f == FOUND_FILE)
+                if (f == FOUND_FILE && !replaced)
                         conflict(a, c, "the workspace has a file there now");
                 return;
         case CHANGE_MODIFIED:
@@ -470,8 +487,13 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
         }
         unsigned n = 0, git = 0;
         a->deleted = json_object();
+        a->remade = json_object();
         for (size_t i = 0; a->deleted && i < m->n; i++)
                 if (m->v[i].kind == CHANGE_DELETED && json_object_set_new(a->deleted, m->v[i].path, json_true()) < 0)
+                        break;
+        for (size_t i = 0; a->remade && i < m->n; i++)
+                if (m->v[i].kind == CHANGE_DIRECTORY && json_object_get(a->deleted, m->v[i].path) &&
+                    json_object_set_new(a->remade, m->v[i].path, json_true()) < 0)
                         break;
         for (size_t i = 0; i < m->n; i++) {
                 const ChangeEntry *c = &m->v[i];
@@ -518,6 +540,7 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                 fprintf(err, "apply '%s': %u change(s) applied to '%s'\n", o->id, done, site.workspace);
 out:
         json_decref(a->deleted);
+        json_decref(a->remade);
         sha256_free(a->h);
         close(a->ws_fd);
         return r;

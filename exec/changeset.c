@@ -92,8 +92,11 @@ static int base_of(Build *b, const char *path, mode_t *ret_mode, char hex[static
         return (r = hash_fd(b, rd, (uint64_t) st.st_size, hex)) < 0 ? r : 1;
 }
 
+/* seen: each path's first kind, or "replaced" once a deletion was followed by a new entry. */
 static int add(Build *b, json_t *entry, const char *path) {
-        if (!entry || json_array_append_new(b->changes, entry) < 0 || json_object_set_new(b->seen, path, json_true()) < 0)
+        json_t *before = json_object_get(b->seen, path);
+        const char *kind = before ? "replaced" : json_string_value(json_object_get(entry, "kind"));
+        if (!entry || json_array_append_new(b->changes, entry) < 0 || json_object_set_new(b->seen, path, json_string(kind)) < 0)
                 return -ENOMEM;
         return 0;
 }
@@ -194,7 +197,10 @@ static int line_of(Build *b, char *s, unsigned line, TfwError *e) {
                 if (strncmp(path, *k, kl) == 0 && (path[kl] == 0 || path[kl] == '/'))
                         return bad(e, line, "a path in artifacts/ or a cache path, which a changeset never holds");
         }
-        if (json_object_get(b->seen, path))
+        /* A path comes once, or twice when the job replaced it by another type: deleted first
+         * (layer_diff says so), then a file or a directory. */
+        json_t *before = json_object_get(b->seen, path);
+        if (before && !(streq(json_string_value(before), "deleted") && (streq(f[0], "file") || streq(f[0], "dir"))))
                 return bad(e, line, "a path named twice");
         if (streq(f[0], "file"))
                 return change_file(b, f[1], f[2], path, line, e);

@@ -112,9 +112,14 @@ static int entry(json_t *o, size_t i, json_t *seen, ChangeEntry *c, TfwError *e)
         }
         if (!changes_path_is_valid(path))
                 return bad(e, i, "a path that leaves the workspace, or names the control directory");
-        if (json_object_get(seen, path))
-                return bad(e, i, "a path named twice");
-        if (json_object_set_new(seen, path, json_true()) < 0)
+        /* Once, or twice when the job replaced it by another type: deleted, then added or made a
+         * directory. */
+        json_t *before = json_object_get(seen, path);
+        bool replacing = before && json_is_string(before) && streq(json_string_value(before), "deleted") &&
+                         (c->kind == CHANGE_ADDED || c->kind == CHANGE_DIRECTORY);
+        if (before && !replacing)
+                return bad(e, i, "a path named twice (only a deletion, then an addition or a directory, replaces it)");
+        if (json_object_set_new(seen, path, json_string(replacing ? "replaced" : kind)) < 0)
                 return -ENOMEM;
         if (why)
                 return bad(e, i, "why, on an entry that is not refused");

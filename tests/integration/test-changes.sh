@@ -139,6 +139,16 @@ apply_phase() {
         check "apply: ... naming what it holds" grep -q "conflict: 'rm/sub' (deleted): it holds 'new', which the job did not remove" "$dir/a5.err"
         check "apply: ... and nothing was removed or written" test -e "$ws/rm/sub/r" -a -e "$ws/rm/k" -a ! -e "$ws/side.txt"
 
+        # A file turned into a directory and a directory into a file, at the same names: the
+        # changeset deletes each, then makes what replaced it; apply takes both.
+        as_ctl sh -c "echo f >'$ws/swapf' && mkdir -p '$ws/swapd/deep' && echo in >'$ws/swapd/deep/in' && echo t >'$ws/swapd/t'"
+        submit "$dir" a8 local-reversible '["sh","-c","rm swapf && mkdir swapf && echo inside >swapf/in && rm -rf swapd && echo now-a-file >swapd"]'
+        check "apply: a job replacing a file by a directory and a directory by a file" wait_result "$dir" a8
+        check "apply: ... its changeset is whole" test "$(json "$res/a8/changes.json" '(d["complete"], sorted((c["kind"], c["path"]) for c in d["changes"] if c["path"].startswith("swap")))')" = "(True, [('added', 'swapd'), ('added', 'swapf/in'), ('deleted', 'swapd'), ('deleted', 'swapd/deep'), ('deleted', 'swapd/deep/in'), ('deleted', 'swapd/t'), ('deleted', 'swapf'), ('directory', 'swapf')])"
+        check "apply: ... applied" quiet app a8
+        check "apply: ... the directory where the file was" test "$(cat "$ws/swapf/in")" = inside
+        check "apply: ... the file where the directory was" test "$(cat "$ws/swapd")" = now-a-file
+
         # A hook planted in .git/: refused unless told.
         submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
         check "apply: a job planting a git hook" wait_result "$dir" a3

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* parser/changes-manifest.c: changes.json as exec/changeset.c writes it is read back whole, and
  * each rule refuses what breaks it (code changes_invalid), so `apply` never acts on a path that
- * leaves the workspace, names the control directory, or is named twice. */
+ * leaves the workspace, names the control directory, or is named twice (but for a deletion
+ * followed by what replaced it). */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,22 @@ static void test_read_back(void **state) {
         changes_manifest_free(m);
 }
 
+/* A path the job turned into another type: deleted, then made again. */
+static void test_replacement(void **state) {
+        (void) state;
+        static const char *const ok =
+                HEAD "{\"path\":\"g\",\"kind\":\"deleted\",\"base\":\"" B "\",\"base_mode\":\"100644\"},"
+                "{\"path\":\"g\",\"kind\":\"directory\"},"
+                "{\"path\":\"g/n\",\"kind\":\"added\",\"mode\":\"100644\",\"size\":1,\"id\":\"" A "\"}]}";
+        ChangesManifest *m = NULL;
+        TfwError e = {0};
+        assert_int_equal(changes_manifest_parse(ok, strlen(ok), &m, &e), 0);
+        assert_int_equal(m->n, 3);
+        assert_int_equal(m->v[0].kind, CHANGE_DELETED);
+        assert_int_equal(m->v[1].kind, CHANGE_DIRECTORY);
+        changes_manifest_free(m);
+}
+
 static void test_refusals(void **state) {
         (void) state;
         static const char *const bad[] = {
@@ -58,6 +75,10 @@ static void test_refusals(void **state) {
                 HEAD "{\"path\":\".tentaflake-worker/inbox/x.json\",\"kind\":\"directory\"}]}",
                 HEAD "{\"path\":\".tentaflake-worker\",\"kind\":\"directory\"}]}",
                 HEAD "{\"path\":\"g\",\"kind\":\"directory\"},{\"path\":\"g\",\"kind\":\"directory\"}]}",
+                /* A replacement is a deletion, then one addition or directory; nothing else twice. */
+                HEAD "{\"path\":\"g\",\"kind\":\"directory\"},{\"path\":\"g\",\"kind\":\"deleted\",\"base\":null,\"base_mode\":\"40000\"}]}",
+                HEAD "{\"path\":\"g\",\"kind\":\"deleted\",\"base\":\"" B "\",\"base_mode\":\"100644\"},{\"path\":\"g\",\"kind\":\"directory\"},{\"path\":\"g\",\"kind\":\"directory\"}]}",
+                HEAD "{\"path\":\"g\",\"kind\":\"deleted\",\"base\":\"" B "\",\"base_mode\":\"100644\"},{\"path\":\"g\",\"kind\":\"deleted\",\"base\":\"" B "\",\"base_mode\":\"100644\"}]}",
                 HEAD "{\"path\":\"g\",\"kind\":\"directory\",\"mode\":\"100644\"}]}",
                 HEAD "{\"path\":\"g\",\"kind\":\"made\"}]}",
                 HEAD "{\"path\":\"g\",\"kind\":\"directory\",\"x\":1}]}",
@@ -107,6 +128,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_read_back),
                 cmocka_unit_test(test_refusals),
+                cmocka_unit_test(test_replacement),
                 cmocka_unit_test(test_path_rule),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
