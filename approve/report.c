@@ -162,6 +162,23 @@ int report_list(Worker *w, bool all, bool json, FILE *out, TfwError *e) {
         return 0;
 }
 
+/* What a pending job will start from at its paths, read-only: the build cache as the daemon
+ * last reported it (cache.json); the job takes the version current when it runs. */
+static void pending_cache(Worker *w, FILE *out) {
+        if (!w->config->cache.paths)
+                return;
+        _cleanup_(json_decrefp) json_t *c = report_or_null(w, "cache.json");
+        const char *tree = jstr(c, "tree");
+        json_t *entries = json_object_get(c, "entries");
+        if (tree && json_is_integer(entries))
+                fprintf(out, "build cache:  tree %s (%" JSON_INTEGER_FORMAT " entries), read-only: the job starts from the "
+                             "cache current when it runs and keeps nothing of it\n",
+                        tree, json_integer_value(entries));
+        else
+                fprintf(out, "build cache:  empty, read-only: the job starts from the cache current when it runs and keeps "
+                             "nothing of it\n");
+}
+
 int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
         RequestRecord rec;
         _cleanup_free_ char *bytes = NULL;
@@ -210,6 +227,7 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
                 usec_t exp = rec.submitted_at + (usec_t) w->config->pending_ttl_hours * 3600 * USEC_PER_SEC;
                 fprintf(out, "expires at:   %s (pending_ttl_hours %u), unless approved or denied\n",
                         format_rfc3339(exp, ts), w->config->pending_ttl_hours);
+                pending_cache(w, out);
         }
         if (res) {
                 json_t *ms = json_object_get(res, "duration_ms");

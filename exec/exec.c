@@ -391,7 +391,9 @@ static void cache_take_in(const ExecPlan *p, ExecResult *r) {
         TfwError ce = {0};
         usec_t t0 = now_monotonic();
 
-        if (r->outcome != EXEC_RAN && r->outcome != EXEC_EXEC_FAILED)
+        if (!p->keep_cache)
+                cache_note(r, "cache_read_only", "a job of this class starts from the build cache and keeps nothing of it");
+        else if (r->outcome != EXEC_RAN && r->outcome != EXEC_EXEC_FAILED)
                 cache_note(r, "cache_job_ended", "the job %s: nothing of the cache is kept",
                            r->outcome == EXEC_CANCELLED ? "was cancelled" : "did not run to its end");
         else if (!r->capsule.cache_whole)
@@ -481,8 +483,7 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
                 x->in.limits.exclude_cache = false;
                 cache_note(r, "cache_unavailable", "the workspace was not a generation (%s): the job ran without the build cache",
                            r->input_note[0] ? r->input_note : "no lane");
-        } else if (p->cache && !p->use_cache)
-                cache_note(r, "cache_not_for_class", "a job of this class runs without the build cache");
+        }
         if (x->with_cache && cache_hand_out(p, r, &x->cache_staging, &x->cache_made, &x->cache_version) > 0)
                 return 1;
         return 0;

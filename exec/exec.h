@@ -69,12 +69,13 @@ typedef struct ExecPlan {
         int store_fd;                   /* the store, for collecting unheld lanes when full */
         unsigned store_lanes;
         /* The controller's build cache (snapshot/build-cache.h; docs/cache.md), or NULL when none
-         * is configured. With use_cache (an inbox job of class local-reversible) and a
-         * generation, the job sees it at its paths under /work (the workspace's entries there are
-         * not read) and what it leaves there replaces it; without, the job runs as if there were
-         * none. */
+         * is configured. With use_cache (an inbox job) and a generation, the job sees it at its
+         * paths under /work (the workspace's entries there are not read), and with keep_cache
+         * (of class local-reversible) what it leaves there replaces it; without use_cache, the
+         * job runs as if there were none. */
         BuildCache *cache;
         bool use_cache;
+        bool keep_cache;
         int scratch_fd;                 /* a private directory of this job (it is emptied) */
         const char *scratch_path;       /* its absolute path */
         const char *job_id;             /* capsule_job_id_is_valid() */

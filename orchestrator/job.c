@@ -285,7 +285,7 @@ static void job_cache_log(Worker *w, const char *id, const ExecCache *c) {
                            " files sent, %" PRIu64 " unchanged (hand-out %" PRIu64 " ms, take-in %" PRIu64 " ms)", id,
                            c->from[0] ? c->from : "(none)", c->left, c->entries, c->bytes, c->files_sent, c->files_unchanged,
                            c->hand_out_ms, c->take_in_ms);
-        else if (c->used || (c->error && !streq(c->error, "cache_not_for_class")))
+        else if (c->used || c->error)
                 worker_say(w, LOG_NOTICE, "job '%s': build cache %s kept as it was: %s", id,
                            c->from[0] ? c->from : "(none)", c->message);
 }
@@ -497,10 +497,11 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .watch = watch,
                 .store_fd = w->dirs.store_fd,
                 .store_lanes = scratch_store_lanes(w->config),
-                /* Only a local-reversible job: an approval covers the request and the workspace
-                 * it names, not what earlier jobs left (threat 15). */
+                /* Every inbox job starts from the cache; only a local-reversible one keeps what it
+                 * leaves there: an approved one's writes are dropped (threat 15). */
                 .cache = cache,
-                .use_cache = req->action_class == ACTION_LOCAL_REVERSIBLE,
+                .use_cache = true,
+                .keep_cache = req->action_class == ACTION_LOCAL_REVERSIBLE,
                 .scratch_fd = scratch,
                 .scratch_path = scratch_path,
                 .job_id = rec->id,

@@ -5,7 +5,8 @@
 #     that file alone (read from make's own output), a third compiles nothing;
 #   - the cache owns its path: the workspace's own build/ is never seen by a job that uses the
 #     cache, and neither the workspace nor the results ever hold the cache;
-#   - trust: an approved job runs without it (it sees the workspace's build/), and leaves it as
+#   - trust: an approved job starts from it read-only (it sees the cache, not the workspace's
+#     build/; show names it), and leaves it as
 #     it was; a link leaving the path, a cache over max_bytes, a job killed by SIGKILL, a
 #     capsule SIGKILLed from outside while its cache comes back: each leaves the cache as it
 #     was, and the result says why;
@@ -146,15 +147,19 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: ... keeps nothing" unchanged "${p}k" "${p}4"
         check "$name: ... and leaves no take-in behind" sh -c "! ls '/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache' | grep -q '^in-'"
 
-        # An approved job runs without the cache: it sees the workspace's build/, and keeps nothing.
+        # An approved job starts from the cache, read-only: it sees the cache, not the
+        # workspace's build/, and what it leaves there is dropped (issue 36).
         submit "$dir" "${p}9" external-reversible '["sh","-c","ls build; echo approved >build/marker"]'
         check "$name: an approval-class job waits" wait_state "$dir" "${p}9" pending
+        check "$name: ... show names the cache it will start from, read-only" \
+                sh -c "tfw_show() { '$BIN' --config '$dir/config.json' show '${p}9'; }; tfw_show | grep -q '^build cache:  tree $(cache_field "${p}4" left) .*read-only'"
         check "$name: ... is approved" quiet tfw "$dir" approve "${p}9"
         check "$name: ... and runs" wait_result "$dir" "${p}9" 300
-        check "$name: ... seeing the workspace's build/" grep -qx host-only "$res/${p}9/job.log"
-        check "$name: ... not the cache" sh -c "! grep -q prog '$res/${p}9/job.log'"
-        check "$name: ... its result says it ran without" test "$(cache_field "${p}9" used)" = false
-        check "$name: ... and why" test "$(cache_field "${p}9" error)" = cache_not_for_class
+        check "$name: ... seeing the cache" grep -qx prog "$res/${p}9/job.log"
+        check "$name: ... not the workspace's build/" sh -c "! grep -q host-only '$res/${p}9/job.log'"
+        check "$name: ... its result names the cache it started from" test "$(cache_field "${p}9" from)" = "$(cache_field "${p}4" left)"
+        check "$name: ... and keeps nothing" test "$(cache_field "${p}9" kept)" = false
+        check "$name: ... saying why" test "$(cache_field "${p}9" error)" = cache_read_only
         check "$name: the next job still starts from the cache as it was" run_job "${p}10" local-reversible '["sh","-c","ls build"]'
         check "$name: ... (the same tree)" test "$(cache_field "${p}10" from)" = "$(cache_field "${p}4" left)"
         check "$name: ... without the approved job's marker" sh -c "! grep -q marker '$res/${p}10/job.log'"
