@@ -3,7 +3,9 @@
 # head of its job.log to <results>/<id>.live.log (root-owned, 0640, created O_EXCL|O_NOFOLLOW:
 # a link left in its place is removed, never written through), and `submit` prints it as it
 # comes, whole lines, a partial line after 1 s, then the rest of job.log at the end, nothing
-# twice. Every wait is an event (a line through a FIFO, a file appearing) bounded by a harness
+# twice. MCP (mcp-client/live.mjs, the official SDK): progress notifications carry the new
+# lines, bounded in size and rate, and result reads a running job's log from an offset. Every
+# wait is an event (a line through a FIFO, a file appearing) bounded by a harness
 # timeout, never a sleep as the assertion.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -106,6 +108,32 @@ rest link
 check "link: the job ran and printed" test "$(cat "$dir/out/link.out")" = through
 check "link: the link's target is untouched" test "$(cat "$dir/target")" = "root data"
 check "link: nothing is left in the live log's place" _gone "$res/live-link.live.log"
+
+# ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] MCP: progress notifications carry the output, result reads it from an offset"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
+        echo "SKIP (this part): node 18 and npm are not installed"
+else
+        mkdir -p "$dir/client"
+        cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
+                tests/integration/mcp-client/live.mjs "$dir/client/"
+        if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) \
+                >"$dir/npm.log" 2>&1; then
+                cat "$dir/npm.log"
+                check "npm ci of the MCP SDK client" false
+        else
+                chmod -R a+rX "$dir/client"
+                (cd "$ws" && setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs \
+                        env -i PATH=/usr/bin:/bin HOME="$dir/home" node "$dir/client/live.mjs" "$CTL_BIN" "$ws" "$res" 1048576) \
+                        >"$dir/live-mcp.out" 2>"$dir/live-mcp.err"
+                client_rc=$?
+                passes=$((passes + $(grep -c '^ok: ' "$dir/live-mcp.out")))
+                fails=$((fails + $(grep -c '^FAIL: ' "$dir/live-mcp.out")))
+                grep '^FAIL: ' "$dir/live-mcp.out"
+                check "live.mjs passed (exit $client_rc)" test "$client_rc" = 0
+                [ "$client_rc" = 0 ] || tail -n 20 "$dir/live-mcp.err"
+        fi
+fi
 
 stop_daemon || true
 finish
