@@ -110,6 +110,24 @@ check "link: the link's target is untouched" test "$(cat "$dir/target")" = "root
 check "link: nothing is left in the live log's place" _gone "$res/live-link.live.log"
 
 # ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] the worker killed mid-job: the live log stays until recovery publishes the job"
+live_submit crash live-crash sh -c 'echo before-the-crash; exec sleep 600'
+line=
+read -r -t 60 line <&3
+check "crash: the job's line came live" test "$line" = before-the-crash
+kill -KILL "$TFW_DAEMON_PID"
+wait "$TFW_DAEMON_PID" 2>/dev/null
+TFW_DAEMON_PID=
+check "crash: the live log is still there, with what the job wrote" grep -qx before-the-crash "$res/live-crash.live.log"
+start_daemon "$dir" || exit 1
+echo "$line" >"$dir/out/crash.out"
+rest crash
+check "crash: published as interrupted" test "$(result_field "$dir" live-crash status)" = interrupted
+check "crash: submit's exit status is 125" test "$(cat "$dir/out/crash.rc")" = 125
+check "crash: the live log is gone" _gone "$res/live-crash.live.log"
+check "crash: submit printed the line once" test "$(grep -c before-the-crash "$dir/out/crash.out")" = 1
+
+# ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] MCP: progress notifications carry the output, result reads it from an offset"
 if ! command -v node >/dev/null || ! command -v npm >/dev/null || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 18 ]; then
         echo "SKIP (this part): node 18 and npm are not installed"
