@@ -200,7 +200,7 @@ static void print_live(const ControllerSite *site, const char *id, ControllerWat
                         return; /* not readable: the rest comes from job.log at the end */
                 if (n && (fwrite(buf, 1, n, out) != n || fflush(out) != 0))
                         return;
-        } while (n == sizeof(buf));
+        } while (n > 0); /* until nothing is due: no event may come for what is already there */
 }
 
 /* Wait with inotify until the request is final (1, *ret its status) or wait_timeout is over

@@ -87,6 +87,19 @@ check "partial: printed once, then the rest" test "$(cat "$dir/out/partial.out")
 check "partial: stdout is job.log, byte for byte" cmp -s "$dir/out/partial.out" "$res/live-partial/job.log"
 
 # ---------------------------------------------------------------------------------------------
+echo "-- [$SECONDS s] a burst larger than submit's read, then silence: all of it comes while the job runs"
+live_submit burst live-burst sh -c 'seq 1 85000; exec sleep 6'
+got=
+while read -r -t 60 line <&3; do
+        [ "$line" = 85000 ] && { got=yes; break; }
+done
+check "burst: its last line came" test "$got" = yes
+check "burst: while the job was running (no result yet)" sh -c "! test -e '$res/live-burst/result.json'"
+seq 1 85000 >"$dir/out/burst.out"
+rest burst
+check "burst: stdout is job.log, byte for byte" cmp -s "$dir/out/burst.out" "$res/live-burst/job.log"
+
+# ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] 10 MB fast: within the cap, the same head and tail as job.log"
 live_submit flood live-flood sh -c 'seq 1 1400000; echo last line'
 : >"$dir/out/flood.out"
