@@ -18,6 +18,7 @@
 #include "capsule/job.h"
 #include "snapshot/stream.h"
 #include "capsule/log-cap.h"
+#include "capsule/log-live.h"
 #include "capsule/oci-spec.h"
 #include "capsule/outputs.h"
 #include "capsule/protocol.h"
@@ -57,6 +58,7 @@ typedef struct Run {
         uint8_t secret[CAPSULE_SECRET_SIZE];
 
         LogCap *log;
+        LogLive live;       /* the controller's live log (capsule/log-live.h) */
         TrailerSplitter splitter;
         Outputs out;
 
@@ -175,6 +177,7 @@ static void on_log_readable(Run *run) {
                 return;
         }
         trailer_splitter_feed(&run->splitter, run->pending + CHUNK, (size_t) k);
+        log_live_update(&run->live, run->log, &run->splitter);
 }
 
 /* Reap the front process if it ends within timeout (0: only look). */
@@ -1125,6 +1128,7 @@ static int job_begin(Job *j) {
         }
         j->run.pending = j->buf;
         j->run.log = j->log;
+        j->run.live = (LogLive) {.fd = p->live_fd};
         return 0;
 }
 

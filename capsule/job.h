@@ -89,6 +89,8 @@ typedef struct CapsuleJobParams {
         int log_fd;               /* the bounded job.log is written here (rewritten from its
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
                                    * at its end); -1: not kept */
+        int live_fd;              /* the live log (capsule/log-live.h): job.log's head, appended
+                                   * as the job writes it; 0..2: none */
         int staging_fd;           /* empty directory receiving the artifacts; -1: discarded */
         /* With network.allow in config: the proxy's records of the job's connections, checked and
          * written here one JSON object a line when the capsule has ended (capsule/egress.h);

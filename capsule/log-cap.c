@@ -94,6 +94,15 @@ bool log_cap_truncated(const LogCap *c) {
         return c->seen > c->max;
 }
 
+size_t log_cap_head_max(const LogCap *c) {
+        return c->head_max;
+}
+
+const uint8_t *log_cap_head(const LogCap *c, size_t *ret_len) {
+        *ret_len = c->head_len;
+        return c->head;
+}
+
 static uint64_t omitted(const LogCap *c) {
         return c->seen - c->head_max - c->tail_max;
 }

@@ -33,6 +33,10 @@ void log_cap_feed(LogCap *c, const void *data, size_t len);
 /* Bytes fed so far (what the job wrote), and whether the file drops some of them. */
 uint64_t log_cap_seen(const LogCap *c);
 bool log_cap_truncated(const LogCap *c);
+/* The head: the first bytes of the output, never dropped, at most log_cap_head_max() of them
+ * (the file's part before any marker). The live log (capsule/log-live.h) is made of it. */
+size_t log_cap_head_max(const LogCap *c);
+const uint8_t *log_cap_head(const LogCap *c, size_t *ret_len);
 /* Size of the file log_cap_write will produce now. */
 uint64_t log_cap_size(const LogCap *c);
 

@@ -12,6 +12,7 @@
 #include "common/path-util.h"
 #include "controller/apply.h"
 #include "controller/job-words.h"
+#include "controller/live.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -51,6 +52,9 @@ typedef struct Waiter {
         usec_t next_progress;     /* monotonic */
         uint64_t progress;
         ControllerState last;
+        LiveFollow live;          /* with a progress token: the job's output, as it comes */
+        usec_t next_live;         /* monotonic: no output notification before then (the rate) */
+        bool live_more;           /* the live log may hold more than was sent */
 } Waiter;
 
 typedef struct Mcp {
@@ -335,6 +339,7 @@ static json_t *no_worker_result(Mcp *m, const char *id) {
 /* ---- waiting ------------------------------------------------------------------------------ */
 
 static void waiter_drop(Mcp *m, size_t i) {
+        live_follow_close(&m->waiting[i].live, m->watch.fd);
         json_decref(m->waiting[i].rpc_id);
         json_decref(m->waiting[i].progress_token);
         m->waiting[i] = m->waiting[--m->n_waiting];
@@ -407,7 +412,9 @@ static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws
                       .started = now,
                       .deadline = ws->wait_seconds ? now + ws->wait_seconds * USEC_PER_SEC : 0,
                       .no_worker_at = ws->no_worker_in ? now + ws->no_worker_in : 0,
-                      .last = CONTROLLER_UNKNOWN};
+                      .last = CONTROLLER_UNKNOWN,
+                      .live = LIVE_FOLLOW_NULL,
+                      .live_more = true};
         snprintf(w->id, sizeof(w->id), "%s", ws->id);
         snprintf(w->sha256, sizeof(w->sha256), "%s", ws->sha256 ? ws->sha256 : "");
         send_progress(m, w, "submitted: waiting for the worker");
@@ -453,7 +460,42 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
         return NULL;
 }
 
-static const char *const result_fields[] = {"id", "wait_seconds", NULL};
+static const char *const result_fields[] = {"id", "wait_seconds", "offset", NULL};
+#define LOG_OFFSET_MAX ((int64_t) 1 << 40)
+
+/* The job's log from offset on (controller/live.h: the live log while it runs, job.log once
+ * final), at most MCP_LOG_READ_BYTES, added to a tool result: structuredContent's log, offset,
+ * next_offset (where to go on from) and log_complete (final and nothing after next_offset),
+ * and a text item for the model. */
+static json_t *with_log(Mcp *m, json_t *result, const char *id, bool final, uint64_t offset) {
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        if (!result)
+                return NULL;
+        int r = live_log_read(m->site.results_fd, id, final, offset, MCP_LOG_READ_BYTES, &buf, &n);
+        if (r < 0 && r != -ENOENT)
+                n = 0;
+        bool complete = final && n < MCP_LOG_READ_BYTES;
+        json_t *log = live_json_text(buf ? buf : "", n);
+        json_t *sc = json_object_get(result, "structuredContent");
+        if (!log || (sc && (json_object_set(sc, "log", log) < 0 ||
+                            json_object_set_new(sc, "offset", json_integer((json_int_t) offset)) < 0 ||
+                            json_object_set_new(sc, "next_offset", json_integer((json_int_t) (offset + n))) < 0 ||
+                            json_object_set_new(sc, "log_complete", json_boolean(complete)) < 0))) {
+                json_decref(log);
+                json_decref(result);
+                return tool_error(m, "internal", "out of memory");
+        }
+        _cleanup_free_ char *text = NULL;
+        if (asprintf(&text, "log from byte %" PRIu64 " (%zu bytes; ask again with offset %" PRIu64 " for %s):\n%s",
+                     offset, n, offset + n, complete ? "nothing more: it has ended" : "more", json_string_value(log)) < 0)
+                text = NULL;
+        json_decref(log);
+        json_t *item = text ? json_pack("{s:s, s:s}", "type", "text", "text", text) : NULL;
+        if (item)
+                json_array_append_new(json_object_get(result, "content"), item);
+        return result;
+}
 
 static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
         TfwError e = {0};
@@ -466,6 +508,11 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 0, RESULT_WAIT_MAX, &wait, &e);
         if (r < 0 && r != -ENOENT)
                 return tool_error(m, e.code, e.message);
+        int64_t offset = 0;
+        r = json_get_int_range(args, "offset", "offset", false, 0, LOG_OFFSET_MAX, &offset, &e);
+        if (r < 0 && r != -ENOENT)
+                return tool_error(m, e.code, e.message);
+        bool has_offset = r >= 0;
         if (!request_id_is_valid(id))
                 return tool_error(m, "bad_id", "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
         if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
@@ -477,7 +524,7 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         if (st.state == CONTROLLER_FINAL) {
                 json_t *res = outcome_result(m, id, st.result, st.anonymous, false);
                 controller_status_done(&st);
-                return res;
+                return has_offset ? with_log(m, res, id, true, (uint64_t) offset) : res;
         }
         /* Still in the inbox: for how long says whether no worker took it (controller/no-worker.h). */
         usec_t in_inbox = 0, no_worker_in = 0;
@@ -501,7 +548,9 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         } else if (wait == 0) {
                 Waiter w = {};
                 snprintf(w.id, sizeof(w.id), "%s", id);
-                return state_result(m, &w, st.state);
+                json_t *res = state_result(m, &w, st.state);
+                /* Running: its output so far, from offset on. */
+                return st.state == CONTROLLER_RUNNING ? with_log(m, res, id, false, (uint64_t) offset) : res;
         }
         if (m->n_waiting >= MCP_MAX_WAITING)
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
@@ -590,13 +639,17 @@ static json_t *tools_list(const Mcp *m) {
                 "changes are listed, and the apply tool applies them)", "required", "argv",
                 "additionalProperties", false);
         json_t *result = json_pack(
-                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:s}}, s:[s], s:b}}", "name", "result",
-                "title", "Outcome of a request", "description",
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}, s:{s:s, s:i, s:i, s:s}, s:{s:s, s:i, s:I, s:s}}, s:[s], s:b}}",
+                "name", "result", "title", "Outcome of a request", "description",
                 "The outcome of a request (status, exit code, the end of its log, its artifacts' paths), or where it "
-                "is (pending, queued, running). With wait_seconds, wait up to that long for it to end.",
+                "is (pending, queued, running). With wait_seconds, wait up to that long for it to end. For a "
+                "running job, its output so far from offset on (at most 64 KiB; next_offset says where to go on "
+                "from); for an ended one, with offset, its log from there.",
                 "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
                 "^[a-z0-9][a-z0-9_-]{0,63}$", "wait_seconds", "type", "integer", "minimum", 0, "maximum",
-                RESULT_WAIT_MAX, "description", "wait up to this long for the request to end (default 0)",
+                RESULT_WAIT_MAX, "description", "wait up to this long for the request to end (default 0)", "offset",
+                "type", "integer", "minimum", 0, "maximum", (json_int_t) LOG_OFFSET_MAX, "description",
+                "the byte of the job's log to read from (default 0; a previous answer's next_offset)",
                 "required", "id", "additionalProperties", false);
         json_t *list = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:b}}", "name", "list", "title",
@@ -804,6 +857,13 @@ static int next_timeout_ms(const Mcp *m) {
                         next = w->no_worker_at;
                 if (w->progress_token && (!next || w->next_progress < next))
                         next = w->next_progress;
+                /* Output waiting for the rate, or a partial line waiting for its second. */
+                int due = w->progress_token ? live_follow_due_ms(&w->live, now) : -1;
+                usec_t live_at = w->live_more ? w->next_live : due >= 0 ? now + (usec_t) due * USEC_PER_MSEC : 0;
+                if (live_at && live_at < w->next_live)
+                        live_at = w->next_live;
+                if (live_at && (!next || live_at < next))
+                        next = live_at;
         }
         if (!next)
                 return -1;
@@ -813,10 +873,28 @@ static int next_timeout_ms(const Mcp *m) {
         return ms > 60000 ? 60000 : (int) ms;
 }
 
+/* The job's new output lines, one notification's worth, when the rate allows (mcp.h). */
+static void send_live(Mcp *m, Waiter *w, usec_t now) {
+        char buf[MCP_LIVE_NOTIFY_BYTES];
+        size_t n;
+        if (!w->progress_token || now < w->next_live || (!w->live_more && live_follow_due_ms(&w->live, now) != 0))
+                return;
+        if (live_follow_next(&w->live, m->site.results_fd, w->id, m->watch.fd, buf, sizeof(buf), now, &n) < 0 || n == 0) {
+                w->live_more = false; /* until the file changes, or a partial line is due */
+                return;
+        }
+        _cleanup_(json_decrefp) json_t *text = live_json_text(buf, n);
+        _cleanup_free_ char *msg = NULL;
+        if (text && asprintf(&msg, "output:\n%s", json_string_value(text)) >= 0)
+                send_progress(m, w, msg);
+        w->next_live = now + MCP_LIVE_INTERVAL_USEC;
+}
+
 static void tick(Mcp *m) {
         usec_t now = now_monotonic();
         for (size_t i = 0; i < m->n_waiting; i++) {
                 Waiter *w = &m->waiting[i];
+                send_live(m, w, now);
                 if (w->progress_token && w->next_progress <= now) {
                         char msg[128];
                         snprintf(msg, sizeof(msg), "%s, %" PRIu64 " s", w->last == CONTROLLER_UNKNOWN ? "submitted" :
@@ -861,6 +939,8 @@ int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
                                 controller_watch_close(&m->watch);
                                 mask = CONTROLLER_WATCH_CHANGED | CONTROLLER_WATCH_REJECTED;
                         }
+                        for (size_t i = 0; i < m->n_waiting; i++)
+                                m->waiting[i].live_more = true; /* a live log may have grown */
                         if (mask)
                                 check_all(m, mask & CONTROLLER_WATCH_REJECTED);
                 }

@@ -18,7 +18,11 @@
  * A final outcome carries status, exit code, the exit status `submit` would take, the log's
  * last 16 KiB and the artifacts' paths. With a progressToken in a call's _meta, the server
  * sends notifications/progress when the call starts waiting, at every change of state and every
- * MCP_PROGRESS_INTERVAL_SECONDS while it waits.
+ * MCP_PROGRESS_INTERVAL_SECONDS while it waits; and, while the job runs, its new output lines
+ * (controller/live.h) as "output:\n<lines>", at most MCP_LIVE_NOTIFY_BYTES each and one per
+ * MCP_LIVE_INTERVAL_USEC, in order, never a byte twice. `result` on a running job gives the log
+ * so far from its `offset` (MCP_LOG_READ_BYTES at most) and the next offset; with an offset, an
+ * ended job's job.log from there.
  *
  * Robustness (the input is the client's): a line longer than MCP_MESSAGE_MAX is discarded
  * whole and answered with an Invalid Request error; malformed JSON (duplicate keys and NUL
@@ -35,6 +39,12 @@
 #define MCP_MAX_WAITING 64
 #define MCP_PROGRESS_INTERVAL_SECONDS 5
 #define MCP_LOG_TAIL_BYTES (16 * 1024)
+/* Live output (controller/live.h): at most this much of it in one progress notification, and
+ * at most one such notification per MCP_LIVE_INTERVAL_USEC per call (4 a second). */
+#define MCP_LIVE_NOTIFY_BYTES 4096
+#define MCP_LIVE_INTERVAL_USEC (250 * USEC_PER_MSEC)
+/* The result tool's log from an offset: at most this much per call. */
+#define MCP_LOG_READ_BYTES (64 * 1024)
 #define MCP_ARTIFACTS_MAX 1000
 #define MCP_LATEST_PROTOCOL "2025-11-25"
 

@@ -52,13 +52,17 @@ static int open_in_result(int results_fd, const char *id, const char *name, int 
         return fd < 0 ? -errno : fd;
 }
 
-int controller_log_copy(int results_fd, const char *id, int out_fd) {
+int controller_log_copy(int results_fd, const char *id, uint64_t offset, int out_fd) {
         _cleanup_close_ int fd = open_in_result(results_fd, id, "job.log", O_RDONLY | O_NONBLOCK);
         char buf[65536];
         if (fd == -ENOENT)
                 return 0;
         if (fd < 0)
                 return fd;
+        if (offset > INT64_MAX)
+                return -EINVAL;
+        if (lseek(fd, (off_t) offset, SEEK_SET) < 0)
+                return -errno;
         for (;;) {
                 ssize_t n = read(fd, buf, sizeof(buf));
                 if (n < 0 && errno == EINTR)

@@ -13,6 +13,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define CONTROLLER_EXIT_TIMED_OUT 124
 #define CONTROLLER_EXIT_NOT_RUN 125
@@ -20,8 +21,10 @@
 
 int controller_exit_status(const json_t *result);
 
-/* Copy <id>/job.log to out_fd. A missing log is success (a request that never ran has none). */
-int controller_log_copy(int results_fd, const char *id, int out_fd);
+/* Copy <id>/job.log from byte offset on (what was not printed live, controller/live.h) to
+ * out_fd. A missing log is success (a request that never ran has none), and so is an offset
+ * past its end. */
+int controller_log_copy(int results_fd, const char *id, uint64_t offset, int out_fd);
 
 /* The last max bytes of <id>/job.log (cut at a line start when one is near); *ret_cut when
  * bytes before them were left out. A missing log gives "". */

@@ -9,6 +9,7 @@
 
 #include "common/json-util.h"
 #include "controller/apply.h"
+#include "controller/live.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
@@ -18,6 +19,7 @@
 
 #define FRESH_ID_TRIES 8
 #define ARTIFACTS_LISTED_MAX 100000
+#define LIVE_CHUNK 65536
 
 /* Is id already known to the worker, as far as this client can see? */
 static bool id_in_use(const ControllerSite *s, const char *id) {
@@ -186,10 +188,27 @@ static int ms_until(usec_t deadline, usec_t now) {
         return ms > INT32_MAX ? INT32_MAX : (int) ms;
 }
 
+/* What the job wrote since the last look, to out (controller/live.h); NULL live: not followed. */
+static void print_live(const ControllerSite *site, const char *id, ControllerWatch *watch, LiveFollow *live,
+                       FILE *out) {
+        char buf[LIVE_CHUNK];
+        size_t n;
+        if (!live)
+                return;
+        do {
+                if (live_follow_next(live, site->results_fd, id, watch->fd, buf, sizeof(buf), now_monotonic(), &n) < 0)
+                        return; /* not readable: the rest comes from job.log at the end */
+                if (n && (fwrite(buf, 1, n, out) != n || fflush(out) != 0))
+                        return;
+        } while (n > 0); /* until nothing is due: no event may come for what is already there */
+}
+
 /* Wait with inotify until the request is final (1, *ret its status) or wait_timeout is over
- * (0, said on err); saying once that it waits for an operator, and once that no worker took it. */
+ * (0, said on err); saying once that it waits for an operator, and once that no worker took it;
+ * printing the job's output to out as it comes when live is given. */
 static int submit_wait(const SubmitOptions *o, const ControllerSite *site, ControllerWatch *watch,
-                       const ControllerRequest *req, usec_t submitted_at, FILE *err, ControllerStatus *ret, TfwError *e) {
+                       const ControllerRequest *req, usec_t submitted_at, LiveFollow *live, FILE *out, FILE *err,
+                       ControllerStatus *ret, TfwError *e) {
         usec_t start = now_monotonic(), no_worker_at = start + CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC;
         usec_t give_up_at = o->wait_timeout ? start + (usec_t) o->wait_timeout * USEC_PER_SEC : 0;
         bool said_pending = false, looked_taken = false, scan_rejected = true;
@@ -204,6 +223,7 @@ static int submit_wait(const SubmitOptions *o, const ControllerSite *site, Contr
                         *ret = st;
                         return 1;
                 }
+                print_live(site, req->id, watch, live, out);
                 if (st.state == CONTROLLER_PENDING && !said_pending) {
                         _cleanup_free_ char *cmd = controller_approve_command(site, req->id, req->sha256);
                         fprintf(err, "submit '%s': pending: an operator must approve it; as root: %s\n", req->id,
@@ -227,6 +247,9 @@ static int submit_wait(const SubmitOptions *o, const ControllerSite *site, Contr
                         timeout = ms_until(no_worker_at, now);
                 if (give_up_at && (timeout < 0 || ms_until(give_up_at, now) < timeout))
                         timeout = ms_until(give_up_at, now);
+                int due = live ? live_follow_due_ms(live, now) : -1;
+                if (due >= 0 && (timeout < 0 || due < timeout))
+                        timeout = due;
                 struct pollfd p = {.fd = watch->fd, .events = POLLIN};
                 if (poll(&p, 1, timeout) < 0 && errno != EINTR)
                         return tfw_error(e, errno, "internal", "poll: %m");
@@ -268,7 +291,8 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
         }
 
         ControllerStatus st = {};
-        r = submit_wait(o, &site, &watch, &req, submitted_at, err, &st, e);
+        _cleanup_(live_follow_done) LiveFollow live = LIVE_FOLLOW_NULL;
+        r = submit_wait(o, &site, &watch, &req, submitted_at, o->json ? NULL : &live, out, err, &st, e);
         if (r <= 0) {
                 *ret_status = CONTROLLER_EXIT_NOT_RUN;
                 return r;
@@ -281,7 +305,7 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                         fprintf(out, "%s\n", s);
         } else {
                 fflush(out);
-                if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, fileno(out))) < 0)
+                if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, live.offset, fileno(out))) < 0)
                         fprintf(err, "submit '%s': cannot read its log: %s\n", req.id, strerror(-r));
                 print_outcome(&site, req.id, res, st.anonymous, err);
         }

@@ -92,6 +92,7 @@ typedef struct ExecPlan {
         uint64_t cpu_seconds;           /* 0: no CPU-time limit */
         bool end_on_log_limit;          /* output past the cap ends the job (validation plane) */
         int log_fd;                     /* job.log; -1: not kept */
+        int live_fd;                    /* the live log (capsule/log-live.h); 0..2: none */
         /* With network.allow in config: the job's connections, one checked JSON object a line
          * (capsule/egress.h), written here when the capsule has ended; 0..2: not kept (the
          * counts are in ExecResult.capsule.egress either way). */

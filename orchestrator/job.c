@@ -429,7 +429,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         _cleanup_(capsule_warm_freep) CapsuleWarm *warm = warm_in;
         _cleanup_request_ Request *req = NULL;
         _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF, egress_fd = -EBADF,
-                            changes_fd = -EBADF;
+                            changes_fd = -EBADF, live_fd = -EBADF;
         char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
         CapsuleDriver drv = {};
         ResultRun run = {.started_at = now_realtime()};
@@ -459,6 +459,9 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         /* The mode explicitly: a service's UMask= must not make the log unreadable. */
         if (log_fd < 0 || ensure_owner_mode(log_fd, 0, w->config->container_gid, 0640) < 0)
                 return tfw_error(e, errno, "internal", "cannot create job.log of '%s': %m", rec->id);
+        live_fd = publish_live_open(&w->dirs, w->config->container_gid, rec->id, e);
+        if (live_fd < 0)
+                return live_fd;
         if (mkdirat(staging, "artifacts", 0750) < 0)
                 return tfw_error(e, errno, "internal", "cannot create the artifacts directory of '%s': %m", rec->id);
         art_fd = open_dir_at(staging, "artifacts");
@@ -509,6 +512,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .cwd = req->cwd,
                 .timeout_seconds = req->timeout_seconds,
                 .log_fd = log_fd,
+                .live_fd = live_fd,
                 .artifacts_fd = art_fd,
                 /* The changeset's bounds are the artifacts' (docs/controller.md). */
                 .changes_fd = changes_fd,

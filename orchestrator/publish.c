@@ -12,6 +12,7 @@
 #include "orchestrator/publish.h"
 
 #define STATE_SUFFIX ".state.json"
+#define LIVE_SUFFIX ".live.log"
 #define RESULT_JSON_MAX (1 << 20)
 
 int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState state,
@@ -36,6 +37,27 @@ int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState s
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot write '%s': %s", name, strerror(-r));
         return 0;
+}
+
+int publish_live_open(const WorkerDirs *d, gid_t gid, const char *id, TfwError *e) {
+        char name[REQUEST_ID_MAX + sizeof(LIVE_SUFFIX)];
+        snprintf(name, sizeof(name), "%s" LIVE_SUFFIX, id);
+        if (unlinkat(d->results_fd, name, 0) < 0 && errno != ENOENT)
+                return tfw_error(e, errno, "internal", "cannot remove the stale '%s': %m", name);
+        _cleanup_close_ int fd = openat(d->results_fd, name, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        if (fd < 0)
+                return tfw_error(e, errno, "internal", "cannot create '%s': %m", name);
+        /* The mode explicitly: a service's UMask= must not make it unreadable. */
+        int r = ensure_owner_mode(fd, 0, gid, 0640);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot set the mode of '%s': %s", name, strerror(-r));
+        return TAKE_FD(fd);
+}
+
+void publish_live_drop(const WorkerDirs *d, const char *id) {
+        char name[REQUEST_ID_MAX + sizeof(LIVE_SUFFIX)];
+        snprintf(name, sizeof(name), "%s" LIVE_SUFFIX, id);
+        (void) unlinkat(d->results_fd, name, 0);
 }
 
 int publish_stage_begin(const WorkerDirs *d, const char *id, TfwError *e) {
@@ -84,6 +106,8 @@ int publish_commit(const WorkerDirs *d, gid_t gid, const char *id, json_t *resul
         r = fsync_fd(d->results_fd);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot fsync the results directory");
+        /* The live log goes once job.log is there: a reader never finds neither. */
+        publish_live_drop(d, id);
         snprintf(name, sizeof(name), "%s" STATE_SUFFIX, id);
         if (unlinkat(d->results_fd, name, 0) < 0 && errno != ENOENT)
                 return tfw_error(e, errno, "internal", "cannot remove '%s': %m", name);

@@ -58,6 +58,10 @@ int recover_at_start(Worker *w, TfwError *e) {
                         r = publish_state(&w->dirs, w->config->container_gid, rec->id, rec->state,
                                           rec->updated_at, e);
                 }
+                /* A live log outlives its job only when the worker died between publishing
+                 * job.log and dropping it (publish_commit): published means it goes. */
+                if (rec->state == STATE_FINAL || res)
+                        publish_live_drop(&w->dirs, rec->id);
                 if (rec->state == STATE_FINAL) {
                         (void) rm_rf_at(w->dirs.staging_fd, rec->id);
                         /* A state file is written without fsync (publish_state): one a power

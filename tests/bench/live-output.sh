@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Benchmark of live output (issue 35, item 1), with a real daemon (`run`, the runsc driver) and
+# `submit` as the controller (uid 12346):
+#   1. latency: a job prints one line carrying the time it was taken (date +%s%N, just before
+#      its write) and then waits 2 s; the time from that stamp to the line arriving on submit's
+#      stdout (read by a timestamping reader); BENCH_LIVE_RUNS (default 20) runs, median and
+#      worst; target median <= 300 ms. (gVisor's clock is the host's, read through its vDSO.)
+#   2. cost: submit of a job printing about 100 MB (seq 1 12500000) against the same job with its
+#      output sent to /dev/null, end to end, alternating, BENCH_LIVE_COST_RUNS (default 5) each;
+#      ratio of the medians, target <= 1.1. With BENCH_LIVE_BASE_BUILD (a build directory of
+#      the worker before live output, e.g. `git archive 65939f8` built apart), the printing job
+#      again through that build's daemon and submit, alternating with this build's: what
+#      streaming itself costs, apart from moving 100 MB through the capsule's log channel.
+# Prints every number; never fails because a target is missed (benchmarks report).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+RUNS=${BENCH_LIVE_RUNS:-20}
+COST_RUNS=${BENCH_LIVE_COST_RUNS:-5}
+BIN=$BUILD/tentaflake-worker
+for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
+        [ -x "$f" ] || { echo "live-output.sh: $f missing (make bench builds it)" >&2; exit 1; }
+done
+if [ "$(id -u)" -ne 0 ]; then
+        echo "live-output.sh: SKIP: the worker and runsc need root"
+        exit 0
+fi
+command -v runsc >/dev/null || { echo "live-output.sh: runsc missing" >&2; exit 1; }
+command -v setpriv >/dev/null || { echo "live-output.sh: SKIP: setpriv (util-linux) missing"; exit 0; }
+BIN=$(realpath "$BIN")
+
+# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
+base=$(mktemp -d /var/lib/tfw-bench-live.XXXXXX)
+chmod 0755 "$base"
+daemon=
+cleanup() {
+        [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
+        local c r=/run/tentaflake-worker-bench-live/runsc
+        if [ -d "$r" ]; then
+                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
+        fi
+        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-live*' -exec rmdir {} + 2>/dev/null
+        rm -rf "$base" /run/tentaflake-worker-bench-live
+}
+trap cleanup EXIT
+
+mkdir -p "$base/ws" "$base/home" "$base/bin"
+chown 12346:12346 "$base/ws" "$base/home"
+cat >"$base/config.json" <<JSON
+{"version": 1, "name": "bench-live", "workspace": "$base/ws",
+ "container_uid": 12346, "container_gid": 12346,
+ "state_dir": "$base/state", "results_dir": "$base/results",
+ "limits": {"default_timeout_seconds": 300, "max_timeout_seconds": 600}}
+JSON
+start_daemon() { # start_daemon BIN: the daemon, and submit, from that binary
+        if [ -n "$daemon" ]; then kill -TERM "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=; fi
+        install -m 0755 "$1" "$base/bin/tentaflake-worker"
+        : >"$base/daemon.log"
+        "$1" --config "$base/config.json" run 2>"$base/daemon.log" &
+        daemon=$!
+        for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
+        grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "live-output.sh: the daemon did not start" >&2; exit 1; }
+}
+start_daemon "$BIN"
+
+ctl_submit() {
+        (cd "$base/ws" && setpriv --reuid=12346 --regid=12346 --clear-groups --no-new-privs \
+                env -i PATH=/usr/bin:/bin HOME="$base/home" "$base/bin/tentaflake-worker" submit "$@")
+}
+
+# 1. Latency: the reader stamps each line as it arrives; the job's line is its own stamp.
+lat=()
+for i in $(seq "$RUNS"); do
+        ms=$(ctl_submit -- sh -c 'date +%s%N; sleep 2' | python3 -c '
+import sys, time
+line = sys.stdin.readline()
+t = time.time_ns()
+sys.stdin.read()
+print("%.1f" % ((t - int(line)) / 1e6))')
+        lat+=("$ms")
+done
+python3 - "${lat[@]}" <<'PY'
+import statistics, sys
+v = sorted(float(x) for x in sys.argv[1:])
+print("latency, the job's write to the line on submit's stdout (ms): " + " ".join("%.1f" % x for x in v))
+print("latency: median %.1f ms, worst %.1f ms over %d runs (target: median <= 300 ms)" % (statistics.median(v), v[-1], len(v)))
+PY
+
+# 2. Cost: about 100 MB of output streamed (live log, submit printing the cap's worth) against
+# the same job with its output discarded.
+t_ms() { local s e; s=$(date +%s%N); "$@" >/dev/null 2>&1 || true; e=$(date +%s%N); echo $(( (e - s) / 1000000 )); }
+loud=() quiet=()
+ctl_submit -- sh -c 'seq 1 12500000' >/dev/null 2>&1 || true # untimed warm-up
+for i in $(seq "$COST_RUNS"); do
+        loud+=("$(t_ms ctl_submit -- sh -c 'seq 1 12500000')")
+        quiet+=("$(t_ms ctl_submit -- sh -c 'seq 1 12500000 >/dev/null')")
+done
+python3 - "${#loud[@]}" "${loud[@]}" "${quiet[@]}" <<'PY'
+import statistics, sys
+n = int(sys.argv[1]); loud = [float(x) for x in sys.argv[2:2 + n]]; quiet = [float(x) for x in sys.argv[2 + n:]]
+print("cost, 100 MB printed (ms): " + " ".join("%.0f" % x for x in loud))
+print("cost, the same discarded (ms): " + " ".join("%.0f" % x for x in quiet))
+ml, mq = statistics.median(loud), statistics.median(quiet)
+print("cost: median %.0f ms streamed vs %.0f ms discarded: ratio %.3f (target <= 1.1)" % (ml, mq, ml / mq))
+PY
+
+# 2b. The same printing job through the build before live output, alternating with this one's.
+BASE=${BENCH_LIVE_BASE_BUILD:-}
+if [ -n "$BASE" ] && [ -x "$BASE/tentaflake-worker" ]; then
+        BASE_BIN=$(realpath "$BASE/tentaflake-worker")
+        now=() before=()
+        for i in $(seq "$COST_RUNS"); do
+                start_daemon "$BASE_BIN"
+                before+=("$(t_ms ctl_submit -- sh -c 'seq 1 12500000')")
+                start_daemon "$BIN"
+                now+=("$(t_ms ctl_submit -- sh -c 'seq 1 12500000')")
+        done
+        python3 - "${#now[@]}" "${now[@]}" "${before[@]}" <<'PY'
+import statistics, sys
+n = int(sys.argv[1]); now = [float(x) for x in sys.argv[2:2 + n]]; before = [float(x) for x in sys.argv[2 + n:]]
+print("cost, 100 MB printed, this build (ms): " + " ".join("%.0f" % x for x in now))
+print("cost, 100 MB printed, the build before live output (ms): " + " ".join("%.0f" % x for x in before))
+mn, mb = statistics.median(now), statistics.median(before)
+print("cost of streaming itself: median %.0f ms vs %.0f ms: ratio %.3f" % (mn, mb, mn / mb))
+PY
+else
+        echo "cost of streaming itself: not measured (set BENCH_LIVE_BASE_BUILD to a build before live output)"
+fi
