@@ -8,6 +8,7 @@
 #   - a server listening on "localhost" answers a client connecting to "localhost" (Python, and
 #     node's http as in the issue when node is in the system mounts);
 #   - `date +%Z %z`, /etc/timezone and /etc/localtime's bytes are the host's zone;
+#   - runtime.extra_system_mounts adds a mount and keeps the defaults (and the generated /etc);
 #   - the same for a host in Europe/Berlin: a copy of /etc bound over /etc in a private mount
 #     namespace of this test's worker (the machine's own zone is never changed).
 set -uo pipefail
@@ -78,6 +79,7 @@ fi
 # The host's zone as the worker reads it: the name after zoneinfo/ of the link, or timezone.
 host_zone_name() {
         local t
+        [ -f /etc/localtime ] || { echo Etc/UTC; return; }
         t=$(readlink /etc/localtime 2>/dev/null)
         case "$t" in */zoneinfo/*) echo "${t##*zoneinfo/}" ;; *) head -n1 /etc/timezone 2>/dev/null ;; esac
 }
@@ -91,6 +93,21 @@ else
         check "no host zone: the capsule is in UTC" log_has zone "UTC +0000"
         check "... and says Etc/UTC" log_has zone "Etc/UTC"
 fi
+
+# runtime.extra_system_mounts: a mount added to the default ones, which stay.
+mkdir -m 0755 "$dir/extra"
+echo from-the-host >"$dir/extra/hello"
+chmod 0644 "$dir/extra/hello"
+new_worker "$dir" ', "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128},
+ "runtime": {"extra_system_mounts": ["'"$dir"'/extra:/opt/extra=test-extra"]}'
+job extra 'cat /opt/extra/hello; python3 -c "print(6 * 7)"; ls /etc/ssl/certs | grep -c . ; cat /etc/timezone'
+"$BIN" --config "$dir/config.json" drain 2>>"$dir/daemon.log"
+check "extra_system_mounts: the job ran" ok extra
+check "... the added mount is there" log_has extra from-the-host
+check "... and the default /usr still is" log_has extra 42
+check "... and the generated /etc too" log_has extra "$(host_zone_name)"
+check "... the environment digest differs from the defaults'" \
+        test "$(result_field "$dir" extra environment_digest)" != "$(result_field "$dir" zone environment_digest)"
 
 # A host in Europe/Berlin, in this test's mount namespace only: a copy of /etc bound over /etc.
 if [ -f /usr/share/zoneinfo/Europe/Berlin ]; then
