@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "capsule/bundle.h"
+#include "capsule/etc-files.h"
+#include "capsule/host-zone.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/macro.h"
@@ -41,9 +43,18 @@ static int write_new_file(int dir_fd, const char *name, const char *data, mode_t
         return 0;
 }
 
-/* The empty root: nothing but etc/passwd and etc/group, nothing writable. */
+/* The empty root: nothing but its etc (capsule/etc-files.h), nothing writable. The host's
+ * zone is read here, at each build, so a capsule follows a change of the host's. */
 static int make_root(int dir_fd, const char *pw, const char *gr) {
+        _cleanup_(capsule_zone_done) CapsuleZone zone = {};
         int r;
+
+        _cleanup_close_ int host_root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (host_root < 0)
+                return -errno;
+        r = capsule_zone_read(host_root, &zone);
+        if (r < 0)
+                return r;
         if (mkdirat(dir_fd, "root", 0755) < 0)
                 return -errno;
         _cleanup_close_ int root = open_dir_at(dir_fd, "root");
@@ -54,8 +65,8 @@ static int make_root(int dir_fd, const char *pw, const char *gr) {
         _cleanup_close_ int etc = open_dir_at(root, "etc");
         if (etc < 0)
                 return etc;
-        if ((r = write_new_file(etc, "passwd", pw, 0644)) < 0 ||
-            (r = write_new_file(etc, "group", gr, 0644)) < 0)
+        r = capsule_etc_write(etc, pw, gr, &zone);
+        if (r < 0)
                 return r;
         if (fchmod(etc, 0555) < 0 || fchmod(root, 0555) < 0)
                 return -errno;

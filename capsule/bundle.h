@@ -5,7 +5,9 @@
  *   <scratch>/<container id>/passwd, group the synthetic /etc files, 0644 (read by the job),
  *                                          bound over /etc of an image root
  *   <scratch>/<container id>/root/         the read-only root when rootfs is null: empty but
- *                                          for etc/passwd and etc/group
+ *                                          for its etc (capsule/etc-files.h: passwd, group,
+ *                                          hosts, nsswitch.conf, host.conf, localtime,
+ *                                          timezone)
  *   <scratch>/<container id>/runsc.log     runsc's own log (--log), read for error messages
  *
  * Removed with everything in it after every ending (capsule_bundle_remove). */

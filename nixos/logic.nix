@@ -143,6 +143,7 @@ let
     rootfs = null;
     systemMounts = null;       # null: the toolchain's mounts when there is one, else the
                                # worker's default list
+    extraSystemMounts = null;  # added after those: runtime.extra_system_mounts (null: no key)
     image = null;              # docker/podman: an image archive (a path) to load locally
     imageReference = null;     # docker/podman: the runtime.image the worker runs
     # Filled in by the module from the `toolchain` option (store paths as strings; tests give
@@ -205,7 +206,7 @@ let
     jq --rawfile paths "$closure/store-paths" \
       '.runtime.system_mounts = ([$paths | split("\n")[] | select(. != "")] + .runtime.system_mounts)' \
       "$basePath" >"$out"
-    n=$(jq '.runtime.system_mounts | length' "$out")
+    n=$(jq '(.runtime.system_mounts | length) + (.runtime.extra_system_mounts // [] | length)' "$out")
     if [ "$n" -gt ${toString maxSystemMounts} ]; then
       echo "tentaflake-worker: the toolchain's closure needs $n system mounts; the worker takes at most ${toString maxSystemMounts}: use a smaller toolchain" >&2
       exit 1
@@ -250,6 +251,7 @@ let
           platform = a.platform;
           rootfs = a.rootfs;
           system_mounts = if usesToolchain a then toolchainMounts a.toolchainEnv else a.systemMounts;
+          extra_system_mounts = a.extraSystemMounts;
         });
       limits = removeNulls {
         max_request_bytes = a.maxRequestBytes;
@@ -413,6 +415,9 @@ let
           { assertion = cache == null || parseSize cache.maxBytes != null;
             message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
               + "count, or digits followed by k, m or g"; }
+          { assertion = a.extraSystemMounts == null || (a.driver == "runsc" && a.rootfs == null);
+            message = "${opt name "extraSystemMounts"} needs the runsc driver without a rootfs: they are "
+              + "added to the host's system mounts (driver ${a.driver})"; }
           { assertion = network == null || a.driver == "runsc";
             message = "${opt name "network"} needs the runsc driver: the worker passes the proxy's streams "
               + "to runsc itself, which an engine cannot (driver ${a.driver})"; }

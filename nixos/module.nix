@@ -99,6 +99,11 @@ let
           the mounts of `toolchain`, or, with an empty toolchain, the worker's default (/usr,
           /bin, ...), which on NixOS holds almost nothing. A list replaces both.
         '';
+        extraSystemMounts = opt (types.nullOr (types.listOf types.str)) d.extraSystemMounts ''
+          Read-only mounts `HOST[:SANDBOX][=IDENTITY]` added after the others (systemMounts, the
+          toolchain's, or the worker's default) instead of replacing them
+          (runtime.extra_system_mounts; runsc driver without a rootfs). null: none.
+        '';
         toolchain = mkOption {
           type = types.listOf types.package;
           default = map (n: pkgs.${n}) [ "bash" "coreutils" "findutils" "gnugrep" "gnused" "gawk"

@@ -26,7 +26,7 @@
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
-/* Longest key name we build ("runtime.system_mounts[63]" and the like). */
+/* Longest key name we build ("runtime.extra_system_mounts[1023]" and the like). */
 #define FIELD_MAX 64
 /* Values echoed back in messages are cut to this many bytes. */
 #define SHOW_MAX 80
@@ -53,7 +53,8 @@ static const char *const top_keys[] = {
         "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", "notify", "network", NULL,
 };
 static const char *const runtime_keys[] = {
-        "driver", "runsc", "platform", "rootfs", "system_mounts", "image", "warm_seconds", NULL,
+        "driver", "runsc", "platform", "rootfs", "system_mounts", "extra_system_mounts", "image",
+        "warm_seconds", NULL,
 };
 static const char *const limits_keys[] = {
         "max_request_bytes", "max_argv", "max_argv_bytes", "default_timeout_seconds",
@@ -80,7 +81,10 @@ static const struct {
 /* Which optional keys the file spelled out, for the cross-key checks and their messages. */
 typedef struct Given {
         bool state_dir, results_dir;
-        bool runsc, platform, system_mounts;
+        bool runsc, platform, system_mounts, extra_system_mounts;
+        /* The first n_base_mounts of system_mounts are runtime.system_mounts' (given or the
+         * default), the rest runtime.extra_system_mounts'. */
+        size_t n_base_mounts;
         bool default_timeout, max_timeout;
 } Given;
 
@@ -391,48 +395,100 @@ static int set_default_system_mounts(Config *c, TfwError *e) {
         return 0;
 }
 
-static int parse_system_mounts(Config *c, json_t *v, TfwError *e) {
-        char field[FIELD_MAX], shown[SHOW_MAX];
-        size_t n;
+/* The key that put system_mounts[i] there, quoted, for a message: 'runtime.system_mounts[2]',
+ * 'runtime.extra_system_mounts[0]', or the default list. */
+static const char *mount_origin(const Given *g, size_t i, char *buf, size_t size) {
+        if (i >= g->n_base_mounts)
+                (void) snprintf(buf, size, "'runtime.extra_system_mounts[%zu]'",
+                                i - g->n_base_mounts);
+        else if (g->system_mounts)
+                (void) snprintf(buf, size, "'runtime.system_mounts[%zu]'", i);
+        else
+                (void) snprintf(buf, size, "the default 'runtime.system_mounts'");
+        return buf;
+}
+
+/* Append the entries of v, the list of key ("runtime.system_mounts" or
+ * "runtime.extra_system_mounts"), to c->system_mounts, each by parse_system_mount(). At most
+ * CONFIG_MAX_SYSTEM_MOUNTS in all; no SANDBOX twice, across both lists and the default. */
+static int parse_system_mounts(Config *c, json_t *v, const char *key, const Given *g, TfwError *e) {
+        char field[FIELD_MAX], other[FIELD_MAX], shown[SHOW_MAX];
+        size_t n, first = c->n_system_mounts;
 
         if (!json_is_array(v))
-                return key_error(e, EBADMSG, "bad_type", "runtime.system_mounts",
+                return key_error(e, EBADMSG, "bad_type", key,
                                  "must be a list of strings \"HOST[:SANDBOX][=IDENTITY]\"");
         n = json_array_size(v);
-        if (n > CONFIG_MAX_SYSTEM_MOUNTS)
-                return key_error(e, E2BIG, "out_of_range", "runtime.system_mounts",
-                                 "%zu entries, at most %d allowed", n, CONFIG_MAX_SYSTEM_MOUNTS);
+        if (n > CONFIG_MAX_SYSTEM_MOUNTS - first)
+                return key_error(e, E2BIG, "out_of_range", key,
+                                 "%zu entries%s, at most %d system mounts allowed", n,
+                                 first ? " after the others" : "", CONFIG_MAX_SYSTEM_MOUNTS);
         if (n == 0)
                 return 0;
-        c->system_mounts = calloc(n, sizeof(SystemMount));
-        if (!c->system_mounts)
+        SystemMount *grown = reallocarray(c->system_mounts, first + n, sizeof(SystemMount));
+        if (!grown)
                 return oom(e);
+        c->system_mounts = grown;
         for (size_t i = 0; i < n; i++) {
                 json_t *item = json_array_get(v, i);
+                SystemMount *m = &c->system_mounts[first + i];
                 int r;
 
-                (void) snprintf(field, sizeof(field), "runtime.system_mounts[%zu]", i);
+                (void) snprintf(field, sizeof(field), "%s[%zu]", key, i);
                 if (!json_is_string(item))
                         return key_error(e, EBADMSG, "bad_type", field, "must be a string");
-                r = parse_system_mount(json_string_value(item), field,
-                                       &c->system_mounts[c->n_system_mounts], e);
+                r = parse_system_mount(json_string_value(item), field, m, e);
                 if (r < 0)
                         return r;
                 c->n_system_mounts++;
-                for (size_t j = 0; j < i; j++)
-                        if (streq(c->system_mounts[j].sandbox, c->system_mounts[i].sandbox))
+                for (size_t j = 0; j < first + i; j++)
+                        if (streq(c->system_mounts[j].sandbox, m->sandbox))
                                 return key_error(e, EBADMSG, "bad_value", field,
-                                                 "sandbox path '%s' is already mounted by "
-                                                 "runtime.system_mounts[%zu]",
-                                                 show(c->system_mounts[i].sandbox, shown), j);
+                                                 "sandbox path '%s' is already mounted by %s",
+                                                 show(m->sandbox, shown),
+                                                 mount_origin(g, j, other, sizeof(other)));
         }
+        return 0;
+}
+
+/* With docker or podman the image is the root: every runsc-only key given is refused. */
+static int check_engine_runtime(const Config *c, const Given *given, TfwError *e) {
+        const char *d = driver_to_string(c->driver);
+        if (c->rootfs)
+                return key_error(e, EINVAL, "inconsistent", "runtime.rootfs",
+                                 "only the runsc driver uses a rootfs; with driver '%s' "
+                                 "runtime.image is the root",
+                                 d);
+        if (given->system_mounts)
+                return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
+                                 "only the runsc driver uses system mounts; with driver "
+                                 "'%s' runtime.image is the root",
+                                 d);
+        if (given->extra_system_mounts)
+                return key_error(e, EINVAL, "inconsistent", "runtime.extra_system_mounts",
+                                 "only the runsc driver uses system mounts; with driver "
+                                 "'%s' runtime.image is the root",
+                                 d);
+        if (given->runsc)
+                return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
+                                 "not used with driver '%s' (the engine runs its own "
+                                 "registered runsc)",
+                                 d);
+        if (given->platform)
+                return key_error(e, EINVAL, "inconsistent", "runtime.platform",
+                                 "not used with driver '%s' (the platform is set where "
+                                 "the engine registers runsc)",
+                                 d);
+        if (!c->image)
+                return key_error(e, EINVAL, "missing_field", "runtime.image",
+                                 "required with driver '%s'", d);
         return 0;
 }
 
 static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
         char shown[SHOW_MAX];
         const char *s;
-        json_t *mounts = NULL;
+        json_t *mounts = NULL, *extra = NULL;
         int r;
 
         c->driver = DRIVER_RUNSC;
@@ -510,35 +566,12 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
 
                 mounts = json_object_get(rt, "system_mounts");
                 given->system_mounts = !!mounts;
+                extra = json_object_get(rt, "extra_system_mounts");
+                given->extra_system_mounts = !!extra;
         }
 
-        if (c->driver != DRIVER_RUNSC) {
-                const char *d = driver_to_string(c->driver);
-                if (c->rootfs)
-                        return key_error(e, EINVAL, "inconsistent", "runtime.rootfs",
-                                         "only the runsc driver uses a rootfs; with driver '%s' "
-                                         "runtime.image is the root",
-                                         d);
-                if (given->system_mounts)
-                        return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
-                                         "only the runsc driver uses system mounts; with driver "
-                                         "'%s' runtime.image is the root",
-                                         d);
-                if (given->runsc)
-                        return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
-                                         "not used with driver '%s' (the engine runs its own "
-                                         "registered runsc)",
-                                         d);
-                if (given->platform)
-                        return key_error(e, EINVAL, "inconsistent", "runtime.platform",
-                                         "not used with driver '%s' (the platform is set where "
-                                         "the engine registers runsc)",
-                                         d);
-                if (!c->image)
-                        return key_error(e, EINVAL, "missing_field", "runtime.image",
-                                         "required with driver '%s'", d);
-                return 0;
-        }
+        if (c->driver != DRIVER_RUNSC)
+                return check_engine_runtime(c, given, e);
 
         if (c->image)
                 return key_error(e, EINVAL, "inconsistent", "runtime.image",
@@ -548,11 +581,17 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                 if (given->system_mounts)
                         return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
                                          "not used when runtime.rootfs is set");
+                if (given->extra_system_mounts)
+                        return key_error(e, EINVAL, "inconsistent", "runtime.extra_system_mounts",
+                                         "not used when runtime.rootfs is set");
                 return 0;
         }
-        if (mounts)
-                return parse_system_mounts(c, mounts, e);
-        return set_default_system_mounts(c, e);
+        r = mounts ? parse_system_mounts(c, mounts, "runtime.system_mounts", given, e)
+                   : set_default_system_mounts(c, e);
+        if (r < 0)
+                return r;
+        given->n_base_mounts = c->n_system_mounts;
+        return extra ? parse_system_mounts(c, extra, "runtime.extra_system_mounts", given, e) : 0;
 }
 
 static int parse_limits(Config *c, json_t *lim, Given *given, TfwError *e) {
@@ -1077,7 +1116,11 @@ static int check_nesting(const Config *c, const Given *g, TfwError *e) {
                 const char *what = "";
                 if (i < c->n_system_mounts) {
                         exposed = c->system_mounts[i].host;
-                        if (g->system_mounts)
+                        if (i >= g->n_base_mounts)
+                                (void) snprintf(field, sizeof(field),
+                                                "runtime.extra_system_mounts[%zu]",
+                                                i - g->n_base_mounts);
+                        else if (g->system_mounts)
                                 (void) snprintf(field, sizeof(field), "runtime.system_mounts[%zu]",
                                                 i);
                         else {

@@ -524,6 +524,64 @@ static const Case static_cases[] = {
         BAD("default_system_mount_contains_workspace", "inconsistent", "runtime.system_mounts",
             "workspace", "\"/usr/src/agent\""),
 
+        /* runtime.extra_system_mounts: added after runtime.system_mounts (given or default),
+         * by the same rules (issue 36: adding /etc/localtime meant restating the defaults) */
+        OK("extra_system_mounts_added_to_default", "runtime.system_mounts",
+           "/usr,/bin,/sbin,/lib,/lib64,/etc/ld.so.cache,/etc/alternatives,/etc/ssl/certs,/opt/node:/node=node-20",
+           "runtime.extra_system_mounts", "[\"/opt/node:/node=node-20\"]"),
+        OK("extra_system_mounts_two", "runtime.system_mounts",
+           "/usr,/bin,/sbin,/lib,/lib64,/etc/ld.so.cache,/etc/alternatives,/etc/ssl/certs,/opt/jdk:/jdk=sha256:ab,/srv/x:/usr/local/x",
+           "runtime.extra_system_mounts", "[\"/opt/jdk:/jdk=sha256:ab\",\"/srv/x:/usr/local/x\"]"),
+        OK("extra_system_mounts_empty", "runtime.system_mounts", "/usr,/bin,/sbin,/lib,/lib64,/etc/ld.so.cache,/etc/alternatives,/etc/ssl/certs",
+           "runtime.extra_system_mounts", "[]"),
+        OK("extra_system_mounts_after_given", "runtime.system_mounts", "/nix/store,/opt/x:/x",
+           "runtime.system_mounts", "[\"/nix/store\"]", "runtime.extra_system_mounts", "[\"/opt/x:/x\"]"),
+        OK("extra_system_mounts_after_empty_given", "runtime.system_mounts", "/usr",
+           "runtime.system_mounts", "[]", "runtime.extra_system_mounts", "[\"/usr\"]"),
+        OK("extra_system_mounts_same_host_as_default", "runtime.system_mounts",
+           "/usr,/bin,/sbin,/lib,/lib64,/etc/ld.so.cache,/etc/alternatives,/etc/ssl/certs,/usr:/usr2", "runtime.extra_system_mounts", "[\"/usr:/usr2\"]"),
+        BAD("extra_system_mounts_null", "bad_type", "runtime.extra_system_mounts",
+            "runtime.extra_system_mounts", "null"),
+        BAD("extra_system_mounts_string", "bad_type", "runtime.extra_system_mounts",
+            "runtime.extra_system_mounts", "\"/opt/x\""),
+        BAD("extra_system_mounts_object", "bad_type", "runtime.extra_system_mounts",
+            "runtime.extra_system_mounts", "{\"/opt/x\": true}"),
+        BAD("extra_system_mounts_entry_number", "bad_type", "runtime.extra_system_mounts[1]",
+            "runtime.extra_system_mounts", "[\"/opt/x\",1]"),
+        BAD("extra_system_mounts_host_relative", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"opt/x\"]"),
+        BAD("extra_system_mounts_host_dotdot", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/usr/../etc/shadow\"]"),
+        BAD("extra_system_mounts_host_root", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/:/host\"]"),
+        BAD("extra_system_mounts_sandbox_root", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/opt/root:/\"]"),
+        BAD("extra_system_mounts_sandbox_second_colon", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/a:/b:/c\"]"),
+        BAD("extra_system_mounts_identity_space", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/opt/x=node 20\"]"),
+        BAD("extra_system_mounts_sandbox_proc", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/srv/fake:/proc/self\"]"),
+        BAD("extra_system_mounts_sandbox_work", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/srv/w:/work\"]"),
+        BAD("extra_system_mounts_sandbox_of_a_default", "bad_value", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/opt/usr:/usr\"]"),
+        BAD("extra_system_mounts_default_named", "bad_value", "runtime.system_mounts'",
+            "runtime.extra_system_mounts", "[\"/opt/x:/x\",\"/etc/ssl/certs\"]"),
+        BAD("extra_system_mounts_sandbox_of_a_given", "bad_value", "runtime.system_mounts[1]'",
+            "runtime.system_mounts", "[\"/usr\",\"/a:/x\"]", "runtime.extra_system_mounts", "[\"/b:/x\"]"),
+        BAD("extra_system_mounts_duplicate_sandbox", "bad_value", "runtime.extra_system_mounts[1]",
+            "runtime.extra_system_mounts", "[\"/a:/y\",\"/b:/y\"]"),
+        BAD("extra_system_mounts_with_docker", "inconsistent", "runtime.extra_system_mounts",
+            "runtime.driver", "\"docker\"", "runtime.image", "\"sha256:" H64 "\"",
+            "runtime.extra_system_mounts", "[]"),
+        BAD("extra_system_mounts_with_rootfs", "inconsistent", "runtime.extra_system_mounts",
+            "runtime.rootfs", "\"/srv/rootfs\"", "runtime.extra_system_mounts", "[\"/opt/x\"]"),
+        BAD("extra_system_mount_contains_workspace", "inconsistent", "runtime.extra_system_mounts[0]",
+            "runtime.extra_system_mounts", "[\"/var/lib\"]", "state_dir", "\"/srv/state\""),
+        BAD("extra_system_mount_contains_results_dir", "inconsistent", "runtime.extra_system_mounts[1]",
+            "runtime.extra_system_mounts", "[\"/opt/x\",\"/run\"]"),
+
         /* runtime.image */
         DEFAULT("image_default_null", "runtime.image", "(null)"),
         OK("image_null_with_runsc", "runtime.image", "(null)", "runtime.image", "null"),
@@ -939,7 +997,7 @@ static const Case static_cases[] = {
 /* clang-format on */
 
 /* Cases whose values are built at run time (lengths at the edges). */
-static Case dynamic_cases[32];
+static Case dynamic_cases[48];
 static size_t n_dynamic;
 
 static void add_dynamic(const char *name, const char *code, const char *names, const char *get,
@@ -1045,6 +1103,31 @@ static void make_dynamic_cases(void) {
         add_dynamic("image_name_256", "bad_value", "runtime.image", NULL, NULL, "runtime.image",
                     rep('a', 256, "\"", "@sha256:" H64 "\""), "runtime.driver", "\"docker\"");
 
+        /* extra_system_mounts: up to CONFIG_MAX_SYSTEM_MOUNTS with the 8 defaults, one more
+         * refused */
+        for (int extra = 0; extra <= 1; extra++) {
+                int n = CONFIG_MAX_SYSTEM_MOUNTS - 8 + extra;
+                char *list = malloc((size_t) n * 32 + 8), *p = list;
+                assert_non_null(list);
+                p += sprintf(p, "[");
+                for (int i = 0; i < n; i++)
+                        p += sprintf(p, "%s\"/opt:/m%d\"", i ? "," : "", i);
+                sprintf(p, "]");
+                if (extra)
+                        add_dynamic("extra_system_mounts_one_too_many", "out_of_range",
+                                    "runtime.extra_system_mounts", NULL, NULL,
+                                    "runtime.extra_system_mounts", list, NULL, NULL);
+                else {
+                        char *want = malloc((size_t) n * 32 + 128), *q = want;
+                        assert_non_null(want);
+                        q += sprintf(q, "%s", "/usr,/bin,/sbin,/lib,/lib64,/etc/ld.so.cache,/etc/alternatives,/etc/ssl/certs");
+                        for (int i = 0; i < n; i++)
+                                q += sprintf(q, ",/opt:/m%d", i);
+                        add_dynamic("extra_system_mounts_at_the_maximum", NULL, NULL,
+                                    "runtime.system_mounts", want, "runtime.extra_system_mounts",
+                                    list, NULL, NULL);
+                }
+        }
         /* system_mounts: CONFIG_MAX_SYSTEM_MOUNTS accepted, one more refused */
         for (int extra = 0; extra <= 1; extra++) {
                 int n = CONFIG_MAX_SYSTEM_MOUNTS + extra;

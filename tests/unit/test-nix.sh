@@ -20,7 +20,7 @@
 #  - with a toolchain (issue 14): its bin is the capsule's /usr/bin and /bin, and the config is
 #    built by closureMergeScript, run here with jq on a fake closure: one read-only mount per
 #    store path, then accepted by the parser; a closure over the parser's mount limit fails the
-#    build; the path unit also watches the wake file (the name approve/decide.h uses); every
+#    build, extraSystemMounts counted with it; the path unit also watches the wake file (the name approve/decide.h uses); every
 #    agent gets the hourly gc timer; the docker image loader loads locally and never pulls;
 #  - flake.nix: nixosModules.default evaluates with no input at all.
 # The module itself under lib.evalModules is tests/unit/test-nix-module.sh (needs nixpkgs).
@@ -248,6 +248,15 @@ PY
         if merge big.json 2>"$tmp/merge.err"; then bad "a closure over $max mounts was built"; else ok; fi
         grep -q "needs $((max + 2)) system mounts; the worker takes at most $max" "$tmp/merge.err" && ok ||
                 bad "no message for a closure too large: $(cat "$tmp/merge.err")"
+        # extraSystemMounts count too: max - 3 paths, the 2 bins and 2 extra mounts are one too many
+        for i in $(seq $((max - 3))); do printf '/nix/store/%032d-p\n' "$i"; done >"$tmp/closure/store-paths"
+        python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["runtime"]["extra_system_mounts"]=["/opt/a:/a","/opt/b:/b"]; json.dump(d,open(sys.argv[2],"w"))' \
+                "$tmp/tools-base.json" "$tmp/tools-extra-base.json"
+        if (cd "$tmp" && closure=$tmp/closure basePath=$tmp/tools-extra-base.json out=$tmp/extra.json bash -e merge.sh) 2>"$tmp/merge.err"; then
+                bad "a closure with extra mounts over $max was built"
+        else ok; fi
+        grep -q "needs $((max + 1)) system mounts" "$tmp/merge.err" && ok ||
+                bad "extra mounts not counted: $(cat "$tmp/merge.err")"
 else
         bad "closureMergeScript failed (jq: $(command -v jq)): $(cat "$tmp/merge.err" 2>/dev/null)"
 fi

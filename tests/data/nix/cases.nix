@@ -46,6 +46,7 @@ let
       containerUid = 65534;
       containerGid = 65534;
       activation = "path";
+      extraSystemMounts = [ "/opt/node-20:/opt/node=node-20" ];
     };
     builder = {
       workspace = "/home/builder/ws";
@@ -193,6 +194,13 @@ let
       parserRejects = true; };
     cache-paths-overlap = one "a" { cache = { paths = [ "build" "target" "build/x" ]; }; } // {
       expect = "tentaflake.worker.agents.a.cache.paths: 'build' and 'build/x' overlap";
+      parserRejects = true; };
+    extra-mounts-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; extraSystemMounts = [ "/opt/x" ]; } // {
+      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc driver without a rootfs";
+      # the engines' configs leave the runsc-only keys out: only the module can say it
+      parserRejects = false; };
+    extra-mounts-with-rootfs = one "a" { rootfs = "/srv/rootfs"; extraSystemMounts = [ "/opt/x" ]; } // {
+      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc driver without a rootfs";
       parserRejects = true; };
     # network for jobs: the parser's rules on network, said at evaluation
     network-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; network = { allow = [ "pypi.org:443" ]; }; } // {
