@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "common/json-util.h"
 #include "common/log.h"
+#include "controller/cancel.h"
 #include "controller/mcp.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
@@ -20,7 +21,7 @@
 #include "controller/submit.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
-       OPT_WAIT_TIMEOUT };
+       OPT_WAIT_TIMEOUT, OPT_CANCEL };
 
 /* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
 static int parse_wait_timeout(const char *s, unsigned *ret) {
@@ -32,6 +33,23 @@ static int parse_wait_timeout(const char *s, unsigned *ret) {
                 return -ERANGE;
         *ret = (unsigned) v;
         return 0;
+}
+
+/* submit --cancel ID [--workspace DIR] [--results DIR] [--wait-timeout S] [--json]. */
+static int submit_cancel(int argc, char **argv, const SubmitOptions *o, bool other_options, const char *id) {
+        if (optind < argc)
+                return cli_usage_error("submit", "--cancel ID takes no command ('%s')", argv[optind]);
+        if (other_options)
+                return cli_usage_error("submit", "--cancel ID takes only --workspace, --results, --wait-timeout and --json");
+        TfwError e = {0};
+        int status = 1;
+        if (controller_cancel(o->workspace, o->results, id, o->wait_timeout, o->json, stdout, stderr, &status, &e) < 0) {
+                log_error("submit --cancel: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "",
+                          e.code ? ")" : "");
+                return 1;
+        }
+        fflush(stdout);
+        return status;
 }
 
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
@@ -47,9 +65,10 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 {"results", required_argument, NULL, OPT_RESULTS},
                 {"apply", no_argument, NULL, OPT_APPLY},
                 {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
+                {"cancel", required_argument, NULL, OPT_CANCEL},
                 {},
         };
-        const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL;
+        const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL, *cancel = NULL;
         SubmitOptions o = {.wait = true};
         int c;
         (void) config;
@@ -90,6 +109,9 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 case OPT_RESULTS:
                         o.results = optarg;
                         break;
+                case OPT_CANCEL:
+                        cancel = optarg;
+                        break;
                 case OPT_WAIT_TIMEOUT:
                         if (parse_wait_timeout(optarg, &o.wait_timeout) < 0)
                                 return cli_usage_error("submit", "--wait-timeout '%s' is not a number of seconds (1..%u)",
@@ -101,6 +123,8 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                         return cli_usage_error("submit", "unknown option '%s'", argv[optind - 1]);
                 }
         }
+        if (cancel)
+                return submit_cancel(argc, argv, &o, cls || timeout || reason || id || o.apply || !o.wait, cancel);
         if (optind >= argc)
                 return cli_usage_error("submit", "missing the command to run (submit [OPTIONS] -- ARGV...)");
         if (o.json && !o.wait)

@@ -643,7 +643,9 @@ const Verb verbs[] = {
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
          "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
          "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
-         "                                [--apply] [--wait-timeout S] [--results DIR] -- ARGV...\n\n"
+         "                                [--apply] [--wait-timeout S] [--results DIR] -- ARGV...\n"
+         "       tentaflake-worker submit --cancel ID [--workspace DIR] [--results DIR]\n"
+         "                                [--wait-timeout S] [--json]\n\n"
          "Run by the controller's own user, with no configuration file. Writes one request for\n"
          "ARGV (run without a shell) into <workspace>/.tentaflake-worker/inbox/, refusing at\n"
          "once what the worker would reject, then waits for its result (inotify): the job's\n"
@@ -668,11 +670,16 @@ const Verb verbs[] = {
          "  --apply          once the job ended by itself, apply its changes (as apply ID does)\n"
          "  --wait-timeout S stop waiting after S seconds (default: wait until the result); the\n"
          "                   request stays with the worker, submit says where it is, exit 125\n"
-         "  --results DIR    the results directory (default: from .tentaflake-worker/worker.json)\n\n"
+         "  --results DIR    the results directory (default: from .tentaflake-worker/worker.json)\n"
+         "  --cancel ID      stop request ID of this workspace instead: withdraw it while pending,\n"
+         "                   drop it while queued, end its capsule while it runs (as a timeout\n"
+         "                   would); waits for its result (--wait-timeout, default 120 s): exit 0\n"
+         "                   when it ended cancelled, 1 when it had ended, ended first, is no\n"
+         "                   request of this workspace, or the worker refused the cancel\n\n"
          "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
-         "interrupted, submit itself failed, --wait-timeout passed, or --apply could not apply\n"
-         "the changes; 2 usage error. See docs/controller.md.\n",
+         "interrupted, cancelled, submit itself failed, --wait-timeout passed, or --apply could\n"
+         "not apply the changes; 2 usage error. See docs/controller.md.\n",
          false, verb_submit},
         {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
          "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"

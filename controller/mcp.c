@@ -11,6 +11,7 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "controller/apply.h"
+#include "controller/cancel.h"
 #include "controller/job-words.h"
 #include "controller/live.h"
 #include "controller/mcp.h"
@@ -55,6 +56,7 @@ typedef struct Waiter {
         LiveFollow live;          /* with a progress token: the job's output, as it comes */
         usec_t next_live;         /* monotonic: no output notification before then (the rate) */
         bool live_more;           /* the live log may hold more than was sent */
+        json_t *cancel_before;    /* cancel: the worker's refusals before this cancel (else NULL) */
 } Waiter;
 
 typedef struct Mcp {
@@ -342,6 +344,7 @@ static void waiter_drop(Mcp *m, size_t i) {
         live_follow_close(&m->waiting[i].live, m->watch.fd);
         json_decref(m->waiting[i].rpc_id);
         json_decref(m->waiting[i].progress_token);
+        json_decref(m->waiting[i].cancel_before);
         m->waiting[i] = m->waiting[--m->n_waiting];
 }
 
@@ -355,8 +358,14 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
                 st = (ControllerStatus){};
         w->scan_rejected = false;
         json_t *answer = NULL;
+        _cleanup_(json_decrefp) json_t *refusal =
+                w->cancel_before && st.state != CONTROLLER_FINAL ? controller_cancel_refusal(&m->site, w->id, w->cancel_before)
+                                                                 : NULL;
         if (st.state == CONTROLLER_FINAL)
                 answer = outcome_result(m, w->id, st.result, st.anonymous, w->apply);
+        else if (refusal)
+                answer = tool_error(m, json_string_value(json_object_get(refusal, "error")),
+                                    json_string_value(json_object_get(refusal, "message")) ?: "the worker refused the cancel");
         else if (st.state == CONTROLLER_PENDING && w->answer_pending)
                 answer = state_result(m, w, st.state);
         else if (w->no_worker_at && now_monotonic() >= w->no_worker_at &&
@@ -396,6 +405,7 @@ typedef struct WaitSpec {
         bool apply;
         usec_t submitted_at;      /* realtime, for .rejected/ records; 0: any */
         unsigned wait_seconds;    /* 0: until final */
+        json_t *cancel_before;    /* cancel: the refusals before it (taken over) */
         usec_t no_worker_in;      /* answer with the no-worker words when no worker has taken it
                                    * this long from now; 0: never */
 } WaitSpec;
@@ -414,7 +424,8 @@ static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws
                       .no_worker_at = ws->no_worker_in ? now + ws->no_worker_in : 0,
                       .last = CONTROLLER_UNKNOWN,
                       .live = LIVE_FOLLOW_NULL,
-                      .live_more = true};
+                      .live_more = true,
+                      .cancel_before = ws->cancel_before};
         snprintf(w->id, sizeof(w->id), "%s", ws->id);
         snprintf(w->sha256, sizeof(w->sha256), "%s", ws->sha256 ? ws->sha256 : "");
         send_progress(m, w, "submitted: waiting for the worker");
@@ -562,6 +573,35 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         return NULL;
 }
 
+static const char *const cancel_fields[] = {"id", NULL};
+
+/* cancel: the controller's cancel of a request of this workspace (controller/cancel.h),
+ * answered with its outcome once it ended, or with the refusal. */
+static json_t *tool_cancel(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
+        TfwError e = {0};
+        const char *id;
+        usec_t sent_at;
+
+        if (json_check_keys(args, cancel_fields, NULL, &e) < 0 ||
+            json_get_string(args, "id", "id", true, false, &id, &e) < 0)
+                return tool_error(m, e.code, e.message);
+        if (!site_ready(m, &e) || !watch_ready(m, &e))
+                return tool_error(m, e.code, e.message);
+        if (m->n_waiting >= MCP_MAX_WAITING)
+                return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
+        json_t *before = controller_cancel_refusals(&m->site, id);
+        if (!before)
+                return tool_error(m, "internal", "out of memory");
+        if (controller_cancel_send(&m->site, id, &sent_at, &e) < 0) {
+                json_decref(before);
+                return tool_error(m, e.code, e.message);
+        }
+        WaitSpec ws = {.id = id, .wait_seconds = CONTROLLER_CANCEL_WAIT_DEFAULT, .cancel_before = before};
+        waiter_add(m, rpc_id, token, &ws);
+        *ret_deferred = true;
+        return NULL;
+}
+
 static const char *const list_fields[] = {"recent", NULL};
 
 /* No allow_git here: what the agent reads (the job's names and log) must not be able to talk it
@@ -668,7 +708,16 @@ static json_t *tools_list(const Mcp *m) {
                 "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
                 "^[a-z0-9][a-z0-9_-]{0,63}$", "dry_run", "type", "boolean", "description", "only say what would change",
                 "required", "id", "additionalProperties", false);
-        return json_pack("{s:[o, o, o, o]}", "tools", run, result, list, apply);
+        json_t *cancel = json_pack(
+                "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:s}}, s:[s], s:b}}", "name", "cancel", "title",
+                "Cancel a request", "description",
+                "Stop a request of this workspace: withdrawn while it waits for an operator, dropped while queued, "
+                "its capsule ended at once while it runs (as a timeout would). Answers with its outcome (status "
+                "cancelled, error cancelled_by_controller), or why it could not be cancelled (an unknown id, a "
+                "request that already ended: nothing changes).",
+                "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
+                "^[a-z0-9][a-z0-9_-]{0,63}$", "required", "id", "additionalProperties", false);
+        return json_pack("{s:[o, o, o, o, o]}", "tools", run, result, list, apply, cancel);
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
@@ -737,6 +786,8 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
                 r = tool_list(m, args);
         else if (streq(n, "apply"))
                 r = tool_apply(m, args);
+        else if (streq(n, "cancel"))
+                r = tool_cancel(m, id, args, token, &deferred);
         else {
                 char shown[80];
                 send_error(m, id, RPC_INVALID_PARAMS, "unknown tool '%s'", printable_name(n, shown, sizeof(shown)));

@@ -28,6 +28,8 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/log.h"
+#include "orchestrator/cancel.h"
+#include "orchestrator/cancel-listen.h"
 #include "orchestrator/controller-view.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/discovery.h"
@@ -59,6 +61,7 @@ typedef struct Running {
         char id[REQUEST_ID_MAX + 1];
         char capsule[WARM_ID_MAX]; /* the warm capsule it runs in; empty: its own (cold) */
         bool stop_killed; /* killed by a shutdown: interrupted, not an error */
+        int cancel_fd;    /* the daemon's end of its cancel channel (orchestrator/cancel-listen.h) */
 } Running;
 
 /* A child process holding a capsule started ahead of the next request (runtime.warm_seconds):
@@ -174,13 +177,16 @@ static void close_daemon_fds(Daemon *d) {
 
 static void close_warm_socks(Daemon *d) {
         d->warm.sock = safe_close(d->warm.sock);
+        /* Another job's cancel channel is never a child's to hold. */
+        for (unsigned i = 0; i < d->n_running; i++)
+                d->running[i].cancel_fd = safe_close(d->running[i].cancel_fd);
         for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
                 d->retiring[i].sock = safe_close(d->retiring[i].sock);
 }
 
-static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane) {
+static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd) {
         TfwError e = {0};
-        if (job_execute(&d->w, rec, warm, lane, &e) < 0) {
+        if (job_execute(&d->w, rec, warm, lane, cancel_fd, &e) < 0) {
                 worker_say(&d->w, LOG_ERR, "job '%s': %s", rec->id, e.message);
                 TfwError e2 = {0};
                 if (recover_finish_unpublished(&d->w, rec, "error", e.code ? e.code : "internal", e.message, &e2) < 0)
@@ -188,7 +194,7 @@ static void run_job_in(Daemon *d, RequestRecord *rec, CapsuleWarm *warm, GenLane
         }
 }
 
-static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
+static _noreturn_ void run_child(Daemon *d, RequestRecord *rec, int cancel_fd) {
         sigset_t all;
 
         /* The child must not hold the daemon's lock or event sources, and takes signals
@@ -198,7 +204,7 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec) {
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         (void) setpgid(0, 0);
-        run_job_in(d, rec, NULL, NULL);
+        run_job_in(d, rec, NULL, NULL, cancel_fd);
         _exit(0);
 }
 
@@ -226,7 +232,9 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         }
         char id[REQUEST_ID_MAX + 2];
         ssize_t n = watch_recv_id(sock, id, sizeof(id) - 1, &d->w.watch_view_fd);
-        safe_close(sock);
+        /* Kept while a job runs: the daemon's cancel comes on it (orchestrator/cancel-listen.h). */
+        if (n <= 0)
+                sock = safe_close(sock);
         if (n == 0) {
                 /* The daemon died without a word (SIGKILL): this process dies with it
                  * (FORK_DEATHSIG), and a teardown started now would be cut short by that kill
@@ -250,13 +258,14 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 /* No request came in time (or the daemon stops): nothing of it is left. A
                  * capsule that could not boot says so (no other one until the next request). */
                 TfwError we = {0};
+                sock = safe_close(sock);
                 if (capsule_warm_end(warm, &we) < 0)
                         worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, we.message);
                 gen_lane_release(lane);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 _exit(booted ? 0 : 1);
         }
-        run_job_in(d, &rec, warm, lane);
+        run_job_in(d, &rec, warm, lane, sock);
         (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
         _exit(0);
 }
@@ -375,11 +384,12 @@ static bool warm_take(Daemon *d, const RequestRecord *rec, Running *run, int vie
                 return false;
         size_t len = strlen(rec->id);
         ssize_t n = watch_send_id(d->warm.sock, rec->id, len, view_fd);
-        d->warm.sock = safe_close(d->warm.sock);
         if (n != (ssize_t) len) {
+                d->warm.sock = safe_close(d->warm.sock);
                 warm_retire(d);
                 return false;
         }
+        run->cancel_fd = TAKE_FD(d->warm.sock); /* the job's cancel channel from now on */
         run->pid = d->warm.pid;
         snprintf(run->capsule, sizeof(run->capsule), "%s", d->warm.id);
         d->warm = (WarmChild){.sock = -EBADF};
@@ -415,7 +425,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 /* A request: keep a capsule ready for the next one for warm_seconds. */
                 d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
                 Running *run = &d->running[d->n_running];
-                *run = (Running){0};
+                *run = (Running){.cancel_fd = -EBADF};
                 /* What the watch saw before the request came, for its walk. */
                 _cleanup_close_ int view = watch_view(d->watch);
                 if (warm_take(d, &rec, run, view)) {
@@ -427,7 +437,12 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 /* A job never outlives the daemon: if the daemon dies, the job is published as
                  * interrupted at the next start and must not be running meanwhile (threat 10). */
                 pid_t pid;
+                int sv[2] = {-EBADF, -EBADF};
+                if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
+                        worker_say(&d->w, LOG_WARNING, "job '%s': no cancel channel (%m): it cannot be cancelled", rec.id);
                 if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
+                        safe_close(sv[0]);
+                        safe_close(sv[1]);
                         TfwError e2 = {0};
                         (void) recover_finish_unpublished(&d->w, &rec, "error", "internal",
                                                           "the worker could not start a process for the job", &e2);
@@ -435,10 +450,13 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 }
                 if (pid == 0) {
                         d->w.watch_view_fd = view; /* the child's: its walk reads it */
-                        run_child(d, &rec);
+                        safe_close(sv[0]);
+                        run_child(d, &rec, sv[1]);
                 }
+                safe_close(sv[1]);
                 d->n_running++;
                 run->pid = pid;
+                run->cancel_fd = sv[0];
                 memcpy(run->id, rec.id, sizeof(run->id));
                 worker_say(&d->w, LOG_INFO, "job '%s': started (pid %d)", rec.id, (int) pid);
         }
@@ -500,6 +518,7 @@ static void reap(Daemon *d) {
                         }
                         if (store_load(d->w.dirs.requests_fd, run->id, &rec, &e) >= 0)
                                 say_job_end(d, &rec);
+                        safe_close(run->cancel_fd);
                         d->running[i] = d->running[--d->n_running];
                         /* The window runs from the end of the last request. */
                         if (d->warm_until)
@@ -565,6 +584,39 @@ static void handle_signals(Daemon *d) {
         }
 }
 
+/* The controller's cancel (orchestrator/cancel.h): a running job is told on its channel, and
+ * ends cancelled, its capsule torn down, as at a timeout. */
+static void take_cancel(Daemon *d, const char *name) {
+        char id[REQUEST_ID_MAX + 1] = "";
+        CancelOutcome o;
+        TfwError e = {0};
+        if (cancel_take(&d->w, name, &o, id, &e) < 0) {
+                worker_say(&d->w, LOG_ERR, "inbox entry '%s': %s", name, e.message);
+                return;
+        }
+        if (o != CANCEL_IGNORED)
+                d->reload_queue = true; /* what it ended is neither queued nor pending any more */
+        if (o != CANCEL_RUNNING)
+                return;
+        for (unsigned i = 0; i < d->n_running; i++)
+                if (streq(d->running[i].id, id)) {
+                        bool sent = d->running[i].cancel_fd >= 0 &&
+                                    send(d->running[i].cancel_fd, (char[]){CANCEL_BYTE}, 1, MSG_NOSIGNAL | MSG_DONTWAIT) == 1;
+                        worker_say(&d->w, sent ? LOG_NOTICE : LOG_WARNING, "job '%s': cancelled by the controller: %s", id,
+                                   sent ? "its capsule is being ended" : "its process cannot be told; it runs to its end");
+                        return;
+                }
+        worker_say(&d->w, LOG_WARNING, "job '%s': cancelled by the controller, but no process of this worker runs it", id);
+}
+
+/* Cancels present now (at a start, after lost events), after their requests were taken. */
+static void cancel_scan(Daemon *d) {
+        _cleanup_closedir_ DIR *dir = opendir_fd(d->w.inbox_fd);
+        for (struct dirent *de; dir && (de = readdir(dir));)
+                if (cancel_name_to_id(de->d_name, NULL, 0))
+                        take_cancel(d, de->d_name);
+}
+
 static int handle_inotify(Daemon *d, TfwError *e) {
         char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
         for (;;) {
@@ -597,6 +649,10 @@ static int handle_inotify(Daemon *d, TfwError *e) {
                                 if (fstatat(d->w.inbox_fd, ev->name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
                                     (S_ISREG(st.st_mode) && st.st_nlink == 1))
                                         continue;
+                        }
+                        if (cancel_name_to_id(ev->name, NULL, 0)) {
+                                take_cancel(d, ev->name);
+                                continue;
                         }
                         CaptureOutcome o;
                         TfwError one = {0};
@@ -894,6 +950,7 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
                         TfwError one = {0};
                         if (inbox_scan(&d.w, &one) < 0)
                                 worker_say(&d.w, LOG_ERR, "inbox: %s", one.message);
+                        cancel_scan(&d);
                         d.reload_queue = true;
                 }
                 if (d.reload_queue) {

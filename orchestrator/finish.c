@@ -17,6 +17,8 @@ static const char *inferred_ending(const RequestRecord *rec, const char *status)
                 return status;
         if (streq(status, "rejected") && rec->state != STATE_RUNNING)
                 return "rejected";
+        if (streq(status, "cancelled") && rec->state != STATE_RUNNING)
+                return "cancelled"; /* withdrawn before it ran (orchestrator/cancel.h) */
         return "finished";
 }
 
@@ -26,7 +28,7 @@ static const char *inferred_ending(const RequestRecord *rec, const char *status)
  * from the published result, its message saying so. */
 static void audit_published_ending(Worker *w, const RequestRecord *rec, const char *status, const json_t *res) {
         static const char *const endings[] = {"finished", "interrupted", "error", "denied", "expired",
-                                              "rejected", NULL};
+                                              "rejected", "cancelled", NULL};
         TfwError e = {0};
         int r = audit_find(w->dirs.state_fd, rec->id, rec->sha256, rec->submitted_at, endings, &e);
         if (r < 0)
@@ -80,8 +82,11 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
                  * record whose ending is not in the log. */
                 if (audit && audit->fields)
                         (void) worker_audit_best_effort(w, audit->event, audit->fields);
-                else if (audit)
+                else if (audit) {
+                        /* Its line names the ending it records (it read an empty status before). */
+                        snprintf(rec->status, sizeof(rec->status), "%s", st);
                         finish_audit(w, audit->event, rec, error, message, run);
+                }
         } else {
                 _cleanup_(json_decrefp) json_t *res = publish_load_result(&w->dirs, rec->id);
                 json_t *pst = json_object_get(res, "status");

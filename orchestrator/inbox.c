@@ -14,6 +14,7 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "common/resolve.h"
+#include "orchestrator/cancel.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/notify.h"
@@ -230,7 +231,8 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         int r;
 
         *ret = CAPTURE_IGNORED;
-        if (name[0] == '.' || !filename_is_valid(name))
+        /* A controller's cancel is not a request: the daemon takes it (orchestrator/cancel.h). */
+        if (name[0] == '.' || !filename_is_valid(name) || cancel_name_to_id(name, NULL, 0))
                 return 0;
         /* Messages and records show the name in a printable form: the raw bytes need not be
          * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */

@@ -19,6 +19,8 @@
 #include "common/json-util.h"
 #include "common/log.h"
 #include "common/path-util.h"
+#include "orchestrator/cancel.h"
+#include "orchestrator/cancel-listen.h"
 #include "orchestrator/finish.h"
 #include "orchestrator/job.h"
 #include "orchestrator/watch.h"
@@ -148,8 +150,9 @@ static const char *inbox_status(const ExecResult *x) {
         case EXEC_REFUSED:
                 return "rejected";
         case EXEC_WORKER_FAULT:
-        case EXEC_CANCELLED:
                 return "error";
+        case EXEC_CANCELLED:
+                return "cancelled"; /* only the controller cancels an inbox job */
         case EXEC_EXEC_FAILED:
         case EXEC_RAN:
                 break;
@@ -422,7 +425,35 @@ static json_t *job_changes(Worker *w, const char *id, int staging, int changes_f
         return j;
 }
 
-int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, TfwError *e) {
+/* The result's words for a job the controller cancelled (orchestrator/cancel.h). */
+static void job_cancelled_words(ExecResult *x) {
+        if (x->outcome != EXEC_CANCELLED)
+                return;
+        x->error = CANCEL_ERROR;
+        snprintf(x->message, sizeof(x->message), "%s",
+                 x->ran ? "cancelled by the controller while it ran: its capsule was ended"
+                        : "cancelled by the controller before its capsule started");
+}
+
+/* exec_run, cancellable by the controller while it runs (cancel_fd, orchestrator/cancel-listen.h). */
+static int job_run_cancellable(Worker *w, const char *id, ExecPlan *plan, int cancel_fd, ExecResult *x, TfwError *e) {
+        ExecCancel cancel;
+        CancelListener listener = CANCEL_LISTENER_NULL;
+        exec_cancel_init(&cancel);
+        if (cancel_fd >= 0 && cancel_listen_start(&listener, cancel_fd, &cancel) >= 0)
+                plan->cancel = &cancel;
+        else if (cancel_fd >= 0)
+                worker_say(w, LOG_WARNING, "job '%s': cannot listen for a cancel; it runs to its end", id);
+        int r = exec_run(plan, x, e);
+        /* From here the job's own ending stands: a cancel that comes later changes nothing. */
+        cancel_listen_stop(&listener);
+        plan->cancel = NULL;
+        exec_cancel_destroy(&cancel);
+        job_cancelled_words(x);
+        return r;
+}
+
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, int cancel_fd, TfwError *e) {
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
         _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
@@ -522,7 +553,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .warm = TAKE_PTR(warm),
         };
         ExecResult x = {};
-        r = exec_run(&plan, &x, e);
+        r = job_run_cancellable(w, rec->id, &plan, cancel_fd, &x, e);
         capsule_driver_done(&drv);
         if (r >= 0)
                 job_report_run(w, rec->id, &x);

@@ -18,7 +18,9 @@ void job_cache_runtime_version(Worker *w);
 /* warm: a capsule this process started ahead (job_warm_start), consumed; NULL: cold. lane: the
  * generation store's lane it was started on, consumed (NULL: the job takes one itself when
  * there is a store; docs/snapshot.md, "Generations"). */
-int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, TfwError *e);
+/* cancel_fd: the job's end of its cancel channel (orchestrator/cancel-listen.h), or -1: the
+ * controller's cancel then ends the job cancelled, its capsule torn down as at a timeout. */
+int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
  * <scratch>/<warm_id>, its container tfw-<name>-<warm_id>; drv must stay open while it lives.

@@ -11,7 +11,9 @@
 #  - issue 35 (words.mjs): the instructions and the run tool's description say what worker.json
 #    says a job gets (no network and no cache here; an allowlist and a cache for a second worker's
 #    config), and with no worker running, run answers after 5 s with the words that name the
-#    worker, and result says the same.
+#    worker, and result says the same;
+#  - issue 35 item 3 (cancel.mjs): the cancel tool on a running job (sleep 300) and a pending
+#    request, refused for an ended one, an unknown id and a path; the capsule gone, audited.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -41,7 +43,8 @@ as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env
 
 echo "-- [$SECONDS s] npm ci of the SDK client"
 cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
-        tests/integration/mcp-client/client.mjs tests/integration/mcp-client/words.mjs tests/integration/mcp-malformed.py \
+        tests/integration/mcp-client/client.mjs tests/integration/mcp-client/words.mjs tests/integration/mcp-client/cancel.mjs \
+        tests/integration/mcp-malformed.py \
         "$dir/client/"
 if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) >"$dir/npm.log" 2>&1; then
         cat "$dir/npm.log"
@@ -79,6 +82,15 @@ check "the client's run reached the worker's audit log" test "$(audit_count "$di
 check "the apply tool wrote the job's file into the workspace, the controller's own" \
         test "$(cat "$ws/mcp-made.txt" 2>/dev/null) $(stat -c %u "$ws/mcp-made.txt" 2>/dev/null)" = "from-mcp 10000"
 check "run with apply: true too" test "$(cat "$ws/mcp-auto.txt" 2>/dev/null)" = auto
+
+echo "-- [$SECONDS s] the cancel tool (issue 35 item 3)"
+(cd "$ws" && as_ctl node "$dir/client/cancel.mjs" "$CTL_BIN" "$ws") >"$dir/cancel.out" 2>"$dir/cancel.err"
+cancel_rc=$?
+count_lines "$dir/cancel.out"
+check "cancel.mjs passed (exit $cancel_rc)" test "$cancel_rc" = 0
+[ "$cancel_rc" = 0 ] || tail -n 20 "$dir/cancel.out" "$dir/cancel.err"
+check "the cancelled job's capsule is gone" no_own_procs argv="tfw-$(worker_name "$dir")-mcp-"
+check "the cancel was audited" test "$(audit_count "$dir" cancel-requested)" -ge 1
 
 echo "-- [$SECONDS s] the malformed-message corpus"
 (cd "$ws" && as_ctl python3 "$dir/client/mcp-malformed.py" "$CTL_BIN" "$ws") >"$dir/corpus.out" 2>"$dir/corpus.err"

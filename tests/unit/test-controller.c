@@ -598,7 +598,7 @@ static void test_mcp_session(void **state) {
         assert_int_equal(n, 6); /* the notification and the blank line get none */
         assert_string_equal(json_string_value(json_object_get(json_object_get(lines[0], "result"), "protocolVersion")),
                             "2024-11-05");
-        assert_int_equal(json_array_size(json_object_get(json_object_get(lines[1], "result"), "tools")), 4); /* run, result, list, apply */
+        assert_int_equal(json_array_size(json_object_get(json_object_get(lines[1], "result"), "tools")), 5); /* run, result, list, apply, cancel */
         json_t *r3 = json_object_get(lines[2], "result");
         assert_true(json_is_true(json_object_get(r3, "isError")));
         /* 2024-11-05 predates structuredContent. */

@@ -38,7 +38,8 @@ try {
 
   const { tools } = await client.listTools();
   const names = tools.map((t) => t.name).sort();
-  check("tools/list: run, result, list, apply", JSON.stringify(names) === JSON.stringify(["apply", "list", "result", "run"]), names);
+  check("tools/list: run, result, list, apply, cancel",
+    JSON.stringify(names) === JSON.stringify(["apply", "cancel", "list", "result", "run"]), names);
   const run = tools.find((t) => t.name === "run");
   check("run: argv is required", run?.inputSchema?.required?.includes("argv"), run?.inputSchema);
 
