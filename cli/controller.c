@@ -21,7 +21,7 @@
 #include "controller/submit.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
-       OPT_WAIT_TIMEOUT, OPT_CANCEL };
+       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH };
 
 /* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
 static int parse_wait_timeout(const char *s, unsigned *ret) {
@@ -52,6 +52,23 @@ static int submit_cancel(int argc, char **argv, const SubmitOptions *o, bool oth
         return status;
 }
 
+/* submit --attach ID [--workspace DIR] [--results DIR] [--wait-timeout S] [--json] [--apply]:
+ * follow a request already submitted, as submit follows its own. */
+static int submit_attach(int argc, char **argv, const SubmitOptions *o, bool other_options) {
+        if (optind < argc)
+                return cli_usage_error("submit", "--attach ID takes no command ('%s')", argv[optind]);
+        if (other_options)
+                return cli_usage_error("submit", "--attach ID takes only --workspace, --results, --wait-timeout, --json and --apply");
+        TfwError e = {0};
+        int status = 0;
+        if (controller_submit(o, stdout, stderr, &status, &e) < 0) {
+                log_error("submit --attach: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
+                return CONTROLLER_EXIT_NOT_RUN;
+        }
+        fflush(stdout);
+        return status;
+}
+
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
         static const struct option opts[] = {
                 {"workspace", required_argument, NULL, OPT_WORKSPACE},
@@ -66,6 +83,7 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 {"apply", no_argument, NULL, OPT_APPLY},
                 {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
                 {"cancel", required_argument, NULL, OPT_CANCEL},
+                {"attach", required_argument, NULL, OPT_ATTACH},
                 {},
         };
         const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL, *cancel = NULL;
@@ -112,6 +130,9 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 case OPT_CANCEL:
                         cancel = optarg;
                         break;
+                case OPT_ATTACH:
+                        o.attach = optarg;
+                        break;
                 case OPT_WAIT_TIMEOUT:
                         if (parse_wait_timeout(optarg, &o.wait_timeout) < 0)
                                 return cli_usage_error("submit", "--wait-timeout '%s' is not a number of seconds (1..%u)",
@@ -124,7 +145,9 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 }
         }
         if (cancel)
-                return submit_cancel(argc, argv, &o, cls || timeout || reason || id || o.apply || !o.wait, cancel);
+                return submit_cancel(argc, argv, &o, cls || timeout || reason || id || o.apply || !o.wait || o.attach, cancel);
+        if (o.attach)
+                return submit_attach(argc, argv, &o, cls || timeout || reason || id || !o.wait);
         if (optind >= argc)
                 return cli_usage_error("submit", "missing the command to run (submit [OPTIONS] -- ARGV...)");
         if (o.json && !o.wait)

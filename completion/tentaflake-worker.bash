@@ -39,7 +39,7 @@ _tentaflake_worker_takes_value() {
         case $1 in
         --config | --name | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
         --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
-        --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | \
+        --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | --attach | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
         --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files | --allow-host)
                 return 0 ;;
@@ -73,7 +73,7 @@ _tentaflake_worker() {
                         --shutdown-grace-secs --state-dir --runsc --platform --warm-secs
                         --sandbox-uid --sandbox-gid --token-file --result-tail-kb --open-files
                         --file-size-mb --engine-timeout-secs --log-level --server-socket --help"
-                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --wait-timeout --results --cancel --help"
+                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --wait-timeout --results --cancel --attach --help"
                 [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
         )

@@ -15,12 +15,6 @@
 
 #define CANCEL_SUFFIX ".cancel"
 
-static bool inbox_holds(const ControllerSite *s, const char *id) {
-        char name[REQUEST_ID_MAX + 8];
-        snprintf(name, sizeof(name), "%s.json", id);
-        return faccessat(s->inbox_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
-}
-
 /* The empty cancel file, whole, then renamed to its name without replacing one. */
 static int write_cancel(const ControllerSite *s, const char *id, TfwError *e) {
         char tmp[REQUEST_ID_MAX + 32], name[REQUEST_ID_MAX + 16];
@@ -57,7 +51,7 @@ int controller_cancel_send(const ControllerSite *s, const char *id, usec_t *ret_
                 controller_status_done(&st);
                 return r;
         }
-        if (st.state == CONTROLLER_UNKNOWN && !inbox_holds(s, id))
+        if (st.state == CONTROLLER_UNKNOWN && !controller_inbox_holds(s, id))
                 return tfw_error(e, ENOENT, "not_found", "cancel '%s': this workspace has no request with that id "
                                  "(none in its inbox, none in '%s')", id, s->results_dir);
         usec_t now = now_realtime();

@@ -161,3 +161,10 @@ char *controller_approve_command(const ControllerSite *s, const char *id, const 
                 return NULL;
         return out;
 }
+
+bool controller_inbox_holds(const ControllerSite *s, const char *id) {
+        char name[REQUEST_ID_MAX + sizeof(".json")];
+        if (snprintf(name, sizeof(name), "%s.json", id) >= (int) sizeof(name))
+                return false;
+        return faccessat(s->inbox_fd, name, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+}

@@ -46,4 +46,7 @@ int controller_site_need_results(const ControllerSite *s, TfwError *e);
 /* The operator's command that approves id, binding the approval to the submitted bytes:
  * "tentaflake-worker --config CONFIG approve ID --expect-sha256 HEX" (CONFIG is a placeholder
  * when worker.json did not name it). Caller frees; NULL on out of memory. */
+/* Does the workspace's inbox hold id's request, not taken by a worker yet? */
+bool controller_inbox_holds(const ControllerSite *s, const char *id);
+
 char *controller_approve_command(const ControllerSite *s, const char *id, const char *sha256);

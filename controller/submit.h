@@ -31,6 +31,8 @@ typedef struct SubmitOptions {
                                  * ended by itself; one that cannot be applied makes the exit
                                  * status 125 */
         unsigned wait_timeout;  /* seconds, at most SUBMIT_WAIT_TIMEOUT_MAX; 0: wait until final */
+        const char *attach;     /* follow this request of the workspace (pending, queued, running
+                                 * or ended) instead of submitting one; fields unused */
 } SubmitOptions;
 
 #define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)

@@ -6,7 +6,7 @@
 # a symlink the controller left without opening or following it, never read back: a forged one
 # misleads only the client), each exit mapping (0, the job's code, 124, 128+N, 125 for a
 # worker-side rejection, a denial and local refusals), a pending request approved from another
-# shell with the command submit printed, --no-wait, --json, artifacts on stderr, and workspace
+# shell with the command submit printed, --no-wait, --attach, --json, artifacts on stderr, and workspace
 # discovery from a subdirectory, where the job then starts (cwd), and a cwd the snapshot lacks,
 # a link or a file, or one leaving the workspace: rejected. Issue 35: --wait-timeout, and with no
 # worker running, the one line that says so (naming the worker and what runs it) and the exit at
@@ -156,6 +156,22 @@ check "again: an id in use is refused locally" err_has again "duplicate_id"
 sub json --json --id i15json -- sh -c 'exit 7'
 rc_is json 7
 check "json: prints result.json" test "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["status"])' "$dir/out/json.out")" = failed
+
+echo "-- [$SECONDS s] --attach"
+# A request sent with --no-wait, followed later as submit follows its own: output, exit status.
+sub att_sent --no-wait --id i35att -- sh -c 'echo first; sleep 2; echo second; exit 3'
+rc_is att_sent 0
+sub att --attach i35att
+rc_is att 3
+check "attach: the job's output, each line once" test "$(grep -c -x -e first -e second "$dir/out/att.out")" = 2
+sub att_ended --attach i15nowait
+rc_is att_ended 0
+check "attach: an ended request: its log" out_has att_ended later
+sub att_unknown --attach i35nosuch
+rc_is att_unknown 125
+check "attach: an id of no request of this workspace is refused, named" err_has att_unknown "attach 'i35nosuch': this workspace has no request with that id"
+sub att_cmd --attach i35att -- true
+rc_is att_cmd 2
 
 echo "-- [$SECONDS s] --wait-timeout"
 sub wt_ok --wait-timeout 300 -- sh -c 'echo in-time'
