@@ -27,18 +27,9 @@ const char *change_kind_to_string(ChangeKind k) {
 }
 
 bool changes_path_is_valid(const char *p) {
-        size_t len = strlen(p);
-        if (len == 0 || len > PATH_MAX_BYTES || p[0] == '/')
-                return false;
-        for (const char *c = p;;) {
-                size_t k = strcspn(c, "/");
-                if (k == 0 || k > 255 || (k == 1 && c[0] == '.') || (k == 2 && c[0] == '.' && c[1] == '.') ||
-                    (c == p && k == strlen(CONTROL_DIR) && strncmp(c, CONTROL_DIR, k) == 0))
-                        return false;
-                if (!c[k])
-                        return true;
-                c += k + 1;
-        }
+        size_t k = strcspn(p, "/");
+        return strlen(p) <= PATH_MAX_BYTES && path_is_relative_normalized(p) &&
+               !(k == strlen(CONTROL_DIR) && strncmp(p, CONTROL_DIR, k) == 0);
 }
 
 static bool hex64(const char *s) {

@@ -28,6 +28,16 @@ typedef struct Merge {
         char path[PATH_MAX];
 } Merge;
 
+/* A cache path's index at the start of s: decimal, no sign or leading zero, below n_paths; -1
+ * otherwise. *end: the first byte after it. The top level's names and the list's lines. */
+static long slot_of(const char *s, size_t n_paths, const char **end) {
+        size_t i = 0, k = 0;
+        while (s[k] >= '0' && s[k] <= '9' && k < 10) /* no overflow: a longer one is refused */
+                i = i * 10 + (size_t) (s[k++] - '0');
+        *end = s + k;
+        return k == 0 || (s[0] == '0' && k > 1) || i >= n_paths ? -1 : (long) i;
+}
+
 /* The take-in's top level: exactly the directories 0 .. n-1, and the list (a regular file). */
 static int check_top(int data_fd, size_t n_paths, bool *ret_list, TfwError *e) {
         _cleanup_closedir_ DIR *d = opendir_fd(data_fd);
@@ -38,7 +48,8 @@ static int check_top(int data_fd, size_t n_paths, bool *ret_list, TfwError *e) {
         *ret_list = false;
         while ((errno = 0, de = readdir(d))) {
                 struct stat st;
-                char *end, canon[24], p[128];
+                const char *end;
+                char p[128];
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
                 if (fstatat(data_fd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
@@ -47,10 +58,7 @@ static int check_top(int data_fd, size_t n_paths, bool *ret_list, TfwError *e) {
                         *ret_list = true;
                         continue;
                 }
-                errno = 0;
-                unsigned long i = strtoul(de->d_name, &end, 10);
-                snprintf(canon, sizeof(canon), "%lu", i);
-                if (errno || *end || i >= n_paths || !streq(canon, de->d_name) || !S_ISDIR(st.st_mode))
+                if (slot_of(de->d_name, n_paths, &end) < 0 || *end || !S_ISDIR(st.st_mode))
                         return tfw_error(e, EBADMSG, "cache_rejected", "the cache stream holds an unexpected top-level entry '%s'",
                                          printable_name(de->d_name, p, sizeof(p)));
                 seen++;
@@ -76,15 +84,13 @@ void cache_deleted_done(CacheDeleted *d) {
 
 /* One line: "<i>/PATH", i a cache path's index, PATH relative and normalised once decoded. */
 static int list_line(CacheDeleted *d, const char *s, size_t n, size_t n_paths, unsigned line, TfwError *e) {
-        char path[PATH_MAX], *end;
+        char path[PATH_MAX];
+        const char *end;
         int len = path_unescape(s, n, path, sizeof(path));
         if (len < 0)
                 return tfw_error(e, EBADMSG, "cache_rejected", "the cache's list of deletions, line %u: a path that cannot be read",
                                  line);
-        errno = 0;
-        unsigned long i = strtoul(path, &end, 10);
-        if (errno || end == path || path[0] < '0' || path[0] > '9' || *end != '/' || i >= n_paths ||
-            (path[0] == '0' && end != path + 1) || !path_is_relative_normalized(end + 1))
+        if (slot_of(path, n_paths, &end) < 0 || *end != '/' || !path_is_relative_normalized(end + 1))
                 return tfw_error(e, EBADMSG, "cache_rejected",
                                  "the cache's list of deletions, line %u: not a path below a cache path", line);
         char *dup = strdup(path);
