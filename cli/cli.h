@@ -22,6 +22,10 @@ typedef struct Verb {
         /* argv[0] is the verb name; config is NULL for verbs that do not take --config.
          * Returns an exit status. */
         int (*run)(int argc, char **argv, const Config *config, const char *config_path);
+        /* When not NULL: what the verb does for a caller that is not root and names no
+         * configuration (--config, --name): the controller's own form (`list`; contract
+         * section 9), with no configuration. Root's form is unchanged. */
+        int (*controller_run)(int argc, char **argv);
 } Verb;
 
 const Verb *verb_find(const char *name);
@@ -50,3 +54,4 @@ int cli_serve(int argc, char **argv);
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path);
 int verb_apply(int argc, char **argv, const Config *config, const char *config_path);
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);
+int verb_list_controller(int argc, char **argv);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The controller's verbs (contract section 9): `submit` and `mcp`, run as the controller's
- * own unprivileged user with no configuration file. Parsing and exit statuses only; the work
+ * own unprivileged user with no configuration file, and `list` as the controller. Parsing and exit statuses only; the work
  * is in controller/. */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +14,7 @@
 #include "common/json-util.h"
 #include "common/log.h"
 #include "controller/cancel.h"
+#include "controller/list.h"
 #include "controller/mcp.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
@@ -21,7 +22,7 @@
 #include "controller/submit.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
-       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH };
+       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH, OPT_RECENT };
 
 /* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
 static int parse_wait_timeout(const char *s, unsigned *ret) {
@@ -250,4 +251,47 @@ int verb_mcp(int argc, char **argv, const Config *config, const char *config_pat
                 return 1;
         }
         return 0;
+}
+
+/* `list` as the controller (cli/main.c: not root, no configuration named): list [--workspace DIR]
+ * [--results DIR] [--recent N] [--json]. */
+int verb_list_controller(int argc, char **argv) {
+        static const struct option opts[] = {
+                {"workspace", required_argument, NULL, OPT_WORKSPACE},
+                {"results", required_argument, NULL, OPT_RESULTS},
+                {"recent", required_argument, NULL, OPT_RECENT},
+                {"json", no_argument, NULL, OPT_JSON},
+                {},
+        };
+        const char *workspace = NULL, *results = NULL;
+        size_t recent = CONTROLLER_LIST_RECENT_DEFAULT;
+        bool json = false;
+        int c;
+
+        opterr = 0;
+        optind = 0;
+        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+                if (c == OPT_WORKSPACE)
+                        workspace = optarg;
+                else if (c == OPT_RESULTS)
+                        results = optarg;
+                else if (c == OPT_JSON)
+                        json = true;
+                else if (c == OPT_RECENT) {
+                        size_t n = strlen(optarg);
+                        if (n == 0 || n > 3 || strspn(optarg, "0123456789") != n ||
+                            strtoul(optarg, NULL, 10) > CONTROLLER_LIST_RECENT_MAX)
+                                return cli_usage_error("list", "--recent '%s' is not a number of results (0..%d)", optarg,
+                                                       CONTROLLER_LIST_RECENT_MAX);
+                        recent = strtoul(optarg, NULL, 10);
+                } else if (c == ':')
+                        return cli_usage_error("list", "option '%s' needs a value", argv[optind - 1]);
+                else
+                        return cli_usage_error("list", "unknown option '%s' (as the controller, list takes --workspace, "
+                                                       "--results, --recent and --json; root's list takes a configuration)",
+                                               argv[optind - 1]);
+        }
+        if (optind < argc)
+                return cli_usage_error("list", "unexpected argument '%s'", argv[optind]);
+        return controller_list_run(workspace, results, recent, json, stdout, stderr);
 }

@@ -267,6 +267,9 @@ int main(int argc, char **argv) {
         }
         if ((r = take_config_options(&vargc, vargv, &choice)))
                 return r;
+        /* The controller's own form of the verb: not root and no configuration named. */
+        if (v->controller_run && geteuid() != 0 && !choice.path && !choice.name)
+                return v->controller_run(vargc, vargv);
         /* Before anything else: a non-root caller would otherwise meet the first directory it
          * cannot open, named as if it were the problem. */
         if (geteuid() != 0) {

@@ -511,12 +511,12 @@ const Verb verbs[] = {
          "Run the inbox daemon for one controller: take requests from\n"
          "<workspace>/.tentaflake-worker/inbox/, apply the action-class policy, run jobs in\n"
          "capsules and publish results. Notifies systemd (Type=notify) when ready.\n" CONFIG_OPT,
-         true, verb_run},
+         true, verb_run, NULL},
         {"drain", "drain                    process the inbox and queue until idle, then exit",
          "Usage: tentaflake-worker --config FILE drain\n\n"
          "Do the daemon's work until the inbox and the queue are empty, then exit\n"
          "(for the path-activated oneshot service).\n" CONFIG_OPT,
-         true, verb_run},
+         true, verb_run, NULL},
         {"approve", "approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]",
          "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]\n\n"
          "Approve a pending request. It runs from the worker's private copy, captured when it\n"
@@ -528,33 +528,45 @@ const Verb verbs[] = {
          "  --timeout SECS       give up waiting after SECS (default: the request's timeout\n"
          "                       plus 120 s); the request stays approved\n"
          "  --json               print the decision (and with --wait the result) as JSON\n" CONFIG_OPT,
-         true, verb_approve},
+         true, verb_approve, NULL},
         {"deny", "deny ID [--reason TEXT] [--json]",
          "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT] [--json]\n\n"
          "Deny a pending request; its result says denied, with the reason.\n\n"
          "  --reason TEXT  shown in the request's result\n"
          "  --json         print the decision as JSON\n" CONFIG_OPT,
-         true, verb_deny},
-        {"list", "list [--json] [--all]     pending, queued and running requests",
-         "Usage: tentaflake-worker --config FILE list [--json] [--all]\n\n"
-         "List the requests still in the inbox (not taken yet), pending, queued and running.\n\n"
+         true, verb_deny, NULL},
+        {"list", "list [--json] [--all]     pending, queued and running requests (also the controller's)",
+         "Usage: tentaflake-worker --config FILE list [--json] [--all]\n"
+         "       tentaflake-worker list [--workspace DIR] [--results DIR] [--recent N] [--json]\n\n"
+         "As root, with a configuration: list the requests still in the inbox (not taken yet),\n"
+         "pending, queued and running.\n\n"
          "  --all   add the results still kept (retention_days)\n"
-         "  --json  the same as JSON, with the daemon's generation store and build cache\n" CONFIG_OPT,
-         true, verb_list},
+         "  --json  the same as JSON, with the daemon's generation store and build cache\n" CONFIG_OPT
+         "\n"
+         "As the controller (not root, no --config or --name): this workspace's requests, from\n"
+         "what the controller can read: those in its inbox not taken yet (with their class and\n"
+         "command), those pending, queued or running (since when), and the most recent results\n"
+         "(status, exit code, class, when they ended, the command in short). Exit 0; 1 when the\n"
+         "results directory is unknown or cannot be read.\n\n"
+         "  --workspace DIR  as for submit; --results DIR  as for submit\n"
+         "  --recent N       how many recent results to list (0..100, default 20)\n"
+         "  --json           the same as JSON: inbox, active, recent, recent_more, inbox_other\n"
+         "See docs/controller.md.\n",
+         true, verb_list, verb_list_controller},
         {"show", "show ID [--json]         one request: captured copy, sha256, state, result",
          "Usage: tentaflake-worker --config FILE show ID [--json]\n\n"
          "Show the captured request, its sha256, its state, when it expires while pending,\n"
          "and once it ran: start, end, duration, result summary and the paths of its\n"
          "result and log.\n\n"
          "  --json  the record, the captured request and result.json as JSON\n" CONFIG_OPT,
-         true, verb_show},
+         true, verb_show, NULL},
         {"doctor", "doctor [--json]          prove the configured isolation works, live",
          "Usage: tentaflake-worker --config FILE doctor [--json]\n\n"
          "Check the runtime, directories and limits, then run a probe job in a real capsule.\n"
          "Among them, as the controller's uid: the workspace, that the inbox can be written\n"
          "and results_dir read. Exits 1 when any check fails.\n\n"
          "  --json  the checks as a JSON array of {check, ok, detail}\n" CONFIG_OPT,
-         true, verb_doctor},
+         true, verb_doctor, NULL},
         {"gc", "gc [--scheduled] [--json] expire results, rotate the audit log now",
          "Usage: tentaflake-worker --config FILE gc [--scheduled] [--json]\n\n"
          "Expire pending requests older than pending_ttl_hours, remove results and used ids\n"
@@ -562,29 +574,29 @@ const Verb verbs[] = {
          "  --scheduled  rotate the audit log only when its day is over, as the daemon does\n"
          "               (what tentaflake-worker-gc@NAME.timer runs every hour)\n"
          "  --json       print what was removed and rotated as JSON\n" CONFIG_OPT,
-         true, verb_gc},
+         true, verb_gc, NULL},
         {"audit", "audit verify [--json]    check the audit hash chain",
          "Usage: tentaflake-worker --config FILE audit verify [--json]\n\n"
          "Verify the hash chain of the audit log across its rotated files.\n\n"
          "  --json  the report as JSON (intact, files, lines, sequence numbers, first break)\n" CONFIG_OPT,
-         true, verb_audit},
+         true, verb_audit, NULL},
         {"check-config", "check-config             validate the configuration, create nothing",
          "Usage: tentaflake-worker --config FILE check-config\n\n"
          "Parse the configuration and check the directories it names (state_dir,\n"
          "results_dir: right owner and mode, or not made yet) and the workspace, without\n"
          "creating or changing anything. Exits 1 naming the key when something is wrong.\n" CONFIG_OPT,
-         true, verb_check_config},
+         true, verb_check_config, NULL},
         {"cache", "cache clear              empty the build cache (docs/cache.md)",
          "Usage: tentaflake-worker --config FILE cache clear\n\n"
          "Empty the build cache that local-reversible jobs leave for the next (cache.paths):\n"
          "the running daemon removes it and the next job starts without one; a job running\n"
          "meanwhile keeps nothing. Waits until it is done.\n" CONFIG_OPT,
-         true, verb_cache},
+         true, verb_cache, NULL},
         {"keygen", "keygen --out FILE --identity ID   make an ed25519 signing key",
          "Usage: tentaflake-worker keygen --out FILE --identity ID\n\n"
          "Create an ed25519 signing key (mode 0600, never overwritten) and print the\n"
          "trusted_issuers entry with its public key.\n",
-         false, verb_keygen},
+         false, verb_keygen, NULL},
         {"serve", "serve --server URL --key FILE [flags]   validation plane worker",
          "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n"
          "       tentaflake-worker serve --check [--json] [flags]\n\n"
@@ -639,7 +651,7 @@ const Verb verbs[] = {
          "  --shutdown-grace-secs N         how long running jobs may finish at a stop\n"
          "  --log-level error|warning|notice|info|debug   (info)\n"
          "See docs/validation.md.\n",
-         false, verb_serve},
+         false, verb_serve, NULL},
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
          "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
          "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
@@ -686,7 +698,7 @@ const Verb verbs[] = {
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
          "interrupted, cancelled, submit itself failed, --wait-timeout passed, or --apply could\n"
          "not apply the changes; 2 usage error. See docs/controller.md.\n",
-         false, verb_submit},
+         false, verb_submit, NULL},
         {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
          "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"
          "                               [--allow-git] ID\n\n"
@@ -704,7 +716,7 @@ const Verb verbs[] = {
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Exit status: 0 applied (or, with --dry-run, applicable); 1 refused or failed; 2 usage\n"
          "error. See docs/controller.md.\n",
-         false, verb_apply},
+         false, verb_apply, NULL},
         {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list, apply)",
          "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
          "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"
@@ -723,6 +735,6 @@ const Verb verbs[] = {
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",
-         false, verb_mcp},
+         false, verb_mcp, NULL},
         {},
 };

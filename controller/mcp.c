@@ -13,6 +13,7 @@
 #include "controller/apply.h"
 #include "controller/cancel.h"
 #include "controller/job-words.h"
+#include "controller/list.h"
 #include "controller/live.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
@@ -31,8 +32,8 @@
 
 #define READ_CHUNK 65536
 #define RESULT_WAIT_MAX 3600
-#define LIST_RECENT_DEFAULT 20
-#define LIST_RECENT_MAX 100
+#define LIST_RECENT_DEFAULT CONTROLLER_LIST_RECENT_DEFAULT
+#define LIST_RECENT_MAX CONTROLLER_LIST_RECENT_MAX
 
 /* Newest first: the answer to a client that asks for none of these. */
 const char *const mcp_protocol_versions[] = {MCP_LATEST_PROTOCOL, "2025-06-18", "2025-03-26", "2024-11-05", NULL};
@@ -638,11 +639,19 @@ static json_t *tool_list(Mcp *m, json_t *args) {
                 return tool_error(m, e.code, e.message);
         if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
                 return tool_error(m, e.code, e.message);
-        r = controller_list(m->site.results_fd, (size_t) recent, &l);
+        r = controller_list(&m->site, (size_t) recent, &l);
         if (r < 0)
                 return tool_error(m, "internal", "cannot list the results directory");
-        _cleanup_free_ char *text = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        return tool_result(m, text ? text : "{}", json_incref(l), false);
+        /* The words the command line's list prints (controller/list.h). */
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&text, &len);
+        if (!f)
+                return tool_error(m, "internal", "out of memory");
+        controller_list_print(l, m->site.results_dir, f);
+        if (fclose(f) != 0 || !text)
+                return tool_error(m, "internal", "out of memory");
+        return tool_result(m, text, json_incref(l), false);
 }
 
 static json_t *tools_list(const Mcp *m) {

@@ -33,8 +33,3 @@ int controller_log_tail(int results_fd, const char *id, size_t max, char **ret, 
 /* The artifacts' paths relative to <id>/artifacts/ (regular files only, sorted), at most max;
  * *ret_truncated when there were more. A missing directory gives []. */
 int controller_artifacts(int results_fd, const char *id, size_t max, json_t **ret, bool *ret_truncated);
-
-/* This results directory's requests: {"active": [{"id","state","since"}], "recent": [{"id",
- * "status","exit_code","finished_at"}]}, active ones as their state files say, recent ones
- * (at most max_recent, newest first) from result.json. */
-int controller_list(int results_fd, size_t max_recent, json_t **ret);

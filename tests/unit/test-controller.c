@@ -17,6 +17,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "controller/job-words.h"
+#include "controller/list.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -454,11 +455,121 @@ static void test_status(void **state) {
         assert_true(trunc);
         json_decref(paths);
 
-        json_t *l = NULL;
-        assert_int_equal(controller_list(t->fd, 10, &l), 0);
-        assert_int_equal(json_array_size(json_object_get(l, "active")), 2);
-        assert_int_equal(json_array_size(json_object_get(l, "recent")), 1);
+}
+
+static void short_is(const char *argv_json, size_t size, const char *want) {
+        json_error_t je;
+        _cleanup_(json_decrefp) json_t *a = json_loads(argv_json, 0, &je);
+        char buf[128];
+        assert_true(size <= sizeof(buf));
+        assert_string_equal(controller_command_short(a, buf, size), want);
+}
+
+/* A command in short: as a shell reads it back, nothing a terminal acts on, cut with "...". */
+static void test_command_short(void **state) {
+        (void) state;
+        short_is("[\"make\", \"test\"]", 80, "make test");
+        short_is("[\"sh\", \"-c\", \"echo 'hi' there\"]", 80, "sh -c 'echo '\\''hi'\\'' there'");
+        short_is("[\"printf\", \"\\u001b[2J\\u0007\"]", 80, "printf '?[2J?'");
+        short_is("[\"echo\", \"\\u009b31m\"]", 80, "echo '?31m'");         /* C1 CSI as UTF-8 */
+        short_is("[\"echo\", \"caf\\u00e9\"]", 80, "echo 'caf\xc3\xa9'"); /* text stays */
+        short_is("[\"abcdefghij\", \"klmnopqrstuvwxyz\"]", 16, "abcdefghij k...");
+        short_is("[\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"]", 10, "'\xc3\xa9\xc3\xa9...");
+        short_is("[]", 80, "-");
+        short_is("[\"a\", 1]", 80, "-");
+        short_is("{}", 80, "-");
+}
+
+/* The controller's list: the inbox (its own bytes), the state files, the results; a table or a
+ * sentence when there is nothing. */
+static void test_list(void **state) {
+        TestDir *t = *state;
+        ControllerSite s = CONTROLLER_SITE_NULL;
+        _cleanup_(json_decrefp) json_t *l = NULL;
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+
+        assert_int_equal(mkdirat(t->fd, "inbox", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "results", 0750), 0);
+        s.inbox_fd = openat(t->fd, "inbox", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        s.results_fd = openat(t->fd, "results", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        s.results_dir = (char *) "/r";
+        s.policy = request_policy_default;
+
+        /* Nothing at all: said in a sentence. */
+        assert_int_equal(controller_list(&s, 10, &l), 0);
+        FILE *f = open_memstream(&text, &len);
+        controller_list_print(l, s.results_dir, f);
+        fclose(f);
+        assert_non_null(strstr(text, "No requests in this workspace"));
         json_decref(l);
+        l = NULL;
+        free(text);
+        text = NULL;
+
+        put(s.inbox_fd, "new1.json", "{\"version\":1,\"argv\":[\"make\",\"check\"],\"action_class\":\"irreversible\"}");
+        put(s.inbox_fd, "junk1.json", "not json");
+        put(s.inbox_fd, "new1.cancel", "");
+        put(s.inbox_fd, ".x.json.tmp", "{}");
+        put(s.inbox_fd, "NotAnId.json", "{}");
+        assert_int_equal(symlinkat("/etc/passwd", s.inbox_fd, "link.json"), 0);
+        put(s.results_fd, "wait.state.json", "{\"id\":\"wait\",\"state\":\"pending\",\"since\":\"2026-01-01T00:00:02Z\"}");
+        put(s.results_fd, "run.state.json", "{\"id\":\"run\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:01Z\"}");
+        for (int i = 0; i < 3; i++) {
+                char d[32], body[512];
+                snprintf(d, sizeof(d), "done%d", i);
+                assert_int_equal(mkdirat(s.results_fd, d, 0750), 0);
+                snprintf(d, sizeof(d), "done%d/result.json", i);
+                snprintf(body, sizeof(body),
+                         "{\"version\":1,\"id\":\"done%d\",\"status\":\"failed\",\"exit_code\":%d,\"signal\":null,"
+                         "\"action_class\":\"local-reversible\",\"argv\":[\"false\",\"\\u001b]0;x\\u0007\"],"
+                         "\"submitted_at\":\"2026-01-01T00:00:0%dZ\",\"finished_at\":\"2026-01-01T00:01:0%dZ\"}",
+                         i, i + 1, i, i);
+                put(s.results_fd, d, body);
+        }
+        /* A state file left beside its result counts as the result. */
+        put(s.results_fd, "done2.state.json", "{\"id\":\"done2\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:00Z\"}");
+
+        assert_int_equal(controller_list(&s, 2, &l), 0);
+        json_t *inbox = json_object_get(l, "inbox"), *active = json_object_get(l, "active"),
+               *recent = json_object_get(l, "recent");
+        assert_int_equal(json_array_size(inbox), 2); /* new1 and junk1 (a request the worker will reject) */
+        for (size_t i = 0; i < 2; i++) {
+                json_t *row = json_array_get(inbox, i);
+                const char *id = json_string_value(json_object_get(row, "id"));
+                if (streq(id, "new1")) {
+                        assert_string_equal(json_string_value(json_object_get(row, "command")), "make check");
+                        assert_string_equal(json_string_value(json_object_get(row, "action_class")), "irreversible");
+                } else {
+                        assert_string_equal(id, "junk1");
+                        assert_string_equal(json_string_value(json_object_get(row, "command")), "-");
+                        assert_true(json_is_null(json_object_get(row, "action_class")));
+                }
+        }
+        assert_int_equal(json_integer_value(json_object_get(l, "inbox_other")), 2); /* NotAnId.json, link.json */
+        assert_int_equal(json_array_size(active), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(active, 0), "id")), "run"); /* oldest first */
+        assert_string_equal(json_string_value(json_object_get(json_array_get(active, 1), "id")), "wait");
+        assert_int_equal(json_array_size(recent), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "id")), "done2"); /* newest first */
+        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 1), "id")), "done1");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "command")), "false '?]0;x?'");
+        assert_int_equal(json_integer_value(json_object_get(l, "recent_more")), 1);
+
+        f = open_memstream(&text, &len);
+        controller_list_print(l, s.results_dir, f);
+        fclose(f);
+        assert_non_null(strstr(text, "ID "));
+        assert_non_null(strstr(text, "COMMAND\n"));
+        assert_non_null(strstr(text, "new1 "));
+        assert_non_null(strstr(text, "irreversible"));
+        assert_non_null(strstr(text, "running "));
+        assert_non_null(strstr(text, "failed     3 "));
+        assert_non_null(strstr(text, "(1 older result(s) not listed"));
+        assert_null(strchr(text, '\033'));
+        assert_null(strchr(text, '\007'));
+        safe_close(s.inbox_fd);
+        safe_close(s.results_fd);
 }
 
 static void words_have(const char *words, const char *want, bool present) {
@@ -623,6 +734,8 @@ int main(void) {
                 cmocka_unit_test(test_worker_info_job),
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test(test_command_short),
+                cmocka_unit_test_setup_teardown(test_list, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
