@@ -15,6 +15,7 @@
 #include "controller/job-words.h"
 #include "controller/list.h"
 #include "controller/live.h"
+#include "controller/mcp-task.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -38,8 +39,18 @@
 /* Newest first: the answer to a client that asks for none of these. */
 const char *const mcp_protocol_versions[] = {MCP_LATEST_PROTOCOL, "2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
+/* What a waiting call answers. */
+typedef enum WaitKind {
+        WAIT_TOOL,         /* a tool call: its result */
+        WAIT_TASK_WATCH,   /* a task-augmented run, answered at once: keeps its final answer (and
+                            * applies its changes) when it ends, tells notifications/tasks/status */
+        WAIT_TASK_RESULT,  /* tasks/result: the final answer once it ended */
+        WAIT_TASK_CANCEL,  /* tasks/cancel: the Task once cancelled, or why not */
+} WaitKind;
+
 typedef struct Waiter {
-        json_t *rpc_id;
+        WaitKind kind;
+        json_t *rpc_id;           /* NULL for WAIT_TASK_WATCH */
         json_t *progress_token;   /* NULL: the client asked for no progress */
         char id[REQUEST_ID_MAX + 1];
         char sha256[SHA256_HEX_SIZE];
@@ -70,6 +81,8 @@ typedef struct Mcp {
         Waiter waiting[MCP_MAX_WAITING];
         size_t n_waiting;
         int write_error;
+        bool tasks;               /* negotiated at initialize (controller/mcp-task.h) */
+        McpTasks task_tab;
 } Mcp;
 
 static bool protocol_at_least(const Mcp *m, const char *v) {
@@ -339,6 +352,153 @@ static json_t *no_worker_result(Mcp *m, const char *id) {
                            true);
 }
 
+/* ---- tasks (controller/mcp-task.h) -------------------------------------------------------- */
+
+/* The tools/call result of an ended request: the one kept for a task of this server (made once,
+ * applying its changes when run asked), else made now. A new reference. */
+static json_t *task_final(Mcp *m, const char *id, const ControllerStatus *st) {
+        McpTask *t = mcp_tasks_find(&m->task_tab, id);
+        if (t && t->final)
+                return json_incref(t->final);
+        json_t *r = outcome_result(m, id, st->result, st->anonymous, t && t->apply);
+        if (t && r)
+                t->final = json_incref(r);
+        return r;
+}
+
+/* result with _meta's related-task, as tasks/result must answer. */
+static json_t *with_related_task(json_t *result, const char *id) {
+        json_t *meta = result ? json_object_get(result, "_meta") : NULL;
+        if (result && !meta && json_object_set_new(result, "_meta", meta = json_object()) < 0)
+                meta = NULL;
+        if (!meta || json_object_set_new(meta, MCP_META_RELATED_TASK, json_pack("{s:s}", "taskId", id)) < 0) {
+                json_decref(result);
+                return NULL;
+        }
+        return result;
+}
+
+/* The Task of request id now, or NULL with *ret_error (a JSON-RPC message) when this workspace
+ * has no such request. */
+static json_t *task_now(Mcp *m, const char *id, char *ret_error, size_t size) {
+        McpTask *t = mcp_tasks_find(&m->task_tab, id);
+        ControllerStatus st;
+        char created[RFC3339_MAX] = "", updated[RFC3339_MAX] = "";
+        _cleanup_free_ char *msg = NULL;
+        const char *status = "working";
+        usec_t age = 0;
+
+        if (t)
+                format_rfc3339(t->created_at, created);
+        if (controller_status(m->site.results_fd, id, t ? t->created_at : 0, t != NULL, &st) < 0)
+                st = (ControllerStatus){};
+        if (st.state == CONTROLLER_FINAL) {
+                const json_t *r = st.result;
+                const char *sub = json_string_value(json_object_get(r, "submitted_at"));
+                const char *end = json_string_value(json_object_get(r, "finished_at"))
+                                          ?: json_string_value(json_object_get(r, "rejected_at"));
+                status = mcp_task_status_of(r);
+                if (!created[0] && sub)
+                        snprintf(created, sizeof(created), "%s", sub);
+                snprintf(updated, sizeof(updated), "%s", end ? end : created);
+                const char *rs = json_string_value(json_object_get(r, "status")), *er = json_string_value(json_object_get(r, "error")),
+                           *ms = json_string_value(json_object_get(r, "message"));
+                json_t *code = json_object_get(r, "exit_code");
+                char codes[48] = "";
+                if (json_is_integer(code))
+                        snprintf(codes, sizeof(codes), ", exit code %" JSON_INTEGER_FORMAT, json_integer_value(code));
+                if (asprintf(&msg, "%s%s%s%s%s%s", rs ? rs : "ended", codes, er ? ": " : "", er ? er : "", ms ? ": " : "",
+                             ms ? ms : "") < 0)
+                        msg = NULL;
+        } else if (st.state != CONTROLLER_UNKNOWN) {
+                snprintf(updated, sizeof(updated), "%s", st.since);
+                if (!created[0])
+                        snprintf(created, sizeof(created), "%s", st.since);
+                _cleanup_free_ char *cmd = st.state == CONTROLLER_PENDING ? controller_approve_command(&m->site, id, "<sha256>") : NULL;
+                if (asprintf(&msg, "%s%s%s", controller_state_to_string(st.state),
+                             cmd ? ": an operator must approve it; as root: " : "", cmd ? cmd : "") < 0)
+                        msg = NULL;
+        } else if (controller_inbox_age(&m->site, id, &age) >= 0) {
+                format_rfc3339(now_realtime() - age, updated);
+                if (!created[0])
+                        snprintf(created, sizeof(created), "%s", updated);
+                msg = age >= CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC ? controller_no_worker_words(&m->site, id)
+                                                                        : strdup("in the inbox: no worker has taken it yet");
+        } else {
+                controller_status_done(&st);
+                snprintf(ret_error, size, "Failed to retrieve task: no request '%s' in this workspace (expired, or never "
+                                          "submitted)", id);
+                return NULL;
+        }
+        controller_status_done(&st);
+        if (!created[0])
+                snprintf(created, sizeof(created), "%s", updated[0] ? updated : "1970-01-01T00:00:00Z");
+        json_t *task = mcp_task_json(id, status, msg, created, updated[0] ? updated : created);
+        if (!task)
+                snprintf(ret_error, size, "out of memory");
+        return task;
+}
+
+static void send_task_status(Mcp *m, const char *id) {
+        char err[256];
+        _cleanup_(json_decrefp) json_t *task = task_now(m, id, err, sizeof(err));
+        _cleanup_(json_decrefp) json_t *j =
+                task ? json_pack("{s:s, s:s, s:O}", "jsonrpc", "2.0", "method", "notifications/tasks/status", "params", task)
+                     : NULL;
+        send_json(m, j);
+}
+
+/* A waiting task call (WAIT_TASK_*): true when it is done with. */
+static bool task_waiter_check(Mcp *m, Waiter *w, const ControllerStatus *st, const json_t *refusal) {
+        char err[256];
+        if (w->kind == WAIT_TASK_WATCH) {
+                if (st->state == CONTROLLER_FINAL) {
+                        json_decref(task_final(m, w->id, st)); /* kept, applied when asked */
+                        send_task_status(m, w->id);
+                        return true;
+                }
+                if (st->state != w->last && st->state != CONTROLLER_UNKNOWN)
+                        send_progress(m, w, controller_state_to_string(st->state));
+                w->last = st->state;
+                return false;
+        }
+        if (w->kind == WAIT_TASK_RESULT) {
+                if (st->state != CONTROLLER_FINAL)
+                        return false;
+                json_t *r = with_related_task(task_final(m, w->id, st), w->id);
+                if (r)
+                        send_result(m, w->rpc_id, r); /* takes r */
+                else
+                        send_error(m, w->rpc_id, RPC_INTERNAL_ERROR, "out of memory");
+                return true;
+        }
+        /* WAIT_TASK_CANCEL */
+        if (st->state == CONTROLLER_FINAL) {
+                const char *status = mcp_task_status_of(st->result);
+                json_decref(task_final(m, w->id, st));
+                json_t *task = streq(status, "cancelled") ? task_now(m, w->id, err, sizeof(err)) : NULL;
+                if (task)
+                        send_result(m, w->rpc_id, task); /* takes task */
+                else
+                        send_error(m, w->rpc_id, RPC_INVALID_PARAMS, "task '%s' ended first, as %s (%s): not cancelled",
+                                   w->id, status, json_string_value(json_object_get(st->result, "status")) ?: "?");
+                return true;
+        }
+        if (refusal) {
+                send_error(m, w->rpc_id, RPC_INVALID_PARAMS, "the worker refused the cancel of '%s': %s (%s)", w->id,
+                           json_string_value(json_object_get(refusal, "message")) ?: "refused",
+                           json_string_value(json_object_get(refusal, "error")) ?: "?");
+                return true;
+        }
+        if (w->deadline && now_monotonic() >= w->deadline) {
+                send_error(m, w->rpc_id, RPC_INTERNAL_ERROR,
+                           "the cancel of '%s' was sent, but no result came within %u s; tasks/get says where it is",
+                           w->id, CONTROLLER_CANCEL_WAIT_DEFAULT);
+                return true;
+        }
+        return false;
+}
+
 /* ---- waiting ------------------------------------------------------------------------------ */
 
 static void waiter_drop(Mcp *m, size_t i) {
@@ -362,6 +522,13 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
         _cleanup_(json_decrefp) json_t *refusal =
                 w->cancel_before && st.state != CONTROLLER_FINAL ? controller_cancel_refusal(&m->site, w->id, w->cancel_before)
                                                                  : NULL;
+        if (w->kind != WAIT_TOOL) {
+                bool done = task_waiter_check(m, w, &st, refusal);
+                controller_status_done(&st);
+                if (done)
+                        waiter_drop(m, i);
+                return done;
+        }
         if (st.state == CONTROLLER_FINAL)
                 answer = outcome_result(m, w->id, st.result, st.anonymous, w->apply);
         else if (refusal)
@@ -400,6 +567,7 @@ static void check_all(Mcp *m, bool scan_rejected) {
 
 /* What a call waits for. */
 typedef struct WaitSpec {
+        WaitKind kind;
         const char *id;
         const char *sha256;       /* NULL when not known (result) */
         bool answer_pending;      /* run: answer as soon as an operator is needed */
@@ -414,7 +582,8 @@ typedef struct WaitSpec {
 static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws) {
         Waiter *w = &m->waiting[m->n_waiting++];
         usec_t now = now_monotonic();
-        *w = (Waiter){.rpc_id = json_incref(rpc_id),
+        *w = (Waiter){.kind = ws->kind,
+                      .rpc_id = json_incref(rpc_id),
                       .progress_token = token ? json_incref(token) : NULL,
                       .answer_pending = ws->answer_pending,
                       .apply = ws->apply,
@@ -435,10 +604,11 @@ static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws
 
 /* ---- tools -------------------------------------------------------------------------------- */
 
-static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
-        _cleanup_(controller_request_done) ControllerRequest req = {};
+/* run's request written (judged by the worker's own parser first): NULL, or the tool error to
+ * answer with and nothing written. */
+static json_t *run_submit(Mcp *m, json_t *args, ControllerRequest *req, usec_t *ret_submitted_at, bool *ret_apply,
+                          int64_t *ret_wait) {
         TfwError e = {0};
-        usec_t submitted_at;
 
         if (!site_ready(m, &e))
                 return tool_error(m, e.code, e.message);
@@ -449,8 +619,8 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
                 return tool_error(m, e.code, e.message);
         /* wait_seconds is the tool's, not the request's: the rest goes to the builder, which
          * judges every other field as the worker would. */
-        int64_t wait = 0;
-        int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 1, RESULT_WAIT_MAX, &wait, &e);
+        *ret_wait = 0;
+        int r = json_get_int_range(args, "wait_seconds", "wait_seconds", false, 1, RESULT_WAIT_MAX, ret_wait, &e);
         if (r < 0 && r != -ENOENT)
                 return tool_error(m, e.code, e.message);
         _cleanup_(json_decrefp) json_t *fields = json_copy(args);
@@ -460,16 +630,56 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
         json_t *ap = json_object_get(args, "apply");
         if (ap && !json_is_boolean(ap))
                 return tool_error(m, "bad_type", "field 'apply' must be true or false");
-        bool apply = json_is_true(ap);
+        *ret_apply = json_is_true(ap);
         (void) json_object_del(fields, "apply");
-        if (controller_submit_request(&m->site, fields, "mcp", &req, &submitted_at, &e) < 0)
+        if (controller_submit_request(&m->site, fields, "mcp", req, ret_submitted_at, &e) < 0)
                 return tool_error(m, e.code, e.message);
+        return NULL;
+}
+
+static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, bool *ret_deferred) {
+        _cleanup_(controller_request_done) ControllerRequest req = {};
+        usec_t submitted_at;
+        bool apply;
+        int64_t wait;
+
+        json_t *refused = run_submit(m, args, &req, &submitted_at, &apply, &wait);
+        if (refused)
+                return refused;
         WaitSpec ws = {.id = req.id, .sha256 = req.sha256, .answer_pending = true, .apply = apply,
                        .submitted_at = submitted_at, .wait_seconds = (unsigned) wait,
                        .no_worker_in = CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC};
         waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
+}
+
+/* run as a task (controller/mcp-task.h): the request written, a CreateTaskResult at once; the
+ * job is watched (its answer kept, its changes applied with apply) while this server runs.
+ * wait_seconds means nothing here: tasks/result waits. A refusal is run's tool error, as the
+ * call's own result (nothing was created). */
+static json_t *tool_run_task(Mcp *m, json_t *args, json_t *token) {
+        _cleanup_(controller_request_done) ControllerRequest req = {};
+        usec_t submitted_at;
+        bool apply;
+        int64_t wait;
+        char created[RFC3339_MAX];
+
+        json_t *refused = run_submit(m, args, &req, &submitted_at, &apply, &wait);
+        if (refused)
+                return refused;
+        (void) mcp_tasks_add(&m->task_tab, req.id, submitted_at, apply);
+        WaitSpec ws = {.kind = WAIT_TASK_WATCH, .id = req.id, .sha256 = req.sha256, .apply = apply,
+                       .submitted_at = submitted_at};
+        waiter_add(m, NULL, token, &ws);
+        format_rfc3339(submitted_at, created);
+        _cleanup_free_ char *words = NULL;
+        if (asprintf(&words, "The command was submitted as request '%s' and runs on its own; its outcome comes with "
+                             "tasks/result (task id '%s'), or the result tool.", req.id, req.id) < 0)
+                return NULL;
+        return json_pack("{s:o, s:{s:s}}", "task",
+                         mcp_task_json(req.id, "working", "submitted: in the inbox", created, created), "_meta",
+                         MCP_META_IMMEDIATE, words);
 }
 
 static const char *const result_fields[] = {"id", "wait_seconds", "offset", NULL};
@@ -726,7 +936,117 @@ static json_t *tools_list(const Mcp *m) {
                 "request that already ended: nothing changes).",
                 "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
                 "^[a-z0-9][a-z0-9_-]{0,63}$", "required", "id", "additionalProperties", false);
+        /* A task-augmented run (controller/mcp-task.h), for a client that negotiated tasks. */
+        if (run && m->tasks && json_object_set_new(run, "execution", json_pack("{s:s}", "taskSupport", "optional")) < 0)
+                run = (json_decref(run), NULL);
         return json_pack("{s:[o, o, o, o, o]}", "tools", run, result, list, apply, cancel);
+}
+
+/* ---- the tasks methods (controller/mcp-task.h) ------------------------------------------------ */
+
+static void tasks_list(Mcp *m, json_t *id, json_t *params) {
+        _cleanup_(json_decrefp) json_t *l = NULL, *tasks = json_array();
+        if (params && json_object_get(params, "cursor")) {
+                /* This server hands out no cursor: it answers with every task at once. */
+                send_error(m, id, RPC_INVALID_PARAMS, "tasks/list: invalid cursor (this server gives none)");
+                return;
+        }
+        if (!tasks || controller_list(&m->site, CONTROLLER_LIST_RECENT_MAX, &l) < 0) {
+                send_error(m, id, RPC_INTERNAL_ERROR, "cannot list this workspace's requests");
+                return;
+        }
+        /* The same list as the list tool's and the command line's (controller/list.h), each one
+         * as tasks/get says it. */
+        const char *const parts[] = {"inbox", "active", "recent"};
+        for (size_t p = 0; p < ELEMENTSOF(parts); p++) {
+                size_t i;
+                json_t *row;
+                json_array_foreach(json_object_get(l, parts[p]), i, row) {
+                        char err[256];
+                        json_t *t = task_now(m, json_string_value(json_object_get(row, "id")), err, sizeof(err));
+                        if (t)
+                                json_array_append_new(tasks, t);
+                }
+        }
+        send_result(m, id, json_pack("{s:O}", "tasks", tasks));
+}
+
+static void handle_tasks(Mcp *m, json_t *id, const char *method, json_t *params) {
+        TfwError e = {0};
+        char err[1024];
+
+        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0) {
+                send_error(m, id, RPC_INTERNAL_ERROR, "%s: %s", method, e.message);
+                return;
+        }
+        if (streq(method, "tasks/list")) {
+                tasks_list(m, id, params);
+                return;
+        }
+        json_t *tid = params ? json_object_get(params, "taskId") : NULL;
+        if (!json_is_string(tid) || !request_id_is_valid(json_string_value(tid))) {
+                send_error(m, id, RPC_INVALID_PARAMS, "%s: params.taskId must be a request id (^[a-z0-9][a-z0-9_-]{0,63}$)",
+                           method);
+                return;
+        }
+        const char *tname = json_string_value(tid);
+        _cleanup_(json_decrefp) json_t *task = task_now(m, tname, err, sizeof(err));
+        if (!task) {
+                send_error(m, id, streq(err, "out of memory") ? RPC_INTERNAL_ERROR : RPC_INVALID_PARAMS, "%s", err);
+                return;
+        }
+        const char *status = json_string_value(json_object_get(task, "status"));
+        bool ended = !streq(status, "working");
+        if (streq(method, "tasks/get")) {
+                send_result(m, id, json_incref(task));
+                return;
+        }
+        if (streq(method, "tasks/cancel") && ended) {
+                send_error(m, id, RPC_INVALID_PARAMS, "tasks/cancel: task '%s' already ended (%s): nothing to cancel",
+                           tname, status);
+                return;
+        }
+        if (ended) { /* tasks/result of an ended task: the answer run would have given */
+                ControllerStatus st;
+                McpTask *t = mcp_tasks_find(&m->task_tab, tname);
+                if (controller_status(m->site.results_fd, tname, t ? t->created_at : 0, t != NULL, &st) < 0 ||
+                    st.state != CONTROLLER_FINAL) {
+                        controller_status_done(&st);
+                        send_error(m, id, RPC_INTERNAL_ERROR, "tasks/result: cannot read the result of '%s'", tname);
+                        return;
+                }
+                json_t *r = with_related_task(task_final(m, tname, &st), tname);
+                controller_status_done(&st);
+                if (r)
+                        send_result(m, id, r); /* takes r */
+                else
+                        send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                return;
+        }
+        if (m->n_waiting >= MCP_MAX_WAITING || !watch_ready(m, &e)) {
+                send_error(m, id, RPC_INTERNAL_ERROR, "%s: %s", method,
+                           e.message[0] ? e.message : "too many calls are waiting already; try again when one has ended");
+                return;
+        }
+        McpTask *t = mcp_tasks_find(&m->task_tab, tname);
+        WaitSpec ws = {.kind = WAIT_TASK_RESULT, .id = tname, .submitted_at = t ? t->created_at : 0};
+        if (streq(method, "tasks/cancel")) {
+                usec_t sent_at;
+                json_t *before = controller_cancel_refusals(&m->site, tname);
+                if (!before) {
+                        send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                        return;
+                }
+                if (controller_cancel_send(&m->site, tname, &sent_at, &e) < 0) {
+                        json_decref(before);
+                        send_error(m, id, e.code && streq(e.code, "internal") ? RPC_INTERNAL_ERROR : RPC_INVALID_PARAMS,
+                                   "tasks/cancel: %s (%s)", e.message, e.code ? e.code : "?");
+                        return;
+                }
+                ws = (WaitSpec){.kind = WAIT_TASK_CANCEL, .id = tname, .submitted_at = ws.submitted_at,
+                                .wait_seconds = CONTROLLER_CANCEL_WAIT_DEFAULT, .cancel_before = before};
+        }
+        waiter_add(m, id, NULL, &ws);
 }
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
@@ -742,6 +1062,8 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
                 if (streq(*p, json_string_value(v)))
                         chosen = *p;
         snprintf(m->protocol, sizeof(m->protocol), "%s", chosen);
+        json_t *caps = json_object_get(params, "capabilities");
+        m->tasks = mcp_tasks_negotiated(chosen, caps);
         /* The words come from worker.json (controller/job-words.h): look again in case the
          * worker started since the server did. */
         TfwError ignored = {0};
@@ -751,10 +1073,16 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
                 send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
                 return;
         }
-        send_result(m, id,
-                    json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
-                              "tools", "listChanged", false, "serverInfo", "name", "tentaflake-worker", "title",
-                              "tentaflake-worker controller", "version", TFW_VERSION, "instructions", instructions));
+        json_t *result = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
+                                   "tools", "listChanged", false, "serverInfo", "name", "tentaflake-worker", "title",
+                                   "tentaflake-worker controller", "version", TFW_VERSION, "instructions", instructions);
+        if (result && m->tasks &&
+            json_object_set_new(json_object_get(result, "capabilities"), "tasks", mcp_tasks_capability()) < 0)
+                result = (json_decref(result), NULL);
+        if (!result)
+                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+        else
+                send_result(m, id, result);
 }
 
 static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
@@ -787,7 +1115,23 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
         if (!args)
                 args = empty = json_object();
         const char *n = json_string_value(name);
-        if (streq(n, "run"))
+        /* A task-augmented call (controller/mcp-task.h); a client that did not negotiate tasks
+         * has params.task ignored, as the spec says. */
+        json_t *task = m->tasks ? json_object_get(params, "task") : NULL;
+        TfwError e = {0};
+        if (task && mcp_task_params_check(task, &e) < 0) {
+                send_error(m, id, RPC_INVALID_PARAMS, "%s", e.message);
+                return;
+        }
+        if (task && !streq(n, "run")) {
+                char shown[80];
+                send_error(m, id, RPC_METHOD_NOT_FOUND, "tool '%s' cannot be called as a task (only run can: its "
+                           "execution.taskSupport is optional)", printable_name(n, shown, sizeof(shown)));
+                return;
+        }
+        if (task)
+                r = tool_run_task(m, args, token);
+        else if (streq(n, "run"))
                 r = tool_run(m, id, args, token, &deferred);
         else if (streq(n, "result"))
                 r = tool_result_of(m, id, args, token, &deferred);
@@ -876,7 +1220,11 @@ static void handle_message(Mcp *m, json_t *msg) {
                         send_error(m, id, RPC_INVALID_PARAMS, "tools/call needs params");
                 else
                         handle_tools_call(m, id, params);
-        } else {
+        } else if (m->tasks && strncmp(name, "tasks/", 6) == 0 &&
+                   (streq(name, "tasks/get") || streq(name, "tasks/result") || streq(name, "tasks/cancel") ||
+                    streq(name, "tasks/list")))
+                handle_tasks(m, id, name, params);
+        else {
                 char shown[80];
                 send_error(m, id, RPC_METHOD_NOT_FOUND, "method '%s' not found",
                            printable_name(name, shown, sizeof(shown)));
@@ -1061,6 +1409,7 @@ int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
                 r = tfw_error(e, m->write_error, "internal", "cannot write to the client: %s", strerror(-m->write_error));
         while (m->n_waiting)
                 waiter_drop(m, m->n_waiting - 1);
+        mcp_tasks_clear(&m->task_tab);
         controller_watch_close(&m->watch);
         if (m->have_site)
                 controller_site_close(&m->site);

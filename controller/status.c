@@ -97,6 +97,9 @@ int controller_status(int results_fd, const char *id, usec_t not_before, bool sc
                                      : streq(s, "queued")  ? CONTROLLER_QUEUED
                                      : streq(s, "running") ? CONTROLLER_RUNNING
                                                            : CONTROLLER_UNKNOWN;
+                const char *since = json_string_value(json_object_get(j, "since"));
+                if (st != CONTROLLER_UNKNOWN && since && strlen(since) < sizeof(ret->since))
+                        snprintf(ret->since, sizeof(ret->since), "%s", since);
                 json_decref(j);
                 ret->state = st;
                 return 0;

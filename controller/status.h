@@ -29,6 +29,8 @@ typedef struct ControllerStatus {
         ControllerState state;
         json_t *result;      /* FINAL: owned by the caller */
         bool anonymous;      /* FINAL from a .rejected/ record: there is no <id>/ directory */
+        char since[RFC3339_MAX]; /* PENDING, QUEUED, RUNNING: the state file's "since" ("" when
+                                  * it has none) */
 } ControllerStatus;
 
 const char *controller_state_to_string(ControllerState s);

@@ -18,6 +18,7 @@
 #include "common/json-util.h"
 #include "controller/job-words.h"
 #include "controller/list.h"
+#include "controller/mcp-task.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
 #include "controller/outcome.h"
@@ -722,6 +723,170 @@ static void test_mcp_session(void **state) {
                 json_decref(lines[i]);
 }
 
+/* Run a scripted MCP session (script: one message a line) against t's workspace and results;
+ * the answers by their id, the notifications counted. */
+static size_t mcp_script(TestDir *t, const char *script, json_t **lines, size_t max) {
+        tfw_write_file(t->fd, "in", script, (size_t) -1);
+        _cleanup_close_ int in = openat(t->fd, "in", O_RDONLY | O_CLOEXEC);
+        _cleanup_close_ int out = openat(t->fd, "out", O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(in >= 0 && out >= 0);
+        char ws[4096], res[4200];
+        snprintf(ws, sizeof(ws), "%s/ws", t->path);
+        snprintf(res, sizeof(res), "%s/res", t->path);
+        McpOptions o = {.workspace = ws, .results = res};
+        TfwError e = {0};
+        assert_int_equal(mcp_serve(in, out, &o, &e), 0);
+        assert_int_equal(lseek(out, 0, SEEK_SET), 0);
+        _cleanup_free_ char *buf = NULL;
+        size_t len, n = 0;
+        assert_int_equal(read_full_fd_bounded(out, 1 << 22, &buf, &len), 0);
+        for (char *p = buf, *nl; (nl = strchr(p, '\n')) && n < max; p = nl + 1) {
+                json_error_t je;
+                lines[n] = json_loadb(p, (size_t) (nl - p), 0, &je);
+                assert_non_null(lines[n]);
+                n++;
+        }
+        return n;
+}
+
+static json_t *answer_to(json_t **lines, size_t n, json_int_t id) {
+        for (size_t i = 0; i < n; i++)
+                if (json_integer_value(json_object_get(lines[i], "id")) == id)
+                        return lines[i];
+        fail_msg("no answer to %lld", (long long) id);
+        return NULL;
+}
+
+static const char *task_field(json_t *line, const char *k) {
+        return json_string_value(json_object_get(json_object_get(line, "result"), k));
+}
+
+static json_int_t error_code(json_t *line) {
+        return json_integer_value(json_object_get(json_object_get(line, "error"), "code"));
+}
+
+/* MCP tasks (2025-11-25), negotiated: every request of the workspace is a task by its id. */
+static void test_mcp_tasks(void **state) {
+        TestDir *t = *state;
+        json_t *lines[64];
+        assert_int_equal(mkdirat(t->fd, "ws", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "ws/.tentaflake-worker", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "ws/.tentaflake-worker/inbox", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "res", 0750), 0);
+        assert_int_equal(mkdirat(t->fd, "res/done1", 0750), 0);
+        put(t->fd, "res/done1/result.json",
+            "{\"version\":1,\"id\":\"done1\",\"status\":\"failed\",\"exit_code\":2,\"signal\":null,\"error\":null,"
+            "\"message\":null,\"submitted_at\":\"2026-01-01T00:00:00Z\",\"finished_at\":\"2026-01-01T00:01:00Z\"}");
+        put(t->fd, "res/done1/job.log", "it failed\n");
+        assert_int_equal(mkdirat(t->fd, "res/rej1", 0750), 0);
+        put(t->fd, "res/rej1/result.json", "{\"version\":1,\"id\":\"rej1\",\"status\":\"denied\",\"exit_code\":null}");
+        assert_int_equal(mkdirat(t->fd, "res/can1", 0750), 0);
+        put(t->fd, "res/can1/result.json",
+            "{\"version\":1,\"id\":\"can1\",\"status\":\"cancelled\",\"error\":\"cancelled_by_controller\"}");
+        put(t->fd, "res/run1.state.json", "{\"id\":\"run1\",\"state\":\"running\",\"since\":\"2026-01-01T00:02:00Z\"}");
+        put(t->fd, "res/wait1.state.json", "{\"id\":\"wait1\",\"state\":\"pending\",\"since\":\"2026-01-01T00:03:00Z\"}");
+
+        static const char script[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"done1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tasks/result\",\"params\":{\"taskId\":\"done1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"rej1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":6,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"can1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"run1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"wait1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"nosuch\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"../x\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":11,\"method\":\"tasks/cancel\",\"params\":{\"taskId\":\"done1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"tasks/list\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tasks/list\",\"params\":{\"cursor\":\"x\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/call\",\"params\":{\"name\":\"list\",\"arguments\":{},\"task\":{}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t1\"},\"task\":{\"ttl\":\"soon\"}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t1\"},\"task\":{\"ttl\":60000}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":17,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"t1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":18,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[]},\"task\":{}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":19,\"method\":\"tasks/result\",\"params\":{\"taskId\":\"run1\"}}\n";
+        size_t n = mcp_script(t, script, lines, ELEMENTSOF(lines));
+
+        json_t *caps = json_object_get(json_object_get(answer_to(lines, n, 1), "result"), "capabilities");
+        assert_non_null(json_object_get(json_object_get(json_object_get(json_object_get(caps, "tasks"), "requests"), "tools"), "call"));
+        assert_non_null(json_object_get(json_object_get(caps, "tasks"), "cancel"));
+        json_t *run = json_array_get(json_object_get(json_object_get(answer_to(lines, n, 2), "result"), "tools"), 0);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(run, "execution"), "taskSupport")), "optional");
+
+        /* A job that exited 2 completed the call; denied and cancelled did not. */
+        assert_string_equal(task_field(answer_to(lines, n, 3), "status"), "completed");
+        assert_string_equal(task_field(answer_to(lines, n, 3), "createdAt"), "2026-01-01T00:00:00Z");
+        assert_string_equal(task_field(answer_to(lines, n, 3), "lastUpdatedAt"), "2026-01-01T00:01:00Z");
+        assert_true(json_is_null(json_object_get(json_object_get(answer_to(lines, n, 3), "result"), "ttl")));
+        json_t *r4 = json_object_get(answer_to(lines, n, 4), "result");
+        assert_false(json_is_true(json_object_get(r4, "isError")));
+        assert_string_equal(json_string_value(json_object_get(
+                                    json_object_get(json_object_get(r4, "_meta"), "io.modelcontextprotocol/related-task"), "taskId")),
+                            "done1");
+        assert_non_null(strstr(json_string_value(json_object_get(json_array_get(json_object_get(r4, "content"), 0), "text")),
+                               "it failed"));
+        assert_string_equal(task_field(answer_to(lines, n, 5), "status"), "failed");
+        assert_string_equal(task_field(answer_to(lines, n, 6), "status"), "cancelled");
+        assert_string_equal(task_field(answer_to(lines, n, 7), "status"), "working");
+        assert_string_equal(task_field(answer_to(lines, n, 7), "lastUpdatedAt"), "2026-01-01T00:02:00Z");
+        /* Pending is working: the approval is the operator's, not input the client can give. */
+        assert_string_equal(task_field(answer_to(lines, n, 8), "status"), "working");
+        assert_non_null(strstr(task_field(answer_to(lines, n, 8), "statusMessage"), "pending: an operator must approve"));
+        assert_int_equal(error_code(answer_to(lines, n, 9)), -32602);
+        assert_int_equal(error_code(answer_to(lines, n, 10)), -32602);
+        assert_int_equal(error_code(answer_to(lines, n, 11)), -32602);
+        json_t *tasks = json_object_get(json_object_get(answer_to(lines, n, 12), "result"), "tasks");
+        assert_int_equal(json_array_size(tasks), 5);
+        assert_int_equal(error_code(answer_to(lines, n, 13)), -32602);
+        assert_int_equal(error_code(answer_to(lines, n, 14)), -32601);
+        assert_int_equal(error_code(answer_to(lines, n, 15)), -32602);
+        /* A task-augmented run: the request written, a CreateTaskResult at once. */
+        json_t *task = json_object_get(json_object_get(answer_to(lines, n, 16), "result"), "task");
+        assert_string_equal(json_string_value(json_object_get(task, "taskId")), "t1");
+        assert_string_equal(json_string_value(json_object_get(task, "status")), "working");
+        assert_int_equal(json_integer_value(json_object_get(task, "pollInterval")), MCP_TASK_POLL_MS);
+        assert_int_equal(faccessat(t->fd, "ws/.tentaflake-worker/inbox/t1.json", F_OK, 0), 0);
+        assert_string_equal(task_field(answer_to(lines, n, 17), "status"), "working");
+        assert_non_null(strstr(task_field(answer_to(lines, n, 17), "statusMessage"), "in the inbox"));
+        /* A refused run is run's tool error, no task. */
+        assert_true(json_is_true(json_object_get(json_object_get(answer_to(lines, n, 18), "result"), "isError")));
+        /* tasks/result of a running task waits: no answer before the end of input. */
+        for (size_t i = 0; i < n; i++)
+                assert_int_not_equal(json_integer_value(json_object_get(lines[i], "id")), 19);
+        for (size_t i = 0; i < n; i++)
+                json_decref(lines[i]);
+
+        /* An older client: no tasks at all, params.task ignored (the run waits as before). */
+        static const char old[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/list\"}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"done1\"}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":4,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t2\"},\"task\":{}}}\n";
+        n = mcp_script(t, old, lines, ELEMENTSOF(lines));
+        assert_null(json_object_get(json_object_get(json_object_get(answer_to(lines, n, 1), "result"), "capabilities"), "tasks"));
+        run = json_array_get(json_object_get(json_object_get(answer_to(lines, n, 2), "result"), "tools"), 0);
+        assert_null(json_object_get(run, "execution"));
+        assert_int_equal(error_code(answer_to(lines, n, 3)), -32601);
+        for (size_t i = 0; i < n; i++)
+                assert_int_not_equal(json_integer_value(json_object_get(lines[i], "id")), 4);
+        assert_int_equal(faccessat(t->fd, "ws/.tentaflake-worker/inbox/t2.json", F_OK, 0), 0);
+        for (size_t i = 0; i < n; i++)
+                json_decref(lines[i]);
+
+        /* An older revision that declares the capability gets tasks. */
+        static const char declared[] =
+                "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\","
+                "\"capabilities\":{\"tasks\":{}}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"done1\"}}\n";
+        n = mcp_script(t, declared, lines, ELEMENTSOF(lines));
+        assert_non_null(json_object_get(json_object_get(json_object_get(answer_to(lines, n, 1), "result"), "capabilities"), "tasks"));
+        assert_string_equal(task_field(answer_to(lines, n, 2), "status"), "completed");
+        for (size_t i = 0; i < n; i++)
+                json_decref(lines[i]);
+}
+
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_build_refusals),
@@ -738,6 +903,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_list, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_mcp_tasks, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
