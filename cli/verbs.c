@@ -693,7 +693,9 @@ const Verb verbs[] = {
          "  --attach ID      follow request ID of this workspace instead of submitting one (one\n"
          "                   sent with --no-wait, or by another submit): its state while pending\n"
          "                   or queued, its output while it runs, its result and exit status as\n"
-         "                   submit gives them; an id of no request of this workspace: 125\n\n"
+         "                   submit gives them; an id of no request of this workspace: 125\n"
+         "                   (tentaflake-worker list, as the controller, shows this workspace's\n"
+         "                   requests and their ids)\n\n"
          "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
          "rejected (by the worker, or here before writing), denied, expired, error,\n"
          "interrupted, cancelled, submit itself failed, --wait-timeout passed, or --apply could\n"
@@ -717,7 +719,7 @@ const Verb verbs[] = {
          "Exit status: 0 applied (or, with --dry-run, applicable); 1 refused or failed; 2 usage\n"
          "error. See docs/controller.md.\n",
          false, verb_apply, NULL},
-        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list, apply)",
+        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list, apply, cancel)",
          "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
          "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"
          "run by the controller's own user, with no configuration file. Tools:\n"
@@ -728,7 +730,12 @@ const Verb verbs[] = {
          "  result  id, wait_seconds: the outcome of a request, or where it is\n"
          "  list    recent: pending, queued, running and recent requests of this workspace\n"
          "  apply   id, dry_run: a request's changes into the workspace (as apply; never a .git)\n"
+         "  cancel  id: stop a request of this workspace, as submit does with its cancel\n"
          "A run's answer lists what its command changed; with apply: true it applies them.\n"
+         "With a client of protocol 2025-11-25 or later (or one declaring the tasks capability),\n"
+         "run may be called as a task: it answers at once with the task (its id is the request's),\n"
+         "and tasks/get, tasks/result, tasks/cancel and tasks/list follow it, also from a new\n"
+         "server after the client went away (the job runs on).\n"
          "The instructions and run's description say what worker.json says a job gets\n"
          "(network, limits, build cache, changes); run answers with the words submit prints\n"
          "when no worker takes its request within 5 s.\n\n"

@@ -39,7 +39,7 @@ _tentaflake_worker_takes_value() {
         case $1 in
         --config | --name | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
         --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
-        --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | --attach | \
+        --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | --attach | --recent | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
         --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files | --allow-host)
                 return 0 ;;
@@ -58,7 +58,7 @@ _tentaflake_worker() {
                 [run]="--help" [drain]="--help"
                 [approve]="--expect-sha256 --wait --timeout --json --help"
                 [deny]="--reason --json --help"
-                [list]="--json --all --help"
+                [list]="--json --all --workspace --results --recent --help"
                 [show]="--json --help"
                 [doctor]="--json --help"
                 [gc]="--scheduled --json --help"

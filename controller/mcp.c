@@ -390,8 +390,15 @@ static json_t *task_now(Mcp *m, const char *id, char *ret_error, size_t size) {
 
         if (t)
                 format_rfc3339(t->created_at, created);
-        if (controller_status(m->site.results_fd, id, t ? t->created_at : 0, t != NULL, &st) < 0)
-                st = (ControllerStatus){};
+        /* The worker moves a request on between two looks (the state file written before the
+         * inbox entry goes, the result before the state file goes): a request seen nowhere is
+         * looked at again, a few times, before it is called unknown. */
+        for (int look = 0; look < 3; look++) {
+                if (controller_status(m->site.results_fd, id, t ? t->created_at : 0, t != NULL, &st) < 0)
+                        st = (ControllerStatus){};
+                if (st.state != CONTROLLER_UNKNOWN || controller_inbox_age(&m->site, id, &age) >= 0)
+                        break;
+        }
         if (st.state == CONTROLLER_FINAL) {
                 const json_t *r = st.result;
                 const char *sub = json_string_value(json_object_get(r, "submitted_at"));
@@ -424,6 +431,10 @@ static json_t *task_now(Mcp *m, const char *id, char *ret_error, size_t size) {
                         snprintf(created, sizeof(created), "%s", updated);
                 msg = age >= CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC ? controller_no_worker_words(&m->site, id)
                                                                         : strdup("in the inbox: no worker has taken it yet");
+        } else if (t) {
+                /* A request of this server seen nowhere, three times: it was moving on. */
+                format_rfc3339(now_realtime(), updated);
+                msg = strdup("taken by the worker");
         } else {
                 controller_status_done(&st);
                 snprintf(ret_error, size, "Failed to retrieve task: no request '%s' in this workspace (expired, or never "

@@ -14,7 +14,11 @@
  *           the job has not ended by then;
  *   result  id, wait_seconds (0..3600, default 0): the outcome or the current state (for a
  *           request still in the inbox, that no worker took it);
- *   list    recent (0..100, default 20): pending, queued, running and recent requests.
+ *   list    recent (0..100, default 20): the controller's list (controller/list.h);
+ *   apply   id, dry_run; cancel id.
+ * With a client that negotiated tasks (controller/mcp-task.h): run called with params.task
+ * answers a CreateTaskResult at once, and tasks/get, tasks/result, tasks/cancel and tasks/list
+ * follow any request of the workspace by its id.
  * A final outcome carries status, exit code, the exit status `submit` would take, the log's
  * last 16 KiB and the artifacts' paths. With a progressToken in a call's _meta, the server
  * sends notifications/progress when the call starts waiting, at every change of state and every

@@ -13,7 +13,10 @@
 #    config), and with no worker running, run answers after 5 s with the words that name the
 #    worker, and result says the same;
 #  - issue 35 item 3 (cancel.mjs): the cancel tool on a running job (sleep 300) and a pending
-#    request, refused for an ended one, an unknown id and a path; the capsule gone, audited.
+#    request, refused for an ended one, an unknown id and a path; the capsule gone, audited;
+#  - issue 35 item 2 (tasks.mjs): run as an MCP task (2025-11-25) through the SDK's own task
+#    flow, tasks/get, tasks/result, a client that disconnects and a new server that knows its
+#    task, tasks/cancel of a running job and a pending request, tasks/list.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -44,6 +47,7 @@ as_ctl() { setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env
 echo "-- [$SECONDS s] npm ci of the SDK client"
 cp tests/integration/mcp-client/package.json tests/integration/mcp-client/package-lock.json \
         tests/integration/mcp-client/client.mjs tests/integration/mcp-client/words.mjs tests/integration/mcp-client/cancel.mjs \
+        tests/integration/mcp-client/tasks.mjs \
         tests/integration/mcp-malformed.py \
         "$dir/client/"
 if ! (cd "$dir/client" && npm ci --ignore-scripts --no-audit --no-fund --prefer-offline --loglevel=error) >"$dir/npm.log" 2>&1; then
@@ -91,6 +95,14 @@ check "cancel.mjs passed (exit $cancel_rc)" test "$cancel_rc" = 0
 [ "$cancel_rc" = 0 ] || tail -n 20 "$dir/cancel.out" "$dir/cancel.err"
 check "the cancelled job's capsule is gone" no_own_procs argv="tfw-$(worker_name "$dir")-mcp-"
 check "the cancel was audited" test "$(audit_count "$dir" cancel-requested)" -ge 1
+
+echo "-- [$SECONDS s] MCP tasks (issue 35 item 2)"
+(cd "$ws" && as_ctl node "$dir/client/tasks.mjs" "$CTL_BIN" "$ws") >"$dir/tasks.out" 2>"$dir/tasks.err"
+tasks_rc=$?
+count_lines "$dir/tasks.out"
+check "tasks.mjs passed (exit $tasks_rc)" test "$tasks_rc" = 0
+[ "$tasks_rc" = 0 ] || tail -n 20 "$dir/tasks.out" "$dir/tasks.err"
+check "the task-cancelled job's capsule is gone" no_own_procs argv="tfw-$(worker_name "$dir")-mcp-"
 
 echo "-- [$SECONDS s] the malformed-message corpus"
 (cd "$ws" && as_ctl python3 "$dir/client/mcp-malformed.py" "$CTL_BIN" "$ws") >"$dir/corpus.out" 2>"$dir/corpus.err"

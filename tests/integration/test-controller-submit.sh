@@ -10,7 +10,8 @@
 # discovery from a subdirectory, where the job then starts (cwd), and a cwd the snapshot lacks,
 # a link or a file, or one leaving the workspace: rejected. Issue 35: --wait-timeout, and with no
 # worker running, the one line that says so (naming the worker and what runs it) and the exit at
-# the bound; worker.json's "job".
+# the bound; worker.json's "job"; item 2: the controller's own list (a pending request, results,
+# an inbox entry no worker took, an empty workspace; root's list unchanged).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -252,6 +253,27 @@ ctl submit --class irreversible --id i15pend --reason "a human decides" -- sh -c
 pend_pid=$!
 check "pend: says it waits for an operator" wait_for 60 grep -q "pending" "$dir/out/pend.err"
 cmd=$(sed -n 's/.*as root: //p' "$dir/out/pend.err")
+# The controller's own list (issue 35 item 2), as the controller, no root and no config: the
+# pending request, ended ones with their status, exit code and command; root's list unchanged.
+echo "-- [$SECONDS s] list as the controller"
+ctl list >"$dir/out/list.out" 2>"$dir/out/list.err"; echo $? >"$dir/out/list.rc"
+rc_is list 0
+check "list: a header" out_has list "^ID  *STATE  *EXIT  *CLASS  *SINCE  *COMMAND$"
+check "list: the pending request" out_has list "^i15pend  *pending  *- "
+check "list: an ended one, its status, exit code, class and command" \
+        out_has list "^i15json  *failed  *7  *local-reversible  *[0-9TZ:-]*  *sh -c 'exit 7'$"
+ctl list --json --recent 100 >"$dir/out/listj.out" 2>"$dir/out/listj.err"; echo $? >"$dir/out/listj.rc"
+rc_is listj 0
+check "list --json: pending in active, with its since" test "$(json_get "$dir/out/listj.out" \
+        '[(a["state"], len(a["since"])) for a in r["active"] if a["id"] == "i15pend"]')" = "[('pending', 20)]"
+check "list --json: a recent one, its status and command" test "$(json_get "$dir/out/listj.out" \
+        '[x["status"] + " " + x["command"] for x in r["recent"] if x["id"] == "i15nowait"][0]')" = "succeeded sh -c 'echo later'"
+check "list --json: recent ones newest first" test "$(json_get "$dir/out/listj.out" \
+        '[x["finished_at"] for x in r["recent"]] == sorted([x["finished_at"] for x in r["recent"]], reverse=True)')" = True
+ctl list --recent 101 >/dev/null 2>"$dir/out/listbad.err"; echo $? >"$dir/out/listbad.rc"
+rc_is listbad 2
+root_list() { tfw "$dir" list | grep -q '^ID  *STATE  *CLASS  *SUBMITTED  *SHA256$'; }
+check "root's list is unchanged: the worker's own table" root_list
 check "pend: the command approves exactly these bytes" grep -q -- "approve i15pend --expect-sha256 [0-9a-f]\{64\}" <<<"$cmd"
 # The operator's shell runs the printed command (its tentaflake-worker is this build).
 check "pend: the printed command approves it" eval "\"$BIN\" ${cmd#tentaflake-worker } >/dev/null"
@@ -345,6 +367,13 @@ check "none: then where it is, at the bound" \
         err_has none "^submit 'i35none': no result after 8 s (--wait-timeout): the request is still in the inbox: no worker has taken it\."
 check "none: nothing on stdout" test ! -s "$dir/out/none.out"
 check "none: the request is not withdrawn" test -f "$inbox/i35none.json"
+ctl list >"$dir/out/list-none.out" 2>"$dir/out/list-none.err"; echo $? >"$dir/out/list-none.rc"
+rc_is list-none 0
+check "list: a request no worker took, from the inbox, with its class and command" \
+        out_has list-none "^i35none  *inbox  *-  *local-reversible  *[0-9TZ:-]*  *true$"
+ctl list --workspace "$dir2/ws" >"$dir/out/list-empty.out" 2>"$dir/out/list-empty.err"; echo $? >"$dir/out/list-empty.rc"
+rc_is list-empty 0
+check "list: a workspace without requests says so" out_has list-empty "^No requests in this workspace: none in its inbox"
 rm -f "$inbox/i35none.json"
 
 finish

@@ -114,6 +114,15 @@ if [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null; then
         out=$(setpriv --reuid=65534 --regid=65534 --clear-groups "$BIN" --config /nonexistent.json list 2>&1); rc=$?
         if [ "$rc" = 1 ] && grep -q "list: must be run as root" <<<"$out"; then passes=$((passes + 1)); else
                 echo "FAIL: a non-root list -> exit $rc: $out"; fails=$((fails + 1)); fi
+        # Without a configuration named, a non-root list is the controller's own (issue 35 item 2):
+        # here, outside any workspace, it says it finds none.
+        abs_bin=$(realpath "$BIN")
+        out=$(cd / && setpriv --reuid=65534 --regid=65534 --clear-groups env -u TENTAFLAKE_WORKER_CONFIG "$abs_bin" list 2>&1); rc=$?
+        if [ "$rc" = 1 ] && grep -q "no '.tentaflake-worker/' in the current directory or any parent" <<<"$out"; then
+                passes=$((passes + 1)); else echo "FAIL: a non-root list without config -> exit $rc: $out"; fails=$((fails + 1)); fi
+        out=$(cd / && setpriv --reuid=65534 --regid=65534 --clear-groups "$abs_bin" list --all 2>&1); rc=$?
+        if [ "$rc" = 2 ] && grep -q "list: unknown option '--all' (as the controller" <<<"$out"; then
+                passes=$((passes + 1)); else echo "FAIL: a non-root list --all -> exit $rc: $out"; fails=$((fails + 1)); fi
 fi
 expect 2 "keygen: this command does not take --config" -- --config "$tmp/good.json" keygen --out x --identity y
 expect 2 "keygen: --out FILE and --identity ID are required" -- keygen --out x
