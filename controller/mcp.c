@@ -924,7 +924,9 @@ static json_t *tools_list(const Mcp *m) {
         json_t *list = json_pack(
                 "{s:s, s:s, s:s, s:{s:s, s:{s:{s:s, s:i, s:i, s:s}}, s:b}}", "name", "list", "title",
                 "This workspace's requests", "description",
-                "The requests of this workspace that are pending, queued or running, and the most recent results.",
+                "The requests of this workspace: those in its inbox that no worker has taken yet, those pending, "
+                "queued or running, and the most recent results (status, exit code, action class, the command in "
+                "short).",
                 "inputSchema", "type", "object", "properties", "recent", "type", "integer", "minimum", 0, "maximum",
                 LIST_RECENT_MAX, "description", "how many recent results to include (default 20)",
                 "additionalProperties", false);

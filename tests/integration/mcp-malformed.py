@@ -147,6 +147,27 @@ expect_error("tools/call of an unknown tool", call({"name": "rm", "arguments": {
 expect_error("tools/call with _meta as a string", call({"name": "list", "_meta": "x"}), -32602, 7)
 expect_error("tools/call with an object progressToken", call({"name": "list", "_meta": {"progressToken": {}}}), -32602, 7)
 
+# MCP tasks (issue 35 item 2; negotiated above with 2025-11-25): a taskId is a request id or nothing
+def task_req(method, params):
+    m = {"jsonrpc": "2.0", "id": 9, "method": method}
+    if params is not None:
+        m["params"] = params
+    return json.dumps(m).encode()
+
+
+expect_error("tasks/get without params", task_req("tasks/get", None), -32602, 9)
+expect_error("tasks/get with a numeric taskId", task_req("tasks/get", {"taskId": 5}), -32602, 9)
+expect_error("tasks/get with a path as taskId", task_req("tasks/get", {"taskId": "../../etc/passwd"}), -32602, 9)
+expect_error("tasks/get with a huge taskId", task_req("tasks/get", {"taskId": "a" * 100000}), -32602, 9)
+expect_error("tasks/result with a null taskId", task_req("tasks/result", {"taskId": None}), -32602, 9)
+expect_error("tasks/result of an unknown task", task_req("tasks/result", {"taskId": "no-such-task"}), -32602, 9)
+expect_error("tasks/cancel of an unknown task", task_req("tasks/cancel", {"taskId": "no-such-task"}), -32602, 9)
+expect_error("tasks/list with a cursor", task_req("tasks/list", {"cursor": "x"}), -32602, 9)
+expect_error("tasks/explode", task_req("tasks/explode", {}), -32601, 9)
+expect_error("tools/call with task as a string", call({"name": "run", "arguments": {"argv": ["true"]}, "task": "x"}), -32602, 7)
+expect_error("tools/call with a negative ttl", call({"name": "run", "arguments": {"argv": ["true"]}, "task": {"ttl": -1}}), -32602, 7)
+expect_error("tools/call of list as a task", call({"name": "list", "arguments": {}, "task": {}}), -32601, 7)
+
 # a tool's bad arguments: tool results with isError, judged with the worker's limits
 expect_tool_error("run-no-argv", {})
 expect_tool_error("run-argv-null", {"argv": None}, needle="argv")

@@ -269,7 +269,7 @@ check "list --json: pending in active, with its since" test "$(json_get "$dir/ou
 check "list --json: a recent one, its status and command" test "$(json_get "$dir/out/listj.out" \
         '[x["status"] + " " + x["command"] for x in r["recent"] if x["id"] == "i15nowait"][0]')" = "succeeded sh -c 'echo later'"
 check "list --json: recent ones newest first" test "$(json_get "$dir/out/listj.out" \
-        '[x["finished_at"] for x in r["recent"]] == sorted([x["finished_at"] for x in r["recent"]], reverse=True)')" = True
+        '[x["finished_at"] or "" for x in r["recent"]] == sorted([x["finished_at"] or "" for x in r["recent"]], reverse=True)')" = True
 ctl list --recent 101 >/dev/null 2>"$dir/out/listbad.err"; echo $? >"$dir/out/listbad.rc"
 rc_is listbad 2
 root_list() { tfw "$dir" list | grep -q '^ID  *STATE  *CLASS  *SUBMITTED  *SHA256$'; }
