@@ -143,6 +143,9 @@ static void send_progress(Mcp *m, Waiter *w, const char *message) {
         _cleanup_(json_decrefp) json_t *params =
                 json_pack("{s:O, s:I, s:s}", "progressToken", w->progress_token, "progress", (json_int_t) w->progress,
                           "message", message);
+        /* A task's notifications name it (the spec's related-task). */
+        if (params && w->kind == WAIT_TASK_WATCH)
+                json_object_set_new(params, "_meta", json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", w->id));
         _cleanup_(json_decrefp) json_t *j =
                 json_pack("{s:s, s:s, s:O}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
         send_json(m, j);

@@ -802,7 +802,7 @@ static void test_mcp_tasks(void **state) {
                 "{\"jsonrpc\":\"2.0\",\"id\":13,\"method\":\"tasks/list\",\"params\":{\"cursor\":\"x\"}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":14,\"method\":\"tools/call\",\"params\":{\"name\":\"list\",\"arguments\":{},\"task\":{}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":15,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t1\"},\"task\":{\"ttl\":\"soon\"}}}\n"
-                "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t1\"},\"task\":{\"ttl\":60000}}}\n"
+                "{\"jsonrpc\":\"2.0\",\"id\":16,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[\"true\"],\"id\":\"t1\"},\"task\":{\"ttl\":60000},\"_meta\":{\"progressToken\":\"p16\"}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":17,\"method\":\"tasks/get\",\"params\":{\"taskId\":\"t1\"}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":18,\"method\":\"tools/call\",\"params\":{\"name\":\"run\",\"arguments\":{\"argv\":[]},\"task\":{}}}\n"
                 "{\"jsonrpc\":\"2.0\",\"id\":19,\"method\":\"tasks/result\",\"params\":{\"taskId\":\"run1\"}}\n";
@@ -847,6 +847,18 @@ static void test_mcp_tasks(void **state) {
         assert_string_equal(json_string_value(json_object_get(task, "status")), "working");
         assert_int_equal(json_integer_value(json_object_get(task, "pollInterval")), MCP_TASK_POLL_MS);
         assert_int_equal(faccessat(t->fd, "ws/.tentaflake-worker/inbox/t1.json", F_OK, 0), 0);
+        /* Its progress notifications name the task. */
+        bool related = false;
+        for (size_t i = 0; i < n; i++) {
+                json_t *pp = json_object_get(lines[i], "params");
+                const char *tok = json_string_value(json_object_get(pp, "progressToken"));
+                if (tok && streq(tok, "p16"))
+                        related = streq_ptr(json_string_value(json_object_get(json_object_get(json_object_get(pp, "_meta"),
+                                                                                               MCP_META_RELATED_TASK),
+                                                                               "taskId")),
+                                            "t1");
+        }
+        assert_true(related);
         assert_string_equal(task_field(answer_to(lines, n, 17), "status"), "working");
         assert_non_null(strstr(task_field(answer_to(lines, n, 17), "statusMessage"), "in the inbox"));
         /* A refused run is run's tool error, no task. */
