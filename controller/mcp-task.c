@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/macro.h"
@@ -55,7 +56,7 @@ static void task_free(McpTask *k) {
         *k = (McpTask){};
 }
 
-McpTask *mcp_tasks_add(McpTasks *t, const char *id, usec_t created_at, bool apply) {
+McpTask *mcp_tasks_add(McpTasks *t, const char *id, usec_t created_at, const char *sha256, bool apply) {
         McpTask *k = mcp_tasks_find(t, id);
         if (!k && t->n == MCP_TASKS_MAX) {
                 /* The oldest ended one makes room (they are in creation order). */
@@ -73,6 +74,7 @@ McpTask *mcp_tasks_add(McpTasks *t, const char *id, usec_t created_at, bool appl
         task_free(k);
         snprintf(k->id, sizeof(k->id), "%s", id);
         k->created_at = created_at;
+        snprintf(k->sha256, sizeof(k->sha256), "%s", sha256 ? sha256 : "");
         k->apply = apply;
         return k;
 }

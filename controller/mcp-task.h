@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "common/error.h"
+#include "common/sha256.h"
 #include "common/time-util.h"
 #include "parser/request.h"
 
@@ -38,6 +39,7 @@
 typedef struct McpTask {
         char id[REQUEST_ID_MAX + 1];
         usec_t created_at;     /* realtime: when this server wrote the request */
+        char sha256[SHA256_HEX_SIZE]; /* of the request's bytes, for the approve command */
         bool apply;            /* run's apply: applied once, when the job ended by itself */
         json_t *final;         /* the tools/call result once ended: tasks/result gives it again */
 } McpTask;
@@ -71,5 +73,5 @@ json_t *mcp_task_json(const char *id, const char *status, const char *message, c
 McpTask *mcp_tasks_find(McpTasks *t, const char *id);
 /* A new entry for id (replacing one of the same id); the oldest ended one goes when full;
  * NULL when every one is still running. */
-McpTask *mcp_tasks_add(McpTasks *t, const char *id, usec_t created_at, bool apply);
+McpTask *mcp_tasks_add(McpTasks *t, const char *id, usec_t created_at, const char *sha256, bool apply);
 void mcp_tasks_clear(McpTasks *t);

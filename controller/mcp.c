@@ -424,7 +424,11 @@ static json_t *task_now(Mcp *m, const char *id, char *ret_error, size_t size) {
                 snprintf(updated, sizeof(updated), "%s", st.since);
                 if (!created[0])
                         snprintf(created, sizeof(created), "%s", st.since);
-                _cleanup_free_ char *cmd = st.state == CONTROLLER_PENDING ? controller_approve_command(&m->site, id, "<sha256>") : NULL;
+                /* The digest binds the approval to the bytes: known for a request of this server. */
+                _cleanup_free_ char *cmd = st.state == CONTROLLER_PENDING
+                                                   ? controller_approve_command(&m->site, id, t && t->sha256[0] ? t->sha256
+                                                                                                                : "<sha256>")
+                                                   : NULL;
                 if (asprintf(&msg, "%s%s%s", controller_state_to_string(st.state),
                              cmd ? ": an operator must approve it; as root: " : "", cmd ? cmd : "") < 0)
                         msg = NULL;
@@ -682,7 +686,7 @@ static json_t *tool_run_task(Mcp *m, json_t *args, json_t *token) {
         json_t *refused = run_submit(m, args, &req, &submitted_at, &apply, &wait);
         if (refused)
                 return refused;
-        (void) mcp_tasks_add(&m->task_tab, req.id, submitted_at, apply);
+        (void) mcp_tasks_add(&m->task_tab, req.id, submitted_at, req.sha256, apply);
         WaitSpec ws = {.kind = WAIT_TASK_WATCH, .id = req.id, .sha256 = req.sha256, .apply = apply,
                        .submitted_at = submitted_at};
         waiter_add(m, NULL, token, &ws);

@@ -127,8 +127,8 @@ try {
     if (/^pending/.test(pt.statusMessage || "")) break;
     await new Promise((r) => setTimeout(r, 200));
   }
-  check("a pending request's task: working, the statusMessage names the approve command",
-    pt?.status === "working" && /approve/.test(pt?.statusMessage || ""), pt);
+  check("a pending request's task: working, the statusMessage names the approve command, bound to its bytes",
+    pt?.status === "working" && /approve mcp-[a-z0-9-]+ --expect-sha256 [0-9a-f]{64}$/.test(pt?.statusMessage || ""), pt);
   const pc = await client.experimental.tasks.cancelTask(pend.task.taskId, long);
   check("tasks/cancel of a pending request: cancelled", pc.status === "cancelled", pc);
 
