@@ -15,7 +15,11 @@
  *
  * Negotiated only with a client that speaks 2025-11-25 or later or declares capabilities.tasks;
  * any other client sees the server as before (no capability, no execution on tools, the tasks
- * methods not found, a params.task ignored). */
+ * methods not found, a params.task ignored).
+ *
+ * Below: the parts that need no server (negotiation, the status, the Task object, the table of
+ * tasks this server created). controller/mcp-task.c also holds the server's task methods, whose
+ * prototypes are in controller/mcp-internal.h. */
 #pragma once
 
 #include <jansson.h>

@@ -15,6 +15,7 @@
 #include "controller/job-words.h"
 #include "controller/list.h"
 #include "controller/live.h"
+#include "controller/mcp-internal.h"
 #include "controller/mcp-task.h"
 #include "controller/mcp.h"
 #include "controller/no-worker.h"
@@ -24,13 +25,6 @@
 #include "controller/status.h"
 #include "controller/submit.h"
 
-/* JSON-RPC 2.0 error codes. */
-#define RPC_PARSE_ERROR (-32700)
-#define RPC_INVALID_REQUEST (-32600)
-#define RPC_METHOD_NOT_FOUND (-32601)
-#define RPC_INVALID_PARAMS (-32602)
-#define RPC_INTERNAL_ERROR (-32603)
-
 #define READ_CHUNK 65536
 #define RESULT_WAIT_MAX 3600
 #define LIST_RECENT_DEFAULT CONTROLLER_LIST_RECENT_DEFAULT
@@ -39,59 +33,13 @@
 /* Newest first: the answer to a client that asks for none of these. */
 const char *const mcp_protocol_versions[] = {MCP_LATEST_PROTOCOL, "2025-06-18", "2025-03-26", "2024-11-05", NULL};
 
-/* What a waiting call answers. */
-typedef enum WaitKind {
-        WAIT_TOOL,         /* a tool call: its result */
-        WAIT_TASK_WATCH,   /* a task-augmented run, answered at once: keeps its final answer (and
-                            * applies its changes) when it ends, tells notifications/tasks/status */
-        WAIT_TASK_RESULT,  /* tasks/result: the final answer once it ended */
-        WAIT_TASK_CANCEL,  /* tasks/cancel: the Task once cancelled, or why not */
-} WaitKind;
-
-typedef struct Waiter {
-        WaitKind kind;
-        json_t *rpc_id;           /* NULL for WAIT_TASK_WATCH */
-        json_t *progress_token;   /* NULL: the client asked for no progress */
-        char id[REQUEST_ID_MAX + 1];
-        char sha256[SHA256_HEX_SIZE];
-        bool answer_pending;      /* run: answer as soon as an operator is needed */
-        bool apply;               /* run: apply the job's changes when it ended by itself */
-        bool scan_rejected;
-        usec_t submitted_at;      /* realtime, for .rejected/ records */
-        usec_t started;           /* monotonic */
-        usec_t deadline;          /* monotonic; 0: until final */
-        usec_t no_worker_at;      /* monotonic: answer with the no-worker words when no worker has
-                                   * taken it by then (controller/no-worker.h); 0: not looked at */
-        usec_t next_progress;     /* monotonic */
-        uint64_t progress;
-        ControllerState last;
-        LiveFollow live;          /* with a progress token: the job's output, as it comes */
-        usec_t next_live;         /* monotonic: no output notification before then (the rate) */
-        bool live_more;           /* the live log may hold more than was sent */
-        json_t *cancel_before;    /* cancel: the worker's refusals before this cancel (else NULL) */
-} Waiter;
-
-typedef struct Mcp {
-        McpOptions o;
-        int out_fd;
-        ControllerSite site;
-        bool have_site;
-        ControllerWatch watch;
-        char protocol[16];
-        Waiter waiting[MCP_MAX_WAITING];
-        size_t n_waiting;
-        int write_error;
-        bool tasks;               /* negotiated at initialize (controller/mcp-task.h) */
-        McpTasks task_tab;
-} Mcp;
-
 static bool protocol_at_least(const Mcp *m, const char *v) {
         return strcmp(m->protocol, v) >= 0;
 }
 
 /* ---- output ------------------------------------------------------------------------------- */
 
-static void send_json(Mcp *m, json_t *msg) {
+void mcp_send_json(Mcp *m, json_t *msg) {
         if (!msg || m->write_error)
                 return;
         /* One line: jansson escapes every control character in strings, so no raw newline. */
@@ -114,14 +62,13 @@ static void send_json(Mcp *m, json_t *msg) {
                 m->write_error = r;
 }
 
-static void send_result(Mcp *m, json_t *id, json_t *result) {
+void mcp_send_result(Mcp *m, json_t *id, json_t *result) {
         _cleanup_(json_decrefp) json_t *msg = json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result",
                                                         result ? result : json_object());
-        send_json(m, msg);
+        mcp_send_json(m, msg);
 }
 
-static void send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) _printf_(4, 5);
-static void send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) {
+void mcp_send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) {
         char msg[1200];
         va_list ap;
         va_start(ap, fmt);
@@ -133,10 +80,10 @@ static void send_error(Mcp *m, json_t *id, int code, const char *fmt, ...) {
                 text = json_string("invalid input");
         _cleanup_(json_decrefp) json_t *j = json_pack("{s:s, s:O, s:{s:i, s:o}}", "jsonrpc", "2.0", "id",
                                                       id ? id : json_null(), "error", "code", code, "message", text);
-        send_json(m, j);
+        mcp_send_json(m, j);
 }
 
-static void send_progress(Mcp *m, Waiter *w, const char *message) {
+void mcp_send_progress(Mcp *m, Waiter *w, const char *message) {
         if (!w->progress_token)
                 return;
         w->progress++;
@@ -148,7 +95,7 @@ static void send_progress(Mcp *m, Waiter *w, const char *message) {
                 json_object_set_new(params, "_meta", json_pack("{s:{s:s}}", MCP_META_RELATED_TASK, "taskId", w->id));
         _cleanup_(json_decrefp) json_t *j =
                 json_pack("{s:s, s:s, s:O}", "jsonrpc", "2.0", "method", "notifications/progress", "params", params);
-        send_json(m, j);
+        mcp_send_json(m, j);
         w->next_progress = now_monotonic() + MCP_PROGRESS_INTERVAL_SECONDS * USEC_PER_SEC;
 }
 
@@ -175,7 +122,7 @@ static json_t *tool_error(const Mcp *m, const char *code, const char *message) {
                            true);
 }
 
-static bool site_ready(Mcp *m, TfwError *e) {
+bool mcp_site_ready(Mcp *m, TfwError *e) {
         if (m->have_site && m->site.results_fd >= 0)
                 return true;
         /* Opened on first use, and again while the results directory is unknown: the worker
@@ -191,7 +138,7 @@ static bool site_ready(Mcp *m, TfwError *e) {
         return true;
 }
 
-static bool watch_ready(Mcp *m, TfwError *e) {
+bool mcp_watch_ready(Mcp *m, TfwError *e) {
         if (m->watch.fd >= 0)
                 return true;
         if (controller_site_need_results(&m->site, e) < 0)
@@ -219,7 +166,7 @@ static char *apply_text(Mcp *m, const char *id, bool dry_run, bool allow_git, bo
         return text;
 }
 
-static json_t *outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous, bool apply) {
+json_t *mcp_outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous, bool apply) {
         const char *status = json_string_value(json_object_get(res, "status"));
         int exit_status = controller_exit_status(res);
         _cleanup_free_ char *tail = NULL;
@@ -355,168 +302,6 @@ static json_t *no_worker_result(Mcp *m, const char *id) {
                            true);
 }
 
-/* ---- tasks (controller/mcp-task.h) -------------------------------------------------------- */
-
-/* The tools/call result of an ended request: the one kept for a task of this server (made once,
- * applying its changes when run asked), else made now. A new reference. */
-static json_t *task_final(Mcp *m, const char *id, const ControllerStatus *st) {
-        McpTask *t = mcp_tasks_find(&m->task_tab, id);
-        if (t && t->final)
-                return json_incref(t->final);
-        json_t *r = outcome_result(m, id, st->result, st->anonymous, t && t->apply);
-        if (t && r)
-                t->final = json_incref(r);
-        return r;
-}
-
-/* result with _meta's related-task, as tasks/result must answer. */
-static json_t *with_related_task(json_t *result, const char *id) {
-        json_t *meta = result ? json_object_get(result, "_meta") : NULL;
-        if (result && !meta && json_object_set_new(result, "_meta", meta = json_object()) < 0)
-                meta = NULL;
-        if (!meta || json_object_set_new(meta, MCP_META_RELATED_TASK, json_pack("{s:s}", "taskId", id)) < 0) {
-                json_decref(result);
-                return NULL;
-        }
-        return result;
-}
-
-/* The Task of request id now, or NULL with *ret_error (a JSON-RPC message) when this workspace
- * has no such request. */
-static json_t *task_now(Mcp *m, const char *id, char *ret_error, size_t size) {
-        McpTask *t = mcp_tasks_find(&m->task_tab, id);
-        ControllerStatus st;
-        char created[RFC3339_MAX] = "", updated[RFC3339_MAX] = "";
-        _cleanup_free_ char *msg = NULL;
-        const char *status = "working";
-        usec_t age = 0;
-
-        if (t)
-                format_rfc3339(t->created_at, created);
-        /* The worker moves a request on between two looks (the state file written before the
-         * inbox entry goes, the result before the state file goes): a request seen nowhere is
-         * looked at again, a few times, before it is called unknown. */
-        for (int look = 0; look < 3; look++) {
-                if (controller_status(m->site.results_fd, id, t ? t->created_at : 0, t != NULL, &st) < 0)
-                        st = (ControllerStatus){};
-                if (st.state != CONTROLLER_UNKNOWN || controller_inbox_age(&m->site, id, &age) >= 0)
-                        break;
-        }
-        if (st.state == CONTROLLER_FINAL) {
-                const json_t *r = st.result;
-                const char *sub = json_string_value(json_object_get(r, "submitted_at"));
-                const char *end = json_string_value(json_object_get(r, "finished_at"))
-                                          ?: json_string_value(json_object_get(r, "rejected_at"));
-                status = mcp_task_status_of(r);
-                if (!created[0] && sub)
-                        snprintf(created, sizeof(created), "%s", sub);
-                snprintf(updated, sizeof(updated), "%s", end ? end : created);
-                const char *rs = json_string_value(json_object_get(r, "status")), *er = json_string_value(json_object_get(r, "error")),
-                           *ms = json_string_value(json_object_get(r, "message"));
-                json_t *code = json_object_get(r, "exit_code");
-                char codes[48] = "";
-                if (json_is_integer(code))
-                        snprintf(codes, sizeof(codes), ", exit code %" JSON_INTEGER_FORMAT, json_integer_value(code));
-                if (asprintf(&msg, "%s%s%s%s%s%s", rs ? rs : "ended", codes, er ? ": " : "", er ? er : "", ms ? ": " : "",
-                             ms ? ms : "") < 0)
-                        msg = NULL;
-        } else if (st.state != CONTROLLER_UNKNOWN) {
-                snprintf(updated, sizeof(updated), "%s", st.since);
-                if (!created[0])
-                        snprintf(created, sizeof(created), "%s", st.since);
-                /* The digest binds the approval to the bytes: known for a request of this server. */
-                _cleanup_free_ char *cmd = st.state == CONTROLLER_PENDING
-                                                   ? controller_approve_command(&m->site, id, t && t->sha256[0] ? t->sha256
-                                                                                                                : "<sha256>")
-                                                   : NULL;
-                if (asprintf(&msg, "%s%s%s", controller_state_to_string(st.state),
-                             cmd ? ": an operator must approve it; as root: " : "", cmd ? cmd : "") < 0)
-                        msg = NULL;
-        } else if (controller_inbox_age(&m->site, id, &age) >= 0) {
-                format_rfc3339(now_realtime() - age, updated);
-                if (!created[0])
-                        snprintf(created, sizeof(created), "%s", updated);
-                msg = age >= CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC ? controller_no_worker_words(&m->site, id)
-                                                                        : strdup("in the inbox: no worker has taken it yet");
-        } else if (t) {
-                /* A request of this server seen nowhere, three times: it was moving on. */
-                format_rfc3339(now_realtime(), updated);
-                msg = strdup("taken by the worker");
-        } else {
-                controller_status_done(&st);
-                snprintf(ret_error, size, "Failed to retrieve task: no request '%s' in this workspace (expired, or never "
-                                          "submitted)", id);
-                return NULL;
-        }
-        controller_status_done(&st);
-        if (!created[0])
-                snprintf(created, sizeof(created), "%s", updated[0] ? updated : "1970-01-01T00:00:00Z");
-        json_t *task = mcp_task_json(id, status, msg, created, updated[0] ? updated : created);
-        if (!task)
-                snprintf(ret_error, size, "out of memory");
-        return task;
-}
-
-static void send_task_status(Mcp *m, const char *id) {
-        char err[256];
-        _cleanup_(json_decrefp) json_t *task = task_now(m, id, err, sizeof(err));
-        _cleanup_(json_decrefp) json_t *j =
-                task ? json_pack("{s:s, s:s, s:O}", "jsonrpc", "2.0", "method", "notifications/tasks/status", "params", task)
-                     : NULL;
-        send_json(m, j);
-}
-
-/* A waiting task call (WAIT_TASK_*): true when it is done with. */
-static bool task_waiter_check(Mcp *m, Waiter *w, const ControllerStatus *st, const json_t *refusal) {
-        char err[256];
-        if (w->kind == WAIT_TASK_WATCH) {
-                if (st->state == CONTROLLER_FINAL) {
-                        json_decref(task_final(m, w->id, st)); /* kept, applied when asked */
-                        send_task_status(m, w->id);
-                        return true;
-                }
-                if (st->state != w->last && st->state != CONTROLLER_UNKNOWN)
-                        send_progress(m, w, controller_state_to_string(st->state));
-                w->last = st->state;
-                return false;
-        }
-        if (w->kind == WAIT_TASK_RESULT) {
-                if (st->state != CONTROLLER_FINAL)
-                        return false;
-                json_t *r = with_related_task(task_final(m, w->id, st), w->id);
-                if (r)
-                        send_result(m, w->rpc_id, r); /* takes r */
-                else
-                        send_error(m, w->rpc_id, RPC_INTERNAL_ERROR, "out of memory");
-                return true;
-        }
-        /* WAIT_TASK_CANCEL */
-        if (st->state == CONTROLLER_FINAL) {
-                const char *status = mcp_task_status_of(st->result);
-                json_decref(task_final(m, w->id, st));
-                json_t *task = streq(status, "cancelled") ? task_now(m, w->id, err, sizeof(err)) : NULL;
-                if (task)
-                        send_result(m, w->rpc_id, task); /* takes task */
-                else
-                        send_error(m, w->rpc_id, RPC_INVALID_PARAMS, "task '%s' ended first, as %s (%s): not cancelled",
-                                   w->id, status, json_string_value(json_object_get(st->result, "status")) ?: "?");
-                return true;
-        }
-        if (refusal) {
-                send_error(m, w->rpc_id, RPC_INVALID_PARAMS, "the worker refused the cancel of '%s': %s (%s)", w->id,
-                           json_string_value(json_object_get(refusal, "message")) ?: "refused",
-                           json_string_value(json_object_get(refusal, "error")) ?: "?");
-                return true;
-        }
-        if (w->deadline && now_monotonic() >= w->deadline) {
-                send_error(m, w->rpc_id, RPC_INTERNAL_ERROR,
-                           "the cancel of '%s' was sent, but no result came within %u s; tasks/get says where it is",
-                           w->id, CONTROLLER_CANCEL_WAIT_DEFAULT);
-                return true;
-        }
-        return false;
-}
-
 /* ---- waiting ------------------------------------------------------------------------------ */
 
 static void waiter_drop(Mcp *m, size_t i) {
@@ -541,14 +326,14 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
                 w->cancel_before && st.state != CONTROLLER_FINAL ? controller_cancel_refusal(&m->site, w->id, w->cancel_before)
                                                                  : NULL;
         if (w->kind != WAIT_TOOL) {
-                bool done = task_waiter_check(m, w, &st, refusal);
+                bool done = mcp_task_waiter_check(m, w, &st, refusal);
                 controller_status_done(&st);
                 if (done)
                         waiter_drop(m, i);
                 return done;
         }
         if (st.state == CONTROLLER_FINAL)
-                answer = outcome_result(m, w->id, st.result, st.anonymous, w->apply);
+                answer = mcp_outcome_result(m, w->id, st.result, st.anonymous, w->apply);
         else if (refusal)
                 answer = tool_error(m, json_string_value(json_object_get(refusal, "error")),
                                     json_string_value(json_object_get(refusal, "message")) ?: "the worker refused the cancel");
@@ -563,7 +348,7 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
                 char msg[128];
                 snprintf(msg, sizeof(msg), "%s", controller_state_to_string(st.state));
                 if (st.state != CONTROLLER_UNKNOWN)
-                        send_progress(m, w, msg);
+                        mcp_send_progress(m, w, msg);
                 w->last = st.state;
         }
         /* Looked at once: a request a worker took stays taken. */
@@ -572,7 +357,7 @@ static bool waiter_check(Mcp *m, size_t i, bool scan_rejected) {
         controller_status_done(&st);
         if (!answer)
                 return false;
-        send_result(m, w->rpc_id, answer);
+        mcp_send_result(m, w->rpc_id, answer);
         waiter_drop(m, i);
         return true;
 }
@@ -583,21 +368,8 @@ static void check_all(Mcp *m, bool scan_rejected) {
                         i++;
 }
 
-/* What a call waits for. */
-typedef struct WaitSpec {
-        WaitKind kind;
-        const char *id;
-        const char *sha256;       /* NULL when not known (result) */
-        bool answer_pending;      /* run: answer as soon as an operator is needed */
-        bool apply;
-        usec_t submitted_at;      /* realtime, for .rejected/ records; 0: any */
-        unsigned wait_seconds;    /* 0: until final */
-        json_t *cancel_before;    /* cancel: the refusals before it (taken over) */
-        usec_t no_worker_in;      /* answer with the no-worker words when no worker has taken it
-                                   * this long from now; 0: never */
-} WaitSpec;
 
-static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws) {
+void mcp_waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws) {
         Waiter *w = &m->waiting[m->n_waiting++];
         usec_t now = now_monotonic();
         *w = (Waiter){.kind = ws->kind,
@@ -616,7 +388,7 @@ static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws
                       .cancel_before = ws->cancel_before};
         snprintf(w->id, sizeof(w->id), "%s", ws->id);
         snprintf(w->sha256, sizeof(w->sha256), "%s", ws->sha256 ? ws->sha256 : "");
-        send_progress(m, w, "submitted: waiting for the worker");
+        mcp_send_progress(m, w, "submitted: waiting for the worker");
         (void) waiter_check(m, m->n_waiting - 1, true);
 }
 
@@ -624,16 +396,16 @@ static void waiter_add(Mcp *m, json_t *rpc_id, json_t *token, const WaitSpec *ws
 
 /* run's request written (judged by the worker's own parser first): NULL, or the tool error to
  * answer with and nothing written. */
-static json_t *run_submit(Mcp *m, json_t *args, ControllerRequest *req, usec_t *ret_submitted_at, bool *ret_apply,
+json_t *mcp_run_submit(Mcp *m, json_t *args, ControllerRequest *req, usec_t *ret_submitted_at, bool *ret_apply,
                           int64_t *ret_wait) {
         TfwError e = {0};
 
-        if (!site_ready(m, &e))
+        if (!mcp_site_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         /* Refused before anything is written when the answer could not be waited for. */
         if (m->n_waiting >= MCP_MAX_WAITING)
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
-        if (!watch_ready(m, &e))
+        if (!mcp_watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         /* wait_seconds is the tool's, not the request's: the rest goes to the builder, which
          * judges every other field as the worker would. */
@@ -661,43 +433,15 @@ static json_t *tool_run(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, boo
         bool apply;
         int64_t wait;
 
-        json_t *refused = run_submit(m, args, &req, &submitted_at, &apply, &wait);
+        json_t *refused = mcp_run_submit(m, args, &req, &submitted_at, &apply, &wait);
         if (refused)
                 return refused;
         WaitSpec ws = {.id = req.id, .sha256 = req.sha256, .answer_pending = true, .apply = apply,
                        .submitted_at = submitted_at, .wait_seconds = (unsigned) wait,
                        .no_worker_in = CONTROLLER_NO_WORKER_SECONDS * USEC_PER_SEC};
-        waiter_add(m, rpc_id, token, &ws);
+        mcp_waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
-}
-
-/* run as a task (controller/mcp-task.h): the request written, a CreateTaskResult at once; the
- * job is watched (its answer kept, its changes applied with apply) while this server runs.
- * wait_seconds means nothing here: tasks/result waits. A refusal is run's tool error, as the
- * call's own result (nothing was created). */
-static json_t *tool_run_task(Mcp *m, json_t *args, json_t *token) {
-        _cleanup_(controller_request_done) ControllerRequest req = {};
-        usec_t submitted_at;
-        bool apply;
-        int64_t wait;
-        char created[RFC3339_MAX];
-
-        json_t *refused = run_submit(m, args, &req, &submitted_at, &apply, &wait);
-        if (refused)
-                return refused;
-        (void) mcp_tasks_add(&m->task_tab, req.id, submitted_at, req.sha256, apply);
-        WaitSpec ws = {.kind = WAIT_TASK_WATCH, .id = req.id, .sha256 = req.sha256, .apply = apply,
-                       .submitted_at = submitted_at};
-        waiter_add(m, NULL, token, &ws);
-        format_rfc3339(submitted_at, created);
-        _cleanup_free_ char *words = NULL;
-        if (asprintf(&words, "The command was submitted as request '%s' and runs on its own; its outcome comes with "
-                             "tasks/result (task id '%s'), or the result tool.", req.id, req.id) < 0)
-                return NULL;
-        return json_pack("{s:o, s:{s:s}}", "task",
-                         mcp_task_json(req.id, "working", "submitted: in the inbox", created, created), "_meta",
-                         MCP_META_IMMEDIATE, words);
 }
 
 static const char *const result_fields[] = {"id", "wait_seconds", "offset", NULL};
@@ -755,14 +499,14 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         bool has_offset = r >= 0;
         if (!request_id_is_valid(id))
                 return tool_error(m, "bad_id", "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
-        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
+        if (!mcp_site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
                 return tool_error(m, e.code, e.message);
 
         ControllerStatus st;
         if (controller_status(m->site.results_fd, id, 0, false, &st) < 0)
                 return tool_error(m, "internal", "cannot look the request up");
         if (st.state == CONTROLLER_FINAL) {
-                json_t *res = outcome_result(m, id, st.result, st.anonymous, false);
+                json_t *res = mcp_outcome_result(m, id, st.result, st.anonymous, false);
                 controller_status_done(&st);
                 return has_offset ? with_log(m, res, id, true, (uint64_t) offset) : res;
         }
@@ -794,10 +538,10 @@ static json_t *tool_result_of(Mcp *m, json_t *rpc_id, json_t *args, json_t *toke
         }
         if (m->n_waiting >= MCP_MAX_WAITING)
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
-        if (!watch_ready(m, &e))
+        if (!mcp_watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         WaitSpec ws = {.id = id, .wait_seconds = (unsigned) wait, .no_worker_in = no_worker_in};
-        waiter_add(m, rpc_id, token, &ws);
+        mcp_waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
 }
@@ -814,7 +558,7 @@ static json_t *tool_cancel(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, 
         if (json_check_keys(args, cancel_fields, NULL, &e) < 0 ||
             json_get_string(args, "id", "id", true, false, &id, &e) < 0)
                 return tool_error(m, e.code, e.message);
-        if (!site_ready(m, &e) || !watch_ready(m, &e))
+        if (!mcp_site_ready(m, &e) || !mcp_watch_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         if (m->n_waiting >= MCP_MAX_WAITING)
                 return tool_error(m, "busy", "too many calls are waiting already; try again when one has ended");
@@ -826,7 +570,7 @@ static json_t *tool_cancel(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, 
                 return tool_error(m, e.code, e.message);
         }
         WaitSpec ws = {.id = id, .wait_seconds = CONTROLLER_CANCEL_WAIT_DEFAULT, .cancel_before = before};
-        waiter_add(m, rpc_id, token, &ws);
+        mcp_waiter_add(m, rpc_id, token, &ws);
         *ret_deferred = true;
         return NULL;
 }
@@ -845,7 +589,7 @@ static json_t *tool_apply(Mcp *m, json_t *args) {
         json_t *id = json_object_get(args, "id"), *dry = json_object_get(args, "dry_run");
         if (!json_is_string(id) || (dry && !json_is_boolean(dry)))
                 return tool_error(m, "bad_type", "apply takes id (a string) and dry_run (true or false)");
-        if (!site_ready(m, &e))
+        if (!mcp_site_ready(m, &e))
                 return tool_error(m, e.code, e.message);
         bool ok = false;
         _cleanup_free_ char *text = apply_text(m, json_string_value(id), json_is_true(dry), false, &ok);
@@ -865,7 +609,7 @@ static json_t *tool_list(Mcp *m, json_t *args) {
         int r = json_get_int_range(args, "recent", "recent", false, 0, LIST_RECENT_MAX, &recent, &e);
         if (r < 0 && r != -ENOENT)
                 return tool_error(m, e.code, e.message);
-        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
+        if (!mcp_site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0)
                 return tool_error(m, e.code, e.message);
         r = controller_list(&m->site, (size_t) recent, &l);
         if (r < 0)
@@ -962,119 +706,12 @@ static json_t *tools_list(const Mcp *m) {
         return json_pack("{s:[o, o, o, o, o]}", "tools", run, result, list, apply, cancel);
 }
 
-/* ---- the tasks methods (controller/mcp-task.h) ------------------------------------------------ */
-
-static void tasks_list(Mcp *m, json_t *id, json_t *params) {
-        _cleanup_(json_decrefp) json_t *l = NULL, *tasks = json_array();
-        if (params && json_object_get(params, "cursor")) {
-                /* This server hands out no cursor: it answers with every task at once. */
-                send_error(m, id, RPC_INVALID_PARAMS, "tasks/list: invalid cursor (this server gives none)");
-                return;
-        }
-        if (!tasks || controller_list(&m->site, CONTROLLER_LIST_RECENT_MAX, &l) < 0) {
-                send_error(m, id, RPC_INTERNAL_ERROR, "cannot list this workspace's requests");
-                return;
-        }
-        /* The same list as the list tool's and the command line's (controller/list.h), each one
-         * as tasks/get says it. */
-        const char *const parts[] = {"inbox", "active", "recent"};
-        for (size_t p = 0; p < ELEMENTSOF(parts); p++) {
-                size_t i;
-                json_t *row;
-                json_array_foreach(json_object_get(l, parts[p]), i, row) {
-                        char err[256];
-                        json_t *t = task_now(m, json_string_value(json_object_get(row, "id")), err, sizeof(err));
-                        if (t)
-                                json_array_append_new(tasks, t);
-                }
-        }
-        send_result(m, id, json_pack("{s:O}", "tasks", tasks));
-}
-
-static void handle_tasks(Mcp *m, json_t *id, const char *method, json_t *params) {
-        TfwError e = {0};
-        char err[1024];
-
-        if (!site_ready(m, &e) || controller_site_need_results(&m->site, &e) < 0) {
-                send_error(m, id, RPC_INTERNAL_ERROR, "%s: %s", method, e.message);
-                return;
-        }
-        if (streq(method, "tasks/list")) {
-                tasks_list(m, id, params);
-                return;
-        }
-        json_t *tid = params ? json_object_get(params, "taskId") : NULL;
-        if (!json_is_string(tid) || !request_id_is_valid(json_string_value(tid))) {
-                send_error(m, id, RPC_INVALID_PARAMS, "%s: params.taskId must be a request id (^[a-z0-9][a-z0-9_-]{0,63}$)",
-                           method);
-                return;
-        }
-        const char *tname = json_string_value(tid);
-        _cleanup_(json_decrefp) json_t *task = task_now(m, tname, err, sizeof(err));
-        if (!task) {
-                send_error(m, id, streq(err, "out of memory") ? RPC_INTERNAL_ERROR : RPC_INVALID_PARAMS, "%s", err);
-                return;
-        }
-        const char *status = json_string_value(json_object_get(task, "status"));
-        bool ended = !streq(status, "working");
-        if (streq(method, "tasks/get")) {
-                send_result(m, id, json_incref(task));
-                return;
-        }
-        if (streq(method, "tasks/cancel") && ended) {
-                send_error(m, id, RPC_INVALID_PARAMS, "tasks/cancel: task '%s' already ended (%s): nothing to cancel",
-                           tname, status);
-                return;
-        }
-        if (ended) { /* tasks/result of an ended task: the answer run would have given */
-                ControllerStatus st;
-                McpTask *t = mcp_tasks_find(&m->task_tab, tname);
-                if (controller_status(m->site.results_fd, tname, t ? t->created_at : 0, t != NULL, &st) < 0 ||
-                    st.state != CONTROLLER_FINAL) {
-                        controller_status_done(&st);
-                        send_error(m, id, RPC_INTERNAL_ERROR, "tasks/result: cannot read the result of '%s'", tname);
-                        return;
-                }
-                json_t *r = with_related_task(task_final(m, tname, &st), tname);
-                controller_status_done(&st);
-                if (r)
-                        send_result(m, id, r); /* takes r */
-                else
-                        send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
-                return;
-        }
-        if (m->n_waiting >= MCP_MAX_WAITING || !watch_ready(m, &e)) {
-                send_error(m, id, RPC_INTERNAL_ERROR, "%s: %s", method,
-                           e.message[0] ? e.message : "too many calls are waiting already; try again when one has ended");
-                return;
-        }
-        McpTask *t = mcp_tasks_find(&m->task_tab, tname);
-        WaitSpec ws = {.kind = WAIT_TASK_RESULT, .id = tname, .submitted_at = t ? t->created_at : 0};
-        if (streq(method, "tasks/cancel")) {
-                usec_t sent_at;
-                json_t *before = controller_cancel_refusals(&m->site, tname);
-                if (!before) {
-                        send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
-                        return;
-                }
-                if (controller_cancel_send(&m->site, tname, &sent_at, &e) < 0) {
-                        json_decref(before);
-                        send_error(m, id, e.code && streq(e.code, "internal") ? RPC_INTERNAL_ERROR : RPC_INVALID_PARAMS,
-                                   "tasks/cancel: %s (%s)", e.message, e.code ? e.code : "?");
-                        return;
-                }
-                ws = (WaitSpec){.kind = WAIT_TASK_CANCEL, .id = tname, .submitted_at = ws.submitted_at,
-                                .wait_seconds = CONTROLLER_CANCEL_WAIT_DEFAULT, .cancel_before = before};
-        }
-        waiter_add(m, id, NULL, &ws);
-}
-
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
 static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
         json_t *v = json_object_get(params, "protocolVersion");
         if (!json_is_string(v)) {
-                send_error(m, id, RPC_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "initialize: params.protocolVersion must be a string");
                 return;
         }
         const char *chosen = MCP_LATEST_PROTOCOL;
@@ -1087,10 +724,10 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
         /* The words come from worker.json (controller/job-words.h): look again in case the
          * worker started since the server did. */
         TfwError ignored = {0};
-        (void) site_ready(m, &ignored);
+        (void) mcp_site_ready(m, &ignored);
         _cleanup_free_ char *instructions = controller_job_words(&m->site, JOB_WORDS_INSTRUCTIONS);
         if (!instructions) {
-                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                mcp_send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
                 return;
         }
         json_t *result = json_pack("{s:s, s:{s:{s:b}}, s:{s:s, s:s, s:s}, s:s}", "protocolVersion", chosen, "capabilities",
@@ -1100,9 +737,9 @@ static void handle_initialize(Mcp *m, json_t *id, json_t *params) {
             json_object_set_new(json_object_get(result, "capabilities"), "tasks", mcp_tasks_capability()) < 0)
                 result = (json_decref(result), NULL);
         if (!result)
-                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                mcp_send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
         else
-                send_result(m, id, result);
+                mcp_send_result(m, id, result);
 }
 
 static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
@@ -1115,21 +752,21 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
         json_t *r;
 
         if (!json_is_string(name)) {
-                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.name must be a string");
                 return;
         }
         if (args && json_is_null(args))
                 args = NULL;
         if (args && !json_is_object(args)) {
-                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.arguments must be an object");
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params.arguments must be an object");
                 return;
         }
         if (meta && !json_is_object(meta)) {
-                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params._meta must be an object");
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/call: params._meta must be an object");
                 return;
         }
         if (token && !json_is_string(token) && !json_is_integer(token)) {
-                send_error(m, id, RPC_INVALID_PARAMS, "tools/call: _meta.progressToken must be a string or an integer");
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/call: _meta.progressToken must be a string or an integer");
                 return;
         }
         if (!args)
@@ -1140,17 +777,17 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
         json_t *task = m->tasks ? json_object_get(params, "task") : NULL;
         TfwError e = {0};
         if (task && mcp_task_params_check(task, &e) < 0) {
-                send_error(m, id, RPC_INVALID_PARAMS, "%s", e.message);
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "%s", e.message);
                 return;
         }
         if (task && !streq(n, "run")) {
                 char shown[80];
-                send_error(m, id, RPC_METHOD_NOT_FOUND, "tool '%s' cannot be called as a task (only run can: its "
+                mcp_send_error(m, id, RPC_METHOD_NOT_FOUND, "tool '%s' cannot be called as a task (only run can: its "
                            "execution.taskSupport is optional)", printable_name(n, shown, sizeof(shown)));
                 return;
         }
         if (task)
-                r = tool_run_task(m, args, token);
+                r = mcp_tool_run_task(m, args, token);
         else if (streq(n, "run"))
                 r = tool_run(m, id, args, token, &deferred);
         else if (streq(n, "result"))
@@ -1163,15 +800,15 @@ static void handle_tools_call(Mcp *m, json_t *id, json_t *params) {
                 r = tool_cancel(m, id, args, token, &deferred);
         else {
                 char shown[80];
-                send_error(m, id, RPC_INVALID_PARAMS, "unknown tool '%s'", printable_name(n, shown, sizeof(shown)));
+                mcp_send_error(m, id, RPC_INVALID_PARAMS, "unknown tool '%s'", printable_name(n, shown, sizeof(shown)));
                 return;
         }
         if (deferred)
                 return;
         if (!r)
-                send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
+                mcp_send_error(m, id, RPC_INTERNAL_ERROR, "out of memory");
         else
-                send_result(m, id, r);
+                mcp_send_result(m, id, r);
 }
 
 static void handle_cancelled(Mcp *m, json_t *params) {
@@ -1194,29 +831,29 @@ static void handle_message(Mcp *m, json_t *msg) {
         /* Ids are strings or integers (MCP forbids null); anything else cannot be answered by id. */
         bool id_ok = id && (json_is_string(id) || json_is_integer(id));
         if (!json_is_string(ver) || !streq(json_string_value(ver), "2.0")) {
-                send_error(m, id_ok ? id : NULL, RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\")");
+                mcp_send_error(m, id_ok ? id : NULL, RPC_INVALID_REQUEST, "not a JSON-RPC 2.0 message (\"jsonrpc\": \"2.0\")");
                 return;
         }
         if (id && !id_ok) {
-                send_error(m, NULL, RPC_INVALID_REQUEST, "the id must be a string or an integer");
+                mcp_send_error(m, NULL, RPC_INVALID_REQUEST, "the id must be a string or an integer");
                 return;
         }
         if (!method) {
                 /* A response: this server sends no requests, so there is nothing to match. */
                 if (json_object_get(msg, "result") || json_object_get(msg, "error"))
                         return;
-                send_error(m, id, RPC_INVALID_REQUEST, "a request needs a method");
+                mcp_send_error(m, id, RPC_INVALID_REQUEST, "a request needs a method");
                 return;
         }
         if (!json_is_string(method)) {
                 if (id)
-                        send_error(m, id, RPC_INVALID_REQUEST, "the method must be a string");
+                        mcp_send_error(m, id, RPC_INVALID_REQUEST, "the method must be a string");
                 return;
         }
         const char *name = json_string_value(method);
         if (params && !json_is_object(params)) {
                 if (id)
-                        send_error(m, id, RPC_INVALID_PARAMS, "params must be an object");
+                        mcp_send_error(m, id, RPC_INVALID_PARAMS, "params must be an object");
                 return;
         }
         if (!id) {
@@ -1228,25 +865,25 @@ static void handle_message(Mcp *m, json_t *msg) {
         if (streq(name, "initialize"))
                 handle_initialize(m, id, params);
         else if (streq(name, "ping"))
-                send_result(m, id, json_object());
+                mcp_send_result(m, id, json_object());
         else if (streq(name, "tools/list")) {
                 json_t *cursor = params ? json_object_get(params, "cursor") : NULL;
                 if (cursor && !json_is_string(cursor))
-                        send_error(m, id, RPC_INVALID_PARAMS, "tools/list: params.cursor must be a string");
+                        mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/list: params.cursor must be a string");
                 else
-                        send_result(m, id, tools_list(m));
+                        mcp_send_result(m, id, tools_list(m));
         } else if (streq(name, "tools/call")) {
                 if (!params)
-                        send_error(m, id, RPC_INVALID_PARAMS, "tools/call needs params");
+                        mcp_send_error(m, id, RPC_INVALID_PARAMS, "tools/call needs params");
                 else
                         handle_tools_call(m, id, params);
         } else if (m->tasks && strncmp(name, "tasks/", 6) == 0 &&
                    (streq(name, "tasks/get") || streq(name, "tasks/result") || streq(name, "tasks/cancel") ||
                     streq(name, "tasks/list")))
-                handle_tasks(m, id, name, params);
+                mcp_handle_tasks(m, id, name, params);
         else {
                 char shown[80];
-                send_error(m, id, RPC_METHOD_NOT_FOUND, "method '%s' not found",
+                mcp_send_error(m, id, RPC_METHOD_NOT_FOUND, "method '%s' not found",
                            printable_name(name, shown, sizeof(shown)));
         }
 }
@@ -1264,10 +901,10 @@ static void handle_line(Mcp *m, const char *line, size_t len) {
                 return; /* blank lines are not messages */
         if (json_load_object_strict(line + skip, len - skip, "message", &msg, &e) < 0) {
                 if (e.code && streq(e.code, "bad_type"))
-                        send_error(m, NULL, RPC_INVALID_REQUEST,
+                        mcp_send_error(m, NULL, RPC_INVALID_REQUEST,
                                    "a message must be one JSON object (batches are not supported)");
                 else
-                        send_error(m, NULL, RPC_PARSE_ERROR, "parse error: %s", e.message);
+                        mcp_send_error(m, NULL, RPC_PARSE_ERROR, "parse error: %s", e.message);
                 return;
         }
         handle_message(m, msg);
@@ -1314,7 +951,7 @@ static void send_live(Mcp *m, Waiter *w, usec_t now) {
         _cleanup_(json_decrefp) json_t *text = live_json_text(buf, n);
         _cleanup_free_ char *msg = NULL;
         if (text && asprintf(&msg, "output:\n%s", json_string_value(text)) >= 0)
-                send_progress(m, w, msg);
+                mcp_send_progress(m, w, msg);
         w->next_live = now + MCP_LIVE_INTERVAL_USEC;
 }
 
@@ -1327,7 +964,7 @@ static void tick(Mcp *m) {
                         char msg[128];
                         snprintf(msg, sizeof(msg), "%s, %" PRIu64 " s", w->last == CONTROLLER_UNKNOWN ? "submitted" :
                                  controller_state_to_string(w->last), (uint64_t) ((now - w->started) / USEC_PER_SEC));
-                        send_progress(m, w, msg);
+                        mcp_send_progress(m, w, msg);
                 }
         }
         /* Deadlines are answered by the check. */
@@ -1349,7 +986,7 @@ int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
         m->watch = (ControllerWatch) CONTROLLER_WATCH_NULL;
         snprintf(m->protocol, sizeof(m->protocol), "%s", MCP_LATEST_PROTOCOL);
         TfwError ignored = {0};
-        (void) site_ready(m, &ignored); /* a failure is reported by the first tool that needs it */
+        (void) mcp_site_ready(m, &ignored); /* a failure is reported by the first tool that needs it */
 
         while (!eof && !m->write_error) {
                 struct pollfd p[2] = {{.fd = in_fd, .events = POLLIN}, {.fd = m->watch.fd, .events = POLLIN}};
@@ -1402,7 +1039,7 @@ int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
                                 if (buf[i] != '\n')
                                         continue;
                                 if (discarding) {
-                                        send_error(m, NULL, RPC_INVALID_REQUEST,
+                                        mcp_send_error(m, NULL, RPC_INVALID_REQUEST,
                                                    "message longer than %d bytes: discarded", MCP_MESSAGE_MAX);
                                         discarding = false;
                                 } else
@@ -1419,7 +1056,7 @@ int mcp_serve(int in_fd, int out_fd, const McpOptions *o, TfwError *e) {
                         if (eof && len > 0 && !discarding)
                                 handle_line(m, buf, len); /* a last message without its newline */
                         else if (eof && discarding)
-                                send_error(m, NULL, RPC_INVALID_REQUEST, "message longer than %d bytes: discarded",
+                                mcp_send_error(m, NULL, RPC_INVALID_REQUEST, "message longer than %d bytes: discarded",
                                            MCP_MESSAGE_MAX);
                 }
                 if (!eof)
