@@ -51,7 +51,7 @@
 #include <unistd.h>
 
 #include "capsule/init-drop.h"
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "snapshot/stream.h"
