@@ -1233,7 +1233,7 @@ static int serve_prepare_state(Serve *s, int state_fd, TfwError *e) {
         struct stat sst;
         if (fstat(state_fd, &sst) < 0 || !root_dir_is_private(sst.st_uid, sst.st_mode)) {
                 return tfw_error(e, EPERM, "state_dir", "--state-dir '%s' must be root's and writable by root only",
-                                s->o.state_dir);
+                                 s->o.state_dir);
         }
         /* Before the start-up cleanup: it would remove another worker's running containers. */
         if (lock_state_dir(s, state_fd, e) < 0) {
@@ -1248,7 +1248,7 @@ static int serve_prepare_state(Serve *s, int state_fd, TfwError *e) {
                 int fd = mkdirat(state_fd, sub, 0700) < 0 && errno != EEXIST ? -errno : open_dir_at(state_fd, sub);
                 if (fd < 0) {
                         return tfw_error(e, -fd, "state_dir", "cannot open '%s/%s': %s", s->o.state_dir, sub,
-                                        strerror(-fd));
+                                         strerror(-fd));
                 }
                 if (i == 0)
                         s->scratch_fd = fd;
