@@ -63,7 +63,9 @@ CFLAGS_ALL  = $(WARN) $(OPT) $(HARDEN) $(SANFLAGS) -I. -DTFW_VERSION='"$(VERSION
 	-DTFW_LIBEXECDIR='"$(LIBEXECDIR)"' $(DL_DEFS) $(PKG_CFLAGS) $(CFLAGS)
 LDFLAGS_ALL = $(HARDEN_LD) $(SANFLAGS) $(LDFLAGS)
 
-# Every .c directly in a component folder goes into the library; main() lives in cli/.
+# Every .c directly in a component folder goes into the library; the programs (each main()) live
+# in folders of their own at the top: the worker in cli/, the in-capsule init in capsule-init/,
+# the egress proxy in egress-proxy/ (docs/architecture.md).
 LIB_DIRS := common parser snapshot capsule artifacts exec orchestrator approve validation controller
 LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/%.o)
@@ -83,23 +85,23 @@ FUZZ_SRC := $(wildcard tests/fuzz/fuzz-*.c)
 FUZZ_NAMES := $(FUZZ_SRC:tests/fuzz/fuzz-%.c=%)
 REPLAY_BIN := $(FUZZ_NAMES:%=$(BUILD)/tests/fuzz/replay-%)
 
-# The in-capsule init: static, so it runs in any root filesystem. Not in a sanitizer build
-# (SANFLAGS set, as in `make asan`): the ASan and UBSan runtimes cannot be linked into a
-# static-pie, so there `all` is the worker alone.
-INIT_SRC := $(wildcard capsule/init/*.c)
+# The in-capsule init (capsule-init/): static, so it runs in any root filesystem. Not in a
+# sanitizer build (SANFLAGS set, as in `make asan`): the ASan and UBSan runtimes cannot be
+# linked into a static-pie, so there `all` is the worker alone.
+INIT_SRC := $(wildcard capsule-init/*.c)
 INIT_BIN := $(if $(and $(INIT_SRC),$(if $(strip $(SANFLAGS)),,static)),$(BUILD)/tentaflake-capsule-init)
 # --gc-sections: libarchive's format table (pulled in by the pax writer for one helper) names
 # every format, xar included, which would drag in libxml2 and ICU; the init only writes tar, so
 # unused sections are dropped and -lxml2 is not needed (nor its static ICU dependencies).
 # libseccomp: init's filter that refuses mount again once it has mounted the job's layer
-# (capsule/init/layer.c).
+# (capsule-init/layer.c).
 INIT_LIBS = $(filter-out -lxml2,$(shell $(PKG_CONFIG) --static --libs libarchive libseccomp 2>/dev/null))
 
-# The egress proxy (capsule/proxy/, docs/egress.md): a program of its own, started by the worker
+# The egress proxy (egress-proxy/, docs/egress.md): a program of its own, started by the worker
 # for each capsule with network.allow, that drops to an unprivileged uid before it reads a byte
 # the job sent. Dynamic (it resolves names through the host's NSS); it links jansson for its
 # records and libseccomp for its filter, nothing else of the worker's libraries.
-PROXY_SRC  := $(wildcard capsule/proxy/*.c)
+PROXY_SRC  := $(wildcard egress-proxy/*.c)
 PROXY_BIN  := $(if $(PROXY_SRC),$(BUILD)/tentaflake-egress-proxy)
 PROXY_LIBS  = $(shell $(PKG_CONFIG) --libs jansson libseccomp 2>/dev/null) -lpthread
 

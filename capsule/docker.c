@@ -150,10 +150,8 @@ static void add_ro_bind(Args *a, const char *source, const char *target) {
         addf(a, "type=bind,source=%s,target=%s,readonly", source, target);
 }
 
-int engine_run_args(const EngineRunPlan *p, char ***ret) {
-        const ConfigLimits *l;
-        Args a = {};
-
+/* Every field the command line is made of is present and well-formed, the limits set. */
+static bool run_plan_is_valid(const EngineRunPlan *p) {
         if (!p || !p->limits || !p->runtime || !*p->runtime || !p->name ||
             !filename_is_valid(p->name) || !p->worker_name ||
             !config_name_is_valid(p->worker_name) || !p->job_id ||
@@ -163,10 +161,84 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
             !p->argv[0] || p->uid == 0 || p->gid == 0 ||
             (p->driver != DRIVER_DOCKER && p->driver != DRIVER_PODMAN) ||
             strchr(p->runtime, '=') || p->runtime[0] == '-' || !capsule_extra_env_is_valid(p->extra_env))
-                return -EINVAL;
-        l = p->limits;
+                return false;
+        const ConfigLimits *l = p->limits;
         if (l->memory == 0 || l->memory_swap < l->memory || l->pids == 0 || !l->cpus[0] ||
             l->workspace_tmpfs == 0 || l->tmp_tmpfs == 0)
+                return false;
+        return true;
+}
+
+/* The capsule's limits: its two tmpfs, memory, CPU, processes, and the rlimits. */
+static void add_limits(Args *a, const EngineRunPlan *p) {
+        const ConfigLimits *l = p->limits;
+
+        /* /work belongs to the job user: docker passes uid=/gid= to the tmpfs, podman 4.3
+         * refuses them and spells it "U" (chown to the container's user). */
+        add(a, "--tmpfs");
+        if (p->driver == DRIVER_PODMAN)
+                addf(a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,U", CAPSULE_WORK_PATH,
+                     (unsigned long long) l->workspace_tmpfs);
+        else
+                addf(a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u",
+                     CAPSULE_WORK_PATH, (unsigned long long) l->workspace_tmpfs,
+                     (unsigned) p->uid, (unsigned) p->gid);
+        add(a, "--tmpfs");
+        addf(a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=1777", CAPSULE_TMP_PATH,
+             (unsigned long long) l->tmp_tmpfs);
+        add(a, "--memory");
+        addf(a, "%llu", (unsigned long long) l->memory);
+        add(a, "--memory-swap");
+        addf(a, "%llu", (unsigned long long) l->memory_swap);
+        add2(a, "--cpus", l->cpus);
+        /* As with the runsc driver: the guest's process limit is RLIMIT_NPROC inside the
+         * sandbox; the host cgroup carries the backstop for the sentry's threads. */
+        add(a, "--pids-limit");
+        addf(a, "%llu", (unsigned long long) capsule_host_pids_limit(l->pids));
+        add(a, "--ulimit");
+        addf(a, "nproc=%llu:%llu", (unsigned long long) l->pids, (unsigned long long) l->pids);
+        add2(a, "--ulimit", "core=0:0");
+        uint64_t nofile = l->open_files ? l->open_files : CAPSULE_NOFILE;
+        add(a, "--ulimit");
+        addf(a, "nofile=%llu:%llu", (unsigned long long) nofile, (unsigned long long) nofile);
+        if (l->file_size) {
+                add(a, "--ulimit");
+                addf(a, "fsize=%llu:%llu", (unsigned long long) l->file_size,
+                     (unsigned long long) l->file_size);
+        }
+}
+
+/* The job's whole environment: the constant variables, the check's, the caller's, and none
+ * of the engine's own. */
+static void add_env(Args *a, const EngineRunPlan *p) {
+        /* The constant environment (contract section 6), by value: none of it is secret. */
+        add2(a, "--env", CAPSULE_ENV_PATH);
+        add2(a, "--env", CAPSULE_ENV_HOME);
+        add2(a, "--env", CAPSULE_ENV_TMPDIR);
+        add2(a, "--env", CAPSULE_ENV_LANG);
+        add(a, "--env");
+        addf(a, "TENTAFLAKE_JOB=%s", p->job_id);
+        /* The validation plane's constant variables (contract section 6). */
+        if (p->check) {
+                add2(a, "--env", CAPSULE_ENV_CI);
+                add(a, "--env");
+                addf(a, "TENTAFLAKE_CHECK=%s", p->check);
+        }
+        /* The caller's variables, each NAME=VALUE (a bare NAME would copy the engine CLI's
+         * own variable: refused by capsule_env_is_valid). */
+        for (char *const *v = p->extra_env; v && *v; v++)
+                add2(a, "--env", *v);
+        /* podman adds TERM and container=podman of its own (containers.conf). */
+        if (p->driver == DRIVER_PODMAN) {
+                add2(a, "--unsetenv", "TERM");
+                add2(a, "--unsetenv", "container");
+        }
+}
+
+int engine_run_args(const EngineRunPlan *p, char ***ret) {
+        Args a = {};
+
+        if (!run_plan_is_valid(p))
                 return -EINVAL;
 
         add(&a, "run");
@@ -205,64 +277,11 @@ int engine_run_args(const EngineRunPlan *p, char ***ret) {
         add(&a, "--no-healthcheck");
         if (p->driver == DRIVER_PODMAN)
                 add2(&a, "--image-volume", "ignore");
-        /* /work belongs to the job user: docker passes uid=/gid= to the tmpfs, podman 4.3
-         * refuses them and spells it "U" (chown to the container's user). */
-        add(&a, "--tmpfs");
-        if (p->driver == DRIVER_PODMAN)
-                addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,U", CAPSULE_WORK_PATH,
-                     (unsigned long long) l->workspace_tmpfs);
-        else
-                addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=0700,uid=%u,gid=%u",
-                     CAPSULE_WORK_PATH, (unsigned long long) l->workspace_tmpfs,
-                     (unsigned) p->uid, (unsigned) p->gid);
-        add(&a, "--tmpfs");
-        addf(&a, "%s:rw,exec,nosuid,nodev,size=%llu,mode=1777", CAPSULE_TMP_PATH,
-             (unsigned long long) l->tmp_tmpfs);
-        add(&a, "--memory");
-        addf(&a, "%llu", (unsigned long long) l->memory);
-        add(&a, "--memory-swap");
-        addf(&a, "%llu", (unsigned long long) l->memory_swap);
-        add2(&a, "--cpus", l->cpus);
-        /* As with the runsc driver: the guest's process limit is RLIMIT_NPROC inside the
-         * sandbox; the host cgroup carries the backstop for the sentry's threads. */
-        add(&a, "--pids-limit");
-        addf(&a, "%llu", (unsigned long long) capsule_host_pids_limit(l->pids));
-        add(&a, "--ulimit");
-        addf(&a, "nproc=%llu:%llu", (unsigned long long) l->pids, (unsigned long long) l->pids);
-        add2(&a, "--ulimit", "core=0:0");
-        uint64_t nofile = l->open_files ? l->open_files : CAPSULE_NOFILE;
-        add(&a, "--ulimit");
-        addf(&a, "nofile=%llu:%llu", (unsigned long long) nofile, (unsigned long long) nofile);
-        if (l->file_size) {
-                add(&a, "--ulimit");
-                addf(&a, "fsize=%llu:%llu", (unsigned long long) l->file_size,
-                     (unsigned long long) l->file_size);
-        }
+        add_limits(&a, p);
         add2(&a, "--hostname", CAPSULE_HOSTNAME);
         add2(&a, "--workdir", CAPSULE_WORK_PATH);
 
-        /* The constant environment (contract section 6), by value: none of it is secret. */
-        add2(&a, "--env", CAPSULE_ENV_PATH);
-        add2(&a, "--env", CAPSULE_ENV_HOME);
-        add2(&a, "--env", CAPSULE_ENV_TMPDIR);
-        add2(&a, "--env", CAPSULE_ENV_LANG);
-        add(&a, "--env");
-        addf(&a, "TENTAFLAKE_JOB=%s", p->job_id);
-        /* The validation plane's constant variables (contract section 6). */
-        if (p->check) {
-                add2(&a, "--env", CAPSULE_ENV_CI);
-                add(&a, "--env");
-                addf(&a, "TENTAFLAKE_CHECK=%s", p->check);
-        }
-        /* The caller's variables, each NAME=VALUE (a bare NAME would copy the engine CLI's
-         * own variable: refused by capsule_env_is_valid). */
-        for (char *const *v = p->extra_env; v && *v; v++)
-                add2(&a, "--env", *v);
-        /* podman adds TERM and container=podman of its own (containers.conf). */
-        if (p->driver == DRIVER_PODMAN) {
-                add2(&a, "--unsetenv", "TERM");
-                add2(&a, "--unsetenv", "container");
-        }
+        add_env(&a, p);
 
         /* Its only mounts, all read-only. */
         if (p->snapshot_dir) /* NULL: the workspace arrives on stdin */

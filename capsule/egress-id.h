@@ -3,7 +3,7 @@
  * of CONFIG_EGRESS_ID_FIRST..LAST (parser/config.h), with the gid of the same number, that no
  * other proxy of the host holds, that names no user and no group, and that no process the proxy
  * can see runs as (the proxy itself checks that last one after it dropped to it and before it
- * reads a byte: capsule/proxy/egress-proxy.c). A proxy taken over through its parser then shares
+ * reads a byte: egress-proxy/egress-proxy.c). A proxy taken over through its parser then shares
  * its uid with nothing: not a notify hook, not the artifact parser, not another capsule's proxy,
  * so there is no process whose /proc/PID/environ or memory it may read.
  *

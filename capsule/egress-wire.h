@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What the worker and its egress proxy (tentaflake-egress-proxy, capsule/proxy/) say to each
+/* What the worker and its egress proxy (tentaflake-egress-proxy, egress-proxy/) say to each
  * other: the proxy's command line and the records it writes. Header-only: the proxy program and
  * the worker's side (capsule/egress.c) both include it.
  *

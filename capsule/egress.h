@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The worker's side of a capsule's egress (docs/egress.md): the streams made, the proxy started
- * for them (tentaflake-egress-proxy, capsule/proxy/; its command line and records are
+ * for them (tentaflake-egress-proxy, egress-proxy/; its command line and records are
  * capsule/egress-wire.h), and after the capsule its records read back as untrusted input.
  *
  * One proxy per capsule, so per job: a capsule started ahead gets its own, which waits with it.

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The capsule's init started as the sandbox's root to mount the job's layer
- * (capsule/protocol.h, CAPSULE_LAYER_PATH; capsule/init/layer.c) gives it all up here before
+ * (capsule/protocol.h, CAPSULE_LAYER_PATH; capsule-init/layer.c) gives it all up here before
  * anything of the job exists. In libtfw so that tests/unit/test-init-drop.c proves each on the
  * host. */
 #pragma once

@@ -246,6 +246,50 @@ static void end_runsc(Run *run, CgroupJob *cg) {
                 run->runsc_lost = true;
 }
 
+/* The descriptors the event loop waits on, and where each one is in pfd (-1: not there). */
+static int poll_set(Run *run, struct pollfd pfd[static 4], int *i_pid, int *i_art, int *i_log, int *i_imp) {
+        int n = 0;
+        int blocked = outputs_blocked_fd(&run->out);
+        if (!run->runsc_done && run->pidfd >= 0) {
+                pfd[n] = (struct pollfd) { .fd = run->pidfd, .events = POLLIN };
+                *i_pid = n++;
+        }
+        if (run->art_r >= 0 && blocked < 0) {
+                pfd[n] = (struct pollfd) { .fd = run->art_r, .events = POLLIN };
+                *i_art = n++;
+        }
+        if (run->log_r >= 0) {
+                pfd[n] = (struct pollfd) { .fd = run->log_r, .events = POLLIN };
+                *i_log = n++;
+        }
+        if (blocked >= 0) {
+                pfd[n] = (struct pollfd) { .fd = blocked, .events = POLLOUT };
+                *i_imp = n++;
+        }
+        return n;
+}
+
+/* The CPU-time limit checked: exceeded, or unreadable for too long (fail closed). */
+static void check_cpu(Run *run, CgroupJob *cg, usec_t now, usec_t *cpu_failing_since) {
+        uint64_t used;
+        int cr = capsule_cpu_usage(run, cg, &used);
+        if (cr >= 0) {
+                *cpu_failing_since = 0;
+                used -= MIN(used, run->cpu_base);
+                if (used >= run->p->cpu_seconds * USEC_PER_SEC)
+                        run->cpu_exceeded = true;
+        } else if (cr == -EAGAIN)
+                ; /* the engine has not started it: no CPU used */
+        else if (!*cpu_failing_since)
+                *cpu_failing_since = now;
+        else if (now - *cpu_failing_since >= CAPSULE_CPU_UNREADABLE_USEC) {
+                /* Fail closed: a limit that cannot be checked ends
+                 * the job as the worker's fault. */
+                run->cpu_unreadable = true;
+                run->cpu_error = -cr;
+        }
+}
+
 /* The event loop: both channels drained concurrently until runsc has exited and both
  * reached their end; the timeout and the grace periods enforced on the way. */
 static void event_loop(Run *run, CgroupJob *cg) {
@@ -264,24 +308,8 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         break;
 
                 struct pollfd pfd[4];
-                int n = 0, i_pid = -1, i_art = -1, i_log = -1, i_imp = -1;
-                int blocked = outputs_blocked_fd(&run->out);
-                if (!run->runsc_done && run->pidfd >= 0) {
-                        pfd[n] = (struct pollfd) { .fd = run->pidfd, .events = POLLIN };
-                        i_pid = n++;
-                }
-                if (art_open && blocked < 0) {
-                        pfd[n] = (struct pollfd) { .fd = run->art_r, .events = POLLIN };
-                        i_art = n++;
-                }
-                if (log_open) {
-                        pfd[n] = (struct pollfd) { .fd = run->log_r, .events = POLLIN };
-                        i_log = n++;
-                }
-                if (blocked >= 0) {
-                        pfd[n] = (struct pollfd) { .fd = blocked, .events = POLLOUT };
-                        i_imp = n++;
-                }
+                int i_pid = -1, i_art = -1, i_log = -1, i_imp = -1;
+                int n = poll_set(run, pfd, &i_pid, &i_art, &i_log, &i_imp);
 
                 usec_t now = now_monotonic(), next = deadline;
                 if (cpu_check && cpu_check < next)
@@ -335,23 +363,7 @@ static void event_loop(Run *run, CgroupJob *cg) {
                         else if (run->p->end_on_log_limit && log_cap_seen(run->log) > max_log)
                                 run->output_exceeded = true;
                         else if (cpu_check && now >= cpu_check) {
-                                uint64_t used;
-                                int cr = capsule_cpu_usage(run, cg, &used);
-                                if (cr >= 0) {
-                                        cpu_failing_since = 0;
-                                        used -= MIN(used, run->cpu_base);
-                                        if (used >= run->p->cpu_seconds * USEC_PER_SEC)
-                                                run->cpu_exceeded = true;
-                                } else if (cr == -EAGAIN)
-                                        ; /* the engine has not started it: no CPU used */
-                                else if (!cpu_failing_since)
-                                        cpu_failing_since = now;
-                                else if (now - cpu_failing_since >= CAPSULE_CPU_UNREADABLE_USEC) {
-                                        /* Fail closed: a limit that cannot be checked ends
-                                         * the job as the worker's fault. */
-                                        run->cpu_unreadable = true;
-                                        run->cpu_error = -cr;
-                                }
+                                check_cpu(run, cg, now, &cpu_failing_since);
                                 cpu_check = now_monotonic() + CAPSULE_CPU_CHECK_USEC;
                         }
                         if (run_cut(run)) {
@@ -569,30 +581,12 @@ static int boot_destroy(Boot *b, const CapsuleDriver *d, TfwError *e) {
         return r;
 }
 
-/* Cgroup, bundle, channels, the secret (and for a cold job its prelude: the cache record and
- * the input's kind), runsc started.
- * sp: the spec's job part (argv, environment; warm: init waits for them on the channel). On
- * failure *res says why and b holds what must be destroyed. */
-static int boot_capsule(const Config *config, const CapsuleDriver *driver, int scratch_fd,
-                        const char *scratch_path, const char *job_id, CapsuleSpecParams *sp,
-                        bool warm, const uint8_t *prelude, size_t prelude_len, Boot *b, CapsuleResult *res,
-                        bool low_cpu) {
+/* The capsule's cgroup, first, so nothing of the sandbox ever runs outside it (the engines make
+ * their own); a capsule booted ahead yields the CPU meanwhile. */
+static int boot_cgroup(const Config *config, const CapsuleDriverOps *ops, Boot *b, CapsuleResult *res,
+                       bool low_cpu) {
         _cleanup_free_ char *group = NULL;
-        int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
-        const CapsuleDriverOps *ops = driver->ops;
         int r;
-
-        *b = boot_empty();
-        b->warm = warm;
-        r = capsule_container_id(config->name, job_id, &b->id);
-        if (r < 0) {
-                boot_fail(res, "capsule_setup", "cannot prepare job '%s': %s", job_id, strerror(-r));
-                return r;
-        }
-        if (getrandom(b->secret, sizeof(b->secret), 0) != (ssize_t) sizeof(b->secret)) {
-                boot_fail(res, "capsule_setup", "getrandom: %s", strerror(errno));
-                return -EIO;
-        }
 
         /* The cgroup first, so nothing of the sandbox ever runs outside it. A leftover of the
          * same name (a predecessor killed mid-job) is removed once. */
@@ -622,6 +616,15 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
          * the normal share back (capsule_run_job). */
         if (low_cpu && b->cg)
                 (void) cgroup_job_set_cpu_weight(b->cg, true);
+        return 0;
+}
+
+/* What the driver needs first, then the OCI bundle in the scratch (a leftover of the same id
+ * removed once), and no leftover container of that id. */
+static int boot_bundle(const Config *config, const CapsuleDriver *driver, int scratch_fd, const char *scratch_path,
+                       CapsuleSpecParams *sp, Boot *b, CapsuleResult *res) {
+        const CapsuleDriverOps *ops = driver->ops;
+        int r;
 
         sp->cgroups_path = b->cg ? cgroup_job_path(b->cg) : NULL;
         TfwError be = {};
@@ -644,12 +647,46 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         /* A leftover container of the same id would make the run fail. */
         if (ops->worker_cgroup)
                 (void) ops->remove(driver, b->id);
+        return 0;
+}
+
+/* Cgroup, bundle, channels, the secret (and for a cold job its prelude: the cache record and
+ * the input's kind), runsc started.
+ * sp: the spec's job part (argv, environment; warm: init waits for them on the channel). On
+ * failure *res says why and b holds what must be destroyed. */
+static int boot_capsule(const Config *config, const CapsuleDriver *driver, int scratch_fd,
+                        const char *scratch_path, const char *job_id, CapsuleSpecParams *sp,
+                        bool warm, const uint8_t *prelude, size_t prelude_len, Boot *b, CapsuleResult *res,
+                        bool low_cpu) {
+        int in[2] = { -EBADF, -EBADF }, art[2] = { -EBADF, -EBADF }, lg[2] = { -EBADF, -EBADF };
+        const CapsuleDriverOps *ops = driver->ops;
+        int r;
+
+        *b = boot_empty();
+        b->warm = warm;
+        r = capsule_container_id(config->name, job_id, &b->id);
+        if (r < 0) {
+                boot_fail(res, "capsule_setup", "cannot prepare job '%s': %s", job_id, strerror(-r));
+                return r;
+        }
+        if (getrandom(b->secret, sizeof(b->secret), 0) != (ssize_t) sizeof(b->secret)) {
+                boot_fail(res, "capsule_setup", "getrandom: %s", strerror(errno));
+                return -EIO;
+        }
+
+        r = boot_cgroup(config, ops, b, res, low_cpu);
+        if (r < 0)
+                return r;
+
+        r = boot_bundle(config, driver, scratch_fd, scratch_path, sp, b, res);
+        if (r < 0)
+                return r;
 
         /* The capsule's only way out, when it has one: its streams and their proxy, before the
          * sandbox exists (docs/egress.md). Each connection is bounded by the longest job. */
         if (capsule_config_egress(config)) {
                 TfwError ee = {};
-                r = egress_proxy_start(config, l->max_timeout_seconds, &b->egress, &ee);
+                r = egress_proxy_start(config, config->limits.max_timeout_seconds, &b->egress, &ee);
                 if (r < 0) {
                         boot_fail(res, "capsule_setup", "%s", ee.message);
                         return r;

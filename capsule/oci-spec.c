@@ -191,7 +191,7 @@ static json_t *process_json(const CapsuleSpecParams *p) {
 
         /* Init alone starts as the sandbox's root with the layer's capabilities, and only with
          * a generation: it mounts the layer and drops to the job's ids before any input or job
-         * process (capsule/init/layer.c). Everything else starts as the job's ids, with none. */
+         * process (capsule-init/layer.c). Everything else starts as the job's ids, with none. */
         const char *layer_caps[] = CAPSULE_LAYER_CAPS;
         const char *const *held = p->work_dir ? layer_caps : none;
         json_int_t uid = p->work_dir ? 0 : (json_int_t) c->container_uid;

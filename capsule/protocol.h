@@ -217,7 +217,7 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
 /* Egress (only with network.allow; docs/egress.md). The capsule keeps --network=none: its only
  * way out is CAPSULE_EGRESS_STREAMS connected unix stream sockets the worker passes in at guest
  * fds CAPSULE_EGRESS_FD_BASE.. (runsc run --pass-fd), whose other ends the worker's proxy
- * (capsule/proxy/) holds. Init, started with CAPSULE_EGRESS_ARG before "--" or CAPSULE_WARM_ARG,
+ * (egress-proxy/) holds. Init, started with CAPSULE_EGRESS_ARG before "--" or CAPSULE_WARM_ARG,
  * listens on 127.0.0.1:CAPSULE_EGRESS_PORT before the job starts and relays each TCP connection
  * it accepts over the next unused stream, one connection a stream, so the number of connections
  * a job can open is bounded by construction. A stream carries the connection's bytes as they

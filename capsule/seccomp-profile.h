@@ -25,7 +25,7 @@
  * ENOMEM.
  * layer: the capsule's init mounts the job's layer (capsule/protocol.h, CAPSULE_LAYER_PATH),
  * and detaches the cache's versions, so CAPSULE_SECCOMP_LAYER_CALLS are left out here, and init
- * itself refuses them again with a filter of its own (capsule/init/layer.c) before it drops to
+ * itself refuses them again with a filter of its own (capsule-init/layer.c) before it drops to
  * the job's ids: every job process runs under both, with the same refusals as without the
  * layer. */
 #define CAPSULE_SECCOMP_LAYER_CALLS { "mount", "umount2" }

@@ -28,6 +28,71 @@ static void set_msg(CapsuleResult *r, const char *fmt, ...) {
         va_end(ap);
 }
 
+/* A capsule whose init reported (its trailer, with the secret token): the runtime's word
+ * checked against it, then init's own failure, the job's signal, or the job's exit. */
+static void classify_trailer(const CapsuleEnding *end, CapsuleResult *r) {
+        const CapsuleTrailer *t = &end->trailer;
+
+        if (!WIFEXITED(end->runsc_status) ||
+            WEXITSTATUS(end->runsc_status) != t->exit_code) {
+                r->status = CAPSULE_ERROR;
+                r->reason = "runtime_failed";
+                set_msg(r, "runsc ended with wait status 0x%x although the capsule "
+                           "reported exit %d",
+                        (unsigned) end->runsc_status, t->exit_code);
+                return;
+        }
+        if (streq(t->init_error, CAPSULE_INIT_ERROR_SNAPSHOT)) {
+                r->status = CAPSULE_ERROR;
+                r->reason = "snapshot_copy";
+                if (t->error == ENOSPC)
+                        set_msg(r, "the snapshot does not fit in /work "
+                                   "(limits.workspace_tmpfs)");
+                else
+                        set_msg(r, "cannot copy the snapshot into /work: %s",
+                                strerror(t->error));
+                return;
+        }
+        if (streq(t->init_error, CAPSULE_INIT_ERROR_CWD)) {
+                /* The request named a directory its snapshot does not hold: never
+                 * runnable as given (exec/exec.c: refused). */
+                r->status = CAPSULE_ERROR;
+                r->reason = "cwd_not_found";
+                set_msg(r, "cwd '%s' is not a directory of the workspace's snapshot (%s)",
+                        end->cwd ?: "?", t->error == ENOTDIR || t->error == ELOOP
+                                                 ? "a file or a symbolic link is in its way"
+                                                 : strerror(t->error));
+                return;
+        }
+        if (!streq(t->init_error, CAPSULE_INIT_ERROR_NONE) &&
+            !streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
+                r->status = CAPSULE_ERROR;
+                r->reason = "init_failed";
+                set_msg(r, "the capsule's init failed (%s): %s", t->init_error,
+                        strerror(t->error));
+                return;
+        }
+        if (t->signal != 0) {
+                r->status = CAPSULE_KILLED;
+                r->reason = "signal";
+                r->signal = t->signal;
+                set_msg(r, "killed by signal %d (%s)", t->signal, strsignal(t->signal));
+                return;
+        }
+        r->exit_code = t->exit_code;
+        r->status = t->exit_code == 0 ? CAPSULE_SUCCEEDED : CAPSULE_FAILED;
+        if (streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
+                /* argv[0] is not there or cannot run in this capsule: the toolchain,
+                 * not the job, is what failed (exec/exec.h classifies it). */
+                r->reason = "exec_failed";
+                set_msg(r, "cannot execute '%s': %s", end->argv0 ?: "?",
+                        strerror(t->error));
+        }
+        else if (end->events.oom_kills > 0)
+                set_msg(r, "the memory limit killed %llu process(es) of the job",
+                        (unsigned long long) end->events.oom_kills);
+}
+
 void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
         const CapsuleTrailer *t = &end->trailer;
         bool died = !end->have_trailer || t->signal != 0;
@@ -87,64 +152,7 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
                 return;
         }
         if (end->have_trailer) {
-                if (!WIFEXITED(end->runsc_status) ||
-                    WEXITSTATUS(end->runsc_status) != t->exit_code) {
-                        r->status = CAPSULE_ERROR;
-                        r->reason = "runtime_failed";
-                        set_msg(r, "runsc ended with wait status 0x%x although the capsule "
-                                   "reported exit %d",
-                                (unsigned) end->runsc_status, t->exit_code);
-                        return;
-                }
-                if (streq(t->init_error, CAPSULE_INIT_ERROR_SNAPSHOT)) {
-                        r->status = CAPSULE_ERROR;
-                        r->reason = "snapshot_copy";
-                        if (t->error == ENOSPC)
-                                set_msg(r, "the snapshot does not fit in /work "
-                                           "(limits.workspace_tmpfs)");
-                        else
-                                set_msg(r, "cannot copy the snapshot into /work: %s",
-                                        strerror(t->error));
-                        return;
-                }
-                if (streq(t->init_error, CAPSULE_INIT_ERROR_CWD)) {
-                        /* The request named a directory its snapshot does not hold: never
-                         * runnable as given (exec/exec.c: refused). */
-                        r->status = CAPSULE_ERROR;
-                        r->reason = "cwd_not_found";
-                        set_msg(r, "cwd '%s' is not a directory of the workspace's snapshot (%s)",
-                                end->cwd ?: "?", t->error == ENOTDIR || t->error == ELOOP
-                                                         ? "a file or a symbolic link is in its way"
-                                                         : strerror(t->error));
-                        return;
-                }
-                if (!streq(t->init_error, CAPSULE_INIT_ERROR_NONE) &&
-                    !streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
-                        r->status = CAPSULE_ERROR;
-                        r->reason = "init_failed";
-                        set_msg(r, "the capsule's init failed (%s): %s", t->init_error,
-                                strerror(t->error));
-                        return;
-                }
-                if (t->signal != 0) {
-                        r->status = CAPSULE_KILLED;
-                        r->reason = "signal";
-                        r->signal = t->signal;
-                        set_msg(r, "killed by signal %d (%s)", t->signal, strsignal(t->signal));
-                        return;
-                }
-                r->exit_code = t->exit_code;
-                r->status = t->exit_code == 0 ? CAPSULE_SUCCEEDED : CAPSULE_FAILED;
-                if (streq(t->init_error, CAPSULE_INIT_ERROR_EXEC)) {
-                        /* argv[0] is not there or cannot run in this capsule: the toolchain,
-                         * not the job, is what failed (exec/exec.h classifies it). */
-                        r->reason = "exec_failed";
-                        set_msg(r, "cannot execute '%s': %s", end->argv0 ?: "?",
-                                strerror(t->error));
-                }
-                else if (end->events.oom_kills > 0)
-                        set_msg(r, "the memory limit killed %llu process(es) of the job",
-                                (unsigned long long) end->events.oom_kills);
+                classify_trailer(end, r);
                 return;
         }
         /* No word from init: it was killed (by a job process of the same uid, or with the

@@ -116,6 +116,92 @@ static void clamp(const char *flag, long *v, long lo, long hi) {
         }
 }
 
+/* --log-level NAME: the journal's level names, as the daemon's configuration takes them. */
+static int parse_log_level(const char *v) {
+        static const struct { const char *name; int level; } levels[] = {
+                {"error", LOG_ERR}, {"warning", LOG_WARNING}, {"notice", LOG_NOTICE},
+                {"info", LOG_INFO}, {"debug", LOG_DEBUG},
+        };
+        int level = -1;
+        for (size_t i = 0; i < ELEMENTSOF(levels); i++)
+                if (streq(v, levels[i].name))
+                        level = levels[i].level;
+        if (level < 0)
+                return cli_like_usage("--log-level must be error, warning, notice, info or debug, not '%s'", v);
+        log_set_max_level(level);
+        return 0;
+}
+
+/* What no flag says alone: the flags that go together, the sandbox's own, the allowlist. */
+static int check_options(ServeOptions *o) {
+        if (!o->server || !o->key)
+                return cli_like_usage("--server URL and --key FILE are required");
+        if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
+                return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
+        if (o->server_socket && o->server_socket[0] != '/')
+                return cli_like_usage("--server-socket '%s' must be an absolute path", o->server_socket);
+        if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
+                return cli_like_usage("--sandbox must be runsc, docker or podman");
+        if (streq(o->sandbox, "runsc")) {
+                if (o->image || o->engine_runtime)
+                        return cli_like_usage("--image and --engine-runtime are for --sandbox docker or podman");
+        } else {
+                /* The image is the root: nothing of the host is mounted but the tree and init. */
+                if (!o->image)
+                        return cli_like_usage("--sandbox %s needs --image NAME@sha256:<digest> (already in the "
+                                              "engine's local store; never pulled)",
+                                              o->sandbox);
+                if (o->n_mounts || o->system_mounts_identity || o->runsc || o->platform)
+                        return cli_like_usage("--mount, --system-mounts-identity, --runsc and --platform are for "
+                                              "--sandbox runsc; with %s the image is the root",
+                                              o->sandbox);
+        }
+        /* Egress is asked for twice on purpose: --allow-network lets a policy ask, --allow-host says
+         * where it may go; each entry is checked by the config's rule (the walls' parser). */
+        if (o->n_allow_hosts && !o->allow_network)
+                return cli_like_usage("--allow-host needs --allow-network (without it no policy gets network)");
+        for (size_t i = 0; i < o->n_allow_hosts; i++) {
+                EgressAllow rule;
+                const char *why = NULL;
+                if (egress_allow_parse(o->allow_hosts[i], &rule, &why) < 0)
+                        return cli_like_usage("--allow-host '%s': %s", o->allow_hosts[i], why);
+        }
+        if (o->n_allow_hosts && !streq(o->sandbox, "runsc"))
+                return cli_like_usage("--allow-host is for --sandbox runsc: the worker passes the proxy's streams to "
+                                      "runsc itself, which an engine cannot");
+        if (!o->platform && streq(o->sandbox, "runsc"))
+                o->platform = CONFIG_DEFAULT_PLATFORM;
+        return 0;
+}
+
+static void clamp_options(ServeOptions *o) {
+        clamp("concurrency", &o->concurrency, 1, 64);
+        clamp("lease-secs", &o->lease_secs, 5, 3600);
+        clamp("wait-secs", &o->wait_secs, 0, 30);
+        clamp("retry-after-secs", &o->retry_after_secs, 0, 86400);
+        clamp("backoff-max-secs", &o->backoff_max_secs, 1, 3600);
+        clamp("client-timeout-secs", &o->client_timeout_secs, 5, 3600);
+        clamp("shutdown-grace-secs", &o->shutdown_grace_secs, 1, 3600);
+        clamp("warm-secs", &o->warm_secs, 0, CONFIG_WARM_SECONDS_MAX);
+        clamp("max-timeout-secs", &o->max_timeout_secs, 1, 604800);
+        clamp("max-memory-mb", &o->max_memory_mb, 16, 1 << 20);
+        clamp("max-cpu-secs", &o->max_cpu_secs, 1, 604800);
+        clamp("max-pids", &o->max_pids, 8, 4194304);
+        clamp("default-timeout-secs", &o->default_timeout_secs, 1, o->max_timeout_secs);
+        clamp("default-memory-mb", &o->default_memory_mb, 16, o->max_memory_mb);
+        clamp("default-pids", &o->default_pids, 8, o->max_pids);
+        clamp("default-cpu-secs", &o->default_cpu_secs, 1, o->max_cpu_secs);
+        clamp("output-mb", &o->output_mb, 1, 1024);
+        clamp("tmp-mb", &o->tmp_mb, 1, 1 << 20);
+        clamp("max-checkout-mb", &o->max_checkout_mb, 1, 1 << 20);
+        clamp("sandbox-uid", &o->sandbox_uid, 1, 4294967294L);
+        clamp("sandbox-gid", &o->sandbox_gid, 1, 4294967294L);
+        clamp("result-tail-kb", &o->result_tail_kb, 0, 1024);
+        clamp("open-files", &o->open_files, 64, 1048576);
+        clamp("file-size-mb", &o->file_size_mb, 1, 1 << 20);
+        clamp("engine-timeout-secs", &o->engine_timeout_secs, 5, 3600);
+}
+
 static int parse_options(int argc, char **argv, ServeOptions *o) {
         int c;
         long *target;
@@ -183,20 +269,10 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
                 case OPT_NOFILE: target = &o->open_files; break;
                 case OPT_FSIZE: target = &o->file_size_mb; break;
                 case OPT_ENGINE_TIMEOUT: target = &o->engine_timeout_secs; break;
-                case OPT_LOG_LEVEL: {
-                        static const struct { const char *name; int level; } levels[] = {
-                                {"error", LOG_ERR}, {"warning", LOG_WARNING}, {"notice", LOG_NOTICE},
-                                {"info", LOG_INFO}, {"debug", LOG_DEBUG},
-                        };
-                        int level = -1;
-                        for (size_t i = 0; i < ELEMENTSOF(levels); i++)
-                                if (streq(optarg, levels[i].name))
-                                        level = levels[i].level;
-                        if (level < 0)
-                                return cli_like_usage("--log-level must be error, warning, notice, info or debug, not '%s'", optarg);
-                        log_set_max_level(level);
+                case OPT_LOG_LEVEL:
+                        if (parse_log_level(optarg) < 0)
+                                return -EINVAL;
                         break;
-                }
                 case OPT_GID: target = &o->sandbox_gid; break;
                 case ':': return cli_like_usage("option '%s' needs a value", argv[optind - 1]);
                 default: return cli_like_usage("unknown option '%s'", argv[optind - 1]);
@@ -206,68 +282,9 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
         }
         if (optind < argc)
                 return cli_like_usage("unexpected argument '%s'", argv[optind]);
-        if (!o->server || !o->key)
-                return cli_like_usage("--server URL and --key FILE are required");
-        if (strncmp(o->server, "http://", 7) != 0 && strncmp(o->server, "https://", 8) != 0)
-                return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
-        if (o->server_socket && o->server_socket[0] != '/')
-                return cli_like_usage("--server-socket '%s' must be an absolute path", o->server_socket);
-        if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
-                return cli_like_usage("--sandbox must be runsc, docker or podman");
-        if (streq(o->sandbox, "runsc")) {
-                if (o->image || o->engine_runtime)
-                        return cli_like_usage("--image and --engine-runtime are for --sandbox docker or podman");
-        } else {
-                /* The image is the root: nothing of the host is mounted but the tree and init. */
-                if (!o->image)
-                        return cli_like_usage("--sandbox %s needs --image NAME@sha256:<digest> (already in the "
-                                              "engine's local store; never pulled)",
-                                              o->sandbox);
-                if (o->n_mounts || o->system_mounts_identity || o->runsc || o->platform)
-                        return cli_like_usage("--mount, --system-mounts-identity, --runsc and --platform are for "
-                                              "--sandbox runsc; with %s the image is the root",
-                                              o->sandbox);
-        }
-        /* Egress is asked for twice on purpose: --allow-network lets a policy ask, --allow-host says
-         * where it may go; each entry is checked by the config's rule (the walls' parser). */
-        if (o->n_allow_hosts && !o->allow_network)
-                return cli_like_usage("--allow-host needs --allow-network (without it no policy gets network)");
-        for (size_t i = 0; i < o->n_allow_hosts; i++) {
-                EgressAllow rule;
-                const char *why = NULL;
-                if (egress_allow_parse(o->allow_hosts[i], &rule, &why) < 0)
-                        return cli_like_usage("--allow-host '%s': %s", o->allow_hosts[i], why);
-        }
-        if (o->n_allow_hosts && !streq(o->sandbox, "runsc"))
-                return cli_like_usage("--allow-host is for --sandbox runsc: the worker passes the proxy's streams to "
-                                      "runsc itself, which an engine cannot");
-        if (!o->platform && streq(o->sandbox, "runsc"))
-                o->platform = CONFIG_DEFAULT_PLATFORM;
-        clamp("concurrency", &o->concurrency, 1, 64);
-        clamp("lease-secs", &o->lease_secs, 5, 3600);
-        clamp("wait-secs", &o->wait_secs, 0, 30);
-        clamp("retry-after-secs", &o->retry_after_secs, 0, 86400);
-        clamp("backoff-max-secs", &o->backoff_max_secs, 1, 3600);
-        clamp("client-timeout-secs", &o->client_timeout_secs, 5, 3600);
-        clamp("shutdown-grace-secs", &o->shutdown_grace_secs, 1, 3600);
-        clamp("warm-secs", &o->warm_secs, 0, CONFIG_WARM_SECONDS_MAX);
-        clamp("max-timeout-secs", &o->max_timeout_secs, 1, 604800);
-        clamp("max-memory-mb", &o->max_memory_mb, 16, 1 << 20);
-        clamp("max-cpu-secs", &o->max_cpu_secs, 1, 604800);
-        clamp("max-pids", &o->max_pids, 8, 4194304);
-        clamp("default-timeout-secs", &o->default_timeout_secs, 1, o->max_timeout_secs);
-        clamp("default-memory-mb", &o->default_memory_mb, 16, o->max_memory_mb);
-        clamp("default-pids", &o->default_pids, 8, o->max_pids);
-        clamp("default-cpu-secs", &o->default_cpu_secs, 1, o->max_cpu_secs);
-        clamp("output-mb", &o->output_mb, 1, 1024);
-        clamp("tmp-mb", &o->tmp_mb, 1, 1 << 20);
-        clamp("max-checkout-mb", &o->max_checkout_mb, 1, 1 << 20);
-        clamp("sandbox-uid", &o->sandbox_uid, 1, 4294967294L);
-        clamp("sandbox-gid", &o->sandbox_gid, 1, 4294967294L);
-        clamp("result-tail-kb", &o->result_tail_kb, 0, 1024);
-        clamp("open-files", &o->open_files, 64, 1048576);
-        clamp("file-size-mb", &o->file_size_mb, 1, 1 << 20);
-        clamp("engine-timeout-secs", &o->engine_timeout_secs, 5, 3600);
+        if (check_options(o) < 0)
+                return -EINVAL;
+        clamp_options(o);
         return 0;
 }
 

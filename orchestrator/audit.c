@@ -899,13 +899,98 @@ static int prev_from_rotated(Audit *a, Prev *ret, TfwError *e) {
         return prev_from_file(fd, size, name, ret, e);
 }
 
+/* A torn tail (bytes after the last newline): what the repair line says of it, its length and
+ * sha256; the caller cuts it just before its write. */
+static int torn_tail_repair(int fd, uint64_t size, uint64_t end, json_t **ret, TfwError *e) {
+        int r;
+        size_t frag_len = (size_t) (size - end);
+        _cleanup_free_ char *frag = malloc(frag_len);
+        char hex[SHA256_HEX_SIZE];
+
+        if (!frag)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        r = pread_full(fd, frag, frag_len, end);
+        if (r >= 0)
+                r = sha256_buffer_hex(frag, frag_len, hex);
+        if (r < 0)
+                return tfw_error(e, r, "audit_io", "audit: cannot read '%s/%s': %s",
+                                 AUDIT_DIR, AUDIT_CURRENT, strerror(-r));
+        *ret = json_pack("{s:I, s:s, s:s}", "discarded_bytes", (json_int_t) frag_len,
+                         "discarded_sha256", hex, "message",
+                         "the last line had no newline (a cut file or an interrupted "
+                         "write); its bytes were discarded before appending");
+        if (!*ret)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        return 0;
+}
+
+/* Rotation under the lock: the current file renamed for its day, the oldest pruned, a new empty
+ * current file opened in *fd (its size in *size). */
+static int rotate_and_reopen(Audit *a, uint32_t date, int *fd, uint64_t *size, TfwError *e) {
+        int r;
+        /* The old file's last line stays the chain head; the lines go to a new file. */
+        char name[AUDIT_FILE_NAME_MAX];
+        r = rotate_current_locked(a, date, name, e);
+        if (r < 0)
+                return r;
+        unsigned pruned = 0;
+        r = prune_locked(a, &pruned, e);
+        if (r < 0)
+                return r;
+        safe_close(*fd);
+        *fd = open_audit_file(a->dir_fd, AUDIT_CURRENT, O_RDWR | O_APPEND | O_CREAT, e);
+        if (*fd < 0)
+                return *fd;
+        if (file_size(*fd, size) < 0)
+                return tfw_error(e, errno, "audit_io", "audit: cannot stat '%s/%s': %m",
+                                 AUDIT_DIR, AUDIT_CURRENT);
+        if (*size != 0)
+                return tfw_error(e, EBUSY, "audit_corrupt",
+                                 "audit: '%s/%s' was recreated by someone else", AUDIT_DIR,
+                                 AUDIT_CURRENT);
+        return 0;
+}
+
+/* The repair line (if any) and the line in one write() and fdatasync; on failure the file is
+ * cut back to size. */
+static int write_lines(int fd, const char *repair_line, size_t repair_len, const char *line, size_t line_len,
+                       uint64_t size, TfwError *e) {
+        _cleanup_free_ char *buf = NULL;
+        int r;
+
+        /* One write() for everything, so a reader never sees half of the repair. */
+        size_t total = (repair_line ? repair_len + 1 : 0) + line_len + 1, off = 0;
+        buf = malloc(total);
+        if (!buf)
+                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+        if (repair_line) {
+                memcpy(buf, repair_line, repair_len);
+                buf[repair_len] = '\n';
+                off = repair_len + 1;
+        }
+        memcpy(buf + off, line, line_len);
+        buf[off + line_len] = '\n';
+
+        r = write_all(fd, buf, total);
+        if (r >= 0 && fdatasync(fd) < 0)
+                r = -errno;
+        if (r < 0) {
+                /* Best effort: on failure the next append finds a torn tail and repairs it. */
+                if (ftruncate(fd, (off_t) size) < 0)
+                        log_debug("audit: cannot truncate a failed append: %m");
+                return tfw_error(e, r, "audit_io", "audit: cannot append to '%s/%s': %s", AUDIT_DIR,
+                                 AUDIT_CURRENT, strerror(-r));
+        }
+        return 0;
+}
+
 /* Security contract: see audit.h. Everything happens under the exclusive lock: repair of a
  * torn tail, rotation, reading the chain head, one write of the new line(s), fdatasync. The
  * lines are built before any file is changed; on a failed write the file is truncated back
  * to where it was. */
 int audit_append(Audit *a, const char *event, json_t *fields, TfwError *e) {
         _cleanup_json_ json_t *obj = NULL, *repair = NULL;
-        _cleanup_free_ char *line = NULL, *repair_line = NULL, *buf = NULL;
+        _cleanup_free_ char *line = NULL, *repair_line = NULL;
         size_t line_len = 0, repair_len = 0;
         uint64_t size = 0, end = 0;
         Prev prev = {};
@@ -946,24 +1031,9 @@ int audit_append(Audit *a, const char *event, json_t *fields, TfwError *e) {
                 return tfw_error(e, r, "audit_io", "audit: cannot read '%s/%s': %s", AUDIT_DIR,
                                  AUDIT_CURRENT, strerror(-r));
         if (end < size) {
-                size_t frag_len = (size_t) (size - end);
-                _cleanup_free_ char *frag = malloc(frag_len);
-                char hex[SHA256_HEX_SIZE];
-
-                if (!frag)
-                        return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
-                r = pread_full(fd, frag, frag_len, end);
-                if (r >= 0)
-                        r = sha256_buffer_hex(frag, frag_len, hex);
+                r = torn_tail_repair(fd, size, end, &repair, e);
                 if (r < 0)
-                        return tfw_error(e, r, "audit_io", "audit: cannot read '%s/%s': %s",
-                                         AUDIT_DIR, AUDIT_CURRENT, strerror(-r));
-                repair = json_pack("{s:I, s:s, s:s}", "discarded_bytes", (json_int_t) frag_len,
-                                   "discarded_sha256", hex, "message",
-                                   "the last line had no newline (a cut file or an interrupted "
-                                   "write); its bytes were discarded before appending");
-                if (!repair)
-                        return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
+                        return r;
         }
 
         /* The chain head: the last complete line here, else the newest rotated file's. */
@@ -995,51 +1065,14 @@ int audit_append(Audit *a, const char *event, json_t *fields, TfwError *e) {
                                  AUDIT_DIR, AUDIT_CURRENT);
         size = end;
         if (rotate) {
-                /* The old file's last line stays the chain head; the lines go to a new file. */
-                char name[AUDIT_FILE_NAME_MAX];
-                r = rotate_current_locked(a, date, name, e);
+                r = rotate_and_reopen(a, date, &fd, &size, e);
                 if (r < 0)
                         return r;
-                unsigned pruned = 0;
-                r = prune_locked(a, &pruned, e);
-                if (r < 0)
-                        return r;
-                safe_close(fd);
-                fd = open_audit_file(a->dir_fd, AUDIT_CURRENT, O_RDWR | O_APPEND | O_CREAT, e);
-                if (fd < 0)
-                        return fd;
-                if (file_size(fd, &size) < 0)
-                        return tfw_error(e, errno, "audit_io", "audit: cannot stat '%s/%s': %m",
-                                         AUDIT_DIR, AUDIT_CURRENT);
-                if (size != 0)
-                        return tfw_error(e, EBUSY, "audit_corrupt",
-                                         "audit: '%s/%s' was recreated by someone else", AUDIT_DIR,
-                                         AUDIT_CURRENT);
         }
 
-        /* One write() for everything, so a reader never sees half of the repair. */
-        size_t total = (repair_line ? repair_len + 1 : 0) + line_len + 1, off = 0;
-        buf = malloc(total);
-        if (!buf)
-                return tfw_error(e, ENOMEM, "audit_io", "audit: out of memory");
-        if (repair_line) {
-                memcpy(buf, repair_line, repair_len);
-                buf[repair_len] = '\n';
-                off = repair_len + 1;
-        }
-        memcpy(buf + off, line, line_len);
-        buf[off + line_len] = '\n';
-
-        r = write_all(fd, buf, total);
-        if (r >= 0 && fdatasync(fd) < 0)
-                r = -errno;
-        if (r < 0) {
-                /* Best effort: on failure the next append finds a torn tail and repairs it. */
-                if (ftruncate(fd, (off_t) size) < 0)
-                        log_debug("audit: cannot truncate a failed append: %m");
-                return tfw_error(e, r, "audit_io", "audit: cannot append to '%s/%s': %s", AUDIT_DIR,
-                                 AUDIT_CURRENT, strerror(-r));
-        }
+        r = write_lines(fd, repair_line, repair_len, line, line_len, size, e);
+        if (r < 0)
+                return r;
         /* A new file's directory entry must survive a crash too. */
         if (size == 0 && fsync_fd(a->dir_fd) < 0)
                 return tfw_error(e, errno, "audit_io", "audit: cannot fsync '%s': %m", AUDIT_DIR);
@@ -1202,6 +1235,65 @@ static int verify_break(AuditVerifyReport *rep, const Where *w, TfwError *e, con
         return tfw_error(e, EBADMSG, "audit_broken", "%s", rep->message);
 }
 
+/* A line whose prev is not the sha256 of the line before it: which one changed? If the next
+ * line vouches for this one, the line before was edited; otherwise this one was edited or
+ * inserted. -EBADMSG with the break in rep, or another negative errno when the next line
+ * cannot be read. */
+static int verify_which_changed(LineIter *it, AuditVerifyReport *rep, const Where *prev_where, const Where *cur,
+                                const uint8_t *digest, TfwError *e) {
+        IterLine nx;
+        AuditLine an;
+        Where here = *cur;
+        bool vouched = false;
+        char why[256];
+        int r;
+
+        r = iter_next(it, &nx, e);
+        if (r < 0 && r != -EBADMSG)
+                return r;
+        if (r > 0 && nx.newline && !nx.too_long &&
+            audit_line_parse(nx.data, nx.len, &an, why, sizeof(why)) >= 0)
+                vouched = memcmp(an.prev, digest, SHA256_DIGEST_SIZE) == 0;
+        if (vouched)
+                r = verify_break(rep, prev_where, e,
+                                 "this line (seq %" PRIu64 ") was changed: its "
+                                 "sha256 is no longer the prev recorded by the "
+                                 "line after it",
+                                 prev_where->seq);
+        else
+                r = verify_break(rep, &here, e,
+                                 "its prev is not the sha256 of the line before it "
+                                 "('%s/%s' line %" PRIu64 "): this line was "
+                                 "changed or inserted, or the one before it changed",
+                                 AUDIT_DIR, prev_where->file, prev_where->line);
+        return r;
+}
+
+/* What an intact chain says: its lines, files and seqs, where it starts, its repairs, its head. */
+static void verify_intact_message(AuditVerifyReport *rep, bool have_prev, unsigned n_opened) {
+        if (!have_prev)
+                snprintf(rep->message, sizeof(rep->message), "audit log empty: no lines yet");
+        else {
+                char start[160], repairs[160] = "";
+                if (rep->first_seq == 1)
+                        snprintf(start, sizeof(start), "from the first record");
+                else
+                        snprintf(start, sizeof(start),
+                                 "the chain starts at seq %" PRIu64 ": older files were rotated "
+                                 "away and that first link cannot be checked",
+                                 rep->first_seq);
+                if (rep->n_repairs > 0)
+                        snprintf(repairs, sizeof(repairs),
+                                 "; %" PRIu64 " torn line(s) were discarded and recorded "
+                                 "(event %s)", rep->n_repairs, EVENT_REPAIRED);
+                snprintf(rep->message, sizeof(rep->message),
+                         "audit log intact: %" PRIu64 " lines in %u file(s), seq %" PRIu64
+                         "..%" PRIu64 " (%s)%s; head sha256 %s",
+                         rep->n_lines, n_opened, rep->first_seq, rep->last_seq, start, repairs,
+                         rep->head_sha256);
+        }
+}
+
 /* Security contract: reads only regular files below state_dir_fd/audit (no symlinks, no
  * FIFOs), never writes, holds one line (at most AUDIT_LINE_MAX bytes) plus a read chunk in
  * memory, and reports the first line that breaks the chain. It cannot see lines removed from
@@ -1292,31 +1384,9 @@ int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e) {
                                          al.seq, prev_seq + 1);
                         goto finish;
                 } else if (memcmp(al.prev, prev_digest, SHA256_DIGEST_SIZE) != 0) {
-                        /* Which one changed? If the next line vouches for this one, the line
-                         * before was edited; otherwise this one was edited or inserted. */
-                        IterLine nx;
-                        AuditLine an;
-                        Where here = cur;
-                        bool vouched = false;
-
-                        r = iter_next(&it, &nx, e);
-                        if (r < 0 && r != -EBADMSG)
+                        r = verify_which_changed(&it, &rep, &prev_where, &cur, digest, e);
+                        if (r != -EBADMSG)
                                 goto fail;
-                        if (r > 0 && nx.newline && !nx.too_long &&
-                            audit_line_parse(nx.data, nx.len, &an, why, sizeof(why)) >= 0)
-                                vouched = memcmp(an.prev, digest, SHA256_DIGEST_SIZE) == 0;
-                        if (vouched)
-                                r = verify_break(&rep, &prev_where, e,
-                                                 "this line (seq %" PRIu64 ") was changed: its "
-                                                 "sha256 is no longer the prev recorded by the "
-                                                 "line after it",
-                                                 prev_where.seq);
-                        else
-                                r = verify_break(&rep, &here, e,
-                                                 "its prev is not the sha256 of the line before it "
-                                                 "('%s/%s' line %" PRIu64 "): this line was "
-                                                 "changed or inserted, or the one before it changed",
-                                                 AUDIT_DIR, prev_where.file, prev_where.line);
                         goto finish;
                 }
                 if (al.repaired)
@@ -1332,27 +1402,7 @@ int audit_verify(int state_dir_fd, AuditVerifyReport *report, TfwError *e) {
         rep.last_seq = prev_seq;
         if (have_prev)
                 sha256_to_hex(prev_digest, rep.head_sha256);
-        if (!have_prev)
-                snprintf(rep.message, sizeof(rep.message), "audit log empty: no lines yet");
-        else {
-                char start[160], repairs[160] = "";
-                if (rep.first_seq == 1)
-                        snprintf(start, sizeof(start), "from the first record");
-                else
-                        snprintf(start, sizeof(start),
-                                 "the chain starts at seq %" PRIu64 ": older files were rotated "
-                                 "away and that first link cannot be checked",
-                                 rep.first_seq);
-                if (rep.n_repairs > 0)
-                        snprintf(repairs, sizeof(repairs),
-                                 "; %" PRIu64 " torn line(s) were discarded and recorded "
-                                 "(event %s)", rep.n_repairs, EVENT_REPAIRED);
-                snprintf(rep.message, sizeof(rep.message),
-                         "audit log intact: %" PRIu64 " lines in %u file(s), seq %" PRIu64
-                         "..%" PRIu64 " (%s)%s; head sha256 %s",
-                         rep.n_lines, it.n_opened, rep.first_seq, rep.last_seq, start, repairs,
-                         rep.head_sha256);
-        }
+        verify_intact_message(&rep, have_prev, it.n_opened);
         r = 0;
 finish:
         rep.n_files = it.n_opened;

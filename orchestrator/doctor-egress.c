@@ -4,7 +4,7 @@
  * host's loopback, must reach that listener through the proxy, be refused an unlisted port where
  * something also listens (which must never see a connection), and reach nothing of the host on
  * its own (the capsule's 127.0.0.1 is its own loopback; the host's address has no route). The
- * probe is init's --egress-probe (capsule/init/egress-probe.c), so it needs nothing of the
+ * probe is init's --egress-probe (capsule-init/egress-probe.c), so it needs nothing of the
  * system mounts. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -219,25 +219,15 @@ static int reject_consumed(Worker *w, const char *name, const char *owner_id, co
         return r;
 }
 
-int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e) {
-        char id_buf[REQUEST_ID_MAX + 1], msg[1100];
-        const char *owner_id;
-        struct stat st, fst;
-        _cleanup_close_ int fd = -EBADF;
-        _cleanup_free_ char *bytes = NULL;
-        _cleanup_request_ Request *req = NULL;
-        size_t len = 0;
-        TfwError pe = {0};
-        int r;
+/* The entry looked at without following or crossing anything, then opened: a regular file of
+ * its own (one link), within the size bound. Opened: 0 with its descriptor in *ret_fd and its
+ * stat in *fst; else *ret_fd stays negative and the value is inbox_capture's (an entry gone
+ * meanwhile: 0; one refused: its rejection, consumed where it can be). */
+static int capture_open(Worker *w, const char *name, const char *pname, const char *owner_id, int *ret_fd,
+                        struct stat *fst, CaptureOutcome *ret, TfwError *e) {
+        char msg[1100];
+        struct stat st;
 
-        *ret = CAPTURE_IGNORED;
-        /* A controller's cancel is not a request: the daemon takes it (orchestrator/cancel.h). */
-        if (name[0] == '.' || !filename_is_valid(name) || cancel_name_to_id(name, NULL, 0))
-                return 0;
-        /* Messages and records show the name in a printable form: the raw bytes need not be
-         * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */
-        char pname[256];
-        printable_name(name, pname, sizeof(pname));
         /* Looked at through an O_PATH fd that never crosses into a mount: something mounted
          * over the name (a FUSE file system could block any stat or open that reaches its
          * server; a directory there must never be recursed into) is -EXDEV, atomically. */
@@ -257,7 +247,6 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 if (fstat(pfd, &st) < 0)
                         return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
         }
-        owner_id = name_to_id(name, id_buf) ? id_buf : NULL;
 
         if (!S_ISREG(st.st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
@@ -265,7 +254,7 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                 return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &st, ret, e);
         }
 
-        fd = openat_child_same_mount(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
+        _cleanup_close_ int fd = openat_child_same_mount(w->inbox_fd, name, O_RDONLY | O_NONBLOCK | O_NOCTTY);
         if (fd < 0) {
                 if (fd == -ENOENT)
                         return 0;
@@ -274,25 +263,90 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
                          strerror(-fd));
                 return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &st, ret, e);
         }
-        if (fstat(fd, &fst) < 0)
+        if (fstat(fd, fst) < 0)
                 return tfw_error(e, errno, "inbox", "inbox entry '%s': %m", pname);
-        if (!S_ISREG(fst.st_mode)) {
+        if (!S_ISREG(fst->st_mode)) {
                 snprintf(msg, sizeof(msg), "inbox entry '%.200s' is %s; only regular files are accepted",
-                         pname, type_name(fst.st_mode));
-                return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, &fst, ret, e);
+                         pname, type_name(fst->st_mode));
+                return reject_consumed(w, name, NULL, NULL, 0, "not_regular_file", msg, fst, ret, e);
         }
-        if (fst.st_nlink != 1) {
+        if (fst->st_nlink != 1) {
                 snprintf(msg, sizeof(msg),
                          "inbox entry '%.200s' has %ju hard links; a request must be a file of its own",
-                         pname, (uintmax_t) fst.st_nlink);
-                return reject_consumed(w, name, NULL, NULL, 0, "hard_link", msg, &fst, ret, e);
+                         pname, (uintmax_t) fst->st_nlink);
+                return reject_consumed(w, name, NULL, NULL, 0, "hard_link", msg, fst, ret, e);
         }
-        if ((uint64_t) fst.st_size > w->policy.max_request_bytes) {
+        if ((uint64_t) fst->st_size > w->policy.max_request_bytes) {
                 snprintf(msg, sizeof(msg), "request is larger than %" PRIu64 " bytes",
                          w->policy.max_request_bytes);
                 /* Not read at all; a result under its id still tells the controller why. */
-                return reject_consumed(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, &fst, ret, e);
+                return reject_consumed(w, name, owner_id, owner_id ? "" : NULL, 0, "too_large", msg, fst, ret, e);
         }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* A captured request said: in the audit log, then rejected (forbidden), or its first state
+ * published (queued, or pending with the approver told). */
+static int capture_announce(Worker *w, const Request *req, RequestRecord *rec, ActionPolicy pol, const char *name,
+                            CaptureOutcome *ret, TfwError *e) {
+        char msg[1100];
+        int r;
+
+        _cleanup_(json_decrefp) json_t *argv = json_array();
+        for (size_t i = 0; i < req->argc; i++)
+                json_array_append_new(argv, json_string(req->argv[i]));
+        _cleanup_(json_decrefp) json_t *f =
+                json_pack("{s:s, s:s, s:s, s:O, s:s?}", "id", req->id, "request_sha256", req->sha256,
+                          "action_class", action_class_to_string(req->action_class), "argv", argv, "cwd", req->cwd);
+        (void) worker_audit_best_effort(w, "captured", f);
+
+        if (pol == ACTION_POLICY_REJECT) {
+                snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
+                r = finish_rejected(w, rec, req, name, "forbidden", msg, e);
+                if (r < 0)
+                        return r;
+                worker_say(w, LOG_NOTICE, "request '%s': rejected (forbidden): %s", req->id, msg);
+                *ret = CAPTURE_REJECTED;
+        } else {
+                r = publish_state(&w->dirs, w->config->container_gid, req->id, rec->state, rec->submitted_at, e);
+                if (r < 0)
+                        return r;
+                _cleanup_(json_decrefp) json_t *g = json_pack("{s:s, s:s, s:s?}", "id", req->id, "action_class",
+                                                              action_class_to_string(req->action_class),
+                                                              "reason", req->reason);
+                if (pol == ACTION_POLICY_APPROVAL) {
+                        (void) worker_audit_best_effort(w, "pending", g);
+                        say_pending(w, req, rec);
+                }
+                *ret = pol == ACTION_POLICY_RUN ? CAPTURE_QUEUED : CAPTURE_PENDING;
+        }
+        return 0;
+}
+
+int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e) {
+        char id_buf[REQUEST_ID_MAX + 1], msg[1100];
+        const char *owner_id;
+        struct stat fst;
+        _cleanup_close_ int fd = -EBADF;
+        _cleanup_free_ char *bytes = NULL;
+        _cleanup_request_ Request *req = NULL;
+        size_t len = 0;
+        TfwError pe = {0};
+        int r;
+
+        *ret = CAPTURE_IGNORED;
+        /* A controller's cancel is not a request: the daemon takes it (orchestrator/cancel.h). */
+        if (name[0] == '.' || !filename_is_valid(name) || cancel_name_to_id(name, NULL, 0))
+                return 0;
+        /* Messages and records show the name in a printable form: the raw bytes need not be
+         * UTF-8, and a message that cannot be JSON would keep the entry from being consumed. */
+        char pname[256];
+        printable_name(name, pname, sizeof(pname));
+        owner_id = name_to_id(name, id_buf) ? id_buf : NULL;
+        r = capture_open(w, name, pname, owner_id, &fd, &fst, ret, e);
+        if (fd < 0)
+                return r;
 
         r = read_full_fd_bounded(fd, w->policy.max_request_bytes, &bytes, &len);
         if (r == -E2BIG) {
@@ -346,34 +400,9 @@ int inbox_capture(Worker *w, const char *name, CaptureOutcome *ret, TfwError *e)
         if (r < 0)
                 return r;
 
-        _cleanup_(json_decrefp) json_t *argv = json_array();
-        for (size_t i = 0; i < req->argc; i++)
-                json_array_append_new(argv, json_string(req->argv[i]));
-        _cleanup_(json_decrefp) json_t *f =
-                json_pack("{s:s, s:s, s:s, s:O, s:s?}", "id", req->id, "request_sha256", req->sha256,
-                          "action_class", action_class_to_string(req->action_class), "argv", argv, "cwd", req->cwd);
-        (void) worker_audit_best_effort(w, "captured", f);
-
-        if (pol == ACTION_POLICY_REJECT) {
-                snprintf(msg, sizeof(msg), "action class 'forbidden' is always rejected");
-                r = finish_rejected(w, &rec, req, name, "forbidden", msg, e);
-                if (r < 0)
-                        return r;
-                worker_say(w, LOG_NOTICE, "request '%s': rejected (forbidden): %s", req->id, msg);
-                *ret = CAPTURE_REJECTED;
-        } else {
-                r = publish_state(&w->dirs, w->config->container_gid, req->id, rec.state, rec.submitted_at, e);
-                if (r < 0)
-                        return r;
-                _cleanup_(json_decrefp) json_t *g = json_pack("{s:s, s:s, s:s?}", "id", req->id, "action_class",
-                                                              action_class_to_string(req->action_class),
-                                                              "reason", req->reason);
-                if (pol == ACTION_POLICY_APPROVAL) {
-                        (void) worker_audit_best_effort(w, "pending", g);
-                        say_pending(w, req, &rec);
-                }
-                *ret = pol == ACTION_POLICY_RUN ? CAPTURE_QUEUED : CAPTURE_PENDING;
-        }
+        r = capture_announce(w, req, &rec, pol, name, ret, e);
+        if (r < 0)
+                return r;
         unlink_entry(w, name, &fst);
         return 0;
 }

@@ -328,9 +328,28 @@ static json_t *job_network(Worker *w, const char *id, int records_fd, const Egre
         return net;
 }
 
+/* A job's (or a warm capsule's) scratch directory, made afresh and opened, and its path
+ * (PATH_MAX bytes) for the bundle. */
+static int job_scratch(Worker *w, const char *id, char *scratch_path, TfwError *e) {
+        char scratch_base[PATH_MAX];
+        (void) rm_rf_at(w->dirs.scratch_fd, id);
+        if (mkdirat(w->dirs.scratch_fd, id, 0700) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", id);
+        int scratch = open_dir_at(w->dirs.scratch_fd, id);
+        if (scratch < 0)
+                return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", id);
+        if (path_join_buf(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
+            path_join_buf(scratch_path, PATH_MAX, scratch_base, id) < 0)
+        {
+                safe_close(scratch);
+                return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", id);
+        }
+        return scratch;
+}
+
 int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
                    TfwError *e) {
-        char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
+        char scratch_path[PATH_MAX];
         _cleanup_close_ int scratch = -EBADF;
         int r;
 
@@ -338,15 +357,9 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         if (!ops || !ops->boots_ahead)
                 return tfw_error(e, EOPNOTSUPP, "capsule_setup", "the %s driver does not start capsules ahead",
                                  driver_to_string(w->config->driver));
-        (void) rm_rf_at(w->dirs.scratch_fd, warm_id);
-        if (mkdirat(w->dirs.scratch_fd, warm_id, 0700) < 0)
-                return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", warm_id);
-        scratch = open_dir_at(w->dirs.scratch_fd, warm_id);
+        scratch = job_scratch(w, warm_id, scratch_path, e);
         if (scratch < 0)
-                return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", warm_id);
-        if (path_join_buf(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
-            path_join_buf(scratch_path, sizeof(scratch_path), scratch_base, warm_id) < 0)
-                return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", warm_id);
+                return scratch;
         r = job_driver_open(w, drv, e);
         if (r < 0)
                 return r;
@@ -453,6 +466,63 @@ static int job_run_cancellable(Worker *w, const char *id, ExecPlan *plan, int ca
         return r;
 }
 
+/* What the job writes into its staging directory, opened into the caller's descriptors (closed
+ * by the caller whatever happens): job.log, the live log, artifacts/, changes/ when asked for,
+ * and the egress records when the configuration gives network. */
+static int job_open_outputs(Worker *w, const Request *req, const char *id, int staging, int *log_fd, int *live_fd,
+                            int *art_fd, int *changes_fd, int *egress_fd, TfwError *e) {
+        *log_fd = openat(staging, "job.log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
+        /* The mode explicitly: a service's UMask= must not make the log unreadable. */
+        if (*log_fd < 0 || ensure_owner_mode(*log_fd, 0, w->config->container_gid, 0640) < 0)
+                return tfw_error(e, errno, "internal", "cannot create job.log of '%s': %m", id);
+        *live_fd = publish_live_open(&w->dirs, w->config->container_gid, id, e);
+        if (*live_fd < 0)
+                return *live_fd;
+        if (mkdirat(staging, "artifacts", 0750) < 0)
+                return tfw_error(e, errno, "internal", "cannot create the artifacts directory of '%s': %m", id);
+        *art_fd = open_dir_at(staging, "artifacts");
+        if (*art_fd < 0)
+                return tfw_error(e, *art_fd, "internal", "cannot open the artifacts directory of '%s'", id);
+        /* The job's changes come back beside its artifacts (exec/changeset.h), when asked for. */
+        if (req->changes && (mkdirat(staging, "changes", 0750) < 0 || (*changes_fd = open_dir_at(staging, "changes")) < 0))
+                return tfw_error(e, errno, "internal", "cannot create the changes directory of '%s': %m", id);
+        if (capsule_config_egress(w->config) && (*egress_fd = memfd_create("egress-records", MFD_CLOEXEC)) < 0)
+                return tfw_error(e, errno, "internal", "cannot keep the connections of '%s': %m", id);
+        return 0;
+}
+
+/* A job that ran: its result.json with its log, artifacts, changes, runtime and exit. */
+static int finish_ran(Worker *w, RequestRecord *rec, Request *req, const ExecResult *x, json_t *snap, json_t *cachej,
+                      json_t *netj, json_t *changesj, TfwError *e) {
+        ResultRun run = {};
+        const CapsuleResult *cr = &x->capsule;
+        _cleanup_(json_decrefp) json_t *logj =
+                json_pack("{s:I, s:b}", "bytes", (json_int_t) cr->log_bytes, "truncated", cr->log_truncated);
+        _cleanup_(json_decrefp) json_t *artj = json_pack(
+                "{s:I, s:I, s:b, s:s?}", "files", (json_int_t) cr->artifacts.files, "bytes",
+                (json_int_t) cr->artifacts.bytes, "truncated", false, "error",
+                cr->artifacts_ok ? NULL : (cr->artifacts_error[0] ? cr->artifacts_error : cr->artifacts_error_code));
+        _cleanup_(json_decrefp) json_t *rtj =
+                json_pack("{s:s, s:s, s:s}", "driver", driver_to_string(w->config->driver), "version",
+                          w->runtime_version, "platform", w->config->platform);
+        if (x->environment_digest[0])
+                run.environment_digest = x->environment_digest;
+        run.snapshot = snap;
+        run.cache = cachej;
+        run.network = netj;
+        run.started_at = x->started_at;
+        run.finished_at = x->finished_at;
+        run.has_exit_code = cr->exit_code >= 0;
+        run.exit_code = cr->exit_code;
+        run.signal = cr->signal;
+        run.log = logj;
+        run.artifacts = artj;
+        run.changes = changesj;
+        run.runtime = rtj;
+        run.ran = true;
+        return finish(w, rec, req, inbox_status(x), x->error, x->message[0] ? x->message : NULL, &run, e);
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, int cancel_fd, TfwError *e) {
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
@@ -461,7 +531,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         _cleanup_request_ Request *req = NULL;
         _cleanup_close_ int scratch = -EBADF, staging = -EBADF, log_fd = -EBADF, art_fd = -EBADF, egress_fd = -EBADF,
                             changes_fd = -EBADF, live_fd = -EBADF;
-        char scratch_path[PATH_MAX], scratch_base[PATH_MAX];
+        char scratch_path[PATH_MAX];
         CapsuleDriver drv = {};
         ResultRun run = {.started_at = now_realtime()};
         int r;
@@ -476,33 +546,13 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         staging = publish_stage_begin(&w->dirs, rec->id, e);
         if (staging < 0)
                 return staging;
-        (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
-        if (mkdirat(w->dirs.scratch_fd, rec->id, 0700) < 0)
-                return tfw_error(e, errno, "internal", "cannot create the scratch directory of '%s': %m", rec->id);
-        scratch = open_dir_at(w->dirs.scratch_fd, rec->id);
+        scratch = job_scratch(w, rec->id, scratch_path, e);
         if (scratch < 0)
-                return tfw_error(e, scratch, "internal", "cannot open the scratch directory of '%s'", rec->id);
-        if (path_join_buf(scratch_base, sizeof(scratch_base), w->config->state_dir, "scratch") < 0 ||
-            path_join_buf(scratch_path, sizeof(scratch_path), scratch_base, rec->id) < 0)
-                return tfw_error(e, ENAMETOOLONG, "internal", "the scratch path of '%s' is too long", rec->id);
+                return scratch;
 
-        log_fd = openat(staging, "job.log", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0640);
-        /* The mode explicitly: a service's UMask= must not make the log unreadable. */
-        if (log_fd < 0 || ensure_owner_mode(log_fd, 0, w->config->container_gid, 0640) < 0)
-                return tfw_error(e, errno, "internal", "cannot create job.log of '%s': %m", rec->id);
-        live_fd = publish_live_open(&w->dirs, w->config->container_gid, rec->id, e);
-        if (live_fd < 0)
-                return live_fd;
-        if (mkdirat(staging, "artifacts", 0750) < 0)
-                return tfw_error(e, errno, "internal", "cannot create the artifacts directory of '%s': %m", rec->id);
-        art_fd = open_dir_at(staging, "artifacts");
-        if (art_fd < 0)
-                return tfw_error(e, art_fd, "internal", "cannot open the artifacts directory of '%s'", rec->id);
-        /* The job's changes come back beside its artifacts (exec/changeset.h), when asked for. */
-        if (req->changes && (mkdirat(staging, "changes", 0750) < 0 || (changes_fd = open_dir_at(staging, "changes")) < 0))
-                return tfw_error(e, errno, "internal", "cannot create the changes directory of '%s': %m", rec->id);
-        if (capsule_config_egress(w->config) && (egress_fd = memfd_create("egress-records", MFD_CLOEXEC)) < 0)
-                return tfw_error(e, errno, "internal", "cannot keep the connections of '%s': %m", rec->id);
+        r = job_open_outputs(w, req, rec->id, staging, &log_fd, &live_fd, &art_fd, &changes_fd, &egress_fd, e);
+        if (r < 0)
+                return r;
 
         TfwError de = {0};
         if (job_driver_open(w, &drv, &de) < 0) {
@@ -589,30 +639,5 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         if (x.changes.wanted && !changesj)
                 return -EIO;
 
-        const CapsuleResult *cr = &x.capsule;
-        _cleanup_(json_decrefp) json_t *logj =
-                json_pack("{s:I, s:b}", "bytes", (json_int_t) cr->log_bytes, "truncated", cr->log_truncated);
-        _cleanup_(json_decrefp) json_t *artj = json_pack(
-                "{s:I, s:I, s:b, s:s?}", "files", (json_int_t) cr->artifacts.files, "bytes",
-                (json_int_t) cr->artifacts.bytes, "truncated", false, "error",
-                cr->artifacts_ok ? NULL : (cr->artifacts_error[0] ? cr->artifacts_error : cr->artifacts_error_code));
-        _cleanup_(json_decrefp) json_t *rtj =
-                json_pack("{s:s, s:s, s:s}", "driver", driver_to_string(w->config->driver), "version",
-                          w->runtime_version, "platform", w->config->platform);
-        if (x.environment_digest[0])
-                run.environment_digest = x.environment_digest;
-        run.snapshot = snap;
-        run.cache = cachej;
-        run.network = netj;
-        run.started_at = x.started_at;
-        run.finished_at = x.finished_at;
-        run.has_exit_code = cr->exit_code >= 0;
-        run.exit_code = cr->exit_code;
-        run.signal = cr->signal;
-        run.log = logj;
-        run.artifacts = artj;
-        run.changes = changesj;
-        run.runtime = rtj;
-        run.ran = true;
-        return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);
+        return finish_ran(w, rec, req, &x, snap, cachej, netj, changesj, e);
 }

@@ -1189,27 +1189,12 @@ static int check_limits(const Config *c, const Given *g, TfwError *e) {
         return 0;
 }
 
-static int config_parse_json(json_t *root, Config *c, TfwError *e) {
-        Given given = {};
+/* The worker's name, its workspace, and its state and results directories (named after it
+ * unless given). */
+static int parse_name_and_dirs(Config *c, json_t *root, Given *given, TfwError *e) {
         char shown[SHOW_MAX];
         const char *s;
-        json_t *rt, *lim;
-        int64_t v;
         int r;
-
-        /* The version first: a file written for a later schema is "unsupported", not a list of
-         * unknown keys. */
-        r = json_get_int_range(root, "version", "version", true, INT64_MIN, INT64_MAX, &v, e);
-        if (r < 0)
-                return r;
-        if (v != 1)
-                return tfw_error(e, EINVAL, "unsupported_version",
-                                 "key 'version': %" PRId64 " is not supported (only 1)", v);
-        c->version = 1;
-
-        r = json_check_keys(root, top_keys, "", e);
-        if (r < 0)
-                return r;
 
         r = json_get_string(root, "name", "name", true, false, &s, e);
         if (r < 0)
@@ -1228,7 +1213,7 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
 
         r = get_path(root, "", "state_dir", false, false, &s, e);
         if (r >= 0) {
-                given.state_dir = true;
+                given->state_dir = true;
                 if (strdup_to(&c->state_dir, s) < 0)
                         return oom(e);
         } else if (r != -ENOENT)
@@ -1240,7 +1225,7 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
 
         r = get_path(root, "", "results_dir", false, false, &s, e);
         if (r >= 0) {
-                given.results_dir = true;
+                given->results_dir = true;
                 if (strdup_to(&c->results_dir, s) < 0)
                         return oom(e);
         } else if (r != -ENOENT)
@@ -1249,6 +1234,13 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
                 c->results_dir = NULL;
                 return oom(e);
         }
+        return 0;
+}
+
+/* The controller's uid and gid, never one of the egress proxies' range. */
+static int parse_container_ids(Config *c, json_t *root, TfwError *e) {
+        int64_t v;
+        int r;
 
         r = json_get_int_range(root, "container_uid", "container_uid", true, 1, 4294967294, &v,
                                e);
@@ -1265,6 +1257,36 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
                 return r;
         c->container_gid = (gid_t) v;
         r = refuse_egress_id((uint64_t) v, "container_gid", "the controller's group and its files", e);
+        if (r < 0)
+                return r;
+        return 0;
+}
+
+static int config_parse_json(json_t *root, Config *c, TfwError *e) {
+        Given given = {};
+        json_t *rt = NULL, *lim = NULL;
+        int64_t v;
+        int r;
+
+        /* The version first: a file written for a later schema is "unsupported", not a list of
+         * unknown keys. */
+        r = json_get_int_range(root, "version", "version", true, INT64_MIN, INT64_MAX, &v, e);
+        if (r < 0)
+                return r;
+        if (v != 1)
+                return tfw_error(e, EINVAL, "unsupported_version",
+                                 "key 'version': %" PRId64 " is not supported (only 1)", v);
+        c->version = 1;
+
+        r = json_check_keys(root, top_keys, "", e);
+        if (r < 0)
+                return r;
+
+        r = parse_name_and_dirs(c, root, &given, e);
+        if (r < 0)
+                return r;
+
+        r = parse_container_ids(c, root, e);
         if (r < 0)
                 return r;
 

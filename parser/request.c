@@ -140,12 +140,77 @@ static int parse_argv(json_t *obj, const RequestPolicy *p, Request *req, TfwErro
         return 0;
 }
 
+/* The request's id: well-formed, and the one its file is named after (expected_id, if any). */
+static int parse_id(json_t *obj, const char *expected_id, Request *req, TfwError *e) {
+        const char *s;
+        int r;
+
+        r = json_get_string(obj, "id", "id", true, false, &s, e);
+        if (r < 0)
+                return r;
+        if (!request_id_is_valid(s))
+                return tfw_error(e, EBADMSG, "bad_id",
+                                 "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
+        if (expected_id && !streq(s, expected_id))
+                return tfw_error(e, EBADMSG, "id_mismatch",
+                                 "field 'id' is '%s' but the file is named '%s.json'", s,
+                                 expected_id);
+        req->id = strdup(s);
+        if (!req->id)
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        return 0;
+}
+
+/* timeout_seconds: at least 1 and within the policy; the policy's default when absent. */
+static int parse_timeout(json_t *obj, const RequestPolicy *policy, Request *req, TfwError *e) {
+        int64_t x;
+
+        json_t *t = json_object_get(obj, "timeout_seconds");
+        if (t) {
+                if (!json_is_integer(t))
+                        return tfw_error(e, EBADMSG, "bad_type",
+                                         "field 'timeout_seconds' must be an integer");
+                x = json_integer_value(t);
+                if (x < 1)
+                        return tfw_error(e, ERANGE, "out_of_range",
+                                         "field 'timeout_seconds' must be at least 1");
+                if ((uint64_t) x > policy->max_timeout_seconds)
+                        return tfw_error(e, ERANGE, "timeout_above_policy",
+                                         "field 'timeout_seconds' is %" PRId64
+                                         ", the policy allows at most %" PRIu64,
+                                         x, policy->max_timeout_seconds);
+                req->timeout_seconds = (uint64_t) x;
+                req->timeout_explicit = true;
+        } else
+                req->timeout_seconds = policy->default_timeout_seconds;
+        return 0;
+}
+
+/* The agent's reason, optional and bounded. */
+static int parse_reason(json_t *obj, Request *req, TfwError *e) {
+        const char *s;
+        int r;
+
+        r = json_get_string(obj, "reason", "reason", false, false, &s, e);
+        if (r >= 0) {
+                json_t *rv = json_object_get(obj, "reason");
+                if (json_string_length(rv) > REQUEST_REASON_MAX)
+                        return tfw_error(e, E2BIG, "reason_too_large",
+                                         "field 'reason' is longer than %d bytes",
+                                         REQUEST_REASON_MAX);
+                req->reason = strdup(s);
+                if (!req->reason)
+                        return tfw_error(e, ENOMEM, "internal", "out of memory");
+        } else if (r != -ENOENT)
+                return r;
+        return 0;
+}
+
 int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
                          const RequestPolicy *policy, Request **ret, TfwError *e) {
         _cleanup_(json_decrefp) json_t *obj = NULL;
         _cleanup_request_ Request *req = NULL;
         const char *s;
-        int64_t x;
         int r;
 
         if (!policy)
@@ -178,19 +243,9 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
         if (r < 0)
                 return r;
 
-        r = json_get_string(obj, "id", "id", true, false, &s, e);
+        r = parse_id(obj, expected_id, req, e);
         if (r < 0)
                 return r;
-        if (!request_id_is_valid(s))
-                return tfw_error(e, EBADMSG, "bad_id",
-                                 "field 'id' must match ^[a-z0-9][a-z0-9_-]{0,63}$");
-        if (expected_id && !streq(s, expected_id))
-                return tfw_error(e, EBADMSG, "id_mismatch",
-                                 "field 'id' is '%s' but the file is named '%s.json'", s,
-                                 expected_id);
-        req->id = strdup(s);
-        if (!req->id)
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
 
         r = json_get_string(obj, "action_class", "action_class", true, false, &s, e);
         if (r < 0)
@@ -208,36 +263,12 @@ int request_parse_buffer(const char *buf, size_t len, const char *expected_id,
         if (r < 0)
                 return r;
 
-        json_t *t = json_object_get(obj, "timeout_seconds");
-        if (t) {
-                if (!json_is_integer(t))
-                        return tfw_error(e, EBADMSG, "bad_type",
-                                         "field 'timeout_seconds' must be an integer");
-                x = json_integer_value(t);
-                if (x < 1)
-                        return tfw_error(e, ERANGE, "out_of_range",
-                                         "field 'timeout_seconds' must be at least 1");
-                if ((uint64_t) x > policy->max_timeout_seconds)
-                        return tfw_error(e, ERANGE, "timeout_above_policy",
-                                         "field 'timeout_seconds' is %" PRId64
-                                         ", the policy allows at most %" PRIu64,
-                                         x, policy->max_timeout_seconds);
-                req->timeout_seconds = (uint64_t) x;
-                req->timeout_explicit = true;
-        } else
-                req->timeout_seconds = policy->default_timeout_seconds;
+        r = parse_timeout(obj, policy, req, e);
+        if (r < 0)
+                return r;
 
-        r = json_get_string(obj, "reason", "reason", false, false, &s, e);
-        if (r >= 0) {
-                json_t *rv = json_object_get(obj, "reason");
-                if (json_string_length(rv) > REQUEST_REASON_MAX)
-                        return tfw_error(e, E2BIG, "reason_too_large",
-                                         "field 'reason' is longer than %d bytes",
-                                         REQUEST_REASON_MAX);
-                req->reason = strdup(s);
-                if (!req->reason)
-                        return tfw_error(e, ENOMEM, "internal", "out of memory");
-        } else if (r != -ENOENT)
+        r = parse_reason(obj, req, e);
+        if (r < 0)
                 return r;
 
         r = json_get_string(obj, "cwd", "cwd", false, false, &s, e);

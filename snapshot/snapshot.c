@@ -930,6 +930,91 @@ static int walk_known(Walk *w, int src, int dst, unsigned depth, Tree *t) {
 
 static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t);
 
+/* Open the entry src/name as what readdir said it is (kind), never following a symlink; a
+ * rename racing the lookup is retried. The descriptor, or a negative errno. */
+static int open_entry(Walk *w, int src, const char *name, mode_t kind) {
+        int fd;
+
+        for (unsigned attempt = 0;; attempt++) {
+                fd = open_child(w, src, name, S_ISDIR(kind) ? CHILD_DIR_FLAGS : CHILD_FILE_FLAGS);
+                if (fd == -ENOTDIR && S_ISDIR(kind))
+                        /* A directory at readdir time, something else now: open it the
+                         * careful way, which cannot fail with ENOTDIR, and let fstat say what
+                         * it is. */
+                        fd = open_child(w, src, name, CHILD_FILE_FLAGS);
+                /* openat2's scoped lookup ends with a check that the result is still beneath
+                 * the directory: EXDEV when the entry was renamed away while being opened
+                 * (EAGAIN when a rename raced the lookup itself). Look the name up again. */
+                if ((fd == -EXDEV || fd == -EAGAIN) && attempt < OPEN_RETRIES)
+                        continue;
+                break;
+        }
+        return fd;
+}
+
+/* A directory entry opened at fd: its copy (or stream entry), its generation record, the walk
+ * of its entries, and its tree added to t's once its id is known. */
+static int walk_subdir(Walk *w, int fd, int dst, unsigned depth, const char *name, size_t len,
+                       const struct stat *st, Tree *t) {
+        bool stream = w->out_fd >= 0;
+        int r;
+
+        if (!stream && st->st_dev == w->dst_dev && st->st_ino == w->dst_ino)
+                return walk_fail(w, ELOOP, "snapshot_destination",
+                                 "the snapshot is being written inside the workspace, at '%s'");
+        if (depth + 1 > SNAPSHOT_DEPTH_MAX)
+                return too_large(w, "directories nested too deep");
+        mode_t mode = copy_mode(st->st_mode);
+        _cleanup_close_ int child_dst = -EBADF;
+        bool gen_kept = false;
+        if (stream) {
+                r = out_entry(w, SNAPSHOT_STREAM_DIR, name, len, st->st_mode, 0);
+                if (r < 0)
+                        return r;
+        } else {
+                int kept = w->gen ? gen_clear_slot(w, dst, t, name, len, true) : 0;
+                if (kept < 0)
+                        return kept;
+                /* Only root can enter it while it is filled; finish_dir() opens it up. */
+                if (!kept && mkdirat(dst, name, 0700) < 0)
+                        return errno == EEXIST && !w->gen ? 0 : io_error(w, -errno, "create copy");
+                child_dst = openat(dst, name, CHILD_DIR_FLAGS);
+                if (child_dst < 0)
+                        return io_error(w, -errno, "open copy");
+                r = kept ? 0 : set_group(w, child_dst);
+                if (r < 0)
+                        return io_error(w, r, "set owner and mode");
+                gen_kept = kept;
+        }
+        w->dirs++;
+        _cleanup_(tree_freep) Tree *child = calloc(1, sizeof(Tree));
+        if (!child)
+                return io_error(w, -ENOMEM, "allocate");
+        if (w->gen && (r = gen_record_dir(w, t, child, name, len, st, gen_kept)) < 0)
+                return r;
+        r = walk_dir(w, fd, child_dst, depth + 1, child);
+        if (r < 0)
+                return r;
+        if (stream)
+                r = out_tag(w, SNAPSHOT_STREAM_UP);
+        else if ((r = finish_dir(child_dst, mode)) < 0)
+                return io_error(w, r, "set mode");
+        if (r < 0)
+                return r;
+        /* git never records an empty tree: the directory is copied, not named. */
+        if (git_tree_builder_size(&child->b) == 0)
+                return 0;
+        static const uint8_t pending[GIT_OID_SIZE] = {};
+        child->parent = t;
+        child->parent_index = git_tree_builder_size(&t->b);
+        r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, pending);
+        if (r >= 0) {
+                *w->done_tail = TAKE_PTR(child);
+                w->done_tail = &(*w->done_tail)->next;
+        }
+        return r < 0 ? io_error(w, r, "record tree entry") : 0;
+}
+
 /* Handle one directory entry of src (level depth) named name, whose readdir type is dtype.
  * Adds what it copied to tb. */
 static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *name, size_t len,
@@ -960,20 +1045,7 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
         if (w->watch_trusted && S_ISDIR(kind) && (r = gen_try_carry(w, src, depth, name, len, t)) != 0)
                 return MIN(r, 0);
 
-        for (unsigned attempt = 0;; attempt++) {
-                fd = open_child(w, src, name, S_ISDIR(kind) ? CHILD_DIR_FLAGS : CHILD_FILE_FLAGS);
-                if (fd == -ENOTDIR && S_ISDIR(kind))
-                        /* A directory at readdir time, something else now: open it the
-                         * careful way, which cannot fail with ENOTDIR, and let fstat say what
-                         * it is. */
-                        fd = open_child(w, src, name, CHILD_FILE_FLAGS);
-                /* openat2's scoped lookup ends with a check that the result is still beneath
-                 * the directory: EXDEV when the entry was renamed away while being opened
-                 * (EAGAIN when a rename raced the lookup itself). Look the name up again. */
-                if ((fd == -EXDEV || fd == -EAGAIN) && attempt < OPEN_RETRIES)
-                        continue;
-                break;
-        }
+        fd = open_entry(w, src, name, kind);
         switch (fd) {
         case -ELOOP: /* a symlink (now): never followed */
                 w->skipped_symlinks++;
@@ -1003,61 +1075,9 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                         return 0;
         }
 
-        if (S_ISDIR(st.st_mode)) {
-                if (!stream && st.st_dev == w->dst_dev && st.st_ino == w->dst_ino)
-                        return walk_fail(w, ELOOP, "snapshot_destination",
-                                         "the snapshot is being written inside the workspace, at '%s'");
-                if (depth + 1 > SNAPSHOT_DEPTH_MAX)
-                        return too_large(w, "directories nested too deep");
-                mode_t mode = copy_mode(st.st_mode);
-                _cleanup_close_ int child_dst = -EBADF;
-                bool gen_kept = false;
-                if (stream) {
-                        r = out_entry(w, SNAPSHOT_STREAM_DIR, name, len, st.st_mode, 0);
-                        if (r < 0)
-                                return r;
-                } else {
-                        int kept = w->gen ? gen_clear_slot(w, dst, t, name, len, true) : 0;
-                        if (kept < 0)
-                                return kept;
-                        /* Only root can enter it while it is filled; finish_dir() opens it up. */
-                        if (!kept && mkdirat(dst, name, 0700) < 0)
-                                return errno == EEXIST && !w->gen ? 0 : io_error(w, -errno, "create copy");
-                        child_dst = openat(dst, name, CHILD_DIR_FLAGS);
-                        if (child_dst < 0)
-                                return io_error(w, -errno, "open copy");
-                        r = kept ? 0 : set_group(w, child_dst);
-                        if (r < 0)
-                                return io_error(w, r, "set owner and mode");
-                        gen_kept = kept;
-                }
-                w->dirs++;
-                _cleanup_(tree_freep) Tree *child = calloc(1, sizeof(Tree));
-                if (!child)
-                        return io_error(w, -ENOMEM, "allocate");
-                if (w->gen && (r = gen_record_dir(w, t, child, name, len, &st, gen_kept)) < 0)
-                        return r;
-                r = walk_dir(w, fd, child_dst, depth + 1, child);
-                if (r < 0)
-                        return r;
-                if (stream)
-                        r = out_tag(w, SNAPSHOT_STREAM_UP);
-                else if ((r = finish_dir(child_dst, mode)) < 0)
-                        return io_error(w, r, "set mode");
-                if (r < 0)
-                        return r;
-                /* git never records an empty tree: the directory is copied, not named. */
-                if (git_tree_builder_size(&child->b) == 0)
-                        return 0;
-                static const uint8_t pending[GIT_OID_SIZE] = {};
-                child->parent = t;
-                child->parent_index = git_tree_builder_size(&t->b);
-                r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, pending);
-                if (r >= 0) {
-                        *w->done_tail = TAKE_PTR(child);
-                        w->done_tail = &(*w->done_tail)->next;
-                }
-        } else if (S_ISREG(st.st_mode)) {
+        if (S_ISDIR(st.st_mode))
+                return walk_subdir(w, fd, dst, depth, name, len, &st, t);
+        else if (S_ISREG(st.st_mode)) {
                 if (!hardlink_allowed(w, &st))
                         return walk_fail(w, ENOTSUP, "snapshot_special_file",
                                          "workspace entry '%s' is a hard link to a file owned by uid %u that the workspace owner may not read",
@@ -1071,8 +1091,6 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                 return MIN(r, 0);
         } else
                 return special_file(w, st.st_mode);
-
-        return r < 0 ? io_error(w, r, "record tree entry") : 0;
 }
 
 /* Copy the directory open at src into dst, recording its entries in t. */

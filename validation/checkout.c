@@ -81,6 +81,72 @@ static int blob_status_error(long status, const char *path, TfwError *e) {
         return tfw_error(e, EIO, "server", "the server answered HTTP %ld for blob of '%s'", status, path);
 }
 
+/* A symlink's target downloaded into memory (*target, checked once every target is known),
+ * bounded in total (*held) and hash-checked. */
+static int fetch_symlink(Http *http, const char *url, const VManifestEntry *en, const char *hex, uint64_t *budget,
+                         uint64_t *held, char **target, CheckoutSummary *sum, TfwError *e) {
+        uint8_t oid[GIT_OID_SIZE];
+        uint64_t size = 0;
+        long status = 0;
+        char *mem = NULL;
+        size_t ml = 0;
+
+        int r = http_get_blob(http, url, -1, &mem, &ml, budget, oid, &size, &status, e);
+        if (r < 0)
+                return r;
+        if (status != 200) {
+                free(mem);
+                return blob_status_error(status, en->path, e);
+        }
+        *target = mem;
+        *held += ml;
+        if (*held > VMANIFEST_SYMLINK_BYTES_MAX)
+                return tfw_error(e, E2BIG, "too_large",
+                                 "symlink '%s': the tree's symlink targets pass %u MiB, the most held "
+                                 "while they are checked", en->path, VMANIFEST_SYMLINK_BYTES_MAX >> 20);
+        if (memcmp(oid, en->blob, GIT_OID_SIZE) != 0)
+                return tfw_error(e, EBADMSG, "blob_mismatch",
+                                 "the blob served for symlink '%s' does not hash to %s", en->path, hex);
+        if (ml == 0 || ml >= PATH_MAX || memchr(mem, 0, ml))
+                return tfw_error(e, EBADMSG, "bad_symlink",
+                                 "symlink '%s' has an empty, overlong or NUL-containing target", en->path);
+        sum->bytes += size;
+        sum->download_bytes += size;
+        sum->downloaded++;
+        return 0;
+}
+
+/* A file created below pfd (root's, the group's, its mode) and its blob downloaded into it,
+ * hash-checked on the way. */
+static int fetch_file(Http *http, const char *url, const VManifestEntry *en, const char *hex, int pfd, gid_t group,
+                      uint64_t *budget, CheckoutSummary *sum, TfwError *e) {
+        uint8_t oid[GIT_OID_SIZE];
+        uint64_t size = 0;
+        long status = 0;
+
+        const char *name = strrchr(en->path, '/');
+        name = name ? name + 1 : en->path;
+        mode_t mode = en->mode == GIT_MODE_EXECUTABLE ? 0750 : 0640;
+        _cleanup_close_ int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0)
+                return tfw_error(e, errno, "checkout_io", "cannot create '%s': %m", en->path);
+        if (fchown(fd, 0, group) < 0 || fchmod(fd, mode) < 0)
+                return tfw_error(e, errno, "checkout_io", "cannot set the owner of '%s': %m", en->path);
+        int r = http_get_blob(http, url, fd, NULL, NULL, budget, oid, &size, &status, e);
+        if (r < 0)
+                return r;
+        if (status != 200)
+                return blob_status_error(status, en->path, e);
+        if (memcmp(oid, en->blob, GIT_OID_SIZE) != 0)
+                return tfw_error(e, EBADMSG, "blob_mismatch", "the blob served for '%s' does not hash to %s",
+                                 en->path, hex);
+        sum->bytes += size;
+        sum->download_bytes += size;
+        sum->files++;
+        sum->downloaded++;
+        return 0;
+}
+
 /* Download, verify and write every entry of m that keep does not mark (NULL: every one) below
  * dir_fd; a kept symlink's target is already in targets[i]. Then the symlinks, once every
  * target is known to stay inside. */
@@ -99,9 +165,6 @@ static int materialise(Http *http, const char *repo, const VManifest *m, int dir
         for (size_t i = 0; i < m->n_entries; i++) {
                 const VManifestEntry *en = &m->entries[i];
                 char hex[GIT_OID_HEX_SIZE];
-                uint8_t oid[GIT_OID_SIZE];
-                uint64_t size = 0;
-                long status = 0;
 
                 if (keep && keep[i])
                         continue;
@@ -109,37 +172,9 @@ static int materialise(Http *http, const char *repo, const VManifest *m, int dir
                 snprintf(url, sizeof(url), "/v1/repos/%s/blobs/%s", repo, hex);
 
                 if (en->mode == GIT_MODE_SYMLINK) {
-                        char *mem = NULL;
-                        size_t ml = 0;
-                        r = http_get_blob(http, url, -1, &mem, &ml, &budget, oid, &size, &status, e);
+                        r = fetch_symlink(http, url, en, hex, &budget, &held, &targets[i], &sum, e);
                         if (r < 0)
                                 goto out;
-                        if (status != 200) {
-                                free(mem);
-                                r = blob_status_error(status, en->path, e);
-                                goto out;
-                        }
-                        targets[i] = mem;
-                        held += ml;
-                        if (held > VMANIFEST_SYMLINK_BYTES_MAX) {
-                                r = tfw_error(e, E2BIG, "too_large",
-                                              "symlink '%s': the tree's symlink targets pass %u MiB, the most held "
-                                              "while they are checked", en->path, VMANIFEST_SYMLINK_BYTES_MAX >> 20);
-                                goto out;
-                        }
-                        if (memcmp(oid, en->blob, GIT_OID_SIZE) != 0) {
-                                r = tfw_error(e, EBADMSG, "blob_mismatch",
-                                              "the blob served for symlink '%s' does not hash to %s", en->path, hex);
-                                goto out;
-                        }
-                        if (ml == 0 || ml >= PATH_MAX || memchr(mem, 0, ml)) {
-                                r = tfw_error(e, EBADMSG, "bad_symlink",
-                                              "symlink '%s' has an empty, overlong or NUL-containing target", en->path);
-                                goto out;
-                        }
-                        sum.bytes += size;
-                        sum.download_bytes += size;
-                        sum.downloaded++;
                         continue;
                 }
 
@@ -148,34 +183,9 @@ static int materialise(Http *http, const char *repo, const VManifest *m, int dir
                         r = pfd;
                         goto out;
                 }
-                const char *name = strrchr(en->path, '/');
-                name = name ? name + 1 : en->path;
-                mode_t mode = en->mode == GIT_MODE_EXECUTABLE ? 0750 : 0640;
-                _cleanup_close_ int fd = openat(pfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-                if (fd < 0) {
-                        r = tfw_error(e, errno, "checkout_io", "cannot create '%s': %m", en->path);
-                        goto out;
-                }
-                if (fchown(fd, 0, group) < 0 || fchmod(fd, mode) < 0) {
-                        r = tfw_error(e, errno, "checkout_io", "cannot set the owner of '%s': %m", en->path);
-                        goto out;
-                }
-                r = http_get_blob(http, url, fd, NULL, NULL, &budget, oid, &size, &status, e);
+                r = fetch_file(http, url, en, hex, pfd, group, &budget, &sum, e);
                 if (r < 0)
                         goto out;
-                if (status != 200) {
-                        r = blob_status_error(status, en->path, e);
-                        goto out;
-                }
-                if (memcmp(oid, en->blob, GIT_OID_SIZE) != 0) {
-                        r = tfw_error(e, EBADMSG, "blob_mismatch", "the blob served for '%s' does not hash to %s",
-                                      en->path, hex);
-                        goto out;
-                }
-                sum.bytes += size;
-                sum.download_bytes += size;
-                sum.files++;
-                sum.downloaded++;
         }
 
         r = vmanifest_check_symlinks(m, targets, e);

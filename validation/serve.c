@@ -1209,30 +1209,8 @@ static void *lane_main(void *arg) {
         return NULL;
 }
 
-int serve_run(ServeOptions *o, const char *token, TfwError *e) {
-        Serve *s = calloc(1, sizeof(*s));
-        Lane *lanes = NULL;
-        long n_lanes = 0;
-        sigset_t mask;
-        int ret = 0, state_fd = -EBADF;
-
-        if (!s)
-                return tfw_error(e, ENOMEM, "oom", "out of memory");
-        the_serve = s;
-        s->scratch_fd = -EBADF;
-        s->lock_fd = -EBADF;
-        s->o = *o;
-        s->token = token;
-        pthread_mutex_init(&s->lock, NULL);
-        pthread_cond_init(&s->cond, NULL);
-        if (serve_walls_load(&s->o, &s->walls, e) < 0) {
-                ret = -EINVAL;
-                goto out;
-        }
-        if (geteuid() != 0) {
-                ret = tfw_error(e, EPERM, "not_root", "the %s sandbox needs root", s->o.sandbox);
-                goto out;
-        }
+/* The warnings of walls that start but give less than they seem to (network, mounts). */
+static void serve_warn_walls(Serve *s) {
         if (s->o.allow_network && !s->o.n_allow_hosts)
                 say(LOG_WARNING, "serve: --allow-network without --allow-host: there is no network to give, and a policy "
                             "asking for network fails as this worker's fault");
@@ -1247,56 +1225,52 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         if (streq(s->o.sandbox, "runsc") && !s->o.system_mounts_identity && !s->o.no_system_mounts)
                 say(LOG_WARNING, "serve: the system mounts carry no identity (--system-mounts-identity): the environment "
                             "digest records only their host paths");
-        /* By descriptor from "/", every ancestor root's alone (common/root-dir.h), and the
-         * directory itself writable by root only: the worker makes its scratch, runsc root and
-         * lock there. */
-        state_fd = root_dir_open("--state-dir", s->o.state_dir, true, 0, 0, 0700, NULL, e);
-        if (state_fd < 0) {
-                ret = state_fd;
-                goto out;
-        }
+}
+
+/* The state directory checked (root's, private), locked against another worker, its scratch/
+ * and runsc/ made and opened by descriptor. */
+static int serve_prepare_state(Serve *s, int state_fd, TfwError *e) {
         struct stat sst;
         if (fstat(state_fd, &sst) < 0 || !root_dir_is_private(sst.st_uid, sst.st_mode)) {
-                ret = tfw_error(e, EPERM, "state_dir", "--state-dir '%s' must be root's and writable by root only",
-                                s->o.state_dir);
-                goto out;
+                return tfw_error(e, EPERM, "state_dir", "--state-dir '%s' must be root's and writable by root only",
+                                 s->o.state_dir);
         }
         /* Before the start-up cleanup: it would remove another worker's running containers. */
         if (lock_state_dir(s, state_fd, e) < 0) {
-                ret = -EBUSY;
-                goto out;
+                return -EBUSY;
         }
         if (path_join_buf(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
             path_join_buf(s->runsc_root, sizeof(s->runsc_root), s->o.state_dir, "runsc") < 0) {
-                ret = tfw_error(e, ENAMETOOLONG, "state_dir", "--state-dir '%s' is too long", s->o.state_dir);
-                goto out;
+                return tfw_error(e, ENAMETOOLONG, "state_dir", "--state-dir '%s' is too long", s->o.state_dir);
         }
         for (int i = 0; i < 2; i++) { /* scratch/ and runsc/, made and opened by descriptor */
                 const char *sub = i == 0 ? "scratch" : "runsc";
                 int fd = mkdirat(state_fd, sub, 0700) < 0 && errno != EEXIST ? -errno : open_dir_at(state_fd, sub);
                 if (fd < 0) {
-                        ret = tfw_error(e, -fd, "state_dir", "cannot open '%s/%s': %s", s->o.state_dir, sub,
-                                        strerror(-fd));
-                        goto out;
+                        return tfw_error(e, -fd, "state_dir", "cannot open '%s/%s': %s", s->o.state_dir, sub,
+                                         strerror(-fd));
                 }
                 if (i == 0)
                         s->scratch_fd = fd;
                 else
                         safe_close(fd);
         }
+        return 0;
+}
+
+/* The init found, the sandbox checked (the engines: the runtime and the image), what a
+ * previous run left removed, libcurl ready. */
+static int serve_start_sandbox(Serve *s, TfwError *e) {
         if (capsule_find_init(s->init_path, sizeof(s->init_path), e) < 0) {
-                ret = -ENOENT;
-                goto out;
+                return -ENOENT;
         }
         /* The sandbox answers (the engines: know the runtime and hold the image), or no start. */
         if (capsule_driver_init(&s->driver, s->walls.config, s->runsc_root, s->o.engine_runtime, e) < 0) {
                 tfw_error_prefix(e, "sandbox unavailable: ");
-                ret = -ENOENT;
-                goto out;
+                return -ENOENT;
         }
         if (!s->driver.ops->check(&s->driver, check_line, e)) {
-                ret = -ENOENT;
-                goto out;
+                return -ENOENT;
         }
         s->driver.ops->version(&s->driver, s->runtime_version, sizeof(s->runtime_version));
         unsigned removed = 0;
@@ -1307,22 +1281,13 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 say(LOG_NOTICE, "serve: removed %u container(s) left by a previous run", removed);
         if (http_global_init(e) < 0) {
                 tfw_error_prefix(e, "libcurl cannot be initialised: ");
-                ret = -EIO;
-                goto out;
+                return -EIO;
         }
+        return 0;
+}
 
-        /* Signals are taken synchronously by this thread; every other thread blocks them. */
-        sigemptyset(&mask);
-        sigaddset(&mask, SIGTERM);
-        sigaddset(&mask, SIGINT);
-        pthread_sigmask(SIG_BLOCK, &mask, NULL);
-
-        lanes = calloc((size_t) s->o.concurrency, sizeof(Lane));
-        if (!lanes) {
-                ret = tfw_error(e, ENOMEM, "oom", "out of memory");
-                goto out;
-        }
-        n_lanes = s->o.concurrency;
+/* Each lane's label, lock, cancellation and HTTP client, then its thread. */
+static int lanes_start(Serve *s, Lane *lanes, long n_lanes, TfwError *e) {
         for (long i = 0; i < n_lanes; i++) {
                 Lane *l = &lanes[i];
                 l->s = s;
@@ -1336,8 +1301,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 exec_cancel_init(&l->cancel);
                 if (http_new(s->o.server, s->token, s->o.client_timeout_secs, &l->http, e) < 0 ||
                     http_set_unix_socket(l->http, s->o.server_socket) < 0) {
-                        ret = e->message[0] ? -EIO : tfw_error(e, EINVAL, "server_socket", "--server-socket cannot be used");
-                        goto out;
+                        return e->message[0] ? -EIO : tfw_error(e, EINVAL, "server_socket", "--server-socket cannot be used");
                 }
         }
         say(LOG_INFO, "serve: %ld lane(s) as '%s' claiming from %s", n_lanes, s->o.label, s->o.server);
@@ -1352,7 +1316,12 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                 }
                 lanes[i].started = true;
         }
+        return 0;
+}
 
+/* Until every lane has ended: the watchdog fed, a first signal finishes the running checks, a
+ * second stops them; the lanes not stopped within the grace: ETIMEDOUT, s still in use. */
+static int serve_wait(Serve *s, Lane *lanes, long n_lanes, sigset_t *mask, TfwError *e) {
         /* Wait for signals or for every lane to end (fatal). A lane is joined once: its thread
          * handle means nothing after that. */
         struct timespec poll_ts = {.tv_sec = 1};
@@ -1381,7 +1350,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                         lanes_teardown_before_exit(lanes, n_lanes);
                         return tfw_error(e, ETIMEDOUT, "shutdown", "lanes did not stop within --shutdown-grace-secs");
                 }
-                int sig = sigtimedwait(&mask, NULL, &poll_ts);
+                int sig = sigtimedwait(mask, NULL, &poll_ts);
                 if (sig <= 0)
                         continue;
                 if (atomic_load(&s->stopping) < 1) {
@@ -1409,6 +1378,69 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
                         }
                 }
         }
+        return 0;
+}
+
+int serve_run(ServeOptions *o, const char *token, TfwError *e) {
+        Serve *s = calloc(1, sizeof(*s));
+        Lane *lanes = NULL;
+        long n_lanes = 0;
+        sigset_t mask;
+        int ret = 0, state_fd = -EBADF;
+
+        if (!s)
+                return tfw_error(e, ENOMEM, "oom", "out of memory");
+        the_serve = s;
+        s->scratch_fd = -EBADF;
+        s->lock_fd = -EBADF;
+        s->o = *o;
+        s->token = token;
+        pthread_mutex_init(&s->lock, NULL);
+        pthread_cond_init(&s->cond, NULL);
+        if (serve_walls_load(&s->o, &s->walls, e) < 0) {
+                ret = -EINVAL;
+                goto out;
+        }
+        if (geteuid() != 0) {
+                ret = tfw_error(e, EPERM, "not_root", "the %s sandbox needs root", s->o.sandbox);
+                goto out;
+        }
+        serve_warn_walls(s);
+        /* By descriptor from "/", every ancestor root's alone (common/root-dir.h), and the
+         * directory itself writable by root only: the worker makes its scratch, runsc root and
+         * lock there. */
+        state_fd = root_dir_open("--state-dir", s->o.state_dir, true, 0, 0, 0700, NULL, e);
+        if (state_fd < 0) {
+                ret = state_fd;
+                goto out;
+        }
+        ret = serve_prepare_state(s, state_fd, e);
+        if (ret < 0)
+                goto out;
+        ret = serve_start_sandbox(s, e);
+        if (ret < 0)
+                goto out;
+
+        /* Signals are taken synchronously by this thread; every other thread blocks them. */
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGINT);
+        pthread_sigmask(SIG_BLOCK, &mask, NULL);
+
+        lanes = calloc((size_t) s->o.concurrency, sizeof(Lane));
+        if (!lanes) {
+                ret = tfw_error(e, ENOMEM, "oom", "out of memory");
+                goto out;
+        }
+        n_lanes = s->o.concurrency;
+        ret = lanes_start(s, lanes, n_lanes, e);
+        if (ret < 0)
+                goto out;
+
+        /* Only when the lanes did not stop in time: they still use s, left to the process's end. */
+        ret = serve_wait(s, lanes, n_lanes, &mask, e);
+        if (ret < 0)
+                return ret;
         if (atomic_load(&s->fatal))
                 ret = tfw_error(e, EIO, "fatal", "%s", s->fatal_message);
 out:

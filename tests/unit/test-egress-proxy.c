@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* tentaflake-egress-proxy (capsule/proxy/, capsule/egress-wire.h) run the way the worker runs
+/* tentaflake-egress-proxy (egress-proxy/, capsule/egress-wire.h) run the way the worker runs
  * it: its streams are socketpairs, its records a pipe at a fixed fd, the upstreams loopback
  * servers in threads of this test. Each case asserts what the job reads on its stream and the
  * record line the proxy wrote. As root the whole set runs twice, on an id the worker's own
@@ -35,7 +35,7 @@
 #include "common/time-util.h"
 #include "parser/config.h"
 #include "parser/egress-request.h"
-#include "capsule/proxy/proxy-internal.h"
+#include "egress-proxy/proxy-internal.h"
 #include "tests/unit/lib/tfw-test.h"
 
 extern char **environ;

@@ -61,7 +61,7 @@ check "the units' Documentation= names the installed docs" \
         "$p/lib/systemd/system/tentaflake-worker@.service"
 
 # 2. PREFIX=/usr after it: the sources naming TFW_LIBEXECDIR, and only those, are recompiled
-want=$(grep -l TFW_LIBEXECDIR common/*.c parser/*.c snapshot/*.c capsule/*.c capsule/init/*.c artifacts/*.c \
+want=$(grep -l TFW_LIBEXECDIR common/*.c parser/*.c snapshot/*.c capsule/*.c capsule-init/*.c artifacts/*.c \
         exec/*.c orchestrator/*.c approve/*.c validation/*.c controller/*.c cli/*.c 2>/dev/null | sort)
 if ! mk install PREFIX=/usr DESTDIR="$tmp/r2" >"$tmp/i2.log" 2>&1; then bad "make install PREFIX=/usr:"; cat "$tmp/i2.log"; fi
 check "make install PREFIX=/usr recompiles what names TFW_LIBEXECDIR (got: $(compiled "$tmp/i2.log" | tr '\n' ' '); want: $(echo $want))" \

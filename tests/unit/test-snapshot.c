@@ -142,7 +142,7 @@ static SnapshotLimits default_limits(void) {
 
 /* The passes of the suite in stream mode run the same fixtures through snapshot_stream(): a
  * thread reads the whole stream into memory, and a receiver written like the capsule's init
- * (capsule/init/capsule-init.c) makes <tmp>/out/<name> from it when it ends with 'E', so every
+ * (capsule-init/capsule-init.c) makes <tmp>/out/<name> from it when it ends with 'E', so every
  * check of the copy (its bytes, its git tree id, no secret in it) applies to what a capsule
  * would get. */
 static bool stream_mode;

@@ -17,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 #include "capsule/layer-diff.h"
 #include "common/fd-util.h"
 #include "common/path-util.h"

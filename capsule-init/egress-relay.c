@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 #include "capsule/protocol.h"
 
 /* Downloads are read from the stream in chunks as large as its buffers let gVisor take them

@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "capsule/egress-wire.h"
-#include "capsule/proxy/proxy-internal.h"
+#include "egress-proxy/proxy-internal.h"
 #include "common/macro.h"
 #include "common/time-util.h"
 #include "parser/egress-allow.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 
 int control_fd = -1;
 

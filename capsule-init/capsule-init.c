@@ -51,7 +51,7 @@
 #include <unistd.h>
 
 #include "capsule/init-drop.h"
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "snapshot/stream.h"
@@ -755,6 +755,75 @@ static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool arti
                 (void) write_all(STDERR_FILENO, buf, (size_t) n);
 }
 
+/* A warm capsule's job: every wall is in place; this waits, with no job process, until the
+ * worker gives the job (or ends the capsule), then answers it. */
+static int take_warm_job(char ***ret_argv) {
+        char **job_env = NULL;
+        int r = read_job_record(ret_argv, &job_env);
+        if (r < 0) {
+                (void) close_input();
+                return -EIO;
+        }
+        environ = job_env;
+        /* Unanswered, the worker takes the job for never started and may run it
+         * elsewhere: nothing of it may start here then. */
+        if (write_job_ack() < 0)
+                return -EIO;
+        return 0;
+}
+
+/* The input records (bounds, cache, cwd, changes), the layer taken, /work written from the
+ * input; the channel kept for the stop records. *ret_layer_error: the layer's failure, if any. */
+static int read_input(bool layer, uid_t job_uid, gid_t job_gid, int *ret_layer_error) {
+        int r;
+
+        uint8_t kind = 0;
+        r = in_read(&kind, 1);
+        if (r >= 0)
+                r = read_bounds_record(&kind);
+        if (r >= 0)
+                r = read_cache_record(&kind);
+        if (r >= 0)
+                r = read_cwd_record(&kind);
+        if (r >= 0)
+                r = read_changes_record(&kind);
+        int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
+        *ret_layer_error = lr;
+        if (lr < 0)
+                r = lr;
+        else if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
+                r = receive_stream();
+        else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
+                r = copy_snapshot();
+        else if (r >= 0 && kind == CAPSULE_INPUT_BOUND)
+                r = 0; /* a generation is /work already (the layer holds the job's writes) */
+        else
+                r = -ECANCELED;
+        /* The channel stays ours for the host's stop records once the input was read whole (not
+         * after a cut one: the host may still be writing it). */
+        if (r >= 0)
+                control_fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+        int cr = close_input();
+        if (r >= 0 && cr < 0)
+                r = cr;
+        return r;
+}
+
+/* The status init reports for the job it ran, and the signal that ended it (*ret_sig). */
+static int job_exit_code(const JobOutcome *o, int *ret_sig) {
+        if (streq(o->init_error, CAPSULE_INIT_ERROR_SPAWN))
+                return CAPSULE_EXIT_INIT_FAILED;
+        else if (streq(o->init_error, CAPSULE_INIT_ERROR_EXEC))
+                return o->error == ENOENT ? CAPSULE_EXIT_NOT_FOUND : CAPSULE_EXIT_CANNOT_EXEC;
+        else if (WIFEXITED(o->wstatus))
+                return WEXITSTATUS(o->wstatus);
+        else if (WIFSIGNALED(o->wstatus)) {
+                *ret_sig = WTERMSIG(o->wstatus);
+                return 128 + *ret_sig;
+        } else
+                return CAPSULE_EXIT_INIT_FAILED;
+}
+
 int main(int argc, char **argv) {
         JobOutcome o = { .init_error = CAPSULE_INIT_ERROR_NONE };
         int exit_code = 0, sig = 0, r;
@@ -803,50 +872,11 @@ int main(int argc, char **argv) {
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         char **job_argv = argv + 2;
-        if (warm) {
-                /* Every wall is in place; this waits, with no job process, until the worker
-                 * gives the job (or ends the capsule). */
-                char **job_env = NULL;
-                r = read_job_record(&job_argv, &job_env);
-                if (r < 0) {
-                        (void) close_input();
-                        return CAPSULE_EXIT_INIT_FAILED;
-                }
-                environ = job_env;
-                /* Unanswered, the worker takes the job for never started and may run it
-                 * elsewhere: nothing of it may start here then. */
-                if (write_job_ack() < 0)
-                        return CAPSULE_EXIT_INIT_FAILED;
-        }
+        if (warm && take_warm_job(&job_argv) < 0)
+                return CAPSULE_EXIT_INIT_FAILED;
 
-        uint8_t kind = 0;
-        r = in_read(&kind, 1);
-        if (r >= 0)
-                r = read_bounds_record(&kind);
-        if (r >= 0)
-                r = read_cache_record(&kind);
-        if (r >= 0)
-                r = read_cwd_record(&kind);
-        if (r >= 0)
-                r = read_changes_record(&kind);
-        int lr = r >= 0 ? take_layer(layer, kind, job_uid, job_gid) : 0;
-        if (lr < 0)
-                r = lr;
-        else if (r >= 0 && kind == CAPSULE_INPUT_STREAM)
-                r = receive_stream();
-        else if (r >= 0 && kind == CAPSULE_INPUT_MOUNTED)
-                r = copy_snapshot();
-        else if (r >= 0 && kind == CAPSULE_INPUT_BOUND)
-                r = 0; /* a generation is /work already (the layer holds the job's writes) */
-        else
-                r = -ECANCELED;
-        /* The channel stays ours for the host's stop records once the input was read whole (not
-         * after a cut one: the host may still be writing it). */
-        if (r >= 0)
-                control_fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
-        int cr = close_input();
-        if (r >= 0 && cr < 0)
-                r = cr;
+        int lr = 0;
+        r = read_input(layer, job_uid, job_gid, &lr);
         if (lr < 0) {
                 o.init_error = CAPSULE_INIT_ERROR_LAYER;
                 o.error = -lr;
@@ -873,18 +903,7 @@ int main(int argc, char **argv) {
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else {
                 run_job(job_argv, &o);
-                if (streq(o.init_error, CAPSULE_INIT_ERROR_SPAWN))
-                        exit_code = CAPSULE_EXIT_INIT_FAILED;
-                else if (streq(o.init_error, CAPSULE_INIT_ERROR_EXEC))
-                        exit_code = o.error == ENOENT ? CAPSULE_EXIT_NOT_FOUND
-                                                      : CAPSULE_EXIT_CANNOT_EXEC;
-                else if (WIFEXITED(o.wstatus))
-                        exit_code = WEXITSTATUS(o.wstatus);
-                else if (WIFSIGNALED(o.wstatus)) {
-                        sig = WTERMSIG(o.wstatus);
-                        exit_code = 128 + sig;
-                } else
-                        exit_code = CAPSULE_EXIT_INIT_FAILED;
+                exit_code = job_exit_code(&o, &sig);
         }
 
         /* Root never reaches the outputs: a layer that failed left init root, and it gives

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What the egress proxy's two files share (capsule/proxy/, capsule/egress-wire.h): the
+/* What the egress proxy's two files share (egress-proxy/, capsule/egress-wire.h): the
  * process-wide state every connection thread reads (the command line, the host's own
  * addresses, the job's two byte budgets, the stop signal) and the records writer.
  * egress-proxy.c sets it all up before the first stream byte is read and owns the threads;

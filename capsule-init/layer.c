@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "capsule/init-drop.h"
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 
 /* name (an upper directory) on the layer's tmpfs, with the mode, owner and times of lower's
  * root (the overlay's root shows its upper's): mode first, while root still owns it. */

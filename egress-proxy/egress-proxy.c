@@ -37,7 +37,7 @@
 
 #include "capsule/egress-wire.h"
 #include "capsule/protocol.h"
-#include "capsule/proxy/proxy-internal.h"
+#include "egress-proxy/proxy-internal.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/time-util.h"

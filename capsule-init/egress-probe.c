@@ -22,7 +22,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "capsule/init/init-internal.h"
+#include "capsule-init/init-internal.h"
 #include "capsule/protocol.h"
 
 #define PROBE_TIMEOUT_MS 10000
