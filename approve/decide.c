@@ -134,7 +134,7 @@ int decide_approve(Worker *w, const char *id, const char *expect_sha256, const c
         /* Still under the lock: once it is released the daemon may start and even finish
          * the job, and a "queued" state file written afterwards would outlive its result. */
         if (r >= 0)
-                (void) publish_state(&w->dirs, w->config->container_gid, id, STATE_QUEUED, rec.updated_at, NULL);
+                (void) publish_state(&w->dirs, w->config->container_gid, &rec, rec.updated_at, NULL);
 out:
         store_unlock(lock);
         if (r < 0)

@@ -19,6 +19,7 @@
 #include "parser/request.h"
 
 #define ID_WIDTH 29 /* the ids submit makes */
+#define STATE_JSON_MAX (1 << 20) /* a state file: its argv is bounded by the request's size */
 
 /* A word with every byte a terminal could act on as '?': control characters (C0, DEL, and C1
  * as UTF-8), and every byte from 0x80 of a word that is not valid UTF-8. */
@@ -245,11 +246,15 @@ static int list_results(int results_fd, Rows *active, Rows *recent) {
                         if (faccessat(results_fd, path, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                                 continue;
                         snprintf(path + idlen, sizeof(path) - idlen, "%s", suffix);
-                        if (load_bounded(results_fd, path, 4096, &j) < 0 || !(st = jstr(j, "state")) ||
+                        char cmd[CONTROLLER_COMMAND_SHORT + 1];
+                        if (load_bounded(results_fd, path, STATE_JSON_MAX, &j) < 0 || !(st = jstr(j, "state")) ||
                             !(streq(st, "pending") || streq(st, "queued") || streq(st, "running")))
                                 continue;
-                        r = rows_add(active, json_pack("{s:s, s:s, s:O}", "id", id, "state", st, "since",
-                                                       json_object_get(j, "since") ?: json_null()));
+                        /* The class and argv of a worker older than both are null: shown as "-". */
+                        r = rows_add(active, json_pack("{s:s, s:s, s:O, s:O, s:s}", "id", id, "state", st, "since",
+                                                       json_object_get(j, "since") ?: json_null(), "action_class",
+                                                       json_object_get(j, "action_class") ?: json_null(), "command",
+                                                       controller_command_short(json_object_get(j, "argv"), cmd, sizeof(cmd))));
                 } else if (!state_file) {
                         ControllerStatus cs;
                         if (controller_status(results_fd, id, 0, false, &cs) < 0)
@@ -322,7 +327,8 @@ void controller_list_print(const json_t *l, const char *results_dir, FILE *out) 
                 print_row(out, width, jstr(row, "id"), "inbox", "-", jstr(row, "action_class"), jstr(row, "since"),
                           jstr(row, "command"));
         json_array_foreach(json_object_get(l, "active"), i, row)
-                print_row(out, width, jstr(row, "id"), jstr(row, "state"), "-", NULL, jstr(row, "since"), NULL);
+                print_row(out, width, jstr(row, "id"), jstr(row, "state"), "-", jstr(row, "action_class"),
+                          jstr(row, "since"), jstr(row, "command"));
         json_array_foreach(json_object_get(l, "recent"), i, row) {
                 char exit[24] = "-";
                 json_t *code = json_object_get(row, "exit_code"), *sig = json_object_get(row, "signal");

@@ -31,7 +31,7 @@
 const char *controller_command_short(const json_t *argv, char *buf, size_t size);
 
 /* {"inbox": [{"id","state":"inbox","since","action_class","command"}], "active": [{"id",
- * "state","since"}], "recent": [{"id","status","exit_code","signal","action_class","command",
+ * "state","since","action_class","command"}], "recent": [{"id","status","exit_code","signal","action_class","command",
  * "submitted_at","finished_at"}], "recent_more": N (results not listed), "inbox_other": N
  * (inbox entries no request can be)}: inbox and active ones oldest first, recent ones newest
  * first, at most max_recent. Needs s->results_fd. */

@@ -309,7 +309,7 @@ static int capture_announce(Worker *w, const Request *req, RequestRecord *rec, A
                 worker_say(w, LOG_NOTICE, "request '%s': rejected (forbidden): %s", req->id, msg);
                 *ret = CAPTURE_REJECTED;
         } else {
-                r = publish_state(&w->dirs, w->config->container_gid, req->id, rec->state, rec->submitted_at, e);
+                r = publish_state(&w->dirs, w->config->container_gid, rec, rec->submitted_at, e);
                 if (r < 0)
                         return r;
                 _cleanup_(json_decrefp) json_t *g = json_pack("{s:s, s:s, s:s?}", "id", req->id, "action_class",

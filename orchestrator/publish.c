@@ -15,16 +15,33 @@
 #define LIVE_SUFFIX ".live.log"
 #define RESULT_JSON_MAX (1 << 20)
 
-int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState state,
-                  usec_t since, TfwError *e) {
+/* The captured request's argv (its bytes were checked at capture), or NULL when it cannot be read:
+ * the state file is a hint and goes without it rather than not at all. */
+static json_t *captured_argv(const WorkerDirs *d, const char *id) {
+        _cleanup_close_ int dfd = open_dir_at(d->requests_fd, id);
+        _cleanup_close_ int fd = dfd < 0 ? -EBADF : openat(dfd, "request.json", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        if (fd < 0 || read_full_fd_bounded(fd, RESULT_JSON_MAX, &buf, &n) < 0)
+                return NULL;
+        _cleanup_(json_decrefp) json_t *j = json_loadb(buf, n, JSON_REJECT_DUPLICATES, NULL);
+        json_t *argv = json_object_get(j, "argv");
+        return json_is_array(argv) ? json_incref(argv) : NULL;
+}
+
+int publish_state(const WorkerDirs *d, gid_t gid, const RequestRecord *rec, usec_t since, TfwError *e) {
         char name[REQUEST_ID_MAX + sizeof(STATE_SUFFIX)], ts[RFC3339_MAX];
         _cleanup_(json_decrefp) json_t *j = NULL;
         _cleanup_free_ char *s = NULL;
         int r;
 
-        snprintf(name, sizeof(name), "%s" STATE_SUFFIX, id);
-        j = json_pack("{s:s, s:s, s:s}", "id", id, "state", request_state_to_string(state), "since",
-                      format_rfc3339(since, ts));
+        snprintf(name, sizeof(name), "%s" STATE_SUFFIX, rec->id);
+        /* The class and the command too, so that the controller's own list names what each of
+         * its requests is once the inbox no longer holds it. */
+        j = json_pack("{s:s, s:s, s:s, s:s?, s:o*}", "id", rec->id, "state", request_state_to_string(rec->state),
+                      "since", format_rfc3339(since, ts), "action_class",
+                      rec->action_class >= 0 ? action_class_to_string(rec->action_class) : NULL, "argv",
+                      captured_argv(d, rec->id));
         s = j ? json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
         if (!s)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");

@@ -23,9 +23,9 @@
 #include "orchestrator/dirs.h"
 #include "orchestrator/store.h"
 
-/* Write <id>.state.json {"id","state","since"}. */
-int publish_state(const WorkerDirs *d, gid_t gid, const char *id, RequestState state,
-                  usec_t since, TfwError *e);
+/* Write <id>.state.json {"id","state","since","action_class","argv"} for the record's state
+ * (argv from the captured request, left out when it cannot be read). */
+int publish_state(const WorkerDirs *d, gid_t gid, const RequestRecord *rec, usec_t since, TfwError *e);
 
 /* Create <id>.live.log afresh (removing one a crash left) and return its fd, open for
  * appending (capsule/log-live.h). */

@@ -55,8 +55,7 @@ int recover_at_start(Worker *w, TfwError *e) {
                         r = recover_finish_unpublished(w, rec, rec->status[0] ? rec->status : "error", "result_lost",
                                                        "the worker stopped before this result was published", e);
                 } else if (rec->state == STATE_PENDING || rec->state == STATE_QUEUED) {
-                        r = publish_state(&w->dirs, w->config->container_gid, rec->id, rec->state,
-                                          rec->updated_at, e);
+                        r = publish_state(&w->dirs, w->config->container_gid, rec, rec->updated_at, e);
                 }
                 /* A live log outlives its job only when the worker died between publishing
                  * job.log and dropping it (publish_commit): published means it goes. */

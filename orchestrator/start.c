@@ -40,7 +40,7 @@ int job_mark_started(Worker *w, const char *id, RequestRecord *ret, TfwError *e)
         store_unlock(lock);
         if (r < 0)
                 return r;
-        (void) publish_state(&w->dirs, w->config->container_gid, rec.id, STATE_RUNNING, rec.updated_at, NULL);
+        (void) publish_state(&w->dirs, w->config->container_gid, &rec, rec.updated_at, NULL);
         *ret = rec;
         return 0;
 }

@@ -259,13 +259,15 @@ echo "-- [$SECONDS s] list as the controller"
 ctl list >"$dir/out/list.out" 2>"$dir/out/list.err"; echo $? >"$dir/out/list.rc"
 rc_is list 0
 check "list: a header" out_has list "^ID  *STATE  *EXIT  *CLASS  *SINCE  *COMMAND$"
-check "list: the pending request" out_has list "^i15pend  *pending  *- "
+check "list: the pending request, its class and command (from its state file)" \
+        out_has list "^i15pend  *pending  *-  *irreversible  *[0-9TZ:-]*  *sh -c 'echo approved-run; exit 4'$"
 check "list: an ended one, its status, exit code, class and command" \
         out_has list "^i15json  *failed  *7  *local-reversible  *[0-9TZ:-]*  *sh -c 'exit 7'$"
 ctl list --json --recent 100 >"$dir/out/listj.out" 2>"$dir/out/listj.err"; echo $? >"$dir/out/listj.rc"
 rc_is listj 0
 check "list --json: pending in active, with its since" test "$(json_get "$dir/out/listj.out" \
-        '[(a["state"], len(a["since"])) for a in r["active"] if a["id"] == "i15pend"]')" = "[('pending', 20)]"
+        '[(a["state"], len(a["since"]), a["action_class"]) for a in r["active"] if a["id"] == "i15pend"]')" = \
+        "[('pending', 20, 'irreversible')]"
 check "list --json: a recent one, its status and command" test "$(json_get "$dir/out/listj.out" \
         '[x["status"] + " " + x["command"] for x in r["recent"] if x["id"] == "i15nowait"][0]')" = "succeeded sh -c 'echo later'"
 check "list --json: recent ones newest first" test "$(json_get "$dir/out/listj.out" \

@@ -278,6 +278,45 @@ static void test_store_capture_and_load(void **state) {
 
 /* A capture that died before its rename leaves a hidden directory that is never a record and
  * is cleaned by the next listing. */
+static json_t *load_state_file(int results_fd, const char *name) {
+        _cleanup_close_ int fd = openat(results_fd, name, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        size_t n = 0;
+        assert_true(fd >= 0);
+        assert_int_equal(read_full_fd_bounded(fd, 65536, &buf, &n), 0);
+        json_t *j = json_loadb(buf, n, 0, NULL);
+        assert_non_null(j);
+        return j;
+}
+
+/* The state file names the request's class and command (the controller's own list shows them once
+ * the inbox no longer holds the request), and goes without the command when the store has none. */
+static void test_publish_state_names_command(void **state) {
+        Fixture *f = *state;
+        TfwError e = {0};
+        RequestRecord rec, lost;
+        const char *body = "{\"version\":1,\"id\":\"s1\",\"action_class\":\"external-reversible\",\"argv\":[\"make\",\"-j2\"]}";
+        require_root();
+        assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
+
+        make_record(&rec, "s1", body, STATE_RUNNING);
+        rec.action_class = ACTION_EXTERNAL_REVERSIBLE;
+        assert_int_equal(store_capture(f->dirs.requests_fd, &rec, body, strlen(body), 1000000, NULL, &e), 0);
+        assert_int_equal(publish_state(&f->dirs, GID, &rec, 1000000, &e), 0);
+        _cleanup_(json_decrefp) json_t *j = load_state_file(f->dirs.results_fd, "s1.state.json");
+        assert_string_equal(json_string_value(json_object_get(j, "state")), "running");
+        assert_string_equal(json_string_value(json_object_get(j, "action_class")), "external-reversible");
+        json_t *argv = json_object_get(j, "argv");
+        assert_int_equal(json_array_size(argv), 2);
+        assert_string_equal(json_string_value(json_array_get(argv, 1)), "-j2");
+
+        make_record(&lost, "s2", "{}", STATE_PENDING);
+        assert_int_equal(publish_state(&f->dirs, GID, &lost, 1000000, &e), 0);
+        _cleanup_(json_decrefp) json_t *k = load_state_file(f->dirs.results_fd, "s2.state.json");
+        assert_string_equal(json_string_value(json_object_get(k, "state")), "pending");
+        assert_null(json_object_get(k, "argv"));
+}
+
 static void test_store_incomplete_capture(void **state) {
         Fixture *f = *state;
         TfwError e = {0};
@@ -339,7 +378,9 @@ static void test_publish(void **state) {
         require_root();
         assert_int_equal(worker_dirs_open(&f->config, &f->dirs, &e), 0);
 
-        assert_int_equal(publish_state(&f->dirs, GID, "j1", STATE_QUEUED, 0, &e), 0);
+        RequestRecord queued;
+        make_record(&queued, "j1", "{}", STATE_QUEUED);
+        assert_int_equal(publish_state(&f->dirs, GID, &queued, 0, &e), 0);
         assert_owner_mode(f->dirs.results_fd, "j1.state.json", 0, GID, 0640);
 
         _cleanup_close_ int fd = publish_stage_begin(&f->dirs, "j1", &e);
@@ -454,6 +495,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_dirs_symlink_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dirs_untrusted_ancestor, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_capture_and_load, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_publish_state_names_command, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_incomplete_capture, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_store_capture_race, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_publish, setup, teardown),
