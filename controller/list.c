@@ -19,7 +19,6 @@
 #include "parser/request.h"
 
 #define ID_WIDTH 29 /* the ids submit makes */
-#define STATE_JSON_MAX (1 << 20) /* a state file: its argv is bounded by the request's size */
 
 /* A word with every byte a terminal could act on as '?': control characters (C0, DEL, and C1
  * as UTF-8), and every byte from 0x80 of a word that is not valid UTF-8. */
@@ -91,23 +90,6 @@ const char *controller_command_short(const json_t *argv, char *buf, size_t size)
                 memcpy(buf + at, "...", 4);
         }
         return buf;
-}
-
-static int load_bounded(int dir_fd, const char *name, size_t max, json_t **ret) {
-        _cleanup_close_ int fd = openat(dir_fd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        _cleanup_free_ char *buf = NULL;
-        struct stat st;
-        size_t len;
-        if (fd < 0)
-                return -errno;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EBADMSG;
-        int r = read_full_fd_bounded(fd, max, &buf, &len);
-        if (r < 0)
-                return r;
-        return json_load_object_strict(buf, len, "file", ret, NULL);
 }
 
 static const char *jstr(const json_t *o, const char *k) {
@@ -193,7 +175,7 @@ static int list_inbox(const ControllerSite *s, Rows *rows, size_t *ret_other) {
                 if (rows->n >= CONTROLLER_LIST_ACTIVE_MAX)
                         continue;
                 _cleanup_(json_decrefp) json_t *req = NULL;
-                (void) load_bounded(dirfd(d), de->d_name, s->policy.max_request_bytes, &req);
+                (void) controller_load_json_at(dirfd(d), de->d_name, s->policy.max_request_bytes, &req);
                 const char *cls = jstr(req, "action_class");
                 usec_t mtime = (usec_t) st.st_mtim.tv_sec * USEC_PER_SEC + (usec_t) st.st_mtim.tv_nsec / 1000;
                 int r = rows_add(rows, json_pack("{s:s, s:s, s:s, s:s?, s:s}", "id", id, "state", "inbox", "since",
@@ -247,7 +229,8 @@ static int list_results(int results_fd, Rows *active, Rows *recent) {
                                 continue;
                         snprintf(path + idlen, sizeof(path) - idlen, "%s", suffix);
                         char cmd[CONTROLLER_COMMAND_SHORT + 1];
-                        if (load_bounded(results_fd, path, STATE_JSON_MAX, &j) < 0 || !(st = jstr(j, "state")) ||
+                        if (controller_load_json_at(results_fd, path, CONTROLLER_STATE_MAX_BYTES, &j) < 0 ||
+                            !(st = jstr(j, "state")) ||
                             !(streq(st, "pending") || streq(st, "queued") || streq(st, "running")))
                                 continue;
                         /* The class and argv of a worker older than both are null: shown as "-". */

@@ -15,7 +15,6 @@
 #include "parser/request.h"
 
 #define RESULT_MAX_BYTES (1 << 20)
-#define STATE_MAX_BYTES 4096
 #define REJECTED_MAX_BYTES (64 * 1024)
 
 const char *controller_state_to_string(ControllerState s) {
@@ -23,7 +22,7 @@ const char *controller_state_to_string(ControllerState s) {
         return (unsigned) s < ELEMENTSOF(t) ? t[s] : "unknown";
 }
 
-static int load_json_at(int dir_fd, const char *path, size_t max, json_t **ret) {
+int controller_load_json_at(int dir_fd, const char *path, size_t max, json_t **ret) {
         _cleanup_close_ int fd = openat(dir_fd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         _cleanup_free_ char *buf = NULL;
         struct stat st;
@@ -58,7 +57,7 @@ static json_t *find_rejection(int results_fd, const char *id, usec_t not_before)
                 _cleanup_(json_decrefp) json_t *rec = NULL;
                 usec_t at;
                 if (strncmp(de->d_name, prefix, strlen(prefix)) != 0 ||
-                    load_json_at(dfd, de->d_name, REJECTED_MAX_BYTES, &rec) < 0)
+                    controller_load_json_at(dfd, de->d_name, REJECTED_MAX_BYTES, &rec) < 0)
                         continue;
                 const char *n = json_string_value(json_object_get(rec, "name"));
                 const char *ts = json_string_value(json_object_get(rec, "rejected_at"));
@@ -83,13 +82,13 @@ int controller_status(int results_fd, const char *id, usec_t not_before, bool sc
                 return -EINVAL;
         *ret = (ControllerStatus){};
         snprintf(path, sizeof(path), "%s/result.json", id);
-        r = load_json_at(results_fd, path, RESULT_MAX_BYTES, &j);
+        r = controller_load_json_at(results_fd, path, RESULT_MAX_BYTES, &j);
         if (r >= 0) {
                 *ret = (ControllerStatus){.state = CONTROLLER_FINAL, .result = j};
                 return 0;
         }
         snprintf(path, sizeof(path), "%s.state.json", id);
-        r = load_json_at(results_fd, path, STATE_MAX_BYTES, &j);
+        r = controller_load_json_at(results_fd, path, CONTROLLER_STATE_MAX_BYTES, &j);
         if (r >= 0) {
                 const char *s = json_string_value(json_object_get(j, "state"));
                 ControllerState st = !s                    ? CONTROLLER_UNKNOWN

@@ -38,6 +38,11 @@ const char *controller_state_to_string(ControllerState s);
 /* not_before: a .rejected/ record counts only from this time (seconds are compared, as the
  * record's stamp has no fraction); with scan_rejected false the .rejected/ records are not
  * looked at (nothing changed there since the last look). */
+/* A state file's bound: it names the request's argv, bounded by the request's own size. */
+#define CONTROLLER_STATE_MAX_BYTES (1 << 20)
+
+/* dir_fd/path, a regular file (never through a link) of at most max bytes, as a JSON object. */
+int controller_load_json_at(int dir_fd, const char *path, size_t max, json_t **ret);
 int controller_status(int results_fd, const char *id, usec_t not_before, bool scan_rejected,
                       ControllerStatus *ret);
 void controller_status_done(ControllerStatus *s);

@@ -418,6 +418,18 @@ static void test_status(void **state) {
         assert_int_equal(st.state, CONTROLLER_UNKNOWN);
         assert_int_equal(controller_status(t->fd, "../etc", 0, true, &st), -EINVAL);
 
+        /* A state file names the request's argv: one far longer than the state itself still reads. */
+        _cleanup_free_ char *big = malloc(70000);
+        assert_non_null(big);
+        int n = snprintf(big, 70000, "{\"id\":\"long\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:00Z\","
+                                     "\"action_class\":\"local-reversible\",\"argv\":[\"echo\",\"");
+        memset(big + n, 'x', 65000);
+        strcpy(big + n + 65000, "\"]}");
+        put(t->fd, "long.state.json", big);
+        assert_int_equal(controller_status(t->fd, "long", 0, false, &st), 0);
+        assert_int_equal(st.state, CONTROLLER_RUNNING);
+        controller_status_done(&st);
+
         /* The .rejected/ record counts only when looked for, and only from its time on. */
         assert_int_equal(controller_status(t->fd, "dup", 0, false, &st), 0);
         assert_int_equal(st.state, CONTROLLER_UNKNOWN);
@@ -515,7 +527,8 @@ static void test_list(void **state) {
         put(s.inbox_fd, "NotAnId.json", "{}");
         assert_int_equal(symlinkat("/etc/passwd", s.inbox_fd, "link.json"), 0);
         put(s.results_fd, "wait.state.json", "{\"id\":\"wait\",\"state\":\"pending\",\"since\":\"2026-01-01T00:00:02Z\"}");
-        put(s.results_fd, "run.state.json", "{\"id\":\"run\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:01Z\"}");
+        put(s.results_fd, "run.state.json", "{\"id\":\"run\",\"state\":\"running\",\"since\":\"2026-01-01T00:00:01Z\","
+                                             "\"action_class\":\"local-reversible\",\"argv\":[\"make\",\"-j2\"]}");
         for (int i = 0; i < 3; i++) {
                 char d[32], body[512];
                 snprintf(d, sizeof(d), "done%d", i);
@@ -551,6 +564,10 @@ static void test_list(void **state) {
         assert_int_equal(json_array_size(active), 2);
         assert_string_equal(json_string_value(json_object_get(json_array_get(active, 0), "id")), "run"); /* oldest first */
         assert_string_equal(json_string_value(json_object_get(json_array_get(active, 1), "id")), "wait");
+        /* The class and command from the state file; a state file without them (an older worker's): "-". */
+        assert_string_equal(json_string_value(json_object_get(json_array_get(active, 0), "command")), "make -j2");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(active, 0), "action_class")), "local-reversible");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(active, 1), "command")), "-");
         assert_int_equal(json_array_size(recent), 2);
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "id")), "done2"); /* newest first */
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 1), "id")), "done1");
