@@ -58,7 +58,7 @@
 #include "common/macro.h"
 
 uint8_t secret[CAPSULE_SECRET_SIZE];
-unsigned long long skipped;
+unsigned long long artifacts_skipped;
 bool locale_set;
 char *cache_paths[CAPSULE_CACHE_PATHS_MAX];
 size_t n_cache_paths;
@@ -206,7 +206,7 @@ static int copy_entry(int src, int dst, const char *name, unsigned depth) {
                 return 0;
         }
         say("snapshot: skipping '%s' (not a file, directory or symlink)", name);
-        skipped++;
+        artifacts_skipped++;
         return 0;
 }
 
@@ -748,7 +748,7 @@ static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool arti
         int n = snprintf(buf, sizeof(buf),
                          CAPSULE_TRAILER_TAG "%s exit=%d signal=%d init_error=%s errno=%d "
                                              "skipped=%llu artifacts=%s cache=%s\n",
-                         hex, exit_code, sig, o->init_error, o->error, skipped,
+                         hex, exit_code, sig, o->init_error, o->error, artifacts_skipped,
                          artifacts_ok ? "ok" : "failed",
                          cache == CACHE_OUT_OK ? "ok" : cache == CACHE_OUT_FAILED ? "failed" : "none");
         if (n > 0 && n < (int) sizeof(buf))

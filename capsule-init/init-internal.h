@@ -17,7 +17,7 @@
 #define COPY_BUF (128 * 1024)
 
 extern uint8_t secret[CAPSULE_SECRET_SIZE];
-extern unsigned long long skipped; /* artifacts left out */
+extern unsigned long long artifacts_skipped; /* artifacts left out */
 extern bool locale_set;
 
 void say(const char *fmt, ...) _printf_(1, 2);

@@ -173,7 +173,7 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 if (o->cache)
                         return refuse(o, "a name longer than PATH_MAX below '%s'", path);
                 say("artifacts: skipping a name longer than PATH_MAX");
-                skipped++;
+                artifacts_skipped++;
                 return 0;
         }
         if (len > 0)
@@ -198,7 +198,7 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                 if (o->cache)
                         return refuse(o, "'%s' is not a regular file, a directory or a symbolic link", path);
                 say("artifacts: skipping '%s' (only regular files and directories leave)", path);
-                skipped++;
+                artifacts_skipped++;
                 return 0;
         }
         int fd = openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (S_ISDIR(st.st_mode) ? O_DIRECTORY : 0));
@@ -212,7 +212,7 @@ static int tar_entry(struct archive *a, Out *o, int dir, const char *name, char 
                         return refuse(o, "cannot read '%s': %s", path, r < 0 ? strerror(-r) : "it changed type");
                 if (r < 0)
                         return r;
-                skipped++;
+                artifacts_skipped++;
                 return 0;
         }
         mode_t perm = o->cache ? (st.st_mode & 0777) : S_ISDIR(st.st_mode) || (st.st_mode & S_IXUSR) ? 0755 : 0644;
@@ -246,7 +246,7 @@ static int tar_tree(struct archive *a, Out *o, int dir, char *path, size_t len, 
                 if (o->cache)
                         return refuse(o, "'%s' is deeper than %d levels", path, MAX_DEPTH);
                 say("artifacts: skipping '%s' (deeper than %d levels)", path, MAX_DEPTH);
-                skipped++;
+                artifacts_skipped++;
                 return 0;
         }
         DIR *d = opendir_fd(dir);
