@@ -13,7 +13,8 @@
 # without the worker's hand-out, take-in and changeset). The headline is "target / measured".
 # Knobs (for measuring levers, docs/performance.md):
 #   BENCH_RUNS (default 5)
-#   BENCH_ROWS (default "1 2 3 4 m"; m: the breakdown's rows, one mechanism each, reported)
+#   BENCH_ROWS (default "1 2 3 4 m"; m: the breakdown's rows m1-m7, one mechanism each,
+#     reported; each can be named alone)
 #   BENCH_RUNSC_FLAGS: extra global runsc flags, through a wrapper named as runtime.runsc
 #   BENCH_STRACE=1: one more run of each row under runsc's --strace, not counted, its system
 #     calls summed by tests/bench/strace-summary.py
@@ -54,6 +55,7 @@ cleanup() {
                 for c in $("$RUNSC" --root "$r" list -quiet 2>/dev/null); do "$RUNSC" --root "$r" delete -force "$c" >/dev/null 2>&1; done
         fi
         find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$NAME*" -exec rmdir {} + 2>/dev/null || true
+        [ -z "${ncg:-}" ] || rmdir "$ncg" 2>/dev/null || true
         rm -rf "/run/tentaflake-worker-$NAME" "$base"
 }
 trap cleanup EXIT
@@ -166,13 +168,24 @@ worker_run() {
                 echo "gvisor.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" >&2; tail -20 "$base/results/$id/job.log" >&2; exit 1; }
         echo "$((t1 - t0)) $(sed -n 's/^tfw-inside-ms=//p' "$base/results/$id/job.log" | tail -1)"
 }
+# The native side runs in a CPU cgroup of its own beside the capsules', with the capsule's quota
+# (limits.cpus 2.0): under a loaded host the scheduler shares CPU between groups, and a capsule
+# is one group (capsule/cgroup.c) while native processes at the root would each count alone.
+ncg=
+if [ -d /sys/fs/cgroup/cpu ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
+        ncg=/sys/fs/cgroup/cpu/tfw-bench-native-$$
+        mkdir "$ncg" && echo 100000 >"$ncg/cpu.cfs_period_us" && echo 200000 >"$ncg/cpu.cfs_quota_us"
+elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+        ncg=/sys/fs/cgroup/tfw-bench-native-$$
+        mkdir "$ncg" && echo "200000 100000" >"$ncg/cpu.max"
+fi
 # native_run CMD: CMD (timed) in the native twin, as the capsule's uid with the capsule's
 # environment (capsule/oci-spec.h; this host's own environment changes what python3 and node
-# load at start); prints "TOTAL_MS INSIDE_MS".
+# load at start), in that cgroup; prints "TOTAL_MS INSIDE_MS".
 native_run() {
         local t0 t1 out
         t0=$(now_ms)
-        out=$(cd "$nat" && setpriv --reuid $UID_ --regid $UID_ --clear-groups env -i \
+        out=$(cd "$nat" && { [ -z "$ncg" ] || echo $BASHPID >"$ncg/cgroup.procs"; } && setpriv --reuid $UID_ --regid $UID_ --clear-groups env -i \
                 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME="$nat" \
                 TMPDIR="$base/native-tmp" LANG=C.UTF-8 sh -c "$(timed "$1")") ||
                 { echo "gvisor.sh: natively, '$1' failed: $out" >&2; exit 1; }
@@ -233,6 +246,18 @@ cache_of() { # cache_of FIELD: the last request's result.json cache.FIELD
         python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' "$base/results/$(cat "$base/last")/result.json" "$1"
 }
 
+# mrow NAME: what the rows are made of, one mechanism each (docs/performance.md, "Breakdown").
+mrow() {
+        case $1 in
+        m1) row m1 "200 fork+exec of /bin/true" report "" 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done' ;;
+        m2) row m2 "512 MB of fresh memory written (page faults)" report "" "python3 -c 'b = bytes(1) * (512 << 20)'" ;;
+        m3) row m3 "CPU only (python3, 30M additions)" report "" "python3 -c 'sum(range(30000000))'" ;;
+        m4) row m4 "cc -O2 -c of one file" report "" 'cc -O2 -c cmk/src/m1.c -o "$TMPDIR/m1.o"' ;;
+        m5) row m5 "find over /usr/include (stat, getdents)" report "" 'find /usr/include -name "*.h" | wc -l' ;;
+        m6) row m6 "python3 -c pass (start-up: loader, imports)" report "" "python3 -c pass" ;;
+        m7) row m7 "200,000 getppid system calls" report "" "./tfw-sysloop 200000" ;;
+        esac
+}
 echo "runsc $("$RUNSC" --version | head -1 | cut -d' ' -f3), platform $PLATFORM, extra flags '${BENCH_RUNSC_FLAGS:-}', warm_seconds $WARM, $RUNS runs; load $(load)"
 CMAKE='cmake -S cmk -B cmk/build -DCMAKE_BUILD_TYPE=Release && cmake --build cmk/build -j2 && cd cmk/build && ctest'
 MAKE='make -j2 build/tentaflake-worker'
@@ -246,14 +271,8 @@ for r in $ROWS; do
                    rm -f "$ws/qs/nm.tar"
                    row 4 "$SUITE's tape tests ($TEST)" 1.8 "" "cd qs && $TEST"
            fi ;;
-        m) # What the rows are made of, one mechanism each (docs/performance.md, "Breakdown").
-           row m1 "200 fork+exec of /bin/true" report "" 'i=0; while [ $i -lt 200 ]; do /bin/true; i=$((i+1)); done'
-           row m2 "512 MB of fresh memory written (page faults)" report "" "python3 -c 'b = bytes(1) * (512 << 20)'"
-           row m3 "CPU only (python3, 30M additions)" report "" "python3 -c 'sum(range(30000000))'"
-           row m4 "cc -O2 -c of one file" report "" 'cc -O2 -c cmk/src/m1.c -o /tmp/m1.o'
-           row m5 "find over /usr/include (stat, getdents)" report "" 'find /usr/include -name "*.h" | wc -l'
-           row m6 "python3 -c pass (start-up: loader, imports)" report "" "python3 -c pass"
-           row m7 "200,000 getppid system calls" report "" "./tfw-sysloop 200000" ;;
+        m) for k in 1 2 3 4 5 6 7; do mrow m$k; done ;;
+        m[1-7]) mrow "$r" ;;
         esac
 done
 echo "load average at the end: $(load)"
