@@ -19,6 +19,7 @@
 #   BENCH_STRACE=1: one more run of each row under runsc's --strace, not counted, its system
 #     calls summed by tests/bench/strace-summary.py
 #   BENCH_WARM_SECONDS: runtime.warm_seconds (default 600; 0: every capsule cold)
+#   BENCH_PLATFORM: runtime.platform (default systrap, or ptrace for a runsc without it)
 # Never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -42,6 +43,7 @@ BIN=$(realpath "$BIN")
 PLATFORM=systrap
 # Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
 case $("$RUNSC" flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
+PLATFORM=${BENCH_PLATFORM:-$PLATFORM}
 NAME=bench-gvisor
 UID_=12345
 
