@@ -29,6 +29,10 @@ if [ "$(id -u)" -ne 0 ]; then
         exit 0
 fi
 RUNSC=$(command -v runsc) || { echo "gvisor-levers.sh: runsc missing" >&2; exit 1; }
+# Row 1's toolchain: cmake is not among the worker's dependencies (scripts/install-deps).
+if ! command -v cmake >/dev/null && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake >/dev/null || true
+fi
 for c in cmake ctest make cc python3; do
         command -v $c >/dev/null || { echo "gvisor-levers.sh: $c missing" >&2; exit 1; }
 done

@@ -36,6 +36,10 @@ if [ "$(id -u)" -ne 0 ]; then
         exit 0
 fi
 RUNSC=$(command -v runsc) || { echo "gvisor.sh: runsc missing" >&2; exit 1; }
+# Row 1's toolchain: cmake is not among the worker's dependencies (scripts/install-deps).
+if ! command -v cmake >/dev/null && command -v apt-get >/dev/null; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake >/dev/null || true
+fi
 for c in cmake ctest make cc; do
         command -v $c >/dev/null || { echo "gvisor.sh: $c missing (apt-get install cmake build-essential)" >&2; exit 1; }
 done
@@ -203,7 +207,7 @@ edit_line() { # edit_line DIR FILE: one line of one .c file changed
 # row NUM NAME TARGET EDIT_FILE CMD: the row's loop, RUNS times after two not counted (the
 # first fills the cache, the second lets the capsule started ahead for the next be there).
 row() {
-        local num=$1 what=$2 target=$3 file=$4 cmd=$5 i a b wr=() wi=() nr=() ni=()
+        local num=$1 what=$2 target=$3 file=$4 cmd=$5 i a b wr=() wi=() ni=()
         for i in 0 1; do
                 [ -z "$file" ] || { edit_line "$nat" "$file"; as_ws "$(declare -f edit_line); edit_line '$ws' '$file'"; }
                 native_run "$cmd" >/dev/null
@@ -220,7 +224,7 @@ row() {
                         as_ws "$(declare -f edit_line); edit_line '$ws' '$file'"
                 fi
                 read -r a b < <(native_run "$cmd")
-                nr+=("$a") ni+=("$b")
+                ni+=("$b") # the native side's own time (its total adds only setpriv and sh)
                 read -r a b < <(worker_run "$cmd")
                 wr+=("$a") wi+=("$b")
         done
@@ -233,9 +237,9 @@ row() {
                 tests/bench/strace-summary.py "$(ls -S "$base/strace-$num"/*boot*.txt | head -1)" 15 | sed 's/^/    /'
                 rm -rf "$base/strace-$num"
         fi
-        local mwr mwi mnr mni
+        local mwr mwi mni
         mwr=$(printf '%s\n' "${wr[@]}" | median) mwi=$(printf '%s\n' "${wi[@]}" | median)
-        mnr=$(printf '%s\n' "${nr[@]}" | median) mni=$(printf '%s\n' "${ni[@]}" | median)
+        mni=$(printf '%s\n' "${ni[@]}" | median)
         echo "row $num: $what: target $target / measured $(ratio "$mwr" "$mni") (request), $(ratio "$mwi" "$mni") (inside)"
         echo "  worker request ${wr[*]} ms (median $mwr), inside ${wi[*]} ms (median $mwi);" \
                 "natively ${ni[*]} ms (median $mni); load $l0 -> $(load)"
