@@ -13,8 +13,8 @@
 # without the worker's hand-out, take-in and changeset). The headline is "target / measured".
 # Knobs (for measuring levers, docs/performance.md):
 #   BENCH_RUNS (default 5)
-#   BENCH_ROWS (default "1 2 3 4 m"; m: the breakdown's rows m1-m7, one mechanism each,
-#     reported; each can be named alone)
+#   BENCH_ROWS (default "1 1n 2 3 4 m"; 1n: row 1 with the Ninja generator, reported; m: the
+#     breakdown's rows m1-m7, one mechanism each, reported; each can be named alone)
 #   BENCH_RUNSC_FLAGS: extra global runsc flags, through a wrapper named as runtime.runsc
 #   BENCH_STRACE=1: one more run of each row under runsc's --strace, not counted, its system
 #     calls summed by tests/bench/strace-summary.py
@@ -25,7 +25,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
-ROWS=${BENCH_ROWS:-1 2 3 4 m}
+ROWS=${BENCH_ROWS:-1 1n 2 3 4 m}
 WARM=${BENCH_WARM_SECONDS:-600}
 BIN=$BUILD/tentaflake-worker
 for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
@@ -89,7 +89,7 @@ cp "$ws/tfw-sysloop" "$nat/tfw-sysloop"
 mkdir -p "$base/native-tmp"
 chown -R $UID_:$UID_ "$ws" "$nat" "$base/native-tmp"
 
-CACHE_PATHS='"build", "cmk/build"'
+CACHE_PATHS='"build", "cmk/build", "cmk/build-ninja"'
 # Row 4's tree, when npm can fetch it: qs 6.14.0 (as tests/bench/node-cache.sh row 3), only the
 # devDependencies its tests require, no scripts. The workspace gets it without node_modules, and
 # its cache gets node_modules through one job that unpacks a tar of it (the snapshot skips
@@ -266,10 +266,18 @@ mrow() {
 }
 echo "runsc $("$RUNSC" --version | head -1 | cut -d' ' -f3), platform $PLATFORM, extra flags '${BENCH_RUNSC_FLAGS:-}', warm_seconds $WARM, $RUNS runs; load $(load)"
 CMAKE='cmake -S cmk -B cmk/build -DCMAKE_BUILD_TYPE=Release && cmake --build cmk/build -j2 && cd cmk/build && ctest'
+# Row 1n: the same loop with CMake's Ninja generator, which starts no cmake per target for
+# dependency scanning and progress lines (docs/performance.md: processes are the cost).
+NINJA='cmake -S cmk -B cmk/build-ninja -G Ninja -DCMAKE_BUILD_TYPE=Release && cmake --build cmk/build-ninja -j2 && cd cmk/build-ninja && ctest'
 MAKE='make -j2 build/tentaflake-worker'
 for r in $ROWS; do
         case $r in
         1) row 1 "CMake project (40+4 .c), configure + build + ctest after 1 line changed" 2.5 cmk/src/m7.c "$CMAKE" ;;
+        1n) if command -v ninja >/dev/null; then
+                    row 1n "the same with cmake -G Ninja" report cmk/src/m7.c "$NINJA"
+            else
+                    echo "row 1n: SKIP: ninja missing"
+            fi ;;
         2) row 2 "make -j2 build/tentaflake-worker after 1 .c changed" 3.0 common/log.c "$MAKE" ;;
         3) row 3 "make -j2 build/tentaflake-worker with nothing to do" 2.0 "" "$MAKE" ;;
         4) if [ $have_qs = 1 ]; then
