@@ -156,7 +156,9 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
          * ignores the profile: capsule/seccomp-profile.h).
          * No --overlay2: what the job writes over a generation is a layer init mounts itself,
          * bounded (capsule/protocol.h, CAPSULE_LAYER_PATH); every other mount but the tmpfs is
-         * read-only. */
+         * read-only.
+         * File access, directfs and the dentry cache stay at runsc's defaults: the levers on
+         * them were measured and none is taken (docs/performance.md, "Levers"). */
         char *argv[16 + RUNSC_PASS_FDS_MAX];
         size_t n = 0;
         argv[n++] = rt->binary;

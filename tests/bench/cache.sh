@@ -21,7 +21,8 @@ fi
 command -v runsc >/dev/null || { echo "cache.sh: runsc missing" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 PLATFORM=systrap
-runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace # the platforms this runsc has
+# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
+case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
 
 base=$(mktemp -d /var/lib/tfw-bench-cache.XXXXXX)
 chmod 0755 "$base"

@@ -26,7 +26,8 @@ command -v runsc >/dev/null || { echo "egress.sh: runsc missing" >&2; exit 1; }
 command -v curl >/dev/null || { echo "egress.sh: curl missing (scripts/install-deps)" >&2; exit 1; }
 BIN=$(realpath "$BIN")
 PLATFORM=systrap
-runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace
+# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
+case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac
 
 base=$(mktemp -d /var/lib/tfw-bench-egress.XXXXXX)
 chmod 0755 "$base"

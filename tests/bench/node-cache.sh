@@ -34,7 +34,8 @@ for c in node npm; do
 done
 BIN=$(realpath "$BIN")
 PLATFORM=systrap
-runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace # the platforms this runsc has
+# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
+case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
 
 # Row 1's tree: about 22,200 entries, 165 MB (npm 10, node 20). Row 3's suite: qs 6.14.0, whose
 # devDependencies npm can still resolve (6.17's ask for versions newer than some registries hold).
