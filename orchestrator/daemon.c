@@ -40,6 +40,7 @@
 #include "orchestrator/recover.h"
 #include "orchestrator/retention.h"
 #include "orchestrator/scratch.h"
+#include "orchestrator/store-tmpfs.h"
 #include "orchestrator/start.h"
 #include "orchestrator/store.h"
 #include "orchestrator/watch.h"
@@ -838,6 +839,24 @@ static void release_cgroup_group(Daemon *d) {
                 worker_say(&d->w, LOG_DEBUG, "cgroup '%s' is still in use in %u hierarchy(ies): left", group, busy);
 }
 
+/* The generation store's tmpfs in the host's namespace, before the daemon leaves it (unless
+ * tentaflake-worker-store@NAME.service mounted it already): false when there is none. */
+static bool store_mount(Daemon *d) {
+        TfwError se = {0};
+        bool made;
+        if (store_tmpfs_mount(d->w.dirs.state_fd, d->w.config, &made, &se) < 0) {
+                worker_say(&d->w, LOG_WARNING, "%s: no generation store, every workspace is streamed", se.message);
+                return false;
+        }
+        /* Under systemd the unit's own namespace (PrivateMounts=) is no longer the host's. */
+        if (made && getenv("INVOCATION_ID"))
+                worker_say(&d->w, LOG_WARNING, "the generation store was not mounted by tentaflake-worker-store@%s.service: "
+                           "mounted now, it goes with this process (docs/install.md)", d->w.config->name);
+        else if (made)
+                worker_say(&d->w, LOG_INFO, "the generation store is mounted on state_dir/" STORE_TMPFS_DIR);
+        return true;
+}
+
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
                     .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
@@ -907,11 +926,12 @@ int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         const CapsuleDriverOps *ops = capsule_driver_ops(c->driver);
         if (ops && ops->local_paths) {
                 TfwError se = {0};
+                bool store = ops->binds_generations && store_mount(&d);
                 if (scratch_private_tmpfs(&d.w.dirs, c->state_dir, &se) < 0)
                         worker_say(&d.w, LOG_WARNING, "%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
                 else {
                         log_debug("scratch: a private tmpfs of %s on state_dir/scratch", SCRATCH_TMPFS_SIZE);
-                        if (ops->binds_generations && scratch_store_tmpfs(&d.w.dirs, c, &se) < 0)
+                        if (store && store_tmpfs_open(&d.w, &se) < 0)
                                 worker_say(&d.w, LOG_WARNING, "%s: no generation store, every workspace is streamed",
                                            se.message);
                 }

@@ -104,6 +104,13 @@ void build_cache_take_in_discard(BuildCache *c, const char *job_id);
 
 int build_cache_clear(BuildCache *c, TfwError *e);
 
+/* At a worker's start, on a store that outlived the last (gen-store.h): what a process that is
+ * gone left (take-ins, half-made versions, retired versions, versions nobody pins) is removed,
+ * and the current version is checked whole (meta, oids, pin, data; data's tree id, computed
+ * again, the meta's): one that is not is dropped, and the next job starts from the empty cache.
+ * Each drop is reported. */
+int build_cache_check(int store_fd, const BuildCacheParams *p, GenStoreReport report, void *userdata, TfwError *e);
+
 /* Blob ids of a cache's files by inode (snapshot/cache-tree.c): the store's files never change
  * in place, so a new version (links to the one handed out: the same inodes) hashes only what
  * the job changed. */

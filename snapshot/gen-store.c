@@ -15,11 +15,12 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "gen-check.h"
 #include "gen-index.h"
 #include "gen-store.h"
 
 #define LANE_NAME_MAX 32
-#define INDEX_NAME "index"
+#define INDEX_NAME GEN_LANE_INDEX
 
 static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
         snprintf(buf, LANE_NAME_MAX, "lane-%u", k);
@@ -28,6 +29,10 @@ static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
 void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
+        /* Sealed while the lock is still held: what a worker started later may trust
+         * (gen-check.h). A seal that cannot be written leaves none: the lane is emptied then. */
+        if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
+                (void) unlinkat(l->lane_fd, GEN_LANE_SEAL, 0);
         safe_close(l->tree_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
@@ -142,6 +147,13 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                                 continue;
                         return tfw_error(e, -r, "generation_store", "cannot lock the store's %s: %s", name, strerror(-r));
                 }
+                /* The seal goes before anything may change the tree (the root's owner below). */
+                if (unlinkat(l->lane_fd, GEN_LANE_SEAL, 0) < 0 && errno != ENOENT) {
+                        r = -errno;
+                        gen_lane_release(l);
+                        return tfw_error(e, -r, "generation_store", "cannot remove the seal of the store's %s: %s", name,
+                                         strerror(-r));
+                }
                 r = lane_open(l, store_path, name, copy_uid, copy_gid, e);
                 if (r < 0) {
                         gen_lane_release(l);
@@ -209,6 +221,53 @@ int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *wo
                         tfw_error_prefix(e, "the generation store is full (limits.max_store_bytes): ");
         }
         return r;
+}
+
+/* One lane found at start (no process of this worker holds any yet): kept, or emptied, or
+ * removed whole when it is past the configured lanes. */
+static int check_one(int store_fd, unsigned k, unsigned max_lanes, uint64_t max_entries, GenStoreReport report,
+                      void *userdata) {
+        char name[LANE_NAME_MAX], why[512] = "";
+        lane_name(k, name);
+        _cleanup_close_ int lane = open_dir_at(store_fd, name);
+        if (lane < 0)
+                return lane == -ENOENT ? 0 : lane;
+        _cleanup_close_ int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
+                report(userdata, name, "held by a process still running: left as it is");
+                return 0;
+        }
+        if (k >= max_lanes) {
+                int r = rm_rf_at(store_fd, name);
+                snprintf(why, sizeof(why), "past the %u lanes of this configuration: %s", max_lanes,
+                         r < 0 ? strerror(-r) : "removed");
+                report(userdata, name, why);
+                return r;
+        }
+        int r = gen_lane_check(lane, max_entries, why, sizeof(why));
+        if (r == 0)
+                return 0;
+        if (r < 0)
+                snprintf(why, sizeof(why), "cannot be checked: %s", strerror(-r));
+        _cleanup_close_ int tree = open_dir_at(lane, "tree");
+        int q = tree >= 0 ? lane_empty(lane, tree) : tree == -ENOENT ? 0 : tree;
+        if (q >= 0 && unlinkat(lane, GEN_LANE_SEAL, 0) < 0 && errno != ENOENT)
+                q = -errno;
+        size_t n = strlen(why);
+        snprintf(why + n, sizeof(why) - n, "; %s%s", q < 0 ? "cannot be emptied: " : "emptied", q < 0 ? strerror(-q) : "");
+        report(userdata, name, why);
+        return q;
+}
+
+int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenStoreReport report, void *userdata) {
+        int ret = 0;
+        for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
+                int r = check_one(store_fd, k, MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX), max_entries, report,
+                                  userdata);
+                if (r < 0 && ret == 0)
+                        ret = r;
+        }
+        return ret;
 }
 
 int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret) {
