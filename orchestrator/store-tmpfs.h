@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The generation store's tmpfs (snapshot/gen-store.h, build-cache.h; docs/snapshot.md, "After a
- * restart"; threat 22): state_dir/store, a tmpfs of its own (size limits.max_store_bytes and
+ * restart"; threat 21): state_dir/store, a tmpfs of its own (size limits.max_store_bytes and
  * the build cache's share, mode 0700, nosuid, nodev, root's) mounted in the host's mount
  * namespace, so that it outlives the worker's process (a restart, a config change) but not a
  * reboot; nothing of it is on the disk.

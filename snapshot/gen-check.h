@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* A lane found in a store that outlived the worker that filled it (docs/snapshot.md, "After a
- * restart"; threat 22): is its generation still the one its index describes?
+ * restart"; threat 21): is its generation still the one its index describes?
  *
  * A lane a process released with a complete generation has a seal (gen_lane_release: written
  * after everything that changed the tree, removed by gen_lane_acquire before anything does):

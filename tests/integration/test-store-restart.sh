@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The generation store and the build cache outlive the worker's process (issue 36, item 2;
-# docs/snapshot.md, "After a restart"; threat 22), with the real daemon and runsc:
+# docs/snapshot.md, "After a restart"; threat 21), with the real daemon and runsc:
 #   - the store is a tmpfs of its own at state_dir/store, root's (0700), still mounted after the
 #     daemon stopped; a restarted daemon's first request walks the workspace against the lane's
 #     index (every file kept, none copied) and the next job finds the cache as it was left;
