@@ -62,7 +62,7 @@ static int check_entry(Check *k, int dfd, const GenDir *d, const char *name, siz
         if (++k->entries > k->max_entries)
                 return fail(k, "its tree holds more than %" PRIu64 " entries", k->max_entries);
         if (later(&st.st_ctim, &k->seal))
-                return fail(k, "'%s%s%s' changed after the lane was sealed", k->path, at ? "/" : "", name);
+                return fail(k, "'%s%s%s' changed after the store's last seal", k->path, at ? "/" : "", name);
         const GenEntry *e = d ? gen_dir_find(d, name, len) : NULL;
         if (!e && !S_ISDIR(st.st_mode))
                 return fail(k, "'%s%s%s' is not in the index", k->path, at ? "/" : "", name);
@@ -91,7 +91,7 @@ static int check_dir(Check *k, int dfd, const GenDir *d, unsigned depth) {
         if (fstat(dfd, &st) < 0)
                 return -errno;
         if (later(&st.st_ctim, &k->seal))
-                return fail(k, "'%s' changed after the lane was sealed", shown(k));
+                return fail(k, "'%s' changed after the store's last seal", shown(k));
         _cleanup_closedir_ DIR *dir = opendir_fd(dfd);
         if (!dir)
                 return -errno;
@@ -136,14 +136,21 @@ int gen_lane_seal(int lane_fd, int tree_fd) {
         return write_file_replace_at(lane_fd, GEN_LANE_SEAL, buf, (size_t) n, 0600, 0, 0);
 }
 
+int gen_lane_seal_time(int lane_fd, struct timespec *ret) {
+        struct stat st;
+        if (fstatat(lane_fd, GEN_LANE_SEAL, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        *ret = st.st_ctim;
+        return 1;
+}
+
 /* 0 the seal matches the index and tree as they are now, 1 it does not (why set). */
 static int seal_check(Check *k, int lane_fd, int tree_fd) {
         char want[SEAL_MAX], have[SEAL_MAX];
-        struct stat st;
         _cleanup_close_ int fd = openat(lane_fd, GEN_LANE_SEAL, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0 && errno == ENOENT)
                 return fail(k, "it has no seal: its last user did not release it (it stopped during a job)");
-        if (fd < 0 || fstat(fd, &st) < 0)
+        if (fd < 0)
                 return -errno;
         ssize_t n = read(fd, have, sizeof(have) - 1);
         if (n < 0)
@@ -154,12 +161,11 @@ static int seal_check(Check *k, int lane_fd, int tree_fd) {
                 return m;
         if (!streq(want, have))
                 return fail(k, "its index or tree is not the one it was sealed with");
-        k->seal = st.st_ctim;
         return 0;
 }
 
-int gen_lane_check(int lane_fd, uint64_t max_entries, char *why, size_t why_size) {
-        Check k = { .max_entries = max_entries, .why = why, .why_size = why_size };
+int gen_lane_check(int lane_fd, uint64_t max_entries, const struct timespec *bound, char *why, size_t why_size) {
+        Check k = { .seal = *bound, .max_entries = max_entries, .why = why, .why_size = why_size };
         _cleanup_(gen_index_freep) GenIndex *x = NULL;
         _cleanup_close_ int tree = open_dir_at(lane_fd, "tree");
         if (tree == -ENOENT)

@@ -40,6 +40,8 @@ typedef struct GenLane {
         int lane_fd;
         int tree_fd;
         char *ro_path;  /* absolute: what the capsule binds at /work */
+        int seeded_from; /* gen_lane_update() made its first generation from this lane's
+                          * (gen-seed.h); -1: it did not */
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among
@@ -60,8 +62,9 @@ static inline void gen_lane_releasep(GenLane **l) {
         gen_lane_release(*l);
 }
 
-/* Make the lane's generation the workspace's (snapshot_update() from the lane's index), owned
- * by copy_uid and limits->group. On success the index is written; on any failure the lane is
+/* Make the lane's generation the workspace's (snapshot_update() from the lane's index, or,
+ * when it has none, from another lane's copied, gen-seed.h), owned by copy_uid and
+ * limits->group. On success the index is written; on any failure the lane is
  * emptied. store_fd: when the store is full (ENOSPC), the lanes no process holds are emptied
  * and the update is tried once more. */
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,

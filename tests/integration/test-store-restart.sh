@@ -79,7 +79,7 @@ check "... kept-v1" grep -qx kept-v1 "$res/a4/job.log"
 echo "-- a lane's tree changed between stop and start (same size, other bytes)"
 m=$(mark)
 restart printf BAD >"$store/lane-0/tree/src/lib/a.c"
-check "the lane is emptied, naming the file" said_since "$m" "generation store: lane-0: 'src/lib/a.c' changed after the lane was sealed; emptied"
+check "the lane is emptied, naming the file" said_since "$m" "generation store: lane-0: 'src/lib/a.c' changed after the store's last seal; emptied"
 check "the next job sees the workspace's true bytes" run_list a5
 
 echo "-- a lane without its seal (its user did not release it)"
