@@ -67,6 +67,7 @@ check "ExecStart names the installed binary (drain)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json drain' "$units/tentaflake-worker-queue@.service"
 check "ExecStart names the installed binary (gc --scheduled)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json gc --scheduled' "$units/tentaflake-worker-gc@.service"
+check "systemctl reload sends the daemon SIGHUP" grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$units/tentaflake-worker@.service"
 check "ExecStart names the installed binary (store mount)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json store mount' "$units/tentaflake-worker-store@.service"
 check "the daemon requires the store's unit, which mounts in the host's namespace (no ProtectSystem=, PrivateMounts=)" \
