@@ -114,6 +114,8 @@ printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--se
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.key"
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.token"
 [ -x "$root/usr/lib/systemd/systemd-socket-proxyd" ] || cp /usr/lib/systemd/systemd-socket-proxyd "$root/usr/lib/systemd/"
+# ExecReload= of the daemon's unit: /bin/kill, as on the host.
+mkdir -p "$root/bin" && { [ -x "$root/bin/kill" ] || cp /bin/kill "$root/bin/kill"; }
 # A serve worker "ci-2" whose flags give policies network (--allow-network --allow-host), with
 # the network drop-in (docs/validation.md, "Network for checks").
 printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example --allow-network --allow-host registry.npmjs.org:443"\n' \
