@@ -96,17 +96,18 @@ cat >"$base/config.json" <<JSON
             "memory": "4g", "memory_swap": "4g"},
  "cache": {"paths": ["deps"], "max_bytes": "1g", "max_entries": 100000}}
 JSON
-start() { # prints the ms from the start to READY ("watching")
+START_MS=0
+start() { # in this shell (its daemon is $daemon): START_MS, the ms from the start to READY
         local t0 n
         n=$(grep -c ": watching '" "$base/daemon.log" 2>/dev/null || true)
         t0=$(now_ms)
-        "$BIN" --config "$base/config.json" run 2>>"$base/daemon.log" &
+        "$BIN" --config "$base/config.json" run >/dev/null 2>>"$base/daemon.log" &
         daemon=$!
         while [ "$(grep -c ": watching '" "$base/daemon.log" 2>/dev/null || true)" -le "${n:-0}" ]; do
                 kill -0 "$daemon" 2>/dev/null || { tail "$base/daemon.log"; echo "store-restart.sh: the daemon did not start" >&2; exit 1; }
                 sleep 0.01
         done
-        echo $(($(now_ms) - t0))
+        START_MS=$(($(now_ms) - t0))
 }
 inbox=$base/ws/.tentaflake-worker/inbox
 worker_run() { # worker_run ARGV_JSON: prints ms from the rename into the inbox to result.json
@@ -133,7 +134,7 @@ for i in $(seq "$RUNS"); do
         # its own (the second on the lane of the capsule started ahead).
         stop
         "$BIN" --config "$base/config.json" store remove >/dev/null
-        start >/dev/null
+        start
         first+=("$(worker_run "$TRUE")")
         second+=("$(worker_run "$TRUE")")
         bare+=("$(ms_bare)")
@@ -155,12 +156,13 @@ for i in $(seq "$RUNS"); do
         bare+=("$(ms_bare)")
         worker_run "$TRUE" >/dev/null
         stop
-        restarts+=("$(start)")
+        start
+        restarts+=("$START_MS")
         after+=("$(worker_run "$TRUE")")
         worker_run "$TRUE" >/dev/null
         deps_before+=("$(worker_run "$DEPS")")
         stop
-        start >/dev/null
+        start
         deps_after+=("$(worker_run "$DEPS")")
 done
 mb=$(printf '%s\n' "${bare[@]}" | median)
