@@ -22,6 +22,9 @@
 
 #define GEN_LANE_SEAL "seal"
 #define GEN_LANE_INDEX "index"
+/* flock'ed exclusive by the lane's holder while it changes the tree, shared by a lane seeded
+ * from it while it copies it (gen-seed.h). */
+#define GEN_LANE_UPDATE_LOCK "update.lock"
 
 /* Check lane_fd (its lock held by the caller) against bound, the store's newest seal. 0: kept.
  * 1: not a generation to use, *why (size why_size) says why; the caller empties it. Negative

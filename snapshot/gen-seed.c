@@ -74,7 +74,16 @@ static int copy_index(int from_lane, int to_lane) {
         return r < 0 ? r : write_file_replace_at(to_lane, GEN_LANE_INDEX, buf, len, 0600, 0, 0);
 }
 
-/* Lane k as the source, if no process holds it and it holds a sealed generation. */
+/* Clone lane (its tree) into l, its index too. */
+static int clone_lane(GenLane *l, int lane, int tree) {
+        int r = clone_dir(tree, l->tree_fd, 0);
+        return r < 0 ? r : copy_index(lane, l->lane_fd);
+}
+
+/* Lane k as the source: one no process holds, sealed (released with a complete generation),
+ * locked while it is read and sealed again after; or one held but not being changed (its
+ * update lock taken shared: its holder waits for the copy before it changes it), whose index
+ * says it is complete, and which its holder seals when it releases it. */
 static int seed_from(GenLane *l, int store_fd, unsigned k) {
         char name[32];
         struct timespec t;
@@ -83,21 +92,23 @@ static int seed_from(GenLane *l, int store_fd, unsigned k) {
         if (lane < 0)
                 return 0;
         _cleanup_close_ int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
-        if (lock < 0 || flock(lock, LOCK_EX | LOCK_NB) < 0)
-                return 0;
-        /* Sealed: released with a complete generation, its index the one of its tree. */
-        if (gen_lane_seal_time(lane, &t) <= 0 || faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-                return 0;
         _cleanup_close_ int tree = open_dir_at(lane, "tree");
-        if (tree < 0)
+        if (lock < 0 || tree < 0)
                 return 0;
-        int r = clone_dir(tree, l->tree_fd, 0);
-        if (r >= 0)
-                r = copy_index(lane, l->lane_fd);
-        /* Its files' ctimes moved (the links): sealed again, its tree and index unchanged. */
-        int q = gen_lane_seal(lane, tree);
-        if (q < 0)
-                (void) unlinkat(lane, GEN_LANE_SEAL, 0);
+        if (flock(lock, LOCK_EX | LOCK_NB) >= 0) {
+                if (gen_lane_seal_time(lane, &t) <= 0 || faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                        return 0;
+                int r = clone_lane(l, lane, tree);
+                /* Its files' ctimes moved (the links): sealed again, its tree and index unchanged. */
+                if (gen_lane_seal(lane, tree) < 0)
+                        (void) unlinkat(lane, GEN_LANE_SEAL, 0);
+                return r < 0 ? r : 1;
+        }
+        _cleanup_close_ int update = openat(lane, GEN_LANE_UPDATE_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (update < 0 || flock(update, LOCK_SH | LOCK_NB) < 0 ||
+            faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        int r = clone_lane(l, lane, tree);
         return r < 0 ? r : 1;
 }
 

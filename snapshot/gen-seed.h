@@ -10,13 +10,14 @@
  * the capsule reaches a lane through a read-only mount; the cache's mount points are
  * directories. So a lane's update replaces what it changes and leaves the inode the other lane
  * still names as it was: content, mode, times and owner (tests/unit/test-gen-store.c). The
- * source lane is locked while it is read and sealed again after (a link moves its files'
- * ctimes, gen-check.h). */
+ * source is a lane no process holds (locked while it is read, sealed again after: a link moves
+ * its files' ctimes, gen-check.h), or one a capsule started ahead holds while it waits, whose
+ * update lock is taken shared while it is read (its job's walk waits for the copy). */
 #pragma once
 
 #include "gen-store.h"
 
-/* Seed l (its tree empty, no index) from the first complete, unheld lane of store_fd other than
- * it. 1: seeded (*ret_from its number); 0: no lane to seed from; negative errno: failed (l's
+/* Seed l (its tree empty, no index) from the first lane of store_fd other than it that holds a
+ * complete generation not being changed. 1: seeded (*ret_from its number); 0: no lane to seed from; negative errno: failed (l's
  * tree holds a part: the caller empties it). */
 int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from);

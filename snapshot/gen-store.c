@@ -235,6 +235,13 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
 
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
+        /* Not while another lane copies this one (gen-seed.h): it holds this shared, briefly. */
+        _cleanup_close_ int update = openat(l->lane_fd, GEN_LANE_UPDATE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (update < 0)
+                return tfw_error(e, errno, "generation_store", "cannot open the update lock of lane %u: %m", l->number);
+        while (flock(update, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return tfw_error(e, errno, "generation_store", "cannot lock lane %u for its update: %m", l->number);
         int r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
         if (r == -ENOSPC || r == -EDQUOT) {
                 collect_unheld(store_fd, max_lanes, l->number);

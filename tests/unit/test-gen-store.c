@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The generation store's lanes across lanes and restarts (issue 36 item 2; threats 17 and 21):
  *   - a lane's first generation is made from another lane's (gen-seed.h): its files are hard
- *     links to the other lane's, its walk keeps them all;
+ *     links to the other lane's, its walk keeps them all; a lane a waiting capsule holds is a
+ *     source, one being updated never;
  *   - then an update of that lane that changes a file's bytes, mode and times, removes one and
  *     adds one leaves every inode the other lane names exactly as it was (content, mode, times,
  *     owner, link count aside): the update replaces, it never writes in place;
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -163,6 +165,40 @@ static void test_update_never_leaks_into_the_other_lane(void **state) {
         assert_int_not_equal(now.st_ino, one.st_ino);
 }
 
+/* A lane held by a capsule started ahead, waiting: a source all the same, through its update
+ * lock taken shared; one being updated (its update lock held): never. */
+static void test_seed_from_a_held_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        update(s, l0, &sum);
+        {
+                _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+                assert_int_equal(l1->number, 1);
+                update(s, l1, &sum);
+                assert_int_equal(l1->seeded_from, 0); /* lane 0 held, not being changed */
+                if (gfx_vouches(s->f))
+                        assert_int_equal(sum.files_reused, 2);
+        }
+        /* Lane 1 emptied; lane 0's update lock held as its update would hold it. */
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-1/index", s->path);
+        assert_int_equal(unlink(p), 0);
+        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
+        _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(ul >= 0);
+        assert_int_equal(flock(ul, LOCK_EX), 0);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        update(s, l1, &sum);
+        assert_int_equal(l1->seeded_from, -1);
+        assert_int_equal(sum.files_reused, 0);
+}
+
 static unsigned drops;
 static void count(void *userdata, const char *what, const char *why) {
         (void) userdata;
@@ -204,6 +240,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_first_generation_from_another_lane),
                 T(test_update_never_leaks_into_the_other_lane),
+                T(test_seed_from_a_held_lane),
                 T(test_shared_lanes_checked_at_start),
         };
         return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);
