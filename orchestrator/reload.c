@@ -103,7 +103,7 @@ static int diff(const json_t *a, const json_t *b, const char *prefix, json_t *me
                         snprintf(key, sizeof(key), "%s%s", prefix, k);
                         bool xo = json_is_object(x), yo = json_is_object(y);
                         if ((xo || !x) && (yo || !y) && (xo || yo)) {
-                                char sub[KEY_MAX];
+                                char sub[KEY_MAX + 2];
                                 snprintf(sub, sizeof(sub), "%s.", key);
                                 r = diff(x, y, sub, merged, ret);
                         } else if (!json_equal(x, y)) {
