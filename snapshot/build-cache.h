@@ -15,8 +15,8 @@
  *                            job's changes), then the next version, made from them and the
  *                            version the job was handed
  *
- * It lives in the generation store (gen-store.h: a tmpfs of the daemon's own namespace, root's
- * alone). A job is handed the current version by number, bound read-only below the overlay
+ * It lives in the generation store (gen-store.h: a tmpfs of its own, root's alone, that outlives
+ * the daemon; build_cache_check() at its start). A job is handed the current version by number, bound read-only below the overlay
  * that keeps the job's writes in the sandbox (nothing copied: a hand-out costs the same for any
  * size); what the job changed comes back alone (read from the overlay's upper directory), and
  * the next version is that over the one it was handed: its other files hard links to them. A
