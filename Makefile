@@ -290,6 +290,9 @@ uninstall:
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/tentaflake-worker
 	rm -f $(foreach d,$(DOC_FILES),$(DESTDIR)$(DOCDIR)/$(notdir $(d)))
 	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
+	@# The workers' generation stores (memory only: docs/snapshot.md, "After a restart").
+	-[ -n "$(DESTDIR)" ] || awk '$$1 == "tentaflake-store" && $$3 == "tmpfs" { print $$2 }' /proc/self/mounts | \
+		while read -r m; do umount -l "$$(printf '%b' "$$m")"; done
 
 # The Debian package, made with dpkg-deb from what `make install` puts below a staging root
 # (packaging/deb/README.md says why not debhelper): PREFIX=/usr, the units in /lib/systemd/system

@@ -25,18 +25,18 @@ int cache_clear(Worker *w, bool *ret_daemon, TfwError *e) {
         if (!w->config->cache.paths)
                 return tfw_error(e, EINVAL, "no_cache", "worker '%s' has no build cache (no cache.paths in its configuration)",
                                  w->config->name);
-        if (!daemon_runs(w)) {
-                /* Its cache went with its memory; a request left for it would be taken at its start. */
-                (void) unlinkat(w->dirs.state_fd, WORKER_CACHE_CLEAR_FILE, 0);
-                *ret_daemon = false;
-                return 0;
-        }
         decide_operator_identity(who, sizeof(who));
         int r = write_file_atomic_at(w->dirs.state_fd, WORKER_CACHE_CLEAR_FILE, who, strlen(who), 0600, (uid_t) -1,
                                      (gid_t) -1);
         if (r < 0)
                 return tfw_error(e, -r, "internal", "cannot write '%s/%s': %s", w->config->state_dir,
                                  WORKER_CACHE_CLEAR_FILE, strerror(-r));
+        if (!daemon_runs(w)) {
+                /* The cache outlives the daemon (state_dir/store): the request is left for the
+                 * next start, which takes it before its first job. */
+                *ret_daemon = false;
+                return 0;
+        }
         /* The daemon removes the file once the cache is empty. */
         for (unsigned i = 0; i < CACHE_CLEAR_WAIT_SECONDS * 20; i++) {
                 struct stat st;

@@ -12,7 +12,7 @@
 /* How long `cache clear` waits for the daemon. */
 #define CACHE_CLEAR_WAIT_SECONDS 30
 
-/* 0 with *ret_daemon: the daemon emptied the cache (true), or no daemon runs and there is no
- * cache to empty (false). Errors: no cache configured (EINVAL, "no_cache"), the daemon did not
+/* 0 with *ret_daemon: the daemon emptied the cache (true), or no daemon runs and the
+ * request is left for its next start, which takes it before its first job (false). Errors: no cache configured (EINVAL, "no_cache"), the daemon did not
  * take the request in time (ETIMEDOUT: it stays, and is taken when the daemon gets to it). */
 int cache_clear(Worker *w, bool *ret_daemon, TfwError *e);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include "approve/cache.h"
 #include "approve/decide.h"
@@ -14,13 +16,17 @@
 #include "approve/report.h"
 #include "approve/wait.h"
 #include "cli/cli.h"
+#include "common/fd-util.h"
 #include "common/log.h"
+#include "common/proc-locks.h"
+#include "common/root-dir.h"
 #include "common/sha256.h"
 #include "controller/no-worker.h"
 #include "orchestrator/audit.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/doctor.h"
 #include "orchestrator/retention.h"
+#include "orchestrator/store-tmpfs.h"
 #include "orchestrator/worker.h"
 #include "parser/request.h"
 #include "validation/serve.h"
@@ -442,8 +448,39 @@ static int verb_cache(int argc, char **argv, const Config *config, const char *c
         if (daemon)
                 printf("cache clear: the build cache of worker '%s' is empty; the next job starts without one\n", config->name);
         else
-                printf("cache clear: no daemon of worker '%s' runs: its build cache lives in the daemon's memory and is "
-                       "already empty\n", config->name);
+                printf("cache clear: no daemon of worker '%s' runs: its build cache (kept in state_dir/store across "
+                       "restarts) is emptied when the daemon starts, before its first job\n", config->name);
+        return 0;
+}
+
+/* `store mount` (tentaflake-worker-store@NAME.service, before the worker) and `store remove`
+ * (uninstall): the generation store's tmpfs, orchestrator/store-tmpfs.h. */
+static int verb_store(int argc, char **argv, const Config *config, const char *config_path) {
+        (void) config_path;
+        if (argc != 2 || (!streq(argv[1], "mount") && !streq(argv[1], "remove")))
+                return cli_usage_error("store", argc < 2 ? "missing the subcommand (mount or remove)"
+                                                         : "expected one subcommand: mount or remove");
+        TfwError e = {0};
+        bool made = false;
+        _cleanup_close_ int state = root_dir_open("key 'state_dir'", config->state_dir, true, 0, 0, 0700, NULL, &e);
+        int r = state;
+        if (r >= 0 && streq(argv[1], "remove")) {
+                struct stat st;
+                if (fstatat(state, "daemon.lock", &st, AT_SYMLINK_NOFOLLOW) >= 0 && S_ISREG(st.st_mode) &&
+                    flock_held(st.st_ino) != 0)
+                        r = tfw_error(&e, EBUSY, "daemon_running", "the daemon of worker '%s' runs: stop it first",
+                                      config->name);
+                else
+                        r = store_tmpfs_unmount(state, &e);
+        } else if (r >= 0)
+                r = store_tmpfs_mount(state, config, &made, &e);
+        if (r < 0) {
+                log_error("store %s: %s", argv[1], e.message);
+                return 1;
+        }
+        printf("store %s: %s\n", argv[1], streq(argv[1], "remove") ? "the generation store is unmounted and removed"
+                                         : made ? "the generation store is mounted on state_dir/store"
+                                                : "the generation store was mounted already");
         return 0;
 }
 
@@ -592,6 +629,14 @@ const Verb verbs[] = {
          "the running daemon removes it and the next job starts without one; a job running\n"
          "meanwhile keeps nothing. Waits until it is done.\n" CONFIG_OPT,
          true, verb_cache, NULL},
+        {"store", "store mount|remove       the generation store's tmpfs (docs/snapshot.md)",
+         "Usage: tentaflake-worker --config FILE store mount|remove\n\n"
+         "The generation store and build cache live in a tmpfs at state_dir/store that outlives\n"
+         "the daemon (a restart keeps them; a reboot does not).\n\n"
+         "  mount   mount it unless it is there (what tentaflake-worker-store@NAME.service runs\n"
+         "          before the daemon; a daemon started by hand mounts it itself)\n"
+         "  remove  unmount it and remove its directory (refused while the daemon runs)\n" CONFIG_OPT,
+         true, verb_store, NULL},
         {"keygen", "keygen --out FILE --identity ID   make an ed25519 signing key",
          "Usage: tentaflake-worker keygen --out FILE --identity ID\n\n"
          "Create an ed25519 signing key (mode 0600, never overwritten) and print the\n"

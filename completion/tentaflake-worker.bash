@@ -51,7 +51,7 @@ _tentaflake_worker() {
         local cur prev words cword
         _init_completion || return
 
-        local verbs="run drain approve deny list show doctor gc audit check-config cache keygen serve
+        local verbs="run drain approve deny list show doctor gc audit check-config cache store keygen serve
                 submit apply mcp help version"
         local global="--config --name --version --help -h"
         local -A flags=(
@@ -62,7 +62,7 @@ _tentaflake_worker() {
                 [show]="--json --help"
                 [doctor]="--json --help"
                 [gc]="--scheduled --json --help"
-                [audit]="--json --help" [cache]="--help" [check-config]="--help"
+                [audit]="--json --help" [cache]="--help" [store]="--help" [check-config]="--help"
                 [keygen]="--out --identity --help"
                 [serve]="--server --key --check --json --sandbox --image --engine-runtime --label --concurrency
                         --max-timeout-secs --max-cpu-secs --max-memory-mb --max-pids
@@ -77,7 +77,7 @@ _tentaflake_worker() {
                 [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
         )
-        local -A subverbs=([audit]="verify" [cache]="clear")
+        local -A subverbs=([audit]="verify" [cache]="clear" [store]="mount remove")
 
         # The verb, its first operand, and the options that select the config (passed on to
         # `list --json`; TENTAFLAKE_WORKER_CONFIG reaches it by itself); after submit's `--` the

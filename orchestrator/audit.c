@@ -29,7 +29,7 @@ static const char *const audit_events[] = {
         "captured", "rejected", "pending",  "approved",        "denied",       "expired",
         "started",  "finished", "error",    "interrupted",     "expired-results",
         "worker-start", "worker-stop", "cache-cleared", "egress", "cancelled", "cancel-requested",
-        "cancel-refused",
+        "cancel-refused", "config-reload",
 };
 
 bool audit_event_is_valid(const char *event) {

@@ -39,7 +39,9 @@
 #include "orchestrator/publish.h"
 #include "orchestrator/recover.h"
 #include "orchestrator/retention.h"
+#include "orchestrator/reload.h"
 #include "orchestrator/scratch.h"
+#include "orchestrator/store-tmpfs.h"
 #include "orchestrator/start.h"
 #include "orchestrator/store.h"
 #include "orchestrator/watch.h"
@@ -90,6 +92,11 @@ typedef struct Daemon {
         size_t n_queue;
         size_t n_pending;                   /* waiting for an operator (STATUS=) */
         DirtySet *watch;                    /* the workspace's watch, or NULL (watch.h) */
+        bool reload_config;                 /* SIGHUP: read the configuration again */
+        json_t *config_raw;                 /* the configuration in use, as JSON (reload.h) */
+        Config **configs;                   /* the ones reloads made (the first is the caller's) */
+        size_t n_configs;
+        char *config_abs;                   /* the configuration's absolute path, or NULL */
         WarmChild warm;                     /* the one waiting for the next request */
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
         usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
@@ -569,6 +576,8 @@ static void handle_signals(Daemon *d) {
         while (read(d->signal_fd, &si, sizeof(si)) == sizeof(si)) {
                 if (si.ssi_signo == SIGCHLD)
                         reap(d);
+                else if (si.ssi_signo == SIGHUP)
+                        d->reload_config = true;
                 else if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
                         if (!d->stopping) {
                                 d->stopping = true;
@@ -795,6 +804,7 @@ static int setup_events(Daemon *d, TfwError *e) {
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
         sigaddset(&mask, SIGINT);
+        sigaddset(&mask, SIGHUP);
         sigaddset(&mask, SIGCHLD);
         if (sigprocmask(SIG_BLOCK, &mask, NULL) < 0)
                 return tfw_error(e, errno, "internal", "sigprocmask: %m");
@@ -838,241 +848,350 @@ static void release_cgroup_group(Daemon *d) {
                 worker_say(&d->w, LOG_DEBUG, "cgroup '%s' is still in use in %u hierarchy(ies): left", group, busy);
 }
 
-int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
-        Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
-                    .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
-        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
-                d.retiring[i].sock = -EBADF;
-        int r;
+/* The generation store's tmpfs in the host's namespace, before the daemon leaves it (unless
+ * tentaflake-worker-store@NAME.service mounted it already): false when there is none. */
+static bool store_mount(Daemon *d) {
+        TfwError se = {0};
+        bool made;
+        if (store_tmpfs_mount(d->w.dirs.state_fd, d->w.config, &made, &se) < 0) {
+                worker_say(&d->w, LOG_WARNING, "%s: no generation store, every workspace is streamed", se.message);
+                return false;
+        }
+        /* Under systemd the unit's own namespace (PrivateMounts=) is no longer the host's. */
+        if (made && getenv("INVOCATION_ID"))
+                worker_say(&d->w, LOG_WARNING, "the generation store was not mounted by tentaflake-worker-store@%s.service: "
+                           "mounted now, it goes with this process (docs/install.md)", d->w.config->name);
+        else if (made)
+                worker_say(&d->w, LOG_INFO, "the generation store is mounted on state_dir/" STORE_TMPFS_DIR);
+        return true;
+}
 
-        /* runsc's root (orchestrator/dirs.h): a worker that cannot keep it refuses to start
-         * rather than fail every job. */
-        char root[PATH_MAX];
-        r = worker_runsc_root_open(c, root, sizeof(root), e);
-        if (r < 0)
-                return r;
-        r = worker_open(&d.w, c, e);
-        if (r < 0)
-                return r;
-        d.w.report = o->report;
-        d.w.report_userdata = o->report_userdata;
-        /* Absolute, so that the approve command it prints works from any directory; the
-         * conventional path kept as it is (on NixOS it is a link into the store, whose target a
-         * rebuild replaces), so that the command says --name. */
+/* SIGHUP (reload.h): the configuration read again; what can change now applied, what needs a
+ * restart named; said and audited either way. */
+static void reload_config(Daemon *d) {
+        ConfigReload rl;
+        TfwError e = {0};
+        d->reload_config = false;
+        int r = d->o.config_path && d->config_raw
+                        ? 0
+                        : tfw_error(&e, ENOENT, "config_reload", "the configuration the worker started with is unknown "
+                                    "(no file, or it could not be read then): restart it to change it");
+        if (r >= 0)
+                r = config_reload(d->o.config_path, d->config_raw, &rl, &e);
+        _cleanup_(json_decrefp) json_t *f = NULL;
+        if (r < 0) {
+                f = json_pack("{s:s, s:s}", "outcome", "refused", "reason", e.message);
+                (void) worker_audit_best_effort(&d->w, "config-reload", f);
+                worker_say(&d->w, LOG_ERR, "configuration reload: %s: nothing changed", e.message);
+                return;
+        }
+        Config **more = rl.next ? reallocarray(d->configs, d->n_configs + 1, sizeof(Config *)) : NULL;
+        if (rl.next && !more) {
+                config_free(rl.next);
+                json_decref(rl.next_raw);
+                worker_say(&d->w, LOG_ERR, "configuration reload: out of memory: nothing changed");
+                return;
+        }
+        if (rl.next) {
+                /* The one in use stays allocated: what was made from it may still point into it. */
+                d->configs = more;
+                d->configs[d->n_configs++] = rl.next;
+                d->w.config = rl.next;
+                config_request_policy(rl.next, &d->w.policy);
+                json_decref(d->config_raw);
+                d->config_raw = rl.next_raw;
+                warm_retire(d); /* the next capsule started ahead is started with it */
+        }
+        /* Audited, then said: once said, it is in the audit log. */
+        char keys[2 * CONFIG_RELOAD_KEYS_MAX + 64];
+        snprintf(keys, sizeof(keys), "applied: %s; need a restart: %s", rl.applied[0] ? rl.applied : "none",
+                 rl.restart[0] ? rl.restart : "none");
+        f = json_pack("{s:s, s:s}", "outcome", rl.applied[0] ? "applied" : "unchanged", "message", keys);
+        (void) worker_audit_best_effort(&d->w, "config-reload", f);
+        worker_say(&d->w, rl.restart[0] ? LOG_WARNING : LOG_NOTICE, "configuration reload: %s%s%s%s",
+                   rl.applied[0] ? "applied " : "nothing to apply", rl.applied,
+                   rl.restart[0] ? "; these keys changed and need a restart (their old values stay until then): " : "",
+                   rl.restart);
+}
+
+/* Absolute, so that the approve command it prints works from any directory; the
+ * conventional path kept as it is (on NixOS it is a link into the store, whose target a
+ * rebuild replaces), so that the command says --name. */
+static void config_path_for_commands(Daemon *d) {
         char conventional[PATH_MAX];
-        snprintf(conventional, sizeof(conventional), WORKER_CONFIG_DIR "/%s.json", c->name);
-        _cleanup_free_ char *config_abs = o->config_path ? realpath(o->config_path, NULL) : NULL;
+        snprintf(conventional, sizeof(conventional), WORKER_CONFIG_DIR "/%s.json", d->w.config->name);
+        d->config_abs = d->o.config_path ? realpath(d->o.config_path, NULL) : NULL;
         _cleanup_free_ char *conventional_abs = realpath(conventional, NULL);
-        if (o->config_path && (streq(o->config_path, conventional) ||
-                               (config_abs && conventional_abs && streq(config_abs, conventional_abs))))
-                d.w.config_path = NULL; /* worker_approve_command: --name */
+        if (d->o.config_path && (streq(d->o.config_path, conventional) ||
+                                 (d->config_abs && conventional_abs && streq(d->config_abs, conventional_abs))))
+                d->w.config_path = NULL; /* worker_approve_command: --name */
         else
-                d.w.config_path = config_abs ? config_abs : o->config_path;
+                d->w.config_path = d->config_abs ? d->config_abs : d->o.config_path;
+}
 
-        r = take_instance_lock(&d, e);
-        if (r < 0)
-                goto out;
-        r = take_jobs_lock(&d, e);
-        if (r < 0)
-                goto out;
-        r = inbox_open(&d.w, e);
-        if (r < 0)
-                goto out;
-        controller_view_check(c, d.w.use_openat2, warn_view, &d.w);
-        if (capsule_config_egress(c)) {
-                char why[256];
-                if (egress_host_route_check(why, sizeof(why)) < 0)
-                        worker_say(&d.w, LOG_WARNING,
-                                   "network.allow is set, but the egress proxy can reach nothing from this worker: %s "
-                                   "(docs/install.md, \"Network for jobs\"); every connection of a job will fail",
-                                   why);
-        }
-        r = setup_events(&d, e);
-        if (r < 0)
-                goto out;
-        {
-                /* Informational for the controller's client; never read back (threat 14). */
-                TfwError de = {0};
-                if (discovery_publish(&d.w, o->config_path, &de) < 0)
-                        worker_say(&d.w, LOG_WARNING, "%s", de.message);
-        }
-        audit_worker(&d, "worker-start", o->drain ? "drain" : "run");
-
-        job_cache_runtime_version(&d.w);
-
-        /* Recovery before anything new happens: nothing that was running is ever re-run. */
-        job_cleanup(&d.w, NULL);
+/* The capsules' bundles on a tmpfs of the daemon's own namespace, and the generation store's,
+ * which outlives it (mounted before the daemon leaves the host's namespace). */
+static void enter_namespace(Daemon *d) {
+        const Config *c = d->w.config;
         /* From here on the capsules' bundles are in memory of this daemon's own (what a
          * predecessor left on the disk below was removed just above). */
         const CapsuleDriverOps *ops = capsule_driver_ops(c->driver);
         if (ops && ops->local_paths) {
                 TfwError se = {0};
-                if (scratch_private_tmpfs(&d.w.dirs, c->state_dir, &se) < 0)
-                        worker_say(&d.w, LOG_WARNING, "%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
+                bool store = ops->binds_generations && store_mount(d);
+                if (scratch_private_tmpfs(&d->w.dirs, c->state_dir, &se) < 0)
+                        worker_say(&d->w, LOG_WARNING, "%s: the capsules' bundles stay on the disk in state_dir/scratch", se.message);
                 else {
                         log_debug("scratch: a private tmpfs of %s on state_dir/scratch", SCRATCH_TMPFS_SIZE);
-                        if (ops->binds_generations && scratch_store_tmpfs(&d.w.dirs, c, &se) < 0)
-                                worker_say(&d.w, LOG_WARNING, "%s: no generation store, every workspace is streamed",
+                        if (store && store_tmpfs_open(&d->w, &se) < 0)
+                                worker_say(&d->w, LOG_WARNING, "%s: no generation store, every workspace is streamed",
                                            se.message);
                 }
         }
+}
+
+/* The daemon's start, its worker open: its locks, the inbox, the event sources, recovery from the
+ * last stop, the store; READY. */
+static int daemon_start(Daemon *d, TfwError *e) {
+        const Config *c = d->w.config;
+        int r;
+
+        d->w.report = d->o.report;
+        d->w.report_userdata = d->o.report_userdata;
+        config_path_for_commands(d);
+        /* What a reload compares the file with (reload.h). */
+        TfwError re = {0};
+        if (d->o.config_path && config_reload_raw(d->o.config_path, &d->config_raw, &re) < 0)
+                worker_say(&d->w, LOG_WARNING, "%s: a reload (SIGHUP) will change nothing", re.message);
+        r = take_instance_lock(d, e);
+        if (r < 0)
+                return r;
+        r = take_jobs_lock(d, e);
+        if (r < 0)
+                return r;
+        r = inbox_open(&d->w, e);
+        if (r < 0)
+                return r;
+        controller_view_check(c, d->w.use_openat2, warn_view, &d->w);
+        if (capsule_config_egress(c)) {
+                char why[256];
+                if (egress_host_route_check(why, sizeof(why)) < 0)
+                        worker_say(&d->w, LOG_WARNING,
+                                   "network.allow is set, but the egress proxy can reach nothing from this worker: %s "
+                                   "(docs/install.md, \"Network for jobs\"); every connection of a job will fail",
+                                   why);
+        }
+        r = setup_events(d, e);
+        if (r < 0)
+                return r;
+        {
+                /* Informational for the controller's client; never read back (threat 14). */
+                TfwError de = {0};
+                if (discovery_publish(&d->w, d->o.config_path, &de) < 0)
+                        worker_say(&d->w, LOG_WARNING, "%s", de.message);
+        }
+        audit_worker(d, "worker-start", d->o.drain ? "drain" : "run");
+
+        job_cache_runtime_version(&d->w);
+
+        /* Recovery before anything new happens: nothing that was running is ever re-run. */
+        job_cleanup(&d->w, NULL);
+        enter_namespace(d);
         /* Before any job (or capsule started ahead) is forked: they all add to it. */
-        d.watch = watch_start(&d.w);
-        r = recover_at_start(&d.w, e);
+        d->watch = watch_start(&d->w);
+        r = recover_at_start(&d->w, e);
         if (r < 0)
-                goto out;
+                return r;
         if (r > 0)
-                worker_say(&d.w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
-        r = retention_run(&d.w, now_realtime(), false, &d.next_retention, NULL, e);
+                worker_say(&d->w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
+        r = retention_run(&d->w, now_realtime(), false, &d->next_retention, NULL, e);
         if (r < 0)
-                goto out;
-        d.last_retention = now_realtime();
-        if (d.next_retention)
-                d.next_retention = MAX(d.next_retention, d.last_retention + RETENTION_MIN_INTERVAL);
-        r = expire_pending(&d.w, now_realtime(), e);
+                return r;
+        d->last_retention = now_realtime();
+        if (d->next_retention)
+                d->next_retention = MAX(d->next_retention, d->last_retention + RETENTION_MIN_INTERVAL);
+        r = expire_pending(&d->w, now_realtime(), e);
         if (r < 0)
-                goto out;
-        d.rescan = true;
-        d.reload_queue = true;
-        d.clear_cache = true; /* a `cache clear` left from before: its file goes */
+                return r;
+        d->rescan = true;
+        d->reload_queue = true;
+        d->clear_cache = true; /* a `cache clear` left from before: its file goes */
 
         uint64_t wd_usec = 0;
         if (sd_watchdog_enabled(0, &wd_usec) > 0) {
-                d.watchdog_usec = wd_usec;
-                d.next_watchdog = now_monotonic();
+                d->watchdog_usec = wd_usec;
+                d->next_watchdog = now_monotonic();
         }
         (void) sd_notify(0, "READY=1");
-        worker_say(&d.w, LOG_INFO, "worker '%s' %s: watching '%s'", c->name, o->drain ? "draining" : "running", c->workspace);
+        worker_say(&d->w, LOG_INFO, "worker '%s' %s: watching '%s'", c->name, d->o.drain ? "draining" : "running", c->workspace);
+        return 0;
+}
 
+/* The event loop: until stopped (and every job ended), or, draining, until idle. */
+static int daemon_loop(Daemon *d, TfwError *e) {
+        int r;
         for (;;) {
-                if (d.rescan && !d.stopping) {
-                        d.rescan = false;
+                if (d->reload_config)
+                        reload_config(d);
+                if (d->rescan && !d->stopping) {
+                        d->rescan = false;
                         TfwError one = {0};
-                        if (inbox_scan(&d.w, &one) < 0)
-                                worker_say(&d.w, LOG_ERR, "inbox: %s", one.message);
-                        cancel_scan(&d);
-                        d.reload_queue = true;
+                        if (inbox_scan(&d->w, &one) < 0)
+                                worker_say(&d->w, LOG_ERR, "inbox: %s", one.message);
+                        cancel_scan(d);
+                        d->reload_queue = true;
                 }
-                if (d.reload_queue) {
+                if (d->reload_queue) {
                         /* The wake file first, then the store: an approval saved before the
                          * unlink is in what load_queue reads; one saved after it leaves a new
                          * wake file, which starts `drain` again in path mode (the path unit
                          * watches it with PathExists=) and wakes this loop. */
-                        (void) consume_wake(&d);
-                        r = load_queue(&d, e);
+                        (void) consume_wake(d);
+                        r = load_queue(d, e);
                         if (r < 0)
-                                goto out;
+                                return r;
                 }
-                if (d.clear_cache)
-                        clear_cache(&d);
-                r = start_jobs(&d, e);
+                if (d->clear_cache)
+                        clear_cache(d);
+                r = start_jobs(d, e);
                 if (r < 0)
-                        goto out;
-                if (d.stopping && d.n_running == 0 && !warm_children_left(&d))
+                        return r;
+                if (d->stopping && d->n_running == 0 && !warm_children_left(d))
                         break;
-                if (o->drain && d.n_running == 0 && d.n_queue == 0 && inbox_is_empty(&d)) {
+                if (d->o.drain && d->n_running == 0 && d->n_queue == 0 && inbox_is_empty(d)) {
                         /* An approval that came after the last reload: take it now rather
                          * than leave it to the next activation. */
-                        if (!d.stopping && consume_wake(&d)) {
-                                d.reload_queue = true;
+                        if (!d->stopping && consume_wake(d)) {
+                                d->reload_queue = true;
                                 continue;
                         }
-                        warm_retire(&d);
-                        if (!warm_children_left(&d))
+                        warm_retire(d);
+                        if (!warm_children_left(d))
                                 break;
                 }
 
-                arm_timer(&d);
+                arm_timer(d);
                 struct pollfd p[4] = {
-                        {.fd = d.inotify_fd, .events = POLLIN},
-                        {.fd = d.signal_fd, .events = POLLIN},
-                        {.fd = d.timer_fd, .events = POLLIN},
-                        {.fd = d.watch ? dirty_set_fd(d.watch) : -1, .events = POLLIN},
+                        {.fd = d->inotify_fd, .events = POLLIN},
+                        {.fd = d->signal_fd, .events = POLLIN},
+                        {.fd = d->timer_fd, .events = POLLIN},
+                        {.fd = d->watch ? dirty_set_fd(d->watch) : -1, .events = POLLIN},
                 };
                 if (poll(p, 4, -1) < 0 && errno != EINTR) {
                         r = tfw_error(e, errno, "internal", "poll: %m");
-                        goto out;
+                        return r;
                 }
                 if (p[1].revents)
-                        handle_signals(&d);
+                        handle_signals(d);
                 if (p[0].revents) {
-                        r = handle_inotify(&d, e);
+                        r = handle_inotify(d, e);
                         if (r < 0)
-                                goto out;
+                                return r;
                 }
-                if (p[3].revents && dirty_set_read(d.watch) < 0)
+                if (p[3].revents && dirty_set_read(d->watch) < 0)
                         log_debug("the workspace's watch: %m");
                 if (p[2].revents) {
                         uint64_t ticks;
-                        if (read(d.timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+                        if (read(d->timer_fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
                                 log_debug("timerfd: %m");
                 }
-                r = handle_deadlines(&d, e);
+                r = handle_deadlines(d, e);
                 if (r < 0)
-                        goto out;
+                        return r;
         }
-        r = 0;
-out:
-        if (d.n_running > 0) {
+        return 0;
+}
+
+/* The daemon's stop, whatever r its start or loop ended with: no job abandoned, no capsule
+ * left waiting, its cgroup and descriptors given back. Returns r. */
+static int daemon_stop(Daemon *d, int r) {
+        if (d->n_running > 0) {
                 /* Leaving on an error: never abandon a job silently. Each wait bounded (threat
                  * 13): a job process SIGKILLed dies at once unless the kernel holds it. */
-                kill_running(&d);
+                kill_running(d);
                 usec_t deadline = now_monotonic() + PROCESS_REAP_AFTER_KILL_USEC;
-                while (d.n_running > 0) {
+                while (d->n_running > 0) {
                         int status;
-                        pid_t pid = reap_child_by(&d, deadline, &status);
+                        pid_t pid = reap_child_by(d, deadline, &status);
                         if (pid == 0)
-                                for (unsigned i = 0; i < d.n_running; i++) {
-                                        worker_say(&d.w, LOG_ERR,
+                                for (unsigned i = 0; i < d->n_running; i++) {
+                                        worker_say(&d->w, LOG_ERR,
                                                    "job '%s': its process (pid %d) did not end within %u s of "
                                                    "SIGKILL; left, with its capsule, for the next start's recovery",
-                                                   d.running[i].id, (int) d.running[i].pid,
+                                                   d->running[i].id, (int) d->running[i].pid,
                                                    (unsigned) (PROCESS_REAP_AFTER_KILL_USEC / USEC_PER_SEC));
-                                        if (d.running[i].capsule[0])
-                                                job_cleanup(&d.w, d.running[i].capsule);
-                                        job_cleanup(&d.w, d.running[i].id);
+                                        if (d->running[i].capsule[0])
+                                                job_cleanup(&d->w, d->running[i].capsule);
+                                        job_cleanup(&d->w, d->running[i].id);
                                 }
                         if (pid <= 0)
                                 break;
-                        for (unsigned i = 0; i < d.n_running; i++)
-                                if (d.running[i].pid == pid) {
+                        for (unsigned i = 0; i < d->n_running; i++)
+                                if (d->running[i].pid == pid) {
                                         RequestRecord rec;
                                         TfwError e2 = {0};
-                                        if (d.running[i].capsule[0])
-                                                job_cleanup(&d.w, d.running[i].capsule);
-                                        job_cleanup(&d.w, d.running[i].id);
-                                        if (store_load(d.w.dirs.requests_fd, d.running[i].id, &rec, &e2) >= 0 &&
+                                        if (d->running[i].capsule[0])
+                                                job_cleanup(&d->w, d->running[i].capsule);
+                                        job_cleanup(&d->w, d->running[i].id);
+                                        if (store_load(d->w.dirs.requests_fd, d->running[i].id, &rec, &e2) >= 0 &&
                                             rec.state != STATE_FINAL)
-                                                (void) recover_finish_unpublished(&d.w, &rec, "interrupted", "interrupted",
+                                                (void) recover_finish_unpublished(&d->w, &rec, "interrupted", "interrupted",
                                                                                   "the worker stopped while the job ran", &e2);
-                                        d.running[i] = d.running[--d.n_running];
+                                        d->running[i] = d->running[--d->n_running];
                                         break;
                                 }
                 }
         }
         /* A capsule still waiting (leaving on an error): ended, and its process reaped, within
          * the bound of its own end (capsule_warm_end) and of a SIGKILL. */
-        warm_retire(&d);
+        warm_retire(d);
         usec_t warm_deadline = now_monotonic() + CAPSULE_WARM_END_MAX_USEC + PROCESS_REAP_AFTER_KILL_USEC;
-        while (warm_children_left(&d)) {
+        while (warm_children_left(d)) {
                 int status;
-                pid_t pid = reap_child_by(&d, warm_deadline, &status);
+                pid_t pid = reap_child_by(d, warm_deadline, &status);
                 if (pid == 0)
-                        warm_abandon(&d);
+                        warm_abandon(d);
                 if (pid <= 0)
                         break;
-                (void) warm_reaped(&d, pid, status);
+                (void) warm_reaped(d, pid, status);
         }
-        if (d.w.audit)
-                audit_worker(&d, "worker-stop", r < 0 ? "error" : "ok");
+        if (d->w.audit)
+                audit_worker(d, "worker-stop", r < 0 ? "error" : "ok");
         (void) sd_notify(0, "STOPPING=1");
-        release_cgroup_group(&d);
-        if (d.w.audit)
-                worker_say(&d.w, LOG_INFO, "worker '%s' stopped%s", c->name, r < 0 ? " on an error" : "");
-        free(d.queue);
-        close_daemon_fds(&d);
-        d.watch = dirty_set_free(d.watch);
-        d.w.jobs_lock_fd = safe_close(d.w.jobs_lock_fd);
-        worker_close(&d.w);
+        release_cgroup_group(d);
+        if (d->w.audit)
+                worker_say(&d->w, LOG_INFO, "worker '%s' stopped%s", d->w.config->name, r < 0 ? " on an error" : "");
+        free(d->queue);
+        close_daemon_fds(d);
+        d->watch = dirty_set_free(d->watch);
+        d->w.jobs_lock_fd = safe_close(d->w.jobs_lock_fd);
+        worker_close(&d->w);
+        for (size_t i = 0; i < d->n_configs; i++)
+                config_free(d->configs[i]);
+        free(d->configs);
+        json_decref(d->config_raw);
+        free(d->config_abs);
         return r;
+}
+
+
+int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
+        Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
+                    .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                d.retiring[i].sock = -EBADF;
+
+        /* runsc's root (orchestrator/dirs.h): a worker that cannot keep it refuses to start
+         * rather than fail every job. */
+        char root[PATH_MAX];
+        int r = worker_runsc_root_open(c, root, sizeof(root), e);
+        if (r < 0)
+                return r;
+        r = worker_open(&d.w, c, e);
+        if (r < 0)
+                return r;
+        r = daemon_start(&d, e);
+        if (r >= 0)
+                r = daemon_loop(&d, e);
+        return daemon_stop(&d, r);
 }

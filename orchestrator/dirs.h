@@ -29,8 +29,9 @@ typedef struct WorkerDirs {
         int results_fd;
         int staging_fd;
         int rejected_fd;
-        /* The generation store (orchestrator/scratch.h), -EBADF without one: a tmpfs of the
-         * daemon's namespace at <state_dir>/scratch/.store. */
+        /* The generation store (orchestrator/store-tmpfs.h), -EBADF without one: a tmpfs of
+         * its own at <state_dir>/store, mounted in the host's namespace (it outlives the
+         * daemon), checked by the daemon before use. */
         int store_fd;
 } WorkerDirs;
 

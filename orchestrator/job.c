@@ -609,6 +609,10 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 job_report_run(w, rec->id, &x);
         if (lane)
                 job_store_report(w);
+        /* The capsule is gone: the lane is sealed and given back before the result is published,
+         * so that the next request finds it free (a lane's first generation is seeded from a
+         * free one, gen-seed.h). */
+        gen_lane_release(TAKE_PTR(lane));
         if (cache && x.cache.used)
                 job_cache_report(w, cache);
         (void) rm_rf_at(w->dirs.scratch_fd, rec->id);

@@ -20,10 +20,7 @@
 #include "snapshot/gen-store.h"
 #include "orchestrator/scratch.h"
 
-/* A tmpfs made but not attached anywhere yet (0700, nosuid, nodev): its mount fd. */
-/* inode64: inode numbers that are never handed out twice (the build cache knows its files' blob
- * ids by inode, snapshot/cache-tree.c); without it tmpfs's 32-bit numbers wrap. */
-static int tmpfs_detached(const char *source, const char *size, const char *inodes, bool inode64, const char *what,
+int scratch_tmpfs_detached(const char *source, const char *size, const char *inodes, bool inode64, const char *what,
                           TfwError *e) {
         _cleanup_close_ int fs = fsopen("tmpfs", FSOPEN_CLOEXEC);
         if (fs < 0)
@@ -60,7 +57,7 @@ int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e) 
         if (mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0)
                 return tfw_error(e, errno, "scratch_tmpfs", "cannot make the mounts of its namespace private: %m");
 
-        mnt = tmpfs_detached("tentaflake-scratch", SCRATCH_TMPFS_SIZE, SCRATCH_TMPFS_INODES, false, "scratch", e);
+        mnt = scratch_tmpfs_detached("tentaflake-scratch", SCRATCH_TMPFS_SIZE, SCRATCH_TMPFS_INODES, false, "scratch", e);
         if (mnt < 0)
                 return mnt;
         /* The fds dirs_open made name the directories in the namespace left behind: the
@@ -105,40 +102,6 @@ unsigned scratch_store_lanes(const Config *c) {
 }
 
 int scratch_store_path(const Config *c, char *buf, size_t size) {
-        int n = snprintf(buf, size, "%s/scratch/" SCRATCH_STORE_NAME, c->state_dir);
+        int n = snprintf(buf, size, "%s/" SCRATCH_STORE_NAME, c->state_dir);
         return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
-}
-
-int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e) {
-        char size[32], inodes[32];
-        struct statfs sf;
-
-        /* Each generation's entries, its lane's six, and some room; with a build cache, the
-         * cache and one take-in (config_store_cache_inodes), and each lane's copy of the cache's
-         * directories (its files are hard links). The bytes: the generations', and the cache's
-         * twice (config_store_tmpfs_bytes). */
-        uint64_t lanes = scratch_store_lanes(c);
-        uint64_t n_inodes = lanes * (c->limits.max_snapshot_entries + 8) + 1024 + config_store_cache_inodes(c) +
-                            (c->cache.paths ? lanes * c->cache.max_entries : 0);
-        snprintf(size, sizeof(size), "%" PRIu64, config_store_tmpfs_bytes(c));
-        snprintf(inodes, sizeof(inodes), "%" PRIu64, n_inodes);
-        _cleanup_close_ int mnt = tmpfs_detached("tentaflake-store", size, inodes, true, "generation store", e);
-        if (mnt < 0)
-                return mnt;
-        if (mkdirat(dirs->scratch_fd, SCRATCH_STORE_NAME, 0700) < 0 && errno != EEXIST)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot make state_dir/scratch/" SCRATCH_STORE_NAME ": %m");
-        _cleanup_close_ int target = open_dir_at(dirs->scratch_fd, SCRATCH_STORE_NAME);
-        if (target < 0)
-                return tfw_error(e, -target, "scratch_tmpfs", "cannot open state_dir/scratch/" SCRATCH_STORE_NAME ": %s",
-                                 strerror(-target));
-        if (move_mount(mnt, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) < 0)
-                return tfw_error(e, errno, "scratch_tmpfs", "cannot mount the generation store: %m");
-        int fd = open_dir_at(dirs->scratch_fd, SCRATCH_STORE_NAME);
-        if (fd < 0 || fstatfs(fd, &sf) < 0 || sf.f_type != TMPFS_MAGIC) {
-                safe_close(fd);
-                return tfw_error(e, EXDEV, "scratch_tmpfs", "state_dir/scratch/" SCRATCH_STORE_NAME " is not the tmpfs just mounted");
-        }
-        safe_close(dirs->store_fd);
-        dirs->store_fd = fd;
-        return 0;
 }

@@ -17,6 +17,8 @@
  * when it is not (the caller may go on with the scratch on disk, saying so). */
 #pragma once
 
+#include <stdbool.h>
+
 #include "common/error.h"
 #include "orchestrator/dirs.h"
 #include "parser/config.h"
@@ -26,16 +28,16 @@
 
 int scratch_private_tmpfs(WorkerDirs *dirs, const char *state_dir, TfwError *e);
 
-/* The generation store (snapshot/gen-store.h; docs/snapshot.md, "Generations"): after
- * scratch_private_tmpfs(), a second tmpfs of the same namespace on <scratch>/.store (a name no
- * request or capsule id can take), size limits.max_store_bytes, inodes for
- * scratch_store_lanes() generations of limits.max_snapshot_entries, mode 0700, nosuid, nodev;
- * dirs->store_fd opened on it. Nothing of it is on the disk, a crash leaves nothing, and only
- * this daemon's processes see it. A negative errno with *e when it cannot be made (the jobs are
- * then streamed, as without a store). */
-#define SCRATCH_STORE_NAME ".store"
-int scratch_store_tmpfs(WorkerDirs *dirs, const Config *c, TfwError *e);
+/* A tmpfs made but not attached anywhere yet (0700, nosuid, nodev): its mount fd. inode64:
+ * inode numbers that are never handed out twice (the build cache knows its files' blob ids by
+ * inode, snapshot/cache-tree.c); without it tmpfs's 32-bit numbers wrap. */
+int scratch_tmpfs_detached(const char *source, const char *size, const char *inodes, bool inode64, const char *what,
+                           TfwError *e);
+
+/* The generation store (snapshot/gen-store.h; docs/snapshot.md, "Generations") is
+ * state_dir/store, a tmpfs of its own that outlives the daemon (orchestrator/store-tmpfs.h). */
+#define SCRATCH_STORE_NAME "store"
 /* Lanes of the store: one per job that may run at once, and one for a capsule started ahead. */
 unsigned scratch_store_lanes(const Config *c);
-/* Its absolute path (in the daemon's namespace). */
+/* Its absolute path. */
 int scratch_store_path(const Config *c, char *buf, size_t size);

@@ -609,3 +609,86 @@ int build_cache_clear(BuildCache *c, TfwError *e) {
                 sweep(c);
         return r < 0 ? tfw_error(e, -r, "build_cache", "cannot clear the cache: %s", strerror(-r)) : 0;
 }
+
+/* ---- a store found at start ------------------------------------------------------------- */
+
+/* Is version n (current) whole: meta, oids, pin and data there, and data's tree id, bytes,
+ * entries and files those of its meta? 0 yes; 1 no (why set); negative errno. */
+static int version_whole(BuildCache *c, uint64_t n, char *why, size_t why_size) {
+        char name[VERSION_NAME_MAX];
+        BuildCacheState meta, now;
+        _cleanup_(build_cache_oids_freep) BuildCacheOids *oids = NULL;
+        version_name(n, name);
+        int r = version_state(c, n, &meta);
+        if (r < 0)
+                return snprintf(why, why_size, "its meta cannot be read: %s", strerror(-r)), 1;
+        _cleanup_close_ int v = open_dir_at(c->versions_fd, name);
+        _cleanup_close_ int data = v >= 0 ? open_dir_at(v, DATA) : v;
+        if (data < 0)
+                return snprintf(why, why_size, "its data cannot be opened: %s", strerror(-data)), 1;
+        if (faccessat(v, PIN, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return snprintf(why, why_size, "it has no pin: %m"), 1;
+        r = build_cache_oids_load(v, OIDS, c->p.max_entries + BUILD_CACHE_PATHS_MAX, &oids);
+        if (r < 0)
+                return snprintf(why, why_size, "its oids cannot be read: %s", strerror(-r)), 1;
+        TfwError te = {};
+        r = build_cache_tree_id(data, c->p.paths, c->p.max_entries, oids, NULL, &now, &te);
+        if (r < 0)
+                return snprintf(why, why_size, "its data cannot be read: %.600s", te.message[0] ? te.message : strerror(-r)), 1;
+        if (memcmp(now.tree, meta.tree, sizeof(meta.tree)) != 0 || now.bytes != meta.bytes ||
+            now.entries != meta.entries || now.files != meta.files)
+                return snprintf(why, why_size, "its data is not what its meta describes (tree %.12s, %" PRIu64
+                                " bytes; the meta says %.12s, %" PRIu64 " bytes)", now.tree, now.bytes, meta.tree,
+                                meta.bytes), 1;
+        return 0;
+}
+
+/* Every new-* (a version half-made by a process that is gone: nothing of this worker runs yet). */
+static int drop_fresh(BuildCache *c, GenStoreReport report, void *userdata) {
+        _cleanup_closedir_ DIR *d = opendir_fd(c->dir_fd);
+        if (!d)
+                return -errno;
+        for (struct dirent *de; (de = readdir(d));) {
+                if (strncmp(de->d_name, FRESH_PREFIX, strlen(FRESH_PREFIX)) != 0)
+                        continue;
+                char what[NAME_MAX + 16];
+                snprintf(what, sizeof(what), "cache/%s", de->d_name);
+                int r = rm_rf_at(c->dir_fd, de->d_name);
+                report(userdata, what, r < 0 ? "a take-in half-made: cannot be removed" : "a take-in half-made: removed");
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int build_cache_check(int store_fd, const BuildCacheParams *p, GenStoreReport report, void *userdata, TfwError *e) {
+        _cleanup_(build_cache_freep) BuildCache *c = NULL;
+        char why[768], what[64];
+        uint64_t cur = 0;
+        /* Opening sweeps: take-ins no process holds, versions retired or neither current nor
+         * pinned (a pin goes with its process). */
+        int r = build_cache_open(store_fd, p, &c, e);
+        if (r < 0)
+                return r;
+        r = drop_fresh(c, report, userdata);
+        if (r >= 0)
+                r = lock(c, LOCK_EX);
+        if (r < 0)
+                return tfw_error(e, -r, "build_cache", "cannot check the cache: %s", strerror(-r));
+        r = read_number(c->dir_fd, CURRENT, &cur);
+        int q = r < 0 ? (snprintf(why, sizeof(why), "its number cannot be read: %s", strerror(-r)), 1)
+                : cur > 0 ? version_whole(c, cur, why, sizeof(why)) : 0;
+        if (q < 0)
+                snprintf(why, sizeof(why), "cannot be checked: %s", strerror(-q));
+        if (q != 0 && unlinkat(c->dir_fd, CURRENT, 0) < 0 && errno != ENOENT)
+                r = -errno;
+        unlock(c);
+        if (q != 0) {
+                snprintf(what, sizeof(what), "cache version %" PRIu64, cur);
+                size_t n = strlen(why);
+                snprintf(why + n, sizeof(why) - n, "; dropped: the next job starts from the empty cache");
+                report(userdata, what, why);
+                sweep(c);
+        }
+        return r < 0 ? tfw_error(e, -r, "build_cache", "cannot drop the cache's current version: %s", strerror(-r)) : 0;
+}

@@ -15,8 +15,8 @@
  *                            job's changes), then the next version, made from them and the
  *                            version the job was handed
  *
- * It lives in the generation store (gen-store.h: a tmpfs of the daemon's own namespace, root's
- * alone). A job is handed the current version by number, bound read-only below the overlay
+ * It lives in the generation store (gen-store.h: a tmpfs of its own, root's alone, that outlives
+ * the daemon; build_cache_check() at its start). A job is handed the current version by number, bound read-only below the overlay
  * that keeps the job's writes in the sandbox (nothing copied: a hand-out costs the same for any
  * size); what the job changed comes back alone (read from the overlay's upper directory), and
  * the next version is that over the one it was handed: its other files hard links to them. A
@@ -103,6 +103,13 @@ int build_cache_take_in_commit(BuildCache *c, const char *job_id, uint64_t since
 void build_cache_take_in_discard(BuildCache *c, const char *job_id);
 
 int build_cache_clear(BuildCache *c, TfwError *e);
+
+/* At a worker's start, on a store that outlived the last (gen-store.h): what a process that is
+ * gone left (take-ins, half-made versions, retired versions, versions nobody pins) is removed,
+ * and the current version is checked whole (meta, oids, pin, data; data's tree id, computed
+ * again, the meta's): one that is not is dropped, and the next job starts from the empty cache.
+ * Each drop is reported. */
+int build_cache_check(int store_fd, const BuildCacheParams *p, GenStoreReport report, void *userdata, TfwError *e);
 
 /* Blob ids of a cache's files by inode (snapshot/cache-tree.c): the store's files never change
  * in place, so a new version (links to the one handed out: the same inodes) hashes only what

@@ -15,11 +15,13 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "gen-check.h"
 #include "gen-index.h"
+#include "gen-seed.h"
 #include "gen-store.h"
 
 #define LANE_NAME_MAX 32
-#define INDEX_NAME "index"
+#define INDEX_NAME GEN_LANE_INDEX
 
 static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
         snprintf(buf, LANE_NAME_MAX, "lane-%u", k);
@@ -28,6 +30,10 @@ static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
 void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
+        /* Sealed while the lock is still held: what a worker started later may trust
+         * (gen-check.h). A seal that cannot be written leaves none: the lane is emptied then. */
+        if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
+                (void) unlinkat(l->lane_fd, GEN_LANE_SEAL, 0);
         safe_close(l->tree_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
@@ -126,7 +132,7 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                 GenLane *l = calloc(1, sizeof(*l));
                 if (!l)
                         return tfw_error(e, ENOMEM, "generation_store", "out of memory");
-                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF };
+                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .seeded_from = -1 };
                 l->lane_fd = open_dir_at(store_fd, name);
                 if (l->lane_fd >= 0)
                         l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -141,6 +147,13 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                         if (r == -EWOULDBLOCK)
                                 continue;
                         return tfw_error(e, -r, "generation_store", "cannot lock the store's %s: %s", name, strerror(-r));
+                }
+                /* The seal goes before anything may change the tree (the root's owner below). */
+                if (unlinkat(l->lane_fd, GEN_LANE_SEAL, 0) < 0 && errno != ENOENT) {
+                        r = -errno;
+                        gen_lane_release(l);
+                        return tfw_error(e, -r, "generation_store", "cannot remove the seal of the store's %s: %s", name,
+                                         strerror(-r));
                 }
                 r = lane_open(l, store_path, name, copy_uid, copy_gid, e);
                 if (r < 0) {
@@ -179,16 +192,37 @@ static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
         }
 }
 
-static int update_once(GenLane *l, const char *workspace, uint32_t copy_uid, const SnapshotLimits *limits,
-                       SnapshotSummary *ret, TfwError *e) {
+/* No generation in l: its tree emptied, then made another lane's when one can be had (gen-seed.h),
+ * *prev that lane's index. */
+static int lane_start(GenLane *l, int store_fd, unsigned max_lanes, uint64_t max_entries, GenIndex **prev,
+                      TfwError *e) {
+        unsigned from;
+        TfwError le = {};
+        int r = rm_rf_children(l->tree_fd);
+        if (r < 0)
+                return tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
+                                 strerror(-r));
+        r = gen_lane_seed(l, store_fd, max_lanes, &from);
+        if (r > 0 && gen_index_load(l->lane_fd, INDEX_NAME, max_entries, prev, &le) >= 0) {
+                l->seeded_from = (int) from;
+                return 0;
+        }
+        /* None, or a part only: from nothing. */
+        (void) unlinkat(l->lane_fd, INDEX_NAME, 0);
+        r = rm_rf_children(l->tree_fd);
+        return r < 0 ? tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
+                                 strerror(-r)) : 0;
+}
+
+static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
+                       const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_(gen_index_freep) GenIndex *prev = NULL, *next = NULL;
         TfwError le = {};
         int r = gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
 
         /* No index (or one that cannot be read): the tree is not a complete generation. */
-        if (r < 0 && (r = rm_rf_children(l->tree_fd)) < 0)
-                return tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
-                                 strerror(-r));
+        if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, e)) < 0)
+                return r;
         if (unlinkat(l->lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
                 return tfw_error(e, errno, "generation_store", "cannot remove the index of lane %u: %m", l->number);
         r = snapshot_update(workspace, l->tree_fd, prev, copy_uid, limits, &next, ret, e);
@@ -201,14 +235,113 @@ static int update_once(GenLane *l, const char *workspace, uint32_t copy_uid, con
 
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
-        int r = update_once(l, workspace, copy_uid, limits, ret, e);
+        /* Not while another lane copies this one (gen-seed.h): it holds this shared, briefly. */
+        _cleanup_close_ int update = openat(l->lane_fd, GEN_LANE_UPDATE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (update < 0)
+                return tfw_error(e, errno, "generation_store", "cannot open the update lock of lane %u: %m", l->number);
+        while (flock(update, LOCK_EX) < 0)
+                if (errno != EINTR)
+                        return tfw_error(e, errno, "generation_store", "cannot lock lane %u for its update: %m", l->number);
+        int r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
         if (r == -ENOSPC || r == -EDQUOT) {
                 collect_unheld(store_fd, max_lanes, l->number);
-                r = update_once(l, workspace, copy_uid, limits, ret, e);
+                r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
                 if (r == -ENOSPC || r == -EDQUOT)
                         tfw_error_prefix(e, "the generation store is full (limits.max_store_bytes): ");
         }
         return r;
+}
+
+/* The lanes found at start, each locked (a lane a live process holds is left out). */
+typedef struct Found {
+        int lane_fd[GEN_STORE_LANES_MAX], lock_fd[GEN_STORE_LANES_MAX];
+        struct timespec bound; /* the newest seal of them all */
+} Found;
+
+static void found_close(Found *f) {
+        for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
+                safe_close(f->lane_fd[k]);
+                safe_close(f->lock_fd[k]);
+        }
+}
+
+static int found_lanes(int store_fd, Found *f, GenStoreReport report, void *userdata) {
+        for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
+                char name[LANE_NAME_MAX];
+                struct timespec t;
+                lane_name(k, name);
+                int lane = open_dir_at(store_fd, name);
+                if (lane == -ENOENT)
+                        continue;
+                if (lane < 0)
+                        return lane;
+                int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+                if (lock >= 0 && flock(lock, LOCK_EX | LOCK_NB) < 0) {
+                        report(userdata, name, "held by a process still running: left as it is");
+                        safe_close(lock);
+                        safe_close(lane);
+                        continue;
+                }
+                f->lane_fd[k] = lane;
+                f->lock_fd[k] = lock;
+                int r = gen_lane_seal_time(lane, &t);
+                if (r < 0)
+                        return r;
+                if (r > 0 && (t.tv_sec > f->bound.tv_sec || (t.tv_sec == f->bound.tv_sec && t.tv_nsec > f->bound.tv_nsec)))
+                        f->bound = t;
+        }
+        return 0;
+}
+
+/* A lane that failed: emptied (its index first), or removed whole past max_lanes. */
+static int drop_lane(int store_fd, int lane, unsigned k, unsigned max_lanes, char *why, size_t why_size,
+                     GenStoreReport report, void *userdata) {
+        char name[LANE_NAME_MAX];
+        size_t n = strlen(why);
+        lane_name(k, name);
+        if (k >= max_lanes) {
+                int r = rm_rf_at(store_fd, name);
+                snprintf(why, why_size, "past the %u lanes of this configuration: %s", max_lanes, r < 0 ? strerror(-r) : "removed");
+                report(userdata, name, why);
+                return r;
+        }
+        _cleanup_close_ int tree = open_dir_at(lane, "tree");
+        int q = tree >= 0 ? lane_empty(lane, tree) : tree == -ENOENT ? 0 : tree;
+        if (q >= 0 && unlinkat(lane, GEN_LANE_SEAL, 0) < 0 && errno != ENOENT)
+                q = -errno;
+        snprintf(why + n, why_size - n, "; %s%s", q < 0 ? "cannot be emptied: " : "emptied", q < 0 ? strerror(-q) : "");
+        report(userdata, name, why);
+        return q;
+}
+
+int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenStoreReport report, void *userdata) {
+        Found f = {};
+        char why[GEN_STORE_LANES_MAX][512];
+        bool bad[GEN_STORE_LANES_MAX] = {};
+        int ret = 0;
+        max_lanes = MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX);
+        for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++)
+                f.lane_fd[k] = f.lock_fd[k] = -EBADF;
+        int r = found_lanes(store_fd, &f, report, userdata);
+        /* Every lane checked before any is emptied: emptying one moves the ctimes of the files
+         * it shares with another. */
+        for (unsigned k = 0; r >= 0 && k < GEN_STORE_LANES_MAX; k++) {
+                if (f.lane_fd[k] < 0)
+                        continue;
+                why[k][0] = 0;
+                int c = k >= max_lanes ? 1 : gen_lane_check(f.lane_fd[k], max_entries, &f.bound, why[k], sizeof(why[k]));
+                if (c < 0)
+                        snprintf(why[k], sizeof(why[k]), "cannot be checked: %s", strerror(-c));
+                bad[k] = c != 0;
+        }
+        for (unsigned k = 0; r >= 0 && k < GEN_STORE_LANES_MAX; k++)
+                if (bad[k]) {
+                        int q = drop_lane(store_fd, f.lane_fd[k], k, max_lanes, why[k], sizeof(why[k]), report, userdata);
+                        if (q < 0 && ret == 0)
+                                ret = q;
+                }
+        found_close(&f);
+        return r < 0 ? r : ret;
 }
 
 int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret) {

@@ -13,11 +13,16 @@
  *   <store>/lane-<k>/index   the generation's index (gen-index.h), present only while tree is
  *                            a complete generation: removed before tree is changed, written
  *                            after
+ *   <store>/lane-<k>/seal    present only while no process holds the lane and tree is the
+ *                            complete generation index describes (gen-check.h): written by
+ *                            gen_lane_release(), removed by gen_lane_acquire()
  *
- * The store is a tmpfs of the daemon's own mount namespace (orchestrator/scratch.c), sized by
- * limits.max_store_bytes: nothing of it is on the disk, a crash leaves nothing behind, and no
- * other process (the agent's included) can reach it. A lane whose update fails, and a lane
- * without an index, is emptied and built again from nothing by its next user. */
+ * The store is a tmpfs of its own at state_dir/store (orchestrator/store-tmpfs.c), sized by
+ * limits.max_store_bytes, root's (0700): nothing of it is on the disk, and it outlives the
+ * worker's process (not a reboot), so that a restarted worker finds its generations and its
+ * build cache; gen_store_check() decides what of it may be used again. A lane whose update
+ * fails, and a lane without an index, is emptied and built again from nothing by its next
+ * user. The read-only mounts below (ro) are the daemon's namespace's alone. */
 #pragma once
 
 #include <stdbool.h>
@@ -35,6 +40,8 @@ typedef struct GenLane {
         int lane_fd;
         int tree_fd;
         char *ro_path;  /* absolute: what the capsule binds at /work */
+        int seeded_from; /* gen_lane_update() made its first generation from this lane's
+                          * (gen-seed.h); -1: it did not */
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among
@@ -55,12 +62,20 @@ static inline void gen_lane_releasep(GenLane **l) {
         gen_lane_release(*l);
 }
 
-/* Make the lane's generation the workspace's (snapshot_update() from the lane's index), owned
- * by copy_uid and limits->group. On success the index is written; on any failure the lane is
+/* Make the lane's generation the workspace's (snapshot_update() from the lane's index, or,
+ * when it has none, from another lane's copied, gen-seed.h), owned by copy_uid and
+ * limits->group. On success the index is written; on any failure the lane is
  * emptied. store_fd: when the store is full (ENOSPC), the lanes no process holds are emptied
  * and the update is tried once more. */
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* At a worker's start, before any lane is taken: every lane is checked (gen-check.h) and
+ * emptied when it fails; lanes past max_lanes are removed. Each is reported (what: the lane's
+ * name; why: the reason and what was done). A lane a live process holds is left. A negative
+ * errno when a lane that failed could not be emptied or removed: the store must not be used. */
+typedef void (*GenStoreReport)(void *userdata, const char *what, const char *why);
+int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenStoreReport report, void *userdata);
 
 /* What the store holds, from its filesystem. */
 typedef struct GenStoreUsage {

@@ -40,6 +40,9 @@ cleanup() {
                 for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
         fi
         find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-live*' -exec rmdir {} + 2>/dev/null
+        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
+        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m" || true; done
         rm -rf "$base" /run/tentaflake-worker-bench-live
 }
 trap cleanup EXIT

@@ -59,6 +59,9 @@ cleanup() {
         done
         find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-node*' -exec rmdir {} + 2>/dev/null || true
         for w in $WORKERS; do rm -rf "/run/tentaflake-worker-$w"; done
+        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
+        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m" || true; done
         rm -rf "$base"
 }
 trap cleanup EXIT

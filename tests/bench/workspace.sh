@@ -52,6 +52,9 @@ cleanup() {
         local m
         for m in "${bench_mounts[@]}"; do umount "$m" 2>/dev/null; done
         rm -rf /run/tentaflake-worker-bench-ws
+        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
+        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m" || true; done
         rm -rf "$base"
 }
 trap cleanup EXIT

@@ -216,10 +216,9 @@ stop_daemon() {
 # wait_result DIR ID [SECONDS]: the published result of ID.
 # The capsules' scratch as the running daemon sees it: a tmpfs in its own mount namespace
 # (orchestrator/scratch.h), reached through its /proc/PID/root. Fails when there is none.
-# The generation store's mount point (.store, orchestrator/scratch.h) is not an entry of a job.
 daemon_scratch() { # daemon_scratch DIR: its entries, one a line
         grep -q " $1/state/scratch .* - tmpfs tentaflake-scratch " "/proc/$TFW_DAEMON_PID/mountinfo" &&
-                { ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch" | grep -vx '\.store'; true; }
+                { ls -A "/proc/$TFW_DAEMON_PID/root$1/state/scratch"; true; }
 }
 # no_scratch_mount DIR: no scratch tmpfs of DIR's worker is mounted in this (the host's)
 # namespace (another worker's, in its own namespace or not, is not the test's).
@@ -317,5 +316,7 @@ worker_cleanup() {
                 remove_cgroup_group "tentaflake-worker-$name"
                 find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "tfw-$name-*" -exec rmdir {} + 2>/dev/null
         fi
+        # The generation store outlives the daemon (orchestrator/store-tmpfs.h): unmounted here.
+        mountpoint -q "$dir/state/store" 2>/dev/null && umount -l "$dir/state/store"
         if [ -n "${TFW_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }

@@ -43,7 +43,7 @@ doctor_shows_cache() { grep -q "build_cache: .* in [0-9]* entries (limit .*), tr
 # directory made by the importer), SIGKILL every runsc process of its capsule: the test's own
 # processes naming the container (lib.sh own_procs), never one of another worker's.
 kill_mid_take_in() {
-        local t=/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache/in-$1/data/0 until=$((SECONDS + 240))
+        local t=/proc/$TFW_DAEMON_PID/root$dir/state/store/cache/in-$1/data/0 until=$((SECONDS + 240))
         local wn id pids
         wn=$(worker_name "$dir")
         while [ ! -d "$t" ]; do
@@ -145,7 +145,7 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: a capsule killed while its cache comes back" kill_mid_take_in "${p}k"
         check "$name: ... ends" wait_result "$dir" "${p}k" 300
         check "$name: ... keeps nothing" unchanged "${p}k" "${p}4"
-        check "$name: ... and leaves no take-in behind" sh -c "! ls '/proc/$TFW_DAEMON_PID/root$dir/state/scratch/.store/cache' | grep -q '^in-'"
+        check "$name: ... and leaves no take-in behind" sh -c "! ls '/proc/$TFW_DAEMON_PID/root$dir/state/store/cache' | grep -q '^in-'"
 
         # An approved job starts from the cache, read-only: it sees the cache, not the
         # workspace's build/, and what it leaves there is dropped (issue 36).

@@ -113,10 +113,10 @@ phase() { # phase NAME WARM_SECONDS
         check "$name: a change made just before the request is seen by its walk" run_list "${p}9"
         check "$name: ... which read only what the watch saw change" \
                 grep -Eq "job '${p}9': generation .*, [1-9][0-9]* entries unchanged by the watch's word" "$dir/daemon.log"
-        lane=$(grep -o " $dir/state/scratch/.store/lane-[0-9]*/ro " "/proc/$TFW_DAEMON_PID/mountinfo" | head -1 | tr -d ' ')
+        lane=$(grep -o " $dir/state/store/lane-[0-9]*/ro " "/proc/$TFW_DAEMON_PID/mountinfo" | head -1 | tr -d ' ')
         check "$name: the generation is a read-only mount in the daemon's namespace" \
                 sh -c "grep ' $lane ' /proc/$TFW_DAEMON_PID/mountinfo | grep -q ' ro,'"
-        check "$name: ... and not in the host's" sh -c "! grep -q ' $dir/state/scratch/.store' /proc/self/mountinfo"
+        check "$name: ... and not in the host's" sh -c "! grep -q ' $dir/state/store/lane-' /proc/self/mountinfo"
         check "$name: ... where even root cannot write it" sh -c "! nsenter -t $TFW_DAEMON_PID -m touch '$lane/x' 2>/dev/null"
         if [ "$warm" -gt 0 ]; then
                 for j in 2 3 4 5 6 7 8 9; do

@@ -19,6 +19,8 @@
 #  - jobs run in capsules under all that: output, artifacts, modes 02750/0640 with the
 #    controller's group, a workspace file only its owner may read, a timeout;
 #  - a one-second watchdog (a test drop-in) never fires: the daemon pings while it works;
+#  - the store's unit mounts the generation store; `systemctl reload` reads the configuration
+#    again; after `systemctl restart` the first job walks its kept lane (nothing copied);
 #  - `systemctl stop` lets a running job finish (KillMode=mixed; control-group kills it);
 #  - with network.allow and the network drop-in (docs/egress.md), a job's request goes through
 #    the egress proxy that the sandboxed daemon starts (its uid change to an id of its own, locked
@@ -151,6 +153,23 @@ check "  ... where the proxy's id was locked ($(ct stat -c '%U %a' /run/tentafla
 
 submit j2 '{"version":1,"id":"j2","action_class":"local-reversible","argv":["sleep","60"],"timeout_seconds":2}'
 check "a timeout ends the capsule" test "$(result j2 status)" = timed_out
+
+# The generation store (docs/snapshot.md, "After a restart"): mounted by its own unit in the
+# container's namespace, outside the daemon's PrivateMounts=, so that a restart keeps it.
+journal() { nsenter -t "$leader" -a journalctl -u "tentaflake-worker@$W.service" -o cat; }
+in_journal() { journal | grep -qF -- "$1"; }
+kept_all() { journal | grep -F "job '$1': generation " | grep -qE 'kept ([0-9]+) of \1 files'; }
+check "the store's unit is active (RemainAfterExit)" test "$(show "tentaflake-worker-store@$W.service" ActiveState)" = active
+check "  ... and mounted the generation store in the container's namespace" ct mountpoint -q "/var/lib/tentaflake-worker-$W/store"
+check "  ... so the daemon did not mount one of its own" eval '! in_journal "was not mounted by tentaflake-worker-store"'
+ct systemctl reload "tentaflake-worker@$W.service"
+for _ in $(seq 100); do in_journal 'configuration reload:' && break; sleep 0.1; done
+check "systemctl reload: the daemon read its configuration again, nothing changed" in_journal 'configuration reload: nothing to apply'
+ct systemctl restart "tentaflake-worker@$W.service" || die "tentaflake-worker@$W.service did not restart"
+submit j1r '{"version":1,"id":"j1r","action_class":"local-reversible","argv":["cat","priv/secret"]}'
+check "after systemctl restart a job runs ($(result j1r status))" test "$(result j1r status)" = succeeded
+check "  ... on the lane kept across the restart: a walk, every file kept, none copied" kept_all j1r
+check "  ... nothing of the store dropped" eval '! in_journal "generation store:"'
 
 # Stop while a job runs: the job finishes, the worker exits cleanly.
 submit j3 '{"version":1,"id":"j3","action_class":"local-reversible","argv":["sh","-c","sleep 3; echo finished"]}'

@@ -52,7 +52,7 @@ if ! env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s install DESTDIR="$root" PRE
         echo "FAIL: make install:"; cat "$tmp/install.log"; exit 1
 fi
 for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaflake-worker-queue@.path' \
-         'tentaflake-worker-gc@.service' 'tentaflake-worker-gc@.timer' \
+         'tentaflake-worker-gc@.service' 'tentaflake-worker-gc@.timer' 'tentaflake-worker-store@.service' \
          'tentaflake-worker-serve@.service' 'tentaflake-worker-serve-proxy@.service' 'tentaflake-worker-serve-proxy@.socket'; do
         check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
 done
@@ -67,6 +67,13 @@ check "ExecStart names the installed binary (drain)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json drain' "$units/tentaflake-worker-queue@.service"
 check "ExecStart names the installed binary (gc --scheduled)" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json gc --scheduled' "$units/tentaflake-worker-gc@.service"
+check "systemctl reload sends the daemon SIGHUP" grep -qx 'ExecReload=/bin/kill -HUP $MAINPID' "$units/tentaflake-worker@.service"
+check "ExecStart names the installed binary (store mount)" \
+        grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker --config /etc/tentaflake/workers/%i.json store mount' "$units/tentaflake-worker-store@.service"
+check "the daemon requires the store's unit, which mounts in the host's namespace (no ProtectSystem=, PrivateMounts=)" \
+        sh -c "grep -qx 'Requires=tentaflake-worker-store@%i.service' '$units/tentaflake-worker@.service' &&
+               grep -qx 'Requires=tentaflake-worker-store@%i.service' '$units/tentaflake-worker-queue@.service' &&
+               ! grep -qE '^(ProtectSystem|PrivateMounts|PrivateTmp|ProtectHome|ReadWritePaths|ReadOnlyPaths|TemporaryFileSystem|BindPaths)=' '$units/tentaflake-worker-store@.service'"
 check "ExecStart names the installed binary (serve), the credentials and the proxy's socket" \
         grep -qx 'ExecStart=/usr/local/bin/tentaflake-worker serve $TENTAFLAKE_SERVE_FLAGS --label %i --key %d/key --token-file %d/token --state-dir /var/lib/tentaflake-worker-serve-%i --server-socket /run/tentaflake-worker-serve-%i.sock' "$units/tentaflake-worker-serve@.service"
 check "the proxy runs systemd-socket-proxyd" \
@@ -107,6 +114,8 @@ printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--se
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.key"
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-1.token"
 [ -x "$root/usr/lib/systemd/systemd-socket-proxyd" ] || cp /usr/lib/systemd/systemd-socket-proxyd "$root/usr/lib/systemd/"
+# ExecReload= of the daemon's unit: /bin/kill, as on the host.
+mkdir -p "$root/bin" && { [ -x "$root/bin/kill" ] || cp /bin/kill "$root/bin/kill"; }
 # A serve worker "ci-2" whose flags give policies network (--allow-network --allow-host), with
 # the network drop-in (docs/validation.md, "Network for checks").
 printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example --allow-network --allow-host registry.npmjs.org:443"\n' \
@@ -118,7 +127,7 @@ sed -e "s|@NAME@|ci-2|g" "$share/controller-network.conf.in" >"$root/etc/systemd
 
 # 2. verify: clean, and able to fail.
 all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path'
-     'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer'
+     'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer' 'tentaflake-worker-store@demo.service'
      'tentaflake-worker@net.service' 'tentaflake-worker-queue@net.service' 'tentaflake-worker-queue@net.path'
      'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket'
      'tentaflake-worker-serve@ci-2.service')

@@ -33,7 +33,7 @@ else
 fi
 chmod 0755 "$tmp"
 name=tfw-completion-$$
-trap 'rm -rf "$tmp"; rmdir /run/tentaflake-worker-$name/runsc /run/tentaflake-worker-$name 2>/dev/null' EXIT
+trap 'umount -l "$tmp/state/store" 2>/dev/null; rm -rf "$tmp"; rmdir /run/tentaflake-worker-$name/runsc /run/tentaflake-worker-$name 2>/dev/null' EXIT
 
 # comp [-u USER] LINE: the candidates for LINE (the cursor at its end; a trailing space starts
 # a new, empty word), sorted, one a line. Run in a fresh bash in $tmp/cwd.

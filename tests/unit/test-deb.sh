@@ -82,6 +82,7 @@ dpkg-deb -c "$deb" | awk '$1 !~ /^d/ || $6 ~ /tentaflake/ { print $6 }' | sed 's
 for f in /usr/bin/tentaflake-worker /usr/libexec/tentaflake-worker/tentaflake-capsule-init \
          /lib/systemd/system/tentaflake-worker@.service /lib/systemd/system/tentaflake-worker-queue@.path \
          /lib/systemd/system/tentaflake-worker-gc@.timer /lib/systemd/system/tentaflake-worker-serve@.service \
+         /lib/systemd/system/tentaflake-worker-store@.service \
          /usr/share/man/man8/tentaflake-worker.8.gz /usr/share/man/man5/tentaflake-worker.json.5.gz \
          /usr/share/man/man5/tentaflake-worker-request.5.gz \
          /usr/share/bash-completion/completions/tentaflake-worker \
@@ -156,7 +157,12 @@ echo $? >/out/doctor.rc
 r "man finds tentaflake-worker(8)" sh -c 'man -w tentaflake-worker 2>/dev/null | grep -q /usr/share/man/man8/tentaflake-worker.8.gz'
 r "man finds tentaflake-worker.json(5)" sh -c 'man -w 5 tentaflake-worker.json 2>/dev/null | grep -q man5'
 r "the completion is where bash-completion loads it" bash -c '. /usr/share/bash-completion/bash_completion; __load_completion tentaflake-worker && complete -p tentaflake-worker'
+# The generation store outlives the daemon (docs/snapshot.md, "After a restart"): removing the
+# package unmounts it (postrm).
+r "store mount mounts the generation store" tentaflake-worker --config /etc/tentaflake/workers/debtest.json store mount
+r "... a tmpfs at state_dir/store" mountpoint -q "/var/lib/tentaflake-worker-$name/store"
 r "dpkg -r removes the package" dpkg -r tentaflake-worker
+r "after remove: the generation store is unmounted" sh -c "! mountpoint -q '/var/lib/tentaflake-worker-$name/store'"
 st=$(dpkg-query -W -f='${Status}' tentaflake-worker 2>/dev/null)
 # (config-files even without a conffile: dpkg keeps the postrm for the purge)
 r "after remove: dpkg keeps its configuration only ($st)" test "$st" = "deinstall ok config-files"

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/* The generation store's lanes across lanes and restarts (issue 36 item 2; threats 17 and 21):
+ *   - a lane's first generation is made from another lane's (gen-seed.h): its files are hard
+ *     links to the other lane's, its walk keeps them all; a lane a waiting capsule holds is a
+ *     source, one being updated never;
+ *   - then an update of that lane that changes a file's bytes, mode and times, removes one and
+ *     adds one leaves every inode the other lane names exactly as it was (content, mode, times,
+ *     owner, link count aside): the update replaces, it never writes in place;
+ *   - a store whose lanes share files passes the check at start (gen_store_check) whatever order
+ *     the lanes were sealed in; a shared file written after the seals fails both lanes that name
+ *     it, and both are emptied.
+ * Root: the lanes' read-only mounts, made in a mount namespace of the test's own. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/fd-util.h"
+#include "common/macro.h"
+#include "snapshot/gen-store.h"
+#include "tests/unit/lib/gen-fixture.h"
+
+typedef struct Store {
+        GenFixture *f;
+        char *path;
+        int fd;
+} Store;
+
+static int setup(void **state) {
+        if (geteuid() != 0)
+                return 0; /* each test skips */
+        int r = gfx_setup(state);
+        if (r != 0)
+                return r;
+        GenFixture *f = *state;
+        Store *s = calloc(1, sizeof(*s));
+        assert_non_null(s);
+        s->f = f;
+        assert_true(asprintf(&s->path, "%s/store", f->d->path) > 0);
+        assert_int_equal(mkdir(s->path, 0700), 0);
+        s->fd = open(s->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(s->fd >= 0);
+        *state = s;
+        return 0;
+}
+
+static int teardown(void **state) {
+        Store *s = *state;
+        if (!s)
+                return 0;
+        /* The lanes' ro mounts, then everything. */
+        for (unsigned k = 0; k < 3; k++) {
+                char ro[4096];
+                snprintf(ro, sizeof(ro), "%s/lane-%u/ro", s->path, k);
+                (void) umount2(ro, MNT_DETACH);
+        }
+        safe_close(s->fd);
+        free(s->path);
+        *state = s->f;
+        free(s);
+        return gfx_teardown(state);
+}
+
+static GenLane *acquire(Store *s) {
+        GenLane *l = NULL;
+        TfwError e = {};
+        assert_int_equal(gen_lane_acquire(s->fd, s->path, 2, GFX_COPY_UID, GFX_COPY_GID, &l, &e), 0);
+        return l;
+}
+
+static void update(Store *s, GenLane *l, SnapshotSummary *sum) {
+        SnapshotLimits lim = gfx_limits();
+        TfwError e = {};
+        if (gen_lane_update(l, s->fd, 2, s->f->ws, GFX_COPY_UID, &lim, sum, &e) < 0)
+                fail_msg("update of lane %u: %s", l->number, e.message);
+}
+
+static void stat_at(const Store *s, unsigned lane, const char *name, struct stat *st) {
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-%u/tree/%s", s->path, lane, name);
+        if (lstat(p, st) < 0)
+                fail_msg("stat %s: %m", p);
+}
+
+static void assert_same(const struct stat *a, const struct stat *b) {
+        assert_int_equal(a->st_ino, b->st_ino);
+        assert_int_equal(a->st_mode, b->st_mode);
+        assert_int_equal(a->st_uid, b->st_uid);
+        assert_int_equal(a->st_gid, b->st_gid);
+        assert_int_equal(a->st_size, b->st_size);
+        assert_int_equal(a->st_mtim.tv_sec, b->st_mtim.tv_sec);
+        assert_int_equal(a->st_mtim.tv_nsec, b->st_mtim.tv_nsec);
+}
+
+/* Lane 0 made from the workspace; lane 1 seeded from it. Returns lane 1, held. */
+static GenLane *two_lanes(Store *s, SnapshotSummary *sum1) {
+        SnapshotSummary sum0;
+        gfx_sh(s->f, "mkdir -p a/b; printf one >a/one; printf two >a/b/two; printf keep >keep; printf gone >gone;"
+                     "chmod 644 a/one keep");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        assert_int_equal(l0->number, 0);
+        update(s, l0, &sum0);
+        assert_int_equal(sum0.files, 4);
+        assert_int_equal(l0->seeded_from, -1);
+        GenLane *l1 = acquire(s); /* lane 0 is held: lane 1 */
+        assert_int_equal(l1->number, 1);
+        gen_lane_release(TAKE_PTR(l0)); /* sealed; free to be a seed */
+        update(s, l1, sum1);
+        return l1;
+}
+
+static void test_first_generation_from_another_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum1;
+        _cleanup_(gen_lane_releasep) GenLane *l1 = two_lanes(s, &sum1);
+        assert_int_equal(l1->seeded_from, 0);
+        if (gfx_vouches(s->f))
+                assert_int_equal(sum1.files_reused, 4); /* a walk, not a copy */
+        struct stat a, b;
+        stat_at(s, 0, "a/b/two", &a);
+        stat_at(s, 1, "a/b/two", &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+        assert_int_equal(b.st_nlink, 2);
+        stat_at(s, 1, "a/b", &b);
+        stat_at(s, 0, "a/b", &a);
+        assert_int_not_equal(a.st_ino, b.st_ino); /* directories are the lane's own */
+}
+
+static void test_update_never_leaks_into_the_other_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum1;
+        struct stat one, keep, gone, now;
+        _cleanup_(gen_lane_releasep) GenLane *l1 = two_lanes(s, &sum1);
+        assert_int_equal(l1->seeded_from, 0);
+        stat_at(s, 0, "a/one", &one);
+        stat_at(s, 0, "keep", &keep);
+        stat_at(s, 0, "gone", &gone);
+        /* Bytes (same size), mode and times of shared files; one removed, one added. */
+        gfx_sh(s->f, "printf ONE >a/one; chmod 755 keep; touch -d '2001-01-01 00:00:00' keep; rm gone; printf new >new");
+        gfx_settle();
+        update(s, l1, &sum1);
+        stat_at(s, 0, "a/one", &now);
+        assert_same(&one, &now);
+        stat_at(s, 0, "keep", &now);
+        assert_same(&keep, &now);
+        stat_at(s, 0, "gone", &now);
+        assert_same(&gone, &now);
+        gfx_sh(s->f, "[ \"$(cat ../store/lane-0/tree/a/one)\" = one ] && [ \"$(cat ../store/lane-1/tree/a/one)\" = ONE ]"
+                     " && [ ! -e ../store/lane-0/tree/new ] && [ -e ../store/lane-0/tree/gone ] && [ ! -e ../store/lane-1/tree/gone ]"
+                     " && [ \"$(stat -c %%a ../store/lane-1/tree/keep)\" = 750 ]");
+        stat_at(s, 1, "a/one", &now);
+        assert_int_not_equal(now.st_ino, one.st_ino);
+}
+
+/* A lane held by a capsule started ahead, waiting: a source all the same, through its update
+ * lock taken shared; one being updated (its update lock held): never. */
+static void test_seed_from_a_held_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        update(s, l0, &sum);
+        {
+                _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+                assert_int_equal(l1->number, 1);
+                update(s, l1, &sum);
+                assert_int_equal(l1->seeded_from, 0); /* lane 0 held, not being changed */
+                if (gfx_vouches(s->f))
+                        assert_int_equal(sum.files_reused, 2);
+        }
+        /* Lane 1 emptied; lane 0's update lock held as its update would hold it. */
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-1/index", s->path);
+        assert_int_equal(unlink(p), 0);
+        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
+        _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(ul >= 0);
+        assert_int_equal(flock(ul, LOCK_EX), 0);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        update(s, l1, &sum);
+        assert_int_equal(l1->seeded_from, -1);
+        assert_int_equal(sum.files_reused, 0);
+}
+
+static unsigned drops;
+static void count(void *userdata, const char *what, const char *why) {
+        (void) userdata;
+        fprintf(stderr, "# drop %s: %s\n", what, why);
+        drops++;
+}
+
+static void test_shared_lanes_checked_at_start(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum1;
+        GenLane *l1 = two_lanes(s, &sum1);
+        /* Lane 1 removes a shared file's link (its ctime moves, after lane 0's seal), then is
+         * sealed itself: the store's newest seal covers it. */
+        gfx_sh(s->f, "rm gone");
+        gfx_settle();
+        update(s, l1, &sum1);
+        gen_lane_release(l1);
+        drops = 0;
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_int_equal(drops, 0);
+        /* A shared file written after the seals: both lanes naming it are emptied. */
+        gfx_sh(s->f, "printf xyz >>../store/lane-0/tree/keep");
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_int_equal(drops, 2);
+        gfx_sh(s->f, "[ ! -e ../store/lane-0/index ] && [ ! -e ../store/lane-1/index ] && [ -z \"$(ls -A ../store/lane-1/tree)\" ]");
+}
+
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
+int main(void) {
+        if (getenv("TFW_TEST_FILTER"))
+                cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
+        /* The lanes' mounts in a namespace of this process's own, gone with it. */
+        if (geteuid() == 0 && (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)) {
+                perror("unshare");
+                return 1;
+        }
+        const struct CMUnitTest tests[] = {
+                T(test_first_generation_from_another_lane),
+                T(test_update_never_leaks_into_the_other_lane),
+                T(test_seed_from_a_held_lane),
+                T(test_shared_lanes_checked_at_start),
+        };
+        return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);
+}
