@@ -1004,6 +1004,10 @@ static int daemon_start(Daemon *d, TfwError *e) {
                 return r;
         if (r > 0)
                 worker_say(&d->w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
+        /* Before READY=1: a lane kept from before the start is brought up to the workspace with
+         * the new watch now, not by the first request (a drain runs one queue and goes). */
+        if (!d->o.drain)
+                job_walk_ahead(&d->w, d->watch);
         r = retention_run(&d->w, now_realtime(), false, &d->next_retention, NULL, e);
         if (r < 0)
                 return r;

@@ -388,6 +388,49 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
         }
 }
 
+/* The walk of job_walk_ahead(), on a lane already held: nothing is done to a lane without an
+ * index (a copy of the whole workspace, which is the first job's to make, not the start's). */
+static void walk_ahead_lane(Worker *w, DirtySet *watch, GenLane *l) {
+        char note[1024] = "", words[128];
+        TfwError e = {0};
+        SnapshotSummary sum = {0};
+
+        if (faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return;
+        w->watch_view_fd = watch_view(watch);
+        _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(walk ahead)");
+        _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
+        /* As a local-reversible job walks it, the class nearly every request has: its cache's
+         * paths left to the cache. A job of another class walks the difference. */
+        SnapshotLimits limits = {
+                .max_bytes = w->config->limits.max_snapshot_bytes,
+                .max_entries = w->config->limits.max_snapshot_entries,
+                .group = w->config->container_gid,
+                .cache_paths = cache ? build_cache_paths(cache) : NULL,
+                .exclude_cache = cache != NULL,
+                .watch = v,
+        };
+        int r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
+                                w->config->container_uid, &limits, &sum, &e);
+        w->watch_view_fd = safe_close(w->watch_view_fd);
+        if (r < 0)
+                worker_say(w, LOG_WARNING, "generation store: lane-%u: the walk at start failed (%s); the first job walks it",
+                           l->number, e.message);
+        else
+                worker_say(w, LOG_INFO, "lane-%u of the generation store walked at start: %" PRIu64 " entries, kept %" PRIu64
+                           " of %" PRIu64 " files, %s (%" PRIu64 " ms)", l->number, sum.entries, sum.files_reused, sum.files,
+                           watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
+}
+
+void job_walk_ahead(Worker *w, DirtySet *watch) {
+        char note[1024] = "";
+        if (!watch)
+                return;
+        _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
+        if (l)
+                walk_ahead_lane(w, watch, l);
+}
+
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
 static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
         char words[128];

@@ -8,6 +8,7 @@
 #include "capsule/driver.h"
 #include "capsule/job.h"
 #include "orchestrator/store.h"
+#include "snapshot/dirty-set.h"
 #include "snapshot/gen-store.h"
 #include "orchestrator/worker.h"
 
@@ -20,6 +21,13 @@ void job_cache_runtime_version(Worker *w);
  * there is a store; docs/snapshot.md, "Generations"). */
 /* cancel_fd: the job's end of its cancel channel (orchestrator/cancel-listen.h), or -1: the
  * controller's cancel then ends the job cancelled, its capsule torn down as at a timeout. */
+/* At a worker's start, once the workspace's watch is there (issue 36 item 2): the store's first
+ * free lane, when it holds a generation kept from before the start, is walked against the
+ * workspace now, with the new watch, and sealed again, so that the first request's walk is on
+ * the watch's word rather than a full one. A lane without a generation is left to the first
+ * job. Failures are said and change nothing else (the lane is emptied, as after any failed
+ * update). */
+void job_walk_ahead(Worker *w, DirtySet *watch);
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
