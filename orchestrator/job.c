@@ -30,6 +30,7 @@
 #include "orchestrator/teardown.h"
 #include "snapshot/build-cache.h"
 #include "snapshot/dirty-set.h"
+#include "snapshot/gen-seed.h"
 #include "snapshot/snapshot.h"
 
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
@@ -388,20 +389,30 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
         }
 }
 
-/* The walk of job_walk_ahead(), on a lane already held: nothing is done to a lane without an
- * index (a copy of the whole workspace, which is the first job's to make, not the start's). */
-static void walk_ahead_lane(Worker *w, DirtySet *watch, GenLane *l) {
+/* A lane held by this process walked against the workspace ahead of any request, with the view
+ * in w->watch_view_fd (closed here), so that the request's own walk reads only what changed
+ * since (docs/snapshot.md, "Walks ahead"). A lane without an index is seeded from another lane's
+ * generation first when seed is set and one can be had (gen-seed.h), else left to its job: a
+ * copy of the whole workspace is the job's to make. what: who says it, for the log. */
+static void walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) {
         char note[1024] = "", words[128];
         TfwError e = {0};
         SnapshotSummary sum = {0};
+        unsigned from = 0;
+        int r = 1;
 
         if (faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                r = seed ? gen_lane_seed(l, w->dirs.store_fd, scratch_store_lanes(w->config), &from) : 0;
+        if (r <= 0) {
+                if (r < 0)
+                        worker_say(w, LOG_WARNING, "%s: lane-%u could not be seeded (%s); its job walks it", what,
+                                   l->number, strerror(-r));
+                w->watch_view_fd = safe_close(w->watch_view_fd);
                 return;
-        w->watch_view_fd = watch_view(watch);
-        _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(walk ahead)");
+        }
+        _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, what);
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
-        /* As a local-reversible job walks it, the class nearly every request has: its cache's
-         * paths left to the cache. A job of another class walks the difference. */
+        /* As an inbox job walks it: its cache's paths left to the cache. */
         SnapshotLimits limits = {
                 .max_bytes = w->config->limits.max_snapshot_bytes,
                 .max_entries = w->config->limits.max_snapshot_entries,
@@ -410,16 +421,16 @@ static void walk_ahead_lane(Worker *w, DirtySet *watch, GenLane *l) {
                 .exclude_cache = cache != NULL,
                 .watch = v,
         };
-        int r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
-                                w->config->container_uid, &limits, &sum, &e);
+        r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
+                            w->config->container_uid, &limits, &sum, &e);
         w->watch_view_fd = safe_close(w->watch_view_fd);
         if (r < 0)
-                worker_say(w, LOG_WARNING, "generation store: lane-%u: the walk at start failed (%s); the first job walks it",
-                           l->number, e.message);
+                worker_say(w, LOG_WARNING, "%s: the walk of lane-%u failed (%s); its job walks it", what, l->number,
+                           e.message);
         else
-                worker_say(w, LOG_INFO, "lane-%u of the generation store walked at start: %" PRIu64 " entries, kept %" PRIu64
-                           " of %" PRIu64 " files, %s (%" PRIu64 " ms)", l->number, sum.entries, sum.files_reused, sum.files,
-                           watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
+                worker_say(w, LOG_INFO, "%s: lane-%u of the generation store walked ahead: %" PRIu64 " entries, kept %" PRIu64
+                           " of %" PRIu64 " files, %s (%" PRIu64 " ms)", what, l->number, sum.entries, sum.files_reused,
+                           sum.files, watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
 }
 
 void job_walk_ahead(Worker *w, DirtySet *watch) {
@@ -427,8 +438,20 @@ void job_walk_ahead(Worker *w, DirtySet *watch) {
         if (!watch)
                 return;
         _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
-        if (l)
-                walk_ahead_lane(w, watch, l);
+        if (!l)
+                return;
+        w->watch_view_fd = watch_view(watch);
+        walk_ahead_lane(w, l, false, "at start");
+}
+
+void job_warm_walk_ahead(Worker *w, const char *warm_id, GenLane *l) {
+        char what[64];
+        if (!l || w->watch_view_fd < 0) {
+                w->watch_view_fd = safe_close(w->watch_view_fd);
+                return;
+        }
+        snprintf(what, sizeof(what), "warm capsule '%s'", warm_id);
+        walk_ahead_lane(w, l, true, what);
 }
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
@@ -566,6 +589,22 @@ static int finish_ran(Worker *w, RequestRecord *rec, Request *req, const ExecRes
         return finish(w, rec, req, inbox_status(x), x->error, x->message[0] ? x->message : NULL, &run, e);
 }
 
+/* The capsule is gone (x: how the job ran; ran: whether exec_run got that far): the log lines, the store's
+ * report, the lane sealed and given back before the result is published, so that the next
+ * request finds it free (a lane's first generation is seeded from a free one, gen-seed.h), the
+ * cache's report, the scratch removed. */
+static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bool ran, GenLane *lane,
+                              BuildCache *cache) {
+        if (ran)
+                job_report_run(w, id, x);
+        if (lane)
+                job_store_report(w);
+        gen_lane_release(lane);
+        if (cache && x->cache.used)
+                job_cache_report(w, cache);
+        (void) rm_rf_at(w->dirs.scratch_fd, id);
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, int cancel_fd, TfwError *e) {
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
@@ -648,17 +687,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         ExecResult x = {};
         r = job_run_cancellable(w, rec->id, &plan, cancel_fd, &x, e);
         capsule_driver_done(&drv);
-        if (r >= 0)
-                job_report_run(w, rec->id, &x);
-        if (lane)
-                job_store_report(w);
-        /* The capsule is gone: the lane is sealed and given back before the result is published,
-         * so that the next request finds it free (a lane's first generation is seeded from a
-         * free one, gen-seed.h). */
-        gen_lane_release(TAKE_PTR(lane));
-        if (cache && x.cache.used)
-                job_cache_report(w, cache);
-        (void) rm_rf_at(w->dirs.scratch_fd, rec->id);
+        job_after_capsule(w, rec->id, &x, r >= 0, TAKE_PTR(lane), cache);
         if (r < 0)
                 return r;
 

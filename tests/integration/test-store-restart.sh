@@ -74,7 +74,7 @@ check "nothing of the store was dropped" sh -c "! tail -n +$((m + 1)) '$dir/daem
 check "the first job after the restart sees the workspace" run_list a3
 check "... by a walk against the lane's index: every file kept, none copied" all_kept a3
 check "the lane was walked at start, with the new watch, before any request" \
-        said_since "$m" "lane-0 of the generation store walked at start: "
+        said_since "$m" "at start: lane-0 of the generation store walked ahead: "
 check "... so the first job's walk is on the watch's word, not a full one" \
         sh -c "grep -E \"job 'a3': generation \" '$dir/daemon.log' | grep -q \"unchanged by the watch's word\""
 check "the next job finds the cache as it was left" run_job a4 '["cat","cache/x"]'
