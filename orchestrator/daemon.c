@@ -1011,8 +1011,11 @@ static int daemon_start(Daemon *d, TfwError *e) {
                 worker_say(&d->w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
         /* Before READY=1: a lane kept from before the start is brought up to the workspace with
          * the new watch now, not by the first request (a drain runs one queue and goes). */
-        if (!d->o.drain)
-                job_walk_ahead(&d->w, d->watch);
+        if (!d->o.drain && job_walk_ahead(&d->w, d->watch))
+                /* The worker was in use before this start (a restart, a reload that needed one):
+                 * a capsule waits for the next request at once, as after a request. A worker
+                 * that finds no generation waits for its first request first. */
+                d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
         r = retention_run(&d->w, now_realtime(), false, &d->next_retention, NULL, e);
         if (r < 0)
                 return r;

@@ -394,7 +394,7 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
  * since (docs/snapshot.md, "Walks ahead"). A lane without an index is seeded from another lane's
  * generation first when seed is set and one can be had (gen-seed.h), else left to its job: a
  * copy of the whole workspace is the job's to make. what: who says it, for the log. */
-static void walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) {
+static bool walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) {
         char note[1024] = "", words[128];
         TfwError e = {0};
         SnapshotSummary sum = {0};
@@ -408,7 +408,7 @@ static void walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) 
                         worker_say(w, LOG_WARNING, "%s: lane-%u could not be seeded (%s); its job walks it", what,
                                    l->number, strerror(-r));
                 w->watch_view_fd = safe_close(w->watch_view_fd);
-                return;
+                return false;
         }
         _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, what);
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
@@ -431,17 +431,18 @@ static void walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) 
                 worker_say(w, LOG_INFO, "%s: lane-%u of the generation store walked ahead: %" PRIu64 " entries, kept %" PRIu64
                            " of %" PRIu64 " files, %s (%" PRIu64 " ms)", what, l->number, sum.entries, sum.files_reused,
                            sum.files, watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
+        return r >= 0;
 }
 
-void job_walk_ahead(Worker *w, DirtySet *watch) {
+bool job_walk_ahead(Worker *w, DirtySet *watch) {
         char note[1024] = "";
         if (!watch)
-                return;
+                return false;
         _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
         if (!l)
-                return;
+                return false;
         w->watch_view_fd = watch_view(watch);
-        walk_ahead_lane(w, l, false, "at start");
+        return walk_ahead_lane(w, l, false, "at start");
 }
 
 void job_warm_walk_ahead(Worker *w, const char *warm_id, GenLane *l) {
@@ -451,7 +452,7 @@ void job_warm_walk_ahead(Worker *w, const char *warm_id, GenLane *l) {
                 return;
         }
         snprintf(what, sizeof(what), "warm capsule '%s'", warm_id);
-        walk_ahead_lane(w, l, true, what);
+        (void) walk_ahead_lane(w, l, true, what);
 }
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */

@@ -26,8 +26,8 @@ void job_cache_runtime_version(Worker *w);
  * workspace now, with the new watch, and sealed again, so that the first request's walk is on
  * the watch's word rather than a full one. A lane without a generation is left to the first
  * job. Failures are said and change nothing else (the lane is emptied, as after any failed
- * update). */
-void job_walk_ahead(Worker *w, DirtySet *watch);
+ * update). True when a lane was walked: the worker was in use before it started. */
+bool job_walk_ahead(Worker *w, DirtySet *watch);
 /* In a capsule started ahead, once booted on lane l, with the view the daemon took when it
  * started it in w->watch_view_fd (closed here): l walked against the workspace now (seeded from
  * another lane's generation first when it has none and one can be had), so that the request's

@@ -140,6 +140,19 @@ check "drain ran queued requests in capsules started ahead" grep -q "job 'd[234]
 check "nothing left after drain" idle
 check "no job cgroup after drain" no_job_cgroups
 
+echo "-- [$SECONDS s] a restart of a worker in use: a capsule waits at once"
+# The store outlived the drain with a generation in it: the worker was in use, so a capsule
+# waits for the next request from the start, its lane walked ahead (issue 36 item 2).
+start_daemon "$dir" || exit 1
+check "a capsule waits after the restart, before any request" wait_for 30 warm_listed
+check "... the kept lane walked at start" grep -q "at start: lane-[0-9]* of the generation store walked ahead" "$dir/daemon.log"
+submit "$dir" r1 local-reversible '["cat","ws.txt"]'
+check "r1 published" wait_result "$dir" r1
+check "r1 ran in the capsule started at the restart" grep -q "job 'r1': started in capsule 'warm-" "$dir/daemon.log"
+check "r1 saw the workspace" grep -qx "workspace file" "$res/r1/job.log"
+stop_daemon TERM
+check "nothing left after the stop" idle
+
 echo "-- [$SECONDS s] warm_seconds 0: never a capsule ahead"
 python3 - "$dir/config.json" <<'PY'
 import json, sys
