@@ -237,8 +237,11 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 warm = NULL;
         }
-        /* The request's walk then reads only what changed while this capsule waited. */
-        job_warm_walk_ahead(&d->w, warm_id, booted ? lane : NULL);
+        /* The request's walk then reads only what changed while this capsule waited; not when
+         * the request is there already (its own walk is the same walk, one step sooner). */
+        struct pollfd waiting = {.fd = sock, .events = POLLIN};
+        bool come = poll(&waiting, 1, 0) > 0;
+        job_warm_walk_ahead(&d->w, warm_id, booted && !come ? lane : NULL);
         char id[REQUEST_ID_MAX + 2];
         ssize_t n = watch_recv_id(sock, id, sizeof(id) - 1, &d->w.watch_view_fd);
         /* Kept while a job runs: the daemon's cancel comes on it (orchestrator/cancel-listen.h). */
