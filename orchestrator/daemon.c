@@ -237,11 +237,6 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 warm = NULL;
         }
-        /* The request's walk then reads only what changed while this capsule waited; not when
-         * the request is there already (its own walk is the same walk, one step sooner). */
-        struct pollfd waiting = {.fd = sock, .events = POLLIN};
-        bool come = poll(&waiting, 1, 0) > 0;
-        job_warm_walk_ahead(&d->w, warm_id, booted && !come ? lane : NULL);
         char id[REQUEST_ID_MAX + 2];
         ssize_t n = watch_recv_id(sock, id, sizeof(id) - 1, &d->w.watch_view_fd);
         /* Kept while a job runs: the daemon's cancel comes on it (orchestrator/cancel-listen.h). */
@@ -306,8 +301,6 @@ static void warm_spawn(Daemon *d) {
                 n += snprintf(w.id + n, sizeof(w.id) - (size_t) n, "%02x", rnd[i]);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
                 return;
-        /* What the watch saw until now, for the walk the capsule makes while it waits. */
-        _cleanup_close_ int view = d->watch ? watch_view(d->watch) : -EBADF;
         /* Like a job, the capsule's process never outlives the daemon. */
         pid_t pid;
         if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
@@ -317,7 +310,6 @@ static void warm_spawn(Daemon *d) {
         }
         if (pid == 0) {
                 safe_close(sv[0]);
-                d->w.watch_view_fd = TAKE_FD(view);
                 warm_child(d, sv[1], w.id);
         }
         safe_close(sv[1]);

@@ -30,7 +30,6 @@
 #include "orchestrator/teardown.h"
 #include "snapshot/build-cache.h"
 #include "snapshot/dirty-set.h"
-#include "snapshot/gen-seed.h"
 #include "snapshot/snapshot.h"
 
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
@@ -391,22 +390,15 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
 
 /* A lane held by this process walked against the workspace ahead of any request, with the view
  * in w->watch_view_fd (closed here), so that the request's own walk reads only what changed
- * since (docs/snapshot.md, "Walks ahead"). A lane without an index is seeded from another lane's
- * generation first when seed is set and one can be had (gen-seed.h), else left to its job: a
+ * since (docs/snapshot.md, "After a restart"). A lane without an index is left to its job: a
  * copy of the whole workspace is the job's to make. what: who says it, for the log. */
-static bool walk_ahead_lane(Worker *w, GenLane *l, bool seed, const char *what) {
+static bool walk_ahead_lane(Worker *w, GenLane *l, const char *what) {
         char note[1024] = "", words[128];
         TfwError e = {0};
         SnapshotSummary sum = {0};
-        unsigned from = 0;
-        int r = 1;
+        int r;
 
-        if (faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
-                r = seed ? gen_lane_seed(l, w->dirs.store_fd, scratch_store_lanes(w->config), &from) : 0;
-        if (r <= 0) {
-                if (r < 0)
-                        worker_say(w, LOG_WARNING, "%s: lane-%u could not be seeded (%s); its job walks it", what,
-                                   l->number, strerror(-r));
+        if (faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
                 w->watch_view_fd = safe_close(w->watch_view_fd);
                 return false;
         }
@@ -442,17 +434,7 @@ bool job_walk_ahead(Worker *w, DirtySet *watch) {
         if (!l)
                 return false;
         w->watch_view_fd = watch_view(watch);
-        return walk_ahead_lane(w, l, false, "at start");
-}
-
-void job_warm_walk_ahead(Worker *w, const char *warm_id, GenLane *l) {
-        char what[64];
-        if (!l || w->watch_view_fd < 0) {
-                w->watch_view_fd = safe_close(w->watch_view_fd);
-                return;
-        }
-        snprintf(what, sizeof(what), "warm capsule '%s'", warm_id);
-        (void) walk_ahead_lane(w, l, true, what);
+        return walk_ahead_lane(w, l, "at start");
 }
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */

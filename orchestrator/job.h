@@ -28,11 +28,6 @@ void job_cache_runtime_version(Worker *w);
  * job. Failures are said and change nothing else (the lane is emptied, as after any failed
  * update). True when a lane was walked: the worker was in use before it started. */
 bool job_walk_ahead(Worker *w, DirtySet *watch);
-/* In a capsule started ahead, once booted on lane l, with the view the daemon took when it
- * started it in w->watch_view_fd (closed here): l walked against the workspace now (seeded from
- * another lane's generation first when it has none and one can be had), so that the request's
- * walk reads only what changed since. */
-void job_warm_walk_ahead(Worker *w, const char *warm_id, GenLane *l);
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in

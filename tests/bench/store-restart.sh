@@ -153,11 +153,12 @@ sleep 1.2 # past the racy window of what the walks read
 for _ in 1 2 3; do worker_run "$TRUE" >/dev/null; done
 
 # A restarted worker that finds a kept generation starts a capsule ahead at once: wait_warm waits
-# for it to have booted and walked its lane, as a controller whose next request comes a second
-# after the restart finds it.
-warm_lines() { grep -c "warm capsule 'warm-[0-9a-f]*': lane-[0-9]* of the generation store walked ahead" "$base/daemon.log" || true; }
-wait_warm() { # wait_warm N: until more than N such lines
-        while [ "$(warm_lines)" -le "$1" ]; do
+# for its sandbox to run (booted, waiting for the request), as a controller whose next request
+# comes a second after the restart finds it.
+warm_running() { runsc --root /run/tentaflake-worker-bench-restart/runsc list 2>/dev/null |
+                 awk '$1 ~ /^tfw-bench-restart-warm-/ && $3 == "running" { n++ } END { exit !n }'; }
+wait_warm() {
+        while ! warm_running; do
                 kill -0 "$daemon" 2>/dev/null || { echo "store-restart.sh: the daemon died" >&2; exit 1; }
                 sleep 0.01
         done
@@ -171,9 +172,8 @@ for i in $(seq "$RUNS"); do
         restarts+=("$START_MS")
         after+=("$(worker_run "$TRUE")")
         stop
-        w=$(warm_lines)
         start
-        wait_warm "$w"
+        wait_warm
         after_ready+=("$(worker_run "$TRUE")")
         worker_run "$TRUE" >/dev/null
         deps_before+=("$(worker_run "$DEPS")")
@@ -181,9 +181,8 @@ for i in $(seq "$RUNS"); do
         start
         deps_after+=("$(worker_run "$DEPS")")
         stop
-        w=$(warm_lines)
         start
-        wait_warm "$w"
+        wait_warm
         deps_ready+=("$(worker_run "$DEPS")")
 done
 mb=$(printf '%s\n' "${bare[@]}" | median)

@@ -122,10 +122,6 @@ phase() { # phase NAME WARM_SECONDS
                 for j in 2 3 4 5 6 7 8 9; do
                         check "$name: ${p}$j ran in a capsule started ahead" grep -q "job '${p}$j': started in capsule 'warm-" "$dir/daemon.log"
                 done
-                # While it waits, a capsule started ahead walks its lane (issue 36 item 2): the
-                # changes above, made after that walk, were each seen by the request's own walk.
-                check "$name: a capsule started ahead walked its lane while it waited" \
-                        grep -Eq "warm capsule 'warm-[0-9a-f]+': lane-[0-9]+ of the generation store walked ahead: " "$dir/daemon.log"
         fi
         check "$name: store.json reports the store" python3 -c "import json,sys; s=json.load(open(sys.argv[1])); assert s['generations']>=1 and s['bytes']>0 and s['max_bytes']>0" "$dir/state/store.json"
         stop_daemon || true
