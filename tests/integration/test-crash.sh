@@ -96,6 +96,9 @@ capsule_idle() { # nothing of long1's capsule runs: its cgroup holds no process 
         done
 }
 check "  ... and so did its capsule's processes (the job runs on unsupervised by no one)" wait_for 10 capsule_idle
+# The store goes first: a worker that finds a kept generation starts a capsule ahead at once
+# (docs/capsule.md), and the checks below look for what the killed daemon left, and nothing else.
+check "the store is removed (no daemon runs)" quiet tfw "$dir" store remove
 start_daemon "$dir" || exit 1
 check "long1 published at the next start" wait_result "$dir" long1 30
 check "long1 is interrupted" test "$(json_get "$dir/results/long1/result.json" 'r["status"]')" = interrupted

@@ -144,6 +144,9 @@ wait_for 10 quiet no_runsc_procs
 check "a daemon killed with SIGKILL takes the job's runsc processes with it" no_runsc_procs
 check "  ... and leaves the job's cgroup for the next start" has_job_cgroup
 rm -f "$ctl/mode"
+# The store goes first: a worker that finds a kept generation starts a capsule ahead at once
+# (docs/capsule.md), and the checks below look for what the killed daemon left, and nothing else.
+check "the store is removed (no daemon runs)" quiet tfw "$dir" store remove
 start_daemon "$dir" run || exit 1
 check "hang3 is published as interrupted" wait_result "$dir" hang3
 check "the start-up cleanup left no runsc process of the worker" no_runsc_procs

@@ -128,6 +128,9 @@ check "  ... and removed nothing" sh -c "'$REAL_RUNSC' --root '$root' list 2>/de
 
 echo "-- [$SECONDS s] the next start removes it whole"
 rm -f "$ctl/mode"
+# The store goes first: a worker that finds a kept generation starts a capsule ahead at once
+# (docs/capsule.md), and these checks look for what the killed daemon left, and nothing else.
+check "the store is removed (no daemon runs)" "$BIN" --config "$dir/config.json" store remove
 start_daemon "$dir" || exit 1
 check "runsc lists no container in the worker's root" none_listed
 check "no process names the worker's runsc root ($(runsc_procs "$root" | tr '\n' ';'))" no_runsc_procs
@@ -168,6 +171,7 @@ gone() { ! kill -0 "$1" 2>/dev/null; }
 check "the held front died with the daemon's warm child" wait_for 10 gone "$held"
 : >"$ctl/release" # a front that lived on would now make its container
 rm -f "$ctl/mode"
+check "the store is removed (no daemon runs)" "$BIN" --config "$dir/config.json" store remove
 start_daemon "$dir" || exit 1
 check "after the next start runsc lists no container" none_listed
 check "  ... no process names the worker's runsc root ($(runsc_procs "$root" | tr '\n' ';'))" no_runsc_procs
