@@ -62,6 +62,9 @@ cleanup() {
         fi
         find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$NAME*" -exec rmdir {} + 2>/dev/null || true
         [ -z "${ncg:-}" ] || rmdir "$ncg" 2>/dev/null || true
+        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
+        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m" || true; done
         rm -rf "/run/tentaflake-worker-$NAME" "$base"
 }
 trap cleanup EXIT
