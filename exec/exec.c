@@ -458,19 +458,24 @@ static void exec_run_done(ExecRun *x) {
  * of the walk is the outcome whatever the capsule did, and the job never starts on an incomplete
  * stream); a prepared tree is mounted. With the build cache, its paths are left out of the walk
  * and the cache handed out. 1: the outcome is decided (r says it). */
+SnapshotLimits exec_walk_limits(const Config *config, BuildCache *cache, bool exclude_cache, struct DirtyView *watch) {
+        return (SnapshotLimits) {
+                .max_bytes = config->limits.max_snapshot_bytes,
+                .max_entries = config->limits.max_snapshot_entries,
+                .group = config->container_gid,
+                .cache_paths = cache ? build_cache_paths(cache) : NULL,
+                .exclude_cache = exclude_cache,
+                .watch = watch,
+        };
+}
+
 static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
         if (p->workspace)
                 x->in = (StreamInput) {
                         .workspace = p->workspace,
-                        .limits = {
-                                .max_bytes = p->config->limits.max_snapshot_bytes,
-                                .max_entries = p->config->limits.max_snapshot_entries,
-                                .group = p->config->container_gid,
-                                /* The cache's paths belong to the cache in a job that uses it. */
-                                .cache_paths = p->cache ? build_cache_paths(p->cache) : NULL,
-                                .exclude_cache = p->cache && p->use_cache && p->lane,
-                                .watch = p->lane ? p->watch : NULL,
-                        },
+                        /* The cache's paths belong to the cache in a job that uses it. */
+                        .limits = exec_walk_limits(p->config, p->cache, p->cache && p->use_cache && p->lane,
+                                                   p->lane ? p->watch : NULL),
                         .r = -EINPROGRESS,
                 };
         if (input_generation(p, &x->in.limits, r, &x->work_dir) > 0)

@@ -190,6 +190,11 @@ typedef struct ExecResult {
  * what); a negative errno only for a plan that is not valid. Guarantees: the snapshot, the
  * container, its cgroup and its bundle are gone when this returns; the job saw only what the
  * walk read (workspace input) or the prepared tree. */
+/* The bounds of a walk of config's workspace: the configuration's, the cache's paths named (left
+ * to the cache when exclude_cache), with the workspace's watch or NULL. For a job's walk and the
+ * walk made at a worker's start, so that both make the same generation. */
+SnapshotLimits exec_walk_limits(const Config *config, BuildCache *cache, bool exclude_cache, struct DirtyView *watch);
+
 int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
 
 /* Start a capsule ahead of its job (runtime.warm_seconds, contract section 6 step 2): every

@@ -388,53 +388,34 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
         }
 }
 
-/* A lane held by this process walked against the workspace ahead of any request, with the view
- * in w->watch_view_fd (closed here), so that the request's own walk reads only what changed
- * since (docs/snapshot.md, "After a restart"). A lane without an index is left to its job: a
- * copy of the whole workspace is the job's to make. what: who says it, for the log. */
-static bool walk_ahead_lane(Worker *w, GenLane *l, const char *what) {
+bool job_walk_ahead(Worker *w, DirtySet *watch) {
         char note[1024] = "", words[128];
         TfwError e = {0};
         SnapshotSummary sum = {0};
-        int r;
 
-        if (faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
-                w->watch_view_fd = safe_close(w->watch_view_fd);
-                return false;
-        }
-        _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, what);
-        _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
-        /* As an inbox job walks it: its cache's paths left to the cache. */
-        SnapshotLimits limits = {
-                .max_bytes = w->config->limits.max_snapshot_bytes,
-                .max_entries = w->config->limits.max_snapshot_entries,
-                .group = w->config->container_gid,
-                .cache_paths = cache ? build_cache_paths(cache) : NULL,
-                .exclude_cache = cache != NULL,
-                .watch = v,
-        };
-        r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
-                            w->config->container_uid, &limits, &sum, &e);
-        w->watch_view_fd = safe_close(w->watch_view_fd);
-        if (r < 0)
-                worker_say(w, LOG_WARNING, "%s: the walk of lane-%u failed (%s); its job walks it", what, l->number,
-                           e.message);
-        else
-                worker_say(w, LOG_INFO, "%s: lane-%u of the generation store walked ahead: %" PRIu64 " entries, kept %" PRIu64
-                           " of %" PRIu64 " files, %s (%" PRIu64 " ms)", what, l->number, sum.entries, sum.files_reused,
-                           sum.files, watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
-        return r >= 0;
-}
-
-bool job_walk_ahead(Worker *w, DirtySet *watch) {
-        char note[1024] = "";
         if (!watch)
                 return false;
         _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
-        if (!l)
+        /* A lane without an index is left to its job: a copy of the whole workspace is the job's
+         * to make, not the start's. */
+        if (!l || faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
                 return false;
         w->watch_view_fd = watch_view(watch);
-        return walk_ahead_lane(w, l, "at start");
+        _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(the walk at start)");
+        _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
+        /* As an inbox job walks it, so that the first request's walk finds its generation. */
+        SnapshotLimits limits = exec_walk_limits(w->config, cache, cache != NULL, v);
+        int r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
+                                w->config->container_uid, &limits, &sum, &e);
+        w->watch_view_fd = safe_close(w->watch_view_fd);
+        if (r < 0)
+                worker_say(w, LOG_WARNING, "at start: the walk of lane-%u failed (%s); its job walks it", l->number,
+                           e.message);
+        else
+                worker_say(w, LOG_INFO, "at start: lane-%u of the generation store walked ahead: %" PRIu64 " entries, kept %" PRIu64
+                           " of %" PRIu64 " files, %s (%" PRIu64 " ms)", l->number, sum.entries, sum.files_reused,
+                           sum.files, watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
+        return r >= 0;
 }
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
