@@ -707,6 +707,8 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         }
         /* A large stream goes in fewer round trips through the sandbox. */
         (void) fcntl(in[1], F_SETPIPE_SZ, CAPSULE_INPUT_PIPE_SIZE);
+        /* Each of init's writes of the job's output goes in one piece (docs/capsule.md). */
+        (void) fcntl(lg[0], F_SETPIPE_SZ, CAPSULE_LOG_PIPE_SIZE);
 
         CapsuleSpawn sp_run = {
                 .config = config, .cid = b->id, .job_id = sp->job_id, .argv = sp->argv,

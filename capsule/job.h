@@ -43,6 +43,8 @@ const char *capsule_status_to_string(CapsuleStatus s); /* the words of contract 
 #define CAPSULE_LOG_FLUSH_USEC (2 * USEC_PER_SEC)
 /* The input channel's pipe buffer for a streamed workspace (fs.pipe-max-size's default). */
 #define CAPSULE_INPUT_PIPE_SIZE (1024 * 1024)
+/* The log channel's pipe: init relays the job's output in writes of up to this size. */
+#define CAPSULE_LOG_PIPE_SIZE (1024 * 1024)
 
 typedef struct CapsuleJobParams {
         const Config *config;
