@@ -41,6 +41,7 @@
 #include "orchestrator/retention.h"
 #include "orchestrator/reload.h"
 #include "orchestrator/scratch.h"
+#include "orchestrator/seed-ahead.h"
 #include "orchestrator/store-tmpfs.h"
 #include "orchestrator/start.h"
 #include "orchestrator/store.h"
@@ -217,7 +218,8 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec, int cancel_fd) {
 
 /* ---- capsules started ahead (runtime.warm_seconds, issue 12) ------------------------------- */
 
-/* The warm child: boot, wait for one request id or the end of the socket. */
+/* The warm child: boot, seed its lane when it has no generation (seed-ahead.h), wait for one
+ * request id or the end of the socket. */
 static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         _cleanup_(capsule_driver_done) CapsuleDriver drv = {};
         CapsuleWarm *warm = NULL;
@@ -236,7 +238,8 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
                 worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, e.message);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
                 warm = NULL;
-        }
+        } else
+                seed_ahead(&d->w, warm_id, lane, sock);
         char id[REQUEST_ID_MAX + 2];
         ssize_t n = watch_recv_id(sock, id, sizeof(id) - 1, &d->w.watch_view_fd);
         /* Kept while a job runs: the daemon's cancel comes on it (orchestrator/cancel-listen.h). */

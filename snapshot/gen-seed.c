@@ -14,53 +14,11 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "gen-check.h"
+#include "gen-clone.h"
 #include "gen-seed.h"
 #include "snapshot.h"
 
-#define SEED_DEPTH_MAX 512
 #define INDEX_MAX (1u << 30)
-
-static int clone_dir(int src, int dst, unsigned depth);
-
-/* One entry of src into dst: a directory made and filled, a file linked. */
-static int clone_entry(int src, int dst, const char *name, unsigned depth) {
-        struct stat st;
-        if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
-                return -errno;
-        if (S_ISREG(st.st_mode))
-                return linkat(src, name, dst, name, 0) < 0 ? -errno : 0;
-        if (!S_ISDIR(st.st_mode))
-                return -EBADMSG; /* a generation holds files and directories only */
-        if (mkdirat(dst, name, 0700) < 0)
-                return -errno;
-        _cleanup_close_ int s = open_dir_at(src, name);
-        _cleanup_close_ int d = s >= 0 ? open_dir_at(dst, name) : s;
-        if (d < 0)
-                return d;
-        int r = clone_dir(s, d, depth + 1);
-        if (r < 0)
-                return r;
-        struct timespec times[2] = { st.st_atim, st.st_mtim };
-        if (fchown(d, st.st_uid, st.st_gid) < 0 || fchmod(d, st.st_mode & 07777) < 0 || futimens(d, times) < 0)
-                return -errno;
-        return 0;
-}
-
-static int clone_dir(int src, int dst, unsigned depth) {
-        if (depth > SEED_DEPTH_MAX)
-                return -ELOOP;
-        _cleanup_closedir_ DIR *d = opendir_fd(src);
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (errno = 0, de = readdir(d));) {
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                int r = clone_entry(src, dst, de->d_name, depth);
-                if (r < 0)
-                        return r;
-        }
-        return errno ? -errno : 0;
-}
 
 /* The source's index, copied byte for byte (gen_index_save's file: it is loaded, bounded, by the
  * walk that follows). */
@@ -76,15 +34,16 @@ static int copy_index(int from_lane, int to_lane) {
 
 /* Clone lane (its tree) into l, its index too. */
 static int clone_lane(GenLane *l, int lane, int tree) {
-        int r = clone_dir(tree, l->tree_fd, 0);
+        int r = gen_clone_tree(tree, l->tree_fd);
         return r < 0 ? r : copy_index(lane, l->lane_fd);
 }
 
 /* Lane k as the source: one no process holds, sealed (released with a complete generation),
  * locked while it is read and sealed again after; or one held but not being changed (its
  * update lock taken shared: its holder waits for the copy before it changes it), whose index
- * says it is complete, and which its holder seals when it releases it. */
-static int seed_from(GenLane *l, int store_fd, unsigned k) {
+ * says it is complete, and which its holder seals when it releases it. A held lane being
+ * changed, or without an index yet, sets *busy: it may be a source later. */
+static int seed_from(GenLane *l, int store_fd, unsigned k, bool *busy) {
         char name[32];
         struct timespec t;
         snprintf(name, sizeof(name), "lane-%u", k);
@@ -106,17 +65,24 @@ static int seed_from(GenLane *l, int store_fd, unsigned k) {
         }
         _cleanup_close_ int update = openat(lane, GEN_LANE_UPDATE_LOCK, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
         if (update < 0 || flock(update, LOCK_SH | LOCK_NB) < 0 ||
-            faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+            faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+                *busy = true;
                 return 0;
+        }
         int r = clone_lane(l, lane, tree);
         return r < 0 ? r : 1;
 }
 
-int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from) {
+int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from, bool *ret_busy) {
+        bool busy = false;
+        if (ret_busy)
+                *ret_busy = false;
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
                 if (k == l->number)
                         continue;
-                int r = seed_from(l, store_fd, k);
+                int r = seed_from(l, store_fd, k, &busy);
+                if (r == 0 && busy && ret_busy)
+                        *ret_busy = true;
                 if (r != 0) {
                         if (r > 0)
                                 *ret_from = k;

@@ -15,9 +15,12 @@
  * update lock is taken shared while it is read (its job's walk waits for the copy). */
 #pragma once
 
+#include <stdbool.h>
+
 #include "gen-store.h"
 
 /* Seed l (its tree empty, no index) from the first lane of store_fd other than it that holds a
- * complete generation not being changed. 1: seeded (*ret_from its number); 0: no lane to seed from; negative errno: failed (l's
- * tree holds a part: the caller empties it). */
-int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from);
+ * complete generation not being changed. 1: seeded (*ret_from its number); 0: no lane to seed
+ * from (*ret_busy, unless NULL: a lane another process holds is being made or changed, and may
+ * be one later); negative errno: failed (l's tree holds a part: the caller empties it). */
+int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from, bool *ret_busy);

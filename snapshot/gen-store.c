@@ -193,17 +193,17 @@ static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
 }
 
 /* No generation in l: its tree emptied, then made another lane's when one can be had (gen-seed.h),
- * *prev that lane's index. */
+ * *prev that lane's index (prev NULL: left for the next update to load). */
 static int lane_start(GenLane *l, int store_fd, unsigned max_lanes, uint64_t max_entries, GenIndex **prev,
-                      TfwError *e) {
+                      bool *busy, TfwError *e) {
         unsigned from;
         TfwError le = {};
         int r = rm_rf_children(l->tree_fd);
         if (r < 0)
                 return tfw_error(e, -r, "generation_store", "cannot empty lane %u of the store: %s", l->number,
                                  strerror(-r));
-        r = gen_lane_seed(l, store_fd, max_lanes, &from);
-        if (r > 0 && gen_index_load(l->lane_fd, INDEX_NAME, max_entries, prev, &le) >= 0) {
+        r = gen_lane_seed(l, store_fd, max_lanes, &from, busy);
+        if (r > 0 && (!prev || gen_index_load(l->lane_fd, INDEX_NAME, max_entries, prev, &le) >= 0)) {
                 l->seeded_from = (int) from;
                 return 0;
         }
@@ -221,7 +221,7 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
         int r = gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
 
         /* No index (or one that cannot be read): the tree is not a complete generation. */
-        if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, e)) < 0)
+        if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, NULL, e)) < 0)
                 return r;
         if (unlinkat(l->lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
                 return tfw_error(e, errno, "generation_store", "cannot remove the index of lane %u: %m", l->number);
@@ -233,15 +233,38 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
         return r;
 }
 
-int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
-                    const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
-        /* Not while another lane copies this one (gen-seed.h): it holds this shared, briefly. */
-        _cleanup_close_ int update = openat(l->lane_fd, GEN_LANE_UPDATE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+/* The lane's update lock, taken: not while another lane copies this one (gen-seed.h), which
+ * holds it shared, briefly. */
+static int lock_update(GenLane *l, TfwError *e) {
+        int update = openat(l->lane_fd, GEN_LANE_UPDATE_LOCK, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (update < 0)
                 return tfw_error(e, errno, "generation_store", "cannot open the update lock of lane %u: %m", l->number);
         while (flock(update, LOCK_EX) < 0)
-                if (errno != EINTR)
-                        return tfw_error(e, errno, "generation_store", "cannot lock lane %u for its update: %m", l->number);
+                if (errno != EINTR) {
+                        int r = tfw_error(e, errno, "generation_store", "cannot lock lane %u for its update: %m", l->number);
+                        safe_close(update);
+                        return r;
+                }
+        return update;
+}
+
+int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e) {
+        *ret_busy = false;
+        _cleanup_close_ int update = lock_update(l, e);
+        if (update < 0)
+                return update;
+        if (faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
+                return 1;
+        /* The index is loaded, and checked, by the update that comes with the request. */
+        int r = lane_start(l, store_fd, max_lanes, 0, NULL, ret_busy, e);
+        return r < 0 ? r : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+}
+
+int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
+                    const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
+        _cleanup_close_ int update = lock_update(l, e);
+        if (update < 0)
+                return update;
         int r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
         if (r == -ENOSPC || r == -EDQUOT) {
                 collect_unheld(store_fd, max_lanes, l->number);

@@ -70,6 +70,12 @@ static inline void gen_lane_releasep(GenLane **l) {
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
 
+/* Give l, when it has no generation, one from another lane's now (gen-seed.h), ahead of the
+ * walk of its next update: for a capsule started ahead while it waits for its request. 1: l has
+ * a generation (l->seeded_from >= 0: seeded now); 0: none can be had now (*ret_busy: another
+ * lane's is being made or changed); negative errno (e set): failed, l emptied. */
+int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e);
+
 /* At a worker's start, before any lane is taken: every lane is checked (gen-check.h) and
  * emptied when it fails; lanes past max_lanes are removed. Each is reported (what: the lane's
  * name; why: the reason and what was done). A lane a live process holds is left. A negative

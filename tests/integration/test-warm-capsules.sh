@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Capsules started ahead of the next request (issue 12 item 3; contract sections 2 and 6;
 # threats 12 and 13), with the real daemon and runsc:
-#   - after a request, one capsule waits for the next; the next request runs in it; each
+#   - after a request, one capsule waits for the next, its lane seeded from the first lane's
+#     while it waits (docs/snapshot.md); the next request runs in it; each
 #     capsule serves one job and is destroyed (threat 12: the second job sees none of the
 #     first's files in /work or /tmp and none of its processes, and the first's leftover
 #     process is gone with its capsule);
@@ -47,6 +48,9 @@ check "w1 published" wait_result "$dir" w1
 check "w1 succeeded" test "$(result_field "$dir" w1 status)" = succeeded
 check "a capsule waits for the next request" wait_for 30 warm_listed
 warm1=$(containers | grep "^tfw-$name-warm-" | head -1)
+# Its lane had no generation (a fresh store): seeded from w1's while it waits, not by w2's walk.
+seeded_ahead() { grep -qE "warm capsule '${warm1#"tfw-$name-"}': lane-[0-9]+ seeded from lane-[0-9]+ ahead of its request" "$dir/daemon.log"; }
+check "the waiting capsule's lane is seeded from w1's before its request" wait_for 30 seeded_ahead
 
 submit "$dir" w2 local-reversible \
         '["sh","-c","cat ws.txt; ls /work/left.txt /tmp/left.txt >/dev/null 2>&1 && echo leftovers=yes || echo leftovers=no; echo procs=$(for p in /proc/[0-9]*; do tr \"\\\\0\" \" \" <$p/cmdline; echo; done 2>/dev/null | grep -c \"i12leftove[r]\"); echo job=$TENTAFLAKE_JOB"]'

@@ -199,6 +199,63 @@ static void test_seed_from_a_held_lane(void **state) {
         assert_int_equal(sum.files_reused, 0);
 }
 
+/* A capsule started ahead seeds its lane while it waits (gen_lane_seed_ahead): nothing to seed
+ * from (no other lane), then busy while lane 0's generation is being made (its update lock
+ * held), seeded once it is made, and nothing more to do once seeded; the update after the seed
+ * is a walk that keeps every file. */
+static void test_seed_ahead(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        TfwError e = {};
+        bool busy = true;
+        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        assert_int_equal(l1->number, 1);
+        /* Lane 0 taken, no generation, its update not begun: busy (its holder makes one). */
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
+        assert_true(busy);
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
+        {
+                update(s, l0, &sum);
+                _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
+                assert_true(ul >= 0);
+                assert_int_equal(flock(ul, LOCK_EX), 0); /* as lane 0's next update holds it */
+                assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
+                assert_true(busy);
+                assert_int_equal(l1->seeded_from, -1);
+        }
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
+        assert_int_equal(l1->seeded_from, 0);
+        struct stat a, b;
+        stat_at(s, 0, "a/one", &a);
+        stat_at(s, 1, "a/one", &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+        l1->seeded_from = -1;
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1); /* it has one */
+        assert_int_equal(l1->seeded_from, -1); /* not seeded again */
+        update(s, l1, &sum);
+        if (gfx_vouches(s->f))
+                assert_int_equal(sum.files_reused, 2);
+}
+
+/* With no other lane at all there is nothing to wait for. */
+static void test_seed_ahead_alone(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        TfwError e = {};
+        bool busy = true;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        assert_int_equal(gen_lane_seed_ahead(l0, s->fd, 2, &busy, &e), 0);
+        assert_false(busy);
+}
+
 static unsigned drops;
 static void count(void *userdata, const char *what, const char *why) {
         (void) userdata;
@@ -241,6 +298,8 @@ int main(void) {
                 T(test_first_generation_from_another_lane),
                 T(test_update_never_leaks_into_the_other_lane),
                 T(test_seed_from_a_held_lane),
+                T(test_seed_ahead),
+                T(test_seed_ahead_alone),
                 T(test_shared_lanes_checked_at_start),
         };
         return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);

@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: MIT */
+/* A capsule started ahead's lane seeded while it waits. See seed-ahead.h. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <poll.h>
+
+#include "common/log.h"
+#include "common/macro.h"
+#include "common/time-util.h"
+#include "orchestrator/scratch.h"
+#include "orchestrator/seed-ahead.h"
+
+void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd) {
+        if (!lane)
+                return;
+        for (int wait_ms = SEED_AHEAD_POLL_MS;;) {
+                bool busy = false;
+                TfwError e = {0};
+                usec_t t0 = now_monotonic();
+                int r = gen_lane_seed_ahead(lane, w->dirs.store_fd, scratch_store_lanes(w->config), &busy, &e);
+                if (r < 0) {
+                        worker_say(w, LOG_WARNING, "warm capsule '%s': lane-%u could not be seeded ahead (%s); its job makes its generation",
+                                   warm_id, lane->number, e.message);
+                        return;
+                }
+                if (r > 0) {
+                        if (lane->seeded_from >= 0)
+                                worker_say(w, LOG_INFO, "warm capsule '%s': lane-%u seeded from lane-%d ahead of its request (%" PRIu64 " ms)",
+                                           warm_id, lane->number, lane->seeded_from,
+                                           (uint64_t) ((now_monotonic() - t0) / USEC_PER_MSEC));
+                        return;
+                }
+                /* Nothing being made: the job that started this capsule may not have taken its lane
+                 * yet, or no job will make a generation (a streamed one): look again, less often. */
+                wait_ms = busy ? SEED_AHEAD_POLL_MS : MIN(2 * wait_ms, SEED_AHEAD_IDLE_MS);
+                struct pollfd p = { .fd = wake_fd, .events = POLLIN };
+                int n = poll(&p, 1, wait_ms);
+                if (n > 0 || (n < 0 && errno != EINTR))
+                        return;
+        }
+}
