@@ -6,6 +6,10 @@
 # (all), read from `tentaflake-worker [--config FILE | --name NAME] list --json`: only when that
 # works for this user (the config and the state are root's), and silently nothing otherwise;
 # the names of /etc/tentaflake/workers/*.json for --name.
+# The ids after submit's --attach (any id the controller's own `list` shows: in the inbox, pending,
+# queued, running, and the recent results) and --cancel (only those that can still be stopped: in
+# the inbox, pending, queued, running), read from `tentaflake-worker list --json` run as the
+# controller (not root, no config), with the --workspace and --results given before them.
 # tests/unit/test-completion.sh checks each verb's flags against the binary's --help.
 
 _tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...: ids, one a line
@@ -33,6 +37,49 @@ _tentaflake_worker_ids() { # _tentaflake_worker_ids CMD STATE|'' CONFIG-ARGS...:
                         /^ *"id": "/ { id = $0; sub(/^ *"id": "/, "", id); sub(/".*/, "", id) }
                         /^ *"state": "/ { st = $0; sub(/^ *"state": "/, "", st); sub(/".*/, "", st) }
                         /^ *\}/ { if (id ~ /^[a-z0-9][a-z0-9_-]*$/ && (want == "" || st == want)) print id }'
+}
+
+_tentaflake_worker_ctl_ids() { # _tentaflake_worker_ctl_ids CMD attach|cancel [--workspace DIR] [--results DIR]
+        local cmd=$1 want=$2
+        shift 2
+        # As root, `list` is the operator's (it needs a config): the controller's ids are not there.
+        [ "${EUID:-0}" -ne 0 ] || return 0
+        local t=()
+        command -v timeout >/dev/null 2>&1 && t=(timeout 3)
+        # `list --json` is jansson's, indented by 2 with its keys in order: each row's keys on lines
+        # of their own, a string's newlines and quotes escaped. Bash reads it, line by line, with
+        # globs (a regex costs 0.1 ms a line); an id is taken only in the form a request id has
+        # (^[a-z0-9][a-z0-9_-]{0,63}$), and for --cancel only in a state it can be stopped from
+        # (the recent results have ended: none for --cancel). mapfile reads the pipe by blocks,
+        # where read takes a byte at a time.
+        local line lines v part="" id="" an=abcdefghijklmnopqrstuvwxyz0123456789
+        mapfile -t lines < <("${t[@]}" "$cmd" list --json "$@" 2>/dev/null </dev/null)
+        for line in "${lines[@]}"; do
+                case $line in
+                '  "inbox": ['* | '  "active": ['* | '  "recent": ['*)
+                        part=${line#  \"}
+                        part=${part%%\"*}
+                        id="" ;;
+                '  '[!\ ]*) # a key of the top level, or the end of a list
+                        part="" ;;
+                '      "id": "'*)
+                        v=${line#'      "id": "'}
+                        v=${v%,}
+                        id=""
+                        [[ -n $part && $v = *\" ]] || continue
+                        v=${v%\"}
+                        [[ $v = [${an}]* && $v != *[!${an}_-]* && ${#v} -le 64 ]] || continue
+                        id=$v
+                        [ "$part" = recent ] && [ "$want" = attach ] && printf '%s\n' "$id" ;;
+                '      "state": "'*)
+                        v=${line#'      "state": "'}
+                        case ${v%,} in
+                        'inbox"' | 'pending"' | 'queued"' | 'running"')
+                                [ -n "$id" ] && [ "$part" != recent ] && printf '%s\n' "$id" ;;
+                        esac
+                        id="" ;;
+                esac
+        done
 }
 
 _tentaflake_worker_takes_value() {
@@ -80,13 +127,22 @@ _tentaflake_worker() {
         local -A subverbs=([audit]="verify" [cache]="clear" [store]="mount remove")
 
         # The verb, its first operand, and the options that select the config (passed on to
-        # `list --json`; TENTAFLAKE_WORKER_CONFIG reaches it by itself); after submit's `--` the
-        # rest is a command line of its own.
-        local i verb="" operand="" cfg=()
+        # `list --json`; TENTAFLAKE_WORKER_CONFIG reaches it by itself) or, for the controller's
+        # own list, the workspace and its results (a leading ~ expanded; a value still quoted is
+        # passed as written, never evaluated); after submit's `--` the rest is a command line of
+        # its own.
+        local i verb="" operand="" cfg=() site=()
         for ((i = 1; i < cword; i++)); do
                 case ${words[i]} in
                 --config | --name)
                         cfg+=("${words[i]}" "${words[i + 1]}")
+                        i=$((i + 1)) ;;
+                --workspace | --results)
+                        if ((i + 1 < cword)); then
+                                local v=${words[i + 1]}
+                                [[ $v = \~ || $v = \~/* ]] && v=$HOME${v#\~}
+                                site+=("${words[i]}" "$v")
+                        fi
                         i=$((i + 1)) ;;
                 --)
                         if [ "$verb" = submit ]; then
@@ -137,6 +193,12 @@ _tentaflake_worker() {
                 return ;;
         --platform)
                 COMPREPLY=($(compgen -W "systrap ptrace kvm" -- "$cur"))
+                return ;;
+        --attach | --cancel)
+                if [ "$verb" = submit ]; then
+                        local mode=${prev#--}
+                        COMPREPLY=($(compgen -W "$(_tentaflake_worker_ctl_ids "${words[0]}" "$mode" "${site[@]}")" -- "$cur"))
+                fi
                 return ;;
         esac
         # any other flag that takes a value: nothing to offer

@@ -9,7 +9,12 @@
 #  - file names after --config, directories only after --workspace; after submit's `--`, commands;
 #  - request ids from `list --json` on a worker of the test's own (root: it drains two pending
 #    requests and a forbidden one): approve and deny offer the pending ones, show all three;
-#  - as nobody, who cannot read that config, and as root without a config: no id, no output.
+#  - as nobody, who cannot read that config, and as root without a config: no id, no output;
+#  - submit --attach and --cancel: the ids of the controller's own `list --json` (issue 35), as the
+#    workspace's owner: --attach all it shows (inbox, pending, queued, running, recent results),
+#    --cancel only those that can still be stopped; the --workspace and --results given on the
+#    line; nothing, and no output, with no workspace, no results directory, as root, or when the
+#    list never answers (a binary that hangs: the completion's own timeout ends it).
 set -uo pipefail
 BUILD=${BUILD:-build}
 BIN=$(realpath "$BUILD/tentaflake-worker")
@@ -51,17 +56,29 @@ COMP_POINT=${#COMP_LINE}
 _tentaflake_worker tentaflake-worker "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
 printf '%s\n' "${COMPREPLY[@]}" | sort -u | sed '/^$/d'
 EOF
+# Options: -u USER[:GROUP] (GROUP nogroup unless given), -C DIR (the directory to run in),
+# -b BIN (the binary as the line's first word).
 comp() {
-        local pre=()
-        if [ "$1" = -u ]; then pre=(setpriv --reuid="$2" --regid=nogroup --clear-groups --); shift 2; fi
-        (cd "$tmp/cwd" && "${pre[@]}" env -i PATH="$PATH" HOME=/ REPO="$repo" BIN="$BIN" LINE="$1" \
+        local pre=() dir=$tmp/cwd bin=$BIN
+        while :; do
+                case $1 in
+                -u) pre=(setpriv --reuid="${2%%:*}" --regid="$([[ $2 = *:* ]] && echo "${2#*:}" || echo nogroup)" \
+                        --clear-groups --); shift 2 ;;
+                -C) dir=$2; shift 2 ;;
+                -b) bin=$2; shift 2 ;;
+                *) break ;;
+                esac
+        done
+        (cd "$dir" && "${pre[@]}" env -i PATH="$PATH" HOME=/ REPO="$repo" BIN="$bin" LINE="$1" \
                 bash --norc --noprofile "$tmp/comp.bash" 2>"$tmp/comp.err")
 }
-# want LINE EXPECTED...: exactly these candidates (sorted), and nothing on stderr
+# want [comp's options] LINE EXPECTED...: exactly these candidates (sorted), and nothing on stderr
 want() {
+        local opts=()
+        while [[ $1 = -[uCb] ]]; do opts+=("$1" "$2"); shift 2; done
         local line=$1; shift
         local got exp
-        got=$(comp "$line")
+        got=$(comp "${opts[@]}" "$line")
         exp=$(printf '%s\n' "$@" | sort -u | sed '/^$/d')
         if [ "$got" = "$exp" ] && [ ! -s "$tmp/comp.err" ]; then ok; else
                 bad "completing '$line': got [$(echo $got)], wanted [$(echo $exp)]; stderr: $(cat "$tmp/comp.err")"
@@ -136,6 +153,109 @@ JSON
         chmod 0644 "$tmp/config.json"
         got=$(comp -u nobody "tentaflake-worker --config $tmp/config.json show ")
         [ -z "$got" ] && [ ! -s "$tmp/comp.err" ] && ok || bad "as nobody, readable config: got [$got], stderr: $(cat "$tmp/comp.err")"
+
+        # submit --attach and --cancel: the ids of the controller's own `list --json`, run as the
+        # workspace's owner (10000) from the workspace, its results found by the drain's worker.json.
+        # Besides the drain's two pending requests and its rejected one (a result), a request
+        # queued and one running (their state files, as the worker writes them) and one still in
+        # the inbox, and a state file beside its result (ended: the result counts).
+        res=$tmp/results
+        for s in q_4:queued run_5:running nope_3:running; do
+                printf '{"version": 1, "id": "%s", "state": "%s", "since": "2026-12-01T09:00:00Z"}\n' \
+                        "${s%%:*}" "${s#*:}" >"$res/${s%%:*}.state.json"
+        done
+        printf '{"version": 1, "id": "new_6", "argv": ["true"]}\n' >"$inbox/new_6.json"
+        chown 10000:10000 "$inbox/new_6.json"
+        chmod 0640 "$res"/*.state.json
+        chgrp "$(stat -c %g "$res")" "$res"/*.state.json
+        ctl=(-u 10000:10000 -C "$tmp/ws")
+        (cd "$tmp/ws" && setpriv --reuid=10000 --regid=10000 --clear-groups "$BIN" list >"$tmp/list.out" 2>&1) ||
+                bad "the controller's list of the test's workspace failed: $(cat "$tmp/list.out")"
+        want "${ctl[@]}" "tentaflake-worker submit --attach " deploy_1 deploy_2 nope_3 q_4 run_5 new_6
+        want "${ctl[@]}" "tentaflake-worker submit --cancel " deploy_1 deploy_2 q_4 run_5 new_6
+        want "${ctl[@]}" "tentaflake-worker submit --cancel d" deploy_1 deploy_2
+        want "${ctl[@]}" "tentaflake-worker submit --json --attach n" nope_3 new_6
+        want "${ctl[@]}" "tentaflake-worker submit --cancel deploy_1 " # an id given: nothing more
+        # --workspace and --results given before them, from a directory that is no workspace;
+        # another results directory (the test's own, with one request running and one ended)
+        want -u 10000:10000 "tentaflake-worker submit --workspace $tmp/ws --cancel " deploy_1 deploy_2 q_4 run_5 new_6
+        mkdir -p "$tmp/res2/old_7"
+        printf '{"version": 1, "id": "live_8", "state": "running", "since": "2026-12-01T09:00:00Z"}\n' >"$tmp/res2/live_8.state.json"
+        printf '{"version": 1, "id": "old_7", "status": "succeeded", "exit_code": 0, "finished_at": "2026-12-01T09:00:00Z"}\n' \
+                >"$tmp/res2/old_7/result.json"
+        chmod -R a+rX "$tmp/res2"
+        want -u 10000:10000 "tentaflake-worker submit --workspace $tmp/ws --results $tmp/res2 --attach " live_8 old_7 new_6
+        want -u 10000:10000 "tentaflake-worker submit --results $tmp/res2 --workspace $tmp/ws --cancel " live_8 new_6
+        want -u 10000:10000 -C "$tmp/ws" "tentaflake-worker submit --results $tmp/res2 --cancel " live_8 new_6
+        # nothing answers: no workspace, a results directory that is not there, root (whose list
+        # is the operator's): nothing offered, not a word on stderr
+        want -u 10000:10000 "tentaflake-worker submit --attach "
+        want -u 10000:10000 -C "$tmp/ws" "tentaflake-worker submit --results $tmp/no-such-dir --cancel "
+        want -C "$tmp/ws" "tentaflake-worker submit --attach "
+        # what is taken from a list's JSON: ids in the form of a request id, in their part (the
+        # top level's other keys, a command's text, a state that cannot be stopped, never)
+        cat >"$tmp/fake-list" <<'SH'
+#!/bin/sh
+[ "$1 $2" = "list --json" ] || exit 2
+cat <<'JSON'
+{
+  "inbox": [
+    {
+      "id": "in_1",
+      "state": "inbox",
+      "command": "x\"\n      \"id\": \"evil_1\",\n      \"state\": \"running\","
+    }
+  ],
+  "active": [
+    {
+      "id": "Bad_2",
+      "state": "running"
+    },
+    {
+      "id": "done_3",
+      "state": "succeeded"
+    },
+    {
+      "id": "-dash",
+      "state": "queued"
+    },
+    {
+      "id": "q_4",
+      "state": "queued"
+    }
+  ],
+  "recent": [
+    {
+      "id": "r_5",
+      "status": "failed",
+      "state": "running"
+    },
+    {
+      "id": "$(touch pwned)",
+      "status": "failed"
+    }
+  ],
+  "recent_more": 0,
+  "elsewhere": [
+    {
+      "id": "o_6",
+      "state": "running"
+    }
+  ]
+}
+JSON
+SH
+        chmod 0755 "$tmp/fake-list"
+        want -u 10000:10000 -b "$tmp/fake-list" "tentaflake-worker submit --attach " in_1 q_4 r_5
+        want -u 10000:10000 -b "$tmp/fake-list" "tentaflake-worker submit --cancel " in_1 q_4
+        # a list that never answers: the completion gives up (timeout 3 s), offering nothing
+        printf '#!/bin/sh\nexec sleep 600\n' >"$tmp/hang"
+        chmod 0755 "$tmp/hang"
+        if got=$(timeout 60 bash -c "$(declare -f comp); tmp='$tmp' repo='$repo' BIN='$BIN'; comp -u 10000:10000 -b '$tmp/hang' 'tentaflake-worker submit --attach '"); then
+                [ -z "$got" ] && [ ! -s "$tmp/comp.err" ] && ok || bad "a list that hangs: got [$got], stderr: $(cat "$tmp/comp.err")"
+        else
+                bad "a list that hangs: the completion did not give up within 60 s"
+        fi
 else
         echo "completion: $passes passed, $fails failed; SKIP the request ids: they need root (a worker of the test's own)"
         [ "$fails" -eq 0 ] && exit 77 || exit 1
