@@ -47,6 +47,7 @@ typedef struct Clone {
 } Clone;
 
 static int clone_dir(int src, int dst, unsigned depth);
+static int add_subtree(Clone *c, size_t parent, const char *name, const struct stat *st);
 
 /* A directory's owner, mode and times, once its entries are made. */
 static int set_meta(int dst, const struct stat *st) {
@@ -81,7 +82,9 @@ static int clone_subtree(int src, int dst, const char *name, const struct stat *
         return r < 0 ? r : set_meta(d, st);
 }
 
-static int clone_dir(int src, int dst, unsigned depth) {
+/* src's entries into dst: its files linked, its directories made and then filled here, or,
+ * with defer, left for the threads (subtrees of defer->upper[parent]). */
+static int clone_entries(int src, int dst, unsigned depth, Clone *defer, size_t parent) {
         if (depth > CLONE_DEPTH_MAX)
                 return -ELOOP;
         _cleanup_closedir_ DIR *d = opendir_fd(src);
@@ -93,11 +96,16 @@ static int clone_dir(int src, int dst, unsigned depth) {
                         continue;
                 int r = clone_one(src, dst, de->d_name, de->d_type, &st);
                 if (r == 0)
-                        r = clone_subtree(src, dst, de->d_name, &st, depth + 1);
+                        r = defer ? add_subtree(defer, parent, de->d_name, &st)
+                                  : clone_subtree(src, dst, de->d_name, &st, depth + 1);
                 if (r < 0)
                         return r;
         }
         return errno ? -errno : 0;
+}
+
+static int clone_dir(int src, int dst, unsigned depth) {
+        return clone_entries(src, dst, depth, NULL, 0);
 }
 
 /* ---- the upper directories, by the caller's thread -------------------------------------- */
@@ -120,22 +128,7 @@ static int add_subtree(Clone *c, size_t parent, const char *name, const struct s
 
 /* upper[u]'s entries: its files linked, its directories made and left to fill. */
 static int expand(Clone *c, size_t u) {
-        if (c->upper[u].depth > CLONE_DEPTH_MAX)
-                return -ELOOP;
-        _cleanup_closedir_ DIR *d = opendir_fd(c->upper[u].src);
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (errno = 0, de = readdir(d));) {
-                struct stat st;
-                if (streq(de->d_name, ".") || streq(de->d_name, ".."))
-                        continue;
-                int r = clone_one(c->upper[u].src, c->upper[u].dst, de->d_name, de->d_type, &st);
-                if (r == 0)
-                        r = add_subtree(c, u, de->d_name, &st);
-                if (r < 0)
-                        return r;
-        }
-        return errno ? -errno : 0;
+        return clone_entries(c->upper[u].src, c->upper[u].dst, c->upper[u].depth, c, u);
 }
 
 /* In breadth from the root, until enough subtrees wait or enough directories are open. */
