@@ -46,7 +46,7 @@ typedef struct Clone {
         atomic_int error;      /* the first failure; 0 */
 } Clone;
 
-static int clone_dir(int src, int dst, unsigned depth);
+static int clone_entries(DIR *list, int dst, unsigned depth, Clone *defer, size_t parent);
 static int add_subtree(Clone *c, size_t parent, const char *name, const struct stat *st);
 
 /* A directory's owner, mode and times, once its entries are made. */
@@ -74,23 +74,30 @@ static int clone_one(int src, int dst, const char *name, unsigned char type, str
 
 /* Directory name, made in dst, filled from src's and given its metadata. */
 static int clone_subtree(int src, int dst, const char *name, const struct stat *st, unsigned depth) {
-        _cleanup_close_ int s = open_dir_at(src, name);
-        _cleanup_close_ int d = s >= 0 ? open_dir_at(dst, name) : s;
+        int s = open_dir_at(src, name);
+        if (s < 0)
+                return s;
+        /* The listing owns s: no copy of the descriptor per directory. */
+        _cleanup_closedir_ DIR *list = fdopendir(s);
+        if (!list) {
+                int r = -errno;
+                safe_close(s);
+                return r;
+        }
+        _cleanup_close_ int d = open_dir_at(dst, name);
         if (d < 0)
                 return d;
-        int r = clone_dir(s, d, depth);
+        int r = clone_entries(list, d, depth, NULL, 0);
         return r < 0 ? r : set_meta(d, st);
 }
 
-/* src's entries into dst: its files linked, its directories made and then filled here, or,
- * with defer, left for the threads (subtrees of defer->upper[parent]). */
-static int clone_entries(int src, int dst, unsigned depth, Clone *defer, size_t parent) {
+/* The entries of list (a directory's listing) into dst: its files linked, its directories made
+ * and then filled here, or, with defer, left for the threads (subtrees of defer->upper[parent]). */
+static int clone_entries(DIR *list, int dst, unsigned depth, Clone *defer, size_t parent) {
+        int src = dirfd(list);
         if (depth > CLONE_DEPTH_MAX)
                 return -ELOOP;
-        _cleanup_closedir_ DIR *d = opendir_fd(src);
-        if (!d)
-                return -errno;
-        for (struct dirent *de; (errno = 0, de = readdir(d));) {
+        for (struct dirent *de; (errno = 0, de = readdir(list));) {
                 struct stat st;
                 if (streq(de->d_name, ".") || streq(de->d_name, ".."))
                         continue;
@@ -102,10 +109,6 @@ static int clone_entries(int src, int dst, unsigned depth, Clone *defer, size_t 
                         return r;
         }
         return errno ? -errno : 0;
-}
-
-static int clone_dir(int src, int dst, unsigned depth) {
-        return clone_entries(src, dst, depth, NULL, 0);
 }
 
 /* ---- the upper directories, by the caller's thread -------------------------------------- */
@@ -128,7 +131,10 @@ static int add_subtree(Clone *c, size_t parent, const char *name, const struct s
 
 /* upper[u]'s entries: its files linked, its directories made and left to fill. */
 static int expand(Clone *c, size_t u) {
-        return clone_entries(c->upper[u].src, c->upper[u].dst, c->upper[u].depth, c, u);
+        _cleanup_closedir_ DIR *list = opendir_fd(c->upper[u].src);
+        if (!list)
+                return -errno;
+        return clone_entries(list, c->upper[u].dst, c->upper[u].depth, c, u);
 }
 
 /* In breadth from the root, until enough subtrees wait or enough directories are open. */

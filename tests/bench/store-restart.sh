@@ -57,6 +57,9 @@ for p in /usr/lib/python3*; do [ -d "$p" ] && cp -a "$p" "$base/ws/$(basename "$
 find "$base/ws" \( -type p -o -type s -o -type b -o -type c \) -delete
 chown -R 12345:12345 "$base/ws"
 echo "workspace: $(find "$base/ws" | wc -l) entries, $(du -sm "$base/ws" | cut -f1) MB; load $(cut -d' ' -f1-3 /proc/loadavg)"
+# Past the racy window of the first walk (gen-index.h): files changed within it are not trusted
+# by the next walk, and the first fresh start's second lane would copy the just-made tree again.
+sleep 1.2
 PY=$(basename "$(ls -d /usr/lib/python3.[0-9]* | head -1)")
 IMPORTS="import json, email.mime.text, http.client, urllib.request, xml.etree.ElementTree, asyncio, unittest, logging.handlers, argparse, decimal, statistics, csv, tarfile, zipfile, shutil, tempfile, subprocess, threading, concurrent.futures, pickle, pprint, difflib, dataclasses, typing, inspect, ast, pydoc, doctest, http.server, configparser, calendar, zoneinfo, uuid, hashlib, pathlib, sysconfig"
 
