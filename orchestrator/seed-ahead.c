@@ -8,8 +8,18 @@
 #include "common/log.h"
 #include "common/macro.h"
 #include "common/time-util.h"
+#include "exec/exec.h"
 #include "orchestrator/scratch.h"
 #include "orchestrator/seed-ahead.h"
+
+/* The lane's index read now, not by the request's walk. A failure is said and left to that
+ * walk, which reads the file again (and empties the lane if it still cannot). */
+static void load_ahead(Worker *w, const char *warm_id, GenLane *lane) {
+        TfwError e = {0};
+        if (gen_lane_load_ahead(lane, exec_walk_limits(w->config, NULL, false, NULL).max_entries, &e) < 0)
+                worker_say(w, LOG_WARNING, "warm capsule '%s': the index of lane-%u could not be read ahead (%s)", warm_id,
+                           lane->number, e.message);
+}
 
 void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd) {
         if (!lane)
@@ -29,6 +39,7 @@ void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd) {
                                 worker_say(w, LOG_INFO, "warm capsule '%s': lane-%u seeded from lane-%d ahead of its request (%" PRIu64 " ms)",
                                            warm_id, lane->number, lane->seeded_from,
                                            (uint64_t) ((now_monotonic() - t0) / USEC_PER_MSEC));
+                        load_ahead(w, warm_id, lane);
                         return;
                 }
                 /* Nothing being made: the job that started this capsule may not have taken its lane

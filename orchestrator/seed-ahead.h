@@ -19,5 +19,6 @@
  * changed, else less and less often, up to SEED_AHEAD_IDLE_MS; stop at once when wake_fd is
  * readable (the daemon's word: the request, or go; a job then seeds the lane as it would have).
  * A seed under way is finished first: the request waits for it, as its job would have made it.
- * A seed is said; a failure leaves the lane empty for its job, and is said. */
+ * A seed is said; a failure leaves the lane empty for its job, and is said. A lane with a
+ * generation (seeded now, or kept) has its index read now too (gen_lane_load_ahead). */
 void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd);

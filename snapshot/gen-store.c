@@ -37,6 +37,7 @@ void gen_lane_release(GenLane *l) {
         safe_close(l->tree_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
+        gen_index_free(l->index);
         free(l->ro_path);
         free(l);
 }
@@ -216,9 +217,9 @@ static int lane_start(GenLane *l, int store_fd, unsigned max_lanes, uint64_t max
 
 static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                        const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
-        _cleanup_(gen_index_freep) GenIndex *prev = NULL, *next = NULL;
+        _cleanup_(gen_index_freep) GenIndex *prev = TAKE_PTR(l->index), *next = NULL;
         TfwError le = {};
-        int r = gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
+        int r = prev ? 0 : gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
 
         /* No index (or one that cannot be read): the tree is not a complete generation. */
         if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, NULL, e)) < 0)
@@ -258,6 +259,15 @@ int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_
         /* The index is loaded, and checked, by the update that comes with the request. */
         int r = lane_start(l, store_fd, max_lanes, 0, NULL, ret_busy, e);
         return r < 0 ? r : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+}
+
+int gen_lane_load_ahead(GenLane *l, uint64_t max_entries, TfwError *e) {
+        if (l->index)
+                return 1;
+        if (faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return 0;
+        int r = gen_index_load(l->lane_fd, INDEX_NAME, max_entries, &l->index, e);
+        return r < 0 ? r : 1;
 }
 
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,

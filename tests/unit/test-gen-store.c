@@ -244,6 +244,39 @@ static void test_seed_ahead(void **state) {
                 assert_int_equal(sum.files_reused, 2);
 }
 
+/* The index loaded ahead is the one the next update uses: with the file made garbage after the
+ * load and no lane to seed from again (lane 0 being changed), the update still keeps every
+ * file; without the load it must copy them. */
+static void test_load_ahead(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        TfwError e = {};
+        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        update(s, l0, &sum);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        update(s, l1, &sum); /* seeded from lane 0 */
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
+        _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(ul >= 0);
+        assert_int_equal(flock(ul, LOCK_EX), 0);
+        snprintf(p, sizeof(p), "%s/lane-1/index", s->path);
+        for (int ahead = 1; ahead >= 0; ahead--) {
+                if (ahead)
+                        assert_int_equal(gen_lane_load_ahead(l1, 100000, &e), 1);
+                assert_int_equal(truncate(p, 7), 0);
+                update(s, l1, &sum);
+                if (gfx_vouches(s->f) || !ahead)
+                        assert_int_equal(sum.files_reused, ahead ? 2 : 0);
+                assert_null(l1->index);
+        }
+}
+
 /* With no other lane at all there is nothing to wait for. */
 static void test_seed_ahead_alone(void **state) {
         Store *s = *state;
@@ -300,6 +333,7 @@ int main(void) {
                 T(test_seed_from_a_held_lane),
                 T(test_seed_ahead),
                 T(test_seed_ahead_alone),
+                T(test_load_ahead),
                 T(test_shared_lanes_checked_at_start),
         };
         return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);
