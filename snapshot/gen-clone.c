@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -181,8 +182,13 @@ static unsigned threads_wanted(void) {
 static int fill_all(Clone *c) {
         pthread_t t[GEN_CLONE_THREADS_MAX];
         unsigned n = 0, want = threads_wanted();
+        sigset_t all, old;
+        /* The threads take no signal: the process's own handling stays its main thread's. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
         while (n + 1 < want && c->n_sub - c->first > n + 1 && pthread_create(&t[n], NULL, fill_subtrees, c) == 0)
                 n++;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         (void) fill_subtrees(c); /* this thread too; fewer threads only cost time */
         for (unsigned i = 0; i < n; i++)
                 (void) pthread_join(t[i], NULL);
