@@ -3,9 +3,10 @@
  * their owner, mode and times, its files hard-linked. A generation holds files and directories
  * only: anything else fails the clone (-EBADMSG). The upper directories are cloned first, in
  * breadth, by the caller's thread; the subtrees below them are shared out to up to
- * GEN_CLONE_THREADS_MAX threads (one per online CPU, all signals blocked, joined before it returns): on tmpfs the clone is bound by its
- * system calls, a mkdir and a few more per directory and a link per file, and two threads on
- * two CPUs took half the time of one (docs/snapshot.md, "A lane's first generation"). */
+ * GEN_CLONE_THREADS_MAX threads (one per online CPU, every signal blocked, joined before it
+ * returns): on tmpfs the clone is bound by its system calls, a mkdir and a few more per
+ * directory and a link per file, and two threads on two CPUs took half the time of one
+ * (docs/snapshot.md, "A lane's first generation"). */
 #pragma once
 
 #define GEN_CLONE_THREADS_MAX 4
