@@ -165,6 +165,23 @@ static void test_update_never_leaks_into_the_other_lane(void **state) {
         assert_int_not_equal(now.st_ino, one.st_ino);
 }
 
+/* The workspace of the seed tests: a directory and two files, past the racy window. */
+static void two_files(Store *s) {
+        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
+        snapshot_test_racy_window_nsec = 0;
+        gfx_settle();
+}
+
+/* Lane k's update lock, held as its update holds it: the descriptor to close. */
+static int hold_update(Store *s, unsigned k) {
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-%u/update.lock", s->path, k);
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(flock(fd, LOCK_EX), 0);
+        return fd;
+}
+
 /* A lane held by a capsule started ahead, waiting: a source all the same, through its update
  * lock taken shared; one being updated (its update lock held): never. */
 static void test_seed_from_a_held_lane(void **state) {
@@ -172,9 +189,7 @@ static void test_seed_from_a_held_lane(void **state) {
         if (!s)
                 skip();
         SnapshotSummary sum;
-        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
-        snapshot_test_racy_window_nsec = 0;
-        gfx_settle();
+        two_files(s);
         _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
         update(s, l0, &sum);
         {
@@ -189,10 +204,7 @@ static void test_seed_from_a_held_lane(void **state) {
         char p[4096];
         snprintf(p, sizeof(p), "%s/lane-1/index", s->path);
         assert_int_equal(unlink(p), 0);
-        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
-        _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
-        assert_true(ul >= 0);
-        assert_int_equal(flock(ul, LOCK_EX), 0);
+        _cleanup_close_ int ul = hold_update(s, 0);
         _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
         update(s, l1, &sum);
         assert_int_equal(l1->seeded_from, -1);
@@ -210,22 +222,16 @@ static void test_seed_ahead(void **state) {
         SnapshotSummary sum;
         TfwError e = {};
         bool busy = true;
-        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
-        snapshot_test_racy_window_nsec = 0;
-        gfx_settle();
+        two_files(s);
         _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
         _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
         assert_int_equal(l1->number, 1);
         /* Lane 0 taken, no generation, its update not begun: busy (its holder makes one). */
         assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
         assert_true(busy);
-        char p[4096];
-        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
         {
                 update(s, l0, &sum);
-                _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
-                assert_true(ul >= 0);
-                assert_int_equal(flock(ul, LOCK_EX), 0); /* as lane 0's next update holds it */
+                _cleanup_close_ int ul = hold_update(s, 0); /* as lane 0's next update holds it */
                 assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
                 assert_true(busy);
                 assert_int_equal(l1->seeded_from, -1);
@@ -253,18 +259,13 @@ static void test_load_ahead(void **state) {
                 skip();
         SnapshotSummary sum;
         TfwError e = {};
-        gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
-        snapshot_test_racy_window_nsec = 0;
-        gfx_settle();
+        two_files(s);
         _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
         update(s, l0, &sum);
         _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
         update(s, l1, &sum); /* seeded from lane 0 */
         char p[4096];
-        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
-        _cleanup_close_ int ul = open(p, O_RDWR | O_CLOEXEC);
-        assert_true(ul >= 0);
-        assert_int_equal(flock(ul, LOCK_EX), 0);
+        _cleanup_close_ int ul = hold_update(s, 0);
         snprintf(p, sizeof(p), "%s/lane-1/index", s->path);
         for (int ahead = 1; ahead >= 0; ahead--) {
                 if (ahead)
