@@ -1,0 +1,188 @@
+# shellcheck shell=bash
+# The scaffolding the benchmarks tests/bench/*.sh share, sourced by them: their checks and skips,
+# runsc's platform, the base directory and its cleanup, starting a daemon, a request sent and
+# waited for, the tree of about 80k entries, the bare `runsc run` reference and the median/ratio
+# helpers. Not executable: run-bench runs every executable *.sh. What a benchmark measures stays
+# in its own script. Messages name the script that sourced this ($ME).
+ME=$(basename "$0")
+
+# bench_need_bins FILE...: each a built executable, else fail (make bench builds them).
+bench_need_bins() {
+        local f
+        for f in "$@"; do
+                [ -x "$f" ] || { echo "$ME: $f missing (make bench builds it)" >&2; exit 1; }
+        done
+}
+
+# bench_need_root WHY: SKIP (exit 0) unless root; WHY says what needs it.
+bench_need_root() {
+        if [ "$(id -u)" -ne 0 ]; then
+                echo "$ME: SKIP: $1"
+                exit 0
+        fi
+}
+
+# bench_need_runsc: fail without runsc; RUNSC is its path.
+bench_need_runsc() {
+        RUNSC=$(command -v runsc) || { echo "$ME: runsc missing" >&2; exit 1; }
+}
+
+# bench_need_worker [FILE...]: what a benchmark through the real daemon needs: $BIN (the worker),
+# $BUILD/tentaflake-capsule-init and FILE... built, root (else SKIP), runsc; BIN made absolute.
+# shellcheck disable=SC2120 # FILE... is optional
+bench_need_worker() {
+        bench_need_bins "$BIN" "$BUILD/tentaflake-capsule-init" "$@"
+        bench_need_root "the worker and runsc need root"
+        bench_need_runsc
+        BIN=$(realpath "$BIN")
+}
+
+# bench_platform: PLATFORM, systrap where this runsc has it, else ptrace.
+bench_platform() {
+        PLATFORM=systrap
+        # Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
+        case $("${RUNSC:-runsc}" flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac
+}
+
+# bench_base NAME: base, a new directory /var/lib/tfw-bench-NAME.XXXXXX, mode 0755. Not below
+# /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
+bench_base() {
+        base=$(mktemp -d "/var/lib/tfw-bench-$1.XXXXXX")
+        chmod 0755 "$base"
+}
+
+# The pieces of a cleanup (an EXIT trap: each goes on whatever the one before left).
+# bench_stop_daemon: SIGTERM to $daemon, if any, and wait for it.
+bench_stop_daemon() {
+        if [ -n "${daemon:-}" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; daemon=; fi
+}
+# bench_kill_capsules ROOT...: every runsc container under these runsc roots force-deleted.
+bench_kill_capsules() {
+        local r c
+        for r in "$@"; do
+                [ -d "$r" ] || continue
+                for c in $("${RUNSC:-runsc}" --root "$r" list -quiet 2>/dev/null); do "${RUNSC:-runsc}" --root "$r" delete -force "$c" >/dev/null 2>&1; done
+        done
+}
+# bench_rm_cgroups NAME: the cgroups left with NAME in their name removed.
+bench_rm_cgroups() {
+        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$1*" -exec rmdir {} + 2>/dev/null || true
+}
+# bench_umount_store: the generation store's tmpfs mounts below $base unmounted; the store
+# outlives the daemon (docs/snapshot.md, "After a restart").
+bench_umount_store() {
+        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m" || true; done
+}
+# bench_cleanup NAME [ROOT...]: all of it for one daemon named NAME (runsc root
+# /run/tentaflake-worker-NAME/runsc, and the other runsc roots ROOT...), then $base removed.
+bench_cleanup() {
+        local name=$1
+        shift
+        bench_stop_daemon
+        bench_kill_capsules "/run/tentaflake-worker-$name/runsc" "$@"
+        bench_rm_cgroups "$name"
+        bench_umount_store
+        rm -rf "/run/tentaflake-worker-$name" "$base"
+}
+
+# bench_wait_ready LOG [WHO]: wait (30 s at most) for the daemon logging to LOG to watch its
+# inbox, else print LOG and fail ("WHO did not start", default "the daemon").
+bench_wait_ready() {
+        for _ in $(seq 600); do grep -qs ": watching '" "$1" && break; sleep 0.05; done
+        grep -q ": watching '" "$1" || { cat "$1"; echo "$ME: ${2:-the daemon} did not start" >&2; exit 1; }
+}
+# bench_start_daemon BIN CONFIG LOG: `BIN --config CONFIG run` in the background, its stderr in LOG
+# (emptied first: a restart must not find the last daemon's lines), $daemon its pid; returns
+# once it watches its inbox.
+bench_start_daemon() {
+        : >"$3"
+        "$1" --config "$2" run 2>"$3" &
+        daemon=$!
+        bench_wait_ready "$3"
+}
+
+# A request, as a controller sends it: bench_next_n, bench_write_request (or the request written
+# to INBOX/.ID otherwise), bench_request.
+# bench_next_n: n, the next request's number (the count lives in $base/n: the scripts' worker_run
+# runs in $(...) subshells too).
+bench_next_n() {
+        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
+        echo "$n" >"$base/n"
+}
+# bench_write_request INBOX ID ARGV_JSON: the request ID running ARGV_JSON, in INBOX/.ID.
+bench_write_request() {
+        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$2" "$3" >"$1/.$2"
+}
+# bench_request INBOX RESULTS ID [WHOSE]: INBOX/.ID renamed into the inbox, then RESULTS/ID/result.json
+# waited for; REQ_MS, the ms between. Fails (its result and the tail of its log on stderr) unless
+# the request succeeded; WHOSE names the worker in that message. Not in $(...): its exit must be
+# the caller's.
+bench_request() {
+        local t0 t1
+        t0=$(now_ms)
+        mv "$1/.$3" "$1/$3.json"
+        while [ ! -e "$2/$3/result.json" ]; do sleep 0.005; done
+        t1=$(now_ms)
+        grep -q '"status": *"succeeded"' "$2/$3/result.json" || {
+                echo "$ME: request $3${4:+ of $4} did not succeed:" >&2; cat "$2/$3/result.json" >&2; tail -20 "$2/$3/job.log" >&2; exit 1; }
+        # shellcheck disable=SC2034 # the caller reads it
+        REQ_MS=$((t1 - t0))
+}
+
+# bench_tree DIR: the tree of at least 80k entries and 800 MB in DIR: copies of /usr/share,
+# /usr/include and /usr/lib/python3*, less fifos, sockets and device nodes.
+bench_tree() {
+        local p
+        mkdir -p "$1"
+        cp -a /usr/share "$1/share"
+        cp -a /usr/include "$1/include"
+        for p in /usr/lib/python3*; do [ -d "$p" ] && cp -a "$p" "$1/$(basename "$p")"; done
+        find "$1" \( -type p -o -type s -o -type b -o -type c \) -delete
+}
+
+# The bare reference: the same runsc (root $base/bare-root, $PLATFORM, no network) running one
+# command with $base/ws bind-mounted read-only at /work, as uid 12345.
+# bench_bare_spec ARGV_JSON: the bundle $base/bare for that command.
+bench_bare_spec() {
+        mkdir -p "$base/bare/rootfs" "$base/bare-root"
+        python3 - "$base/bare/config.json" "$base/ws" "$1" <<'PY'
+import json, sys
+path, ws, argv = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+mounts = [{"destination": "/proc", "type": "proc", "source": "proc"},
+          {"destination": "/work", "type": "bind", "source": ws, "options": ["rbind", "ro"]},
+          {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}]
+for m in ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"]:
+    mounts.append({"destination": m, "type": "bind", "source": m, "options": ["rbind", "ro"]})
+spec = {"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": True},
+        "process": {"args": argv, "cwd": "/work", "user": {"uid": 12345, "gid": 12345},
+                    "env": ["PATH=/usr/bin:/bin", "HOME=/work"]},
+        "hostname": "bare", "mounts": mounts,
+        "linux": {"namespaces": [{"type": t} for t in ["pid", "ipc", "uts", "mount", "network"]]}}
+json.dump(spec, open(path, "w"))
+PY
+}
+# bench_bare_ms: one `runsc run` of that bundle; prints its ms.
+n_bare=0
+bench_bare_ms() {
+        local t0 t1
+        n_bare=$((n_bare + 1))
+        t0=$(now_ms)
+        "${RUNSC:-runsc}" --root "$base/bare-root" --network=none --platform="$PLATFORM" run --bundle "$base/bare" "bare-$n_bare" \
+                </dev/null >/dev/null 2>&1
+        t1=$(now_ms)
+        echo $((t1 - t0))
+}
+
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# median: the median of the integers on stdin, one a line (of two middle ones, their mean, rounded down).
+# (A script whose figures are not such integers on stdin defines its own median after this.)
+median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
+# ratio A B: A / B to two decimals (B taken as at least 1).
+ratio() { python3 -c "print(round($1 / max($2, 1), 2))"; }
+# load: the load averages over 1, 5 and 15 minutes.
+load() { cut -d' ' -f1-3 /proc/loadavg; }
+# cache_of FIELD: cache.FIELD of the result.json of the last request, whose id is in $base/last.
+cache_of() {
+        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' "$base/results/$(cat "$base/last")/result.json" "$1"
+}
