@@ -10,14 +10,13 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-7}
 B=$BUILD/tests/bench/bench-gen-verify
-[ -x "$B" ] || { echo "gen-verify.sh: $B missing (make bench builds it)" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_bins "$B"
 base=$(mktemp -d /var/lib/tfw-bench-verify.XXXXXX)
 trap 'rm -rf "$base"' EXIT
-mkdir "$base/ws" "$base/gen"
-cp -a /usr/share "$base/ws/share"
-cp -a /usr/include "$base/ws/include"
-for p in /usr/lib/python3*; do [ -d "$p" ] && cp -a "$p" "$base/ws/$(basename "$p")"; done
-find "$base/ws" \( -type p -o -type s -o -type b -o -type c \) -delete
+mkdir "$base/gen"
+bench_tree "$base/ws"
 echo "workspace: $(find "$base/ws" | wc -l) entries; $(nproc) CPUs; load $(cut -d' ' -f1-3 /proc/loadavg)"
 "$B" "$base/ws" "$base/gen" "$RUNS" >"$base/out"
 median() { grep "mode=$1 " "$base/out" | sed 's/.*usec=\([0-9]*\).*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }

@@ -17,75 +17,23 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "generations.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "generations.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "generations.sh: runsc missing" >&2; exit 1; }
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
+bench_platform
 
-base=$(mktemp -d /var/lib/tfw-bench-gen.XXXXXX)
-chmod 0755 "$base"
+bench_base gen
 daemon=
-cleanup() {
-        if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-        local r c
-        for r in /run/tentaflake-worker-bench-gen/runsc "$base/bare-root"; do
-                [ -d "$r" ] || continue
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        done
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-gen*' -exec rmdir {} + 2>/dev/null || true
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf /run/tentaflake-worker-bench-gen "$base"
-}
-trap cleanup EXIT
+trap 'bench_cleanup bench-gen "$base/bare-root"' EXIT
 
 # The tree.
-mkdir -p "$base/ws"
-cp -a /usr/share "$base/ws/share"
-cp -a /usr/include "$base/ws/include"
-for p in /usr/lib/python3*; do [ -d "$p" ] && cp -a "$p" "$base/ws/$(basename "$p")"; done
-find "$base/ws" \( -type p -o -type s -o -type b -o -type c \) -delete
+bench_tree "$base/ws"
 chown -R 12345:12345 "$base/ws"
 entries=$(find "$base/ws" | wc -l)
 mb=$(du -sm "$base/ws" | cut -f1)
 echo "workspace: $entries entries, $mb MB"
 PY=$(basename "$(ls -d /usr/lib/python3.[0-9]* | head -1)")
 IMPORTS="import json, email.mime.text, email.mime.multipart, http.client, urllib.request, xml.etree.ElementTree, xml.dom.minidom, asyncio, unittest, logging.handlers, argparse, decimal, fractions, statistics, csv, sqlite3, tarfile, zipfile, gzip, bz2, lzma, shutil, tempfile, subprocess, threading, concurrent.futures, multiprocessing, pickle, copy, pprint, difflib, textwrap, string, dataclasses, enum, typing, inspect, ast, dis, tokenize, pydoc, doctest, smtplib, imaplib, ftplib, poplib, socketserver, http.server, xmlrpc.client, html.parser, configparser, calendar, datetime, zoneinfo, uuid, hashlib, hmac, secrets, base64, binascii, struct, codecs, locale, gettext, optparse, getopt, shlex, glob, fnmatch, pathlib, platform, sysconfig"
-
-# The bare run: the same runsc, the tree bind-mounted read-only at /work.
-mkdir -p "$base/bare/rootfs" "$base/bare-root"
-bare_spec() { # bare_spec ARGV_JSON
-        python3 - "$base/bare/config.json" "$base/ws" "$1" <<'PY'
-import json, sys
-path, ws, argv = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-mounts = [{"destination": "/proc", "type": "proc", "source": "proc"},
-          {"destination": "/work", "type": "bind", "source": ws, "options": ["rbind", "ro"]},
-          {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}]
-for m in ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"]:
-    mounts.append({"destination": m, "type": "bind", "source": m, "options": ["rbind", "ro"]})
-spec = {"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": True},
-        "process": {"args": argv, "cwd": "/work", "user": {"uid": 12345, "gid": 12345},
-                    "env": ["PATH=/usr/bin:/bin", "HOME=/work"]},
-        "hostname": "bare", "mounts": mounts,
-        "linux": {"namespaces": [{"type": t} for t in ["pid", "ipc", "uts", "mount", "network"]]}}
-json.dump(spec, open(path, "w"))
-PY
-}
-n_bare=0
-bare_run() {
-        n_bare=$((n_bare + 1))
-        runsc --root "$base/bare-root" --network=none --platform=$PLATFORM run --bundle "$base/bare" "bare-$n_bare" \
-                </dev/null >/dev/null 2>&1
-}
 
 cat >"$base/config.json" <<JSON
 {"version": 1, "name": "bench-gen", "workspace": "$base/ws",
@@ -95,30 +43,17 @@ cat >"$base/config.json" <<JSON
  "limits": {"max_snapshot_bytes": "4g", "workspace_tmpfs": "4g", "max_store_bytes": "9g",
             "memory": "4g", "memory_swap": "4g"}}
 JSON
-"$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-daemon=$!
-for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "generations.sh: the daemon did not start" >&2; exit 1; }
+bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 inbox=$base/ws/.tentaflake-worker/inbox
 n=0
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # worker_run ARGV_JSON: one request, rename into the inbox until its result.json; prints ms.
 worker_run() {
-        # The count lives in a file: worker_run runs in $(...) subshells too.
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
-        local id=b$n t0 t1
-        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$1" >"$inbox/.$id"
-        t0=$(now_ms)
-        mv "$inbox/.$id" "$inbox/$id.json"
-        while [ ! -e "$base/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$base/results/$id/result.json" || {
-                echo "generations.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" >&2; cat "$base/results/$id/job.log" >&2; exit 1; }
-        echo $((t1 - t0))
+        bench_next_n
+        local id=b$n
+        bench_write_request "$inbox" "$id" "$1"
+        bench_request "$inbox" "$base/results" "$id"
+        echo "$REQ_MS"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
-ms_bare() { local t0 t1; t0=$(now_ms); bare_run; t1=$(now_ms); echo $((t1 - t0)); }
 
 TRUE='["/bin/true"]'
 echo "first request (the generation made from nothing): $(worker_run "$TRUE") ms"
@@ -132,7 +67,7 @@ worker_run "$TRUE" >/dev/null
 measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
         local label=$1 target=$2 argv=$3 bargv=$4 prep=$5 w=() b=() i
         for i in $(seq "$RUNS"); do
-                bare_spec "$bargv"; b+=("$(ms_bare)")
+                bench_bare_spec "$bargv"; b+=("$(bench_bare_ms)")
                 $prep
                 w+=("$(worker_run "$argv")")
                 # The lane of the next capsule started ahead was changed from two requests
@@ -143,7 +78,7 @@ measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
         local mw mb
         mw=$(printf '%s\n' "${w[@]}" | median)
         mb=$(printf '%s\n' "${b[@]}" | median)
-        echo "$label: worker ${w[*]} ms (median $mw), bare ${b[*]} ms (median $mb): ratio $(python3 -c "print(round($mw / max($mb, 1), 2))") (target $target)"
+        echo "$label: worker ${w[*]} ms (median $mw), bare ${b[*]} ms (median $mb): ratio $(ratio "$mw" "$mb") (target $target)"
 }
 nothing() { :; }
 one_file() { echo "x" >>"$base/ws/include/stdio.h"; }

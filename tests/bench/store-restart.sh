@@ -18,43 +18,17 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "store-restart.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "store-restart.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "store-restart.sh: runsc missing" >&2; exit 1; }
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-runsc flags 2>&1 | grep -q systrap || PLATFORM=ptrace
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
+bench_platform
 
-base=$(mktemp -d /var/lib/tfw-bench-restart.XXXXXX)
-chmod 0755 "$base"
+bench_base restart
 daemon=
-stop() { if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; daemon=; fi; }
-cleanup() {
-        stop
-        local r c
-        for r in /run/tentaflake-worker-bench-restart/runsc "$base/bare-root"; do
-                [ -d "$r" ] || continue
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        done
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-restart*' -exec rmdir {} + 2>/dev/null || true
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf /run/tentaflake-worker-bench-restart "$base"
-}
-trap cleanup EXIT
+trap 'bench_cleanup bench-restart "$base/bare-root"' EXIT
 
 # generations.sh's tree.
-mkdir -p "$base/ws"
-cp -a /usr/share "$base/ws/share"
-cp -a /usr/include "$base/ws/include"
-for p in /usr/lib/python3*; do [ -d "$p" ] && cp -a "$p" "$base/ws/$(basename "$p")"; done
-find "$base/ws" \( -type p -o -type s -o -type b -o -type c \) -delete
+bench_tree "$base/ws"
 chown -R 12345:12345 "$base/ws"
 echo "workspace: $(find "$base/ws" | wc -l) entries, $(du -sm "$base/ws" | cut -f1) MB; load $(cut -d' ' -f1-3 /proc/loadavg)"
 # Past the racy window of the first walk (gen-index.h): files changed within it are not trusted
@@ -64,32 +38,7 @@ PY=$(basename "$(ls -d /usr/lib/python3.[0-9]* | head -1)")
 IMPORTS="import json, email.mime.text, http.client, urllib.request, xml.etree.ElementTree, asyncio, unittest, logging.handlers, argparse, decimal, statistics, csv, tarfile, zipfile, shutil, tempfile, subprocess, threading, concurrent.futures, pickle, pprint, difflib, dataclasses, typing, inspect, ast, pydoc, doctest, http.server, configparser, calendar, zoneinfo, uuid, hashlib, pathlib, sysconfig"
 
 # generations.sh's reference: the same runsc, the tree bind-mounted read-only at /work.
-mkdir -p "$base/bare/rootfs" "$base/bare-root"
-python3 - "$base/bare/config.json" "$base/ws" <<'PY'
-import json, sys
-path, ws = sys.argv[1], sys.argv[2]
-mounts = [{"destination": "/proc", "type": "proc", "source": "proc"},
-          {"destination": "/work", "type": "bind", "source": ws, "options": ["rbind", "ro"]},
-          {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs"}]
-for m in ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"]:
-    mounts.append({"destination": m, "type": "bind", "source": m, "options": ["rbind", "ro"]})
-spec = {"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": True},
-        "process": {"args": ["/bin/true"], "cwd": "/work", "user": {"uid": 12345, "gid": 12345},
-                    "env": ["PATH=/usr/bin:/bin", "HOME=/work"]},
-        "hostname": "bare", "mounts": mounts,
-        "linux": {"namespaces": [{"type": t} for t in ["pid", "ipc", "uts", "mount", "network"]]}}
-json.dump(spec, open(path, "w"))
-PY
-n_bare=0
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-ms_bare() {
-        local t0 t1
-        n_bare=$((n_bare + 1))
-        t0=$(now_ms)
-        runsc --root "$base/bare-root" --network=none --platform=$PLATFORM run --bundle "$base/bare" "bare-$n_bare" </dev/null >/dev/null 2>&1
-        t1=$(now_ms)
-        echo $((t1 - t0))
-}
+bench_bare_spec '["/bin/true"]'
 
 cat >"$base/config.json" <<JSON
 {"version": 1, "name": "bench-restart", "workspace": "$base/ws",
@@ -115,20 +64,12 @@ start() { # in this shell (its daemon is $daemon): START_MS, the ms from the sta
 }
 inbox=$base/ws/.tentaflake-worker/inbox
 worker_run() { # worker_run ARGV_JSON: prints ms from the rename into the inbox to result.json
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
-        local id=r$n t0 t1
-        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$1" >"$inbox/.$id"
-        t0=$(now_ms)
-        mv "$inbox/.$id" "$inbox/$id.json"
-        while [ ! -e "$base/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$base/results/$id/result.json" || {
-                echo "store-restart.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" "$base/results/$id/job.log" >&2; exit 1; }
-        echo $((t1 - t0))
+        bench_next_n
+        local id=r$n
+        bench_write_request "$inbox" "$id" "$1"
+        bench_request "$inbox" "$base/results" "$id"
+        echo "$REQ_MS"
 }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { python3 -c "print(round($1 / max($2, 1), 2))"; }
 TRUE='["/bin/true"]'
 DEPS="[\"env\",\"PYTHONPATH=/work/deps/$PY\",\"python3\",\"-c\",\"$IMPORTS\"]"
 
@@ -136,12 +77,12 @@ first=() second=() bare=()
 for i in $(seq "$RUNS"); do
         # A fresh start: the store removed (`store remove`), then two requests, each on a lane of
         # its own (the second on the lane of the capsule started ahead).
-        stop
+        bench_stop_daemon
         "$BIN" --config "$base/config.json" store remove >/dev/null
         start
         first+=("$(worker_run "$TRUE")")
         second+=("$(worker_run "$TRUE")")
-        bare+=("$(ms_bare)")
+        bare+=("$(bench_bare_ms)")
 done
 mb=$(printf '%s\n' "${bare[@]}" | median)
 m1=$(printf '%s\n' "${first[@]}" | median)
@@ -168,22 +109,22 @@ wait_warm() {
 }
 after=() after_ready=() before=() deps_before=() deps_after=() deps_ready=() restarts=()
 for i in $(seq "$RUNS"); do
-        bare+=("$(ms_bare)")
+        bare+=("$(bench_bare_ms)")
         worker_run "$TRUE" >/dev/null
-        stop
+        bench_stop_daemon
         start
         restarts+=("$START_MS")
         after+=("$(worker_run "$TRUE")")
-        stop
+        bench_stop_daemon
         start
         wait_warm
         after_ready+=("$(worker_run "$TRUE")")
         worker_run "$TRUE" >/dev/null
         deps_before+=("$(worker_run "$DEPS")")
-        stop
+        bench_stop_daemon
         start
         deps_after+=("$(worker_run "$DEPS")")
-        stop
+        bench_stop_daemon
         start
         wait_warm
         deps_ready+=("$(worker_run "$DEPS")")
