@@ -11,35 +11,14 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-3}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "cache.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "cache.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "cache.sh: runsc missing" >&2; exit 1; }
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
+bench_platform
 
-base=$(mktemp -d /var/lib/tfw-bench-cache.XXXXXX)
-chmod 0755 "$base"
+bench_base cache
 daemon=
-cleanup() {
-        if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-        local c r=/run/tentaflake-worker-bench-cache/runsc
-        if [ -d "$r" ]; then
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        fi
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-cache*' -exec rmdir {} + 2>/dev/null || true
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf /run/tentaflake-worker-bench-cache "$base"
-}
-trap cleanup EXIT
+trap 'bench_cleanup bench-cache' EXIT
 
 # The tree: this project's sources as committed, in the workspace and in a native copy.
 mkdir -p "$base/ws" "$base/native"
@@ -60,33 +39,18 @@ cat >"$base/config.json" <<JSON
  "limits": {"memory": "4g", "memory_swap": "4g", "max_log_bytes": "4m", "default_timeout_seconds": 1200,
             "max_timeout_seconds": 1200}}
 JSON
-"$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-daemon=$!
-for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "cache.sh: the daemon did not start" >&2; exit 1; }
+bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 inbox=$base/ws/.tentaflake-worker/inbox
 n=0
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # worker_run ARGV_JSON: one request until its result.json; prints ms. Its id is $base/last.
 worker_run() {
-        # The count lives in a file: worker_run runs in $(...) subshells too.
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
-        local id=b$n t0 t1
+        bench_next_n
+        local id=b$n
         echo "$id" >"$base/last"
-        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$1" >"$inbox/.$id"
-        t0=$(now_ms)
-        mv "$inbox/.$id" "$inbox/$id.json"
-        while [ ! -e "$base/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$base/results/$id/result.json" || {
-                echo "cache.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" >&2; tail -20 "$base/results/$id/job.log" >&2; exit 1; }
-        echo $((t1 - t0))
+        bench_write_request "$inbox" "$id" "$1"
+        bench_request "$inbox" "$base/results" "$id"
+        echo "$REQ_MS"
 }
-cache_of() { # cache_of FIELD: the last request's result.json cache.FIELD
-        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' "$base/results/$(cat "$base/last")/result.json" "$1"
-}
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
 
 MAKE_JOB='["make","-j2","build/tentaflake-worker"]'
 # 1. The loop: from scratch once each, then one .c file changed each time.
@@ -108,7 +72,7 @@ for _ in $(seq "$RUNS"); do
 done
 mw=$(printf '%s\n' "${w[@]}" | median)
 mn=$(printf '%s\n' "${nat[@]}" | median)
-echo "make -j2 build/tentaflake-worker after 1 .c changed: worker ${w[*]} ms (median $mw), natively ${nat[*]} ms (median $mn): ratio $(python3 -c "print(round($mw / max($mn, 1), 2))") (target 2.5)"
+echo "make -j2 build/tentaflake-worker after 1 .c changed: worker ${w[*]} ms (median $mw), natively ${nat[*]} ms (median $mn): ratio $(ratio "$mw" "$mn") (target 2.5)"
 echo "  of which the cache's hand-out ${ho[*]} ms, take-in ${ti[*]} ms"
 grep -c "^cc .*-c " "$base/results/$(cat "$base/last")/job.log" | sed 's/^/  files compiled by the last run: /'
 

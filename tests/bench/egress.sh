@@ -15,35 +15,17 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-3}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init" "$BUILD/tentaflake-egress-proxy"; do
-        [ -x "$f" ] || { echo "egress.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "egress.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "egress.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker "$BUILD/tentaflake-egress-proxy"
 command -v curl >/dev/null || { echo "egress.sh: curl missing (scripts/install-deps)" >&2; exit 1; }
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac
+bench_platform
 
-base=$(mktemp -d /var/lib/tfw-bench-egress.XXXXXX)
-chmod 0755 "$base"
+bench_base egress
 daemon= srv=
 cleanup() {
         [ -n "$srv" ] && kill "$srv" 2>/dev/null
-        if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-        local c r=/run/tentaflake-worker-bench-egress/runsc
-        if [ -d "$r" ]; then
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        fi
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-egress*' -exec rmdir {} + 2>/dev/null || true
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf /run/tentaflake-worker-bench-egress "$base"
+        bench_cleanup bench-egress
 }
 trap cleanup EXIT
 
@@ -71,30 +53,20 @@ cat >"$base/config.json" <<JSON
  "network": {"allow": ["127.0.0.1:$PORT", "registry.npmjs.org:443"], "max_download_bytes": "4g"},
  "limits": {"memory": "4g", "memory_swap": "4g", "default_timeout_seconds": 600, "max_timeout_seconds": 600}}
 JSON
-"$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-daemon=$!
-for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "egress.sh: the daemon did not start" >&2; exit 1; }
+bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 inbox=$base/ws/.tentaflake-worker/inbox
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # worker_run SCRIPT: one request running sh -c SCRIPT until its result; prints ms, the log in $base/log
 worker_run() {
         local id n
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
+        bench_next_n
         id=e$n
         python3 -c 'import json,sys; print(json.dumps({"version":1,"id":sys.argv[1],"action_class":"local-reversible","argv":["/bin/sh","-c",sys.argv[2]],"timeout_seconds":600}))' \
                 "$id" "$1" >"$inbox/.$id"
-        local t0 t1
-        t0=$(now_ms)
-        mv "$inbox/.$id" "$inbox/$id.json"
-        while [ ! -e "$base/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$base/results/$id/result.json" || {
-                echo "egress.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" >&2; tail -20 "$base/results/$id/job.log" >&2; exit 1; }
+        bench_request "$inbox" "$base/results" "$id"
         cp "$base/results/$id/job.log" "$base/log"
-        echo $((t1 - t0))
+        echo "$REQ_MS"
 }
+# Not lib.sh's: curl's times are seconds with decimals, and the ratios are of them.
 median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 ratio() { python3 -c "print(round($1 / max($2, 1e-9), 2))"; }
 

@@ -24,11 +24,10 @@ overlay-all-memory|--overlay2=all:memory|many
 dcache-20000|--dcache=20000|many
 gofer-only|--directfs=false|many
 one-mount|--file-access-mounts=shared|one"}
-if [ "$(id -u)" -ne 0 ]; then
-        echo "gvisor-levers.sh: SKIP: runsc needs root"
-        exit 0
-fi
-RUNSC=$(command -v runsc) || { echo "gvisor-levers.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_root "runsc needs root"
+bench_need_runsc
 # Row 1's toolchain: cmake is not among the worker's dependencies (scripts/install-deps).
 if ! command -v cmake >/dev/null && command -v apt-get >/dev/null; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake >/dev/null || true
@@ -36,16 +35,12 @@ fi
 for c in cmake ctest make cc python3; do
         command -v $c >/dev/null || { echo "gvisor-levers.sh: $c missing" >&2; exit 1; }
 done
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $("$RUNSC" flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac
+bench_platform
 
-base=$(mktemp -d /var/lib/tfw-bench-levers.XXXXXX)
-chmod 0755 "$base"
+bench_base levers
 root=/run/tfw-bench-levers-$$
 cleanup() {
-        local c
-        for c in $("$RUNSC" --root "$root" list -quiet 2>/dev/null); do "$RUNSC" --root "$root" delete -force "$c" >/dev/null 2>&1; done
+        bench_kill_capsules "$root"
         rm -rf "$root" "$base"
 }
 trap cleanup EXIT

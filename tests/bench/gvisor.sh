@@ -28,14 +28,9 @@ RUNS=${BENCH_RUNS:-5}
 ROWS=${BENCH_ROWS:-1 1n 2 3 4 m}
 WARM=${BENCH_WARM_SECONDS:-600}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "gvisor.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "gvisor.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-RUNSC=$(command -v runsc) || { echo "gvisor.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
 # Row 1's toolchain: cmake is not among the worker's dependencies (scripts/install-deps).
 if ! command -v cmake >/dev/null && command -v apt-get >/dev/null; then
         DEBIAN_FRONTEND=noninteractive apt-get install -y -q cmake >/dev/null || true
@@ -43,36 +38,18 @@ fi
 for c in cmake ctest make cc; do
         command -v $c >/dev/null || { echo "gvisor.sh: $c missing (apt-get install cmake build-essential)" >&2; exit 1; }
 done
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $("$RUNSC" flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
+bench_platform
 PLATFORM=${BENCH_PLATFORM:-$PLATFORM}
 NAME=bench-gvisor
 UID_=12345
 
-base=$(mktemp -d /var/lib/tfw-bench-gvisor.XXXXXX)
-chmod 0755 "$base"
+bench_base gvisor
 daemon=
 cleanup() {
-        if [ -n "$daemon" ]; then kill -TERM "$daemon" 2>/dev/null || true; wait "$daemon" 2>/dev/null || true; fi
-        local c r=/run/tentaflake-worker-$NAME/runsc
-        if [ -d "$r" ]; then
-                for c in $("$RUNSC" --root "$r" list -quiet 2>/dev/null); do "$RUNSC" --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        fi
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name "*$NAME*" -exec rmdir {} + 2>/dev/null || true
+        bench_cleanup "$NAME"
         [ -z "${ncg:-}" ] || rmdir "$ncg" 2>/dev/null || true
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf "/run/tentaflake-worker-$NAME" "$base"
 }
 trap cleanup EXIT
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { python3 -c "print(round($1 / max($2, 1), 2))"; }
-load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 # The workspace and its native twin: this project's sources as committed (rows 2, 3), a CMake
 # project under cmk/ (row 1) and qs under qs/ (row 4).
@@ -150,10 +127,7 @@ cat >"$base/config.json" <<JSON
  "limits": {"memory": "4g", "memory_swap": "4g", "max_log_bytes": "4m", "default_timeout_seconds": 1200,
             "max_timeout_seconds": 1200}}
 JSON
-"$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-daemon=$!
-for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "gvisor.sh: the daemon did not start" >&2; exit 1; }
+bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 inbox=$ws/.tentaflake-worker/inbox
 
 # timed CMD: a shell command that runs CMD and prints its own time as "tfw-inside-ms=N" (the
@@ -163,19 +137,13 @@ timed() {
 }
 # worker_run CMD: CMD (timed) as one request until its result.json; prints "REQUEST_MS INSIDE_MS".
 worker_run() {
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
-        local id=b$n t0 t1 argv
+        bench_next_n
+        local id=b$n argv
         echo "$id" >"$base/last"
         argv=$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$(timed "$1")")
-        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$argv" >"$inbox/.$id"
-        t0=$(now_ms)
-        mv "$inbox/.$id" "$inbox/$id.json"
-        while [ ! -e "$base/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$base/results/$id/result.json" || {
-                echo "gvisor.sh: request $id did not succeed:" >&2; cat "$base/results/$id/result.json" >&2; tail -20 "$base/results/$id/job.log" >&2; exit 1; }
-        echo "$((t1 - t0)) $(sed -n 's/^tfw-inside-ms=//p' "$base/results/$id/job.log" | tail -1)"
+        bench_write_request "$inbox" "$id" "$argv"
+        bench_request "$inbox" "$base/results" "$id"
+        echo "$REQ_MS $(sed -n 's/^tfw-inside-ms=//p' "$base/results/$id/job.log" | tail -1)"
 }
 # The native side runs in a CPU cgroup of its own beside the capsules', with the capsule's quota
 # (limits.cpus 2.0): under a loaded host the scheduler shares CPU between groups, and a capsule
@@ -250,9 +218,6 @@ row() {
 }
 strace_on() { # strace_on ROW: the next capsule to boot runs under runsc's strace
         echo "--strace --debug --debug-log=$base/strace-$1/" >"$base/runsc-extra"
-}
-cache_of() { # cache_of FIELD: the last request's result.json cache.FIELD
-        python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' "$base/results/$(cat "$base/last")/result.json" "$1"
 }
 
 # mrow NAME: what the rows are made of, one mechanism each (docs/performance.md, "Breakdown").

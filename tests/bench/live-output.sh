@@ -21,34 +21,14 @@ BUILD=${BUILD:-build}
 RUNS=${BENCH_LIVE_RUNS:-20}
 COST_RUNS=${BENCH_LIVE_COST_RUNS:-5}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "live-output.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "live-output.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "live-output.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
 command -v setpriv >/dev/null || { echo "live-output.sh: SKIP: setpriv (util-linux) missing"; exit 0; }
-BIN=$(realpath "$BIN")
 
-# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
-base=$(mktemp -d /var/lib/tfw-bench-live.XXXXXX)
-chmod 0755 "$base"
+bench_base live
 daemon=
-cleanup() {
-        [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-        local c r=/run/tentaflake-worker-bench-live/runsc
-        if [ -d "$r" ]; then
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        fi
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-live*' -exec rmdir {} + 2>/dev/null
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf "$base" /run/tentaflake-worker-bench-live
-}
-trap cleanup EXIT
+trap 'bench_cleanup bench-live' EXIT
 
 mkdir -p "$base/ws" "$base/home" "$base/bin"
 chown 12346:12346 "$base/ws" "$base/home"
@@ -61,11 +41,7 @@ JSON
 start_daemon() { # start_daemon BIN: the daemon, and submit, from that binary
         if [ -n "$daemon" ]; then kill -TERM "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=; fi
         install -m 0755 "$1" "$base/bin/tentaflake-worker"
-        : >"$base/daemon.log"
-        "$1" --config "$base/config.json" run 2>"$base/daemon.log" &
-        daemon=$!
-        for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-        grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "live-output.sh: the daemon did not start" >&2; exit 1; }
+        bench_start_daemon "$1" "$base/config.json" "$base/daemon.log"
 }
 start_daemon "$BIN"
 

@@ -21,21 +21,13 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
 BIN=$BUILD/tentaflake-worker
-for f in "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "node-cache.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "node-cache.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "node-cache.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
 for c in node npm; do
         command -v $c >/dev/null || { echo "node-cache.sh: SKIP: $c missing"; exit 0; }
 done
-BIN=$(realpath "$BIN")
-PLATFORM=systrap
-# Read whole: with pipefail, `grep -q` leaving early would fail runsc on SIGPIPE and pick ptrace.
-case $(runsc flags 2>&1) in *systrap*) ;; *) PLATFORM=ptrace ;; esac # the platforms this runsc has
+bench_platform
 
 # Row 1's tree: about 22,200 entries, 165 MB (npm 10, node 20). Row 3's suite: qs 6.14.0, whose
 # devDependencies npm can still resolve (6.17's ask for versions newer than some registries hold).
@@ -46,29 +38,18 @@ TEST="node_modules/.bin/tape 'test/**/*.js'" # tape expands the quoted glob itse
 WORKERS="bench-node-empty bench-node-full bench-node-suite"
 UID_=12345
 
-base=$(mktemp -d /var/lib/tfw-bench-node.XXXXXX)
-chmod 0755 "$base"
+bench_base node
 daemons=
 cleanup() {
-        local p w r c
+        local p w
         for p in $daemons; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
-        for w in $WORKERS; do
-                r=/run/tentaflake-worker-$w/runsc
-                [ -d "$r" ] || continue
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        done
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-node*' -exec rmdir {} + 2>/dev/null || true
+        for w in $WORKERS; do bench_kill_capsules "/run/tentaflake-worker-$w/runsc"; done
+        bench_rm_cgroups bench-node
         for w in $WORKERS; do rm -rf "/run/tentaflake-worker-$w"; done
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
+        bench_umount_store
         rm -rf "$base"
 }
 trap cleanup EXIT
-
-now_ms() { echo $(($(date +%s%N) / 1000000)); }
-median() { sort -n | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : int((a[NR/2]+a[NR/2+1])/2)}'; }
-ratio() { python3 -c "print(round($1 / max($2, 1), 2))"; }
 
 # start_worker NAME: a daemon for the workspace $base/NAME/ws, its cache paths ["node_modules"].
 start_worker() {
@@ -86,8 +67,7 @@ start_worker() {
 JSON
         "$BIN" --config "$d/config.json" run 2>"$d/daemon.log" &
         daemons="$daemons $!"
-        for _ in $(seq 600); do grep -qs ": watching '" "$d/daemon.log" && break; sleep 0.05; done
-        grep -q ": watching '" "$d/daemon.log" || { cat "$d/daemon.log"; echo "node-cache.sh: the daemon $w did not start" >&2; exit 1; }
+        bench_wait_ready "$d/daemon.log" "the daemon $w"
 }
 stop_workers() {
         local p
@@ -97,20 +77,13 @@ stop_workers() {
 # worker_run NAME ARGV_JSON: one request until its result.json; prints ms. Its id is $base/last
 # and $base/last-NAME.
 worker_run() {
-        # The count lives in a file: worker_run runs in $(...) subshells too.
-        n=$(($(cat "$base/n" 2>/dev/null || echo 0) + 1))
-        echo "$n" >"$base/n"
-        local d=$base/$1 id=b$n t0 t1
+        bench_next_n
+        local id=b$n
         echo "$1/results/$id" >"$base/last"
         echo "$1/results/$id" >"$base/last-$1"
-        printf '{"version":1,"id":"%s","action_class":"local-reversible","argv":%s}' "$id" "$2" >"$d/ws/.tentaflake-worker/inbox/.$id"
-        t0=$(now_ms)
-        mv "$d/ws/.tentaflake-worker/inbox/.$id" "$d/ws/.tentaflake-worker/inbox/$id.json"
-        while [ ! -e "$d/results/$id/result.json" ]; do sleep 0.005; done
-        t1=$(now_ms)
-        grep -q '"status": *"succeeded"' "$d/results/$id/result.json" || {
-                echo "node-cache.sh: request $id of $1 did not succeed:" >&2; cat "$d/results/$id/result.json" >&2; tail -20 "$d/results/$id/job.log" >&2; exit 1; }
-        echo $((t1 - t0))
+        bench_write_request "$base/$1/ws/.tentaflake-worker/inbox" "$id" "$2"
+        bench_request "$base/$1/ws/.tentaflake-worker/inbox" "$base/$1/results" "$id" "$1"
+        echo "$REQ_MS"
 }
 cache_of() { # cache_of FIELD [NAME]: the last request's (of worker NAME's) result.json cache.FIELD
         python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' \

@@ -23,34 +23,14 @@ IDLE=${BENCH_IDLE_SECONDS:-60}
 WARM=${BENCH_WARM_SECONDS:-10}
 BENCH=$BUILD/tests/bench/bench-orchestrator
 BIN=$BUILD/tentaflake-worker
-for f in "$BENCH" "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "orchestrator.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "orchestrator.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "orchestrator.sh: runsc missing" >&2; exit 1; }
-BIN=$(realpath "$BIN")
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_bins "$BENCH"
+bench_need_worker
 
-# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
-base=$(mktemp -d /var/lib/tfw-bench-orch.XXXXXX)
-chmod 0755 "$base"
+bench_base orch
 daemon=
-cleanup() {
-        [ -n "$daemon" ] && kill -TERM "$daemon" 2>/dev/null && wait "$daemon" 2>/dev/null
-        local r c
-        for r in /run/tentaflake-worker-bench-orch/runsc "$base/bare-root"; do
-                [ -d "$r" ] || continue
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        done
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-orch*' -exec rmdir {} + 2>/dev/null
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
-        rm -rf "$base" /run/tentaflake-worker-bench-orch
-}
-trap cleanup EXIT
+trap 'bench_cleanup bench-orch "$base/bare-root"' EXIT
 
 mkdir -p "$base/ws"
 chown 12345:12345 "$base/ws"
@@ -60,11 +40,7 @@ start_daemon() { # start_daemon WARM_SECONDS
  "container_uid": 12345, "container_gid": 12345, "concurrency": 2,
  "state_dir": "$base/state", "results_dir": "$base/results", "runtime": {"warm_seconds": $1}}
 JSON
-        : >"$base/daemon.log"
-        "$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-        daemon=$!
-        for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-        grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "orchestrator.sh: the daemon did not start" >&2; exit 1; }
+        bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 }
 sandboxes() { pgrep -f -- "--root=/run/tentaflake-worker-bench-orch/runsc|--root /run/tentaflake-worker-bench-orch/runsc" | wc -l; }
 start_daemon "$WARM"

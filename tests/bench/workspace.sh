@@ -18,43 +18,23 @@ BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-7}
 BENCH=$BUILD/tests/bench/bench-orchestrator
 BIN=$BUILD/tentaflake-worker
-for f in "$BENCH" "$BIN" "$BUILD/tentaflake-capsule-init"; do
-        [ -x "$f" ] || { echo "workspace.sh: $f missing (make bench builds it)" >&2; exit 1; }
-done
-if [ "$(id -u)" -ne 0 ]; then
-        echo "workspace.sh: SKIP: the worker and runsc need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "workspace.sh: runsc missing" >&2; exit 1; }
-BIN=$(realpath "$BIN")
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_bins "$BENCH"
+bench_need_worker
 
-# Not below /tmp: the worker refuses a state_dir or results_dir below a world-writable directory.
-base=$(mktemp -d /var/lib/tfw-bench-ws.XXXXXX)
-chmod 0755 "$base"
+bench_base ws
 daemon=
-stop_daemon() {
-        if [ -n "$daemon" ]; then
-                kill -TERM "$daemon" 2>/dev/null || true
-                wait "$daemon" 2>/dev/null || true
-                daemon=
-        fi
-}
 cleanup() {
-        stop_daemon
-        local r c
-        for r in /run/tentaflake-worker-bench-ws/runsc "$base/bare-root"; do
-                [ -d "$r" ] || continue
-                for c in $(runsc --root "$r" list -quiet 2>/dev/null); do runsc --root "$r" delete -force "$c" >/dev/null 2>&1; done
-        done
-        find /sys/fs/cgroup -maxdepth 5 -depth -type d -name '*bench-ws*' -exec rmdir {} + 2>/dev/null
+        bench_stop_daemon
+        bench_kill_capsules /run/tentaflake-worker-bench-ws/runsc "$base/bare-root"
+        bench_rm_cgroups bench-ws
         mountpoint -q "$base/tmpfs" && umount "$base/tmpfs"
         mountpoint -q "$base/results-tmpfs" && umount "$base/results-tmpfs"
         local m
         for m in "${bench_mounts[@]}"; do umount "$m" 2>/dev/null; done
         rm -rf /run/tentaflake-worker-bench-ws
-        # The generation store outlives the daemon (docs/snapshot.md, "After a restart").
-        awk -v b="$base/" '$1 == "tentaflake-store" && index($2, b) == 1 { print $2 }' /proc/self/mounts |
-                while read -r m; do umount -l "$m" || true; done
+        bench_umount_store
         rm -rf "$base"
 }
 trap cleanup EXIT
@@ -65,11 +45,7 @@ start_daemon() {
  "container_uid": 12345, "container_gid": 12345, "concurrency": 1,
  "state_dir": "$base/state", "results_dir": "${RESULTS:-$base/results}"}
 JSON
-        : >"$base/daemon.log"
-        "$BIN" --config "$base/config.json" run 2>"$base/daemon.log" &
-        daemon=$!
-        for _ in $(seq 600); do grep -qs ": watching '" "$base/daemon.log" && break; sleep 0.05; done
-        grep -q ": watching '" "$base/daemon.log" || { cat "$base/daemon.log"; echo "workspace.sh: the daemon did not start" >&2; exit 1; }
+        bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 }
 
 # 1. The 9.5k-file workspace.
@@ -82,7 +58,7 @@ mount -t tmpfs -o size=1g,mode=0700 i12-bench-ws "$base/tmpfs"
 start_daemon
 BENCH_BARE_COPY="$base/ws" BENCH_BARE_TMPFS="$base/tmpfs" BENCH_LABEL="workspace request" BENCH_TARGET=2.0 \
         "$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" 0
-stop_daemon
+bench_stop_daemon
 
 # 2. Disk writes for a request in a 100 MB workspace. The results go to a tmpfs, as they do
 # by default (results_dir is below /run): every byte counted is beyond the result. Measured
@@ -115,7 +91,7 @@ disk_writes() { # disk_writes LABEL ROUND
         for i in 1 2 3 4 5; do request "io$2-$i"; done
         sync
         w1=$(wb write_bytes:) c1=$(wb cancelled_write_bytes:)
-        stop_daemon
+        bench_stop_daemon
         echo "disk writes ($1): a request in a 100 MB workspace: $(((w1 - w0) / 5)) bytes a request written by the daemon and its children ($(((c1 - c0) / 5)) of them cancelled before they reached the disk), mean of 5; the result (on a tmpfs, as by default) holds $(du -sb "$base/results-tmpfs/results/io$2-1" | cut -f1) bytes (target: nothing beyond the result)"
         grep -o '"status": "[a-z_]*"' "$base/results-tmpfs/results/io$2-1/result.json" | head -1
 }
@@ -133,7 +109,7 @@ for m in "${bench_mounts[@]}"; do umount "$m"; done
 bench_mounts=()
 
 # 3. `make -j2` of this project's binary in a capsule against natively (issue 12: report).
-stop_daemon
+bench_stop_daemon
 rm -rf "$base/ws" "$base/native"
 mkdir -p "$base/ws" "$base/native"
 git ls-files -z | xargs -0 cp --parents -t "$base/ws"
