@@ -15,13 +15,12 @@ BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-11}
 FILES=${BENCH_FILES:-10000}
 BIN=$BUILD/tests/bench/bench-artifacts
-[ -x "$BIN" ] || { echo "artifacts.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_need_bins "$BIN"
 BIN=$(realpath "$BIN")
 command -v bsdtar >/dev/null || { echo "artifacts.sh: bsdtar missing (libarchive-tools)" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-        echo "artifacts.sh: SKIP: the import drops privileges and needs root"
-        exit 0
-fi
+bench_need_root "the import drops privileges and needs root"
 
 work=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/var/tmp}}" tfw-bench-artifacts.XXXXXX)
 trap 'rm -rf "$work"' EXIT

@@ -11,11 +11,10 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-7}
 B=$BUILD/tests/bench/bench-cache-merge
-[ -x "$B" ] || { echo "cache-merge.sh: $B missing (make bench builds it)" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-        echo "cache-merge.sh: SKIP: the store's read-only mount needs root"
-        exit 0
-fi
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_bins "$B"
+bench_need_root "the store's read-only mount needs root"
 command -v npm >/dev/null || { echo "cache-merge.sh: SKIP: npm missing"; exit 0; }
 base=$(mktemp -d /var/lib/tfw-bench-merge.XXXXXX)
 store=$(mktemp -d /dev/shm/tfw-bench-merge.XXXXXX)

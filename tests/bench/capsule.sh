@@ -11,11 +11,9 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-11}
 BIN=$BUILD/tests/bench/bench-capsule
-[ -x "$BIN" ] || { echo "capsule.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
-[ -x "$BUILD/tentaflake-capsule-init" ] || { echo "capsule.sh: $BUILD/tentaflake-capsule-init missing" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-        echo "capsule.sh: SKIP: runsc and the job cgroup need root"
-        exit 0
-fi
-command -v runsc >/dev/null || { echo "capsule.sh: runsc missing" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_need_bins "$BIN" "$BUILD/tentaflake-capsule-init"
+bench_need_root "runsc and the job cgroup need root"
+bench_need_runsc
 BUILD=$BUILD "$BIN" "$RUNS"

@@ -10,11 +10,10 @@ set -euo pipefail
 BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-10}
 BIN=$BUILD/tests/bench/bench-capsule
-[ -x "$BIN" ] || { echo "engines.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
-if [ "$(id -u)" -ne 0 ]; then
-        echo "engines.sh: SKIP: the engines need root"
-        exit 0
-fi
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_need_bins "$BIN"
+bench_need_root "the engines need root"
 scripts/start-dockerd
 # The engine's own cost: a bare `ENGINE run --rm` of the same image and command with runsc and
 # no network, nothing of ours; the driver's share is the difference.

@@ -19,7 +19,9 @@ BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
 FILES=${BENCH_FILES:-20000}
 BIN=$BUILD/tests/bench/bench-snapshot
-[ -x "$BIN" ] || { echo "snapshot.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_need_bins "$BIN"
 BIN=$(realpath "$BIN")
 
 work=$(mktemp -d -p "${BENCH_DIR:-${TMPDIR:-/var/tmp}}" tfw-bench-snapshot.XXXXXX)

@@ -18,7 +18,9 @@ BUILD=${BUILD:-build}
 RUNS=${BENCH_RUNS:-5}
 FILES=${BENCH_FILES:-20000}
 BIN=$BUILD/tests/bench/bench-validation
-[ -x "$BIN" ] || { echo "validation.sh: $BIN missing (make bench builds it)" >&2; exit 1; }
+# shellcheck source=tests/bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_need_bins "$BIN"
 BIN=$(realpath "$BIN")
 SRC=$(pwd)
 
