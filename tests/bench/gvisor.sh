@@ -86,16 +86,7 @@ prepare_qs() {
                 return 0
         fi
         tar -xzf "$base"/qs-*.tgz -C "$t" --strip-components=1
-        (cd "$t" && node -e '
-const fs = require("fs"), p = JSON.parse(fs.readFileSync("package.json"));
-const need = new Set();
-for (const f of fs.readdirSync("test"))
-        for (const m of fs.readFileSync("test/" + f, "utf8").matchAll(/require\(.([^.\x27"][^\x27"]*)./g)) need.add(m[1]);
-const dev = {};
-for (const k of Object.keys(p.devDependencies || {})) if (need.has(k)) dev[k] = p.devDependencies[k];
-p.devDependencies = dev;
-delete p.scripts;
-fs.writeFileSync("package.json", JSON.stringify(p, null, 2) + "\n");')
+        (cd "$t" && bench_test_devdeps_only)
         if ! (cd "$t" && timeout 600 npm install --no-audit --no-fund --ignore-scripts >"$base/npm.log" 2>&1); then
                 echo "row 4: SKIP: npm could not install $SUITE's test devDependencies"
                 return 0

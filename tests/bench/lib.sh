@@ -141,6 +141,22 @@ bench_tree() {
         find "$1" \( -type p -o -type s -o -type b -o -type c \) -delete
 }
 
+# bench_test_devdeps_only: the npm package in this directory (qs's, for gvisor.sh and node-cache.sh)
+# keeps only the devDependencies its test/ files require (not the linters, bundlers and coverage
+# tools of its full test script), and no scripts.
+bench_test_devdeps_only() {
+        node -e '
+const fs = require("fs"), p = JSON.parse(fs.readFileSync("package.json"));
+const need = new Set();
+for (const f of fs.readdirSync("test"))
+        for (const m of fs.readFileSync("test/" + f, "utf8").matchAll(/require\(.([^.\x27"][^\x27"]*)./g)) need.add(m[1]);
+const dev = {};
+for (const k of Object.keys(p.devDependencies || {})) if (need.has(k)) dev[k] = p.devDependencies[k];
+p.devDependencies = dev;
+delete p.scripts;
+fs.writeFileSync("package.json", JSON.stringify(p, null, 2) + "\n");'
+}
+
 # The bare reference: the same runsc (root $base/bare-root, $PLATFORM, no network) running one
 # command with $base/ws bind-mounted read-only at /work, as uid 12345.
 # bench_bare_spec ARGV_JSON: the bundle $base/bare for that command.

@@ -214,18 +214,7 @@ row3() {
                 return 0
         fi
         tar -xzf "$base"/*.tgz -C "$tree" --strip-components=1
-        # Only the devDependencies the tests require (not the linters, bundlers and coverage tools
-        # of its full test script), and no scripts.
-        if ! (cd "$tree" && [ -d test ] && node -e '
-const fs = require("fs"), p = JSON.parse(fs.readFileSync("package.json"));
-const need = new Set();
-for (const f of fs.readdirSync("test"))
-        for (const m of fs.readFileSync("test/" + f, "utf8").matchAll(/require\(.([^.\x27"][^\x27"]*)./g)) need.add(m[1]);
-const dev = {};
-for (const k of Object.keys(p.devDependencies || {})) if (need.has(k)) dev[k] = p.devDependencies[k];
-p.devDependencies = dev;
-delete p.scripts;
-fs.writeFileSync("package.json", JSON.stringify(p, null, 2) + "\n");'); then
+        if ! (cd "$tree" && [ -d test ] && bench_test_devdeps_only); then
                 echo "row 3: SKIP: $SUITE's tarball ships no test/ directory node can read"
                 return 0
         fi
