@@ -74,15 +74,13 @@ static int seed_from(GenLane *l, int store_fd, unsigned k, bool *busy) {
 }
 
 int gen_lane_seed(GenLane *l, int store_fd, unsigned max_lanes, unsigned *ret_from, bool *ret_busy) {
-        bool busy = false;
-        if (ret_busy)
-                *ret_busy = false;
+        bool busy;
+        bool *b = ret_busy ? ret_busy : &busy;
+        *b = false;
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
                 if (k == l->number)
                         continue;
-                int r = seed_from(l, store_fd, k, &busy);
-                if (r == 0 && busy && ret_busy)
-                        *ret_busy = true;
+                int r = seed_from(l, store_fd, k, b);
                 if (r != 0) {
                         if (r > 0)
                                 *ret_from = k;
