@@ -30,6 +30,15 @@ require_root() {
         if [ "$(id -u)" -ne 0 ]; then echo "SKIP: needs root"; exit 77; fi
 }
 
+# require_runsc_worker: root, runsc and the built worker, else SKIP (77) or FAIL; $BIN made
+# absolute (the tests' daemons run from other directories).
+require_runsc_worker() {
+        require_root
+        command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+        [ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
+        BIN=$(realpath "$BIN")
+}
+
 # test_dir NAME: a fresh directory for a test's worker, below $TFW_TEST_ROOT (root's, 0755).
 # Not /tmp: the worker refuses a state_dir or results_dir with an ancestor that anyone but root
 # can write, a world-writable sticky /tmp included (common/root-dir.h).

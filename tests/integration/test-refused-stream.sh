@@ -15,10 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-require_root
-command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
-[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
-BIN=$(realpath "$BIN")
+require_runsc_worker
 
 dir=
 trap '[ -n "$dir" ] && worker_cleanup "$dir"' EXIT
