@@ -1,28 +1,48 @@
 /* SPDX-License-Identifier: MIT */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
 
 #include "common/macro.h"
 #include "common/proc-locks.h"
 
-int flock_held(ino_t ino) {
+/* The field "MAJ:MIN:INO" (major and minor in hex): ino's, and dev's when match_dev. */
+static bool lock_names(const char *field, bool match_dev, dev_t dev, ino_t ino) {
+        unsigned maj, min;
+        unsigned long long i;
+        if (!match_dev) {
+                const char *colon = strrchr(field, ':');
+                return colon && strtoull(colon + 1, NULL, 10) == (unsigned long long) ino;
+        }
+        return sscanf(field, "%x:%x:%llu", &maj, &min, &i) == 3 && i == (unsigned long long) ino &&
+               makedev(maj, min) == dev;
+}
+
+static int held(bool match_dev, dev_t dev, ino_t ino) {
         FILE *f = fopen("/proc/locks", "re");
         char line[256];
-        int held = 0;
+        int found = 0;
 
         if (!f)
                 return -errno;
-        while (!held && fgets(line, sizeof(line), f)) {
-                char kind[16], dev[64];
-                if (sscanf(line, "%*s %15s %*s %*s %*s %63s", kind, dev) != 2 || !streq(kind, "FLOCK"))
+        while (!found && fgets(line, sizeof(line), f)) {
+                char kind[16], field[64];
+                if (sscanf(line, "%*s %15s %*s %*s %*s %63s", kind, field) != 2 || !streq(kind, "FLOCK"))
                         continue;
-                const char *colon = strrchr(dev, ':');
-                if (colon && strtoull(colon + 1, NULL, 10) == (unsigned long long) ino)
-                        held = 1;
+                found = lock_names(field, match_dev, dev, ino);
         }
         fclose(f);
-        return held;
+        return found;
+}
+
+int flock_held(ino_t ino) {
+        return held(false, 0, ino);
+}
+
+int flock_held_on(dev_t dev, ino_t ino) {
+        return held(true, dev, ino);
 }

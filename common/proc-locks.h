@@ -11,3 +11,6 @@
  * printed there is not the one stat() gives, so a false match is possible; callers treat a
  * match as "a worker may run" and only ever lose an answer by it, never act wrongly. */
 int flock_held(ino_t ino);
+/* The same for the inode ino of the filesystem dev (st_dev): for a filesystem whose device
+ * /proc/locks prints as stat() gives it (tmpfs, ext4; not overlayfs). */
+int flock_held_on(dev_t dev, ino_t ino);
