@@ -25,6 +25,8 @@ static const uint8_t index_magic[8] = { 'T', 'F', 'W', 'G', 'I', 'D', 'X', '2' }
 #define ENTRY_FIXED (1 + 1 + 2 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4)
 #define ENTRY_MAX (ENTRY_FIXED + SNAPSHOT_STREAM_NAME_MAX + GIT_OID_SIZE + DIR_FIXED)
 #define FLAG_RACY 0x01
+/* The largest index file copied (gen_index_copy): its reader bounds it again by its entries. */
+#define INDEX_FILE_MAX (1U << 30)
 #define NAME_CHUNK_SIZE (256U * 1024U)
 
 struct GenNameChunk {
@@ -270,6 +272,16 @@ int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e)
         free(b.p);
         return r < 0 ? tfw_error(e, -r, "generation_store", "cannot write the generation's index '%s': %s",
                                  name, strerror(-r)) : 0;
+}
+
+int gen_index_copy(int from_dir, int to_dir, const char *name) {
+        _cleanup_close_ int fd = openat(from_dir, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        if (fd < 0)
+                return -errno;
+        int r = read_full_fd_bounded(fd, INDEX_FILE_MAX, &buf, &len);
+        return r < 0 ? r : write_file_replace_at(to_dir, name, buf, len, 0600, 0, 0);
 }
 
 typedef struct Reader {

@@ -119,6 +119,9 @@ bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b);
 
 /* Write x to dir_fd/name atomically (mode 0600, root's). */
 int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e);
+/* from_dir/name copied byte for byte to to_dir/name (atomically, mode 0600, root's): a file of
+ * gen_index_save's, loaded and checked by whoever reads the copy. */
+int gen_index_copy(int from_dir, int to_dir, const char *name);
 /* Read dir_fd/name; every directory sealed. -ENOENT when there is none; -EBADMSG (e set) for a
  * file that is not a well-formed index. At most max_entries entries. */
 int gen_index_load(int dir_fd, const char *name, uint64_t max_entries, GenIndex **ret, TfwError *e);
