@@ -491,6 +491,9 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
         }
         if (x->with_cache && cache_hand_out(p, r, &x->cache_staging, &x->cache_made, &x->cache_version) > 0)
                 return 1;
+        /* The generation as the capsule binds it, copied for a lane that waits for its first. */
+        if (x->work_dir)
+                gen_lane_mirror(p->lane, p->store_fd, p->store_lanes);
         return 0;
 }
 

@@ -561,6 +561,12 @@ static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bo
                               BuildCache *cache) {
         if (ran)
                 job_report_run(w, id, x);
+        if (lane && lane->mirrored_for >= 0 && lane->mirror_error)
+                worker_say(w, LOG_WARNING, "job '%s': lane-%u's generation could not be copied for lane-%d, which waits for one (%s); that lane copies it itself",
+                           id, lane->number, lane->mirrored_for, strerror(lane->mirror_error));
+        else if (lane && lane->mirrored_for >= 0)
+                worker_say(w, LOG_INFO, "job '%s': lane-%u's generation copied for lane-%d, which waits for one (%" PRIu64 " ms)", id,
+                           lane->number, lane->mirrored_for, (uint64_t) (lane->mirror_usec / USEC_PER_MSEC));
         if (lane)
                 job_store_report(w);
         gen_lane_release(lane);

@@ -36,8 +36,9 @@ void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd) {
                 }
                 if (r > 0) {
                         if (lane->seeded_from >= 0)
-                                worker_say(w, LOG_INFO, "warm capsule '%s': lane-%u seeded from lane-%d ahead of its request (%" PRIu64 " ms)",
+                                worker_say(w, LOG_INFO, "warm capsule '%s': lane-%u seeded from lane-%d%s ahead of its request (%" PRIu64 " ms)",
                                            warm_id, lane->number, lane->seeded_from,
+                                           lane->seeded_mirror ? " (its mirror taken)" : "",
                                            (uint64_t) ((now_monotonic() - t0) / USEC_PER_MSEC));
                         load_ahead(w, warm_id, lane);
                         return;

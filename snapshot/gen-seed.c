@@ -15,27 +15,27 @@
 #include "common/macro.h"
 #include "gen-check.h"
 #include "gen-clone.h"
+#include "gen-index.h"
+#include "gen-mirror.h"
 #include "gen-seed.h"
 #include "snapshot.h"
 
-#define INDEX_MAX (1u << 30)
-
-/* The source's index, copied byte for byte (gen_index_save's file: it is loaded, bounded, by the
- * walk that follows). */
-static int copy_index(int from_lane, int to_lane) {
-        _cleanup_close_ int fd = openat(from_lane, GEN_LANE_INDEX, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-        _cleanup_free_ char *buf = NULL;
-        size_t len = 0;
-        if (fd < 0)
-                return -errno;
-        int r = read_full_fd_bounded(fd, INDEX_MAX, &buf, &len);
-        return r < 0 ? r : write_file_replace_at(to_lane, GEN_LANE_INDEX, buf, len, 0600, 0, 0);
-}
-
-/* Clone lane (its tree) into l, its index too. */
+/* Lane's mirror taken into l when it has one (gen-mirror.h); else lane's tree cloned into l,
+ * its index too. */
 static int clone_lane(GenLane *l, int lane, int tree) {
-        int r = gen_clone_tree(tree, l->tree_fd);
-        return r < 0 ? r : copy_index(lane, l->lane_fd);
+        int r = gen_mirror_take(lane, l);
+        l->seeded_mirror = r > 0;
+        if (r > 0)
+                return r;
+        if (r < 0) {
+                /* A part of it in l: emptied, and lane cloned instead. */
+                (void) unlinkat(l->lane_fd, GEN_LANE_INDEX, 0);
+                r = rm_rf_children(l->tree_fd);
+                if (r < 0)
+                        return r;
+        }
+        r = gen_clone_tree(tree, l->tree_fd);
+        return r < 0 ? r : gen_index_copy(lane, l->lane_fd, GEN_LANE_INDEX);
 }
 
 /* Lane k as the source: one no process holds, sealed (released with a complete generation),

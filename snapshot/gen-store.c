@@ -15,8 +15,10 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "common/time-util.h"
 #include "gen-check.h"
 #include "gen-index.h"
+#include "gen-mirror.h"
 #include "gen-seed.h"
 #include "gen-store.h"
 
@@ -34,6 +36,7 @@ void gen_lane_release(GenLane *l) {
          * (gen-check.h). A seal that cannot be written leaves none: the lane is emptied then. */
         if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
                 (void) unlinkat(l->lane_fd, GEN_LANE_SEAL, 0);
+        safe_close(l->update_fd);
         safe_close(l->tree_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
@@ -133,7 +136,8 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                 GenLane *l = calloc(1, sizeof(*l));
                 if (!l)
                         return tfw_error(e, ENOMEM, "generation_store", "out of memory");
-                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .seeded_from = -1 };
+                *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .seeded_from = -1,
+                                 .update_fd = -EBADF, .mirrored_for = -1 };
                 l->lane_fd = open_dir_at(store_fd, name);
                 if (l->lane_fd >= 0)
                         l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -167,11 +171,12 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
         return tfw_error(e, EBUSY, "generation_store", "every lane of the generation store is in use (%u)", max_lanes);
 }
 
-/* The lane no longer holds a generation: its index first, then its entries. */
+/* The lane no longer holds a generation: its index first, then its entries and its mirror. */
 static int lane_empty(int lane_fd, int tree_fd) {
         if (unlinkat(lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
                 return -errno;
-        return rm_rf_children(tree_fd);
+        int r = rm_rf_children(tree_fd);
+        return r < 0 ? r : MIN(gen_mirror_drop(lane_fd), 0);
 }
 
 /* The store is full: every lane no process holds gives its generation back. */
@@ -219,8 +224,10 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
                        const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_(gen_index_freep) GenIndex *prev = TAKE_PTR(l->index), *next = NULL;
         TfwError le = {};
+        /* The copy of the last generation, if any, goes before the tree changes (one that cannot
+         * be removed is still the generation its index describes: gen-mirror.h). */
+        (void) gen_mirror_drop(l->lane_fd);
         int r = prev ? 0 : gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
-
         /* No index (or one that cannot be read): the tree is not a complete generation. */
         if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, NULL, e)) < 0)
                 return r;
@@ -261,6 +268,21 @@ int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_
         return r < 0 ? r : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
 }
 
+void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes) {
+        TfwError e = {};
+        _cleanup_close_ int update = TAKE_FD(l->update_fd);
+        l->mirrored_for = gen_mirror_wanted(store_fd, max_lanes, l->number);
+        if (l->mirrored_for < 0)
+                return;
+        usec_t t0 = now_monotonic();
+        if (update < 0)
+                update = lock_update(l, &e);
+        int r = update < 0 ? update : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ? -ENOENT
+                                                                                                     : gen_mirror_make(l);
+        l->mirror_error = -MIN(r, 0);
+        l->mirror_usec = now_monotonic() - t0;
+}
+
 int gen_lane_load_ahead(GenLane *l, uint64_t max_entries, TfwError *e) {
         if (l->index)
                 return 1;
@@ -281,6 +303,10 @@ int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *wo
                 r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
                 if (r == -ENOSPC || r == -EDQUOT)
                         tfw_error_prefix(e, "the generation store is full (limits.max_store_bytes): ");
+        }
+        if (r >= 0) {
+                safe_close(l->update_fd);
+                l->update_fd = TAKE_FD(update);
         }
         return r;
 }
@@ -347,6 +373,33 @@ static int drop_lane(int store_fd, int lane, unsigned k, unsigned max_lanes, cha
         return q;
 }
 
+/* After the lanes that failed are dropped: the mirrors found (gen-mirror.h), never used after a
+ * restart, are dropped too. A link removed (a lane emptied, a mirror dropped) gives the files it
+ * named a new ctime, which the next start would take for a change: the lanes kept are sealed
+ * again, as they were checked. */
+static void drop_mirrors(const Found *f, const bool *bad, GenStoreReport report, void *userdata) {
+        bool dropped = false;
+        for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
+                char name[LANE_NAME_MAX];
+                dropped = dropped || bad[k];
+                if (f->lane_fd[k] < 0 || bad[k])
+                        continue;
+                int q = gen_mirror_drop(f->lane_fd[k]);
+                if (q == 0)
+                        continue;
+                lane_name(k, name);
+                report(userdata, name, q < 0 ? "its mirror cannot be removed" : "its mirror removed (never used after a restart)");
+                dropped = true;
+        }
+        for (unsigned k = 0; dropped && k < GEN_STORE_LANES_MAX; k++) {
+                if (f->lane_fd[k] < 0 || bad[k])
+                        continue;
+                _cleanup_close_ int tree = open_dir_at(f->lane_fd[k], "tree");
+                if (tree < 0 || gen_lane_seal(f->lane_fd[k], tree) < 0)
+                        (void) unlinkat(f->lane_fd[k], GEN_LANE_SEAL, 0);
+        }
+}
+
 int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenStoreReport report, void *userdata) {
         Found f = {};
         char why[GEN_STORE_LANES_MAX][512];
@@ -373,6 +426,8 @@ int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenS
                         if (q < 0 && ret == 0)
                                 ret = q;
                 }
+        if (r >= 0)
+                drop_mirrors(&f, bad, report, userdata);
         found_close(&f);
         return r < 0 ? r : ret;
 }

@@ -16,6 +16,8 @@
  *   <store>/lane-<k>/seal    present only while no process holds the lane and tree is the
  *                            complete generation index describes (gen-check.h): written by
  *                            gen_lane_release(), removed by gen_lane_acquire()
+ *   <store>/lane-<k>/mirror  a copy of the generation for a lane that waits for its first
+ *                            (gen-mirror.h)
  *
  * The store is a tmpfs of its own at state_dir/store (orchestrator/store-tmpfs.c), sized by
  * limits.max_store_bytes, root's (0700): nothing of it is on the disk, and it outlives the
@@ -40,10 +42,17 @@ typedef struct GenLane {
         int lane_fd;
         int tree_fd;
         char *ro_path;  /* absolute: what the capsule binds at /work */
-        int seeded_from; /* gen_lane_update() made its first generation from this lane's
-                          * (gen-seed.h); -1: it did not */
+        int seeded_from; /* its first generation was made from this lane's (gen-seed.h); -1:
+                          * it was not */
+        bool seeded_mirror; /* ... by taking that lane's mirror (gen-mirror.h) */
         GenIndex *index; /* the generation's index, loaded ahead of the next update
                           * (gen_lane_load_ahead), or NULL */
+        int update_fd;   /* the update lock, held from a successful gen_lane_update() to
+                          * gen_lane_mirror() or the release */
+        int mirrored_for; /* gen_lane_mirror() copied its generation for this lane, which waits
+                           * for its first (gen-mirror.h); -1: it did not */
+        uint64_t mirror_usec; /* what the copy took; mirror_error: why it failed (0: it did not) */
+        int mirror_error;
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among
@@ -66,11 +75,19 @@ static inline void gen_lane_releasep(GenLane **l) {
 
 /* Make the lane's generation the workspace's (snapshot_update() from the lane's index, or,
  * when it has none, from another lane's copied, gen-seed.h), owned by copy_uid and
- * limits->group. On success the index is written; on any failure the lane is
- * emptied. store_fd: when the store is full (ENOSPC), the lanes no process holds are emptied
- * and the update is tried once more. */
+ * limits->group. On success the index is written and the update lock is kept (l->update_fd)
+ * until gen_lane_mirror() or the release: no other lane copies the generation before the
+ * mirror is made. On any failure the lane is emptied. store_fd: when the store is full
+ * (ENOSPC), the lanes no process holds are emptied and the update is tried once more. */
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* After an update, once the generation is as the capsule will bind it (the build cache's mount
+ * points made): copied for a lane that waits for its first (gen-mirror.h), under the update
+ * lock the update kept, which is then let go. l->mirrored_for: that lane, or -1 when none
+ * waits; l->mirror_error: why the copy failed (it is lost; the waiting lane copies the
+ * generation itself), l->mirror_usec. */
+void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes);
 
 /* Give l, when it has no generation, one from another lane's now (gen-seed.h), ahead of the
  * walk of its next update: for a capsule started ahead while it waits for its request. 1: l has

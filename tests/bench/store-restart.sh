@@ -7,7 +7,7 @@
 #   1. the first request (/bin/true) after a restart of the worker ÷ bare      target <= 3.0
 #      (sent at READY, and again once the capsule started at the restart waits)
 #   2. the second request after a fresh start (an empty store: the other lane's first
-#      generation) ÷ bare                                                      target <= 3.0
+#      generation, the first job's mirror taken while its capsule waits) ÷ bare target <= 3.0
 #   3. a job that finds the dependency cache (an import-heavy python program whose modules are
 #      in the cache, cache.paths ["deps"]) right after a restart ÷ the same job just before it
 #      (both ways again)                                                       target <= 1.2
@@ -141,4 +141,5 @@ echo "first request after a restart, once the capsule started ahead waits: ${aft
 echo "the cache's job right after a restart, sent at READY: ${deps_after[*]} ms (median $da), just before it: ${deps_before[*]} ms (median $db): ratio $(ratio "$da" "$db") (target 1.2)"
 echo "the cache's job after a restart, once the capsule started ahead waits: ${deps_ready[*]} ms (median $dr): ratio $(ratio "$dr" "$db") (target 1.2)"
 grep -h "generation store:" "$base/daemon.log" | sort | uniq -c | sed 's/^/store drops: /' || echo "store drops: none"
+echo "the second lane's first generation: $(grep -c "seeded from lane-[0-9]* (its mirror taken)" "$base/daemon.log" || true) of $RUNS fresh starts took the first job's mirror (gen-mirror.h), $(grep -c "seeded from lane-[0-9]* ahead" "$base/daemon.log" || true) cloned it"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"

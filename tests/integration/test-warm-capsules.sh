@@ -46,7 +46,7 @@ check "w1 succeeded" test "$(result_field "$dir" w1 status)" = succeeded
 check "a capsule waits for the next request" wait_for 30 warm_listed
 warm1=$(containers | grep "^tfw-$name-warm-" | head -1)
 # Its lane had no generation (a fresh store): seeded from w1's while it waits, not by w2's walk.
-seeded_ahead() { grep -qE "warm capsule '${warm1#"tfw-$name-"}': lane-[0-9]+ seeded from lane-[0-9]+ ahead of its request" "$dir/daemon.log"; }
+seeded_ahead() { grep -qE "warm capsule '${warm1#"tfw-$name-"}': lane-[0-9]+ seeded from lane-[0-9]+( \(its mirror taken\))? ahead of its request" "$dir/daemon.log"; }
 check "the waiting capsule's lane is seeded from w1's before its request" wait_for 30 seeded_ahead
 
 submit "$dir" w2 local-reversible \

@@ -6,6 +6,9 @@
  *   - then an update of that lane that changes a file's bytes, mode and times, removes one and
  *     adds one leaves every inode the other lane names exactly as it was (content, mode, times,
  *     owner, link count aside): the update replaces, it never writes in place;
+ *   - a lane whose update made a generation copies it for a lane that waits for its first
+ *     (gen-mirror.h), which takes the copy; a copy is never older than its lane's last
+ *     generation, and none is kept across a restart;
  *   - a store whose lanes share files passes the check at start (gen_store_check) whatever order
  *     the lanes were sealed in; a shared file written after the seals fails both lanes that name
  *     it, and both are emptied.
@@ -80,6 +83,8 @@ static void update(Store *s, GenLane *l, SnapshotSummary *sum) {
         TfwError e = {};
         if (gen_lane_update(l, s->fd, 2, s->f->ws, GFX_COPY_UID, &lim, sum, &e) < 0)
                 fail_msg("update of lane %u: %s", l->number, e.message);
+        /* As exec_run does once the generation is ready to bind. */
+        gen_lane_mirror(l, s->fd, 2);
 }
 
 static void stat_at(const Store *s, unsigned lane, const char *name, struct stat *st) {
@@ -176,7 +181,7 @@ static void two_files(Store *s) {
 static int hold_update(Store *s, unsigned k) {
         char p[4096];
         snprintf(p, sizeof(p), "%s/lane-%u/update.lock", s->path, k);
-        int fd = open(p, O_RDWR | O_CLOEXEC);
+        int fd = open(p, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         assert_true(fd >= 0);
         assert_int_equal(flock(fd, LOCK_EX), 0);
         return fd;
@@ -290,6 +295,126 @@ static void test_seed_ahead_alone(void **state) {
         assert_false(busy);
 }
 
+static bool exists_at(const Store *s, const char *name) {
+        return faccessat(s->fd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void stat_store(const Store *s, const char *name, struct stat *st) {
+        if (fstatat(s->fd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
+                fail_msg("stat %s: %m", name);
+}
+
+/* Lane 0's generation made while lane 1 is held without one: returns lane 0 (its mirror made
+ * for lane 1), *ret_l1 lane 1, both held. */
+static GenLane *mirror_for_lane_1(Store *s, GenLane **ret_l1) {
+        SnapshotSummary sum;
+        two_files(s);
+        GenLane *l0 = acquire(s);
+        *ret_l1 = acquire(s);
+        assert_int_equal((*ret_l1)->number, 1);
+        update(s, l0, &sum);
+        assert_int_equal(l0->mirrored_for, 1);
+        assert_int_equal(l0->mirror_error, 0);
+        return l0;
+}
+
+/* The lane that waits takes the mirror: the same inodes as lane 0's, lane 0's index byte for
+ * byte, nothing of the mirror left; its walk then keeps every file. */
+static void test_mirror_taken_by_the_waiting_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        TfwError e = {};
+        bool busy = true;
+        struct stat a, b;
+        GenLane *l1 = NULL;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
+        _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
+        stat_at(s, 0, "a/one", &a);
+        stat_store(s, "lane-0/mirror/tree/a/one", &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+        assert_true(exists_at(s, "lane-0/mirror/index"));
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
+        assert_int_equal(l1->seeded_from, 0);
+        assert_true(l1->seeded_mirror);
+        assert_false(exists_at(s, "lane-0/mirror"));
+        assert_false(exists_at(s, "lane-1/adopted"));
+        stat_at(s, 1, "a/one", &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+        stat_at(s, 1, "two", &b);
+        stat_at(s, 0, "two", &a);
+        assert_int_equal(a.st_ino, b.st_ino);
+        gfx_sh(s->f, "cmp ../store/lane-0/index ../store/lane-1/index");
+        update(s, l1, &sum);
+        assert_int_equal(l1->mirrored_for, -1); /* lane 0 has a generation */
+        if (gfx_vouches(s->f))
+                assert_int_equal(sum.files_reused, 2);
+}
+
+/* No mirror when no lane waits: lane 1 not held; held but with a generation; held and being
+ * updated (a walk of its own). */
+static void test_mirror_only_for_a_waiting_lane(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        two_files(s);
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        update(s, l0, &sum);
+        assert_int_equal(l0->mirrored_for, -1);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        {
+                _cleanup_close_ int ul = hold_update(s, 1);
+                update(s, l0, &sum);
+                assert_int_equal(l0->mirrored_for, -1);
+        }
+        assert_false(exists_at(s, "lane-0/mirror"));
+        update(s, l1, &sum); /* seeded from lane 0 */
+        update(s, l0, &sum);
+        assert_int_equal(l0->mirrored_for, -1);
+        assert_false(exists_at(s, "lane-0/mirror"));
+}
+
+/* A mirror is never older than its lane's last generation: the lane's next update drops it
+ * (here with no lane waiting any more, so none is made again). */
+static void test_mirror_dropped_by_the_next_update(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        GenLane *l1 = NULL;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
+        gen_lane_release(l1);
+        assert_true(exists_at(s, "lane-0/mirror"));
+        gfx_sh(s->f, "printf ONE >a/one");
+        gfx_settle();
+        update(s, l0, &sum);
+        assert_int_equal(l0->mirrored_for, -1);
+        assert_false(exists_at(s, "lane-0/mirror"));
+}
+
+/* A mirror that cannot be taken whole (no tree in it): the waiting lane clones lane 0 instead. */
+static void test_mirror_broken_falls_back_to_a_clone(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        TfwError e = {};
+        bool busy = true;
+        struct stat a, b;
+        GenLane *l1 = NULL;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
+        _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
+        gfx_sh(s->f, "rm -r ../store/lane-0/mirror/tree");
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
+        assert_int_equal(l1->seeded_from, 0);
+        assert_false(l1->seeded_mirror);
+        stat_at(s, 0, "a/one", &a);
+        stat_at(s, 1, "a/one", &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+        assert_false(exists_at(s, "lane-1/adopted"));
+}
+
 static unsigned drops;
 static void count(void *userdata, const char *what, const char *why) {
         (void) userdata;
@@ -319,6 +444,36 @@ static void test_shared_lanes_checked_at_start(void **state) {
         gfx_sh(s->f, "[ ! -e ../store/lane-0/index ] && [ ! -e ../store/lane-1/index ] && [ -z \"$(ls -A ../store/lane-1/tree)\" ]");
 }
 
+/* A mirror found at start is removed; the lanes kept are sealed again, so that the ctimes its
+ * links' removal moved do not fail the next start's check. A lane that fails goes with its
+ * mirror. */
+static void test_mirror_removed_at_start(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        GenLane *l1 = NULL;
+        GenLane *l0 = mirror_for_lane_1(s, &l1);
+        gen_lane_release(l1);
+        gen_lane_release(l0);
+        drops = 0;
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_int_equal(drops, 1); /* the mirror */
+        assert_false(exists_at(s, "lane-0/mirror"));
+        assert_true(exists_at(s, "lane-0/index"));
+        drops = 0;
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_int_equal(drops, 0);
+        /* A mirror again, then lane 0's tree changed behind its seal: both go. */
+        l0 = mirror_for_lane_1(s, &l1);
+        gen_lane_release(l1);
+        gen_lane_release(l0);
+        gfx_sh(s->f, "printf xyz >>../store/lane-0/tree/two");
+        drops = 0;
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_false(exists_at(s, "lane-0/mirror"));
+        assert_false(exists_at(s, "lane-0/index"));
+}
+
 #define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
@@ -336,6 +491,11 @@ int main(void) {
                 T(test_seed_ahead_alone),
                 T(test_load_ahead),
                 T(test_shared_lanes_checked_at_start),
+                T(test_mirror_taken_by_the_waiting_lane),
+                T(test_mirror_only_for_a_waiting_lane),
+                T(test_mirror_dropped_by_the_next_update),
+                T(test_mirror_broken_falls_back_to_a_clone),
+                T(test_mirror_removed_at_start),
         };
         return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);
 }
