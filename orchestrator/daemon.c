@@ -99,6 +99,7 @@ typedef struct Daemon {
         size_t n_configs;
         char *config_abs;                   /* the configuration's absolute path, or NULL */
         WarmChild warm;                     /* the one waiting for the next request */
+        GenLane *warm_lane;                 /* handed to the next warm child (the start's lane) */
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
         usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
 } Daemon;
@@ -232,7 +233,12 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         sigemptyset(&all);
         (void) sigprocmask(SIG_SETMASK, &all, NULL);
         (void) setpgid(0, 0);
-        bool booted = job_warm_start(&d->w, warm_id, &drv, &warm, &lane, &e) >= 0;
+        /* The start's lane, still being walked by the daemon: its lock is the daemon's copy's
+         * to hold until the walk ends (the seed below waits on it). */
+        GenLane *given = TAKE_PTR(d->warm_lane);
+        if (given)
+                given->update_fd = safe_close(given->update_fd);
+        bool booted = job_warm_start(&d->w, warm_id, &drv, given, &warm, &lane, &e) >= 0;
         if (!booted) {
                 /* The request may already be on its way: it is still served, cold. */
                 worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, e.message);
@@ -953,6 +959,32 @@ static void enter_namespace(Daemon *d) {
         }
 }
 
+/* Before READY=1: a lane kept from before the start is brought up to the workspace with the
+ * new watch now, not by the first request (a drain runs one queue and goes). The worker was in
+ * use before this start (a restart, a reload that needed one): a capsule waits for the next
+ * request at once, as after a request, and it is started before the walk, on the lane walked:
+ * it boots while the daemon walks (it waits on the lane's update lock for the walk to end).
+ * A worker that finds no generation waits for its first request first. The capsule's cache
+ * mount points are in a kept generation already (the store's stamp names the cache paths): one
+ * it had to make would race the walk only to fail it, which empties the lane (a failed update,
+ * never a stale byte). */
+static void start_walk_ahead(Daemon *d) {
+        GenLane *lane = d->o.drain ? NULL : job_lane_ahead(&d->w);
+        if (!lane)
+                return;
+        d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
+        if (warm_wanted(d)) {
+                d->warm_lane = lane;
+                warm_spawn(d);
+                d->warm_lane = NULL;
+        }
+        (void) job_walk_ahead(&d->w, d->watch, lane);
+        if (d->warm.pid)
+                gen_lane_let_go(lane);
+        else
+                gen_lane_release(lane);
+}
+
 /* The daemon's start, its worker open: its locks, the inbox, the event sources, recovery from the
  * last stop, the store; READY. */
 static int daemon_start(Daemon *d, TfwError *e) {
@@ -1007,13 +1039,7 @@ static int daemon_start(Daemon *d, TfwError *e) {
                 return r;
         if (r > 0)
                 worker_say(&d->w, LOG_NOTICE, "%d job(s) were running when the worker last stopped: published as interrupted", r);
-        /* Before READY=1: a lane kept from before the start is brought up to the workspace with
-         * the new watch now, not by the first request (a drain runs one queue and goes). */
-        if (!d->o.drain && job_walk_ahead(&d->w, d->watch))
-                /* The worker was in use before this start (a restart, a reload that needed one):
-                 * a capsule waits for the next request at once, as after a request. A worker
-                 * that finds no generation waits for its first request first. */
-                d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
+        start_walk_ahead(d);
         r = retention_run(&d->w, now_realtime(), false, &d->next_retention, NULL, e);
         if (r < 0)
                 return r;

@@ -347,10 +347,11 @@ static int job_scratch(Worker *w, const char *id, char *scratch_path, TfwError *
         return scratch;
 }
 
-int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
-                   TfwError *e) {
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *given, CapsuleWarm **ret,
+                   GenLane **ret_lane, TfwError *e) {
         char scratch_path[PATH_MAX];
         _cleanup_close_ int scratch = -EBADF;
+        _cleanup_(gen_lane_releasep) GenLane *lane = given;
         int r;
 
         const CapsuleDriverOps *ops = capsule_driver_ops(w->config->driver);
@@ -364,7 +365,8 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWa
         if (r < 0)
                 return r;
         char note[1024] = "";
-        _cleanup_(gen_lane_releasep) GenLane *lane = job_lane(w, note, sizeof(note));
+        if (!lane)
+                lane = job_lane(w, note, sizeof(note));
         if (note[0])
                 worker_say(w, LOG_WARNING, "warm capsule '%s': %s", warm_id, note);
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
@@ -388,17 +390,28 @@ static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size)
         }
 }
 
-bool job_walk_ahead(Worker *w, DirtySet *watch) {
-        char note[1024] = "", words[128];
+GenLane *job_lane_ahead(Worker *w) {
+        char note[1024] = "";
         TfwError e = {0};
-        SnapshotSummary sum = {0};
-
-        if (!watch)
-                return false;
         _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
         /* A lane without an index is left to its job: a copy of the whole workspace is the job's
          * to make, not the start's. */
         if (!l || faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+                return NULL;
+        if (gen_lane_lock_update(l, &e) < 0) {
+                worker_say(w, LOG_WARNING, "at start: lane-%u cannot be walked ahead (%s); its job walks it", l->number,
+                           e.message);
+                return NULL;
+        }
+        return TAKE_PTR(l);
+}
+
+bool job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
+        char note[1024] = "", words[128];
+        TfwError e = {0};
+        SnapshotSummary sum = {0};
+
+        if (!watch || !l)
                 return false;
         w->watch_view_fd = watch_view(watch);
         _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(the walk at start)");

@@ -23,18 +23,23 @@ void job_cache_runtime_version(Worker *w);
  * controller's cancel then ends the job cancelled, its capsule torn down as at a timeout. */
 /* At a worker's start, once the workspace's watch is there (issue 36 item 2): the store's first
  * free lane, when it holds a generation kept from before the start, is walked against the
- * workspace now, with the new watch, and sealed again, so that the first request's walk is on
- * the watch's word rather than a full one. A lane without a generation is left to the first
- * job. Failures are said and change nothing else (the lane is emptied, as after any failed
- * update). True when a lane was walked: the worker was in use before it started. */
-bool job_walk_ahead(Worker *w, DirtySet *watch);
+ * workspace now, with the new watch, so that the first request's walk is on the watch's word
+ * rather than a full one. job_lane_ahead() takes that lane and its update lock (NULL: none, or
+ * none with a generation: the first job makes it); the capsule started ahead at once may take
+ * it over, forked before the walk (it boots while the daemon walks, and waits on the update
+ * lock for the walk to end); job_walk_ahead() then walks it. The caller releases the lane (sealed again) or
+ * lets it go to that capsule (gen_lane_let_go). Failures are said and change nothing else (the
+ * lane is emptied, as after any failed update). True when the lane was walked. */
+GenLane *job_lane_ahead(Worker *w);
+bool job_walk_ahead(Worker *w, DirtySet *watch, GenLane *lane);
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
  * <scratch>/<warm_id>, its container tfw-<name>-<warm_id>; drv must stay open while it lives.
+ * given: a lane this process already holds (consumed), or NULL: it takes the first free one.
  * -EOPNOTSUPP for a driver that cannot (the engines). */
-int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, CapsuleWarm **ret, GenLane **ret_lane,
-                   TfwError *e);
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *given, CapsuleWarm **ret,
+                   GenLane **ret_lane, TfwError *e);
 
 /* This worker's capsule driver (capsule/driver.h), its runsc root worker_runsc_root_open(). */
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e);

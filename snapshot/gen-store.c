@@ -45,6 +45,13 @@ void gen_lane_release(GenLane *l) {
         free(l);
 }
 
+void gen_lane_let_go(GenLane *l) {
+        if (!l)
+                return;
+        l->lock_fd = safe_close(l->lock_fd); /* no seal: see gen_lane_release */
+        gen_lane_release(l);
+}
+
 /* Is lane_fd/<ro> the read-only bind mount of the tree open at tree_fd? */
 static int ro_mounted(int lane_fd, const char *ro_name, int tree_fd) {
         struct statx lane, ro;
@@ -256,6 +263,16 @@ static int lock_update(GenLane *l, TfwError *e) {
         return update;
 }
 
+int gen_lane_lock_update(GenLane *l, TfwError *e) {
+        if (l->update_fd >= 0)
+                return 0;
+        int r = lock_update(l, e);
+        if (r < 0)
+                return r;
+        l->update_fd = r;
+        return 0;
+}
+
 int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e) {
         *ret_busy = false;
         _cleanup_close_ int update = lock_update(l, e);
@@ -294,7 +311,7 @@ int gen_lane_load_ahead(GenLane *l, uint64_t max_entries, TfwError *e) {
 
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
-        _cleanup_close_ int update = lock_update(l, e);
+        _cleanup_close_ int update = l->update_fd >= 0 ? TAKE_FD(l->update_fd) : lock_update(l, e);
         if (update < 0)
                 return update;
         int r = update_once(l, store_fd, max_lanes, workspace, copy_uid, limits, ret, e);
@@ -304,10 +321,8 @@ int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *wo
                 if (r == -ENOSPC || r == -EDQUOT)
                         tfw_error_prefix(e, "the generation store is full (limits.max_store_bytes): ");
         }
-        if (r >= 0) {
-                safe_close(l->update_fd);
+        if (r >= 0)
                 l->update_fd = TAKE_FD(update);
-        }
         return r;
 }
 

@@ -67,6 +67,15 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
  * build cache's versions (build-cache.h). */
 int gen_store_mount_ro(int dir_fd, const char *ro_name, int tree_fd);
 
+/* Take l's update lock now (l->update_fd), for an update of this process that must not let
+ * another process take it first: a child forked after this holds the lane too (it inherited
+ * the descriptors), closes its copy of update_fd, and waits on the lock for that update. */
+int gen_lane_lock_update(GenLane *l, TfwError *e);
+
+/* This process's descriptors of a lane a child it forked still holds (inherited): closed, no
+ * seal written (the lane is the child's). NULL is fine. */
+void gen_lane_let_go(GenLane *l);
+
 /* Release it (the generation stays for its next user). NULL is fine. */
 void gen_lane_release(GenLane *l);
 static inline void gen_lane_releasep(GenLane **l) {
@@ -75,7 +84,8 @@ static inline void gen_lane_releasep(GenLane **l) {
 
 /* Make the lane's generation the workspace's (snapshot_update() from the lane's index, or,
  * when it has none, from another lane's copied, gen-seed.h), owned by copy_uid and
- * limits->group. On success the index is written and the update lock is kept (l->update_fd)
+ * limits->group, under the update lock (the one gen_lane_lock_update() took, else taken now).
+ * On success the index is written and the update lock is kept (l->update_fd)
  * until gen_lane_mirror() or the release: no other lane copies the generation before the
  * mirror is made. On any failure the lane is emptied. store_fd: when the store is full
  * (ENOSPC), the lanes no process holds are emptied and the update is tried once more. */

@@ -9,6 +9,9 @@
  *   - a lane whose update made a generation copies it for a lane that waits for its first
  *     (gen-mirror.h), which takes the copy; a copy is never older than its lane's last
  *     generation, and none is kept across a restart;
+ *   - the lane a start walks ahead, handed to a capsule started before the walk (a child that
+ *     inherits it): the child finds its update lock held and waits for the walk; the daemon lets
+ *     it go unsealed, the child seals it when it releases it;
  *   - a store whose lanes share files passes the check at start (gen_store_check) whatever order
  *     the lanes were sealed in; a shared file written after the seals fails both lanes that name
  *     it, and both are emptied.
@@ -23,6 +26,7 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -415,6 +419,67 @@ static void test_mirror_broken_falls_back_to_a_clone(void **state) {
         assert_false(exists_at(s, "lane-1/adopted"));
 }
 
+/* The child's side of test_start_lane_handed_to_a_child: 0 when every step holds. */
+static int child_of_the_start(Store *s, GenLane *l, int go) {
+        char p[4096], buf[8] = "";
+        bool busy;
+        TfwError e = {};
+        l->update_fd = safe_close(l->update_fd); /* its copy: the lock stays the parent's */
+        snprintf(p, sizeof(p), "%s/lane-0/update.lock", s->path);
+        int fd = open(p, O_RDWR | O_CLOEXEC);
+        if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
+                return 2; /* the walk would not have been waited for */
+        close(fd);
+        if (gen_lane_seed_ahead(l, s->fd, 2, &busy, &e) != 1 || gen_lane_load_ahead(l, 100000, &e) != 1)
+                return 3;
+        snprintf(p, sizeof(p), "%s/lane-0/tree/a/one", s->path);
+        fd = open(p, O_RDONLY | O_CLOEXEC);
+        if (fd < 0 || read(fd, buf, sizeof(buf) - 1) != 3 || strcmp(buf, "ONE") != 0)
+                return 4; /* the walk's generation, not the one before it */
+        close(fd);
+        if (read(go, buf, 1) != 1)
+                return 5;
+        gen_lane_release(l);
+        return 0;
+}
+
+/* A restart's lane walked ahead while the capsule started on it boots (orchestrator/daemon.c,
+ * start_walk_ahead): the update lock taken before the fork, the walk under it, the lane let go
+ * by the walker without a seal and sealed by the child. */
+static void test_start_lane_handed_to_a_child(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        TfwError e = {};
+        int go[2];
+        two_files(s);
+        GenLane *l = acquire(s);
+        update(s, l, &sum);
+        gen_lane_release(l);
+        gfx_sh(s->f, "printf ONE >a/one");
+        gfx_settle();
+        l = acquire(s);
+        assert_int_equal(l->number, 0);
+        assert_int_equal(gen_lane_lock_update(l, &e), 0);
+        assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(child_of_the_start(s, l, go[0]));
+        update(s, l, &sum); /* under the lock taken before the fork */
+        gen_lane_let_go(l);
+        assert_false(exists_at(s, "lane-0/seal")); /* the child holds it */
+        assert_int_equal(write(go[1], "g", 1), 1);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        assert_true(exists_at(s, "lane-0/seal"));
+        close(go[0]);
+        close(go[1]);
+}
+
 static unsigned drops;
 static void count(void *userdata, const char *what, const char *why) {
         (void) userdata;
@@ -496,6 +561,7 @@ int main(void) {
                 T(test_mirror_dropped_by_the_next_update),
                 T(test_mirror_broken_falls_back_to_a_clone),
                 T(test_mirror_removed_at_start),
+                T(test_start_lane_handed_to_a_child),
         };
         return cmocka_run_group_tests_name("gen-store", tests, NULL, NULL);
 }
