@@ -98,6 +98,14 @@ static void stat_at(const Store *s, unsigned lane, const char *name, struct stat
                 fail_msg("stat %s: %m", p);
 }
 
+/* name is one file in lanes 0 and 1 (a link: the same inode). */
+static void assert_shared(const Store *s, const char *name) {
+        struct stat a, b;
+        stat_at(s, 0, name, &a);
+        stat_at(s, 1, name, &b);
+        assert_int_equal(a.st_ino, b.st_ino);
+}
+
 static void assert_same(const struct stat *a, const struct stat *b) {
         assert_int_equal(a->st_ino, b->st_ino);
         assert_int_equal(a->st_mode, b->st_mode);
@@ -137,9 +145,7 @@ static void test_first_generation_from_another_lane(void **state) {
         if (gfx_vouches(s->f))
                 assert_int_equal(sum1.files_reused, 4); /* a walk, not a copy */
         struct stat a, b;
-        stat_at(s, 0, "a/b/two", &a);
-        stat_at(s, 1, "a/b/two", &b);
-        assert_int_equal(a.st_ino, b.st_ino);
+        assert_shared(s, "a/b/two");
         assert_int_equal(b.st_nlink, 2);
         stat_at(s, 1, "a/b", &b);
         stat_at(s, 0, "a/b", &a);
@@ -247,10 +253,7 @@ static void test_seed_ahead(void **state) {
         }
         assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
         assert_int_equal(l1->seeded_from, 0);
-        struct stat a, b;
-        stat_at(s, 0, "a/one", &a);
-        stat_at(s, 1, "a/one", &b);
-        assert_int_equal(a.st_ino, b.st_ino);
+        assert_shared(s, "a/one");
         l1->seeded_from = -1;
         assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1); /* it has one */
         assert_int_equal(l1->seeded_from, -1); /* not seeded again */
@@ -346,9 +349,7 @@ static void test_mirror_taken_by_the_waiting_lane(void **state) {
         assert_false(exists_at(s, "lane-1/adopted"));
         stat_at(s, 1, "a/one", &b);
         assert_int_equal(a.st_ino, b.st_ino);
-        stat_at(s, 1, "two", &b);
-        stat_at(s, 0, "two", &a);
-        assert_int_equal(a.st_ino, b.st_ino);
+        assert_shared(s, "two");
         gfx_sh(s->f, "cmp ../store/lane-0/index ../store/lane-1/index");
         update(s, l1, &sum);
         assert_int_equal(l1->mirrored_for, -1); /* lane 0 has a generation */
@@ -405,7 +406,6 @@ static void test_mirror_broken_falls_back_to_a_clone(void **state) {
                 skip();
         TfwError e = {};
         bool busy = true;
-        struct stat a, b;
         GenLane *l1 = NULL;
         _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
         _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
@@ -413,9 +413,7 @@ static void test_mirror_broken_falls_back_to_a_clone(void **state) {
         assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
         assert_int_equal(l1->seeded_from, 0);
         assert_false(l1->seeded_mirror);
-        stat_at(s, 0, "a/one", &a);
-        stat_at(s, 1, "a/one", &b);
-        assert_int_equal(a.st_ino, b.st_ino);
+        assert_shared(s, "a/one");
         assert_false(exists_at(s, "lane-1/adopted"));
 }
 
