@@ -339,6 +339,11 @@ static int cache_hand_out(const ExecPlan *p, ExecResult *r, int *ret_staging, bo
         usec_t t0 = now_monotonic();
 
         int k = build_cache_prepare_lane(p->cache, p->lane, ret_made, &ce);
+        /* The generation as the capsule binds it (its mount points made), copied for a lane
+         * that waits for its first, before the hand-out (which may wait for another job's
+         * take-in) lets the update lock go. */
+        if (k >= 0)
+                gen_lane_mirror(p->lane, p->store_fd, p->store_lanes);
         if (k >= 0)
                 k = build_cache_hand_out(p->cache, &from, &ce);
         if (k >= 0)
@@ -491,8 +496,9 @@ static int exec_input(const ExecPlan *p, ExecRun *x, ExecResult *r) {
         }
         if (x->with_cache && cache_hand_out(p, r, &x->cache_staging, &x->cache_made, &x->cache_version) > 0)
                 return 1;
-        /* The generation as the capsule binds it, copied for a lane that waits for its first. */
-        if (x->work_dir)
+        /* Without the cache the generation is as the capsule binds it: copied for a lane that
+         * waits for its first (with it, cache_hand_out did that). */
+        if (x->work_dir && !x->with_cache)
                 gen_lane_mirror(p->lane, p->store_fd, p->store_lanes);
         return 0;
 }

@@ -966,8 +966,8 @@ static void enter_namespace(Daemon *d) {
  * it boots while the daemon walks (it waits on the lane's update lock for the walk to end).
  * A worker that finds no generation waits for its first request first. The capsule's cache
  * mount points are in a kept generation already (the store's stamp names the cache paths): one
- * it had to make would race the walk only to fail it, which empties the lane (a failed update,
- * never a stale byte). */
+ * it had to make races the walk, which may fail (the lane emptied) or keep it; either way no
+ * stale byte, and a capsule whose mount point went missing does not fit its job (it runs cold). */
 static void start_walk_ahead(Daemon *d) {
         GenLane *lane = d->o.drain ? NULL : job_lane_ahead(&d->w);
         if (!lane)
@@ -978,7 +978,7 @@ static void start_walk_ahead(Daemon *d) {
                 warm_spawn(d);
                 d->warm_lane = NULL;
         }
-        (void) job_walk_ahead(&d->w, d->watch, lane);
+        job_walk_ahead(&d->w, d->watch, lane);
         if (d->warm.pid)
                 gen_lane_let_go(lane);
         else

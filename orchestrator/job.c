@@ -30,6 +30,7 @@
 #include "orchestrator/teardown.h"
 #include "snapshot/build-cache.h"
 #include "snapshot/dirty-set.h"
+#include "snapshot/gen-check.h"
 #include "snapshot/snapshot.h"
 
 int job_driver_open(Worker *w, CapsuleDriver *d, TfwError *e) {
@@ -347,12 +348,11 @@ static int job_scratch(Worker *w, const char *id, char *scratch_path, TfwError *
         return scratch;
 }
 
-int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *given, CapsuleWarm **ret,
-                   GenLane **ret_lane, TfwError *e) {
+/* job_warm_start's steps; *lane is taken here when it is NULL, and left to the caller. */
+static int warm_start_on(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane **lane, CapsuleWarm **ret,
+                         TfwError *e) {
         char scratch_path[PATH_MAX];
         _cleanup_close_ int scratch = -EBADF;
-        _cleanup_(gen_lane_releasep) GenLane *lane = given;
-        int r;
 
         const CapsuleDriverOps *ops = capsule_driver_ops(w->config->driver);
         if (!ops || !ops->boots_ahead)
@@ -361,18 +361,33 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *
         scratch = job_scratch(w, warm_id, scratch_path, e);
         if (scratch < 0)
                 return scratch;
-        r = job_driver_open(w, drv, e);
+        int r = job_driver_open(w, drv, e);
         if (r < 0)
                 return r;
         char note[1024] = "";
-        if (!lane)
-                lane = job_lane(w, note, sizeof(note));
+        if (!*lane)
+                *lane = job_lane(w, note, sizeof(note));
         if (note[0])
                 worker_say(w, LOG_WARNING, "warm capsule '%s': %s", warm_id, note);
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
-        r = exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, lane, cache, ret, e);
-        if (r >= 0)
-                *ret_lane = TAKE_PTR(lane);
+        return exec_warm_start(w->config, drv, scratch, scratch_path, warm_id, NULL, *lane, cache, ret, e);
+}
+
+int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *given, CapsuleWarm **ret,
+                   GenLane **ret_lane, TfwError *e) {
+        GenLane *lane = given;
+        int r = warm_start_on(w, warm_id, drv, &lane, ret, e);
+        if (r >= 0) {
+                *ret_lane = lane;
+                return r;
+        }
+        if (lane && lane == given) {
+                /* The start's lane, which the daemon may still be walking: released (sealed) only
+                 * once that walk has ended, under its update lock. */
+                TfwError le = {0};
+                (void) gen_lane_lock_update(lane, &le);
+        }
+        gen_lane_release(lane);
         return r;
 }
 
@@ -396,7 +411,7 @@ GenLane *job_lane_ahead(Worker *w) {
         _cleanup_(gen_lane_releasep) GenLane *l = job_lane(w, note, sizeof(note));
         /* A lane without an index is left to its job: a copy of the whole workspace is the job's
          * to make, not the start's. */
-        if (!l || faccessat(l->lane_fd, "index", F_OK, AT_SYMLINK_NOFOLLOW) < 0)
+        if (!l || faccessat(l->lane_fd, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
                 return NULL;
         if (gen_lane_lock_update(l, &e) < 0) {
                 worker_say(w, LOG_WARNING, "at start: lane-%u cannot be walked ahead (%s); its job walks it", l->number,
@@ -406,13 +421,13 @@ GenLane *job_lane_ahead(Worker *w) {
         return TAKE_PTR(l);
 }
 
-bool job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
+void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
         char note[1024] = "", words[128];
         TfwError e = {0};
         SnapshotSummary sum = {0};
 
         if (!watch || !l)
-                return false;
+                return;
         w->watch_view_fd = watch_view(watch);
         _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(the walk at start)");
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
@@ -428,7 +443,6 @@ bool job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
                 worker_say(w, LOG_INFO, "at start: lane-%u of the generation store walked ahead: %" PRIu64 " entries, kept %" PRIu64
                            " of %" PRIu64 " files, %s (%" PRIu64 " ms)", l->number, sum.entries, sum.files_reused,
                            sum.files, watch_words(&sum, words, sizeof(words)), (uint64_t) (sum.duration / 1000));
-        return r >= 0;
 }
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */

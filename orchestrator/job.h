@@ -29,9 +29,11 @@ void job_cache_runtime_version(Worker *w);
  * it over, forked before the walk (it boots while the daemon walks, and waits on the update
  * lock for the walk to end); job_walk_ahead() then walks it. The caller releases the lane (sealed again) or
  * lets it go to that capsule (gen_lane_let_go). Failures are said and change nothing else (the
- * lane is emptied, as after any failed update). True when the lane was walked. */
+ * lane is emptied, as after any failed update: the capsule's job then seeds or copies it). A
+ * lane with a generation means the worker was in use before this start, whether or not the walk
+ * succeeds: the capsule is started either way. */
 GenLane *job_lane_ahead(Worker *w);
-bool job_walk_ahead(Worker *w, DirtySet *watch, GenLane *lane);
+void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *lane);
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in

@@ -22,9 +22,12 @@
 
 #define GEN_LANE_SEAL "seal"
 #define GEN_LANE_INDEX "index"
-/* flock'ed exclusive by the lane's holder while it changes the tree, shared by a lane seeded
- * from it while it copies it (gen-seed.h). */
+/* flock'ed exclusive by the lane's holder while it changes the tree or makes its mirror, and
+ * from a start's walk ahead to that walk's end (gen-store.h, gen_lane_lock_update); shared by a
+ * lane seeded from it while it copies it (gen-seed.h). */
 #define GEN_LANE_UPDATE_LOCK "update.lock"
+/* flock'ed shared by a lane's holder while it waits for a generation to seed from (gen-mirror.h). */
+#define GEN_LANE_WANTS "wants"
 
 /* Check lane_fd (its lock held by the caller) against bound, the store's newest seal. 0: kept.
  * 1: not a generation to use, *why (size why_size) says why; the caller empties it. Negative

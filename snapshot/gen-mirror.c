@@ -22,22 +22,17 @@
 #define ADOPTED "adopted"
 #define DENTS_SIZE (64 * 1024)
 
-/* Does a process hold an flock on lane/name? */
-static bool lock_held(int lane, const char *name) {
-        struct stat st;
-        return fstatat(lane, name, &st, AT_SYMLINK_NOFOLLOW) >= 0 && flock_held_on(st.st_dev, st.st_ino) == 1;
-}
-
 int gen_mirror_wanted(int store_fd, unsigned max_lanes, unsigned except) {
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[32];
+                char name[GEN_LANE_NAME_MAX];
+                struct stat st;
                 if (k == except)
                         continue;
-                snprintf(name, sizeof(name), "lane-%u", k);
+                gen_lane_name(k, name);
                 _cleanup_close_ int lane = open_dir_at(store_fd, name);
                 if (lane < 0 || faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
                         continue;
-                if (lock_held(lane, "lock") && !lock_held(lane, GEN_LANE_UPDATE_LOCK))
+                if (fstatat(lane, GEN_LANE_WANTS, &st, AT_SYMLINK_NOFOLLOW) >= 0 && flock_held_on(st.st_dev, st.st_ino) == 1)
                         return (int) k;
         }
         return -1;
@@ -115,8 +110,11 @@ int gen_mirror_take(int from_lane, GenLane *l) {
 }
 
 int gen_mirror_drop(int lane_fd) {
-        int r = 0;
-        bool found = false;
+        bool found = faccessat(lane_fd, MIRROR_DROP, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+        /* What a drop cut short left first: the rename below needs the name free. */
+        int r = rm_rf_at(lane_fd, MIRROR_DROP);
+        if (r < 0)
+                return r;
         if (renameat(lane_fd, GEN_LANE_MIRROR, lane_fd, MIRROR_DROP) < 0 && errno != ENOENT)
                 return -errno;
         const char *const names[] = { MIRROR_DROP, MIRROR_NEW, ADOPTED };

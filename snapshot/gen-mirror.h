@@ -1,16 +1,17 @@
 /* SPDX-License-Identifier: MIT */
-/* A lane's generation copied for a lane that waits for its first (docs/snapshot.md, "A lane's
- * first generation"; threat 22).
+/* A lane's generation copied for a lane that waits for its first (docs/snapshot.md, "A mirror
+ * for a lane that waits"; threat 22).
  *
  * A fresh store's second request lands on the lane of the capsule started ahead during the
  * first job, which has no generation. That capsule seeds its lane from the first lane's as soon
  * as the first job's walk has made it (gen-seed.h, orchestrator/seed-ahead.c), but the copy
  * then competes for the CPUs with the first job's capsule, which boots at that moment, and took
  * 0.4 to 0.6 s where it takes 0.15 to 0.19 s alone. So the lane whose update made a generation
- * copies it at once, before its capsule boots, when another lane waits for one: a lane another
- * process holds, without an index, not being updated (its holder waits for a source). The copy
- * is the lane's mirror, which the waiting lane's seed then takes by renaming its entries: a few
- * system calls rather than a copy.
+ * copies it at once, before its capsule boots, when another lane waits for one: a lane without
+ * an index whose holder says it waits for a source (its `wants` locked shared while
+ * gen_lane_seed_ahead finds none; a lane without an index for another reason, a streamed job's,
+ * asks for no copy). The copy is the lane's mirror, which the waiting lane's seed then takes by
+ * renaming its entries: a few system calls rather than a copy.
  *
  *   <store>/lane-<k>/mirror.new  the copy being made (gen_clone_tree, then the index copied):
  *                                removed when it fails
@@ -34,8 +35,8 @@
 
 #define GEN_LANE_MIRROR "mirror"
 
-/* The lane, other than except, that waits for a first generation: held by a process, with no
- * index, its update lock not held. -1: none (or /proc/locks cannot be read). */
+/* The lane, other than except, that waits for a first generation: with no index, its `wants`
+ * locked by its holder. -1: none (or /proc/locks cannot be read). */
 int gen_mirror_wanted(int store_fd, unsigned max_lanes, unsigned except);
 
 /* l's mirror made (l's update lock held; its index written by the update just done). 0, or a

@@ -44,9 +44,9 @@ static int clone_lane(GenLane *l, int lane, int tree) {
  * says it is complete, and which its holder seals when it releases it. A held lane being
  * changed, or without an index yet, sets *busy: it may be a source later. */
 static int seed_from(GenLane *l, int store_fd, unsigned k, bool *busy) {
-        char name[32];
+        char name[GEN_LANE_NAME_MAX];
         struct timespec t;
-        snprintf(name, sizeof(name), "lane-%u", k);
+        gen_lane_name(k, name);
         _cleanup_close_ int lane = open_dir_at(store_fd, name);
         if (lane < 0)
                 return 0;

@@ -22,11 +22,10 @@
 #include "gen-seed.h"
 #include "gen-store.h"
 
-#define LANE_NAME_MAX 32
 #define INDEX_NAME GEN_LANE_INDEX
 
-static void lane_name(unsigned k, char buf[static LANE_NAME_MAX]) {
-        snprintf(buf, LANE_NAME_MAX, "lane-%u", k);
+void gen_lane_name(unsigned k, char buf[static GEN_LANE_NAME_MAX]) {
+        snprintf(buf, GEN_LANE_NAME_MAX, "lane-%u", k);
 }
 
 void gen_lane_release(GenLane *l) {
@@ -37,6 +36,7 @@ void gen_lane_release(GenLane *l) {
         if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
                 (void) unlinkat(l->lane_fd, GEN_LANE_SEAL, 0);
         safe_close(l->update_fd);
+        safe_close(l->wants_fd);
         safe_close(l->tree_fd);
         safe_close(l->lane_fd);
         safe_close(l->lock_fd); /* the flock goes with the last descriptor of it */
@@ -135,8 +135,8 @@ static int lane_open(GenLane *l, const char *store_path, const char *name, uint3
 int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, uint32_t copy_uid, uint32_t copy_gid,
                      GenLane **ret, TfwError *e) {
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[LANE_NAME_MAX];
-                lane_name(k, name);
+                char name[GEN_LANE_NAME_MAX];
+                gen_lane_name(k, name);
                 int r = mkdir_ok(store_fd, name);
                 if (r < 0)
                         return tfw_error(e, -r, "generation_store", "cannot make the store's %s: %s", name, strerror(-r));
@@ -144,7 +144,8 @@ int gen_lane_acquire(int store_fd, const char *store_path, unsigned max_lanes, u
                 if (!l)
                         return tfw_error(e, ENOMEM, "generation_store", "out of memory");
                 *l = (GenLane) { .number = k, .lock_fd = -EBADF, .tree_fd = -EBADF, .seeded_from = -1,
-                                 .update_fd = -EBADF, .mirrored_for = -1 };
+                                 .update_fd = -EBADF, .wants_fd = -EBADF,
+                                 .mirrored_for = -1 };
                 l->lane_fd = open_dir_at(store_fd, name);
                 if (l->lane_fd >= 0)
                         l->lock_fd = openat(l->lane_fd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -189,10 +190,10 @@ static int lane_empty(int lane_fd, int tree_fd) {
 /* The store is full: every lane no process holds gives its generation back. */
 static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[LANE_NAME_MAX];
+                char name[GEN_LANE_NAME_MAX];
                 if (k == except)
                         continue;
-                lane_name(k, name);
+                gen_lane_name(k, name);
                 _cleanup_close_ int lane = open_dir_at(store_fd, name);
                 if (lane < 0)
                         continue;
@@ -231,10 +232,13 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
                        const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_(gen_index_freep) GenIndex *prev = TAKE_PTR(l->index), *next = NULL;
         TfwError le = {};
-        /* The copy of the last generation, if any, goes before the tree changes (one that cannot
-         * be removed is still the generation its index describes: gen-mirror.h). */
-        (void) gen_mirror_drop(l->lane_fd);
-        int r = prev ? 0 : gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
+        /* The copy of the last generation, if any, goes before the tree changes: a mirror is
+         * never older than its lane's generation (gen-mirror.h). */
+        int r = gen_mirror_drop(l->lane_fd);
+        if (r < 0)
+                return tfw_error(e, -r, "generation_store", "cannot remove the mirror of lane %u: %s", l->number,
+                                 strerror(-r));
+        r = prev ? 0 : gen_index_load(l->lane_fd, INDEX_NAME, limits->max_entries, &prev, &le);
         /* No index (or one that cannot be read): the tree is not a complete generation. */
         if (r < 0 && (r = lane_start(l, store_fd, max_lanes, limits->max_entries, &prev, NULL, e)) < 0)
                 return r;
@@ -273,29 +277,46 @@ int gen_lane_lock_update(GenLane *l, TfwError *e) {
         return 0;
 }
 
+/* l's holder waits for a source: its `wants` locked shared (gen-mirror.h), from now until l
+ * has a generation or is released. A failure only loses the mirror. */
+static void want_seed(GenLane *l) {
+        if (l->wants_fd >= 0)
+                return;
+        int fd = openat(l->lane_fd, GEN_LANE_WANTS, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 && flock(fd, LOCK_SH | LOCK_NB) < 0)
+                fd = safe_close(fd);
+        l->wants_fd = fd;
+}
+
 int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e) {
         *ret_busy = false;
         _cleanup_close_ int update = lock_update(l, e);
-        if (update < 0)
-                return update;
-        if (faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
-                return 1;
-        /* The index is loaded, and checked, by the update that comes with the request. */
-        int r = lane_start(l, store_fd, max_lanes, 0, NULL, ret_busy, e);
-        return r < 0 ? r : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+        int r = update;
+        if (r >= 0 && faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
+                /* The index is loaded, and checked, by the update that comes with the request. */
+                r = lane_start(l, store_fd, max_lanes, 0, NULL, ret_busy, e);
+                if (r >= 0)
+                        r = faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) >= 0;
+        } else if (r >= 0)
+                r = 1;
+        if (r == 0)
+                want_seed(l);
+        else
+                l->wants_fd = safe_close(l->wants_fd);
+        return r;
 }
 
 void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes) {
         TfwError e = {};
         _cleanup_close_ int update = TAKE_FD(l->update_fd);
+        l->mirror_error = 0;
         l->mirrored_for = gen_mirror_wanted(store_fd, max_lanes, l->number);
         if (l->mirrored_for < 0)
                 return;
         usec_t t0 = now_monotonic();
         if (update < 0)
                 update = lock_update(l, &e);
-        int r = update < 0 ? update : faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0 ? -ENOENT
-                                                                                                     : gen_mirror_make(l);
+        int r = update < 0 ? update : gen_mirror_make(l);
         l->mirror_error = -MIN(r, 0);
         l->mirror_usec = now_monotonic() - t0;
 }
@@ -341,9 +362,9 @@ static void found_close(Found *f) {
 
 static int found_lanes(int store_fd, Found *f, GenStoreReport report, void *userdata) {
         for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
-                char name[LANE_NAME_MAX];
+                char name[GEN_LANE_NAME_MAX];
                 struct timespec t;
-                lane_name(k, name);
+                gen_lane_name(k, name);
                 int lane = open_dir_at(store_fd, name);
                 if (lane == -ENOENT)
                         continue;
@@ -370,9 +391,9 @@ static int found_lanes(int store_fd, Found *f, GenStoreReport report, void *user
 /* A lane that failed: emptied (its index first), or removed whole past max_lanes. */
 static int drop_lane(int store_fd, int lane, unsigned k, unsigned max_lanes, char *why, size_t why_size,
                      GenStoreReport report, void *userdata) {
-        char name[LANE_NAME_MAX];
+        char name[GEN_LANE_NAME_MAX];
         size_t n = strlen(why);
-        lane_name(k, name);
+        gen_lane_name(k, name);
         if (k >= max_lanes) {
                 int r = rm_rf_at(store_fd, name);
                 snprintf(why, why_size, "past the %u lanes of this configuration: %s", max_lanes, r < 0 ? strerror(-r) : "removed");
@@ -391,28 +412,42 @@ static int drop_lane(int store_fd, int lane, unsigned k, unsigned max_lanes, cha
 /* After the lanes that failed are dropped: the mirrors found (gen-mirror.h), never used after a
  * restart, are dropped too. A link removed (a lane emptied, a mirror dropped) gives the files it
  * named a new ctime, which the next start would take for a change: the lanes kept are sealed
- * again, as they were checked. */
-static void drop_mirrors(const Found *f, const bool *bad, GenStoreReport report, void *userdata) {
+ * again, as they were checked. A mirror that cannot be removed is an error, as a lane that cannot
+ * be emptied: the store must not be used. */
+static int drop_mirrors(const Found *f, const bool *bad, GenStoreReport report, void *userdata) {
         bool dropped = false;
+        int ret = 0;
         for (unsigned k = 0; k < GEN_STORE_LANES_MAX; k++) {
-                char name[LANE_NAME_MAX];
+                char name[GEN_LANE_NAME_MAX], why[128];
                 dropped = dropped || bad[k];
                 if (f->lane_fd[k] < 0 || bad[k])
                         continue;
                 int q = gen_mirror_drop(f->lane_fd[k]);
                 if (q == 0)
                         continue;
-                lane_name(k, name);
-                report(userdata, name, q < 0 ? "its mirror cannot be removed" : "its mirror removed (never used after a restart)");
+                gen_lane_name(k, name);
+                snprintf(why, sizeof(why), "%s%s", q < 0 ? "its mirror cannot be removed: " : "its mirror removed (never used after a restart)",
+                         q < 0 ? strerror(-q) : "");
+                report(userdata, name, why);
                 dropped = true;
+                if (q < 0 && ret == 0)
+                        ret = q;
         }
         for (unsigned k = 0; dropped && k < GEN_STORE_LANES_MAX; k++) {
+                char name[GEN_LANE_NAME_MAX], why[128];
                 if (f->lane_fd[k] < 0 || bad[k])
                         continue;
                 _cleanup_close_ int tree = open_dir_at(f->lane_fd[k], "tree");
-                if (tree < 0 || gen_lane_seal(f->lane_fd[k], tree) < 0)
-                        (void) unlinkat(f->lane_fd[k], GEN_LANE_SEAL, 0);
+                int q = tree < 0 ? tree : gen_lane_seal(f->lane_fd[k], tree);
+                if (q >= 0)
+                        continue;
+                (void) unlinkat(f->lane_fd[k], GEN_LANE_SEAL, 0);
+                gen_lane_name(k, name);
+                snprintf(why, sizeof(why), "cannot be sealed again (%s): its seal removed, it is emptied at the next start",
+                         strerror(-q));
+                report(userdata, name, why);
         }
+        return ret;
 }
 
 int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenStoreReport report, void *userdata) {
@@ -441,8 +476,11 @@ int gen_store_check(int store_fd, unsigned max_lanes, uint64_t max_entries, GenS
                         if (q < 0 && ret == 0)
                                 ret = q;
                 }
-        if (r >= 0)
-                drop_mirrors(&f, bad, report, userdata);
+        if (r >= 0) {
+                int q = drop_mirrors(&f, bad, report, userdata);
+                if (q < 0 && ret == 0)
+                        ret = q;
+        }
         found_close(&f);
         return r < 0 ? r : ret;
 }
@@ -458,8 +496,8 @@ int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret) {
                 .max_inodes = (uint64_t) sv.f_files,
         };
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[LANE_NAME_MAX];
-                lane_name(k, name);
+                char name[GEN_LANE_NAME_MAX];
+                gen_lane_name(k, name);
                 _cleanup_close_ int lane = open_dir_at(store_fd, name);
                 if (lane >= 0 && faccessat(lane, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                         ret->lanes++;

@@ -18,6 +18,8 @@
  *                            gen_lane_release(), removed by gen_lane_acquire()
  *   <store>/lane-<k>/mirror  a copy of the generation for a lane that waits for its first
  *                            (gen-mirror.h)
+ *   <store>/lane-<k>/wants   flock'ed shared by the lane's holder while it waits for a
+ *                            generation to seed from (gen-mirror.h)
  *
  * The store is a tmpfs of its own at state_dir/store (orchestrator/store-tmpfs.c), sized by
  * limits.max_store_bytes, root's (0700): nothing of it is on the disk, and it outlives the
@@ -35,6 +37,10 @@
 
 /* Lanes at most: concurrency jobs plus one capsule started ahead. */
 #define GEN_STORE_LANES_MAX 65
+#define GEN_LANE_NAME_MAX 32
+
+/* "lane-<k>" into buf. */
+void gen_lane_name(unsigned k, char buf[static GEN_LANE_NAME_MAX]);
 
 typedef struct GenLane {
         unsigned number;
@@ -47,8 +53,11 @@ typedef struct GenLane {
         bool seeded_mirror; /* ... by taking that lane's mirror (gen-mirror.h) */
         GenIndex *index; /* the generation's index, loaded ahead of the next update
                           * (gen_lane_load_ahead), or NULL */
-        int update_fd;   /* the update lock, held from a successful gen_lane_update() to
-                          * gen_lane_mirror() or the release */
+        int update_fd;   /* the update lock (GEN_LANE_UPDATE_LOCK): held from
+                          * gen_lane_lock_update() or a successful gen_lane_update() to
+                          * gen_lane_mirror(), the next update or the release */
+        int wants_fd;    /* GEN_LANE_WANTS, locked shared while gen_lane_seed_ahead() finds no
+                          * source yet (gen-mirror.h), or -EBADF */
         int mirrored_for; /* gen_lane_mirror() copied its generation for this lane, which waits
                            * for its first (gen-mirror.h); -1: it did not */
         uint64_t mirror_usec; /* what the copy took; mirror_error: why it failed (0: it did not) */
@@ -104,6 +113,8 @@ void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes);
  * a generation (l->seeded_from >= 0: seeded now); 0: none can be had now (*ret_busy: another
  * lane's is being made or changed); negative errno (e set): failed, l emptied. */
 int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e);
+/* (While it returns 0, l's `wants` is locked: a lane whose update makes a generation then
+ * copies it for l, gen-mirror.h.) */
 
 /* Load l's index now, for its next gen_lane_update() to use rather than read it then (a capsule
  * started ahead, while it waits: 20 to 60 ms for 86k entries off its request's path). Only the

@@ -31,6 +31,7 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "snapshot/gen-mirror.h"
 #include "snapshot/gen-store.h"
 #include "tests/unit/lib/gen-fixture.h"
 
@@ -316,9 +317,17 @@ static void stat_store(const Store *s, const char *name, struct stat *st) {
 static GenLane *mirror_for_lane_1(Store *s, GenLane **ret_l1) {
         SnapshotSummary sum;
         two_files(s);
+        TfwError e = {};
+        bool busy = false;
         GenLane *l0 = acquire(s);
         *ret_l1 = acquire(s);
         assert_int_equal((*ret_l1)->number, 1);
+        {
+                /* Lane 1 asks for a source: none to take (lane 0 is being made or changed). */
+                _cleanup_close_ int ul = hold_update(s, 0);
+                assert_int_equal(gen_lane_seed_ahead(*ret_l1, s->fd, 2, &busy, &e), 0);
+                assert_true(busy);
+        }
         update(s, l0, &sum);
         assert_int_equal(l0->mirrored_for, 1);
         assert_int_equal(l0->mirror_error, 0);
@@ -357,28 +366,89 @@ static void test_mirror_taken_by_the_waiting_lane(void **state) {
                 assert_int_equal(sum.files_reused, 2);
 }
 
-/* No mirror when no lane waits: lane 1 not held; held but with a generation; held and being
- * updated (a walk of its own). */
+/* No mirror when no lane waits: lane 1 not held; held without a generation but not asking for a
+ * source (a streamed job's lane); asking, then seeded (its `wants` let go). */
 static void test_mirror_only_for_a_waiting_lane(void **state) {
         Store *s = *state;
         if (!s)
                 skip();
         SnapshotSummary sum;
+        TfwError e = {};
+        bool busy;
         two_files(s);
         _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
         update(s, l0, &sum);
         assert_int_equal(l0->mirrored_for, -1);
         _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
-        {
-                _cleanup_close_ int ul = hold_update(s, 1);
-                update(s, l0, &sum);
-                assert_int_equal(l0->mirrored_for, -1);
-        }
-        assert_false(exists_at(s, "lane-0/mirror"));
-        update(s, l1, &sum); /* seeded from lane 0 */
         update(s, l0, &sum);
         assert_int_equal(l0->mirrored_for, -1);
         assert_false(exists_at(s, "lane-0/mirror"));
+        {
+                _cleanup_close_ int ul = hold_update(s, 0); /* lane 0 being changed: lane 1 asks */
+                assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
+                assert_true(busy);
+        }
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1); /* seeded: asks no more */
+        update(s, l0, &sum);
+        assert_int_equal(l0->mirrored_for, -1);
+        assert_false(exists_at(s, "lane-0/mirror"));
+}
+
+/* The update lock is kept from the update to the mirror: a seed in between finds lane 0 busy,
+ * and takes the mirror after. */
+static void test_mirror_update_lock_kept(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        TfwError e = {};
+        bool busy = false;
+        SnapshotLimits lim = gfx_limits();
+        two_files(s);
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+        assert_int_equal(gen_lane_update(l0, s->fd, 2, s->f->ws, GFX_COPY_UID, &lim, &sum, &e), 0);
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
+        assert_true(busy);
+        gen_lane_mirror(l0, s->fd, 2);
+        assert_int_equal(l0->mirrored_for, 1);
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
+        assert_true(l1->seeded_mirror);
+}
+
+/* A take cut short (the mirror's index missing): what it moved in is emptied out, and lane 0
+ * cloned instead. */
+static void test_mirror_partial_take_emptied(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        TfwError e = {};
+        bool busy = true;
+        GenLane *l1 = NULL;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
+        _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
+        gfx_sh(s->f, "rm ../store/lane-0/mirror/index");
+        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
+        assert_int_equal(l1->seeded_from, 0);
+        assert_false(l1->seeded_mirror);
+        assert_shared(s, "a/one");
+        gfx_sh(s->f, "cmp ../store/lane-0/index ../store/lane-1/index");
+}
+
+/* A take never replaces an entry of the lane's tree, and puts no index in before every entry
+ * is in: with a name taken in lane 1's tree, it fails, lane 1 has no index, the entry is as it
+ * was. */
+static void test_mirror_take_never_replaces(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        GenLane *l1 = NULL;
+        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
+        _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
+        gfx_sh(s->f, "printf mine >../store/lane-1/tree/two");
+        assert_true(gen_mirror_take(l0->lane_fd, l1) < 0);
+        assert_false(exists_at(s, "lane-1/index"));
+        gfx_sh(s->f, "[ \"$(cat ../store/lane-1/tree/two)\" = mine ]");
 }
 
 /* A mirror is never older than its lane's last generation: the lane's next update drops it
@@ -418,7 +488,7 @@ static void test_mirror_broken_falls_back_to_a_clone(void **state) {
 }
 
 /* The child's side of test_start_lane_handed_to_a_child: 0 when every step holds. */
-static int child_of_the_start(Store *s, GenLane *l, int go) {
+static int child_of_the_start(Store *s, GenLane *l, int checked, int go) {
         char p[4096], buf[8] = "";
         bool busy;
         TfwError e = {};
@@ -428,6 +498,8 @@ static int child_of_the_start(Store *s, GenLane *l, int go) {
         if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) == 0)
                 return 2; /* the walk would not have been waited for */
         close(fd);
+        if (write(checked, "c", 1) != 1)
+                return 6;
         if (gen_lane_seed_ahead(l, s->fd, 2, &busy, &e) != 1 || gen_lane_load_ahead(l, 100000, &e) != 1)
                 return 3;
         snprintf(p, sizeof(p), "%s/lane-0/tree/a/one", s->path);
@@ -450,7 +522,8 @@ static void test_start_lane_handed_to_a_child(void **state) {
                 skip();
         SnapshotSummary sum;
         TfwError e = {};
-        int go[2];
+        int go[2], checked[2];
+        char c;
         two_files(s);
         GenLane *l = acquire(s);
         update(s, l, &sum);
@@ -461,11 +534,14 @@ static void test_start_lane_handed_to_a_child(void **state) {
         assert_int_equal(l->number, 0);
         assert_int_equal(gen_lane_lock_update(l, &e), 0);
         assert_int_equal(pipe2(go, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(checked, O_CLOEXEC), 0);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0)
-                _exit(child_of_the_start(s, l, go[0]));
-        update(s, l, &sum); /* under the lock taken before the fork */
+                _exit(child_of_the_start(s, l, checked[1], go[0]));
+        /* Once the child found the lock held: the walk under it, then the lock let go. */
+        assert_int_equal(read(checked[0], &c, 1), 1);
+        update(s, l, &sum);
         gen_lane_let_go(l);
         assert_false(exists_at(s, "lane-0/seal")); /* the child holds it */
         assert_int_equal(write(go[1], "g", 1), 1);
@@ -476,6 +552,8 @@ static void test_start_lane_handed_to_a_child(void **state) {
         assert_true(exists_at(s, "lane-0/seal"));
         close(go[0]);
         close(go[1]);
+        close(checked[0]);
+        close(checked[1]);
 }
 
 static unsigned drops;
@@ -526,6 +604,15 @@ static void test_mirror_removed_at_start(void **state) {
         drops = 0;
         assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
         assert_int_equal(drops, 0);
+        /* What a make, a drop or a take cut short left: removed too. */
+        gfx_sh(s->f, "mkdir -p ../store/lane-0/mirror.new/tree/a ../store/lane-0/mirror.drop ../store/lane-1/adopted/tree");
+        drops = 0;
+        assert_int_equal(gen_store_check(s->fd, 2, 100000, count, NULL), 0);
+        assert_int_equal(drops, 2);
+        assert_false(exists_at(s, "lane-0/mirror.new"));
+        assert_false(exists_at(s, "lane-0/mirror.drop"));
+        assert_false(exists_at(s, "lane-1/adopted"));
+        assert_true(exists_at(s, "lane-0/index"));
         /* A mirror again, then lane 0's tree changed behind its seal: both go. */
         l0 = mirror_for_lane_1(s, &l1);
         gen_lane_release(l1);
@@ -556,6 +643,9 @@ int main(void) {
                 T(test_shared_lanes_checked_at_start),
                 T(test_mirror_taken_by_the_waiting_lane),
                 T(test_mirror_only_for_a_waiting_lane),
+                T(test_mirror_update_lock_kept),
+                T(test_mirror_partial_take_emptied),
+                T(test_mirror_take_never_replaces),
                 T(test_mirror_dropped_by_the_next_update),
                 T(test_mirror_broken_falls_back_to_a_clone),
                 T(test_mirror_removed_at_start),
