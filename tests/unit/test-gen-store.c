@@ -416,23 +416,29 @@ static void test_mirror_update_lock_kept(void **state) {
         assert_true(l1->seeded_mirror);
 }
 
-/* A take cut short (the mirror's index missing): what it moved in is emptied out, and lane 0
- * cloned instead. */
-static void test_mirror_partial_take_emptied(void **state) {
-        Store *s = *state;
-        if (!s)
-                skip();
+/* Lane 0's mirror for lane 1 broken by the shell command break_it: lane 1's seed empties out
+ * what a take moved in and clones lane 0 instead (the same inodes, the same index). */
+static void assert_broken_mirror_cloned(Store *s, const char *break_it) {
         TfwError e = {};
         bool busy = true;
         GenLane *l1 = NULL;
         _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
         _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
-        gfx_sh(s->f, "rm ../store/lane-0/mirror/index");
+        gfx_sh(s->f, "%s", break_it);
         assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
         assert_int_equal(l1->seeded_from, 0);
         assert_false(l1->seeded_mirror);
         assert_shared(s, "a/one");
         gfx_sh(s->f, "cmp ../store/lane-0/index ../store/lane-1/index");
+        assert_false(exists_at(s, "lane-1/adopted"));
+}
+
+/* A take cut short after its entries moved in (the mirror's index missing). */
+static void test_mirror_partial_take_emptied(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        assert_broken_mirror_cloned(s, "rm ../store/lane-0/mirror/index");
 }
 
 /* A take never replaces an entry of the lane's tree, and puts no index in before every entry
@@ -469,22 +475,12 @@ static void test_mirror_dropped_by_the_next_update(void **state) {
         assert_false(exists_at(s, "lane-0/mirror"));
 }
 
-/* A mirror that cannot be taken whole (no tree in it): the waiting lane clones lane 0 instead. */
+/* A mirror that cannot be taken at all (no tree in it). */
 static void test_mirror_broken_falls_back_to_a_clone(void **state) {
         Store *s = *state;
         if (!s)
                 skip();
-        TfwError e = {};
-        bool busy = true;
-        GenLane *l1 = NULL;
-        _cleanup_(gen_lane_releasep) GenLane *l0 = mirror_for_lane_1(s, &l1);
-        _cleanup_(gen_lane_releasep) GenLane *hold1 = l1;
-        gfx_sh(s->f, "rm -r ../store/lane-0/mirror/tree");
-        assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 1);
-        assert_int_equal(l1->seeded_from, 0);
-        assert_false(l1->seeded_mirror);
-        assert_shared(s, "a/one");
-        assert_false(exists_at(s, "lane-1/adopted"));
+        assert_broken_mirror_cloned(s, "rm -r ../store/lane-0/mirror/tree");
 }
 
 /* The child's side of test_start_lane_handed_to_a_child: 0 when every step holds. */
