@@ -147,6 +147,7 @@ static void test_first_generation_from_another_lane(void **state) {
                 assert_int_equal(sum1.files_reused, 4); /* a walk, not a copy */
         struct stat a, b;
         assert_shared(s, "a/b/two");
+        stat_at(s, 1, "a/b/two", &b);
         assert_int_equal(b.st_nlink, 2);
         stat_at(s, 1, "a/b", &b);
         stat_at(s, 0, "a/b", &a);
