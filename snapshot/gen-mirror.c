@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,12 +23,10 @@
 
 int gen_mirror_wanted(int store_fd, unsigned max_lanes, unsigned except) {
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[GEN_LANE_NAME_MAX];
                 struct stat st;
                 if (k == except)
                         continue;
-                gen_lane_name(k, name);
-                _cleanup_close_ int lane = open_dir_at(store_fd, name);
+                _cleanup_close_ int lane = gen_lane_dir_at(store_fd, k);
                 if (lane < 0 || faccessat(lane, GEN_LANE_INDEX, F_OK, AT_SYMLINK_NOFOLLOW) >= 0)
                         continue;
                 if (fstatat(lane, GEN_LANE_WANTS, &st, AT_SYMLINK_NOFOLLOW) >= 0 && flock_held_on(st.st_dev, st.st_ino) == 1)

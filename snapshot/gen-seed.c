@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -44,10 +43,8 @@ static int clone_lane(GenLane *l, int lane, int tree) {
  * says it is complete, and which its holder seals when it releases it. A held lane being
  * changed, or without an index yet, sets *busy: it may be a source later. */
 static int seed_from(GenLane *l, int store_fd, unsigned k, bool *busy) {
-        char name[GEN_LANE_NAME_MAX];
         struct timespec t;
-        gen_lane_name(k, name);
-        _cleanup_close_ int lane = open_dir_at(store_fd, name);
+        _cleanup_close_ int lane = gen_lane_dir_at(store_fd, k);
         if (lane < 0)
                 return 0;
         _cleanup_close_ int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);

@@ -28,6 +28,12 @@ void gen_lane_name(unsigned k, char buf[static GEN_LANE_NAME_MAX]) {
         snprintf(buf, GEN_LANE_NAME_MAX, "lane-%u", k);
 }
 
+int gen_lane_dir_at(int store_fd, unsigned k) {
+        char name[GEN_LANE_NAME_MAX];
+        gen_lane_name(k, name);
+        return open_dir_at(store_fd, name);
+}
+
 void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
@@ -190,11 +196,9 @@ static int lane_empty(int lane_fd, int tree_fd) {
 /* The store is full: every lane no process holds gives its generation back. */
 static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[GEN_LANE_NAME_MAX];
                 if (k == except)
                         continue;
-                gen_lane_name(k, name);
-                _cleanup_close_ int lane = open_dir_at(store_fd, name);
+                _cleanup_close_ int lane = gen_lane_dir_at(store_fd, k);
                 if (lane < 0)
                         continue;
                 _cleanup_close_ int lock = openat(lane, "lock", O_RDWR | O_NOFOLLOW | O_CLOEXEC);
@@ -496,9 +500,7 @@ int gen_store_usage(int store_fd, unsigned max_lanes, GenStoreUsage *ret) {
                 .max_inodes = (uint64_t) sv.f_files,
         };
         for (unsigned k = 0; k < MIN(max_lanes, (unsigned) GEN_STORE_LANES_MAX); k++) {
-                char name[GEN_LANE_NAME_MAX];
-                gen_lane_name(k, name);
-                _cleanup_close_ int lane = open_dir_at(store_fd, name);
+                _cleanup_close_ int lane = gen_lane_dir_at(store_fd, k);
                 if (lane >= 0 && faccessat(lane, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
                         ret->lanes++;
         }

@@ -41,6 +41,8 @@
 
 /* "lane-<k>" into buf. */
 void gen_lane_name(unsigned k, char buf[static GEN_LANE_NAME_MAX]);
+/* store_fd's lane-<k> opened (a directory, never followed), or a negative errno. */
+int gen_lane_dir_at(int store_fd, unsigned k);
 
 typedef struct GenLane {
         unsigned number;
