@@ -99,7 +99,6 @@ typedef struct Daemon {
         size_t n_configs;
         char *config_abs;                   /* the configuration's absolute path, or NULL */
         WarmChild warm;                     /* the one waiting for the next request */
-        GenLane *warm_lane;                 /* handed to the next warm child (the start's lane) */
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
         usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
 } Daemon;
@@ -220,8 +219,9 @@ static _noreturn_ void run_child(Daemon *d, RequestRecord *rec, int cancel_fd) {
 /* ---- capsules started ahead (runtime.warm_seconds, issue 12) ------------------------------- */
 
 /* The warm child: boot, seed its lane when it has no generation (seed-ahead.h), wait for one
- * request id or the end of the socket. */
-static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
+ * request id or the end of the socket. given: the start's lane, inherited (see
+ * start_walk_ahead), or NULL: it takes a free one. */
+static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id, GenLane *given) {
         _cleanup_(capsule_driver_done) CapsuleDriver drv = {};
         CapsuleWarm *warm = NULL;
         GenLane *lane = NULL;
@@ -235,7 +235,6 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id) {
         (void) setpgid(0, 0);
         /* The start's lane, still being walked by the daemon: its lock is the daemon's copy's
          * to hold until the walk ends (the seed below waits on it). */
-        GenLane *given = TAKE_PTR(d->warm_lane);
         if (given)
                 given->update_fd = safe_close(given->update_fd);
         bool booted = job_warm_start(&d->w, warm_id, &drv, given, &warm, &lane, &e) >= 0;
@@ -298,7 +297,8 @@ static bool warm_wanted(Daemon *d) {
                (!d->o.drain || d->n_queue > 0);
 }
 
-static void warm_spawn(Daemon *d) {
+/* A warm child forked, on the lane given (the start's, its descriptors inherited) or a free one. */
+static void warm_spawn(Daemon *d, GenLane *given) {
         uint8_t rnd[6];
         int sv[2];
 
@@ -319,7 +319,7 @@ static void warm_spawn(Daemon *d) {
         }
         if (pid == 0) {
                 safe_close(sv[0]);
-                warm_child(d, sv[1], w.id);
+                warm_child(d, sv[1], w.id, given);
         }
         safe_close(sv[1]);
         w.pid = pid;
@@ -479,7 +479,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
         /* One capsule waits for the next request while one is wanted; none otherwise. */
         if (warm_wanted(d)) {
                 if (!d->warm.pid)
-                        warm_spawn(d);
+                        warm_spawn(d, NULL);
         } else
                 warm_retire(d);
         status_notify(d);
@@ -974,9 +974,7 @@ static void start_walk_ahead(Daemon *d) {
                 return;
         d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
         if (warm_wanted(d)) {
-                d->warm_lane = lane;
-                warm_spawn(d);
-                d->warm_lane = NULL;
+                warm_spawn(d, lane);
         }
         job_walk_ahead(&d->w, d->watch, lane);
         if (d->warm.pid)
