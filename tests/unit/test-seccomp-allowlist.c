@@ -1,0 +1,300 @@
+/* SPDX-License-Identifier: MIT */
+/* capsule/seccomp-allowlist.c: the runc capsule's linux.seccomp. Its shape (default EPERM, the
+ * build's architecture only, clone3 ENOSYS); every name it holds is a syscall of this
+ * architecture that libseccomp knows (runc skips a name it does not: a typo would drop a rule
+ * silently); none of the families threat 23 names is allowed, read through a small evaluator of
+ * the rules as runc compiles them (a rule's conditions ANDed, a syscall's rules ORed) so the
+ * rules with arguments (clone, socket, personality, mknod) are judged on the arguments a job
+ * would pass; the layer's profile adds mount and umount2 and nothing else.
+ * `test-seccomp-allowlist --print plain|layer` prints the profile (for
+ * tests/integration/test-runc-seccomp.sh). */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <errno.h>
+#include <linux/netlink.h>
+#include <netinet/in.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include "capsule/seccomp-allowlist.h"
+#include "capsule/seccomp-profile.h"
+#include "common/json-util.h"
+#include "common/macro.h"
+#include "tests/unit/lib/tfw-test.h"
+
+/* What no job may call, whatever its arguments (threat 23); clone3 answers ENOSYS (checked
+ * apart). A name here that libseccomp does not know fails the test too. */
+static const char *const must_refuse[] = {
+        "unshare", "setns", "mount", "umount2", "pivot_root", "fsopen", "fsconfig", "fsmount",
+        "fspick", "open_tree", "move_mount", "mount_setattr", "bpf", "perf_event_open", "keyctl",
+        "add_key", "request_key", "io_uring_setup", "io_uring_enter", "io_uring_register",
+        "userfaultfd", "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+        "process_madvise", "kexec_load", "kexec_file_load", "init_module", "finit_module",
+        "delete_module", "create_module", "open_by_handle_at", "name_to_handle_at", "syslog", "acct",
+        "quotactl", "quotactl_fd", "swapon", "swapoff", "reboot", "chroot", "sethostname",
+        "setdomainname", "clock_settime", "settimeofday", "adjtimex", "clock_adjtime",
+        "lookup_dcookie", "fanotify_init", "iopl", "ioperm", "vhangup", "mbind", "set_mempolicy",
+        "get_mempolicy", "migrate_pages", "move_pages", "modify_ldt", "uselib", "nfsservctl",
+        "_sysctl", "ustat", "sysfs", "umount", "vm86", "vm86old", "stime", "socketcall",
+};
+
+static json_t *profile(bool layer) {
+        json_t *p = capsule_seccomp_allowlist_json(layer);
+        assert_non_null(p);
+        return p;
+}
+
+static bool rule_names(json_t *rule, const char *name) {
+        size_t i;
+        json_t *n;
+        json_array_foreach(json_object_get(rule, "names"), i, n)
+                if (streq(json_string_value(n), name))
+                        return true;
+        return false;
+}
+
+/* Whether every condition of rule holds for args. */
+static bool rule_holds(json_t *rule, const uint64_t args[6]) {
+        size_t i;
+        json_t *c;
+        json_array_foreach(json_object_get(rule, "args"), i, c) {
+                uint64_t idx = (uint64_t) json_integer_value(json_object_get(c, "index"));
+                uint64_t v = (uint64_t) json_integer_value(json_object_get(c, "value"));
+                uint64_t v2 = (uint64_t) json_integer_value(json_object_get(c, "valueTwo"));
+                const char *op = json_string_value(json_object_get(c, "op"));
+                assert_true(idx < 6);
+                bool eq = streq(op, "SCMP_CMP_EQ"), masked = streq(op, "SCMP_CMP_MASKED_EQ");
+                if (!eq && !masked)
+                        fail_msg("unexpected op %s", op);
+                if (eq ? args[idx] != v : (args[idx] & v) != v2)
+                        return false;
+        }
+        return true;
+}
+
+/* The errno the profile answers name(args) with, 0 when it allows it. Two matching rules of
+ * different actions would be libseccomp's to settle: the profile has none (asserted). */
+static int verdict(json_t *p, const char *name, const uint64_t args[6]) {
+        size_t i;
+        json_t *rule;
+        int found = -1;
+        json_array_foreach(json_object_get(p, "syscalls"), i, rule) {
+                if (!rule_names(rule, name) || !rule_holds(rule, args))
+                        continue;
+                const char *action = json_string_value(json_object_get(rule, "action"));
+                int v = streq(action, "SCMP_ACT_ALLOW") ? 0 : (int) json_integer_value(json_object_get(rule, "errnoRet"));
+                if (found >= 0 && found != v)
+                        fail_msg("%s: rules of different actions match", name);
+                found = v;
+        }
+        return found >= 0 ? found : (int) json_integer_value(json_object_get(p, "defaultErrnoRet"));
+}
+
+#define ARGS(...) ((const uint64_t[6]) { __VA_ARGS__ })
+
+static void test_shape(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        assert_string_equal(json_string_value(json_object_get(p, "defaultAction")), "SCMP_ACT_ERRNO");
+        assert_int_equal(json_integer_value(json_object_get(p, "defaultErrnoRet")), EPERM);
+        json_t *arch = json_object_get(p, "architectures");
+        assert_int_equal(json_array_size(arch), 1);
+        /* SCMP_ARCH_X86_64 is libseccomp's "x86_64", SCMP_ARCH_AARCH64 its "aarch64" */
+        const char *a = json_string_value(json_array_get(arch, 0));
+        char lower[32] = "";
+        assert_non_null(a);
+        assert_true(strncmp(a, "SCMP_ARCH_", strlen("SCMP_ARCH_")) == 0 && strlen(a) < sizeof(lower) + 10);
+        for (size_t k = 0; a[10 + k]; k++)
+                lower[k] = (char) tolower((unsigned char) a[10 + k]);
+        assert_int_equal(seccomp_arch_resolve_name(lower), seccomp_arch_native());
+        size_t i;
+        json_t *rule;
+        assert_true(json_array_size(json_object_get(p, "syscalls")) > 10);
+        json_array_foreach(json_object_get(p, "syscalls"), i, rule) {
+                const char *action = json_string_value(json_object_get(rule, "action"));
+                assert_non_null(action);
+                assert_true(json_array_size(json_object_get(rule, "names")) > 0);
+                if (streq(action, "SCMP_ACT_ERRNO"))
+                        assert_true(json_integer_value(json_object_get(rule, "errnoRet")) > 0);
+                else
+                        assert_string_equal(action, "SCMP_ACT_ALLOW");
+        }
+        /* clone3: ENOSYS and nothing else, so libc falls back to clone. */
+        assert_int_equal(verdict(p, "clone3", ARGS(0)), ENOSYS);
+}
+
+/* Every name a syscall of this architecture as libseccomp (runc's) knows it. */
+static void test_names_resolve(void **state) {
+        (void) state;
+        for (int layer = 0; layer < 2; layer++) {
+                _cleanup_(json_decrefp) json_t *p = profile(layer);
+                size_t i, k;
+                json_t *rule, *n;
+                json_array_foreach(json_object_get(p, "syscalls"), i, rule)
+                        json_array_foreach(json_object_get(rule, "names"), k, n) {
+                                const char *name = json_string_value(n);
+                                if (seccomp_syscall_resolve_name_arch(SCMP_ARCH_NATIVE, name) < 0)
+                                        fail_msg("'%s' is no syscall of this architecture", name);
+                        }
+        }
+        for (size_t i = 0; i < ELEMENTSOF(must_refuse); i++)
+                if (seccomp_syscall_resolve_name(must_refuse[i]) == __NR_SCMP_ERROR)
+                        fail_msg("'%s' (refused) is no syscall libseccomp knows", must_refuse[i]);
+}
+
+static void test_refused(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        size_t i, k;
+        json_t *rule, *n;
+        /* Not named in any rule with any argument ... */
+        json_array_foreach(json_object_get(p, "syscalls"), i, rule)
+                json_array_foreach(json_object_get(rule, "names"), k, n)
+                        for (size_t r = 0; r < ELEMENTSOF(must_refuse); r++)
+                                if (streq(json_string_value(n), must_refuse[r]))
+                                        fail_msg("'%s' is in the allow-list", must_refuse[r]);
+        /* ... so the default answers them. */
+        for (size_t r = 0; r < ELEMENTSOF(must_refuse); r++)
+                assert_int_equal(verdict(p, must_refuse[r], ARGS(0)), EPERM);
+}
+
+static void test_clone(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        const uint64_t ns[] = { CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER,
+                                CLONE_NEWPID, CLONE_NEWNET };
+        for (size_t i = 0; i < ELEMENTSOF(ns); i++) {
+                assert_int_equal(verdict(p, "clone", ARGS(ns[i] | SIGCHLD)), EPERM);
+                assert_int_equal(verdict(p, "clone", ARGS(ns[i] | CLONE_VM | CLONE_THREAD | CLONE_SIGHAND)), EPERM);
+        }
+        /* fork, a thread, posix_spawn */
+        assert_int_equal(verdict(p, "clone", ARGS(SIGCHLD)), 0);
+        assert_int_equal(verdict(p, "clone", ARGS(CLONE_VM | CLONE_FS | CLONE_FILES | CLONE_SIGHAND | CLONE_THREAD |
+                                                  CLONE_SYSVSEM | CLONE_SETTLS | CLONE_PARENT_SETTID |
+                                                  CLONE_CHILD_CLEARTID)),
+                         0);
+        assert_int_equal(verdict(p, "clone", ARGS(CLONE_VM | CLONE_VFORK | SIGCHLD)), 0);
+}
+
+static void test_socket(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        const uint64_t cloexec = SOCK_CLOEXEC | SOCK_NONBLOCK;
+        /* raw, packet, vsock, other protocols and netlink families */
+        const uint64_t refused[][3] = {
+                { AF_INET, SOCK_RAW, IPPROTO_ICMP }, { AF_INET6, SOCK_RAW, IPPROTO_RAW }, { AF_PACKET, SOCK_RAW, 0 },
+                { AF_PACKET, SOCK_DGRAM, 0 }, { AF_VSOCK, SOCK_STREAM, 0 }, { AF_INET, SOCK_STREAM, IPPROTO_SCTP },
+                { AF_INET, SOCK_SEQPACKET, IPPROTO_SCTP }, { AF_INET, SOCK_DCCP, 0 }, { AF_INET, SOCK_DGRAM, IPPROTO_UDPLITE },
+                { AF_NETLINK, SOCK_RAW, NETLINK_KOBJECT_UEVENT }, { AF_NETLINK, SOCK_RAW, NETLINK_NETFILTER },
+                { AF_NETLINK, SOCK_RAW, NETLINK_AUDIT }, { AF_KEY, SOCK_RAW, 2 }, { AF_ALG, SOCK_SEQPACKET, 0 },
+                { AF_BLUETOOTH, SOCK_RAW, 0 }, { AF_CAN, SOCK_RAW, 1 }, { AF_XDP, SOCK_RAW, 0 },
+                { AF_RDS, SOCK_SEQPACKET, 0 }, { AF_TIPC, SOCK_STREAM, 0 }, { AF_INET | (1ULL << 32), SOCK_STREAM, 0 },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(refused); i++) {
+                assert_int_equal(verdict(p, "socket", ARGS(refused[i][0], refused[i][1], refused[i][2])), EPERM);
+                assert_int_equal(verdict(p, "socket", ARGS(refused[i][0], refused[i][1] | cloexec, refused[i][2])), EPERM);
+        }
+        const uint64_t allowed[][3] = {
+                { AF_UNIX, SOCK_STREAM, 0 }, { AF_UNIX, SOCK_DGRAM, 0 }, { AF_UNIX, SOCK_SEQPACKET, 0 },
+                { AF_INET, SOCK_STREAM, 0 }, { AF_INET, SOCK_STREAM, IPPROTO_TCP }, { AF_INET, SOCK_DGRAM, 0 },
+                { AF_INET, SOCK_DGRAM, IPPROTO_UDP }, { AF_INET, SOCK_DGRAM, IPPROTO_ICMP }, { AF_INET6, SOCK_STREAM, 0 },
+                { AF_INET6, SOCK_DGRAM, IPPROTO_UDP }, { AF_INET6, SOCK_DGRAM, IPPROTO_ICMPV6 },
+                { AF_NETLINK, SOCK_RAW, NETLINK_ROUTE }, { AF_NETLINK, SOCK_DGRAM, NETLINK_ROUTE },
+        };
+        for (size_t i = 0; i < ELEMENTSOF(allowed); i++) {
+                assert_int_equal(verdict(p, "socket", ARGS(allowed[i][0], allowed[i][1], allowed[i][2])), 0);
+                assert_int_equal(verdict(p, "socket", ARGS(allowed[i][0], allowed[i][1] | cloexec, allowed[i][2])), 0);
+        }
+}
+
+static void test_personality_mknod(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        const uint64_t ok[] = { 0, 0x8, 0x20000, 0x20008, 0xffffffff };
+        for (size_t i = 0; i < ELEMENTSOF(ok); i++)
+                assert_int_equal(verdict(p, "personality", ARGS(ok[i])), 0);
+        /* READ_IMPLIES_EXEC, ADDR_NO_RANDOMIZE, MMAP_PAGE_ZERO, PER_BSD */
+        const uint64_t no[] = { 0x0400000, 0x0040000, 0x0100000, 0x6, 0x20000 | 0x0040000 };
+        for (size_t i = 0; i < ELEMENTSOF(no); i++)
+                assert_int_equal(verdict(p, "personality", ARGS(no[i])), EPERM);
+        const char *calls[] = { "mknodat", "mknod" };
+        for (size_t c = 0; c < ELEMENTSOF(calls); c++) {
+                if (seccomp_syscall_resolve_name_arch(SCMP_ARCH_NATIVE, calls[c]) < 0)
+                        continue; /* aarch64 has no mknod */
+                unsigned mode = streq(calls[c], "mknod") ? 1 : 2;
+                uint64_t a[6] = { 0 };
+                a[mode] = S_IFCHR | 0600;
+                assert_int_equal(verdict(p, calls[c], a), EPERM);
+                a[mode] = S_IFBLK | 0600;
+                assert_int_equal(verdict(p, calls[c], a), EPERM);
+                a[mode] = S_IFIFO | 0600;
+                assert_int_equal(verdict(p, calls[c], a), 0);
+                a[mode] = S_IFREG | 0600;
+                assert_int_equal(verdict(p, calls[c], a), 0);
+                a[mode] = S_IFSOCK | 0600;
+                assert_int_equal(verdict(p, calls[c], a), 0);
+        }
+}
+
+/* What ordinary work needs is there (a sample: a profile that lost one of these would break
+ * every job, which the integration test would show too). */
+static void test_ordinary(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        const char *need[] = { "execve", "openat", "read", "write", "mmap", "futex", "wait4", "pipe2",
+                               "rt_sigaction", "exit_group", "bind", "connect", "accept4", "statx", "getdents64",
+                               "prctl", "seccomp", "landlock_restrict_self", "capset", "setresuid" };
+        for (size_t i = 0; i < ELEMENTSOF(need); i++)
+                assert_int_equal(verdict(p, need[i], ARGS(0)), 0);
+}
+
+/* The layer's profile: the plain one plus mount and umount2, nothing else. */
+static void test_layer(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *plain = profile(false);
+        _cleanup_(json_decrefp) json_t *layer = profile(true);
+        const char *const extra[] = CAPSULE_SECCOMP_LAYER_CALLS;
+        assert_int_equal(json_array_size(json_object_get(layer, "syscalls")),
+                         json_array_size(json_object_get(plain, "syscalls")) + 1);
+        for (size_t i = 0; i < json_array_size(json_object_get(plain, "syscalls")); i++)
+                assert_true(json_equal(json_array_get(json_object_get(plain, "syscalls"), i),
+                                       json_array_get(json_object_get(layer, "syscalls"), i)));
+        json_t *last = json_array_get(json_object_get(layer, "syscalls"), json_array_size(json_object_get(layer, "syscalls")) - 1);
+        assert_string_equal(json_string_value(json_object_get(last, "action")), "SCMP_ACT_ALLOW");
+        assert_null(json_object_get(last, "args"));
+        assert_int_equal(json_array_size(json_object_get(last, "names")), ELEMENTSOF(extra));
+        for (size_t i = 0; i < ELEMENTSOF(extra); i++) {
+                assert_true(rule_names(last, extra[i]));
+                assert_int_equal(verdict(layer, extra[i], ARGS(0)), 0);
+                assert_int_equal(verdict(plain, extra[i], ARGS(0)), EPERM);
+        }
+        /* the rest of the profile is the plain one's */
+        json_t *pl = json_deep_copy(layer);
+        assert_non_null(pl);
+        json_array_remove(json_object_get(pl, "syscalls"), json_array_size(json_object_get(pl, "syscalls")) - 1);
+        assert_true(json_equal(pl, plain));
+        json_decref(pl);
+}
+
+int main(int argc, char **argv) {
+        if (argc == 3 && streq(argv[1], "--print") && (streq(argv[2], "plain") || streq(argv[2], "layer"))) {
+                _cleanup_(json_decrefp) json_t *p = capsule_seccomp_allowlist_json(streq(argv[2], "layer"));
+                return p && json_dumpf(p, stdout, JSON_INDENT(1)) == 0 && putchar('\n') != EOF ? 0 : 1;
+        }
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_shape),
+                cmocka_unit_test(test_names_resolve),
+                cmocka_unit_test(test_refused),
+                cmocka_unit_test(test_clone),
+                cmocka_unit_test(test_socket),
+                cmocka_unit_test(test_personality_mknod),
+                cmocka_unit_test(test_ordinary),
+                cmocka_unit_test(test_layer),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
