@@ -141,6 +141,10 @@ $(PROXY_BIN): $(PROXY_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
 # The proxy's unit test runs the program itself (in `make asan`, built with the sanitizers).
 $(BUILD)/tests/unit/test-egress-proxy: $(PROXY_BIN)
 
+# The job's Landlock ruleset is init's own (capsule-init/landlock.c), proved on the host here.
+$(BUILD)/tests/unit/test-capsule-landlock: $(BUILD)/tests/unit/test-capsule-landlock.o $(BUILD)/capsule-init/landlock.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/capsule-init/landlock.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
+
 $(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
 

@@ -4,8 +4,9 @@
  * docs/capsule.md for the channels and why the job can neither forge the artifact stream nor
  * the status.
  *
- *   tentaflake-capsule-init [--egress] -- ARGV...
- *   tentaflake-capsule-init [--egress] --warm      (started ahead: the job record comes on stdin)
+ *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress] -- ARGV...
+ *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress] --warm
+ *                                                  (started ahead: the job record comes on stdin)
  *   tentaflake-capsule-init --egress-probe ...     (doctor's probe, run as a job: egress-probe.c)
  *
  * 1. make itself non-dumpable, ignore every signal it can (a job of the same uid may signal
@@ -18,7 +19,8 @@
  *    with --egress, listen on the proxy's loopback port and relay to the worker's proxy
  *    (egress-relay.c);
  * 3. run ARGV in /work (PATH lookup, no shell) with stdin /dev/null and stdout+stderr on a pipe
- *    that init relays to its own stderr (the log channel), in batches (relay_pause);
+ *    that init relays to its own stderr (the log channel), in batches (relay_pause); with
+ *    --landlock, under a Landlock ruleset taken just before (landlock.c), or not at all;
  * 4. when ARGV's process ends, SIGKILL every other process (kill(-1)) and reap until none is
  *    left, then drain the relay;
  * 5. write the artifact token and a tar stream of /work/artifacts (regular files and
@@ -53,6 +55,7 @@
 
 #include "capsule/init-drop.h"
 #include "capsule-init/init-internal.h"
+#include "capsule-init/landlock.h"
 #include "capsule/protocol.h"
 #include "common/fd-util.h"
 #include "snapshot/stream.h"
@@ -831,6 +834,19 @@ static int read_input(bool layer, uid_t job_uid, gid_t job_gid, int *ret_layer_e
         return r;
 }
 
+/* The job's Landlock ruleset (CAPSULE_LANDLOCK_ARG), on this thread, which starts the job: 0, or
+ * a negative errno said on the log channel (nothing of the job may run then). */
+static int confine_job(void) {
+        static const char *const writable[] = { CAPSULE_WORK_PATH, CAPSULE_TMP_PATH };
+        char err[256] = "";
+        int r = capsule_landlock_apply(writable, ELEMENTSOF(writable), err, sizeof(err));
+        if (r < 0) {
+                say("refusing to run the job without Landlock: %s: %s", err, strerror(-r));
+                return r;
+        }
+        return 0;
+}
+
 /* The status init reports for the job it ran, and the signal that ended it (*ret_sig). */
 static int job_exit_code(const JobOutcome *o, int *ret_sig) {
         if (streq(o->init_error, CAPSULE_INIT_ERROR_SPAWN))
@@ -861,6 +877,13 @@ int main(int argc, char **argv) {
         (void) prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
         ignore_signals();
 
+        /* runc's capsule: Landlock before the job (landlock.c), first of all arguments. */
+        bool landlock = argc >= 2 && streq(argv[1], CAPSULE_LANDLOCK_ARG);
+        if (landlock) {
+                argv++;
+                argc--;
+        }
+
         /* With a generation, init is the sandbox's root until the layer is mounted (layer.c);
          * without one it must never be: no job runs as root. */
         uid_t job_uid = 0;
@@ -885,7 +908,7 @@ int main(int argc, char **argv) {
         }
         bool warm = argc == 2 && streq(argv[1], CAPSULE_WARM_ARG);
         if (!warm && (argc < 3 || !streq(argv[1], "--"))) {
-                say("usage: " PROG " [" CAPSULE_EGRESS_ARG "] -- ARGV... | [" CAPSULE_EGRESS_ARG "] " CAPSULE_WARM_ARG);
+                say("usage: " PROG " [" CAPSULE_LANDLOCK_ARG "] [" CAPSULE_LAYER_ARG "UID:GID] [" CAPSULE_EGRESS_ARG "] -- ARGV... | ... " CAPSULE_WARM_ARG);
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         r = read_secret();
@@ -921,6 +944,10 @@ int main(int argc, char **argv) {
         } else if (egress && (r = egress_relay_start()) < 0) {
                 say("cannot start the egress relay on 127.0.0.1:%d: %s", CAPSULE_EGRESS_PORT, strerror(-r));
                 o.init_error = CAPSULE_INIT_ERROR_EGRESS;
+                o.error = -r;
+                exit_code = CAPSULE_EXIT_INIT_FAILED;
+        } else if (landlock && (r = confine_job()) < 0) {
+                o.init_error = CAPSULE_INIT_ERROR_LANDLOCK;
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
         } else {

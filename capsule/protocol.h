@@ -45,6 +45,19 @@
  * their upper and work directories on that tmpfs, detaches CAPSULE_CACHE_LOWER_PATH (the job
  * sees only its version, through the overlays), then drops to uid:gid with no capability
  * before anything of the input or the job is handled. */
+/* The runc capsule, where the job shares the host's kernel (docs/capsule.md, "The runc engine's
+ * walls"): init given CAPSULE_LANDLOCK_ARG as its FIRST argument (before CAPSULE_LAYER_ARG,
+ * CAPSULE_EGRESS_ARG, CAPSULE_WARM_ARG or "--") confines the job with Landlock
+ * (capsule-init/landlock.h): after the layer's mounts and the drop to the job's ids, after the
+ * input is in /work and the egress relay listens, just before it starts the job, its own
+ * thread takes a ruleset that leaves reading and executing everywhere and grants writing only
+ * beneath CAPSULE_WORK_PATH and CAPSULE_TMP_PATH (the cache paths are beneath /work) and to
+ * the harmless devices; the job inherits it. Init's own later work (reading /work for the
+ * artifacts, the changes and the cache; the channels it holds open) needs no more. Fails
+ * closed: where the kernel has no Landlock or a step fails, init says why on the log channel
+ * and runs nothing (CAPSULE_INIT_ERROR_LANDLOCK). Without it nothing changes (runsc's capsule:
+ * gVisor's own kernel is the wall there). */
+#define CAPSULE_LANDLOCK_ARG "--landlock"
 #define CAPSULE_LAYER_PATH "/.tentaflake/layer"
 #define CAPSULE_CACHE_LOWER_PATH "/.tentaflake/cache"
 #define CAPSULE_LAYER_ARG "--layer="
@@ -252,6 +265,9 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
 #define CAPSULE_INIT_ERROR_LAYER "layer"            /* the job's layer could not be mounted,
                                                      * or init could not drop to the job's
                                                      * ids (CAPSULE_LAYER_ARG) */
+#define CAPSULE_INIT_ERROR_LANDLOCK "landlock"      /* the job could not be confined with
+                                                     * Landlock (CAPSULE_LANDLOCK_ARG): it
+                                                     * never started */
 
 /* A cache path as init and the spec take it: 1..CAPSULE_CACHE_PATH_MAX bytes, no NUL, relative,
  * components neither empty nor "." nor "..". (The configuration checks more.) */
