@@ -6,7 +6,9 @@
  * the call is made with arguments the kernel answers otherwise (EFAULT, EINVAL, EBADF, or
  * success), so only the filter can give EPERM: those lines say "filter". One line a check,
  * "ok ..." or "FAIL ...", then "probe: N ok, M failed"; the exit status is M != 0.
- * `runc-probe --child` exits 42 (the fork and exec check). Not part of the worker. */
+ * `runc-probe --child` exits 42 (the fork and exec check); `runc-probe --landlock` checks the
+ * Landlock ruleset of tentaflake-capsule-init --landlock instead (landlock()). Not part of the
+ * worker. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -261,9 +263,41 @@ static void ordinary(const char *self) {
         works(personality(0xffffffff) >= 0, "personality query");
 }
 
+/* `--landlock`: run as the job of tentaflake-capsule-init --landlock (test-runc-landlock.sh),
+ * where /work, /tmp and /scratch are all tmpfs anyone may write: Landlock leaves the first two
+ * and /dev/null, and refuses /scratch EACCES; reads and exec everywhere. */
+static void landlock(const char *self) {
+        const char *writable[] = { "/work/landlock-file", "/tmp/landlock-file" };
+        for (size_t i = 0; i < sizeof(writable) / sizeof(writable[0]); i++) {
+                int fd = open(writable[i], O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+                works(fd >= 0 && write(fd, "x", 1) == 1, writable[i]);
+        }
+        int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+        works(fd >= 0 && write(fd, "x", 1) == 1, "write /dev/null");
+        refused("create in /scratch", open("/scratch/landlock-file", O_WRONLY | O_CREAT | O_CLOEXEC, 0600), EACCES);
+        refused("mkdir in /scratch", mkdir("/scratch/landlock-dir", 0700), EACCES);
+        refused("a FIFO in /scratch", mknod("/scratch/landlock-fifo", S_IFIFO | 0600, 0), EACCES);
+        char buf[4];
+        fd = open(self, O_RDONLY | O_CLOEXEC);
+        works(fd >= 0 && read(fd, buf, sizeof(buf)) == 4 && memcmp(buf, "\177ELF", 4) == 0, "read /probe");
+        pid_t pid = fork();
+        if (pid == 0) {
+                execl(self, self, "--child", (char *) NULL);
+                _exit(1);
+        }
+        int st = 0;
+        works(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 42, "exec /probe");
+}
+
 int main(int argc, char **argv) {
         if (argc == 2 && strcmp(argv[1], "--child") == 0)
                 return 42;
+        if (argc == 2 && strcmp(argv[1], "--landlock") == 0) {
+                setvbuf(stdout, NULL, _IOLBF, 0);
+                landlock(argv[0]);
+                printf("probe: %d ok, %d failed\n", oks, fails);
+                return fails != 0;
+        }
         setvbuf(stdout, NULL, _IOLBF, 0);
         namespaces();
         mounts();

@@ -11,63 +11,15 @@
 # through must report those three: the probe sees a missing wall.
 . "$(dirname "$0")/lib.sh"
 require_root
-RUNC=${RUNC:-/usr/sbin/runc}
-[ -x "$RUNC" ] || { echo "SKIP: runc is not installed ($RUNC)"; exit 77; }
+. "$(dirname "$0")/runc-bundle-lib.sh"
 ALLOWLIST=${BUILD:-build}/tests/unit/test-seccomp-allowlist
 [ -x "$ALLOWLIST" ] || { echo "FAIL: $ALLOWLIST missing (make unit-bins)"; exit 1; }
-command -v jq >/dev/null || { echo "SKIP: jq is not installed"; exit 77; }
 
-dir=$(test_dir runc-seccomp) || exit 1
-chmod 0755 "$dir" # runc's init, the capsule's root, walks to the rootfs
-id=$(unique_name tfw-runc-seccomp- "$dir")
-state=$dir/state
-cleanup() {
-        "$RUNC" --root "$state" delete -f "$id" >/dev/null 2>&1
-        rm -rf "$dir"
-}
-trap cleanup EXIT
-
-bundle=$dir/bundle
-mkdir -p "$bundle/rootfs"/{proc,dev,sys,tmp} "$state"
-chmod 0700 "$state"
-if ! cc -static -pthread -O1 -o "$bundle/rootfs/probe" "$(dirname "$0")/runc-probe.c" 2>"$dir/cc.log"; then
-        cat "$dir/cc.log"
-        echo "SKIP: cannot build a static probe (cc -static: libc6-dev?)"
-        exit 77
-fi
+runc_bundle runc-seccomp
 "$ALLOWLIST" --print plain >"$dir/seccomp.json" || { echo "FAIL: cannot print the profile"; exit 1; }
-
-# An id range nothing on the host owns: the capsule's root is no one outside it.
-HOST_ID=${TFW_RUNC_HOST_ID:-3000000000}
-(cd "$bundle" && "$RUNC" spec) || exit 1
-# config SECCOMP_FILE: the spec, from runc's default.
-config() {
-        jq --slurpfile sc "$1" --argjson host "$HOST_ID" '
-                .process.terminal = false | .process.args = ["/probe"] | .process.cwd = "/"
-                | .process.user = {uid: 0, gid: 0} | .process.noNewPrivileges = true
-                | .process.capabilities = {bounding: [], effective: [], permitted: [], inheritable: [], ambient: []}
-                | .root = {path: "rootfs", readonly: true} | .hostname = "probe"
-                | .linux.namespaces = [{type: "pid"}, {type: "network"}, {type: "ipc"}, {type: "uts"},
-                                       {type: "mount"}, {type: "cgroup"}, {type: "user"}]
-                | .linux.uidMappings = [{containerID: 0, hostID: $host, size: 65536}]
-                | .linux.gidMappings = [{containerID: 0, hostID: $host, size: 65536}]
-                | .mounts |= map(select(.destination != "/sys/fs/cgroup"))
-                | .mounts += [{destination: "/tmp", type: "tmpfs", source: "tmpfs",
-                               options: ["nosuid", "nodev", "size=16m", "mode=1777"]}]
-                | .linux.seccomp = $sc[0]' "$bundle/config.json.orig" >"$bundle/config.json"
-}
-mv "$bundle/config.json" "$bundle/config.json.orig"
-
-# run_probe NAME: the probe in a fresh capsule, its output in $dir/NAME.out; runc's status.
-run_probe() {
-        local rc
-        timeout --kill-after=10 120 "$RUNC" --root "$state" run --bundle "$bundle" "$id" \
-                </dev/null >"$dir/$1.out" 2>"$dir/$1.err"
-        rc=$?
-        "$RUNC" --root "$state" delete -f "$id" >/dev/null 2>&1
-        return $rc
-}
-has() { grep -qxF -- "$2" "$dir/$1.out" || grep -q -- "^$2" "$dir/$1.out"; }
+config() { runc_config "$1" 0 '["/probe"]'; }
+run_probe() { runc_run "$1"; }
+has() { awk -v p="$2" 'index($0, p) == 1 { f = 1 } END { exit !f }' "$dir/$1.out"; }
 
 config "$dir/seccomp.json"
 run_probe walls
