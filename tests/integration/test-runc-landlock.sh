@@ -7,7 +7,8 @@
 # /work, /tmp and /dev/null, and not /scratch (EACCES), and still reads and execs. Without
 # --landlock the same probe writes /scratch (the ruleset is what stops it). And init fails
 # closed: where landlock_create_ruleset is refused, it runs nothing and says why, with
-# init_error=landlock in its status trailer.
+# init_error=landlock in its status trailer. And with the job's layer (init as the capsule's
+# root mounting its overlay under the layer's profile, then dropping), the same holds.
 . "$(dirname "$0")/lib.sh"
 require_root
 . "$(dirname "$0")/runc-bundle-lib.sh"
@@ -52,4 +53,30 @@ check "no Landlock: init refuses, saying why" \
         grep -q "refusing to run the job without Landlock: Landlock is not available in this kernel: Operation not permitted" "$dir/closed.err"
 check "... nothing of the job ran" sh -c "! grep -q '^probe:' '$dir/closed.err'"
 check "... its trailer says init_error=landlock, exit 125" trailer closed "exit=125 signal=0 init_error=landlock"
+# With the job's layer, as the driver starts a generation's capsule: init as the capsule's root
+# with CAPSULE_LAYER_CAPS under the layer's profile mounts its overlay on /work (the generation,
+# bound read-only), refuses mount again, drops to 1000:1000, then takes Landlock: the job writes
+# /work (into the layer, never the generation) and still not /scratch.
+mkdir -p "$bundle/rootfs/.tentaflake/layer" "$dir/gen"
+chmod 0700 "$bundle/rootfs/.tentaflake/layer"
+echo given >"$dir/gen/file"
+chown -R "$((HOST_ID + 1000)):$((HOST_ID + 1000))" "$dir/gen"
+chmod 0755 "$dir/gen"
+"$ALLOWLIST" --print layer >"$dir/seccomp-layer.json" || { echo "FAIL: cannot print the layer's profile"; exit 1; }
+python3 -c 'import sys; s = open(sys.argv[1], "rb").read(32); open(sys.argv[2], "wb").write(s + b"B")' \
+        "$dir/input" "$dir/input-layer" || exit 1
+runc_config "$dir/seccomp-layer.json" 0 '["/init", "--landlock", "--layer=1000:1000", "--", "/probe", "--landlock"]'
+jq --arg gen "$dir/gen" '.mounts |= map(select(.destination != "/work"))
+        | .mounts += [{destination: "/work", type: "bind", source: $gen, options: ["rbind", "ro"]},
+                      {destination: "/.tentaflake/layer", type: "tmpfs", source: "tmpfs",
+                       options: ["nosuid", "nodev", "size=16m", "mode=0700"]}]
+        | .process.capabilities = ({bounding: ["CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_DAC_READ_SEARCH", "CAP_FOWNER",
+                                               "CAP_SETGID", "CAP_SETUID", "CAP_SETPCAP", "CAP_SYS_ADMIN"]}
+                                   | .effective = .bounding | .permitted = .bounding)' \
+        "$bundle/config.json" >"$bundle/config.layer.json" && mv "$bundle/config.layer.json" "$bundle/config.json"
+runc_run layer "$dir/input-layer"
+sed 's/^/layer: /' "$dir/layer.err"
+check "with the layer: the job ran to its end" has layer "probe: 8 ok, 0 failed"
+check "... init's trailer: exit 0, no init error" trailer layer "exit=0 signal=0 init_error=none"
+check "... the generation is untouched" sh -c "[ ! -e '$dir/gen/landlock-file' ] && [ \"\$(ls '$dir/gen')\" = file ]"
 finish
