@@ -113,11 +113,13 @@ static bool short_name_of(const char *folded, const char *target) {
         return p == 6 && bl >= 2 && strncmp(folded, base, 2) == 0 && all_of(folded + 2, 4, "0123456789abcdef");
 }
 
+bool name_folded_is(const char *folded, const char *target) {
+        return streq(folded, target) || short_name_of(folded, target);
+}
+
 bool name_folds_to(const char *name, size_t len, const char *target) {
         char folded[NAME_FOLD_MAX];
-        if (!name_fold(name, len, folded))
-                return false;
-        return streq(folded, target) || short_name_of(folded, target);
+        return name_fold(name, len, folded) && name_folded_is(folded, target);
 }
 
 bool path_component_folds_to(const char *path, const char *target) {

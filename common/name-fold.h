@@ -11,6 +11,7 @@
  * s) as those letters; then, as NTFS does, cut at a ':' (a stream) and trailing dots and spaces
  * removed. False when the name is not UTF-8 or holds any other non-ASCII code point: then it
  * stands for no ASCII name anywhere.
+ * name_folded_is(): does a name that name_fold() gave folded stand for target, as below.
  * name_folds_to(): does name stand for target (lowercase ASCII: ".git", "head") on some such
  * file system: its fold is target, or, for a target that is no 8.3 name (a leading dot or more
  * than 8 characters), one of NTFS's short names for it (".git": "git~1"; ".gitmodules":
@@ -26,5 +27,6 @@
 #define NAME_FOLD_MAX (NAME_MAX + 1)
 
 bool name_fold(const char *name, size_t len, char out[static NAME_FOLD_MAX]);
+bool name_folded_is(const char *folded, const char *target);
 bool name_folds_to(const char *name, size_t len, const char *target);
 bool path_component_folds_to(const char *path, const char *target);

@@ -14,10 +14,6 @@
 #include "controller/apply-git.h"
 #include "controller/site.h"
 
-bool apply_path_is_control(const char *path) {
-        return path_component_folds_to(path, CONTROL_DIR_NAME);
-}
-
 static bool has_component(const char *path, const char *name) {
         size_t n = strlen(name);
         for (const char *c = path;;) {
@@ -28,6 +24,10 @@ static bool has_component(const char *path, const char *name) {
                         return false;
                 c += k + 1;
         }
+}
+
+bool apply_path_is_control(const char *path) {
+        return path_component_folds_to(path, CONTROL_DIR_NAME);
 }
 
 static bool writes_file(const ChangeEntry *c) {
@@ -71,8 +71,11 @@ static const char *const layout_names[] = { "HEAD", "objects", "refs", "commondi
 static const char *const layout_folded[] = { "head", "objects", "refs", "commondir" };
 
 static unsigned layout_bit(const char *name, size_t len) {
+        char folded[NAME_FOLD_MAX];
+        if (!name_fold(name, len, folded))
+                return 0;
         for (size_t i = 0; i < ELEMENTSOF(layout_folded); i++)
-                if (name_folds_to(name, len, layout_folded[i]))
+                if (name_folded_is(folded, layout_folded[i]))
                         return 1u << i;
         return 0;
 }
