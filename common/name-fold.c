@@ -71,8 +71,8 @@ bool name_fold(const char *name, size_t len, char out[static NAME_FOLD_MAX]) {
         for (size_t i = 0; i < len;) {
                 uint32_t c;
                 size_t k = utf8_next(s + i, len - i, &c);
-                if (k == 0)
-                        return false;
+                if (k == 0 || c == 0)
+                        return false; /* not UTF-8, or a NUL no name holds */
                 i += k;
                 const char *a = c < 0x80 ? NULL : ascii_of(c);
                 if (c < 0x80)

@@ -9,8 +9,8 @@
  * U+206A..U+206F and U+FEFF) dropped; those that case folding or canonical decomposition turns
  * into ASCII letters (KELVIN SIGN, LONG S, the Latin ligatures, the dotted and dotless I, sharp
  * s) as those letters; then, as NTFS does, cut at a ':' (a stream) and trailing dots and spaces
- * removed. False when the name is not UTF-8 or holds any other non-ASCII code point: then it
- * stands for no ASCII name anywhere.
+ * removed. False when the name is not UTF-8, holds a NUL or any other non-ASCII code point:
+ * then it stands for no ASCII name anywhere.
  * name_folded_is(): does a name that name_fold() gave folded stand for target, as below.
  * name_folds_to(): does name stand for target (lowercase ASCII: ".git", "head") on some such
  * file system: its fold is target, or, for a target that is no 8.3 name (a leading dot or more

@@ -47,6 +47,7 @@ static void test_fold_dot_git(void **state) {
         for (size_t i = 0; i < sizeof(no) / sizeof(*no); i++)
                 if (folds(no[i], ".git"))
                         fail_msg("'%s' should not stand for .git", no[i]);
+        assert_false(name_folds_to(".git\0x", 6, ".git")); /* a NUL ends no name early */
 }
 
 static void test_fold_other_names(void **state) {
