@@ -62,7 +62,7 @@ bool apply_git_refuses_change(const ChangeEntry *c, FILE *err) {
         const char *why = change_rule(c);
         if (why)
                 fprintf(err, "apply: refused: '%s': %s\n", c->path, why);
-        return why;
+        return why != NULL;
 }
 
 /* What git's is_git_directory() looks for in a directory. */
