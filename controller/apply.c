@@ -16,6 +16,7 @@
 #include "common/macro.h"
 #include "common/path-util.h"
 #include "common/resolve.h"
+#include "controller/apply-git.h"
 #include "controller/apply.h"
 #include "controller/site.h"
 #include "parser/changes-manifest.h"
@@ -409,20 +410,6 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
         return r;
 }
 
-/* Does any component of path equal name? (.git anywhere: a submodule's gitdir file, a nested
- * repository's hooks and config.) */
-static bool names_component(const char *path, const char *name) {
-        size_t n = strlen(name);
-        for (const char *c = path;;) {
-                size_t k = strcspn(c, "/");
-                if (k == n && strncmp(c, name, n) == 0)
-                        return true;
-                if (!c[k])
-                        return false;
-                c += k + 1;
-        }
-}
-
 static int load(const ControllerSite *s, const char *id, ChangesManifest **ret, int *ret_changes_fd, TfwError *e) {
         _cleanup_close_ int rd = -EBADF, fd = -EBADF, res = -EBADF;
         _cleanup_free_ char *buf = NULL, *rbuf = NULL;
@@ -502,18 +489,26 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         continue;
                 }
                 n++;
-                if (names_component(c->path, ".tentaflake-worker")) {
+                if (apply_path_is_control(c->path)) {
                         git++;
                         fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", c->path);
                         continue;
                 }
-                if (!o->allow_git && names_component(c->path, ".git")) {
+                if (!o->allow_git && apply_git_refuses_change(c, err)) {
                         git++;
-                        fprintf(err, "apply: refused: '%s': the job changed a .git (a hook, a config or a gitdir there runs "
-                                     "on the host the next time git runs; --allow-git takes it)\n", c->path);
                         continue;
                 }
                 check(a, c);
+        }
+        /* A directory the changeset would leave as a repository (HEAD, objects/, refs/) with no
+         * .git in any path (controller/apply-git.h). */
+        if (!o->allow_git) {
+                int k = apply_git_repositories(a->ws_fd, m, err);
+                if (k < 0) {
+                        r = tfw_error(e, -k, "internal", "apply '%s': out of memory", o->id);
+                        goto out;
+                }
+                git += (unsigned) k;
         }
         for (size_t i = 0; o->diff && i < m->n; i++) {
                 int k = m->v[i].kind == CHANGE_REFUSED ? 0 : show_diff(a, &m->v[i]);
@@ -521,8 +516,8 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         fprintf(err, "apply: no diff of '%s': %s\n", m->v[i].path, strerror(-k));
         }
         if (git || a->conflicts) {
-                r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u change(s) refused in a "
-                              ".git or control directory", o->id, a->conflicts, git);
+                r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u refused by the git or "
+                              "control directory rules", o->id, a->conflicts, git);
                 goto out;
         }
         if (o->dry_run) {

@@ -3,10 +3,12 @@
  * changeset into its workspace, as its own user. The worker never does.
  *
  * Refuses the whole changeset, writing nothing, when: the result has none (or an error instead),
- * it is incomplete, changes.json breaks parser/changes-manifest.h, a path has a component named
- * .git, at any depth (unless allow_git: a job must not plant a hook, a config or a gitdir file
- * that the agent's git then runs, in this repository, a submodule or a nested one) or
- * .tentaflake-worker (always), or any path no longer holds
+ * it is incomplete, changes.json breaks parser/changes-manifest.h, one of the git rules of
+ * controller/apply-git.h refuses it (unless allow_git: a job must not plant a hook, a config or
+ * a pointer that the agent's git then runs, in this repository, a submodule, a nested one or a
+ * directory it makes into one without a .git: a .git at any depth, a .gitmodules, a gitdir or
+ * commondir file, a HEAD beside objects/ and refs/), a path has a component that stands for
+ * .tentaflake-worker (always; names folded as common/name-fold.h), or any path no longer holds
  * the version the job was given (a conflict: each is named): an added path exists; a modified
  * file's or a deleted file's content (git's blob id) or x bit is not the base's; a deleted
  * directory is not a directory, or holds an entry the changeset does not delete; a path or one of its parents is a symbolic link or a special

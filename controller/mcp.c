@@ -578,7 +578,7 @@ static json_t *tool_cancel(Mcp *m, json_t *rpc_id, json_t *args, json_t *token, 
 static const char *const list_fields[] = {"recent", NULL};
 
 /* No allow_git here: what the agent reads (the job's names and log) must not be able to talk it
- * into planting a .git; only the CLI's --allow-git, a person's act, takes it. */
+ * into planting a .git or a repository (controller/apply-git.h); only the CLI's --allow-git, a person's act, takes it. */
 static const char *const apply_fields[] = {"id", "dry_run", NULL};
 
 /* apply: a job's changeset into the workspace (controller/apply.h). */
@@ -686,7 +686,8 @@ static json_t *tools_list(const Mcp *m) {
                 "Apply a request's changes", "description",
                 "Write what a request's command changed under /work into this workspace: the whole changeset or "
                 "nothing. It is refused when any file it touches changed since the command ran (each conflict is "
-                "named), when it changes anything named .git (a person may take those with the command line's "
+                "named), when it changes anything named .git or .gitmodules or leaves a directory that git would take "
+                "for a repository (a HEAD beside objects/ and refs/: a person may take those with the command line's "
                 "apply --allow-git), or when it is incomplete.",
                 "inputSchema", "type", "object", "properties", "id", "type", "string", "pattern",
                 "^[a-z0-9][a-z0-9_-]{0,63}$", "dry_run", "type", "boolean", "description", "only say what would change",

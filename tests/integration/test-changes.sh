@@ -182,7 +182,78 @@ apply_phase() {
         stop_daemon || true
 }
 
+# apply's git rules (issue 46 item 1): a job makes a directory that git takes for a repository,
+# or a link to one, with no component named .git in any path. Each vector is its own job and
+# its own refusal, naming the path and the rule, with nothing written; --allow-git takes the
+# git rules, never the control directory.
+apply_git_phase() {
+        echo "-- [$SECONDS s] apply: git's repositories without a .git"
+        stop_daemon >/dev/null 2>&1; worker_cleanup "$dir" >/dev/null 2>&1
+        dir=$(test_dir tfw-it-changes); chmod 0755 "$dir"
+        new_worker "$dir" ', "runtime": {"warm_seconds": 0}'
+        local ws=$dir/ws
+        # What the workspace holds already: halves of repositories, a bare repository (a test
+        # fixture), a linked worktree's commondir, a .gitmodules of the workspace's repository.
+        as_ctl sh -c "cd '$ws' && git init -q . && mkdir -p src half/objects half/refs half2/refs wt2 &&
+                echo 'ref: refs/heads/main' >half2/HEAD && echo ../.git >wt2/commondir && git init -q --bare fix.git &&
+                printf '[submodule \"lib\"]\n\tpath = lib\n\turl = ../lib\n' >.gitmodules"
+        start_daemon "$dir" || return 1
+        # plant ID SCRIPT: the job runs SCRIPT in the workspace and ends
+        plant() {
+                submit "$dir" "$1" local-reversible "$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$2")"
+                check "git $1: the job ended" wait_result "$dir" "$1"
+        }
+        # refused ID RULE PATH...: apply refuses the whole changeset, its message names RULE
+        # (a pattern holding the path), and no PATH exists afterwards (ok-ID.txt, the job's
+        # innocent file, among them)
+        refused() {
+                local id=$1 rule=$2 p; shift 2
+                check "git $id: refused whole" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply $id 2>'$dir/$id.err')"
+                check "git $id: ... naming the path and the rule" grep -q -- "$rule" "$dir/$id.err" || cat "$dir/$id.err"
+                for p in "ok-$id.txt" "$@"; do
+                        check "git $id: ... nothing written: '$p'" test ! -e "$ws/$p"
+                done
+        }
+        local fsm='printf "[core]\n\tbare = false\n\tworktree = .\n\tfsmonitor = \"touch pwned\"\n"'
+        plant g1 "mkdir -p src/objects src/refs && echo 'ref: refs/heads/main' >src/HEAD && $fsm >src/config && echo ok >ok-g1.txt"
+        refused g1 "refused: 'src': git would take this directory for a repository after the changeset (a HEAD beside objects/ and refs/)" \
+                src/HEAD src/config src/objects
+        plant g2 "echo 'ref: refs/heads/main' >half/HEAD && echo ok >ok-g2.txt"
+        refused g2 "refused: 'half': git would take this directory for a repository after the changeset (a HEAD beside objects/ and refs/)" half/HEAD
+        plant g3 "mkdir half2/objects && echo ok >ok-g3.txt"
+        refused g3 "refused: 'half2': git would take this directory for a repository after the changeset (a HEAD beside objects/ and refs/)" half2/objects
+        plant g4 "$fsm >>fix.git/config && echo ok >ok-g4.txt"
+        refused g4 "refused: 'fix.git': git would take this directory for a repository after the changeset"
+        check "git g4: ... its config as it was" sh -c "! grep -q fsmonitor '$ws/fix.git/config'"
+        plant g5 "mkdir wt && echo ../.git >wt/commondir && echo ok >ok-g5.txt"
+        refused g5 "refused: 'wt/commondir': a commondir file" wt
+        plant g6 "echo 'ref: refs/heads/main' >wt2/HEAD && echo ok >ok-g6.txt"
+        refused g6 "refused: 'wt2': git would take this directory for a repository after the changeset (a HEAD beside a commondir)" wt2/HEAD
+        plant g7 "mkdir lib2 && echo 'gitdir: ../evil' >lib2/gitdir && echo ok >ok-g7.txt"
+        refused g7 "refused: 'lib2/gitdir': a gitdir file" lib2
+        plant g8 "printf '[submodule \"lib\"]\n\tpath = lib\n\turl = ssh://evil.example/lib\n' >.gitmodules && echo ok >ok-g8.txt"
+        refused g8 "refused: '.gitmodules': the job changed a .gitmodules"
+        check "git g8: ... .gitmodules as it was" grep -q 'url = ../lib' "$ws/.gitmodules"
+        # Names a folding file system takes for .git: a hook below .GIT, .git. and .g<U+200C>it.
+        plant g9 "mkdir -p sub/.GIT/hooks sub2/.git. \"sub3/.g$(printf '\342\200\214')it\" && echo x >sub/.GIT/hooks/pre-commit &&
+                echo x >sub2/.git./config && echo x >\"sub3/.g$(printf '\342\200\214')it/config\" && echo ok >ok-g9.txt"
+        refused g9 "refused: 'sub/.GIT/hooks/pre-commit': the job changed a .git: a name that a case-insensitive or normalising file system takes for .git" sub/.GIT sub2
+        check "git g9: ... .git. named" grep -q "refused: 'sub2/.git./config': the job changed a .git: a name" "$dir/g9.err"
+        check "git g9: ... .g<U+200C>it named" grep -q "refused: 'sub3/.g$(printf '\342\200\214')it/config': the job changed a .git: a name" "$dir/g9.err"
+        check "git g9: ... nothing written below them" test ! -e "$ws/sub2" -a ! -e "$ws/sub3/.g$(printf '\342\200\214')it"
+        # --allow-git takes the git rules (g1 whole), never the control directory, folded or not.
+        check "git g1: --allow-git takes it" quiet sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --allow-git g1 2>/dev/null"
+        check "git g1: ... written" test -f "$ws/src/HEAD" -a -d "$ws/src/objects" -a -f "$ws/ok-g1.txt"
+        plant g10 "mkdir -p .TENTAFLAKE-WORKER && echo x >.TENTAFLAKE-WORKER/inbox && echo ok >ok-g10.txt"
+        check "git g10: a folded control directory, even with --allow-git" \
+                sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --allow-git g10 2>'$dir/g10.err')"
+        check "git g10: ... naming it" grep -q "refused: '.TENTAFLAKE-WORKER/inbox': a control directory of tentaflake-worker" "$dir/g10.err"
+        check "git g10: ... nothing written" test ! -e "$ws/ok-g10.txt" -a ! -e "$ws/.TENTAFLAKE-WORKER"
+        stop_daemon || true
+}
+
 phase "capsules started for their job" 0 c
 phase "capsules started ahead" 30 w
 apply_phase
+apply_git_phase
 finish
