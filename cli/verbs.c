@@ -199,8 +199,13 @@ static int act_approve(Worker *w, const VerbArgs *a, TfwError *e) {
         int r = decide_approve(w, a->id, a->expect_sha256, who, e);
         if (r < 0)
                 return r;
-        if (!a->json)
+        if (!a->json) {
                 printf("approve '%s': approved by %s; queued\n", a->id, who);
+                if (w->config->cache.paths)
+                        printf("approve '%s': it starts from the build cache, read-only: at its paths it sees what "
+                               "local-reversible jobs left there, not the workspace's own entries (cache clear "
+                               "empties it)\n", a->id);
+        }
         if (!a->wait) {
                 if (!a->json)
                         return 0;
@@ -558,7 +563,8 @@ const Verb verbs[] = {
          "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]\n\n"
          "Approve a pending request. It runs from the worker's private copy, captured when it\n"
          "arrived; approval never widens the capsule. A running daemon, or the path unit's\n"
-         "drain, starts it.\n\n"
+         "drain, starts it. With a build cache (cache.paths) it starts from the cache,\n"
+         "read-only: at those paths it sees what local-reversible jobs left there.\n\n"
          "  --expect-sha256 HEX  refuse unless the captured copy has this sha256\n"
          "  --wait               wait for the final result and print its summary; exit 1 at\n"
          "                       once when no worker runs and none can be started\n"
