@@ -141,6 +141,14 @@ $(PROXY_BIN): $(PROXY_SRC:%.c=$(BUILD)/%.o) $(BUILD)/libtfw.a
 # The proxy's unit test runs the program itself (in `make asan`, built with the sanitizers).
 $(BUILD)/tests/unit/test-egress-proxy: $(PROXY_BIN)
 
+# The command line's own test reads cli/'s verb table: cli/'s objects, main() renamed so that
+# cmocka's is the program's (tests/unit/test-cli-options.c).
+$(BUILD)/tests/unit/cli-main.o: $(BUILD)/cli/main.o
+	objcopy --redefine-sym main=tfw_cli_main $< $@
+$(BUILD)/tests/unit/test-cli-options: $(BUILD)/tests/unit/test-cli-options.o $(BUILD)/tests/unit/cli-main.o \
+		$(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ)) $(TESTLIB_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
+
 $(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
 
