@@ -1557,14 +1557,15 @@ static void test_cache_set(void **state) {
         assert_int_equal(config_store_cache_inodes(c), 3 * (1000 + 1 + 6) + 64 + 2 * 1);
 }
 
-/* docs/config.md, "Sizing the store": its table's rows are these (concurrency 4, cache 4g of
- * 200000 entries at one path, the other limits their defaults). */
+/* docs/config.md, "Sizing the store": its table's row for concurrency 4 and a cache of 8g (200000
+ * entries at one path, the other limits their defaults): 74 GiB, 2,801,196 inodes. */
 static void test_store_sizing_row(void **state) {
         (void) state;
         _cleanup_config_ Config *c = parse_mods((const char *const[]) {
-                "concurrency", "4", "cache.paths", "[\"build\"]", "cache.max_bytes", "\"4g\"", NULL });
+                "concurrency", "4", "cache.paths", "[\"build\"]", "cache.max_bytes", "\"8g\"", NULL });
 
-        assert_int_equal(config_store_tmpfs_bytes(c), (2ULL << 30) + 9 * (4ULL << 30));
+        assert_int_equal(config_store_tmpfs_bytes(c), (2ULL << 30) + 9 * (8ULL << 30));
+        assert_int_equal(config_store_tmpfs_bytes(c), 74ULL << 30);
         assert_int_equal(config_store_tmpfs_inodes(c), 5 * (200000 + 8) + 1024 + 9 * (200000 + 1 + 6) + 64 + 5);
         assert_int_equal(config_store_tmpfs_inodes(c), 2801196);
 }
