@@ -30,7 +30,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0 passes=0
 
 "$BIN" submit --help >"$tmp/submit.help" 2>&1 || echo "FAIL submit --help exits non-zero" >>"$tmp/py.out"
-mandoc -T ascii "$BUILD/man/tentaflake-worker.8" | col -b >"$tmp/man.txt"
+mandoc -T ascii "$BUILD/man/tentaflake-worker.8" >"$tmp/man.txt"
 "$BIN" mcp --help >"$tmp/mcp.help" 2>&1 || echo "FAIL mcp --help exits non-zero" >>"$tmp/py.out"
 # initialize, then tools/list: the server answers both without a worker (run from a directory
 # that is no workspace, so nothing of this tree's own is read).
@@ -54,7 +54,7 @@ def define(name):
     return m.group(1) if m else ""
 statuses, own = define("CONTROLLER_EXIT_NOT_RUN_STATUSES"), define("CONTROLLER_EXIT_NOT_RUN_SUBMIT")
 help_text = flat(open(tmp + "/submit.help").read())
-man = open(tmp + "/man.txt").read()
+man = re.sub(r".\x08", "", open(tmp + "/man.txt").read())  # mandoc's overstrikes (bold, underline)
 m = re.search(r"^EXIT STATUS\n(.*?)^\S", man, re.M | re.S)
 check(m is not None, "tentaflake-worker(8) has an EXIT STATUS section")
 man_exit = flat(m.group(1) if m else "")
