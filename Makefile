@@ -145,6 +145,14 @@ $(BUILD)/tests/unit/test-egress-proxy: $(PROXY_BIN)
 $(BUILD)/tests/unit/test-capsule-landlock: $(BUILD)/tests/unit/test-capsule-landlock.o $(BUILD)/capsule-init/landlock.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(BUILD)/capsule-init/landlock.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
 
+# The command line's own test reads cli/'s verb table: cli/'s objects, main() renamed so that
+# cmocka's is the program's (tests/unit/test-cli-options.c).
+$(BUILD)/tests/unit/cli-main.o: $(BUILD)/cli/main.o
+	objcopy --redefine-sym main=tfw_cli_main $< $@
+$(BUILD)/tests/unit/test-cli-options: $(BUILD)/tests/unit/test-cli-options.o $(BUILD)/tests/unit/cli-main.o \
+		$(filter-out $(BUILD)/cli/main.o,$(CLI_OBJ)) $(TESTLIB_OBJ) $(BUILD)/libtfw.a
+	$(CC) $(LDFLAGS_ALL) -o $@ $(filter %.o,$^) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
+
 $(BUILD)/tests/unit/test-%: $(BUILD)/tests/unit/test-%.o $(TESTLIB_OBJ) $(BUILD)/libtfw.a
 	$(CC) $(LDFLAGS_ALL) -o $@ $< $(TESTLIB_OBJ) $(BUILD)/libtfw.a $(PKG_LIBS) -lcmocka
 

@@ -4,6 +4,7 @@
  * 0 success, 1 the operation failed, 2 usage error. */
 #pragma once
 
+#include <getopt.h>
 #include <stdbool.h>
 
 #include "orchestrator/worker.h"
@@ -26,6 +27,12 @@ typedef struct Verb {
          * configuration (--config, --name): the controller's own form (`list`; contract
          * section 9), with no configuration. Root's form is unchanged. */
         int (*controller_run)(int argc, char **argv);
+        /* The options the verb's parser takes (getopt_long's table, the one run parses with), and
+         * controller_run's; NULL: none. Besides --help and --config/--name (cli/main.c), these
+         * are the flags its help names, no more and no fewer (tests/unit/test-cli-options.c;
+         * tests/unit/test-man-help.sh holds the man page to the help). */
+        const struct option *options;
+        const struct option *controller_options;
 } Verb;
 
 const Verb *verb_find(const char *name);
@@ -49,6 +56,10 @@ void cli_report_line(void *userdata, int level, const char *line);
 
 /* `serve`'s command line (cli/serve.c): an exit status. */
 int cli_serve(int argc, char **argv);
+
+/* The option tables of the verbs parsed outside cli/verbs.c (Verb.options). */
+extern const struct option serve_options[], submit_options[], apply_options[], mcp_options[],
+        list_controller_options[];
 
 /* The controller's verbs (cli/controller.c). */
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path);

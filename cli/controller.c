@@ -22,7 +22,7 @@
 #include "controller/submit.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
-       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH, OPT_RECENT };
+       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH, OPT_RECENT, OPT_DRY_RUN, OPT_DIFF, OPT_ALLOW_GIT };
 
 /* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
 static int parse_wait_timeout(const char *s, unsigned *ret) {
@@ -70,23 +70,24 @@ static int submit_attach(int argc, char **argv, const SubmitOptions *o, bool oth
         return status;
 }
 
+const struct option submit_options[] = {
+        {"workspace", required_argument, NULL, OPT_WORKSPACE},
+        {"class", required_argument, NULL, OPT_CLASS},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"id", required_argument, NULL, OPT_ID},
+        {"wait", no_argument, NULL, OPT_WAIT},
+        {"no-wait", no_argument, NULL, OPT_NO_WAIT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"results", required_argument, NULL, OPT_RESULTS},
+        {"apply", no_argument, NULL, OPT_APPLY},
+        {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
+        {"cancel", required_argument, NULL, OPT_CANCEL},
+        {"attach", required_argument, NULL, OPT_ATTACH},
+        {},
+};
+
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"workspace", required_argument, NULL, OPT_WORKSPACE},
-                {"class", required_argument, NULL, OPT_CLASS},
-                {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                {"reason", required_argument, NULL, OPT_REASON},
-                {"id", required_argument, NULL, OPT_ID},
-                {"wait", no_argument, NULL, OPT_WAIT},
-                {"no-wait", no_argument, NULL, OPT_NO_WAIT},
-                {"json", no_argument, NULL, OPT_JSON},
-                {"results", required_argument, NULL, OPT_RESULTS},
-                {"apply", no_argument, NULL, OPT_APPLY},
-                {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
-                {"cancel", required_argument, NULL, OPT_CANCEL},
-                {"attach", required_argument, NULL, OPT_ATTACH},
-                {},
-        };
         const char *cls = NULL, *timeout = NULL, *reason = NULL, *id = NULL, *cancel = NULL;
         SubmitOptions o = {.wait = true};
         int c;
@@ -96,7 +97,7 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
         opterr = 0;
         optind = 0;
         /* '+': the command starts at the first argument that is not an option (or after --). */
-        while ((c = getopt_long(argc, argv, "+:", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, "+:", submit_options, NULL)) != -1) {
                 switch (c) {
                 case OPT_WORKSPACE:
                         o.workspace = optarg;
@@ -172,16 +173,16 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
         return status;
 }
 
+const struct option apply_options[] = {
+        {"workspace", required_argument, NULL, OPT_WORKSPACE},
+        {"results", required_argument, NULL, OPT_RESULTS},
+        {"dry-run", no_argument, NULL, OPT_DRY_RUN},
+        {"diff", no_argument, NULL, OPT_DIFF},
+        {"allow-git", no_argument, NULL, OPT_ALLOW_GIT},
+        {},
+};
+
 int verb_apply(int argc, char **argv, const Config *config, const char *config_path) {
-        enum { OPT_DRY_RUN = 0x200, OPT_DIFF, OPT_ALLOW_GIT };
-        static const struct option opts[] = {
-                {"workspace", required_argument, NULL, OPT_WORKSPACE},
-                {"results", required_argument, NULL, OPT_RESULTS},
-                {"dry-run", no_argument, NULL, OPT_DRY_RUN},
-                {"diff", no_argument, NULL, OPT_DIFF},
-                {"allow-git", no_argument, NULL, OPT_ALLOW_GIT},
-                {},
-        };
         ApplyOptions o = {};
         int c;
         (void) config;
@@ -189,7 +190,7 @@ int verb_apply(int argc, char **argv, const Config *config, const char *config_p
 
         opterr = 0;
         optind = 0;
-        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", apply_options, NULL)) != -1) {
                 if (c == OPT_WORKSPACE)
                         o.workspace = optarg;
                 else if (c == OPT_RESULTS)
@@ -217,12 +218,13 @@ int verb_apply(int argc, char **argv, const Config *config, const char *config_p
         return 0;
 }
 
+const struct option mcp_options[] = {
+        {"workspace", required_argument, NULL, OPT_WORKSPACE},
+        {"results", required_argument, NULL, OPT_RESULTS},
+        {},
+};
+
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"workspace", required_argument, NULL, OPT_WORKSPACE},
-                {"results", required_argument, NULL, OPT_RESULTS},
-                {},
-        };
         McpOptions o = {};
         int c;
         (void) config;
@@ -230,7 +232,7 @@ int verb_mcp(int argc, char **argv, const Config *config, const char *config_pat
 
         opterr = 0;
         optind = 0;
-        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", mcp_options, NULL)) != -1) {
                 if (c == OPT_WORKSPACE)
                         o.workspace = optarg;
                 else if (c == OPT_RESULTS)
@@ -255,14 +257,15 @@ int verb_mcp(int argc, char **argv, const Config *config, const char *config_pat
 
 /* `list` as the controller (cli/main.c: not root, no configuration named): list [--workspace DIR]
  * [--results DIR] [--recent N] [--json]. */
+const struct option list_controller_options[] = {
+        {"workspace", required_argument, NULL, OPT_WORKSPACE},
+        {"results", required_argument, NULL, OPT_RESULTS},
+        {"recent", required_argument, NULL, OPT_RECENT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
+
 int verb_list_controller(int argc, char **argv) {
-        static const struct option opts[] = {
-                {"workspace", required_argument, NULL, OPT_WORKSPACE},
-                {"results", required_argument, NULL, OPT_RESULTS},
-                {"recent", required_argument, NULL, OPT_RECENT},
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         const char *workspace = NULL, *results = NULL;
         size_t recent = CONTROLLER_LIST_RECENT_DEFAULT;
         bool json = false;
@@ -270,7 +273,7 @@ int verb_list_controller(int argc, char **argv) {
 
         opterr = 0;
         optind = 0;
-        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", list_controller_options, NULL)) != -1) {
                 if (c == OPT_WORKSPACE)
                         workspace = optarg;
                 else if (c == OPT_RESULTS)

@@ -37,7 +37,7 @@ enum {
 /* `serve --check [--json]`: the live proof of serve's walls instead of serving. */
 static bool check_mode, check_json;
 
-static const struct option serve_opts[] = {
+const struct option serve_options[] = {
         {"server", required_argument, NULL, OPT_SERVER},
         {"key", required_argument, NULL, OPT_KEY},
         {"token-file", required_argument, NULL, OPT_TOKEN_FILE},
@@ -210,10 +210,10 @@ static int parse_options(int argc, char **argv, ServeOptions *o) {
         serve_options_default(o);
         opterr = 0;
         optind = 0;
-        while ((c = getopt_long(argc, argv, ":", serve_opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", serve_options, NULL)) != -1) {
                 target = NULL;
                 flag = NULL;
-                for (const struct option *x = serve_opts; x->name; x++)
+                for (const struct option *x = serve_options; x->name; x++)
                         if (x->val == c)
                                 flag = x->name;
                 switch (c) {

@@ -22,6 +22,7 @@
 #include "common/root-dir.h"
 #include "common/sha256.h"
 #include "controller/no-worker.h"
+#include "controller/outcome.h"
 #include "orchestrator/audit.h"
 #include "orchestrator/daemon.h"
 #include "orchestrator/doctor.h"
@@ -145,11 +146,12 @@ static int fail(Worker *w, const TfwError *e) {
         return 1;
 }
 
+static const struct option run_options[] = {{}};
+
 static int verb_run(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {{}};
         VerbArgs a = {};
         TfwError e = {0};
-        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        int r = parse_verb_args(argc, argv, run_options, 0, &a);
         if (r)
                 return r;
         DaemonOptions o = {
@@ -199,8 +201,13 @@ static int act_approve(Worker *w, const VerbArgs *a, TfwError *e) {
         int r = decide_approve(w, a->id, a->expect_sha256, who, e);
         if (r < 0)
                 return r;
-        if (!a->json)
+        if (!a->json) {
                 printf("approve '%s': approved by %s; queued\n", a->id, who);
+                if (w->config->cache.paths)
+                        printf("approve '%s': it starts from the build cache, read-only: at its paths it sees what "
+                               "local-reversible jobs left there, not the workspace's own entries (cache clear "
+                               "empties it)\n", a->id);
+        }
         if (!a->wait) {
                 if (!a->json)
                         return 0;
@@ -279,55 +286,60 @@ static int act_gc(Worker *w, const VerbArgs *a, TfwError *e) {
         return print_json(o, e);
 }
 
+static const struct option approve_options[] = {
+        {"expect-sha256", required_argument, NULL, OPT_EXPECT},
+        {"wait", no_argument, NULL, OPT_WAIT},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
+
 static int verb_approve(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"expect-sha256", required_argument, NULL, OPT_EXPECT},
-                {"wait", no_argument, NULL, OPT_WAIT},
-                {"timeout", required_argument, NULL, OPT_TIMEOUT},
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         (void) config_path;
-        return run_operator_verb(argc, argv, config, opts, 1, act_approve);
+        return run_operator_verb(argc, argv, config, approve_options, 1, act_approve);
 }
+
+static const struct option deny_options[] = {
+        {"reason", required_argument, NULL, OPT_REASON},
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
 
 static int verb_deny(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"reason", required_argument, NULL, OPT_REASON},
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         (void) config_path;
-        return run_operator_verb(argc, argv, config, opts, 1, act_deny);
+        return run_operator_verb(argc, argv, config, deny_options, 1, act_deny);
 }
+
+static const struct option list_options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {"all", no_argument, NULL, OPT_ALL},
+        {},
+};
 
 static int verb_list(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"json", no_argument, NULL, OPT_JSON},
-                {"all", no_argument, NULL, OPT_ALL},
-                {},
-        };
         (void) config_path;
-        return run_operator_verb(argc, argv, config, opts, 0, act_list);
+        return run_operator_verb(argc, argv, config, list_options, 0, act_list);
 }
+
+static const struct option show_options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
 
 static int verb_show(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         (void) config_path;
-        return run_operator_verb(argc, argv, config, opts, 1, act_show);
+        return run_operator_verb(argc, argv, config, show_options, 1, act_show);
 }
 
+static const struct option doctor_options[] = {
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
+
 static int verb_doctor(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         VerbArgs a = {};
         (void) config_path;
-        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        int r = parse_verb_args(argc, argv, doctor_options, 0, &a);
         if (r)
                 return r;
         r = doctor_run(config, a.json, stdout);
@@ -338,15 +350,22 @@ static int verb_doctor(int argc, char **argv, const Config *config, const char *
         return r;
 }
 
+static const struct option gc_options[] = {
+        {"scheduled", no_argument, NULL, OPT_SCHEDULED},
+        {"json", no_argument, NULL, OPT_JSON},
+        {},
+};
+
 static int verb_gc(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"scheduled", no_argument, NULL, OPT_SCHEDULED},
-                {"json", no_argument, NULL, OPT_JSON},
-                {},
-        };
         (void) config_path;
-        return run_operator_verb(argc, argv, config, opts, 0, act_gc);
+        return run_operator_verb(argc, argv, config, gc_options, 0, act_gc);
 }
+
+/* audit verify [--json]: parsed by hand (the subcommand comes first). */
+static const struct option audit_options[] = {
+        {"json", no_argument, NULL, 0},
+        {},
+};
 
 static int verb_audit(int argc, char **argv, const Config *config, const char *config_path) {
         (void) config_path;
@@ -356,7 +375,7 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
                 return cli_usage_error("audit", "unknown subcommand '%s' (only verify)", argv[1]);
         bool json = false;
         for (int i = 2; i < argc; i++) {
-                if (!streq(argv[i], "--json"))
+                if (strncmp(argv[i], "--", 2) != 0 || !streq(argv[i] + 2, audit_options[0].name))
                         return cli_usage_error("audit", "unexpected argument '%s'", argv[i]);
                 json = true;
         }
@@ -397,10 +416,11 @@ static int verb_audit(int argc, char **argv, const Config *config, const char *c
 
 /* check-config: the file parses, and the directories it names are as they must be or can be
  * made; nothing is created. */
+static const struct option check_config_options[] = {{}};
+
 static int verb_check_config(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {{}};
         VerbArgs a = {};
-        int r = parse_verb_args(argc, argv, opts, 0, &a);
+        int r = parse_verb_args(argc, argv, check_config_options, 0, &a);
         if (r)
                 return r;
         int failed = 0;
@@ -484,12 +504,13 @@ static int verb_store(int argc, char **argv, const Config *config, const char *c
         return 0;
 }
 
+static const struct option keygen_options[] = {
+        {"out", required_argument, NULL, 'o'},
+        {"identity", required_argument, NULL, 'i'},
+        {},
+};
+
 static int verb_keygen(int argc, char **argv, const Config *config, const char *config_path) {
-        static const struct option opts[] = {
-                {"out", required_argument, NULL, 'o'},
-                {"identity", required_argument, NULL, 'i'},
-                {},
-        };
         const char *out = NULL, *identity = NULL;
         int c;
         (void) config;
@@ -497,7 +518,7 @@ static int verb_keygen(int argc, char **argv, const Config *config, const char *
 
         opterr = 0;
         optind = 0; /* 0: glibc re-initialises its scanner for the new argv */
-        while ((c = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
+        while ((c = getopt_long(argc, argv, ":", keygen_options, NULL)) != -1) {
                 if (c == 'o')
                         out = optarg;
                 else if (c == 'i')
@@ -548,30 +569,31 @@ const Verb verbs[] = {
          "Run the inbox daemon for one controller: take requests from\n"
          "<workspace>/.tentaflake-worker/inbox/, apply the action-class policy, run jobs in\n"
          "capsules and publish results. Notifies systemd (Type=notify) when ready.\n" CONFIG_OPT,
-         true, verb_run, NULL},
+         true, verb_run, NULL, run_options, NULL},
         {"drain", "drain                    process the inbox and queue until idle, then exit",
          "Usage: tentaflake-worker --config FILE drain\n\n"
          "Do the daemon's work until the inbox and the queue are empty, then exit\n"
          "(for the path-activated oneshot service).\n" CONFIG_OPT,
-         true, verb_run, NULL},
+         true, verb_run, NULL, run_options, NULL},
         {"approve", "approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]",
          "Usage: tentaflake-worker --config FILE approve ID [--expect-sha256 HEX] [--wait [--timeout SECS]] [--json]\n\n"
          "Approve a pending request. It runs from the worker's private copy, captured when it\n"
          "arrived; approval never widens the capsule. A running daemon, or the path unit's\n"
-         "drain, starts it.\n\n"
+         "drain, starts it. With a build cache (cache.paths) it starts from the cache,\n"
+         "read-only: at those paths it sees what local-reversible jobs left there.\n\n"
          "  --expect-sha256 HEX  refuse unless the captured copy has this sha256\n"
          "  --wait               wait for the final result and print its summary; exit 1 at\n"
          "                       once when no worker runs and none can be started\n"
          "  --timeout SECS       give up waiting after SECS (default: the request's timeout\n"
          "                       plus 120 s); the request stays approved\n"
          "  --json               print the decision (and with --wait the result) as JSON\n" CONFIG_OPT,
-         true, verb_approve, NULL},
+         true, verb_approve, NULL, approve_options, NULL},
         {"deny", "deny ID [--reason TEXT] [--json]",
          "Usage: tentaflake-worker --config FILE deny ID [--reason TEXT] [--json]\n\n"
          "Deny a pending request; its result says denied, with the reason.\n\n"
          "  --reason TEXT  shown in the request's result\n"
          "  --json         print the decision as JSON\n" CONFIG_OPT,
-         true, verb_deny, NULL},
+         true, verb_deny, NULL, deny_options, NULL},
         {"list", "list [--json] [--all]     pending, queued and running requests (also the controller's)",
          "Usage: tentaflake-worker --config FILE list [--json] [--all]\n"
          "       tentaflake-worker list [--workspace DIR] [--results DIR] [--recent N] [--json]\n\n"
@@ -589,21 +611,21 @@ const Verb verbs[] = {
          "  --recent N       how many recent results to list (0..100, default 20)\n"
          "  --json           the same as JSON: inbox, active, recent, recent_more, inbox_other\n"
          "See docs/controller.md.\n",
-         true, verb_list, verb_list_controller},
+         true, verb_list, verb_list_controller, list_options, list_controller_options},
         {"show", "show ID [--json]         one request: captured copy, sha256, state, result",
          "Usage: tentaflake-worker --config FILE show ID [--json]\n\n"
          "Show the captured request, its sha256, its state, when it expires while pending,\n"
          "and once it ran: start, end, duration, result summary and the paths of its\n"
          "result and log.\n\n"
          "  --json  the record, the captured request and result.json as JSON\n" CONFIG_OPT,
-         true, verb_show, NULL},
+         true, verb_show, NULL, show_options, NULL},
         {"doctor", "doctor [--json]          prove the configured isolation works, live",
          "Usage: tentaflake-worker --config FILE doctor [--json]\n\n"
          "Check the runtime, directories and limits, then run a probe job in a real capsule.\n"
          "Among them, as the controller's uid: the workspace, that the inbox can be written\n"
          "and results_dir read. Exits 1 when any check fails.\n\n"
          "  --json  the checks as a JSON array of {check, ok, detail}\n" CONFIG_OPT,
-         true, verb_doctor, NULL},
+         true, verb_doctor, NULL, doctor_options, NULL},
         {"gc", "gc [--scheduled] [--json] expire results, rotate the audit log now",
          "Usage: tentaflake-worker --config FILE gc [--scheduled] [--json]\n\n"
          "Expire pending requests older than pending_ttl_hours, remove results and used ids\n"
@@ -611,24 +633,24 @@ const Verb verbs[] = {
          "  --scheduled  rotate the audit log only when its day is over, as the daemon does\n"
          "               (what tentaflake-worker-gc@NAME.timer runs every hour)\n"
          "  --json       print what was removed and rotated as JSON\n" CONFIG_OPT,
-         true, verb_gc, NULL},
+         true, verb_gc, NULL, gc_options, NULL},
         {"audit", "audit verify [--json]    check the audit hash chain",
          "Usage: tentaflake-worker --config FILE audit verify [--json]\n\n"
          "Verify the hash chain of the audit log across its rotated files.\n\n"
          "  --json  the report as JSON (intact, files, lines, sequence numbers, first break)\n" CONFIG_OPT,
-         true, verb_audit, NULL},
+         true, verb_audit, NULL, audit_options, NULL},
         {"check-config", "check-config             validate the configuration, create nothing",
          "Usage: tentaflake-worker --config FILE check-config\n\n"
          "Parse the configuration and check the directories it names (state_dir,\n"
          "results_dir: right owner and mode, or not made yet) and the workspace, without\n"
          "creating or changing anything. Exits 1 naming the key when something is wrong.\n" CONFIG_OPT,
-         true, verb_check_config, NULL},
+         true, verb_check_config, NULL, check_config_options, NULL},
         {"cache", "cache clear              empty the build cache (docs/cache.md)",
          "Usage: tentaflake-worker --config FILE cache clear\n\n"
          "Empty the build cache that local-reversible jobs leave for the next (cache.paths):\n"
          "the running daemon removes it and the next job starts without one; a job running\n"
          "meanwhile keeps nothing. Waits until it is done.\n" CONFIG_OPT,
-         true, verb_cache, NULL},
+         true, verb_cache, NULL, NULL, NULL},
         {"store", "store mount|remove       the generation store's tmpfs (docs/snapshot.md)",
          "Usage: tentaflake-worker --config FILE store mount|remove\n\n"
          "The generation store and build cache live in a tmpfs at state_dir/store that outlives\n"
@@ -636,12 +658,12 @@ const Verb verbs[] = {
          "  mount   mount it unless it is there (what tentaflake-worker-store@NAME.service runs\n"
          "          before the daemon; a daemon started by hand mounts it itself)\n"
          "  remove  unmount it and remove its directory (refused while the daemon runs)\n" CONFIG_OPT,
-         true, verb_store, NULL},
+         true, verb_store, NULL, NULL, NULL},
         {"keygen", "keygen --out FILE --identity ID   make an ed25519 signing key",
          "Usage: tentaflake-worker keygen --out FILE --identity ID\n\n"
          "Create an ed25519 signing key (mode 0600, never overwritten) and print the\n"
          "trusted_issuers entry with its public key.\n",
-         false, verb_keygen, NULL},
+         false, verb_keygen, NULL, keygen_options, NULL},
         {"serve", "serve --server URL --key FILE [flags]   validation plane worker",
          "Usage: tentaflake-worker serve --server URL --key FILE [flags]\n"
          "       tentaflake-worker serve --check [--json] [flags]\n\n"
@@ -696,7 +718,7 @@ const Verb verbs[] = {
          "  --shutdown-grace-secs N         how long running jobs may finish at a stop\n"
          "  --log-level error|warning|notice|info|debug   (info)\n"
          "See docs/validation.md.\n",
-         false, verb_serve, NULL},
+         false, verb_serve, NULL, serve_options, NULL},
         {"submit", "submit [OPTIONS] -- ARGV...   controller: run a command, wait, take its exit code",
          "Usage: tentaflake-worker submit [--workspace DIR] [--class CLASS] [--timeout S]\n"
          "                                [--reason TEXT] [--id ID] [--wait|--no-wait] [--json]\n"
@@ -741,12 +763,14 @@ const Verb verbs[] = {
          "                   submit gives them; an id of no request of this workspace: 125\n"
          "                   (tentaflake-worker list, as the controller, shows this workspace's\n"
          "                   requests and their ids)\n\n"
-         "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 125\n"
-         "rejected (by the worker, or here before writing), denied, expired, error,\n"
-         "interrupted, cancelled, submit itself failed, --wait-timeout passed, or --apply could\n"
-         "not apply the changes; 2 usage error. See docs/controller.md.\n",
-         false, verb_submit, NULL},
-        {"apply", "apply ID [--dry-run] [--diff]   controller: write a job's changes into the workspace",
+         "Exit status: the job's exit code; 124 timed out; 128+N killed by signal N; 2 usage\n"
+         "error; 125 when the result is one of\n"
+         "  " CONTROLLER_EXIT_NOT_RUN_STATUSES "\n"
+         "(rejected by the worker, or by submit before writing), or when\n"
+         "  " CONTROLLER_EXIT_NOT_RUN_SUBMIT ".\n"
+         "See docs/controller.md.\n",
+         false, verb_submit, NULL, submit_options, NULL},
+        {"apply", "apply ID [--dry-run] [--diff] [--allow-git] [--workspace DIR] [--results DIR]   controller: write a job's changes into the workspace",
          "Usage: tentaflake-worker apply [--workspace DIR] [--results DIR] [--dry-run] [--diff]\n"
          "                               [--allow-git] ID\n\n"
          "Run by the controller's own user: write the changeset of request ID (RESULTS/ID/\n"
@@ -767,20 +791,22 @@ const Verb verbs[] = {
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Exit status: 0 applied (or, with --dry-run, applicable); 1 refused or failed; 2 usage\n"
          "error. See docs/controller.md.\n",
-         false, verb_apply, NULL},
-        {"mcp", "mcp [--workspace DIR]    controller: MCP server on stdio (tools run, result, list, apply, cancel)",
+         false, verb_apply, NULL, apply_options, NULL},
+        {"mcp", "mcp [--workspace DIR] [--results DIR]   controller: MCP server on stdio (tools run, result, list, apply, cancel)",
          "Usage: tentaflake-worker mcp [--workspace DIR] [--results DIR]\n\n"
          "A Model Context Protocol server on stdin/stdout (JSON-RPC 2.0, one message per line),\n"
          "run by the controller's own user, with no configuration file. Tools:\n"
-         "  run     argv, action_class, timeout_seconds, reason, id, wait_seconds: run a\n"
-         "          command in a capsule and answer with its outcome (status, exit code, log\n"
-         "          tail, artifact paths); a request that needs an operator answers at once\n"
-         "          with its id and the approve command\n"
-         "  result  id, wait_seconds: the outcome of a request, or where it is\n"
+         "  run     argv, action_class, timeout_seconds, reason, cwd, id, wait_seconds, apply:\n"
+         "          run a command in a capsule (in /work/<cwd>; cwd defaults to this server's\n"
+         "          directory in the workspace) and answer with its outcome (status, exit code,\n"
+         "          log tail, artifact paths, what it changed; with apply: true, applied); a\n"
+         "          request that needs an operator answers at once with its id and the\n"
+         "          approve command\n"
+         "  result  id, wait_seconds, offset: the outcome of a request, or where it is; for a\n"
+         "          running job its output so far from byte offset on\n"
          "  list    recent: pending, queued, running and recent requests of this workspace\n"
          "  apply   id, dry_run: a request's changes into the workspace (as apply; never a .git)\n"
          "  cancel  id: stop a request of this workspace, as submit does with its cancel\n"
-         "A run's answer lists what its command changed; with apply: true it applies them.\n"
          "With a client of protocol 2025-11-25 or later (or one declaring the tasks capability),\n"
          "run may be called as a task: it answers at once with the task (its id is the request's),\n"
          "and tasks/get, tasks/result, tasks/cancel and tasks/list follow it, also from a new\n"
@@ -791,6 +817,6 @@ const Verb verbs[] = {
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",
-         false, verb_mcp, NULL},
+         false, verb_mcp, NULL, mcp_options, NULL},
         {},
 };

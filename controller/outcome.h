@@ -4,7 +4,7 @@
  * controller_exit_status(): the exit status `submit` takes as its own, as timeout(1) and
  * shells do: succeeded 0; failed the job's exit code (1..255; 1 when the result has none);
  * timed_out 124; killed 128+N for signal N (137, SIGKILL, when the limit that ended it left no
- * signal); rejected, denied, expired, error, interrupted and anything unknown 125.
+ * signal); CONTROLLER_EXIT_NOT_RUN_STATUSES and anything unknown 125.
  *
  * The log and the artifacts are read from <results>/<id>/ without following a symlink in the
  * last component of any path; the artifact walk is bounded in depth and in entries. */
@@ -18,6 +18,14 @@
 #define CONTROLLER_EXIT_TIMED_OUT 124
 #define CONTROLLER_EXIT_NOT_RUN 125
 #define CONTROLLER_EXIT_SIGNAL_BASE 128
+
+/* submit's 125s, one list for the code, its --help and the man page: the result statuses
+ * (contract section 7) other than succeeded, failed, timed_out and killed, and the ways submit
+ * itself ends without the job's status. cli/verbs.c prints both in submit --help;
+ * tests/unit/test-controller.c holds controller_exit_status() to the first, and
+ * tests/unit/test-cli-docs.sh holds tentaflake-worker(8)'s EXIT STATUS to both. */
+#define CONTROLLER_EXIT_NOT_RUN_STATUSES "rejected, denied, expired, error, interrupted, cancelled"
+#define CONTROLLER_EXIT_NOT_RUN_SUBMIT "submit itself failed, --wait-timeout passed, --apply could not apply"
 
 int controller_exit_status(const json_t *result);
 

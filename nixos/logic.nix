@@ -485,8 +485,14 @@ let
       sizeOr0 = v: let n = parseSize v; in if n == null then 0 else n;
       store = if a.maxStoreBytes == null then 2 * sizeOr0 a.maxSnapshotBytes else sizeOr0 a.maxStoreBytes;
       storeBytes = store + (if cache == null then 0 else caches * sizeOr0 cache.maxBytes);
+      # The store's inodes as config_store_tmpfs_inodes counts them (docs/config.md, "Sizing the
+      # store"): per cache its entries, its paths' roots and 6 files of its own, 64 for the
+      # cache's files, and per lane a directory per component of each cache path.
+      components = p: builtins.length (builtins.filter builtins.isString (builtins.split "/" p));
+      mountDirs = if cache == null then 0 else builtins.foldl' (n: p: n + components p) 0 cache.paths;
       inodes = lanes * (a.maxSnapshotEntries + 8) + 1024
-        + (if cache == null then 0 else caches * cache.maxEntries + 64 + lanes * cache.maxEntries);
+        + (if cache == null then 0
+           else caches * (cache.maxEntries + builtins.length cache.paths + 6) + 64 + lanes * mountDirs);
       memoryMib = (storeBytes + mib - 1) / mib + (inodes + 1023) / 1024 + 64 + 256 + 256 * c;
     in {
       MemoryMax = "${toString memoryMib}M";

@@ -26,14 +26,12 @@
 #define STAMP_FORMAT 1
 #define DIV_ROUND_UP(a, b) (((a) + (b) - 1) / (b))
 
+/* The parser's formula counts concurrency + 1 lanes, which scratch_store_lanes() never cuts. */
+_Static_assert(CONFIG_CONCURRENCY_MAX + 1 <= GEN_STORE_LANES_MAX, "every lane of the store is sized");
+
 void store_tmpfs_size(const Config *c, uint64_t *ret_bytes, uint64_t *ret_inodes) {
-        /* Each generation's entries, its lane's seven, and some room; with a build cache, the
-         * cache and its take-ins (config_store_cache_inodes), and each lane's mount points of
-         * the cache's paths. The bytes: the generations', and the caches'
-         * (config_store_tmpfs_bytes). */
-        uint64_t lanes = scratch_store_lanes(c);
-        *ret_inodes = lanes * (c->limits.max_snapshot_entries + 8) + 1024 + config_store_cache_inodes(c) +
-                      (c->cache.paths ? lanes * c->cache.max_entries : 0);
+        /* One formula, the parser's (docs/config.md, "Sizing the store"). */
+        *ret_inodes = config_store_tmpfs_inodes(c);
         *ret_bytes = config_store_tmpfs_bytes(c);
 }
 

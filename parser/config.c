@@ -1290,7 +1290,7 @@ static int config_parse_json(json_t *root, Config *c, TfwError *e) {
         if (r < 0)
                 return r;
 
-        r = get_unsigned(root, "concurrency", 1, 64, 1, &c->concurrency, e);
+        r = get_unsigned(root, "concurrency", 1, CONFIG_CONCURRENCY_MAX, 1, &c->concurrency, e);
         if (r < 0)
                 return r;
         r = get_unsigned(root, "retention_days", 1, 3650, 14, &c->retention_days, e);
@@ -1459,12 +1459,37 @@ uint64_t config_store_tmpfs_bytes(const Config *c) {
         return store;
 }
 
-uint64_t config_store_cache_inodes(const Config *c) {
+/* a * b + add, or UINT64_MAX when it overflows. */
+static uint64_t mul_add_sat(uint64_t a, uint64_t b, uint64_t add) {
         uint64_t n;
-
-        if (!c->cache.paths)
-                return 0;
-        if (__builtin_mul_overflow(c->cache.max_entries, store_caches(c), &n) || __builtin_add_overflow(n, 64, &n))
+        if (__builtin_mul_overflow(a, b, &n) || __builtin_add_overflow(n, add, &n))
                 return UINT64_MAX;
         return n;
+}
+
+/* The directories a lane makes for the cache's mount points: one per component of each path
+ * (snapshot/build-cache.c, mount_point()). */
+static uint64_t cache_mount_point_dirs(const Config *c) {
+        uint64_t n = 0;
+        for (size_t i = 0; c->cache.paths && c->cache.paths[i]; i++) {
+                n++;
+                for (const char *p = c->cache.paths[i]; *p; p++)
+                        n += *p == '/';
+        }
+        return n;
+}
+
+uint64_t config_store_cache_inodes(const Config *c) {
+        if (!c->cache.paths)
+                return 0;
+        uint64_t lanes = (uint64_t) MAX(c->concurrency, 1u) + 1;
+        uint64_t per_cache = mul_add_sat(1, c->cache.max_entries, c->cache.n_paths + CONFIG_STORE_CACHE_OWN_INODES);
+        uint64_t caches = mul_add_sat(per_cache, store_caches(c), 64);
+        return mul_add_sat(lanes, cache_mount_point_dirs(c), caches);
+}
+
+uint64_t config_store_tmpfs_inodes(const Config *c) {
+        uint64_t lanes = (uint64_t) MAX(c->concurrency, 1u) + 1;
+        uint64_t n = mul_add_sat(lanes, c->limits.max_snapshot_entries, 8 * lanes + 1024);
+        return mul_add_sat(1, n, config_store_cache_inodes(c));
 }

@@ -214,9 +214,21 @@ const char *driver_to_string(RuntimeDriver d);
  * and one older cache per running job that its lane's links still hold; UINT64_MAX if that
  * overflows. */
 uint64_t config_store_tmpfs_bytes(const Config *c);
-/* Inodes the store's tmpfs needs for the cache: (2 * concurrency + 1) * cache.max_entries, + 64
- * for the directories that hold them; 0 without a cache. */
+/* concurrency's range: 1..CONFIG_CONCURRENCY_MAX, so the store's lanes (concurrency + 1) fit
+ * snapshot/gen-store.h's GEN_STORE_LANES_MAX (orchestrator/store-tmpfs.c asserts it). */
+#define CONFIG_CONCURRENCY_MAX 64
+/* The files of a cache's own beside its entries and its paths' roots: its directory (v/<n> or
+ * in-<job>), data/, meta, oids, pin and the take-in's list of deletions (snapshot/build-cache.c). */
+#define CONFIG_STORE_CACHE_OWN_INODES 6
+/* Inodes the store's tmpfs needs for the cache (docs/config.md, "Sizing the store"):
+ * (2 * concurrency + 1) * (cache.max_entries + its paths + CONFIG_STORE_CACHE_OWN_INODES) + 64 for
+ * the cache's own files, + (concurrency + 1) lanes * the directories of the paths' mount points
+ * (a directory per component); 0 without a cache. UINT64_MAX if that overflows. */
 uint64_t config_store_cache_inodes(const Config *c);
+/* All the inodes of the store's tmpfs (docs/config.md, "Sizing the store"): per lane
+ * (concurrency + 1) a generation of limits.max_snapshot_entries and 8 of the lane's own, 1024 for
+ * the store's own files, and config_store_cache_inodes(). UINT64_MAX if that overflows. */
+uint64_t config_store_tmpfs_inodes(const Config *c);
 
 /* The inbox worker's runsc root, fixed by its name: /run/tentaflake-worker-<name>/runsc
  * (orchestrator/dirs.h says why). No configured directory may overlap it. */

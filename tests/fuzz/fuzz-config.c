@@ -95,7 +95,12 @@ static void check_config(const Config *c) {
                 /* (2 x concurrency + 1) caches; the bounds keep it from overflowing */
                 uint64_t caches = 2 * (uint64_t) (c->concurrency ? c->concurrency : 1) + 1;
                 CHECK(config_store_tmpfs_bytes(c) == l->max_store_bytes + caches * cc->max_bytes);
-                CHECK(config_store_cache_inodes(c) == caches * cc->max_entries + 64);
+                uint64_t dirs = 0; /* the mount points: a directory per component */
+                for (size_t i = 0; i < cc->n_paths; i++)
+                        for (const char *q = cc->paths[i]; *q; q++)
+                                dirs += q == cc->paths[i] || *q == '/';
+                CHECK(config_store_cache_inodes(c) ==
+                      caches * (cc->max_entries + cc->n_paths + CONFIG_STORE_CACHE_OWN_INODES) + 64 + (caches + 1) / 2 * dirs);
                 for (size_t i = 0; i < cc->n_paths; i++) {
                         const char *q = cc->paths[i];
                         size_t n = strlen(q);

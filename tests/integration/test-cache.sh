@@ -6,7 +6,7 @@
 #   - the cache owns its path: the workspace's own build/ is never seen by a job that uses the
 #     cache, and neither the workspace nor the results ever hold the cache;
 #   - trust: an approved job starts from it read-only (it sees the cache, not the workspace's
-#     build/; show names it), and leaves it as
+#     build/; show names it and approve says so), and leaves it as
 #     it was; a link leaving the path, a cache over max_bytes, a job killed by SIGKILL, a
 #     capsule SIGKILLed from outside while its cache comes back: each leaves the cache as it
 #     was, and the result says why;
@@ -153,7 +153,9 @@ phase() { # phase NAME WARM_SECONDS PREFIX
         check "$name: an approval-class job waits" wait_state "$dir" "${p}9" pending
         check "$name: ... show names the cache it will start from, read-only" \
                 sh -c "tfw_show() { '$BIN' --config '$dir/config.json' show '${p}9'; }; tfw_show | grep -q '^build cache:  tree $(cache_field "${p}4" left) .*read-only'"
-        check "$name: ... is approved" quiet tfw "$dir" approve "${p}9"
+        check "$name: ... is approved" sh -c "tfw_approve() { '$BIN' --config '$dir/config.json' approve '${p}9'; }; tfw_approve >'$dir/approve-${p}9.out'"
+        check "$name: ... approve says it starts from the build cache, read-only" \
+                grep -q "^approve '${p}9': it starts from the build cache, read-only" "$dir/approve-${p}9.out"
         check "$name: ... and runs" wait_result "$dir" "${p}9" 300
         check "$name: ... seeing the cache" grep -qx prog "$res/${p}9/job.log"
         check "$name: ... not the workspace's build/" sh -c "! grep -q host-only '$res/${p}9/job.log'"

@@ -1513,6 +1513,8 @@ static void test_cache_absent(void **state) {
         assert_int_equal(config_store_tmpfs_bytes(c), c->limits.max_store_bytes);
         assert_int_equal(config_store_tmpfs_bytes(c), 2ULL << 30);
         assert_int_equal(config_store_cache_inodes(c), 0);
+        /* two lanes of 200000 entries and 8 of their own, 1024 for the store */
+        assert_int_equal(config_store_tmpfs_inodes(c), 2 * (200000 + 8) + 1024);
 }
 
 static void test_cache_defaults(void **state) {
@@ -1533,7 +1535,10 @@ static void test_cache_defaults(void **state) {
         assert_int_equal(c->concurrency, 1);
         assert_int_equal(c->limits.max_store_bytes, 2ULL << 30);
         assert_int_equal(config_store_tmpfs_bytes(c), 8ULL << 30);
-        assert_int_equal(config_store_cache_inodes(c), 3 * 200000 + 64);
+        /* three caches of 200000 entries, 2 roots and 6 files of their own, 64 for the cache's
+         * files, and per lane (2) the mount points target, node_modules, node_modules/.cache */
+        assert_int_equal(config_store_cache_inodes(c), 3 * (200000 + 2 + 6) + 64 + 2 * 3);
+        assert_int_equal(config_store_tmpfs_inodes(c), 2 * (200000 + 8) + 1024 + 600094);
 }
 
 static void test_cache_set(void **state) {
@@ -1549,7 +1554,20 @@ static void test_cache_set(void **state) {
         /* limits.max_store_bytes itself is what the file says; only the tmpfs adds the cache */
         assert_int_equal(c->limits.max_store_bytes, 3ULL << 30);
         assert_int_equal(config_store_tmpfs_bytes(c), (3ULL << 30) + 3 * (512ULL << 20));
-        assert_int_equal(config_store_cache_inodes(c), 3064);
+        assert_int_equal(config_store_cache_inodes(c), 3 * (1000 + 1 + 6) + 64 + 2 * 1);
+}
+
+/* docs/config.md, "Sizing the store": its table's row for concurrency 4 and a cache of 8g (200000
+ * entries at one path, the other limits their defaults): 74 GiB, 2,801,196 inodes. */
+static void test_store_sizing_row(void **state) {
+        (void) state;
+        _cleanup_config_ Config *c = parse_mods((const char *const[]) {
+                "concurrency", "4", "cache.paths", "[\"build\"]", "cache.max_bytes", "\"8g\"", NULL });
+
+        assert_int_equal(config_store_tmpfs_bytes(c), (2ULL << 30) + 9 * (8ULL << 30));
+        assert_int_equal(config_store_tmpfs_bytes(c), 74ULL << 30);
+        assert_int_equal(config_store_tmpfs_inodes(c), 5 * (200000 + 8) + 1024 + 9 * (200000 + 1 + 6) + 64 + 5);
+        assert_int_equal(config_store_tmpfs_inodes(c), 2801196);
 }
 
 static void test_cache_store_at_the_maxima(void **state) {
@@ -1559,7 +1577,7 @@ static void test_cache_store_at_the_maxima(void **state) {
                 "limits.max_store_bytes", "\"2048g\"", NULL });
 
         assert_int_equal(config_store_tmpfs_bytes(c), 4 * (2ULL << 40));
-        assert_int_equal(config_store_cache_inodes(c), 30000064);
+        assert_int_equal(config_store_cache_inodes(c), 3 * (10000000 + 1 + 6) + 64 + 2);
 }
 
 /* The helpers saturate rather than wrap, whatever a caller put in a Config. */
@@ -1579,7 +1597,12 @@ static void test_cache_store_saturates(void **state) {
         c.cache.max_bytes = 5;
         c.cache.max_entries = UINT64_MAX / 3 - 63;
         assert_true(config_store_tmpfs_bytes(&c) == 16); /* concurrency 0 counts as 1: 1 + 3 x 5 */
-        assert_true(config_store_cache_inodes(&c) == UINT64_MAX - 189 + 64);
+        /* 3 caches of (M + 1 root + 6), 64, 2 lanes x 1 mount point: just below the top */
+        assert_true(config_store_cache_inodes(&c) == UINT64_MAX - 189 + 3 * 7 + 64 + 2);
+        assert_true(config_store_tmpfs_inodes(&c) == UINT64_MAX); /* + the lanes' 1024 and 16 */
+        c.cache.max_entries = UINT64_MAX / 3;
+        assert_true(config_store_cache_inodes(&c) == UINT64_MAX);
+        c.cache.max_entries = UINT64_MAX / 3 - 63;
         c.concurrency = 4; /* 9 caches */
         assert_true(config_store_tmpfs_bytes(&c) == 46);
 }
@@ -1807,6 +1830,7 @@ int main(void) {
                 cmocka_unit_test(test_cache_absent),
                 cmocka_unit_test(test_cache_defaults),
                 cmocka_unit_test(test_cache_set),
+                cmocka_unit_test(test_store_sizing_row),
                 cmocka_unit_test(test_cache_store_at_the_maxima),
                 cmocka_unit_test(test_cache_store_saturates),
                 cmocka_unit_test(test_cache_messages),

@@ -251,6 +251,16 @@ static void test_exit_mapping(void **state) {
                         fail_msg("%s exit_code %s signal %s: %d, want %d", cases[i].status, cases[i].code,
                                  cases[i].sig, got, cases[i].want);
         }
+        /* every status submit --help and the man page say is 125 (they print this list) */
+        _cleanup_free_ char *list = strdup(CONTROLLER_EXIT_NOT_RUN_STATUSES);
+        size_t n = 0;
+        assert_non_null(list);
+        for (char *save = NULL, *s = strtok_r(list, ", ", &save); s; s = strtok_r(NULL, ", ", &save), n++) {
+                _cleanup_(json_decrefp) json_t *r = result_of(s, "null", "null");
+                if (controller_exit_status(r) != CONTROLLER_EXIT_NOT_RUN)
+                        fail_msg("%s: %d, but submit --help says 125", s, controller_exit_status(r));
+        }
+        assert_int_equal(n, 6);
         _cleanup_(json_decrefp) json_t *none = json_object();
         assert_int_equal(controller_exit_status(none), 125);
         _cleanup_(json_decrefp) json_t *wrong = fields("{\"status\":3}");

@@ -178,13 +178,17 @@ def limits(sc):
     return (sc.get("MemoryMax"), sc.get("TasksMax"))
 def ceil_div(a, b):
     return -(-a // b)
-def expected(c, store, cache_bytes, cache_entries, entries=200000):
+def expected(c, store, cache_bytes, cache_entries, entries=200000, cache_paths=()):
     lanes = min(c + 1, 65)
     caches = 2 * c + 1 if cache_bytes else 0
-    inodes = lanes * (entries + 8) + 1024 + (caches * cache_entries + 64 + lanes * cache_entries if cache_bytes else 0)
+    # docs/config.md, "Sizing the store": per cache its entries, roots and 6 files; 64; per lane
+    # a directory per component of each cache path
+    dirs = sum(len(p.split("/")) for p in cache_paths)
+    inodes = lanes * (entries + 8) + 1024 + (caches * (cache_entries + len(cache_paths) + 6) + 64 + lanes * dirs
+                                             if cache_bytes else 0)
     mem = ceil_div(store + caches * cache_bytes, 1 << 20) + ceil_div(inodes, 1024) + 64 + 256 + 256 * c
     return ("%dM" % mem, 64 + 256 * c)
-want_b = expected(2, 2 << 30, 1 << 30, 200000)
+want_b = expected(2, 2 << 30, 1 << 30, 200000, cache_paths=("target", "build/cache"))
 check(limits(b) == want_b and limits(s.get("tentaflake-worker-queue@builder", {}).get("serviceConfig", {})) == want_b,
       "builder (2 jobs, a 1g cache): MemoryMax and TasksMax %s on the daemon and drain (got %s)" % (want_b, limits(b)))
 want_h = expected(1, 2 << 30, 0, 0)
