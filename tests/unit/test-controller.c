@@ -483,8 +483,9 @@ static void test_command_short(void **state) {
         (void) state;
         short_is("[\"make\", \"test\"]", 80, "make test");
         short_is("[\"sh\", \"-c\", \"echo 'hi' there\"]", 80, "sh -c 'echo '\\''hi'\\'' there'");
-        short_is("[\"printf\", \"\\u001b[2J\\u0007\"]", 80, "printf '?[2J?'");
-        short_is("[\"echo\", \"\\u009b31m\"]", 80, "echo '?31m'");         /* C1 CSI as UTF-8 */
+        short_is("[\"printf\", \"\\u001b[2J\\u0007\"]", 80, "printf '\\x1b[2J\\x07'");
+        short_is("[\"echo\", \"\\u009b31m\"]", 80, "echo '\\u009b31m'");     /* C1 CSI as UTF-8 */
+        short_is("[\"echo\", \"a\\u202eb\\nc\"]", 80, "echo 'a\\u202eb\\x0ac'"); /* RLO, a newline */
         short_is("[\"echo\", \"caf\\u00e9\"]", 80, "echo 'caf\xc3\xa9'"); /* text stays */
         short_is("[\"abcdefghij\", \"klmnopqrstuvwxyz\"]", 16, "abcdefghij k...");
         short_is("[\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"]", 10, "'\xc3\xa9\xc3\xa9...");
@@ -571,7 +572,7 @@ static void test_list(void **state) {
         assert_int_equal(json_array_size(recent), 2);
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "id")), "done2"); /* newest first */
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 1), "id")), "done1");
-        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "command")), "false '?]0;x?'");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "command")), "false '\\x1b]0;x\\x07'");
         assert_int_equal(json_integer_value(json_object_get(l, "recent_more")), 1);
 
         f = open_memstream(&text, &len);
