@@ -501,7 +501,8 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         break;
         for (size_t i = 0; i < m->n; i++) {
                 const ChangeEntry *c = &m->v[i];
-                _cleanup_free_ char *p = SHOWN(c->path);
+                /* A refused path is the worker's printable form already (its backslashes kept). */
+                _cleanup_free_ char *p = c->kind == CHANGE_REFUSED ? term_escape_strdup(c->path, TERM_ESCAPE_LINE) : SHOWN(c->path);
                 if (c->kind == CHANGE_REFUSED) {
                         _cleanup_free_ char *why = term_escape_strdup(c->why ? c->why : "", TERM_ESCAPE_LINE);
                         fprintf(err, "apply: not carried: '%s': %s\n", p ? p : "?", why ? why : "?");
