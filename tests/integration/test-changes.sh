@@ -227,6 +227,17 @@ import sys
 b = open(sys.argv[1], "rb").read() + open(sys.argv[2], "rb").read()
 sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a9f.out" "$dir/a9c.err"
         rm -f "$ws/$bad"
+        # approve's show, on the operator's terminal: an agent's argv with a bidi override, a C1
+        # CSI and DEL is shown escaped, not reordered.
+        submit "$dir" a10 irreversible '["echo","rm -rf ~ \u202e \u009b2J \u007f"]'
+        wait_file "$res/a10.state.json" 30
+        tfw "$dir" show a10 >"$dir/a10.show" 2>&1
+        check "show: an agent's bidi override, C1 CSI and DEL shown as text" grep -qF 'rm -rf ~ \u202e \u009b2J \x7f' "$dir/a10.show"
+        check "show: ... nothing raw" python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a10.show"
+        quiet tfw "$dir" deny a10
 }
 
 phase "capsules started for their job" 0 c
