@@ -24,6 +24,7 @@
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/status.h"
+#include "controller/terminal.h"
 #include "parser/worker-info.h"
 #include "tests/unit/lib/tfw-test.h"
 
@@ -917,6 +918,36 @@ static void test_mcp_tasks(void **state) {
 }
 
 
+/* submit on a terminal (controller/terminal.h): the job's bytes escaped across writes, submit's
+ * lines marked, and after output left mid-line, on a line of their own. */
+static void test_terminal_streams(void **state) {
+        (void) state;
+        char *out_text = NULL, *err_text = NULL;
+        size_t out_len = 0, err_len = 0;
+        FILE *out_under = open_memstream(&out_text, &out_len), *err_under = open_memstream(&err_text, &err_len);
+        assert_non_null(out_under);
+        assert_non_null(err_under);
+        FILE *out = terminal_escaped_open(out_under), *err = terminal_marked_open(err_under);
+        assert_non_null(out);
+        assert_non_null(err);
+        /* The job: a forged line, a C1 CSI split between two writes, SGR 8 left mid-line. */
+        fputs("submit 'x': succeeded\nc1 \xc2", out);
+        fflush(out);
+        fputs("\x9b" "2J\x1b[8m", out);
+        fflush(out);
+        fprintf(err, "%s/artifacts/a\n", "r");
+        fprintf(err, "submit 'id': done, ");
+        fprintf(err, "in two writes\n");
+        assert_int_equal(fclose(out), 0);
+        assert_int_equal(fclose(err), 0);
+        assert_int_equal(fclose(out_under), 0);
+        assert_int_equal(fclose(err_under), 0);
+        assert_string_equal(out_text, "submit 'x': succeeded\nc1 \\u009b2J\\x1b[8m");
+        assert_string_equal(err_text, "\n" TERMINAL_MARK "r/artifacts/a\n" TERMINAL_MARK "submit 'id': done, in two writes\n");
+        free(out_text);
+        free(err_text);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_build_refusals),
@@ -930,6 +961,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_command_short),
+                cmocka_unit_test(test_terminal_streams),
                 cmocka_unit_test_setup_teardown(test_list, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),
