@@ -169,47 +169,72 @@ char *term_escape_strdup(const char *s, unsigned flags) {
         return out ? (char *) term_escape(s, n, flags, out, size) : NULL;
 }
 
+/* The text on its way to f, a few KiB at a time (one fwrite a character would dominate). */
+typedef struct Sink {
+        FILE *f;
+        size_t n;
+        bool failed;
+        char buf[4096];
+} Sink;
+
+static void sink_flush(Sink *k) {
+        if (k->n && fwrite(k->buf, 1, k->n, k->f) != k->n)
+                k->failed = true;
+        k->n = 0;
+}
+
+static void sink_put(Sink *k, const void *p, size_t n) {
+        if (k->n + n > sizeof(k->buf))
+                sink_flush(k);
+        if (n > sizeof(k->buf)) {
+                if (fwrite(p, 1, n, k->f) != n)
+                        k->failed = true;
+                return;
+        }
+        memcpy(k->buf + k->n, p, n);
+        k->n += n;
+}
+
 /* The characters held, as far as they are decided (all of them at the end). */
-static int drain(TermEscape *t, FILE *f, bool end) {
+static void drain(TermEscape *t, Sink *k, bool end) {
         while (t->n_held > 0) {
                 char text[FORM_MAX];
                 uint32_t cp = 0;
                 int len = utf8_next(t->held, t->n_held, &cp);
                 if (len < 0 && !end)
-                        return 0;
+                        return;
                 size_t used = len > 0 ? (size_t) len : 1;
-                size_t k = form(t->held, used, len > 0, cp, t->flags, text);
-                if (fwrite(text, 1, k, f) != k)
-                        return -EIO;
+                sink_put(k, text, form(t->held, used, len > 0, cp, t->flags, text));
                 memmove(t->held, t->held + used, t->n_held - used);
                 t->n_held -= used;
         }
-        return 0;
 }
 
 int term_escape_write(TermEscape *t, const void *buf, size_t n, FILE *f) {
         const unsigned char *p = buf;
+        Sink k = { .f = f };
         for (size_t i = 0; i < n;) {
                 /* A run that passes as it is, at once. */
                 size_t run = 0;
                 while (t->n_held == 0 && i + run < n && p[i + run] < 0x80 && ascii_kept(p[i + run], t->flags))
                         run++;
                 if (run) {
-                        if (fwrite(p + i, 1, run, f) != run)
-                                return -EIO;
+                        sink_put(&k, p + i, run);
                         i += run;
                         continue;
                 }
                 /* One byte at a time otherwise: held is always the start of a sequence, so each
                  * byte completes it, keeps it open, or shows that it was none. */
                 t->held[t->n_held++] = p[i++];
-                int r = drain(t, f, false);
-                if (r < 0)
-                        return r;
+                drain(t, &k, false);
         }
-        return 0;
+        sink_flush(&k);
+        return k.failed ? -EIO : 0;
 }
 
 int term_escape_finish(TermEscape *t, FILE *f) {
-        return drain(t, f, true);
+        Sink k = { .f = f };
+        drain(t, &k, true);
+        sink_flush(&k);
+        return k.failed ? -EIO : 0;
 }
