@@ -11,6 +11,7 @@
 #include "approve/report.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
+#include "common/term-escape.h"
 #include "orchestrator/inbox.h"
 #include "orchestrator/publish.h"
 #include "orchestrator/store.h"
@@ -30,8 +31,10 @@ void report_print_summary(json_t *res, FILE *out) {
         if (jstr(res, "error"))
                 fprintf(out, ", error %s", jstr(res, "error"));
         fputc('\n', out);
-        if (jstr(res, "message"))
-                fprintf(out, "message: %s\n", jstr(res, "message"));
+        if (jstr(res, "message")) {
+                _cleanup_free_ char *m = term_escape_strdup(jstr(res, "message"), TERM_ESCAPE_LINE);
+                fprintf(out, "message: %s\n", m ? m : "?");
+        }
 }
 
 static json_t *record_json(const RequestRecord *r) {
@@ -219,8 +222,11 @@ int report_show(Worker *w, const char *id, bool json, FILE *out, TfwError *e) {
                 fprintf(out, "decision:     %s%s%s at %s\n", rec.decision, rec.approver[0] ? " by " : "",
                         rec.approver, format_rfc3339(rec.decided_at, ts));
         if (req) {
+                /* The agent's words: jansson leaves C1 and bidi controls as they are, which would
+                 * act on, or reorder, the operator's terminal (an argv shown other than it is). */
                 _cleanup_free_ char *s = json_dumps(req, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-                fprintf(out, "request (the captured private copy):\n%s\n", s);
+                _cleanup_free_ char *shown = s ? term_escape_strdup(s, 0) : NULL;
+                fprintf(out, "request (the captured private copy):\n%s\n", shown ? shown : "?");
         } else if (bytes)
                 fprintf(out, "request: %zu bytes that are not valid JSON (it was rejected)\n", len);
         if (rec.state == STATE_PENDING) {

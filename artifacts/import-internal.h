@@ -212,9 +212,6 @@ static inline const char *import_kind_word(bool cache) {
 /* Remove everything below dir_fd, fd-relative, never following a symlink. */
 int artifact_dir_empty(int dir_fd);
 
-/* Escape name for a message: printable ASCII kept, the rest as \xHH, cut to ~200 bytes. */
-const char *artifact_name_escape(const char *name, size_t len, char *buf, size_t size);
-
 /* ---- in-process and test entry points ---------------------------------------------------- */
 
 /* The whole pipeline in this process, without fork or confinement: libarchive over buf,

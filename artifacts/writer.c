@@ -19,6 +19,7 @@
 #include "common/fd-util.h"
 #include "common/path-util.h"
 #include "common/macro.h"
+#include "common/term-escape.h"
 
 #define FILE_MODE 0640
 #define DIR_MODE 02750
@@ -28,32 +29,6 @@
 #define CACHE_DIR_MODE 0750
 
 _Static_assert(sizeof(time_t) >= sizeof(int64_t), "an ATTR mtime fits a time_t");
-
-const char *artifact_name_escape(const char *name, size_t len, char *buf, size_t size) {
-        size_t o = 0;
-
-        if (size == 0)
-                return "";
-        for (size_t i = 0; i < len; i++) {
-                unsigned char c = (unsigned char) name[i];
-                char tmp[8];
-                int n;
-
-                if (c >= 0x20 && c < 0x7f && c != '\\' && c != '\'')
-                        n = snprintf(tmp, sizeof(tmp), "%c", c);
-                else
-                        n = snprintf(tmp, sizeof(tmp), "\\x%02x", c);
-                if (o + (size_t) n + 4 > size || o > 200) {
-                        memcpy(buf + o, "...", MIN((size_t) 3, size - 1 - o));
-                        o += MIN((size_t) 3, size - 1 - o);
-                        break;
-                }
-                memcpy(buf + o, tmp, (size_t) n);
-                o += (size_t) n;
-        }
-        buf[o] = 0;
-        return buf;
-}
 
 /* cache: the profile, which names the stream in the message ("artifact '...'" or "cache entry
  * '...'"). */
@@ -68,7 +43,7 @@ static int reject(TfwError *e, bool cache, const char *name, size_t len, const c
         va_end(ap);
         return tfw_error(e, EBADMSG, ARTIFACT_CODE_REJECTED, "%s '%s': %s",
                          import_entry_word(cache),
-                         artifact_name_escape(name, len, esc, sizeof(esc)), why);
+                         term_escape(name, len, TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, esc, sizeof(esc)), why);
 }
 
 static int protocol_error(TfwError *e, const char *what) {
@@ -79,7 +54,7 @@ static int protocol_error(TfwError *e, const char *what) {
 static int host_error(TfwError *e, bool cache, int err, const char *name, const char *what) {
         char esc[256];
         return tfw_error(e, err, ARTIFACT_CODE_FAILED, "%s '%s': %s: %s", import_entry_word(cache),
-                         artifact_name_escape(name, strlen(name), esc, sizeof(esc)), what,
+                         term_escape(name, strlen(name), TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, esc, sizeof(esc)), what,
                          strerror(err < 0 ? -err : err));
 }
 
@@ -102,11 +77,12 @@ static int name_normalise(bool cache, const char *name, size_t len, char *out,
                               "name longer than %d bytes", ARTIFACT_NAME_MAX);
         if (memchr(name, 0, len))
                 return reject(e, cache, name, len, "NUL byte in the name");
-        for (size_t i = 0; i < len; i++)
-                if ((unsigned char) name[i] < 0x20 || name[i] == 0x7f)
-                        return reject(e, cache, name, len, "control character in the name");
         if (!utf8_is_valid((const unsigned char *) name, len))
                 return reject(e, cache, name, len, "name is not valid UTF-8");
+        /* C0, DEL, C1 and the bidirectional controls: a name that would act on, or reorder,
+         * the terminal of whoever reads the artifact list (docs/threats.md row 18). */
+        if (!utf8_is_plain_text(name, len))
+                return reject(e, cache, name, len, "control character in the name");
         if (name[0] == '/')
                 return reject(e, cache, name, len, "absolute name");
 
@@ -234,7 +210,7 @@ static int count_entry(ArtifactWriter *w, const char *name, size_t len, TfwError
                 return tfw_error(e, E2BIG, ARTIFACT_CODE_TOO_LARGE,
                                  "%s: more than %" PRIu64 " entries (at '%s')",
                                  import_stream_word(w->cache), w->max_entries,
-                                 artifact_name_escape(name, len, esc, sizeof(esc)));
+                                 term_escape(name, len, TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, esc, sizeof(esc)));
         w->entries++;
         return 0;
 }
@@ -337,7 +313,7 @@ static int add_bytes(ArtifactWriter *w, uint64_t grow, TfwError *e) {
                 return tfw_error(e, E2BIG, ARTIFACT_CODE_TOO_LARGE,
                                  "%s: more than %" PRIu64 " bytes (at '%s')",
                                  import_stream_word(w->cache), w->max_bytes,
-                                 artifact_name_escape(w->name, strlen(w->name), esc, sizeof(esc)));
+                                 term_escape(w->name, strlen(w->name), TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, esc, sizeof(esc)));
         w->bytes += grow;
         return 0;
 }
@@ -384,7 +360,7 @@ static int check_link_target(ArtifactWriter *w, const char *name, size_t len, Tf
                               ARTIFACT_LINK_MAX);
         if (memchr(t, 0, n))
                 return reject(e, true, name, len, "NUL byte in the link target");
-        artifact_name_escape(t, n, esc, sizeof(esc));
+        term_escape(t, n, TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, esc, sizeof(esc));
         if (t[0] == '/')
                 return reject(e, true, name, len, "absolute link target '%s'", esc);
         for (const char *c = w->name; *c; c++)

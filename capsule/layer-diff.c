@@ -14,6 +14,7 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "common/path-util.h"
+#include "common/term-escape.h"
 
 typedef struct Walk {
         const char *const *skip;
@@ -24,10 +25,7 @@ typedef struct Walk {
 } Walk;
 
 bool layer_name_is_portable(const char *name) {
-        for (const unsigned char *c = (const unsigned char *) name; *c; c++)
-                if (*c < 0x20 || *c == 0x7f)
-                        return false;
-        return utf8_is_valid((const unsigned char *) name, strlen(name));
+        return utf8_is_plain_text(name, strlen(name));
 }
 
 static bool skipped(const Walk *w) {

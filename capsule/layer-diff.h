@@ -61,5 +61,7 @@ typedef int (*LayerEventFn)(const LayerEvent *ev, void *userdata);
 int layer_diff(int upper_fd, int lower_fd, int merged_fd, const char *const *skip, unsigned flags, LayerEventFn fn,
                void *userdata);
 
-/* Whether a name can travel in a changeset: UTF-8 without control characters. */
+/* Whether a name can travel in a changeset: UTF-8 without a control character (C0, DEL, C1)
+ * or a bidirectional control (common/term-escape.h: what would act on, or reorder, the
+ * terminal of whoever reviews the changeset). */
 bool layer_name_is_portable(const char *name);

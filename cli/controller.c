@@ -20,9 +20,10 @@
 #include "controller/request.h"
 #include "controller/apply.h"
 #include "controller/submit.h"
+#include "controller/terminal.h"
 
 enum { OPT_WORKSPACE = 300, OPT_CLASS, OPT_TIMEOUT, OPT_REASON, OPT_ID, OPT_WAIT, OPT_NO_WAIT, OPT_JSON, OPT_RESULTS, OPT_APPLY,
-       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH, OPT_RECENT, OPT_DRY_RUN, OPT_DIFF, OPT_ALLOW_GIT };
+       OPT_WAIT_TIMEOUT, OPT_CANCEL, OPT_ATTACH, OPT_RECENT, OPT_DRY_RUN, OPT_DIFF, OPT_ALLOW_GIT, OPT_RAW };
 
 /* --wait-timeout S: 1..SUBMIT_WAIT_TIMEOUT_MAX seconds. */
 static int parse_wait_timeout(const char *s, unsigned *ret) {
@@ -59,10 +60,10 @@ static int submit_attach(int argc, char **argv, const SubmitOptions *o, bool oth
         if (optind < argc)
                 return cli_usage_error("submit", "--attach ID takes no command ('%s')", argv[optind]);
         if (other_options)
-                return cli_usage_error("submit", "--attach ID takes only --workspace, --results, --wait-timeout, --json and --apply");
+                return cli_usage_error("submit", "--attach ID takes only --workspace, --results, --wait-timeout, --json, --apply and --raw");
         TfwError e = {0};
         int status = 0;
-        if (controller_submit(o, stdout, stderr, &status, &e) < 0) {
+        if (controller_submit_on_terminal(o, stdout, stderr, &status, &e) < 0) {
                 log_error("submit --attach: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
                 return CONTROLLER_EXIT_NOT_RUN;
         }
@@ -84,6 +85,7 @@ const struct option submit_options[] = {
         {"wait-timeout", required_argument, NULL, OPT_WAIT_TIMEOUT},
         {"cancel", required_argument, NULL, OPT_CANCEL},
         {"attach", required_argument, NULL, OPT_ATTACH},
+        {"raw", no_argument, NULL, OPT_RAW},
         {},
 };
 
@@ -135,6 +137,9 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
                 case OPT_ATTACH:
                         o.attach = optarg;
                         break;
+                case OPT_RAW:
+                        o.raw = true;
+                        break;
                 case OPT_WAIT_TIMEOUT:
                         if (parse_wait_timeout(optarg, &o.wait_timeout) < 0)
                                 return cli_usage_error("submit", "--wait-timeout '%s' is not a number of seconds (1..%u)",
@@ -164,7 +169,7 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
         int status = 0;
         if (controller_fields_from_strings(argv + optind, (size_t) (argc - optind), cls, timeout, reason, id, &fields,
                                            &e) < 0 ||
-            (o.fields = fields, controller_submit(&o, stdout, stderr, &status, &e)) < 0) {
+            (o.fields = fields, controller_submit_on_terminal(&o, stdout, stderr, &status, &e)) < 0) {
                 log_error("submit: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
                 /* As timeout(1) does when it fails itself: the command did not run to an end. */
                 return CONTROLLER_EXIT_NOT_RUN;

@@ -6,6 +6,7 @@
 
 #include "macro.h"
 #include "path-util.h"
+#include "term-escape.h"
 
 bool path_is_absolute_normalized(const char *p) {
         size_t len;
@@ -63,29 +64,9 @@ int path_join_buf(char *buf, size_t size, const char *a, const char *b) {
         return 0;
 }
 
-/* A name as a message may show it: printable ASCII kept, every other byte (and the quote and
- * backslash) as \xHH, cut with "..." when long. out_size must be at least 8. */
+/* One line of ASCII, the quote and backslash escaped too: the one escaper (term-escape.h). */
 const char *printable_name(const char *s, char *out, size_t out_size) {
-        static const char hex[] = "0123456789abcdef";
-        size_t o = 0;
-
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (o + 4 + 3 + 1 > out_size) {
-                        memcpy(out + o, "...", 3);
-                        o += 3;
-                        break;
-                }
-                if (*p >= 0x20 && *p < 0x7f && *p != '\\' && *p != '\'') {
-                        out[o++] = (char) *p;
-                } else {
-                        out[o++] = '\\';
-                        out[o++] = 'x';
-                        out[o++] = hex[*p >> 4];
-                        out[o++] = hex[*p & 15];
-                }
-        }
-        out[o] = 0;
-        return out;
+        return term_escape(s, strlen(s), TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII, out, out_size);
 }
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. Names end up in

@@ -16,9 +16,10 @@ bool path_is_below_or_equal(const char *child, const char *parent);
 /* a + "/" + b into buf; -ENAMETOOLONG when it does not fit. */
 int path_join_buf(char *buf, size_t size, const char *a, const char *b);
 
-/* A name as a message may show it: printable ASCII kept, every other byte (and the quote
- * and backslash) as \xHH, cut with "..." when long. Never invalid UTF-8 or a control
- * character, whatever the input. out_size must be at least 8. Returns out. */
+/* A name as a message or a log may show it: printable ASCII kept, every other byte (and the
+ * quote and backslash) as \xHH, cut with "..." when long (term_escape() with
+ * TERM_ESCAPE_NAME | TERM_ESCAPE_ASCII). Never a byte from 0x80 or a control character,
+ * whatever the input. out_size must be at least 8. Returns out. */
 const char *printable_name(const char *s, char *out, size_t out_size);
 
 /* Strict UTF-8: no overlong forms, no surrogates, nothing above U+10FFFF. */

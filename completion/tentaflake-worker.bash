@@ -120,7 +120,7 @@ _tentaflake_worker() {
                         --shutdown-grace-secs --state-dir --runsc --platform --warm-secs
                         --sandbox-uid --sandbox-gid --token-file --result-tail-kb --open-files
                         --file-size-mb --engine-timeout-secs --log-level --server-socket --help"
-                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --wait-timeout --results --cancel --attach --help"
+                [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --raw --wait-timeout --results --cancel --attach --help"
                 [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
         )

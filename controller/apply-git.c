@@ -11,6 +11,7 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "common/name-fold.h"
+#include "common/term-escape.h"
 #include "controller/apply-git.h"
 #include "controller/site.h"
 
@@ -60,8 +61,10 @@ static const char *change_rule(const ChangeEntry *c) {
 
 bool apply_git_refuses_change(const ChangeEntry *c, FILE *err) {
         const char *why = change_rule(c);
-        if (why)
-                fprintf(err, "apply: refused: '%s': %s\n", c->path, why);
+        if (why) {
+                _cleanup_free_ char *shown = term_escape_strdup(c->path, TERM_ESCAPE_NAME);
+                fprintf(err, "apply: refused: '%s': %s\n", shown ? shown : "?", why);
+        }
         return why != NULL;
 }
 
@@ -169,9 +172,10 @@ int apply_git_repositories(int ws_fd, const ChangesManifest *m, FILE *err) {
                 if (!why)
                         continue;
                 n++;
+                _cleanup_free_ char *shown = term_escape_strdup(*dir ? dir : ".", TERM_ESCAPE_NAME);
                 fprintf(err, "apply: refused: '%s': git would take this directory for a repository after the changeset (%s): "
                              "its config and hooks would run on the host the next time git runs in it; --allow-git takes it\n",
-                        *dir ? dir : ".", why);
+                        shown ? shown : "?", why);
         }
         return n;
 }

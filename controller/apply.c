@@ -17,6 +17,7 @@
 #include "common/path-util.h"
 #include "common/resolve.h"
 #include "controller/apply-git.h"
+#include "common/term-escape.h"
 #include "controller/apply.h"
 #include "controller/site.h"
 #include "parser/changes-manifest.h"
@@ -85,9 +86,13 @@ static void blob_of(Apply *a, int d, const char *leaf, char hex[static GIT_OID_H
                 sha256_to_hex(oid, hex);
 }
 
+/* A path as the reviewer's terminal may show it: the job chose it (common/term-escape.h). */
+#define SHOWN(p) term_escape_strdup((p), TERM_ESCAPE_NAME)
+
 static void conflict(Apply *a, const ChangeEntry *c, const char *what) {
+        _cleanup_free_ char *p = SHOWN(c->path);
         a->conflicts++;
-        fprintf(a->err, "apply: conflict: '%s' (%s): %s\n", c->path, change_kind_to_string(c->kind), what);
+        fprintf(a->err, "apply: conflict: '%s' (%s): %s\n", p ? p : "?", change_kind_to_string(c->kind), what);
 }
 
 /* A directory the job removed: everything in it now must be removed by the changeset too, or
@@ -218,14 +223,14 @@ static int show_diff(Apply *a, const ChangeEntry *c) {
         if ((ofd >= 0 && (fstat(ofd, &st) < 0 || !S_ISREG(st.st_mode))) || (nfd >= 0 && (fstat(nfd, &st) < 0 || !S_ISREG(st.st_mode))))
                 return -EINVAL;
         _cleanup_free_ char *la = NULL, *lb = NULL;
-        if (asprintf(&la, "a/%s", c->path) < 0 || asprintf(&lb, "b/%s", c->path) < 0)
+        if (asprintf(&la, "a/%s", c->path) < 0 || asprintf(&lb, "b/%s", c->path) < 0) /* escaped with the rest */
                 return -ENOMEM;
         char *argv[] = { (char *) "diff", (char *) "-u", (char *) "--label", la, (char *) "--label", lb,
                          (char *) (ofd >= 0 ? "/proc/self/fd/3" : "/dev/null"),
                          (char *) (nfd >= 0 ? "/proc/self/fd/4" : "/dev/null"), NULL };
         /* The two files at fds above 4 first, so that placing them at 3 and 4 cannot clobber one
-         * with the other; diff's output through a pipe, shown with its control characters made
-         * visible (a job's bytes must not drive the terminal of whoever reviews them). */
+         * with the other; diff's output through a pipe, shown through the escaper (a job's bytes
+         * must not drive, or reorder, the terminal of whoever reviews them). */
         _cleanup_close_ int o5 = ofd >= 0 ? fcntl(ofd, F_DUPFD_CLOEXEC, 5) : -EBADF;
         _cleanup_close_ int n5 = nfd >= 0 ? fcntl(nfd, F_DUPFD_CLOEXEC, 5) : -EBADF;
         int pfd[2];
@@ -249,21 +254,15 @@ static int show_diff(Apply *a, const ChangeEntry *c) {
                 return -r;
         }
         char buf[4096];
+        TermEscape esc = TERM_ESCAPE_INIT(0);
         for (ssize_t k; (k = read(pfd[0], buf, sizeof(buf))) != 0;) {
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k < 0)
                         break;
-                for (ssize_t i = 0; i < k; i++) {
-                        unsigned char ch = (unsigned char) buf[i];
-                        if (ch < 0x20 && ch != '\n' && ch != '\t')
-                                fprintf(a->out, "^%c", ch + 0x40);
-                        else if (ch == 0x7f)
-                                fputs("^?", a->out);
-                        else
-                                fputc(ch, a->out);
-                }
+                (void) term_escape_write(&esc, buf, (size_t) k, a->out);
         }
+        (void) term_escape_finish(&esc, a->out);
         close(pfd[0]);
         int ws;
         while (waitpid(pid, &ws, 0) < 0)
@@ -375,16 +374,20 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
                 return tfw_error(e, -staging, "apply_failed", "cannot open '%s': %s", staging_name, strerror(-staging));
         }
         for (size_t i = 0; i < m->n && r >= 0; i++)
-                if (is_file_change(&m->v[i]) && (r = stage_file(a, staging, &m->v[i], i)) < 0)
-                        (void) tfw_error(e, -r, "apply_failed", "nothing applied: cannot stage '%s': %s", m->v[i].path,
+                if (is_file_change(&m->v[i]) && (r = stage_file(a, staging, &m->v[i], i)) < 0) {
+                        _cleanup_free_ char *p = SHOWN(m->v[i].path);
+                        (void) tfw_error(e, -r, "apply_failed", "nothing applied: cannot stage '%s': %s", p ? p : "?",
                                          r == -EBADMSG ? "the result's file is not the one changes.json names" : strerror(-r));
+                }
         for (int pass = 0; pass < 4 && r >= 0; pass++) {
                 if (pass == 1) {
                         qsort(dirs, nd, sizeof(*dirs), by_depth_desc);
                         for (size_t i = 0; i < nd && r >= 0; i++, (*done) += r >= 0)
-                                if ((r = remove_path(a, dirs[i])) < 0)
-                                        (void) tfw_error(e, -r, "apply_failed", "cannot remove the directory '%s': %s", dirs[i]->path,
-                                                         strerror(-r));
+                                if ((r = remove_path(a, dirs[i])) < 0) {
+                                        _cleanup_free_ char *p = SHOWN(dirs[i]->path);
+                                        (void) tfw_error(e, -r, "apply_failed", "cannot remove the directory '%s': %s",
+                                                         p ? p : "?", strerror(-r));
+                                }
                         continue;
                 }
                 for (size_t i = 0; i < m->n && r >= 0; i++) {
@@ -398,9 +401,10 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
                                 r = make_dir(a, c), what = "make the directory";
                         else if (pass == 3 && is_file_change(c))
                                 r = place_file(a, staging, c, i), what = "write";
-                        if (what && r < 0)
-                                (void) tfw_error(e, -r, "apply_failed", "cannot %s '%s': %s", what, c->path, strerror(-r));
-                        else if (what)
+                        if (what && r < 0) {
+                                _cleanup_free_ char *p = SHOWN(c->path);
+                                (void) tfw_error(e, -r, "apply_failed", "cannot %s '%s': %s", what, p ? p : "?", strerror(-r));
+                        } else if (what)
                                 (*done)++;
                 }
         }
@@ -484,14 +488,17 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         break;
         for (size_t i = 0; i < m->n; i++) {
                 const ChangeEntry *c = &m->v[i];
+                /* A refused path is the worker's printable form already (its backslashes kept). */
+                _cleanup_free_ char *p = c->kind == CHANGE_REFUSED ? term_escape_strdup(c->path, TERM_ESCAPE_LINE) : SHOWN(c->path);
                 if (c->kind == CHANGE_REFUSED) {
-                        fprintf(err, "apply: not carried: '%s': %s\n", c->path, c->why);
+                        _cleanup_free_ char *why = term_escape_strdup(c->why ? c->why : "", TERM_ESCAPE_LINE);
+                        fprintf(err, "apply: not carried: '%s': %s\n", p ? p : "?", why ? why : "?");
                         continue;
                 }
                 n++;
                 if (apply_path_is_control(c->path)) {
                         git++;
-                        fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", c->path);
+                        fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", p ? p : "?");
                         continue;
                 }
                 if (!o->allow_git && apply_git_refuses_change(c, err)) {
@@ -512,8 +519,9 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
         }
         for (size_t i = 0; o->diff && i < m->n; i++) {
                 int k = m->v[i].kind == CHANGE_REFUSED ? 0 : show_diff(a, &m->v[i]);
+                _cleanup_free_ char *p = k < 0 ? SHOWN(m->v[i].path) : NULL;
                 if (k < 0)
-                        fprintf(err, "apply: no diff of '%s': %s\n", m->v[i].path, strerror(-k));
+                        fprintf(err, "apply: no diff of '%s': %s\n", p ? p : "?", strerror(-k));
         }
         if (git || a->conflicts) {
                 r = tfw_error(e, EBUSY, "conflict", "apply '%s': nothing applied: %u conflict(s), %u refused by the git or "
@@ -521,9 +529,11 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                 goto out;
         }
         if (o->dry_run) {
-                for (size_t i = 0; i < m->n; i++)
+                for (size_t i = 0; i < m->n; i++) {
+                        _cleanup_free_ char *p = SHOWN(m->v[i].path);
                         if (m->v[i].kind != CHANGE_REFUSED)
-                                fprintf(out, "%s %s\n", change_kind_to_string(m->v[i].kind), m->v[i].path);
+                                fprintf(out, "%s %s\n", change_kind_to_string(m->v[i].kind), p ? p : "?");
+                }
                 r = 0;
                 goto out;
         }

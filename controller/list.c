@@ -12,6 +12,7 @@
 #include "common/json-util.h"
 #include "common/path-util.h"
 #include "common/shell-word.h"
+#include "common/term-escape.h"
 #include "common/time-util.h"
 #include "controller/list.h"
 #include "controller/request.h"
@@ -20,25 +21,11 @@
 
 #define ID_WIDTH 29 /* the ids submit makes */
 
-/* A word with every byte a terminal could act on as '?': control characters (C0, DEL, and C1
- * as UTF-8), and every byte from 0x80 of a word that is not valid UTF-8. */
+/* A word as one line a terminal shows as it is (common/term-escape.h). */
 static char *word_printable(const char *s) {
-        size_t n = strlen(s);
-        bool utf8 = utf8_is_valid((const unsigned char *) s, n);
-        char *o = malloc(n + 1), *q = o;
-        if (!o)
-                return NULL;
-        for (const unsigned char *p = (const unsigned char *) s; *p; p++) {
-                if (*p < 0x20 || *p == 0x7f || (*p >= 0x80 && !utf8))
-                        *q++ = '?';
-                else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f) {
-                        *q++ = '?';
-                        p++;
-                } else
-                        *q++ = (char) *p;
-        }
-        *q = 0;
-        return o;
+        size_t n = strlen(s), size = 4 * n + 1;
+        char *o = malloc(size);
+        return o ? (char *) term_escape(s, n, TERM_ESCAPE_LINE, o, size) : NULL;
 }
 
 const char *controller_command_short(const json_t *argv, char *buf, size_t size) {

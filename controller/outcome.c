@@ -52,7 +52,7 @@ static int open_in_result(int results_fd, const char *id, const char *name, int 
         return fd < 0 ? -errno : fd;
 }
 
-int controller_log_copy(int results_fd, const char *id, uint64_t offset, int out_fd) {
+int controller_log_copy(int results_fd, const char *id, uint64_t offset, FILE *out) {
         _cleanup_close_ int fd = open_in_result(results_fd, id, "job.log", O_RDONLY | O_NONBLOCK);
         char buf[65536];
         if (fd == -ENOENT)
@@ -70,10 +70,9 @@ int controller_log_copy(int results_fd, const char *id, uint64_t offset, int out
                 if (n < 0)
                         return -errno;
                 if (n == 0)
-                        return 0;
-                int r = write_all(out_fd, buf, (size_t) n);
-                if (r < 0)
-                        return r;
+                        return fflush(out) == 0 ? 0 : -EIO;
+                if (fwrite(buf, 1, (size_t) n, out) != (size_t) n)
+                        return -EIO;
         }
 }
 

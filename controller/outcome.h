@@ -30,9 +30,9 @@
 int controller_exit_status(const json_t *result);
 
 /* Copy <id>/job.log from byte offset on (what was not printed live, controller/live.h) to
- * out_fd. A missing log is success (a request that never ran has none), and so is an offset
- * past its end. */
-int controller_log_copy(int results_fd, const char *id, uint64_t offset, int out_fd);
+ * out, flushed (out may escape it for a terminal: controller/terminal.h). A missing log is
+ * success (a request that never ran has none), and so is an offset past its end. */
+int controller_log_copy(int results_fd, const char *id, uint64_t offset, FILE *out);
 
 /* The last max bytes of <id>/job.log (cut at a line start when one is near); *ret_cut when
  * bytes before them were left out. A missing log gives "". */

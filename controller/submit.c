@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "common/json-util.h"
+#include "common/term-escape.h"
 #include "controller/apply.h"
 #include "controller/live.h"
 #include "controller/no-worker.h"
@@ -90,8 +91,9 @@ static void print_changes(const ControllerSite *s, const char *id, const json_t 
                 return;
         if (code) {
                 const char *msg = json_string_value(json_object_get(c, "message"));
-                fprintf(err, "submit '%s': the job's changes could not be taken: %s%s%s\n", id, code, msg ? ": " : "",
-                        msg ? msg : "");
+                _cleanup_free_ char *shown = msg ? term_escape_strdup(msg, TERM_ESCAPE_LINE) : NULL;
+                fprintf(err, "submit '%s': the job's changes could not be taken: %s%s%s\n", id, code, shown ? ": " : "",
+                        shown ? shown : "");
                 return;
         }
         json_int_t a = count_of(c, "added"), m = count_of(c, "modified"), d = count_of(c, "deleted"),
@@ -119,8 +121,11 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                 if (controller_artifacts(s->results_fd, id, ARTIFACTS_LISTED_MAX, &paths, &cut) >= 0) {
                         size_t i;
                         json_t *p;
-                        json_array_foreach(paths, i, p)
-                                fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, json_string_value(p));
+                        json_array_foreach(paths, i, p) {
+                                /* Names the job chose (the writer refuses controls; shown escaped whatever). */
+                                _cleanup_free_ char *name = term_escape_strdup(json_string_value(p), TERM_ESCAPE_LINE);
+                                fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, name ? name : "?");
+                        }
                         if (cut)
                                 fprintf(err, "submit '%s': more artifacts in '%s/%s/artifacts/' than listed\n", id,
                                         s->results_dir, id);
@@ -131,8 +136,9 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
         /* succeeded and failed speak through the exit status; every other ending says why. */
         if (status && (streq(status, "succeeded") || streq(status, "failed")))
                 return;
+        _cleanup_free_ char *shown = msg ? term_escape_strdup(msg, TERM_ESCAPE_LINE) : NULL;
         fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
-                code ? code : "", msg ? ": " : "", msg ? msg : "");
+                code ? code : "", shown ? ": " : "", shown ? shown : "");
 }
 
 /* --apply: the job's changeset into the workspace, when the job ended by itself and left one. */
@@ -327,7 +333,7 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                         fprintf(out, "%s\n", s);
         } else {
                 fflush(out);
-                if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, live.offset, fileno(out))) < 0)
+                if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, live.offset, out)) < 0)
                         fprintf(err, "submit '%s': cannot read its log: %s\n", req.id, strerror(-r));
                 print_outcome(&site, req.id, res, st.anonymous, err);
         }

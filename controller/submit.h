@@ -33,6 +33,7 @@ typedef struct SubmitOptions {
         unsigned wait_timeout;  /* seconds, at most SUBMIT_WAIT_TIMEOUT_MAX; 0: wait until final */
         const char *attach;     /* follow this request of the workspace (pending, queued, running
                                  * or ended) instead of submitting one; fields unused */
+        bool raw;               /* the job's output as it is on a terminal too (controller/terminal.h) */
 } SubmitOptions;
 
 #define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)

@@ -8,7 +8,8 @@
 #   - each new content is staged at its path under the result's changes/, readable by the
 #     controller; its id is git's SHA-256 blob id of those bytes, and each base id is the blob
 #     id of the workspace's file the job was given;
-#   - links, FIFOs and names that are not UTF-8 are listed as refused and not carried;
+#   - links, FIFOs and names that are not UTF-8 or hold a C0, C1 or bidi control are listed as
+#     refused and not carried; apply shows every name and --diff every content escaped;
 #     artifacts/, the cache's paths and the control directory are never part of it;
 #   - result.json's "changes" counts them; a request with "changes": false gets none;
 #   - past the bound (limits.max_changes_entries) the changeset says it is incomplete;
@@ -107,7 +108,7 @@ apply_phase() {
         check "apply: ... and writes nothing" test ! -e "$ws/src/new.c"
         check "apply: --diff shows a unified diff" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply --dry-run --diff a1 2>/dev/null | grep -qx '+b'"
         (cd "$ws" && setpriv --reuid 10000 --regid 10000 --clear-groups "$BIN" apply --dry-run --diff a1 >"$dir/a1.diff" 2>/dev/null)
-        check "apply: --diff shows a job's control characters made visible" grep -qF '+^[[2Jcleared' "$dir/a1.diff"
+        check "apply: --diff shows a job's control characters made visible" grep -qF '+\x1b[2Jcleared' "$dir/a1.diff"
         check "apply: ... never raw" sh -c "! grep -q \"\$(printf '\\033')\" '$dir/a1.diff'"
         check "apply: applied" quiet app a1
         check "apply: the modified file" test "$(cat "$ws/src/a.c")" = "$(printf 'a\nb')"
@@ -179,6 +180,7 @@ apply_phase() {
         check "apply: a link in the way refuses the set" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a4 2>'$dir/a4.err')"
         check "apply: ... and nothing was written through it (a directory the controller can write)" test ! -e "$dir/outside/through"
         check "apply: ... naming it" grep -q "conflict: 'gen/x/through'" "$dir/a4.err"
+        hostile_names_phase
         stop_daemon || true
 }
 
@@ -250,6 +252,62 @@ apply_git_phase() {
         check "git g10: ... naming it" grep -q "refused: '.TENTAFLAKE-WORKER/inbox': a control directory of tentaflake-worker" "$dir/g10.err"
         check "git g10: ... nothing written" test ! -e "$ws/ok-g10.txt" -a ! -e "$ws/.TENTAFLAKE-WORKER"
         stop_daemon || true
+}
+
+# C0, C1, bidi controls and invalid UTF-8 shown to the reviewer (issue 46 item 2; threat 18): a
+# name with a C1 CSI or a bidi override is refused at the layer, not carried, and named escaped;
+# contents reach --diff's reader escaped; a path that would still hold them (a changes.json
+# forged after the fact) is printed escaped by --dry-run and by a conflict.
+hostile_names_phase() {
+        local ws=$dir/ws res=$dir/results
+        local job='touch "$(printf "n\302\2332J.txt")" "$(printf "evil\342\200\256txt.exe")" &&
+ printf "c1 \302\2332J bidi \342\200\256drow esc \033[8m bad \377 cut \342\200\n" >hostile.txt && echo p >plain.txt'
+        submit "$dir" a9 local-reversible "$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$job")"
+        check "hostile names: the job ended" wait_result "$dir" a9
+        check "hostile names: a C1 name and a bidi name are listed as refused, printable" \
+                test "$(json "$res/a9/changes.json" '" ".join(sorted(c["path"] for c in d["changes"] if c["kind"] == "refused"))')" = 'evil\xe2\x80\xaetxt.exe n\xc2\x9b2J.txt'
+        check "hostile names: ... and not carried" test ! -e "$res/a9/changes/$(printf 'n\302\2332J.txt')" -a ! -e "$res/a9/changes/$(printf 'evil\342\200\256txt.exe')"
+        (cd "$ws" && as_ctl "$BIN" apply --dry-run --diff a9 >"$dir/a9.out" 2>"$dir/a9.err")
+        check "hostile names: apply names what was not carried, escaped" grep -qF "not carried: 'n\xc2\x9b2J.txt'" "$dir/a9.err"
+        check "hostile names: --diff shows C1, bidi, ESC and invalid UTF-8 as text" \
+                grep -qxF '+c1 \u009b2J bidi \u202edrow esc \x1b[8m bad \xff cut \xe2\x80' "$dir/a9.out"
+        check "hostile names: nothing raw reaches the reviewer" python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read() + open(sys.argv[2], "rb").read()
+sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae", b"\xff")))' "$dir/a9.out" "$dir/a9.err"
+        # changes.json forged after the fact (root's file): plain.txt renamed to a hostile name.
+        local bad; bad=$(printf 'p\302\233\342\200\256\033[2J.txt')
+        python3 - "$res/a9/changes.json" "$bad" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1]))
+bad = os.fsdecode(os.fsencode(sys.argv[2]))
+for c in d["changes"]:
+    if c["path"] == "plain.txt":
+        c["path"] = bad
+json.dump(d, open(sys.argv[1], "w"))
+PY
+        mv "$res/a9/changes/plain.txt" "$res/a9/changes/$bad"
+        (cd "$ws" && as_ctl "$BIN" apply --dry-run a9 >"$dir/a9f.out" 2>"$dir/a9f.err")
+        check "hostile names: --dry-run prints a hostile path escaped" grep -qxF 'added p\u009b\u202e\x1b[2J.txt' "$dir/a9f.out"
+        as_ctl sh -c "echo here >'$ws/$bad'"
+        check "hostile names: a conflict on it" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a9 2>'$dir/a9c.err')"
+        check "hostile names: ... names it escaped" grep -qF "conflict: 'p\u009b\u202e\x1b[2J.txt' (added)" "$dir/a9c.err"
+        check "hostile names: ... nothing raw" python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read() + open(sys.argv[2], "rb").read()
+sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a9f.out" "$dir/a9c.err"
+        rm -f "$ws/$bad"
+        # approve's show, on the operator's terminal: an agent's argv with a bidi override, a C1
+        # CSI and DEL is shown escaped, not reordered.
+        submit "$dir" a10 irreversible '["echo","rm -rf ~ \u202e \u009b2J \u007f"]'
+        wait_file "$res/a10.state.json" 30
+        tfw "$dir" show a10 >"$dir/a10.show" 2>&1
+        check "show: an agent's bidi override, C1 CSI and DEL shown as text" grep -qF 'rm -rf ~ \u202e \u009b2J \x7f' "$dir/a10.show"
+        check "show: ... nothing raw" python3 -c '
+import sys
+b = open(sys.argv[1], "rb").read()
+sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a10.show"
+        quiet tfw "$dir" deny a10
 }
 
 phase "capsules started for their job" 0 c

@@ -24,6 +24,7 @@
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/status.h"
+#include "controller/terminal.h"
 #include "parser/worker-info.h"
 #include "tests/unit/lib/tfw-test.h"
 
@@ -493,8 +494,9 @@ static void test_command_short(void **state) {
         (void) state;
         short_is("[\"make\", \"test\"]", 80, "make test");
         short_is("[\"sh\", \"-c\", \"echo 'hi' there\"]", 80, "sh -c 'echo '\\''hi'\\'' there'");
-        short_is("[\"printf\", \"\\u001b[2J\\u0007\"]", 80, "printf '?[2J?'");
-        short_is("[\"echo\", \"\\u009b31m\"]", 80, "echo '?31m'");         /* C1 CSI as UTF-8 */
+        short_is("[\"printf\", \"\\u001b[2J\\u0007\"]", 80, "printf '\\x1b[2J\\x07'");
+        short_is("[\"echo\", \"\\u009b31m\"]", 80, "echo '\\u009b31m'");     /* C1 CSI as UTF-8 */
+        short_is("[\"echo\", \"a\\u202eb\\nc\"]", 80, "echo 'a\\u202eb\\x0ac'"); /* RLO, a newline */
         short_is("[\"echo\", \"caf\\u00e9\"]", 80, "echo 'caf\xc3\xa9'"); /* text stays */
         short_is("[\"abcdefghij\", \"klmnopqrstuvwxyz\"]", 16, "abcdefghij k...");
         short_is("[\"\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\\u00e9\"]", 10, "'\xc3\xa9\xc3\xa9...");
@@ -581,7 +583,7 @@ static void test_list(void **state) {
         assert_int_equal(json_array_size(recent), 2);
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "id")), "done2"); /* newest first */
         assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 1), "id")), "done1");
-        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "command")), "false '?]0;x?'");
+        assert_string_equal(json_string_value(json_object_get(json_array_get(recent, 0), "command")), "false '\\x1b]0;x\\x07'");
         assert_int_equal(json_integer_value(json_object_get(l, "recent_more")), 1);
 
         f = open_memstream(&text, &len);
@@ -926,6 +928,36 @@ static void test_mcp_tasks(void **state) {
 }
 
 
+/* submit on a terminal (controller/terminal.h): the job's bytes escaped across writes, submit's
+ * lines marked, and after output left mid-line, on a line of their own. */
+static void test_terminal_streams(void **state) {
+        (void) state;
+        char *out_text = NULL, *err_text = NULL;
+        size_t out_len = 0, err_len = 0;
+        FILE *out_under = open_memstream(&out_text, &out_len), *err_under = open_memstream(&err_text, &err_len);
+        assert_non_null(out_under);
+        assert_non_null(err_under);
+        FILE *out = terminal_escaped_open(out_under), *err = terminal_marked_open(err_under);
+        assert_non_null(out);
+        assert_non_null(err);
+        /* The job: a forged line, a C1 CSI split between two writes, SGR 8 left mid-line. */
+        fputs("submit 'x': succeeded\nc1 \xc2", out);
+        fflush(out);
+        fputs("\x9b" "2J\x1b[8m", out);
+        fflush(out);
+        fprintf(err, "%s/artifacts/a\n", "r");
+        fprintf(err, "submit 'id': done, ");
+        fprintf(err, "in two writes\n");
+        assert_int_equal(fclose(out), 0);
+        assert_int_equal(fclose(err), 0);
+        assert_int_equal(fclose(out_under), 0);
+        assert_int_equal(fclose(err_under), 0);
+        assert_string_equal(out_text, "submit 'x': succeeded\nc1 \\u009b2J\\x1b[8m");
+        assert_string_equal(err_text, "\n" TERMINAL_MARK "r/artifacts/a\n" TERMINAL_MARK "submit 'id': done, in two writes\n");
+        free(out_text);
+        free(err_text);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_build_refusals),
@@ -939,6 +971,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_status, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_no_worker, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_command_short),
+                cmocka_unit_test(test_terminal_streams),
                 cmocka_unit_test_setup_teardown(test_list, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test(test_job_words),
                 cmocka_unit_test_setup_teardown(test_mcp_session, tfw_tmpdir_setup, tfw_tmpdir_teardown),

@@ -195,6 +195,12 @@ static void test_portable_names(void **state) {
         assert_false(layer_name_is_portable("tab\there"));
         assert_false(layer_name_is_portable("del\x7f"));
         assert_false(layer_name_is_portable("\xed\xa0\x80")); /* a surrogate */
+        assert_false(layer_name_is_portable("n\xc2\x9b" "2J.txt"));    /* C1 CSI as UTF-8 (issue 46) */
+        assert_false(layer_name_is_portable("a\xc2\x85" "b"));          /* C1 NEL */
+        assert_false(layer_name_is_portable("evil\xe2\x80\xaetxt")); /* RLO, a bidi override */
+        assert_false(layer_name_is_portable("x\xe2\x81\xa9"));       /* PDI, a bidi isolate */
+        assert_false(layer_name_is_portable("x\xd8\x9c"));           /* ALM */
+        assert_true(layer_name_is_portable("nbsp\xc2\xa0ok"));       /* U+00A0 is text */
 }
 
 int main(void) {
