@@ -258,6 +258,8 @@ check "drain: oneshot" grep -qx 'Type=oneshot' "$q"
 check "daemon and drain conflict" grep -qx 'Conflicts=tentaflake-worker-queue@%i.path tentaflake-worker-queue@%i.service' "$d"
 check "drain conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$q"
 check "path conflicts with the daemon" grep -qx 'Conflicts=tentaflake-worker@%i.service' "$p"
+# Its start runs one drain (which makes a new controller's inbox; test-install-doc.sh).
+check "path: its start runs one drain (Wants=)" grep -qx 'Wants=tentaflake-worker-queue@%i.service' "$p"
 # Approval in path mode (issue 14): the drop-in also watches the wake file, by the name the
 # worker uses (approve/decide.h), level-triggered (PathExists, not PathChanged: an approval
 # made while drain runs must still start the next one).
