@@ -325,7 +325,10 @@ worker_cleanup() {
                 remove_cgroup_group "tentaflake-worker-$name"
                 find /sys/fs/cgroup -maxdepth 3 -depth -type d -name "tfw-$name-*" -exec rmdir {} + 2>/dev/null
         fi
-        # The generation store outlives the daemon (orchestrator/store-tmpfs.h): unmounted here.
-        mountpoint -q "$dir/state/store" 2>/dev/null && umount -l "$dir/state/store"
+        # The generation store outlives the daemon (orchestrator/store-tmpfs.h): unmounted here,
+        # wherever below DIR a config of the test put its state_dir.
+        local m
+        awk -v d="$dir/" '$1 == "tentaflake-store" && $3 == "tmpfs" && index($2, d) == 1 { print $2 }' /proc/self/mounts |
+                while read -r m; do umount -l "$m"; done
         if [ -n "${TFW_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }

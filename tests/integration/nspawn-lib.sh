@@ -14,7 +14,9 @@
 #                                 /etc/systemd/system; $etc/tentaflake: its /etc/tentaflake);
 #                                 binds=() for the test's own --bind/--bind-ro options
 #   nspawn_boot MACHINE           boot (to tfw-test.target: sysinit only) under the machine name
-#                                 MACHINE, unique per test; sets $leader (the container's pid 1)
+#                                 MACHINE, unique per test; sets $leader (the container's pid 1).
+#                                 $tmp/dest/usr/local is bound on /usr/local and, when it exists,
+#                                 $etc/tentaflake on /etc/tentaflake (both read-only)
 #   ct COMMAND...                 run COMMAND in the container (all its namespaces)
 #   die MESSAGE                   FAIL with the container's last journal lines, exit 1
 #   nspawn_cgroup NAME            make and print the cgroups of the run's own, below
@@ -85,7 +87,10 @@ nspawn_install() {
 
 nspawn_boot() {
         local machine=$1 f c state h
-        local all=(--bind-ro="$tmp/dest/usr/local:/usr/local" --bind-ro="$etc/tentaflake:/etc/tentaflake" "${binds[@]}")
+        local all=(--bind-ro="$tmp/dest/usr/local:/usr/local" "${binds[@]}")
+        # /etc/tentaflake read-only from the test, unless the test leaves it to the container
+        # (test-install-doc.sh: the steps it runs write it).
+        [ -d "$etc/tentaflake" ] && all+=(--bind-ro="$etc/tentaflake:/etc/tentaflake")
         for f in "$etc/system"/*; do all+=(--bind-ro="$f:/etc/systemd/system/$(basename "$f")"); done
         # The host's root, bound (without its submounts) in a private mount namespace, is the
         # container's lower layer; nothing the container writes reaches the host. nspawn starts
