@@ -15,6 +15,13 @@
 #                         or for 300 s, then becomes runsc with its arguments; its pid and the
 #                         container id are appended to CTL/unnamed. "delete-fails": `delete`
 #                         fails (exit 1) and deletes nothing, every other command is runsc's.
+#                         And "linger" (issue 46: a runtime process that outlives its worker, as
+#                         one in an uninterruptible wait does): `run` leaves behind a process
+#                         holding every descriptor the front was given but its stdout and
+#                         stderr (the input channel's reader, and the lock the worker hands its
+#                         runtime processes), which reads nothing and outlives the front, the
+#                         worker's SIGKILL included, until CTL/let-go exists (or 300 s); its
+#                         pid is appended to CTL/lingering. The front itself is runsc.
 #   runsc_procs ROOT      the test's processes (pid and argv) whose argv names the runsc root
 #                         ROOT: the front `runsc run`, the gofer, the sandbox, any `runsc delete`
 #   job_cgroups GROUP     the job cgroups left in GROUP (tentaflake-worker-<name>), in every
@@ -49,6 +56,17 @@ end = time.monotonic() + 300
 while any(os.path.isdir(d) for d in dirs) and time.monotonic() < end:
     time.sleep(0.01)
 os.execv(real, [real] + args)'
+fi
+if [[ $mode = linger && " $* " == *" run "* ]]; then
+        (
+                exec >/dev/null 2>&1
+                echo "$BASHPID" >>"$ctl/lingering"
+                n=0
+                while [ ! -e "$ctl/let-go" ] && [ $n -lt 6000 ]; do
+                        n=$((n + 1))
+                        sleep 0.05
+                done
+        ) &
 fi
 if [[ ( $mode = boot || $mode = run ) && " $* " == *" run "* ]]; then
         front=$$
