@@ -387,6 +387,8 @@ static int take_runtime_lock(Serve *s, int dfd, TfwError *e) {
                                 "'%s/runtime.lock')",
                     (unsigned long long) (RUNTIME_LOCK_WAIT_USEC / USEC_PER_SEC),
                     printable_name(s->o.state_dir, shown, sizeof(shown)));
+                /* Not yet READY=1: systemd's start timeout applies (90 s), not the watchdog. */
+                (void) sd_notify(0, "STATUS=waiting for the runtime processes of a previous run (runtime.lock)");
                 r = flock_exclusive_within(fd, RUNTIME_LOCK_WAIT_USEC);
         }
         if (r == -ETIMEDOUT)
