@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "capsule/bundle.h"
@@ -442,9 +443,15 @@ static int await_job_ack(JobAckScanner *s, int fd, usec_t deadline) {
 
 /* ---- the input thread ---------------------------------------------------------------- */
 
+/* How long the join waits for the input thread once the capsule is gone, before it ends the
+ * thread's write itself (a process the kernel would not give back may still hold the channel's
+ * reader, and a write into a full pipe then never returns). */
+#define FEEDER_JOIN_USEC (5 * USEC_PER_SEC)
+
 typedef struct Feeder {
         int (*fn)(void *userdata, int fd);
         void *userdata;
+        pthread_mutex_t lock; /* fd: closed by the thread, cut by the join (feeder_cut) */
         int fd;
         Outputs *out;       /* gets a copy of fd once the input went out whole */
         pthread_t thread;
@@ -453,12 +460,15 @@ typedef struct Feeder {
 
 static void *feeder_main(void *arg) {
         Feeder *f = arg;
+        int r = f->fn(f->userdata, f->fd);
         /* Whole: the channel carries the host's stop records from now on (capsule/protocol.h).
          * Cut: its end is init's only word that the input is over (a stream cut inside a file
          * has no abort mark it could read), so no copy may outlive this one. */
-        if (f->fn(f->userdata, f->fd) >= 0 && f->out)
+        pthread_mutex_lock(&f->lock);
+        if (r >= 0 && f->out)
                 outputs_control_handoff(f->out, fcntl(f->fd, F_DUPFD_CLOEXEC, 3));
         f->fd = safe_close(f->fd);
+        pthread_mutex_unlock(&f->lock);
         return NULL;
 }
 
@@ -476,11 +486,52 @@ static int feeder_start(Feeder *f) {
         return 0;
 }
 
+static bool feeder_joined_by(Feeder *f, usec_t usec) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        usec += (usec_t) ts.tv_nsec / 1000;
+        ts.tv_sec += (time_t) (usec / USEC_PER_SEC);
+        ts.tv_nsec = (long) (usec % USEC_PER_SEC) * 1000;
+        return pthread_timedjoin_np(f->thread, NULL, &ts) == 0;
+}
+
+/* The thread's write ended from here: the channel made non-blocking, so its next write into a
+ * full pipe fails (EAGAIN), and a reader of our own opened on it (its /proc/self/fd name) takes
+ * what fills the pipe, which wakes a write that sleeps there. Returns that reader. */
+static int feeder_cut(Feeder *f) {
+        char path[64];
+        int rd = -EBADF;
+        pthread_mutex_lock(&f->lock);
+        if (f->fd >= 0) {
+                int fl = fcntl(f->fd, F_GETFL);
+                if (fl >= 0)
+                        (void) fcntl(f->fd, F_SETFL, fl | O_NONBLOCK);
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", f->fd);
+                rd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+                if (rd < 0)
+                        rd = -errno;
+        }
+        pthread_mutex_unlock(&f->lock);
+        return rd;
+}
+
+/* Joined within FEEDER_JOIN_USEC, or its write is cut (feeder_cut): woken by one read of the
+ * pipe, the write fills what that freed and fails at the next full pipe, and so does every
+ * write after it; the thread ends as soon as its writer gives up (a reader of the workspace
+ * that hangs would hold it, as it would hold the walk without a capsule). One more read each
+ * 100 ms, for a writer that was between two writes. */
 static void feeder_join(Feeder *f) {
-        if (f->started)
-                (void) pthread_join(f->thread, NULL);
+        if (f->started && !feeder_joined_by(f, FEEDER_JOIN_USEC)) {
+                _cleanup_close_ int rd = feeder_cut(f);
+                uint8_t sink[16 * 1024];
+                do {
+                        ssize_t k = rd >= 0 ? read(rd, sink, sizeof(sink)) : 0;
+                        (void) k; /* what it read is thrown away; nothing reads it any more */
+                } while (!feeder_joined_by(f, 100 * USEC_PER_MSEC));
+        }
         f->started = false;
         f->fd = safe_close(f->fd);
+        pthread_mutex_destroy(&f->lock);
 }
 
 static int make_pipe(int fds[2]) {
@@ -1397,7 +1448,7 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
                 .p = p,
                 .res = { .exit_code = -1, .runsc_status = -1 },
                 .boot = boot_empty(),
-                .feeder = { .fd = -EBADF },
+                .feeder = { .fd = -EBADF, .lock = PTHREAD_MUTEX_INITIALIZER },
         };
         if (job_prelude(&j) < 0)
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid cache paths");

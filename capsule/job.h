@@ -71,7 +71,10 @@ typedef struct CapsuleJobParams {
          * called on a thread of its own (every signal blocked) once the capsule is started,
          * with the write end of the channel, which it must not close; it returns when it has
          * written everything or the write failed (EPIPE: the capsule stopped reading). The
-         * channel is closed after it returns; capsule_run_job() joins it before returning. */
+         * channel is closed after it returns; capsule_run_job() joins it before returning,
+         * and once the capsule is gone and 5 s have passed, makes the channel non-blocking and
+         * wakes a write sleeping on a full pipe (a reader outlived the capsule): the next
+         * write into a full pipe then fails with EAGAIN. */
         int (*input)(void *userdata, int fd);
         void *input_userdata;
         /* The caller's cancellation, asked right before a cold capsule is spawned (spawned

@@ -7,14 +7,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "fd-util.h"
 #include "macro.h"
 #include "resolve.h"
+#include "time-util.h"
 
 int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         _cleanup_free_ char *buf = NULL;
@@ -73,6 +76,18 @@ int write_all(int fd, const void *buf, size_t len) {
                         return -EIO;
                 p += k;
                 len -= (size_t) k;
+        }
+        return 0;
+}
+
+int flock_exclusive_within(int fd, uint64_t bound_usec) {
+        usec_t deadline = now_monotonic() + bound_usec;
+        while (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+                if (errno != EWOULDBLOCK && errno != EINTR)
+                        return -errno;
+                if (now_monotonic() >= deadline)
+                        return -ETIMEDOUT;
+                (void) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
         }
         return 0;
 }

@@ -19,6 +19,10 @@ int write_all(int fd, const void *buf, size_t len);
 /* fsync a directory given by fd. */
 int fsync_fd(int fd);
 
+/* An exclusive flock on fd, waited for at most bound_usec (tried every 10 ms): 0, -ETIMEDOUT
+ * when another open file description still holds it then, or the negative errno of flock. */
+int flock_exclusive_within(int fd, uint64_t bound_usec);
+
 /* Write data to dir_fd/name atomically: a hidden temporary in the same directory, fsync,
  * fchown/fchmod, rename over name, fsync the directory. uid/gid (uid_t)-1 keeps the creator. */
 int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,

@@ -126,21 +126,17 @@ static int take_instance_lock(Daemon *d, TfwError *e) {
  * otherwise a dying job could publish over `interrupted`, or a front left running make its
  * container after the cleanup looked for it, for good. Bounded; then the start fails. */
 static int take_jobs_lock(Daemon *d, TfwError *e) {
-        usec_t deadline = now_monotonic() + JOBS_LOCK_WAIT;
-
         d->w.jobs_lock_fd = openat(d->w.dirs.state_fd, "jobs.lock", O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
         if (d->w.jobs_lock_fd < 0)
                 return tfw_error(e, errno, "internal", "cannot open '%s/jobs.lock': %m", d->w.config->state_dir);
-        while (flock(d->w.jobs_lock_fd, LOCK_EX | LOCK_NB) < 0) {
-                if (errno != EWOULDBLOCK && errno != EINTR)
-                        return tfw_error(e, errno, "internal", "cannot lock '%s/jobs.lock': %m", d->w.config->state_dir);
-                if (now_monotonic() >= deadline)
-                        return tfw_error(e, EBUSY, "busy",
-                                         "job or runsc processes of a previous worker for config '%s' are still "
-                                         "running (they hold '%s/jobs.lock')",
-                                         d->w.config->name, d->w.config->state_dir);
-                (void) nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
-        }
+        int r = flock_exclusive_within(d->w.jobs_lock_fd, JOBS_LOCK_WAIT);
+        if (r == -ETIMEDOUT)
+                return tfw_error(e, EBUSY, "busy",
+                                 "job or runsc processes of a previous worker for config '%s' are still "
+                                 "running (they hold '%s/jobs.lock')",
+                                 d->w.config->name, d->w.config->state_dir);
+        if (r < 0)
+                return tfw_error(e, -r, "internal", "cannot lock '%s/jobs.lock': %s", d->w.config->state_dir, strerror(-r));
         return 0;
 }
 

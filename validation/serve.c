@@ -63,6 +63,7 @@ typedef struct Serve {
         char scratch_path[PATH_MAX];
         int scratch_fd;
         int lock_fd;         /* flock on <state_dir>/serve.lock, held until exit */
+        int runtime_lock_fd; /* <state_dir>/runtime.lock, held by every runsc process too */
         char runsc_root[PATH_MAX];
         CapsuleDriver driver; /* shared by the lanes: its operations only read it */
         char runtime_version[1024];
@@ -359,6 +360,47 @@ static int lock_state_dir(Serve *s, int dfd, TfwError *e) {
                 return tfw_error(e, errno, "state_dir", "cannot write '%s/serve.lock': %m",
                                  printable_name(s->o.state_dir, shown, sizeof(shown)));
         s->lock_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* How long a start waits for a killed predecessor's runtime processes (as the inbox daemon's
+ * jobs.lock). */
+#define RUNTIME_LOCK_WAIT_USEC (30 * USEC_PER_SEC)
+
+/* Every runsc process the worker starts holds <state_dir>/runtime.lock (capsule_driver_hold)
+ * for as long as it lives. They die with the lane that started them (PR_SET_PDEATHSIG), also
+ * when serve is killed, but a process being killed still completes the system call it is in
+ * (runsc writing its container's state), and one in an uninterruptible wait lives on: the
+ * start-up cleanup waits until the last of a predecessor's is gone, or it could look for their
+ * containers before they are made, and leave them to the start after. Taken once serve.lock
+ * is ours (no other worker runs on this directory, only what a dead one left). Bounded; then
+ * the start fails having removed nothing. */
+static int take_runtime_lock(Serve *s, int dfd, TfwError *e) {
+        char shown[PATH_MAX + 16];
+        _cleanup_close_ int fd = openat(dfd, "runtime.lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY, 0600);
+        if (fd < 0)
+                return tfw_error(e, errno, "state_dir", "cannot open '%s/runtime.lock': %m",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)));
+        int r = flock(fd, LOCK_EX | LOCK_NB) < 0 ? -errno : 0;
+        if (r == -EWOULDBLOCK) {
+                say(LOG_NOTICE, "serve: waiting up to %llu s for the runtime processes of a previous run (they hold "
+                                "'%s/runtime.lock')",
+                    (unsigned long long) (RUNTIME_LOCK_WAIT_USEC / USEC_PER_SEC),
+                    printable_name(s->o.state_dir, shown, sizeof(shown)));
+                /* Not yet READY=1: systemd's start timeout applies (90 s), not the watchdog. */
+                (void) sd_notify(0, "STATUS=waiting for the runtime processes of a previous run (runtime.lock)");
+                r = flock_exclusive_within(fd, RUNTIME_LOCK_WAIT_USEC);
+        }
+        if (r == -ETIMEDOUT)
+                return tfw_error(e, EBUSY, "state_dir",
+                                 "runtime processes of a previous run on --state-dir '%s' are still running after %llu s "
+                                 "(they hold '%s/runtime.lock'); nothing was removed",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)),
+                                 (unsigned long long) (RUNTIME_LOCK_WAIT_USEC / USEC_PER_SEC), shown);
+        if (r < 0)
+                return tfw_error(e, -r, "state_dir", "cannot lock '%s/runtime.lock': %s",
+                                 printable_name(s->o.state_dir, shown, sizeof(shown)), strerror(-r));
+        s->runtime_lock_fd = TAKE_FD(fd);
         return 0;
 }
 
@@ -1239,6 +1281,8 @@ static int serve_prepare_state(Serve *s, int state_fd, TfwError *e) {
         if (lock_state_dir(s, state_fd, e) < 0) {
                 return -EBUSY;
         }
+        if (take_runtime_lock(s, state_fd, e) < 0)
+                return -EBUSY;
         if (path_join_buf(s->scratch_path, sizeof(s->scratch_path), s->o.state_dir, "scratch") < 0 ||
             path_join_buf(s->runsc_root, sizeof(s->runsc_root), s->o.state_dir, "runsc") < 0) {
                 return tfw_error(e, ENAMETOOLONG, "state_dir", "--state-dir '%s' is too long", s->o.state_dir);
@@ -1269,6 +1313,8 @@ static int serve_start_sandbox(Serve *s, TfwError *e) {
                 tfw_error_prefix(e, "sandbox unavailable: ");
                 return -ENOENT;
         }
+        /* From here on, every runsc holds the lock the next start waits for (take_runtime_lock). */
+        capsule_driver_hold(&s->driver, s->runtime_lock_fd);
         if (!s->driver.ops->check(&s->driver, check_line, e)) {
                 return -ENOENT;
         }
@@ -1393,6 +1439,7 @@ int serve_run(ServeOptions *o, const char *token, TfwError *e) {
         the_serve = s;
         s->scratch_fd = -EBADF;
         s->lock_fd = -EBADF;
+        s->runtime_lock_fd = -EBADF;
         s->o = *o;
         s->token = token;
         pthread_mutex_init(&s->lock, NULL);
@@ -1453,6 +1500,7 @@ out:
         serve_walls_done(&s->walls);
         safe_close(s->scratch_fd);
         safe_close(s->lock_fd);
+        safe_close(s->runtime_lock_fd);
         safe_close(state_fd);
         free(s);
         the_serve = NULL;

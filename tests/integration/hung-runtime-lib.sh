@@ -15,13 +15,22 @@
 #                         or for 300 s, then becomes runsc with its arguments; its pid and the
 #                         container id are appended to CTL/unnamed. "delete-fails": `delete`
 #                         fails (exit 1) and deletes nothing, every other command is runsc's.
+#                         And "linger" (issue 46: a runtime process that outlives its worker, as
+#                         one in an uninterruptible wait does, which no kill ends): `run` leaves
+#                         behind a process holding every descriptor the front was given but its
+#                         stdout and stderr (the input channel's reader, and the lock the worker
+#                         hands its runtime processes), which reads nothing, names no container
+#                         and leaves the job's cgroups (so no teardown finds it), until
+#                         CTL/let-go exists (or 300 s); its pid is appended to CTL/lingering.
+#                         The front itself is runsc. "linger-boot": the same, and the sandbox
+#                         stopped at boot as in "boot".
 #   runsc_procs ROOT      the test's processes (pid and argv) whose argv names the runsc root
 #                         ROOT: the front `runsc run`, the gofer, the sandbox, any `runsc delete`
 #   job_cgroups GROUP     the job cgroups left in GROUP (tentaflake-worker-<name>), in every
 #                         hierarchy
 #   kill_leftovers ROOT CTL  the EXIT trap's part: SIGKILL what a failed run left (a stopped
-#                         process dies of SIGKILL too), the watchers included: the test's
-#                         own processes only
+#                         process dies of SIGKILL too), the watchers and lingering processes
+#                         included: the test's own processes only
 REAL_RUNSC=$(command -v runsc)
 
 make_hung_runsc() {
@@ -49,6 +58,23 @@ end = time.monotonic() + 300
 while any(os.path.isdir(d) for d in dirs) and time.monotonic() < end:
     time.sleep(0.01)
 os.execv(real, [real] + args)'
+fi
+if [[ ( $mode = linger || $mode = linger-boot ) && " $* " == *" run "* ]]; then
+        python3 -c '
+import glob, os, sys, time
+ctl, pid = sys.argv[1], os.getpid()
+for procs in ["/sys/fs/cgroup/cgroup.procs"] + glob.glob("/sys/fs/cgroup/*/cgroup.procs"):
+    try:
+        with open(procs, "w") as f:
+            f.write(str(pid))
+    except OSError:
+        pass
+with open(ctl + "/lingering", "a") as f:
+    f.write("%d\n" % pid)
+end = time.monotonic() + 300
+while not os.path.exists(ctl + "/let-go") and time.monotonic() < end:
+    time.sleep(0.05)' "$ctl" <&0 >/dev/null 2>&1 &  # its stdin: the channel, not the /dev/null of &
+        [ $mode = linger-boot ] && mode=boot
 fi
 if [[ ( $mode = boot || $mode = run ) && " $* " == *" run "* ]]; then
         front=$$
@@ -103,7 +129,8 @@ job_cgroups() {
 
 kill_leftovers() {
         local root=$1 ctl=$2 p
-        for p in $(_procs_naming "$ctl/runsc" | cut -d' ' -f1) $(_procs_naming "$root" | cut -d' ' -f1); do
+        for p in $(cat "$ctl/lingering" 2>/dev/null) $(_procs_naming "$ctl/runsc" | cut -d' ' -f1) \
+                $(_procs_naming "$root" | cut -d' ' -f1); do
                 kill -KILL "$p" 2>/dev/null
         done
 }

@@ -1366,6 +1366,8 @@ typedef struct StreamFixture {
         bool cut;            /* fail in the middle of a file, writing nothing more (its end
                               * is the only word init gets) */
         uint64_t big;        /* > 0: one file of this many zero bytes (more than /work holds) */
+        bool hold_reader;    /* a reader of the channel outside the capsule, which never reads */
+        int reader;          /* ... its descriptor (the test closes it) */
         int write_error;     /* what the last write returned */
         uint64_t sent;
 } StreamFixture;
@@ -1392,6 +1394,12 @@ static int stream_fixture(void *userdata, int fd) {
         StreamFixture *f = userdata;
         static const char content[] = "streamed content";
         static uint8_t zeros[1 << 16];
+        if (f->hold_reader) {
+                /* As a runtime process the kernel would not give back holds it. */
+                char path[64];
+                snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+                f->reader = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+        }
         int r = put_record(fd, SNAPSHOT_STREAM_DIR, "d", 0, false, 0);
         if (r >= 0)
                 r = put_record(fd, SNAPSHOT_STREAM_FILE, "x", 0, true, sizeof(content) - 1);
@@ -1499,6 +1507,30 @@ static void test_stream_too_big(void **state) {
         assert_null(strstr(j.log, "ran=yes"));
         assert_int_equal(f.write_error, -EPIPE);
         assert_true(f.sent < f.big);
+        jobrun_free(&j);
+}
+
+/* Issue 46 item 4: the same, with the channel's reader also held outside the capsule, as by a
+ * runtime process that outlives its SIGKILL: the capsule ends, yet the writer, blocked on the
+ * full pipe, is never released by the channel. The join of the input thread used to wait for
+ * it forever (this test hung); now it cuts the write after its bound (EAGAIN), and the job
+ * ends as above. */
+static void test_stream_reader_left(void **state) {
+        (void) state;
+        require_env();
+        StreamFixture f = { .big = WORK_TMPFS + (16ULL << 20), .hold_reader = true, .reader = -EBADF };
+        JobOptions o = { .input = stream_fixture, .input_userdata = &f };
+        char *argv[] = { (char *) "/bin/sh", (char *) "-c", (char *) STREAM_PROBE, NULL };
+        JobRun j;
+        run_job_with("streamheld", argv, 120, &o, &j);
+        assert_true(f.reader >= 0);
+        assert_true(fd_is_open(f.reader));
+        assert_int_equal(j.res.status, CAPSULE_ERROR);
+        assert_string_equal(j.res.reason, "snapshot_copy");
+        assert_null(strstr(j.log, "ran=yes"));
+        assert_int_equal(f.write_error, -EAGAIN);
+        assert_true(f.sent < f.big);
+        safe_close(f.reader);
         jobrun_free(&j);
 }
 
@@ -1908,6 +1940,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_stream_abort),
                 cmocka_unit_test(test_stream_cut),
                 cmocka_unit_test(test_stream_too_big),
+                cmocka_unit_test(test_stream_reader_left),
                 cmocka_unit_test(test_refused_stream),
                 cmocka_unit_test(test_log_flood),
                 cmocka_unit_test(test_output_limit),

@@ -147,6 +147,45 @@ apply_phase() {
         check "apply: ... the directory where the file was" test "$(cat "$ws/swapf/in")" = inside
         check "apply: ... the file where the directory was" test "$(cat "$ws/swapd")" = now-a-file
 
+        # The same pair of type changes when a base moved on since (issue 46 item 4): refused
+        # whole, nothing removed or made; applied once every base is again what the job was given.
+        as_ctl sh -c "echo f >'$ws/tcf' && mkdir -p '$ws/tcd/deep' && echo in >'$ws/tcd/deep/in' && echo t >'$ws/tcd/t'"
+        submit "$dir" a9 local-reversible '["sh","-c","rm tcf && mkdir tcf && echo inside >tcf/in && rm -rf tcd && echo now-a-file >tcd && echo side >side9.txt"]'
+        check "apply: a job replacing a file by a directory and a directory by a file, again" wait_result "$dir" a9
+        untouched9() { # untouched9 TCF_CONTENT: nothing of a9 was applied
+                test "$(cat "$ws/tcf")" = "$1" -a -f "$ws/tcd/deep/in" -a -f "$ws/tcd/t" -a ! -e "$ws/side9.txt"
+        }
+        refused9() { ! app a9 2>"$dir/a9.err"; }
+        as_ctl sh -c "echo edited >'$ws/tcf'"
+        check "apply: the file made a directory changed since: refused" refused9
+        check "  ... naming it" grep -q "conflict: 'tcf' (deleted): it changed since the job was given it" "$dir/a9.err"
+        check "  ... and nothing was removed or made" untouched9 edited
+        as_ctl sh -c "echo f >'$ws/tcf' && echo new >'$ws/tcd/deep/new'"
+        check "apply: the directory made a file gained a file since: refused" refused9
+        check "  ... naming what it holds" grep -q "conflict: 'tcd/deep' (deleted): it holds 'new', which the job did not remove" "$dir/a9.err"
+        check "  ... and nothing was removed or made" untouched9 f
+        check "  ... the new file kept" test -f "$ws/tcd/deep/new"
+        as_ctl sh -c "rm '$ws/tcd/deep/new' && echo changed >'$ws/tcd/deep/in'"
+        check "apply: a file in the directory made a file changed since: refused" refused9
+        check "  ... naming it" grep -q "conflict: 'tcd/deep/in' (deleted): it changed since the job was given it" "$dir/a9.err"
+        check "  ... and nothing was removed or made" untouched9 f
+        as_ctl sh -c "echo in >'$ws/tcd/deep/in'"
+        check "apply: every base as the job was given it: applied" quiet app a9
+        check "  ... the directory where the file was" test "$(cat "$ws/tcf/in")" = inside
+        check "  ... the file where the directory was" test "$(cat "$ws/tcd")" = now-a-file
+        check "  ... and the rest" test "$(cat "$ws/side9.txt")" = side
+
+        # A file replaced by a symbolic link: the link is refused (never carried), the deletion
+        # is the job's change like any other.
+        as_ctl sh -c "echo l >'$ws/tol'"
+        submit "$dir" a10 local-reversible '["sh","-c","rm tol && ln -s elsewhere tol && echo side >side10.txt"]'
+        check "apply: a job replacing a file by a link" wait_result "$dir" a10
+        check "  ... the changeset deletes the file and refuses the link" \
+                test "$(json "$res/a10/changes.json" 'sorted((c["kind"], c.get("why", "")) for c in d["changes"] if c["path"] == "tol")')" = "[('deleted', ''), ('refused', 'a symbolic link')]"
+        check "  ... applied" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a10 2>'$dir/a10.err'"
+        check "  ... saying the link was not carried" grep -q "not carried: 'tol': a symbolic link" "$dir/a10.err"
+        check "  ... no link made" test ! -L "$ws/tol" -a ! -e "$ws/tol" -a "$(cat "$ws/side10.txt")" = side
+
         # A hook planted in .git/: refused unless told.
         submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
         check "apply: a job planting a git hook" wait_result "$dir" a3

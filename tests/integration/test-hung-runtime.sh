@@ -6,8 +6,9 @@
 # job's process group: `runsc run`, the gofer and the stopped sandbox stayed alive after the
 # daemon exited, and so did the job's cgroup. Now the daemon exits having left no runsc process
 # of the worker and no job cgroup. A daemon killed with SIGKILL cannot do that: its runsc
-# processes die with its job process, and the next start removes the rest. Real daemon, real
-# runsc.
+# processes die with its job process, and the next start removes the rest. Last (issue 46), a
+# streamed workspace whose input channel's reader outlives the capsule: the job still ends.
+# Real daemon, real runsc.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -153,5 +154,38 @@ check "the start-up cleanup left no runsc process of the worker" no_runsc_procs
 check "  ... and no job cgroup" no_job_cgroup
 check "  ... and said so" grep -q "start-up cleanup: removed" "$dir/daemon.log"
 check "the daemon stops" stop_daemon TERM
+
+echo "-- a streamed workspace whose channel's reader outlives the capsule (issue 46)"
+# Every lane of the generation store held by the test: the workspace is streamed, on the input
+# thread. The sandbox stops at boot and so never reads it, and a process of the runtime that no
+# kill ends (hung-runtime-lib.sh's "linger-boot") holds the channel's reader: once the job's
+# timeout ended the capsule, the thread still sleeps in a write into the full pipe. The job
+# process used to wait for it in the join forever, and stream5's result never came.
+new_worker "$dir" ', "concurrency": 1, "runtime": {"runsc": "'"$ctl/runsc"'", "warm_seconds": 0},
+ "limits": {"memory": "256m", "memory_swap": "256m", "pids": 64}'
+rm -f "$ctl/stopped" "$ctl/lingering" "$ctl/let-go"
+head -c 8M /dev/zero >"$dir/ws/big.bin" && chown 10000:10000 "$dir/ws/big.bin"
+echo linger-boot >"$ctl/mode"
+start_daemon "$dir" run || exit 1
+for k in 0 1; do
+        mkdir -p "$dir/state/store/lane-$k"
+        flock -x "$dir/state/store/lane-$k/lock" sh -c "touch '$ctl/held-$k'; until [ -e '$ctl/let-go' ]; do sleep 0.05; done" &
+done
+check "the test holds every lane of the store" wait_for 60 test -e "$ctl/held-0" -a -e "$ctl/held-1"
+printf '{"version":1,"id":"stream5","action_class":"local-reversible","argv":["true"],"timeout_seconds":5}' \
+        >"$inbox/.stream5.tmp"
+mv "$inbox/.stream5.tmp" "$inbox/stream5.json"
+check "the sandbox was stopped at boot" wait_file "$ctl/stopped" 120
+check "a process of the runtime lingers" wait_file "$ctl/lingering" 30
+linger=$(head -n1 "$ctl/lingering")
+check "stream5 ends at its timeout (its result is published)" wait_result "$dir" stream5 120
+check "  ... timed out" test "$(json_get "$res/stream5/result.json" 'r["status"]')" = timed_out
+check "  ... its workspace was streamed" grep -q "job 'stream5': no lane of the generation store" "$dir/daemon.log"
+check "  ... while the lingering process still held the channel" kill -0 "$linger"
+touch "$ctl/let-go"
+rm -f "$ctl/mode"
+check "the lingering process is gone once let go" wait_for 30 sh -c "! kill -0 $linger 2>/dev/null"
+check "the daemon stops" stop_daemon TERM
+check "no runsc process of the worker is left" no_runsc_procs
 check "audit verify passes" quiet tfw "$dir" audit verify 2>/dev/null
 finish
