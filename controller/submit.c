@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule/walls.h"
 #include "common/json-util.h"
 #include "controller/apply.h"
 #include "controller/live.h"
@@ -108,6 +109,17 @@ static void print_changes(const ControllerSite *s, const char *id, const json_t 
                 s->results_dir, id, s->results_dir, id, id);
 }
 
+/* The walls the job met (capsule/walls.h), one line each, last: what the agent reads before it
+ * decides what to try next. */
+static void print_walls(const char *id, const json_t *res, FILE *err) {
+        size_t i;
+        json_t *el;
+        char line[1024];
+        json_array_foreach(json_object_get(res, "walls"), i, el)
+                if (walls_sentence(el, line, sizeof(line)))
+                        fprintf(err, "submit '%s': %s\n", id, line);
+}
+
 static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
         const char *status = json_string_value(json_object_get(res, "status"));
         const char *code = json_string_value(json_object_get(res, "error"));
@@ -129,10 +141,10 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                 print_changes(s, id, res, err);
         }
         /* succeeded and failed speak through the exit status; every other ending says why. */
-        if (status && (streq(status, "succeeded") || streq(status, "failed")))
-                return;
-        fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
-                code ? code : "", msg ? ": " : "", msg ? msg : "");
+        if (!status || (!streq(status, "succeeded") && !streq(status, "failed")))
+                fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
+                        code ? code : "", msg ? ": " : "", msg ? msg : "");
+        print_walls(id, res, err);
 }
 
 /* --apply: the job's changeset into the workspace, when the job ended by itself and left one. */
