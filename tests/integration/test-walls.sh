@@ -4,7 +4,8 @@
 #   - a plain job, and a job that prints fake reports of walls (a forged trailer with full=, a
 #     result's "walls" JSON, submit's own words), get an empty list and no wall line;
 #   - one job meets the walls that do not interfere: job.log past limits.max_log_bytes, more
-#     artifacts than limits.max_artifact_entries, /tmp and /work filled, a connection to a host
+#     artifacts than limits.max_artifact_entries, more changes than limits.max_changes_entries,
+#     /tmp and /work filled, a connection to a host
 #     and port not on network.allow: each is an entry, and a line of submit's, and `list`,
 #     `show` and the audit line carry them;
 #   - a memory bomb: "memory", with the limit;
@@ -32,7 +33,7 @@ mounts='"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/alt
 new_worker "$dir" ', "runtime": {"system_mounts": ['"$mounts"']},
  "limits": {"default_timeout_seconds": 60, "max_timeout_seconds": 120, "max_log_bytes": "64k",
             "memory": "256m", "pids": 64, "workspace_tmpfs": "16m", "tmp_tmpfs": "8m", "max_snapshot_bytes": "4m",
-            "max_artifact_entries": 3},
+            "max_artifact_entries": 3, "max_changes_entries": 3},
  "network": {"allow": ["127.0.0.1:'"$A"'"]}'
 ws="$dir/ws" res="$dir/results"
 mkdir -p "$dir/bin" "$dir/out" "$dir/home"
@@ -76,7 +77,7 @@ check "fake: the job's words are in its log only" grep -q "evil.test" "$res/fake
 # ---------------------------------------------------------------------------------------------
 echo "-- [$SECONDS s] log, artifacts, /tmp, /work and a refused connection in one job"
 run several -- /bin/sh -c "
-mkdir -p /work/artifacts && for i in 1 2 3 4 5; do echo \$i >/work/artifacts/a\$i; done
+mkdir -p /work/artifacts && for i in 1 2 3 4 5; do echo \$i >/work/artifacts/a\$i; echo \$i >/work/c\$i; done
 curl -s -o /dev/null -x \"\$http_proxy\" http://127.0.0.1:$B/ ; echo curl=\$?
 head -c 200000 /dev/zero | tr '\\0' x
 dd if=/dev/zero of=/tmp/fill bs=64k 2>/dev/null; echo tmp=\$?
@@ -88,7 +89,8 @@ check "several: the artifacts refused at their bound" has_wall several output "l
 check "several: /tmp full" has_wall several disk "/tmp is full (limits.tmp_tmpfs, 8m)"
 check "several: /work full" has_wall several disk "/work is full (limits.workspace_tmpfs, 16m)"
 check "several: the refused connection" has_wall several network "connect to 127.0.0.1:$B (not in network.allow)"
-check "several: five walls" test "$(n_walls several)" = 5
+check "several: the changeset cut at its bound" has_wall several output "limits.max_changes_entries (3)"
+check "several: six walls" test "$(n_walls several)" = 6
 check "submit: the connection, as the sandbox's decision" \
         said several "submit 'several': blocked by the sandbox: connect to 127.0.0.1:$B (not in network.allow): the worker's network policy refused it, the network itself is not broken"
 check "submit: the log's bound" said several "submit 'several': cut by the sandbox: job.log cut at limits.max_log_bytes (64k)"
@@ -99,7 +101,7 @@ ctl list >"$dir/out/list.out" 2>&1
 check "list: the walls below the job's row" grep -qF "    blocked by the sandbox: connect to 127.0.0.1:$B (not in network.allow)" "$dir/out/list.out"
 ctl list --json >"$dir/out/list.json" 2>&1
 check "list --json: the walls in the row" \
-        test "$(json_get "$dir/out/list.json" "len([w for x in r['recent'] if x['id']=='several' for w in x['walls']])")" = 5
+        test "$(json_get "$dir/out/list.json" "len([w for x in r['recent'] if x['id']=='several' for w in x['walls']])")" = 6
 tfw "$dir" show several >"$dir/out/show.out" 2>&1
 check "show: the walls" grep -qF "wall: blocked by the sandbox: /tmp is full (limits.tmp_tmpfs, 8m)" "$dir/out/show.out"
 check "audit: the finished line carries the walls" \
@@ -122,7 +124,7 @@ PY
 chmod 0644 "$dir/out/mcp.py"
 as_ctl /usr/bin/python3 "$dir/out/mcp.py" "$dir/bin/tentaflake-worker" several >"$dir/out/mcp.json" 2>"$dir/out/mcp.err"
 mcp() { json_get "$dir/out/mcp.json" "$1"; }
-check "mcp: structuredContent carries the five walls" test "$(mcp "len(r['walls'])")" = 5
+check "mcp: structuredContent carries the six walls" test "$(mcp "len(r['walls'])")" = 6
 check "mcp: each with its words" test "$(mcp "[w['words'] for w in r['walls'] if w['wall']=='network'][0].startswith('blocked by the sandbox: connect to 127.0.0.1:$B')")" = True
 check "mcp: the text says they are the sandbox's decisions" \
         test "$(mcp "'walls (the sandbox\'s decisions, not failures of the network or of a service):' in r['text'] and '(not in network.allow)' in r['text']")" = True
