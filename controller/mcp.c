@@ -181,7 +181,11 @@ static int outcome_walls(const json_t *res, json_t *structured, FILE *f) {
                 if (!walls_sentence(el, line, sizeof(line)))
                         continue;
                 json_t *copy = json_deep_copy(el);
-                if (!copy || json_object_set_new(copy, "words", json_string(line)) < 0 || json_array_append_new(out, copy) < 0)
+                if (!copy || json_object_set_new(copy, "words", json_string(line)) < 0) {
+                        json_decref(copy);
+                        return -ENOMEM;
+                }
+                if (json_array_append_new(out, copy) < 0)
                         return -ENOMEM;
                 if (json_array_size(out) == 1)
                         fputs("walls (the sandbox's decisions, not failures of the network or of a service):\n", f);

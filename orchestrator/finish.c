@@ -23,10 +23,6 @@ static const char *inferred_ending(const RequestRecord *rec, const char *status)
         return "finished";
 }
 
-/* rec's result was already published, by this process or one that died before it marked the
- * record final: its ending's audit line may or may not have been written (finish_request
- * writes it between the two). Written once: only when no ending of rec is in the audit log,
- * from the published result, its message saying so. */
 /* A result's walls as the audit line's "walls" (strings: its schema has no nested objects),
  * or NULL when there are none. */
 static json_t *audit_walls(const json_t *walls) {
@@ -47,6 +43,10 @@ static json_t *audit_walls(const json_t *walls) {
         return out;
 }
 
+/* rec's result was already published, by this process or one that died before it marked the
+ * record final: its ending's audit line may or may not have been written (finish_request
+ * writes it between the two). Written once: only when no ending of rec is in the audit log,
+ * from the published result, its message saying so. */
 static void audit_published_ending(Worker *w, const RequestRecord *rec, const char *status, const json_t *res) {
         static const char *const endings[] = {"finished", "interrupted", "error", "denied", "expired",
                                               "rejected", "cancelled", NULL};
