@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "approve/report.h"
+#include "capsule/walls.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/term-escape.h"
@@ -35,6 +36,12 @@ void report_print_summary(json_t *res, FILE *out) {
                 _cleanup_free_ char *m = term_escape_strdup(jstr(res, "message"), TERM_ESCAPE_LINE);
                 fprintf(out, "message: %s\n", m ? m : "?");
         }
+        size_t i;
+        json_t *el;
+        char line[1024];
+        json_array_foreach(json_object_get(res, "walls"), i, el)
+                if (walls_sentence(el, line, sizeof(line)))
+                        fprintf(out, "wall: %s\n", line);
 }
 
 static json_t *record_json(const RequestRecord *r) {

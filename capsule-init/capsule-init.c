@@ -49,6 +49,7 @@
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -662,6 +663,7 @@ typedef struct JobOutcome {
         int wstatus;
         const char *init_error;
         int error;
+        bool work_full, tmp_full; /* left full by the job (note_full) */
 } JobOutcome;
 
 static void run_job(char **argv, JobOutcome *out) {
@@ -767,15 +769,31 @@ static int take_layer(bool layer, uint8_t kind, uid_t uid, gid_t gid) {
 
 /* ---- step 6 ---------------------------------------------------------------------------- */
 
+/* Whether a filesystem has less than CAPSULE_FULL_BYTES left for the job: ENOSPC was its last
+ * answer, or close to it (the "disk" wall, capsule/walls.h). Asked once every job process is
+ * dead, so the job cannot change the answer; statfs is the sandbox kernel's, not the job's word. */
+static bool is_full(const char *path) {
+        struct statfs st;
+        if (statfs(path, &st) < 0 || st.f_blocks == 0)
+                return false;
+        return (uint64_t) st.f_bavail * (uint64_t) st.f_bsize < CAPSULE_FULL_BYTES;
+}
+
+static void note_full(JobOutcome *o) {
+        o->work_full = is_full(CAPSULE_WORK_PATH);
+        o->tmp_full = is_full(CAPSULE_TMP_PATH);
+}
+
 static void write_trailer(const JobOutcome *o, int exit_code, int sig, bool artifacts_ok, CacheOut cache) {
         char hex[2 * CAPSULE_TOKEN_SIZE + 1], buf[CAPSULE_TRAILER_MAX];
         capsule_token_hex(secret + CAPSULE_TOKEN_SIZE, hex);
         int n = snprintf(buf, sizeof(buf),
                          CAPSULE_TRAILER_TAG "%s exit=%d signal=%d init_error=%s errno=%d "
-                                             "skipped=%llu artifacts=%s cache=%s\n",
+                                             "skipped=%llu artifacts=%s cache=%s full=%s\n",
                          hex, exit_code, sig, o->init_error, o->error, artifacts_skipped,
                          artifacts_ok ? "ok" : "failed",
-                         cache == CACHE_OUT_OK ? "ok" : cache == CACHE_OUT_FAILED ? "failed" : "none");
+                         cache == CACHE_OUT_OK ? "ok" : cache == CACHE_OUT_FAILED ? "failed" : "none",
+                         o->work_full ? (o->tmp_full ? "work_tmp" : "work") : o->tmp_full ? "tmp" : "none");
         if (n > 0 && n < (int) sizeof(buf))
                 (void) write_all(STDERR_FILENO, buf, (size_t) n);
 }
@@ -953,6 +971,7 @@ int main(int argc, char **argv) {
         } else {
                 run_job(job_argv, &o);
                 exit_code = job_exit_code(&o, &sig);
+                note_full(&o);
         }
 
         /* Root never reaches the outputs: a layer that failed left init root, and it gives

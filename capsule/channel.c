@@ -144,7 +144,7 @@ bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret) {
         const char *p = s, *end = s + len;
         CapsuleTrailer t = {};
         long long exit_code, sig, err, skipped;
-        char art[8], cache[8];
+        char art[8], cache[8], full[12];
 
         if (!parse_int(&p, end, " exit=", 0, 255, &exit_code) ||
             !parse_int(&p, end, " signal=", 0, 64, &sig) ||
@@ -152,7 +152,8 @@ bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret) {
             !parse_int(&p, end, " errno=", 0, 4095, &err) ||
             !parse_int(&p, end, " skipped=", 0, (long long) 1 << 62, &skipped) ||
             !parse_word(&p, end, " artifacts=", art, sizeof(art)) ||
-            !parse_word(&p, end, " cache=", cache, sizeof(cache)))
+            !parse_word(&p, end, " cache=", cache, sizeof(cache)) ||
+            !parse_word(&p, end, " full=", full, sizeof(full)))
                 return false;
         if (p + 1 != end || *p != '\n')
                 return false;
@@ -160,7 +161,11 @@ bool capsule_trailer_parse(const char *s, size_t len, CapsuleTrailer *ret) {
                 return false;
         if (!streq(cache, "ok") && !streq(cache, "failed") && !streq(cache, "none"))
                 return false;
+        if (!streq(full, "none") && !streq(full, "work") && !streq(full, "tmp") && !streq(full, "work_tmp"))
+                return false;
         t.cache_ok = streq(cache, "ok");
+        t.work_full = streq(full, "work") || streq(full, "work_tmp");
+        t.tmp_full = streq(full, "tmp") || streq(full, "work_tmp");
         t.exit_code = (int) exit_code;
         t.signal = (int) sig;
         t.error = (int) err;

@@ -49,6 +49,8 @@ typedef struct CapsuleTrailer {
         uint64_t skipped;
         bool artifacts_ok;
         bool cache_ok;      /* init sent every cache path whole ("cache=ok") */
+        bool work_full;     /* /work, then /tmp, left full by the job ("full=") */
+        bool tmp_full;
 } CapsuleTrailer;
 
 void trailer_splitter_init(TrailerSplitter *t, const uint8_t log_token[static CAPSULE_TOKEN_SIZE],

@@ -410,6 +410,41 @@ static void summary_error(EgressSummary *s, const char *fmt, ...) {
         va_end(ap);
 }
 
+/* A checked record (egress_record_parse) as a "network" wall, when the proxy refused the
+ * connection by the job's policy or cut it at one of the job's bounds; a connection that failed
+ * upstream (no such name, no answer) or that the capsule's end stopped is no wall. host is a
+ * name or IP literal, detail printable ASCII: both checked. */
+static void record_wall(const json_t *rec, Walls *w) {
+        const char *verdict = json_string_value(json_object_get(rec, "verdict"));
+        const char *reason = json_string_value(json_object_get(rec, "reason"));
+        const char *host = json_string_value(json_object_get(rec, "host"));
+        const char *detail = json_string_value(json_object_get(rec, "detail"));
+        json_int_t port = json_integer_value(json_object_get(rec, "port"));
+        char to[300];
+
+        if (!reason)
+                return;
+        if (host)
+                snprintf(to, sizeof(to), "%s:%lld", host, (long long) port);
+        else
+                snprintf(to, sizeof(to), "an unreadable request");
+        bool refused = streq(verdict, "refused");
+        if (refused && streq(reason, "not_allowed"))
+                walls_add(w, WALL_NETWORK, 1, "connect to %s (not in network.allow)", to);
+        else if (refused && streq(reason, "address_refused"))
+                walls_add(w, WALL_NETWORK, 1, "connect to %s (its address is refused: %s)", to, detail ?: "");
+        else if (refused && streq(reason, "bad_request"))
+                walls_add(w, WALL_NETWORK, 1, "a request the proxy refused (%s)", detail ?: "");
+        else if (streq(reason, "upload_limit"))
+                walls_add(w, WALL_NETWORK, 1, "connect to %s (%s at network.max_upload_bytes)", to,
+                          refused ? "refused" : "cut");
+        else if (streq(reason, "download_limit"))
+                walls_add(w, WALL_NETWORK, 1, "connect to %s (%s at network.max_download_bytes)", to,
+                          refused ? "refused" : "cut");
+        else if (!refused && streq(reason, "time_limit"))
+                walls_add(w, WALL_NETWORK, 1, "connect to %s (cut at the job's timeout)", to);
+}
+
 static void take_records(const char *buf, size_t len, int out_fd, EgressSummary *s) {
         for (size_t at = 0; at < len;) {
                 const char *nl = memchr(buf + at, '\n', len - at);
@@ -431,6 +466,7 @@ static void take_records(const char *buf, size_t len, int out_fd, EgressSummary 
                         s->refused++;
                 s->bytes_up += (uint64_t) json_integer_value(json_object_get(rec, "bytes_up"));
                 s->bytes_down += (uint64_t) json_integer_value(json_object_get(rec, "bytes_down"));
+                record_wall(rec, &s->walls);
                 if (out_fd >= 0) {
                         _cleanup_free_ char *text = json_dumps(rec, JSON_COMPACT | JSON_SORT_KEYS);
                         if (!text || write_all(out_fd, text, strlen(text)) < 0 || write_all(out_fd, "\n", 1) < 0)

@@ -15,6 +15,7 @@
 
 #include "capsule/egress-id.h"
 #include "capsule/protocol.h"
+#include "capsule/walls.h"
 #include "common/error.h"
 #include "common/time-util.h"
 #include "parser/config.h"
@@ -49,6 +50,9 @@ typedef struct EgressSummary {
          * records up to there are all that is known. */
         const char *error;
         char message[256];
+        /* The "network" walls (capsule/walls.h): the connections the proxy refused or cut at a
+         * bound of the job's, from its checked records. */
+        Walls walls;
 } EgressSummary;
 
 void egress_proxy_init(EgressProxy *p);

@@ -1423,6 +1423,7 @@ static void job_end(Job *j) {
         }
         if (!j->res.finished_at)
                 j->res.finished_at = now_realtime();
+        capsule_walls_collect(p, &j->end, &j->res);
 
         /* A SIGPIPE raised while the importer went away must not outlive the mask. */
         struct timespec zero = {};

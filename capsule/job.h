@@ -17,6 +17,7 @@
 #include "capsule/egress.h"
 #include "capsule/runsc.h"
 #include "capsule/teardown.h"
+#include "capsule/walls.h"
 #include "common/error.h"
 #include "common/process.h"
 #include "common/time-util.h"
@@ -162,6 +163,8 @@ typedef struct CapsuleResult {
         char changes_error[1024];
 
         EgressSummary egress;  /* the job's connections through its proxy (enabled: it had one) */
+        Walls walls;           /* every wall the job met (capsule/walls.h), from the worker's own
+                                * sources only (capsule_walls_collect) */
 
         CgroupEvents events;
         uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */
@@ -273,3 +276,8 @@ typedef struct CapsuleEnding {
 } CapsuleEnding;
 
 void capsule_classify(const CapsuleEnding *end, CapsuleResult *r);
+
+/* The walls the job met (capsule/walls.h), into r->walls, once r holds the job's log, artifacts
+ * and egress: each from a source of the worker's own (capsule/job-walls.c), one function a
+ * source; nothing the job wrote is read. end is NULL when no capsule ran the job. */
+void capsule_walls_collect(const CapsuleJobParams *p, const CapsuleEnding *end, CapsuleResult *r);

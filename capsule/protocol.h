@@ -69,6 +69,9 @@
 #define CAPSULE_SECRET_SIZE (2 * CAPSULE_TOKEN_SIZE) /* artifact token || log token */
 
 #define CAPSULE_TRAILER_TAG "\n\036tentaflake-capsule-status "
+/* The trailer's full= field: /work and /tmp that had less than this left once the job had
+ * ended ("none", "work", "tmp", "work_tmp"; the "disk" wall, capsule/walls.h). */
+#define CAPSULE_FULL_BYTES (64 * 1024)
 /* Longest trailer init writes; the host holds back this many bytes of the log channel. */
 #define CAPSULE_TRAILER_MAX 256
 

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "capsule/walls.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/path-util.h"
@@ -177,7 +178,9 @@ static int list_inbox(const ControllerSite *s, Rows *rows, size_t *ret_other) {
 
 static json_t *recent_row(const char *id, const json_t *res) {
         char cmd[CONTROLLER_COMMAND_SHORT + 1];
-        return json_pack("{s:s, s:O, s:O, s:O, s:O, s:s, s:O, s:O}", "id", id, "status",
+        json_t *walls = json_object_get(res, "walls");
+        return json_pack("{s:s, s:o, s:O, s:O, s:O, s:O, s:s, s:O, s:O}", "id", id, "walls",
+                         json_is_array(walls) ? json_incref(walls) : json_array(), "status",
                          json_object_get(res, "status") ?: json_null(), "exit_code",
                          json_object_get(res, "exit_code") ?: json_null(), "signal",
                          json_object_get(res, "signal") ?: json_null(), "action_class",
@@ -271,6 +274,16 @@ static void print_row(FILE *out, int width, const char *id, const char *state, c
                 cmd ? cmd : "-");
 }
 
+/* Below a result's row, the walls its job met (capsule/walls.h), one indented line each. */
+static void print_walls(FILE *out, const json_t *walls) {
+        size_t i;
+        json_t *el;
+        char line[1024];
+        json_array_foreach(walls, i, el)
+                if (walls_sentence(el, line, sizeof(line)))
+                        fprintf(out, "    %s\n", line);
+}
+
 void controller_list_print(const json_t *l, const char *results_dir, FILE *out) {
         const char *const parts[] = {"inbox", "active", "recent"};
         size_t i, total = 0;
@@ -308,6 +321,7 @@ void controller_list_print(const json_t *l, const char *results_dir, FILE *out) 
                         snprintf(exit, sizeof(exit), "sig%" JSON_INTEGER_FORMAT, json_integer_value(sig));
                 print_row(out, width, jstr(row, "id"), jstr(row, "status") ?: "?", exit, jstr(row, "action_class"),
                           jstr(row, "finished_at"), jstr(row, "command"));
+                print_walls(out, json_object_get(row, "walls"));
         }
         if (more)
                 fprintf(out, "(%" JSON_INTEGER_FORMAT " older result(s) not listed: --recent N for more)\n", more);

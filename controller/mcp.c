@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule/walls.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/path-util.h"
@@ -166,6 +167,33 @@ static char *apply_text(Mcp *m, const char *id, bool dry_run, bool allow_git, bo
         return text;
 }
 
+/* The walls the job met (capsule/walls.h) into structuredContent ("walls": the result's entries,
+ * each with its "words") and the text, right below the status line: said as the sandbox's
+ * decisions, so that a model does not take a refused connection for a broken network. */
+static int outcome_walls(const json_t *res, json_t *structured, FILE *f) {
+        json_t *out = json_array(), *el;
+        size_t i;
+        char line[1024];
+
+        if (!out || json_object_set_new(structured, "walls", out) < 0)
+                return -ENOMEM;
+        json_array_foreach(json_object_get(res, "walls"), i, el) {
+                if (!walls_sentence(el, line, sizeof(line)))
+                        continue;
+                json_t *copy = json_deep_copy(el);
+                if (!copy || json_object_set_new(copy, "words", json_string(line)) < 0) {
+                        json_decref(copy);
+                        return -ENOMEM;
+                }
+                if (json_array_append_new(out, copy) < 0)
+                        return -ENOMEM;
+                if (json_array_size(out) == 1)
+                        fputs("walls (the sandbox's decisions, not failures of the network or of a service):\n", f);
+                fprintf(f, "  %s\n", line);
+        }
+        return 0;
+}
+
 json_t *mcp_outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous, bool apply) {
         const char *status = json_string_value(json_object_get(res, "status"));
         int exit_status = controller_exit_status(res);
@@ -236,6 +264,11 @@ json_t *mcp_outcome_result(Mcp *m, const char *id, json_t *res, bool anonymous, 
         if (msg)
                 fprintf(f, ": %s", msg);
         fputc('\n', f);
+        if (outcome_walls(res, structured, f) < 0) {
+                fclose(f);
+                json_decref(structured);
+                return tool_error(m, "internal", "out of memory");
+        }
         if (log && log[0])
                 fprintf(f, "%s%s%s", cut ? "log (last part):\n" : "log:\n", log,
                         log[strlen(log) - 1] == '\n' ? "" : "\n");

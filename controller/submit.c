@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "capsule/walls.h"
 #include "common/json-util.h"
 #include "common/term-escape.h"
 #include "controller/apply.h"
@@ -110,6 +111,17 @@ static void print_changes(const ControllerSite *s, const char *id, const json_t 
                 s->results_dir, id, s->results_dir, id, id);
 }
 
+/* The walls the job met (capsule/walls.h), one line each, last: what the agent reads before it
+ * decides what to try next. */
+static void print_walls(const char *id, const json_t *res, FILE *err) {
+        size_t i;
+        json_t *el;
+        char line[1024];
+        json_array_foreach(json_object_get(res, "walls"), i, el)
+                if (walls_sentence(el, line, sizeof(line)))
+                        fprintf(err, "submit '%s': %s\n", id, line);
+}
+
 static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
         const char *status = json_string_value(json_object_get(res, "status"));
         const char *code = json_string_value(json_object_get(res, "error"));
@@ -134,11 +146,12 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                 print_changes(s, id, res, err);
         }
         /* succeeded and failed speak through the exit status; every other ending says why. */
-        if (status && (streq(status, "succeeded") || streq(status, "failed")))
-                return;
-        _cleanup_free_ char *shown = msg ? term_escape_strdup(msg, TERM_ESCAPE_LINE) : NULL;
-        fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
-                code ? code : "", shown ? ": " : "", shown ? shown : "");
+        if (!status || (!streq(status, "succeeded") && !streq(status, "failed"))) {
+                _cleanup_free_ char *shown = msg ? term_escape_strdup(msg, TERM_ESCAPE_LINE) : NULL;
+                fprintf(err, "submit '%s': %s%s%s%s%s\n", id, status ? status : "ended without a status", code ? ": " : "",
+                        code ? code : "", shown ? ": " : "", shown ? shown : "");
+        }
+        print_walls(id, res, err);
 }
 
 /* --apply: the job's changeset into the workspace, when the job ended by itself and left one. */

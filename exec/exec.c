@@ -22,6 +22,7 @@
 #include "common/path-util.h"
 #include "common/process.h"
 #include "common/sha256.h"
+#include "common/size.h"
 #include "exec/exec.h"
 
 /* The artifact parser drops to nobody. */
@@ -519,6 +520,20 @@ static CapsuleWarm *exec_warm_fit(const ExecPlan *p, const ExecRun *x, CapsuleWa
         return warm;
 }
 
+/* The changeset's "output" walls (capsule/walls.h): its stream refused at its bounds, or its
+ * list cut at them (init's own word, in the list it sent). */
+static void changes_walls(const ExecPlan *p, ExecResult *r) {
+        const ExecChanges *c = &r->changes;
+        char sz[24];
+        if (c->error && streq(c->error, "artifact_too_large"))
+                walls_add(&r->capsule.walls, WALL_OUTPUT, 1,
+                          "changeset refused: more than limits.max_changes_bytes (%s) or limits.max_changes_entries (%llu)",
+                          format_size(p->changes_max_bytes, sz, sizeof(sz)), (unsigned long long) p->changes_max_entries);
+        else if (c->manifest && !c->sum.complete)
+                walls_add(&r->capsule.walls, WALL_OUTPUT, 1, "changeset cut at limits.max_changes_entries (%llu)",
+                          (unsigned long long) p->changes_max_entries);
+}
+
 /* The job's changeset, from what the capsule sent (exec/changeset.h); a changeset that broke
  * a rule leaves nothing staged. */
 static void changes_take(const ExecPlan *p, const ExecRun *x, ExecResult *r) {
@@ -700,6 +715,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         exec_judge(p, &x, k, &se, &r);
 
         changes_take(p, &x, &r);
+        changes_walls(p, &r);
 
 done:
         if (r.cache.used)

@@ -62,8 +62,8 @@ typedef struct FieldSpec {
 } FieldSpec;
 
 /* Sorted by key, which is also the order "truncated" lists them in. With every field at its
- * budget and every byte a control character escaped as \u00XX, a line is about 50 KiB
- * (test-audit's worst case measures 52,441 bytes), under AUDIT_LINE_MAX by construction; the
+ * budget and every byte a control character escaped as \u00XX, a line is about 60 KiB
+ * (test-audit's worst case measures 60,640 bytes), under AUDIT_LINE_MAX by construction; the
  * final length check in audit_build_line() is only a second line of defence. */
 static const FieldSpec field_specs[] = {
         {"action_class", FIELD_STRING, 66, false},
@@ -92,6 +92,7 @@ static const FieldSpec field_specs[] = {
         {"signal", FIELD_INT, 0, false},
         {"truncated", FIELD_TRUNCATED, 0, true},
         {"verdict", FIELD_STRING, 18, false},
+        {"walls", FIELD_ARGV, 8192, false}, /* "<wall>: <detail> (<count>)" each (capsule/walls.h) */
 };
 
 static const FieldSpec *field_lookup(const char *key) {

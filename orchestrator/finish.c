@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <syslog.h>
 
+#include "capsule/walls.h"
 #include "common/fd-util.h"
 #include "artifacts/inbox-attest.h"
 #include "common/json-util.h"
@@ -20,6 +21,26 @@ static const char *inferred_ending(const RequestRecord *rec, const char *status)
         if (streq(status, "cancelled") && rec->state != STATE_RUNNING)
                 return "cancelled"; /* withdrawn before it ran (orchestrator/cancel.h) */
         return "finished";
+}
+
+/* A result's walls as the audit line's "walls" (strings: its schema has no nested objects),
+ * or NULL when there are none. */
+static json_t *audit_walls(const json_t *walls) {
+        size_t i;
+        json_t *el, *out = NULL;
+        json_array_foreach(walls, i, el) {
+                const char *wall = json_string_value(json_object_get(el, "wall"));
+                const char *detail = json_string_value(json_object_get(el, "detail"));
+                json_t *count = json_object_get(el, "count");
+                char line[WALL_DETAIL_MAX + 64];
+                if (!wall || !detail || !json_is_integer(count))
+                        continue;
+                snprintf(line, sizeof(line), "%s: %s (%lld)", wall, detail, (long long) json_integer_value(count));
+                if (!out && !(out = json_array()))
+                        return NULL;
+                json_array_append_new(out, json_string(line));
+        }
+        return out;
 }
 
 /* rec's result was already published, by this process or one that died before it marked the
@@ -47,6 +68,10 @@ static void audit_published_ending(Worker *w, const RequestRecord *rec, const ch
                                                       "message", text);
         if (f && json_is_integer(code))
                 json_object_set(f, "exit_code", code);
+        json_t *walls = audit_walls(json_object_get(res, "walls"));
+        if (f && walls)
+                json_object_set(f, "walls", walls);
+        json_decref(walls);
         if (f)
                 (void) worker_audit_best_effort(w, inferred_ending(rec, status), f);
 }
@@ -116,6 +141,9 @@ void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const 
         if (run && run->started_at && run->finished_at >= run->started_at)
                 json_object_set_new(f, "duration_ms",
                                     json_integer((json_int_t) ((run->finished_at - run->started_at) / USEC_PER_MSEC)));
+        json_t *walls = run ? audit_walls(run->walls) : NULL;
+        if (walls)
+                json_object_set_new(f, "walls", walls);
         (void) worker_audit_best_effort(w, event, f);
 }
 

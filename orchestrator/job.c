@@ -576,6 +576,8 @@ static int finish_ran(Worker *w, RequestRecord *rec, Request *req, const ExecRes
         run.artifacts = artj;
         run.changes = changesj;
         run.runtime = rtj;
+        _cleanup_(json_decrefp) json_t *wallsj = walls_json(&cr->walls);
+        run.walls = wallsj;
         run.ran = true;
         return finish(w, rec, req, inbox_status(x), x->error, x->message[0] ? x->message : NULL, &run, e);
 }

@@ -26,6 +26,8 @@ typedef struct ResultRun {
                                      * asked for or could be made; borrowed */
         const char *environment_digest;
         json_t *runtime;            /* {"driver","version","platform"} or NULL; borrowed */
+        json_t *walls;              /* the walls the job met (capsule/walls.h: walls_json) or NULL:
+                                     * none ([] in the result); borrowed */
         bool attestation;
 } ResultRun;
 

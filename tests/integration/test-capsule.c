@@ -319,7 +319,7 @@ static void forged_trailer(int fd, int exit_code) {
         char buf[256];
         int n = snprintf(buf, sizeof(buf),
                          CAPSULE_TRAILER_TAG "%032x exit=%d signal=0 init_error=none errno=0 "
-                                             "skipped=0 artifacts=ok cache=none\n",
+                                             "skipped=0 artifacts=ok cache=none full=none\n",
                          0, exit_code);
         (void) write_all(fd, buf, (size_t) n);
 }

@@ -670,7 +670,7 @@ static void test_bounded_fields(void **state) {
                 json_array_append_new(argv2, json_string(s + big - 50));
         _cleanup_json_ json_t *f3 = json_pack(
                 "{s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:s, s:O, s:I, s:I, s:I, s:I, s:I, s:s,"
-                " s:s, s:s, s:s, s:s, s:I, s:I, s:I}",
+                " s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:O}",
                 "id", s, "name", s, "action_class", s, "outcome", s, "error", s, "approver", s,
                 "reason", s, "message", s, "cwd", s, "argv", argv2, "exit_code", (json_int_t) INT64_MIN,
                 "signal", (json_int_t) INT64_MIN, "duration_ms", (json_int_t) INT64_MIN,
@@ -678,7 +678,9 @@ static void test_bounded_fields(void **state) {
                 "abcdef0123456789abcdef0123456789abcdef0123456789abcdef0123456789",
                 /* An egress line's (docs/egress.md) */
                 "host", s, "address", s, "kind", s, "verdict", s, "port", (json_int_t) INT64_MIN,
-                "bytes_up", (json_int_t) INT64_MIN, "bytes_down", (json_int_t) INT64_MIN);
+                "bytes_up", (json_int_t) INT64_MIN, "bytes_down", (json_int_t) INT64_MIN,
+                /* A finished job's walls (capsule/walls.h) */
+                "walls", argv2);
         assert_non_null(f3);
         if (audit_append(a, "finished", f3, &e) < 0)
                 fail_msg("worst case refused: %s", e.message);
@@ -712,7 +714,7 @@ static void test_bounded_fields(void **state) {
         assert_string_equal(json_string_value(json_array_get(av, 0)), xs);
         assert_string_equal(json_string_value(json_array_get(json_object_get(j2, "truncated"), 0)), "argv");
         _cleanup_json_ json_t *j3 = json_loads(lines[2], 0, NULL);
-        assert_int_equal(json_array_size(json_object_get(j3, "truncated")), 14); /* every string field */
+        assert_int_equal(json_array_size(json_object_get(j3, "truncated")), 15); /* every string field, argv, walls */
         _cleanup_json_ json_t *j4 = json_loads(lines[3], 0, NULL);
         assert_string_equal(json_string_value(json_object_get(j4, "reason")), "a\xef\xbf\xbd" "b");
         assert_null(json_object_get(j4, "truncated"));

@@ -112,7 +112,7 @@ static bool split(const char *data, size_t len, size_t chunk, Sink *sink, Capsul
 static void test_trailer_split(void **state) {
         (void) state;
         _cleanup_free_ char *tr = trailer_for(token, " exit=3 signal=0 init_error=none errno=0 "
-                                                     "skipped=2 artifacts=ok cache=none\n");
+                                                     "skipped=2 artifacts=ok cache=none full=none\n");
         char data[2000];
         Sink sink;
         CapsuleTrailer t;
@@ -141,7 +141,7 @@ static void test_trailer_forged(void **state) {
         static const uint8_t wrong[CAPSULE_TOKEN_SIZE] = { 1 };
         _cleanup_free_ char *fake =
                 trailer_for(wrong, " exit=0 signal=0 init_error=none errno=0 skipped=0 "
-                                   "artifacts=ok cache=none\n");
+                                   "artifacts=ok cache=none full=none\n");
         Sink sink;
         CapsuleTrailer t;
         assert_false(split(fake, strlen(fake), 7, &sink, &t));
@@ -151,7 +151,7 @@ static void test_trailer_forged(void **state) {
         /* A real trailer with anything after it is not init's last word. */
         _cleanup_free_ char *real =
                 trailer_for(token, " exit=0 signal=0 init_error=none errno=0 skipped=0 "
-                                   "artifacts=ok cache=none\n");
+                                   "artifacts=ok cache=none full=none\n");
         char buf[512];
         snprintf(buf, sizeof(buf), "%sextra", real);
         assert_false(split(buf, strlen(buf), 5, &sink, &t));
@@ -168,7 +168,7 @@ static void test_trailer_flood(void **state) {
         size_t len = 60000;
         _cleanup_free_ char *data = malloc(len + 256);
         _cleanup_free_ char *tr = trailer_for(token, " exit=137 signal=9 init_error=none "
-                                                     "errno=0 skipped=0 artifacts=failed cache=none\n");
+                                                     "errno=0 skipped=0 artifacts=failed cache=none full=none\n");
         Sink *sink = malloc(sizeof(Sink));
         CapsuleTrailer t;
         for (size_t i = 0; i < len; i++)
@@ -186,33 +186,42 @@ static void test_trailer_flood(void **state) {
 static void test_trailer_parse(void **state) {
         (void) state;
         CapsuleTrailer t;
-        const char *ok = " exit=127 signal=0 init_error=exec errno=2 skipped=0 artifacts=ok cache=none\n";
+        const char *ok = " exit=127 signal=0 init_error=exec errno=2 skipped=0 artifacts=ok cache=none full=none\n";
         assert_true(capsule_trailer_parse(ok, strlen(ok), &t));
         assert_int_equal(t.exit_code, 127);
         assert_string_equal(t.init_error, "exec");
         assert_int_equal(t.error, 2);
         assert_false(t.cache_ok);
-        const char *cache_ok = " exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=ok\n";
+        const char *cache_ok = " exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=ok full=none\n";
         assert_true(capsule_trailer_parse(cache_ok, strlen(cache_ok), &t));
         assert_true(t.cache_ok);
-        const char *cache_failed = " exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=failed\n";
+        const char *cache_failed = " exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=failed full=none\n";
         assert_true(capsule_trailer_parse(cache_failed, strlen(cache_failed), &t));
         assert_false(t.cache_ok);
+        assert_false(t.work_full || t.tmp_full);
+        const char *full = " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=work_tmp\n";
+        assert_true(capsule_trailer_parse(full, strlen(full), &t));
+        assert_true(t.work_full && t.tmp_full);
+        const char *tmp = " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=tmp\n";
+        assert_true(capsule_trailer_parse(tmp, strlen(tmp), &t));
+        assert_true(!t.work_full && t.tmp_full);
 
         const char *bad[] = {
-                " exit=256 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=1 signal=65 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=maybe cache=none\n",
+                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=all\n",
+                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
+                " exit=256 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=1 signal=65 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=maybe cache=none full=none\n",
                 " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none",
                 " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=maybe\n",
                 " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok\n",
-                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n\n",
-                " exit= signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=-1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=1 signal=0 init_error=NONE errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=1 signal=0 init_error= errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=1  signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
-                " exit=99999999999999999999 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
+                " exit=1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n\n",
+                " exit= signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=-1 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=1 signal=0 init_error=NONE errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=1 signal=0 init_error= errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=1  signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
+                " exit=99999999999999999999 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
                 "",
         };
         for (size_t i = 0; i < ELEMENTSOF(bad); i++)
@@ -281,7 +290,7 @@ static void test_job_ack(void **state) {
 
         /* The status trailer is not the answer. */
         _cleanup_free_ char *tr = trailer_for(token, " exit=0 signal=0 init_error=none errno=0 "
-                                                     "skipped=0 artifacts=ok cache=none\n");
+                                                     "skipped=0 artifacts=ok cache=none full=none\n");
         assert_int_equal(ack_scan(token, tr, strlen(tr), &sink), -1);
         assert_int_equal(sink.n, strlen(tr));
 }

@@ -53,7 +53,7 @@ static void run(const char *out, size_t len, uint64_t max, uint64_t seed) {
         char hex[2 * CAPSULE_TOKEN_SIZE + 1];
         capsule_token_hex(token, hex);
         int tl = snprintf(trailer, sizeof(trailer),
-                          CAPSULE_TRAILER_TAG "%s exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none\n",
+                          CAPSULE_TRAILER_TAG "%s exit=0 signal=0 init_error=none errno=0 skipped=0 artifacts=ok cache=none full=none\n",
                           hex);
         _cleanup_free_ char *all = malloc(len + (size_t) tl);
         memcpy(all, out, len);
