@@ -38,7 +38,27 @@ typedef struct Apply {
         unsigned conflicts;
         json_t *deleted;   /* the paths the changeset deletes (a set) */
         json_t *remade;    /* ... of which it then makes a directory (a type replaced) */
+        json_t *refused;   /* the paths listed as refused (a link, a special file: never carried) */
 } Apply;
+
+/* Is path, or a directory above it, a path the changeset lists as refused? Then the job put
+ * something in its place that apply cannot carry (a link, a FIFO), and deleting what the
+ * workspace holds there would leave neither: that deletion is not applied, the workspace keeps
+ * its version (nothing lost). */
+static bool kept_by_refusal(const Apply *a, const char *path) {
+        char p[PATH_MAX];
+        if (!a->refused || json_object_size(a->refused) == 0 || strlen(path) >= sizeof(p))
+                return false;
+        strcpy(p, path);
+        for (;;) {
+                if (json_object_get(a->refused, p))
+                        return true;
+                char *slash = strrchr(p, '/');
+                if (!slash)
+                        return false;
+                *slash = 0;
+        }
+}
 
 /* The directory holding path below root (its parents one component at a time, never through a
  * link); its last name in *leaf. mkdirs: make the missing ones (0755). */
@@ -393,6 +413,8 @@ static int write_all_changes(Apply *a, const ChangesManifest *m, unsigned *done,
                 for (size_t i = 0; i < m->n && r >= 0; i++) {
                         const ChangeEntry *c = &m->v[i];
                         const char *what = NULL;
+                        if (c->kind == CHANGE_DELETED && kept_by_refusal(a, c->path))
+                                continue; /* nothing lost: see kept_by_refusal() */
                         if (pass == 0 && c->kind == CHANGE_DELETED && c->base_mode == 040000)
                                 dirs[nd++] = c;
                         else if (pass == 0 && c->kind == CHANGE_DELETED)
@@ -479,6 +501,10 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
         unsigned n = 0, git = 0;
         a->deleted = json_object();
         a->remade = json_object();
+        a->refused = json_object();
+        for (size_t i = 0; a->refused && i < m->n; i++)
+                if (m->v[i].kind == CHANGE_REFUSED && json_object_set_new(a->refused, m->v[i].path, json_true()) < 0)
+                        break;
         for (size_t i = 0; a->deleted && i < m->n; i++)
                 if (m->v[i].kind == CHANGE_DELETED && json_object_set_new(a->deleted, m->v[i].path, json_true()) < 0)
                         break;
@@ -493,6 +519,12 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                 if (c->kind == CHANGE_REFUSED) {
                         _cleanup_free_ char *why = term_escape_strdup(c->why ? c->why : "", TERM_ESCAPE_LINE);
                         fprintf(err, "apply: not carried: '%s': %s\n", p ? p : "?", why ? why : "?");
+                        continue;
+                }
+                if (c->kind == CHANGE_DELETED && kept_by_refusal(a, c->path)) {
+                        if (json_object_get(a->refused, c->path))
+                                fprintf(err, "apply: kept: '%s': the job replaced it with what is not carried, so the "
+                                             "workspace keeps its own\n", p ? p : "?");
                         continue;
                 }
                 n++;
@@ -531,7 +563,8 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
         if (o->dry_run) {
                 for (size_t i = 0; i < m->n; i++) {
                         _cleanup_free_ char *p = SHOWN(m->v[i].path);
-                        if (m->v[i].kind != CHANGE_REFUSED)
+                        if (m->v[i].kind != CHANGE_REFUSED &&
+                            !(m->v[i].kind == CHANGE_DELETED && kept_by_refusal(a, m->v[i].path)))
                                 fprintf(out, "%s %s\n", change_kind_to_string(m->v[i].kind), p ? p : "?");
                 }
                 r = 0;
@@ -546,6 +579,7 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
 out:
         json_decref(a->deleted);
         json_decref(a->remade);
+        json_decref(a->refused);
         sha256_free(a->h);
         close(a->ws_fd);
         return r;

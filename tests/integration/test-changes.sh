@@ -175,8 +175,8 @@ apply_phase() {
         check "  ... the file where the directory was" test "$(cat "$ws/tcd")" = now-a-file
         check "  ... and the rest" test "$(cat "$ws/side9.txt")" = side
 
-        # A file replaced by a symbolic link: the link is refused (never carried), the deletion
-        # is the job's change like any other.
+        # A file replaced by a symbolic link: the link is refused (never carried), and the
+        # deletion it shadows is not applied: the workspace keeps its file (nothing lost).
         as_ctl sh -c "echo l >'$ws/tol'"
         submit "$dir" a10 local-reversible '["sh","-c","rm tol && ln -s elsewhere tol && echo side >side10.txt"]'
         check "apply: a job replacing a file by a link" wait_result "$dir" a10
@@ -184,7 +184,9 @@ apply_phase() {
                 test "$(json "$res/a10/changes.json" 'sorted((c["kind"], c.get("why", "")) for c in d["changes"] if c["path"] == "tol")')" = "[('deleted', ''), ('refused', 'a symbolic link')]"
         check "  ... applied" sh -c "cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a10 2>'$dir/a10.err'"
         check "  ... saying the link was not carried" grep -q "not carried: 'tol': a symbolic link" "$dir/a10.err"
-        check "  ... no link made" test ! -L "$ws/tol" -a ! -e "$ws/tol" -a "$(cat "$ws/side10.txt")" = side
+        check "  ... saying the file is kept" grep -q "kept: 'tol': the job replaced it with what is not carried" "$dir/a10.err"
+        check "  ... no link made, the file kept, the rest applied" \
+                test ! -L "$ws/tol" -a "$(cat "$ws/tol")" = l -a "$(cat "$ws/side10.txt")" = side
 
         # A hook planted in .git/: refused unless told.
         submit "$dir" a3 local-reversible '["sh","-c","mkdir -p .git/hooks && printf \"#!/bin/sh\\necho pwned\\n\" >.git/hooks/pre-commit && chmod +x .git/hooks/pre-commit && echo x >x.txt"]'
