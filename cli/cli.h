@@ -55,3 +55,6 @@ int verb_submit(int argc, char **argv, const Config *config, const char *config_
 int verb_apply(int argc, char **argv, const Config *config, const char *config_path);
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);
 int verb_list_controller(int argc, char **argv);
+/* `shell` and `harness` (cli/shell.c). */
+int verb_shell(int argc, char **argv, const Config *config, const char *config_path);
+int verb_harness(int argc, char **argv, const Config *config, const char *config_path);

@@ -507,6 +507,14 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                         fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", c->path);
                         continue;
                 }
+                if (names_component(c->path, ".claude") || names_component(c->path, ".codex") ||
+                    names_component(c->path, ".mcp.json")) {
+                        git++;
+                        fprintf(err, "apply: refused: '%s': a harness's settings (its hooks, its MCP servers and its "
+                                     "shell prefix run on the host); copy it from the result by hand if you mean it\n",
+                                c->path);
+                        continue;
+                }
                 if (!o->allow_git && names_component(c->path, ".git")) {
                         git++;
                         fprintf(err, "apply: refused: '%s': the job changed a .git (a hook, a config or a gitdir there runs "

@@ -108,7 +108,8 @@ static void print_changes(const ControllerSite *s, const char *id, const json_t 
                 s->results_dir, id, s->results_dir, id, id);
 }
 
-static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
+static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous,
+                          const char *unlisted, FILE *err) {
         const char *status = json_string_value(json_object_get(res, "status"));
         const char *code = json_string_value(json_object_get(res, "error"));
         const char *msg = json_string_value(json_object_get(res, "message"));
@@ -120,7 +121,8 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                         size_t i;
                         json_t *p;
                         json_array_foreach(paths, i, p)
-                                fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, json_string_value(p));
+                                if (!streq_ptr(json_string_value(p), unlisted))
+                                        fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, json_string_value(p));
                         if (cut)
                                 fprintf(err, "submit '%s': more artifacts in '%s/%s/artifacts/' than listed\n", id,
                                         s->results_dir, id);
@@ -329,7 +331,7 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                 fflush(out);
                 if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, live.offset, fileno(out))) < 0)
                         fprintf(err, "submit '%s': cannot read its log: %s\n", req.id, strerror(-r));
-                print_outcome(&site, req.id, res, st.anonymous, err);
+                print_outcome(&site, req.id, res, st.anonymous, o->unlisted_artifact, err);
         }
         *ret_status = controller_exit_status(res);
         if (o->apply && !st.anonymous)

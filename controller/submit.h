@@ -33,6 +33,8 @@ typedef struct SubmitOptions {
         unsigned wait_timeout;  /* seconds, at most SUBMIT_WAIT_TIMEOUT_MAX; 0: wait until final */
         const char *attach;     /* follow this request of the workspace (pending, queued, running
                                  * or ended) instead of submitting one; fields unused */
+        const char *unlisted_artifact; /* an artifact not listed on err (shell's own record of
+                                        * the directory the job ended in), or NULL */
 } SubmitOptions;
 
 #define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)
