@@ -19,8 +19,9 @@
 #include "controller/site.h"
 #include "controller/submit.h"
 
-/* The capsule's own last step, in place of Claude's `pwd -P >| /tmp/claude-XXXX-cwd`. */
-#define CWD_STEP " && pwd -P >| /work/artifacts/" SHELL_CWD_ARTIFACT
+/* The capsule's own last step, in place of Claude's `pwd -P >| /tmp/claude-XXXX-cwd`: the
+ * directory leaves as an artifact (artifacts/ is made when the job did not make it). */
+#define CWD_STEP " && { mkdir -p /work/artifacts && pwd -P >| /work/artifacts/" SHELL_CWD_ARTIFACT "; }"
 
 /* A fresh id: shell-<16 hex>; the id is needed after the job, to read its record. */
 static int fresh_id(char buf[static 32], TfwError *e) {
