@@ -138,7 +138,7 @@ int shell_cwd_record_parse(const char *s, size_t n, char **ret_rel) {
                 return -EBADMSG;
         if (!rel)
                 return -ENOMEM;
-        if (*rel && !path_is_relative_normalized(rel))
+        if (n > 6 && !path_is_relative_normalized(rel))
                 return -EBADMSG;
         *ret_rel = TAKE_PTR(rel);
         return 0;
