@@ -6,7 +6,8 @@
  * it is incomplete, changes.json breaks parser/changes-manifest.h, a path has a component named
  * .git, at any depth (unless allow_git: a job must not plant a hook, a config or a gitdir file
  * that the agent's git then runs, in this repository, a submodule or a nested one) or
- * .tentaflake-worker (always), or any path no longer holds
+ * .tentaflake-worker, .claude, .codex or .mcp.json (always: a harness's settings, whose hooks,
+ * MCP servers and shell prefix run on the host), or any path no longer holds
  * the version the job was given (a conflict: each is named): an added path exists; a modified
  * file's or a deleted file's content (git's blob id) or x bit is not the base's; a deleted
  * directory is not a directory, or holds an entry the changeset does not delete; a path or one of its parents is a symbolic link or a special
