@@ -136,6 +136,9 @@ int verb_harness(int argc, char **argv, const Config *config, const char *config
                 return cli_usage_error("harness", "unknown harness '%s' (claude-code or codex)", argv[optind]);
         if (o.remove && apply_given)
                 return cli_usage_error("harness", "--remove takes no --apply");
+        if (o.kind == HARNESS_CODEX && apply_given)
+                return cli_usage_error("harness", "codex: its shell is switched off, not routed: --apply has nothing to set "
+                                                  "(the MCP run tool takes apply per call)");
 
         _cleanup_free_ char *exe = realpath("/proc/self/exe", NULL);
         if (!exe) {

@@ -75,15 +75,36 @@ static int state_name(char *buf, size_t size, const Slot *s, const char *what) {
         return snprintf(buf, size, "%s.%s", s->key, what) < (int) size ? 0 : -ENAMETOOLONG;
 }
 
+/* Does dir/name (cur, n) still hold what harness wrote last? */
+static bool as_written(Site *h, const Slot *s, const char *cur, size_t n) {
+        char written[128], hex[SHA256_HEX_SIZE];
+        _cleanup_free_ char *wrote = NULL;
+        size_t k;
+        return cur && state_name(written, sizeof(written), s, "written") >= 0 &&
+               read_at(h->state_fd, written, &wrote, &k, NULL) > 0 && digest_hex(cur, n, hex) >= 0 && streq(wrote, hex);
+}
+
 /* The first write keeps what was there: the bytes and mode, or that nothing was (and whether
- * the directory was missing too). */
+ * the directory was missing too). A later run keeps that, unless the file changed since harness
+ * wrote it: then what remove gives back is the file as it is now without harness's settings
+ * (or nothing, when it was removed). */
 static int keep_original(Site *h, const Slot *s, const char *cur, size_t n, mode_t mode, bool dir_absent, TfwError *e) {
         char orig[128], absent[128];
+        _cleanup_free_ char *without = NULL;
         if (state_name(orig, sizeof(orig), s, "orig") < 0 || state_name(absent, sizeof(absent), s, "absent") < 0)
                 return tfw_error(e, ENAMETOOLONG, "internal", "state name too long");
-        if (faccessat(h->state_fd, orig, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
-            faccessat(h->state_fd, absent, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-                return 0; /* an earlier run kept the original: it stays the one remove restores */
+        bool kept = faccessat(h->state_fd, orig, F_OK, AT_SYMLINK_NOFOLLOW) == 0 ||
+                    faccessat(h->state_fd, absent, F_OK, AT_SYMLINK_NOFOLLOW) == 0;
+        if (kept && as_written(h, s, cur, n))
+                return 0; /* as harness left it: the original kept stays the one remove restores */
+        if (kept && cur) {
+                int k = s->unset(cur, n, s->prefix_arg ? h->prefix : h->o->exe, &without, e);
+                if (k < 0)
+                        return k;
+                cur = without;
+                n = strlen(without);
+        }
+        (void) unlinkat(h->state_fd, cur ? absent : orig, 0);
         int r = cur ? write_file_atomic_at(h->state_fd, orig, cur, n, mode, (uid_t) -1, (gid_t) -1)
                     : write_file_atomic_at(h->state_fd, absent, dir_absent ? "dir\n" : "file\n", dir_absent ? 4 : 5, 0600,
                                            (uid_t) -1, (gid_t) -1);
@@ -149,8 +170,8 @@ static int install_slot(Site *h, const Slot *s, TfwError *e) {
 /* Put the original back when the file still holds what was written; else take out only what
  * this wrote. The state files go either way. */
 static int remove_slot(Site *h, const Slot *s, TfwError *e) {
-        char orig[128], absent[128], written[128], hex[SHA256_HEX_SIZE];
-        _cleanup_free_ char *cur = NULL, *was = NULL, *kind = NULL, *wrote = NULL, *next = NULL;
+        char orig[128], absent[128], written[128];
+        _cleanup_free_ char *cur = NULL, *was = NULL, *kind = NULL, *next = NULL;
         size_t n = 0, was_n = 0, k = 0;
         mode_t mode = 0644, was_mode = 0644;
         if (state_name(orig, sizeof(orig), s, "orig") < 0 || state_name(absent, sizeof(absent), s, "absent") < 0 ||
@@ -168,8 +189,7 @@ static int remove_slot(Site *h, const Slot *s, TfwError *e) {
         if (r < 0)
                 return tfw_error(e, -r, "read_failed", "cannot read '%s%s%s': %s", s->dir, *s->dir ? "/" : "", s->name,
                                  strerror(-r));
-        bool same = r > 0 && read_at(h->state_fd, written, &wrote, &k, NULL) > 0 && digest_hex(cur, n, hex) >= 0 &&
-                    streq(wrote, hex);
+        bool same = r > 0 && as_written(h, s, cur, n);
         if (same && had > 0)
                 r = write_file_atomic_at(dfd, s->name, was, was_n, was_mode, (uid_t) -1, (gid_t) -1);
         else if (same) {

@@ -216,6 +216,14 @@ check "--remove of a file changed since: says so" out_has remove3 "changed since
 check "--remove of a file changed since: the user's keys stay, harness's go" \
         test "$(json_get "$ws/.claude/settings.json" 'sorted(r.keys())')" = "['model', 'theme']"
 
+# Changed since, then harness again: --remove gives back the file as changed, without harness's keys.
+as_ctl "$ws" "$CTL_BIN" harness claude-code >/dev/null 2>&1
+python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["later"]=1; open(p,"w").write(json.dumps(j))' "$ws/.claude/settings.json"
+as_ctl "$ws" "$CTL_BIN" harness claude-code >/dev/null 2>&1
+as_ctl "$ws" "$CTL_BIN" harness claude-code --remove >"$dir/out/remove4.out" 2>&1
+check "harness again after a change, then --remove: the change kept, harness's keys gone" \
+        test "$(json_get "$ws/.claude/settings.json" 'sorted(r.keys())')" = "['later', 'model', 'theme']"
+
 echo "-- [$SECONDS s] harness codex: its MCP server, its shell switched off; --remove"
 as_ctl "$ws" "$CTL_BIN" harness codex >"$dir/out/codex.out" 2>&1
 check "codex: shell_tool = false" grep -qx "shell_tool = false" "$ws/.codex/config.toml"
