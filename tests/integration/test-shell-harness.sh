@@ -80,6 +80,13 @@ rc_is() { # rc_is NAME WANT
 }
 out_has() { grep -q -- "$2" "$dir/out/$1.out"; }
 err_has() { grep -q -- "$2" "$dir/out/$1.err"; }
+# hctl NAME ARGS...: `harness ARGS` as the controller in the workspace; it must exit 0.
+hctl() {
+        local name=$1; shift
+        as_ctl "$ws" "$CTL_BIN" harness "$@" >"$dir/out/$name.out" 2>"$dir/out/$name.err"
+        echo $? >"$dir/out/$name.rc"
+        rc_is "$name" 0
+}
 new_cwdfile() { local f; f=/tmp/claude-$(od -An -N2 -tx2 /dev/urandom | tr -d ' ')-cwd; rm -f "$f"; cwdfiles+=("$f"); echo "$f"; }
 listed() { # listed PREFIX: a recent request of the controller's list whose command starts so
         as_ctl "$ws" "$CTL_BIN" list --json --recent 100 >"$dir/out/list.json" &&
@@ -170,11 +177,11 @@ echo "-- [$SECONDS s] harness claude-code: claude mcp list says Connected, throu
 printf '{\n  "mcpServers": {"other": {"command": "/bin/false"}}\n}' >"$ws/.mcp.json"
 chown 10000:10000 "$ws/.mcp.json"
 cp -p "$ws/.mcp.json" "$dir/mcp.json.before"
-as_ctl "$ws" "$CTL_BIN" harness claude-code --dry-run >"$dir/out/dry.out" 2>&1
+hctl dry claude-code --dry-run
 check "--dry-run: prints the prefix it would set" out_has dry "CLAUDE_CODE_SHELL_PREFIX"
 check "--dry-run: writes nothing" cmp -s "$ws/.mcp.json" "$dir/mcp.json.before"
 check "--dry-run: no settings file" test ! -e "$ws/.claude"
-as_ctl "$ws" "$CTL_BIN" harness claude-code >"$dir/out/harness.out" 2>&1
+hctl harness claude-code
 check "harness: says what it wrote" out_has harness "wrote '.claude/settings.json'"
 script="$ws/.tentaflake-worker/harness/claude-code-shell"
 check "harness: the prefix is the script" test "$(json_get "$ws/.claude/settings.json" 'r["env"]["CLAUDE_CODE_SHELL_PREFIX"]')" = "$script"
@@ -198,37 +205,37 @@ check "claude --settings .claude/settings.json mcp list: started through the pre
 as_ctl "$ws" timeout 120 "$CLAUDE" -p hello >"$dir/out/session.out" 2>&1
 check "a session starts the worker's mcp through the prefix of .claude/settings.json" \
         grep -qxF "$CTL_BIN mcp" "$dir/out/prefix.log"
-as_ctl "$ws" "$CTL_BIN" harness claude-code --remove >"$dir/out/remove.out" 2>&1
+hctl remove claude-code --remove
 check "--remove: .mcp.json byte for byte" cmp -s "$ws/.mcp.json" "$dir/mcp.json.before"
 check "--remove: no .claude/ (there was none)" test ! -e "$ws/.claude"
 check "--remove: no prefix script" test ! -e "$script"
 # A settings file the user had, changed after harness wrote it: only harness's keys leave.
 mkdir -p "$ws/.claude"; printf '{"model": "x"}\n' >"$ws/.claude/settings.json"; chown -R 10000:10000 "$ws/.claude"
 cp -p "$ws/.claude/settings.json" "$dir/settings.before"
-as_ctl "$ws" "$CTL_BIN" harness claude-code --apply review >/dev/null 2>&1
+hctl h4 claude-code --apply review
 check "--apply review: the script says so" grep -q "shell --apply review" "$script"
-as_ctl "$ws" "$CTL_BIN" harness claude-code --remove >"$dir/out/remove2.out" 2>&1
+hctl remove2 claude-code --remove
 check "--remove: the user's settings byte for byte" cmp -s "$ws/.claude/settings.json" "$dir/settings.before"
-as_ctl "$ws" "$CTL_BIN" harness claude-code >/dev/null 2>&1
+hctl h6 claude-code
 python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["theme"]="dark"; open(p,"w").write(json.dumps(j))' "$ws/.claude/settings.json"
-as_ctl "$ws" "$CTL_BIN" harness claude-code --remove >"$dir/out/remove3.out" 2>&1
+hctl remove3 claude-code --remove
 check "--remove of a file changed since: says so" out_has remove3 "changed since harness wrote it"
 check "--remove of a file changed since: the user's keys stay, harness's go" \
         test "$(json_get "$ws/.claude/settings.json" 'sorted(r.keys())')" = "['model', 'theme']"
 
 # Changed since, then harness again: --remove gives back the file as changed, without harness's keys.
-as_ctl "$ws" "$CTL_BIN" harness claude-code >/dev/null 2>&1
+hctl h8 claude-code
 python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["later"]=1; open(p,"w").write(json.dumps(j))' "$ws/.claude/settings.json"
-as_ctl "$ws" "$CTL_BIN" harness claude-code >/dev/null 2>&1
-as_ctl "$ws" "$CTL_BIN" harness claude-code --remove >"$dir/out/remove4.out" 2>&1
+hctl h9 claude-code
+hctl remove4 claude-code --remove
 check "harness again after a change, then --remove: the change kept, harness's keys gone" \
         test "$(json_get "$ws/.claude/settings.json" 'sorted(r.keys())')" = "['later', 'model', 'theme']"
 
 echo "-- [$SECONDS s] harness codex: its MCP server, its shell switched off; --remove"
-as_ctl "$ws" "$CTL_BIN" harness codex >"$dir/out/codex.out" 2>&1
+hctl codex codex
 check "codex: shell_tool = false" grep -qx "shell_tool = false" "$ws/.codex/config.toml"
 check "codex: the server's table" grep -qx "\[mcp_servers.tentaflake-worker\]" "$ws/.codex/config.toml"
-as_ctl "$ws" "$CTL_BIN" harness codex --remove >/dev/null 2>&1
+hctl h12 codex --remove
 check "codex --remove: no .codex/ (there was none)" test ! -e "$ws/.codex"
 
 stop_daemon || true
