@@ -150,6 +150,10 @@ static void submit_apply(const ControllerSite *s, const char *id, const json_t *
                 *status = 125;
                 return;
         }
+        if (!json_is_string(json_object_get(c, "error")) && !json_is_true(json_object_get(c, "truncated")) &&
+            count_of(c, "added") + count_of(c, "modified") + count_of(c, "deleted") + count_of(c, "directories") +
+                            count_of(c, "refused") == 0)
+                return; /* nothing changed: nothing to apply or say (shell runs each command so) */
         ApplyOptions ao = { .workspace = s->workspace, .results = s->results_dir, .id = id };
         TfwError e = {};
         if (controller_apply(&ao, out, err, &e) < 0) {

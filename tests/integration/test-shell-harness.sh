@@ -122,6 +122,7 @@ bash_call fail "$ws" "$prefix" 'echo failing; exit 3' "$f"
 rc_is fail 3
 check "its output came back" out_has fail "^failing$"
 check "no cwd file (the string stopped before its last step)" test ! -e "$f"
+check "a command that changed nothing: nothing on stderr" test ! -s "$dir/out/fail.err"
 
 echo "-- [$SECONDS s] --apply review: the changes listed in one line, not applied"
 f=$(new_cwdfile)
