@@ -6,9 +6,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -80,6 +82,18 @@ int verb_shell(int argc, char **argv, const Config *config, const char *config_p
         if (o.string && shell_is_own_mcp(o.string, exe))
                 return exec_own_mcp(exe);
 
+        /* A harness that gives up on the command signals it: the job is cancelled (a signalfd,
+         * polled beside the wait's inotify watch: none is missed between two looks). */
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        int stop_fd = sigprocmask(SIG_BLOCK, &stop, NULL) < 0 ? -1 : signalfd(-1, &stop, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (stop_fd >= 0)
+                o.stop_fd = &stop_fd;
+        else
+                (void) sigprocmask(SIG_UNBLOCK, &stop, NULL); /* without the fd, a signal ends shell as before */
         TfwError e = {0};
         int status = 0;
         if (controller_shell(&o, stdout, stderr, &status, &e) < 0) {

@@ -802,13 +802,15 @@ const Verb verbs[] = {
          "directory into its cwd file under /tmp, writes the host's path of the directory the job\n"
          "ended in (one the workspace holds, reached without a link). The string that is exactly this\n"
          "program's path and `mcp` (the worker's own MCP server, started through the prefix)\n"
-         "runs here, unwrapped; nothing else does.\n\n"
+         "runs here, unwrapped; nothing else does. SIGTERM, SIGINT or SIGHUP (a harness giving\n"
+         "up on the command) cancels the job, as submit --cancel does.\n\n"
          "  --apply auto     once the job ended by itself, apply its changes (the default)\n"
          "  --apply review   leave them in the result, said in one line (apply ID takes them)\n"
          "  --timeout S      wall-clock limit in seconds (default: the worker's)\n"
          "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
-         "Exit status: as submit's: the job's exit code; 124 timed out; 128+N killed by signal N;\n"
-         "125 not run, or its changes could not be applied; 2 usage error. See\n"
+         "Exit status: as submit's: the job's exit code; 124 timed out; 128+N killed by signal N\n"
+         "(or shell itself stopped by it); 125 not run, or its changes could not be applied; 2\n"
+         "usage error. See\n"
          "docs/controller.md, \"Make the worker the agent's only shell\".\n",
          false, verb_shell, NULL},
         {"harness", "harness claude-code|codex [--dry-run] [--remove]   controller: route a harness through the worker",

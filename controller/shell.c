@@ -5,13 +5,16 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/random.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/macro.h"
+#include "controller/cancel.h"
 #include "controller/outcome.h"
 #include "controller/request.h"
 #include "controller/shell-string.h"
@@ -132,6 +135,24 @@ static int shell_argv(const ShellOptions *o, char ***ret, size_t *ret_n, char **
         return 0;
 }
 
+/* The harness gave up on the command (a signal on stop_fd): its job is cancelled, not left to
+ * run on to its timeout. */
+static void stop_job(const ShellOptions *o, const char *id, FILE *err, int *ret_status) {
+        _cleanup_(controller_site_close) ControllerSite site = CONTROLLER_SITE_NULL;
+        struct signalfd_siginfo si = {};
+        TfwError e = {};
+        usec_t at;
+        int sig = read(*o->stop_fd, &si, sizeof(si)) == (ssize_t) sizeof(si) ? (int) si.ssi_signo : SIGTERM;
+        int r = controller_site_open(o->workspace, o->results, &site, &e);
+        if (r >= 0)
+                r = controller_cancel_send(&site, id, &at, &e);
+        if (r >= 0)
+                fprintf(err, "shell '%s': %s: its job is cancelled\n", id, strsignal(sig));
+        else
+                fprintf(err, "shell '%s': %s: its job could not be cancelled: %s\n", id, strsignal(sig), e.message);
+        *ret_status = 128 + sig;
+}
+
 int controller_shell(const ShellOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
         _cleanup_(json_decrefp) json_t *fields = NULL;
         _cleanup_free_ char *cwd_file = NULL;
@@ -160,8 +181,14 @@ int controller_shell(const ShellOptions *o, FILE *out, FILE *err, int *ret_statu
                 .wait = true,
                 .apply = !o->review,
                 .unlisted_artifact = SHELL_CWD_ARTIFACT,
+                .stop_fd = o->stop_fd,
         };
         r = controller_submit(&so, out, err, ret_status, e);
+        if (r == -EINTR && o->stop_fd) {
+                fflush(out);
+                stop_job(o, id, err, ret_status);
+                return 0;
+        }
         if (r < 0)
                 return r;
         fflush(out);

@@ -14,7 +14,10 @@
  * there one component at a time without following a link, is written into the cwd file as the
  * host's path: only a directory the host's workspace holds, only into a file of Claude's exact
  * name, opened without following a link and only when it is this user's regular file (or new).
- * The job picks nothing but a directory of the workspace, which is the agent's. */
+ * The job picks nothing but a directory of the workspace, which is the agent's.
+ *
+ * A harness that gives up on a command signals its process (Claude Code: SIGTERM, SIGKILL 1.5 s
+ * later): with stop_fd, the job is then cancelled rather than left to run to its timeout. */
 #pragma once
 
 #include <stdbool.h>
@@ -30,6 +33,8 @@ typedef struct ShellOptions {
         size_t argc;
         bool review;            /* leave the changes for review instead of applying them */
         const char *timeout;    /* --timeout S as given, or NULL */
+        const int *stop_fd;     /* a signalfd: once readable, the job is cancelled (controller/
+                                 * cancel.h) and the status is 128 + the signal; NULL: never */
 } ShellOptions;
 
 /* 0 with *ret_status the status to exit with, or a negative errno with e set (nothing ran). */

@@ -256,9 +256,11 @@ static int submit_wait(const SubmitOptions *o, const ControllerSite *site, Contr
                 int due = live ? live_follow_due_ms(live, now) : -1;
                 if (due >= 0 && (timeout < 0 || due < timeout))
                         timeout = due;
-                struct pollfd p = {.fd = watch->fd, .events = POLLIN};
-                if (poll(&p, 1, timeout) < 0 && errno != EINTR)
+                struct pollfd p[2] = {{.fd = watch->fd, .events = POLLIN}, {.fd = o->stop_fd ? *o->stop_fd : -1, .events = POLLIN}};
+                if (poll(p, 2, timeout) < 0 && errno != EINTR)
                         return tfw_error(e, errno, "internal", "poll: %m");
+                if (p[1].revents & POLLIN)
+                        return tfw_error(e, EINTR, "interrupted", "'%s': stopped waiting (a signal)", req->id);
                 int m = controller_watch_read(watch);
                 if (m < 0)
                         return tfw_error(e, ENOENT, "no_results", "the results directory '%s' went away while waiting for '%s'",

@@ -35,6 +35,9 @@ typedef struct SubmitOptions {
                                  * or ended) instead of submitting one; fields unused */
         const char *unlisted_artifact; /* an artifact not listed on err (shell's own record of
                                         * the directory the job ended in), or NULL */
+        const int *stop_fd;     /* when *stop_fd is readable (shell's signalfd), stop waiting:
+                                 * -EINTR, code "interrupted" (the request is left as it is);
+                                 * NULL: never */
 } SubmitOptions;
 
 #define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)

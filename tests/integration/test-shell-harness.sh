@@ -67,10 +67,12 @@ as_ctl() {
 # STRING as the package builds it (snapshot, extglob off, eval of the command, pwd -P into
 # its cwd file); stdout, stderr, status in $dir/out/NAME.*.
 snapshot="$dir/home/.claude/shell-snapshots/snapshot-bash-1765100000000-abc123.sh"
+claude_string() { # claude_string CMD CWDFILE
+        echo "source $(qa "$snapshot") 2>/dev/null || true && { shopt -u extglob || setopt NO_EXTENDED_GLOB NO_BARE_GLOB_QUAL; } >/dev/null 2>&1 || true && eval $(qa "$1") < /dev/null && pwd -P >| $(qa "$2")"
+}
 bash_call() {
         local name=$1 cwd=$2 prefix=$3 cmd=$4 cwdfile=$5
-        local string="source $(qa "$snapshot") 2>/dev/null || true && { shopt -u extglob || setopt NO_EXTENDED_GLOB NO_BARE_GLOB_QUAL; } >/dev/null 2>&1 || true && eval $(qa "$cmd") < /dev/null && pwd -P >| $(qa "$cwdfile")"
-        as_ctl "$cwd" bash -c "$(qa "$prefix") $(qa "$string")" >"$dir/out/$name.out" 2>"$dir/out/$name.err"
+        as_ctl "$cwd" bash -c "$(qa "$prefix") $(qa "$(claude_string "$cmd" "$cwdfile")")" >"$dir/out/$name.out" 2>"$dir/out/$name.err"
         echo $? >"$dir/out/$name.rc"
 }
 rc_is() { # rc_is NAME WANT
@@ -146,6 +148,21 @@ bash_call outside "$ws" "$prefix" 'cd /tmp' "$f"
 rc_is outside 0
 check "a job ending outside /work: no cwd file" test ! -e "$f"
 check "a job ending outside /work: said" err_has outside "not a directory of /work"
+
+echo "-- [$SECONDS s] a Bash call the harness gives up on (SIGTERM, as Claude Code sends): its job cancelled"
+f=$(new_cwdfile)
+(cd "$ws" && exec setpriv --reuid=10000 --regid=10000 --clear-groups --no-new-privs env -i PATH=/usr/bin:/bin \
+        HOME="$dir/home" "$prefix" "$(claude_string 'echo started; sleep 120' "$f")") >"$dir/out/term.out" 2>"$dir/out/term.err" &
+pid=$!
+started() { grep -q '^started$' "$dir/out/term.out"; }
+check "the long command started (its output came live)" wait_for 60 started
+kill -TERM "$pid"
+wait "$pid"; echo $? >"$dir/out/term.rc"
+rc_is term 143
+check "shell said its job is cancelled" err_has term "its job is cancelled"
+id=$(grep -o 'shell-[0-9a-f]\{16\}' "$dir/out/term.err" | head -n 1)
+check "the job ended cancelled, not at its timeout" wait_result "$dir" "${id:-none}" 60
+check "its result says cancelled" test "$(result_field "$dir" "${id:-none}" status 2>/dev/null)" = cancelled
 
 echo "-- [$SECONDS s] a job that changes a harness's settings: refused, even with --apply auto"
 mkdir -p "$ws/.claude"; echo '{}' >"$ws/.claude/settings.json"; chown -R 10000:10000 "$ws/.claude"
