@@ -217,8 +217,10 @@ static int write_prefix(Site *h, TfwError *e) {
         if (!exe || asprintf(&s, "#!/bin/sh\n# CLAUDE_CODE_SHELL_PREFIX of this workspace, written by 'tentaflake-worker "
                                  "harness claude-code'\n# (its --remove takes it out): each command of Claude Code's "
                                  "shell runs in a capsule.\nexec %s shell --apply %s -c \"$@\"\n",
-                             exe, h->o->review ? "review" : "auto") < 0)
+                             exe, h->o->review ? "review" : "auto") < 0) {
+                s = NULL; /* undefined after a failure: not to be freed */
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
+        }
         if (h->o->dry_run) {
                 fprintf(h->out, "harness %s: would write '%s':\n%s", h->verb, h->prefix, s);
                 return 0;

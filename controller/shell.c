@@ -121,8 +121,10 @@ static int shell_argv(const ShellOptions *o, char ***ret, size_t *ret_n, char **
         int r = shell_claude_bash_split(o->string, tmpdir, &body, &cwd_file);
         if (r < 0 && r != -ENOMSG)
                 return tfw_error(e, -r, "internal", "out of memory");
-        if (r >= 0 && asprintf(&step, "%s" CWD_STEP, body) < 0)
+        if (r >= 0 && asprintf(&step, "%s" CWD_STEP, body) < 0) {
+                step = NULL; /* undefined after a failure: not to be freed */
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
+        }
         char **v = calloc(4, sizeof(char *));
         if (!v)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
