@@ -59,10 +59,13 @@ int cli_serve(int argc, char **argv);
 
 /* The option tables of the verbs parsed outside cli/verbs.c (Verb.options). */
 extern const struct option serve_options[], submit_options[], apply_options[], mcp_options[],
-        list_controller_options[];
+        list_controller_options[], shell_options[], harness_options[];
 
 /* The controller's verbs (cli/controller.c). */
 int verb_submit(int argc, char **argv, const Config *config, const char *config_path);
 int verb_apply(int argc, char **argv, const Config *config, const char *config_path);
 int verb_mcp(int argc, char **argv, const Config *config, const char *config_path);
 int verb_list_controller(int argc, char **argv);
+/* `shell` and `harness` (cli/shell.c). */
+int verb_shell(int argc, char **argv, const Config *config, const char *config_path);
+int verb_harness(int argc, char **argv, const Config *config, const char *config_path);

@@ -788,7 +788,8 @@ const Verb verbs[] = {
          "directory that git would take for a repository after it (a HEAD beside objects/ and\n"
          "refs/, or beside a commondir, counting what the workspace holds): a job must not plant\n"
          "a hook or a config your git would run; when a path has a component named\n"
-         ".tentaflake-worker; or when any path no longer holds the version the job was given.\n"
+         ".tentaflake-worker or a harness's settings (.claude, .codex, .mcp.json: hooks and MCP\n"
+         "servers run on the host); or when any path no longer holds the version the job was given.\n"
          "Names are compared as a case-insensitive or normalising file system takes them (.GIT,\n"
          ".git., GIT~1 count as .git). Each refusal and each conflict names the path and the\n"
          "rule. Every name is resolved below the workspace without following a link; each\n"
@@ -826,5 +827,50 @@ const Verb verbs[] = {
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",
          false, verb_mcp, NULL, mcp_options, NULL},
+                 {"shell", "shell -c STRING | -- ARGV...   controller: a shell whose commands run in capsules",
+         "Usage: tentaflake-worker shell [--apply auto|review] [--timeout S] [--workspace DIR]\n"
+         "                              [--results DIR] -c STRING\n"
+         "       tentaflake-worker shell [OPTIONS] -- ARGV...\n\n"
+         "submit shaped as a shell, for a harness's shell prefix (Claude Code's\n"
+         "CLAUDE_CODE_SHELL_PREFIX; tentaflake-worker harness writes it). Run by the controller's\n"
+         "own user: STRING runs in a capsule as `sh -c STRING` (Claude Code's Bash-tool string,\n"
+         "which is bash's, as `bash -c`), ARGV as it is, from the current directory's place\n"
+         "below the workspace; the job's output on stdout as it is written, its exit status as\n"
+         "shell's own. Claude Code's Bash-tool string keeps working: its last step, writing its\n"
+         "directory into its cwd file under /tmp, writes the host's path of the directory the job\n"
+         "ended in (one the workspace holds, reached without a link). The string that is exactly this\n"
+         "program's path and `mcp` (the worker's own MCP server, started through the prefix)\n"
+         "runs here, unwrapped; nothing else does. SIGTERM, SIGINT or SIGHUP (a harness giving\n"
+         "up on the command) cancels the job, as submit --cancel does.\n\n"
+         "  --apply auto     once the job ended by itself, apply its changes (the default)\n"
+         "  --apply review   leave them in the result, said in one line (apply ID takes them)\n"
+         "  --timeout S      wall-clock limit in seconds (default: the worker's)\n"
+         "  --workspace DIR  as for submit; --results DIR  as for submit\n\n"
+         "Exit status: as submit's: the job's exit code; 124 timed out; 128+N killed by signal N\n"
+         "(or shell itself stopped by it); 125 not run, or its changes could not be applied; 2\n"
+         "usage error. See\n"
+         "docs/controller.md, \"Make the worker the agent's only shell\".\n",
+         false, verb_shell, NULL, shell_options, NULL},
+        {"harness", "harness claude-code|codex [--dry-run] [--remove]   controller: route a harness through the worker",
+         "Usage: tentaflake-worker harness claude-code [--apply auto|review] [--dry-run] [--remove]\n"
+         "                                [--workspace DIR]\n"
+         "       tentaflake-worker harness codex [--dry-run] [--remove] [--workspace DIR]\n\n"
+         "Run by the controller in its workspace: write the harness's project settings that\n"
+         "register the worker's MCP server and take the harness's own shell off the host, and\n"
+         "say what changed. claude-code: .mcp.json (mcpServers.tentaflake-worker: this program's\n"
+         "mcp) and .claude/settings.json (env.CLAUDE_CODE_SHELL_PREFIX: a script in\n"
+         ".tentaflake-worker/harness/ that runs shell with the --apply below; enabledMcpjsonServers);\n"
+         "every command of its Bash tool, its shell-form hooks and its MCP servers start through\n"
+         "shell. codex: .codex/config.toml (one marked block: [mcp_servers.tentaflake-worker] and\n"
+         "[features] shell_tool = false: Codex has no shell prefix, so its shell is switched off).\n"
+         "JSON is merged, other keys kept; the originals are kept in .tentaflake-worker/harness/.\n\n"
+         "  --apply auto|review  what the prefix does with a job's changes (claude-code; auto)\n"
+         "  --dry-run            print each file as it would be, write nothing\n"
+         "  --remove             put the files back as they were, byte for byte (only this\n"
+         "                       program's keys taken out of a file changed since)\n"
+         "  --workspace DIR      as for submit\n\n"
+         "Exit status: 0 done; 1 refused or failed (nothing of that file changed); 2 usage error.\n"
+         "See docs/controller.md, \"Make the worker the agent's only shell\".\n",
+         false, verb_harness, NULL, harness_options, NULL},
         {},
 };

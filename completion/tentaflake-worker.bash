@@ -82,10 +82,13 @@ _tentaflake_worker_ctl_ids() { # _tentaflake_worker_ctl_ids CMD attach|cancel [-
         done
 }
 
-_tentaflake_worker_takes_value() {
+_tentaflake_worker_takes_value() { # FLAG VERB
         case $1 in
+        --apply) # shell's and harness's take auto or review; submit's none
+                [ "${2:-}" = shell ] || [ "${2:-}" = harness ]
+                return ;;
         --config | --name | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
-        --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | \
+        --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | -c | \
         --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | --attach | --recent | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
         --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files | --allow-host)
@@ -99,7 +102,7 @@ _tentaflake_worker() {
         _init_completion || return
 
         local verbs="run drain approve deny list show doctor gc audit check-config cache store keygen serve
-                submit apply mcp help version"
+                submit apply mcp shell harness help version"
         local global="--config --name --version --help -h"
         local -A flags=(
                 [run]="--help" [drain]="--help"
@@ -123,8 +126,10 @@ _tentaflake_worker() {
                 [submit]="--workspace --class --timeout --reason --id --wait --no-wait --json --apply --raw --wait-timeout --results --cancel --attach --help"
                 [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
+                [shell]="--apply --timeout --workspace --results -c --help"
+                [harness]="--apply --dry-run --remove --workspace --help"
         )
-        local -A subverbs=([audit]="verify" [cache]="clear" [store]="mount remove")
+        local -A subverbs=([audit]="verify" [cache]="clear" [store]="mount remove" [harness]="claude-code codex")
 
         # The verb, its first operand, and the options that select the config (passed on to
         # `list --json`; TENTAFLAKE_WORKER_CONFIG reaches it by itself) or, for the controller's
@@ -145,13 +150,13 @@ _tentaflake_worker() {
                         fi
                         i=$((i + 1)) ;;
                 --)
-                        if [ "$verb" = submit ]; then
+                        if [ "$verb" = submit ] || [ "$verb" = shell ]; then
                                 _command_offset $((i + 1))
                                 return
                         fi ;;
                 -*)
                         # a flag that takes a value: skip the value
-                        _tentaflake_worker_takes_value "${words[i]}" && i=$((i + 1)) ;;
+                        _tentaflake_worker_takes_value "${words[i]}" "$verb" && i=$((i + 1)) ;;
                 *)
                         if [ -z "$verb" ]; then
                                 verb=${words[i]}
@@ -194,6 +199,11 @@ _tentaflake_worker() {
         --platform)
                 COMPREPLY=($(compgen -W "systrap ptrace kvm" -- "$cur"))
                 return ;;
+        --apply)
+                if [ "$verb" = shell ] || [ "$verb" = harness ]; then
+                        COMPREPLY=($(compgen -W "auto review" -- "$cur"))
+                        return
+                fi ;;
         --attach | --cancel)
                 if [ "$verb" = submit ]; then
                         local mode=${prev#--}
@@ -202,7 +212,7 @@ _tentaflake_worker() {
                 return ;;
         esac
         # any other flag that takes a value: nothing to offer
-        _tentaflake_worker_takes_value "$prev" && return
+        _tentaflake_worker_takes_value "$prev" "$verb" && return
 
         if [ -z "$verb" ]; then
                 if [[ $cur = -* ]]; then

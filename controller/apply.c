@@ -14,6 +14,7 @@
 #include "common/fd-util.h"
 #include "common/json-util.h"
 #include "common/macro.h"
+#include "common/name-fold.h"
 #include "common/path-util.h"
 #include "common/resolve.h"
 #include "controller/apply-git.h"
@@ -531,6 +532,14 @@ int controller_apply(const ApplyOptions *o, FILE *out, FILE *err, TfwError *e) {
                 if (apply_path_is_control(c->path)) {
                         git++;
                         fprintf(err, "apply: refused: '%s': a control directory of tentaflake-worker\n", p ? p : "?");
+                        continue;
+                }
+                if (path_component_folds_to(c->path, ".claude") || path_component_folds_to(c->path, ".codex") ||
+                    path_component_folds_to(c->path, ".mcp.json")) {
+                        git++;
+                        fprintf(err, "apply: refused: '%s': a harness's settings (its hooks, its MCP servers and its "
+                                     "shell prefix run on the host); copy it from the result by hand if you mean it\n",
+                                p ? p : "?");
                         continue;
                 }
                 if (!o->allow_git && apply_git_refuses_change(c, err)) {

@@ -8,7 +8,9 @@
  * a pointer that the agent's git then runs, in this repository, a submodule, a nested one or a
  * directory it makes into one without a .git: a .git at any depth, a .gitmodules, a gitdir or
  * commondir file, a HEAD beside objects/ and refs/), a path has a component that stands for
- * .tentaflake-worker (always; names folded as common/name-fold.h), or any path no longer holds
+ * .tentaflake-worker, .claude, .codex or .mcp.json (always: the control directory, and a harness's
+ * settings, whose hooks, MCP servers and shell prefix run on the host; names folded as
+ * common/name-fold.h), or any path no longer holds
  * the version the job was given (a conflict: each is named): an added path exists; a modified
  * file's or a deleted file's content (git's blob id) or x bit is not the base's; a deleted
  * directory is not a directory, or holds an entry the changeset does not delete; a path or one of its parents is a symbolic link or a special

@@ -122,7 +122,8 @@ static void print_walls(const char *id, const json_t *res, FILE *err) {
                         fprintf(err, "submit '%s': %s\n", id, line);
 }
 
-static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous, FILE *err) {
+static void print_outcome(const ControllerSite *s, const char *id, const json_t *res, bool anonymous,
+                          const char *unlisted, FILE *err) {
         const char *status = json_string_value(json_object_get(res, "status"));
         const char *code = json_string_value(json_object_get(res, "error"));
         const char *msg = json_string_value(json_object_get(res, "message"));
@@ -134,6 +135,8 @@ static void print_outcome(const ControllerSite *s, const char *id, const json_t 
                         size_t i;
                         json_t *p;
                         json_array_foreach(paths, i, p) {
+                                if (streq_ptr(json_string_value(p), unlisted))
+                                        continue;
                                 /* Names the job chose (the writer refuses controls; shown escaped whatever). */
                                 _cleanup_free_ char *name = term_escape_strdup(json_string_value(p), TERM_ESCAPE_LINE);
                                 fprintf(err, "%s/%s/artifacts/%s\n", s->results_dir, id, name ? name : "?");
@@ -167,6 +170,10 @@ static void submit_apply(const ControllerSite *s, const char *id, const json_t *
                 *status = 125;
                 return;
         }
+        if (!json_is_string(json_object_get(c, "error")) && !json_is_true(json_object_get(c, "truncated")) &&
+            count_of(c, "added") + count_of(c, "modified") + count_of(c, "deleted") + count_of(c, "directories") +
+                            count_of(c, "refused") == 0)
+                return; /* nothing changed: nothing to apply or say (shell runs each command so) */
         ApplyOptions ao = { .workspace = s->workspace, .results = s->results_dir, .id = id };
         TfwError e = {};
         if (controller_apply(&ao, out, err, &e) < 0) {
@@ -269,9 +276,11 @@ static int submit_wait(const SubmitOptions *o, const ControllerSite *site, Contr
                 int due = live ? live_follow_due_ms(live, now) : -1;
                 if (due >= 0 && (timeout < 0 || due < timeout))
                         timeout = due;
-                struct pollfd p = {.fd = watch->fd, .events = POLLIN};
-                if (poll(&p, 1, timeout) < 0 && errno != EINTR)
+                struct pollfd p[2] = {{.fd = watch->fd, .events = POLLIN}, {.fd = o->stop_fd ? *o->stop_fd : -1, .events = POLLIN}};
+                if (poll(p, 2, timeout) < 0 && errno != EINTR)
                         return tfw_error(e, errno, "internal", "poll: %m");
+                if (p[1].revents & POLLIN)
+                        return tfw_error(e, EINTR, "interrupted", "'%s': stopped waiting (a signal)", req->id);
                 int m = controller_watch_read(watch);
                 if (m < 0)
                         return tfw_error(e, ENOENT, "no_results", "the results directory '%s' went away while waiting for '%s'",
@@ -348,7 +357,7 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
                 fflush(out);
                 if (!st.anonymous && (r = controller_log_copy(site.results_fd, req.id, live.offset, out)) < 0)
                         fprintf(err, "submit '%s': cannot read its log: %s\n", req.id, strerror(-r));
-                print_outcome(&site, req.id, res, st.anonymous, err);
+                print_outcome(&site, req.id, res, st.anonymous, o->unlisted_artifact, err);
         }
         *ret_status = controller_exit_status(res);
         if (o->apply && !st.anonymous)

@@ -34,6 +34,11 @@ typedef struct SubmitOptions {
         const char *attach;     /* follow this request of the workspace (pending, queued, running
                                  * or ended) instead of submitting one; fields unused */
         bool raw;               /* the job's output as it is on a terminal too (controller/terminal.h) */
+        const char *unlisted_artifact; /* an artifact not listed on err (shell's own record of
+                                        * the directory the job ended in), or NULL */
+        const int *stop_fd;     /* when *stop_fd is readable (shell's signalfd), stop waiting:
+                                 * -EINTR, code "interrupted" (the request is left as it is);
+                                 * NULL: never */
 } SubmitOptions;
 
 #define SUBMIT_WAIT_TIMEOUT_MAX (30U * 86400)

@@ -102,7 +102,8 @@ want "tentaflake-worker help " "${verbs[@]}"
 want "tentaflake-worker help approve " # one command only
 # each verb's flags (and --help, which every verb takes)
 while read -r verb; do
-        mapfile -t f < <(jq_py "print('\n'.join(h['verbs']['$verb']))")
+        # (what completes "--": a one-letter flag, shell's -c, does not start so)
+        mapfile -t f < <(jq_py "print('\n'.join(x for x in h['verbs']['$verb'] if x.startswith('--')))")
         first=${verb%% *}
         want "tentaflake-worker $first --" "${f[@]}" --help
 done < <(jq_py 'print("\n".join(h["verbs"]))')
@@ -114,6 +115,12 @@ want "tentaflake-worker serve --sandbox " runsc docker podman
 want "tentaflake-worker serve --log-level w" warning
 want "tentaflake-worker submit --class l" local-reversible
 want "tentaflake-worker serve --concurrency " # a number: nothing offered
+want "tentaflake-worker shell -" $(jq_py "print(' '.join(h['verbs']['shell']))") --help
+want "tentaflake-worker shell --apply " auto review
+want "tentaflake-worker harness " claude-code codex
+want "tentaflake-worker harness claude-code --apply r" review
+# submit's --apply takes no value: what follows it is another flag
+want "tentaflake-worker submit --apply --wa" --wait --wait-timeout
 # file names
 want "tentaflake-worker --config worker-" worker-a.json worker-b.json
 want "tentaflake-worker --config so" somedir
