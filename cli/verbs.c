@@ -827,7 +827,7 @@ const Verb verbs[] = {
          "Register it with a harness, e.g. `claude mcp add tentaflake -- tentaflake-worker mcp`\n"
          "(docs/controller.md). Exits 0 at end of input.\n",
          false, verb_mcp, NULL, mcp_options, NULL},
-                 {"shell", "shell -c STRING | -- ARGV...   controller: a shell whose commands run in capsules",
+                 {"shell", "shell [OPTIONS] -c STRING | -- ARGV...   controller: a shell whose commands run in capsules",
          "Usage: tentaflake-worker shell [--apply auto|review] [--timeout S] [--workspace DIR]\n"
          "                              [--results DIR] -c STRING\n"
          "       tentaflake-worker shell [OPTIONS] -- ARGV...\n\n"
@@ -841,7 +841,7 @@ const Verb verbs[] = {
          "ended in (one the workspace holds, reached without a link). The string that is exactly this\n"
          "program's path and `mcp` (the worker's own MCP server, started through the prefix)\n"
          "runs here, unwrapped; nothing else does. SIGTERM, SIGINT or SIGHUP (a harness giving\n"
-         "up on the command) cancels the job, as submit --cancel does.\n\n"
+         "up on the command) cancels the job, as submit's cancel does.\n\n"
          "  --apply auto     once the job ended by itself, apply its changes (the default)\n"
          "  --apply review   leave them in the result, said in one line (apply ID takes them)\n"
          "  --timeout S      wall-clock limit in seconds (default: the worker's)\n"
@@ -851,7 +851,7 @@ const Verb verbs[] = {
          "usage error. See\n"
          "docs/controller.md, \"Make the worker the agent's only shell\".\n",
          false, verb_shell, NULL, shell_options, NULL},
-        {"harness", "harness claude-code|codex [--dry-run] [--remove]   controller: route a harness through the worker",
+        {"harness", "harness claude-code|codex [OPTIONS]   controller: route a harness through the worker",
          "Usage: tentaflake-worker harness claude-code [--apply auto|review] [--dry-run] [--remove]\n"
          "                                [--workspace DIR]\n"
          "       tentaflake-worker harness codex [--dry-run] [--remove] [--workspace DIR]\n\n"
