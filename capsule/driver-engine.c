@@ -148,7 +148,8 @@ static void engine_drv_done(CapsuleDriver *d) {
 
 #define ENGINE_OPS(k, n)                                                                                    \
         {                                                                                                   \
-                .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .init = engine_drv_init,                \
+                .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .kernel = "gvisor",  \
+                .init = engine_drv_init,                                                                    \
                 .label = engine_drv_label, .version = engine_drv_version,                                  \
                 .prepare = engine_drv_prepare, .spawn = engine_drv_spawn, .kill = engine_drv_kill,          \
                 .cancel = engine_drv_cancel, .teardown = engine_drv_teardown,                               \

@@ -140,6 +140,10 @@ static int runsc_drv_leftovers(const CapsuleDriver *d, const char *worker_root, 
         return (int) n;
 }
 
+static void runsc_drv_hold(CapsuleDriver *d, int fd) {
+        runsc_hold(&d->runsc, fd);
+}
+
 static void runsc_drv_done(CapsuleDriver *d) {
         runsc_done(&d->runsc);
 }
@@ -152,6 +156,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .boots_ahead = true,
         .own_seccomp = true,
         .binds_generations = true,
+        .kernel = "gvisor",
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,
@@ -167,6 +172,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .cleanup_stale = runsc_drv_cleanup_stale,
         .check = runsc_drv_check,
         .leftovers = runsc_drv_leftovers,
+        .hold = runsc_drv_hold,
         .cgroup_description = "worker-owned job cgroup (memory, memory+swap, pids, cpu quota)",
         .done = runsc_drv_done,
 };

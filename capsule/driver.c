@@ -6,12 +6,13 @@
 
 #include "capsule/driver.h"
 
-extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman;
+extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman, capsule_driver_runc;
 
 static const CapsuleDriverOps *const driver_ops[_DRIVER_MAX] = {
         [DRIVER_RUNSC] = &capsule_driver_runsc,
         [DRIVER_DOCKER] = &capsule_driver_docker,
         [DRIVER_PODMAN] = &capsule_driver_podman,
+        [DRIVER_RUNC] = &capsule_driver_runc,
 };
 
 const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind) {
@@ -34,8 +35,8 @@ int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runs
 }
 
 void capsule_driver_hold(CapsuleDriver *d, int fd) {
-        if (d->ops && d->config->driver == DRIVER_RUNSC)
-                runsc_hold(&d->runsc, fd);
+        if (d->ops && d->ops->hold)
+                d->ops->hold(d, fd);
 }
 
 void capsule_driver_done(CapsuleDriver *d) {

@@ -17,6 +17,8 @@
 
 #include "capsule/cgroup.h"
 #include "capsule/docker.h"
+#include "capsule/oci-spec.h"
+#include "capsule/runc.h"
 #include "capsule/runsc.h"
 #include "capsule/teardown.h"
 #include "common/error.h"
@@ -59,7 +61,7 @@ typedef void (*CapsuleLeftoverReport)(void *userdata, const char *id, const char
 
 typedef struct CapsuleDriverOps {
         RuntimeDriver kind;
-        const char *name;         /* "runsc", "docker", "podman" */
+        const char *name;         /* "runsc", "runc", "docker", "podman" */
         /* true: the worker makes, limits and kills the capsule's cgroup (capsule/cgroup.h);
          * false: the engine makes the container's cgroup. */
         bool worker_cgroup;
@@ -79,6 +81,12 @@ typedef struct CapsuleDriverOps {
          * work_dir; docs/snapshot.md, "Generations"); false: /work is a tmpfs the workspace is
          * streamed into (an engine's daemon cannot see the worker's store). */
         bool binds_generations;
+        /* true: the job runs on the host's kernel (runc), behind the walls of the spec's
+         * CapsuleKernelWalls (kernel_walls below): the host's pids cgroup counts the job's own
+         * processes; false: gVisor's kernel (runsc and the engines' runsc runtime). */
+        bool host_kernel;
+        /* What a result's isolation names: "gvisor" or "host". */
+        const char *kernel;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */
@@ -121,6 +129,11 @@ typedef struct CapsuleDriverOps {
          * NULL: the driver cannot tell without its engine (docker, podman). */
         int (*leftovers)(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,
                          void *userdata);
+        /* host_kernel drivers: the spec's walls for container cid (its root directory, the
+         * kernel's Landlock), before its bundle is made. NULL for the others. */
+        int (*kernel_walls)(const CapsuleDriver *d, const char *cid, CapsuleKernelWalls *ret);
+        /* capsule_driver_hold: NULL when the driver starts nothing that could outlive its caller. */
+        void (*hold)(CapsuleDriver *d, int fd);
         /* The isolation facts of the environment digest: who makes the cgroup, the image. */
         const char *cgroup_description;
         void (*done)(CapsuleDriver *d);
@@ -131,6 +144,7 @@ struct CapsuleDriver {
         const Config *config;
         Runsc runsc;    /* the runsc driver's state */
         Engine engine;  /* docker/podman's */
+        Runc runc;      /* the runc driver's */
 };
 
 /* For config's runtime.driver. runsc_root: the runsc driver's --root (created 0700);
