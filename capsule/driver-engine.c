@@ -146,6 +146,9 @@ static void engine_drv_done(CapsuleDriver *d) {
         engine_done(&d->engine);
 }
 
+/* The engine's spec with its runsc runtime: gVisor's kernel inside the engine's walls. */
+static const char *const engine_walls[] = { "gvisor", "engine", NULL };
+
 #define ENGINE_OPS(k, n)                                                                                    \
         {                                                                                                   \
                 .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .kernel = "gvisor",  \
@@ -156,7 +159,7 @@ static void engine_drv_done(CapsuleDriver *d) {
                 .teardown_bound = engine_drv_teardown_bound,                               \
                 .remove = engine_drv_remove, .cpu_usage = engine_drv_cpu_usage,                            \
                 .oom_killed = engine_drv_oom_killed, .cleanup_stale = engine_drv_cleanup_stale,            \
-                .check = engine_drv_check,                                                                  \
+                .check = engine_drv_check, .walls = engine_walls,                                           \
                 .cgroup_description = "engine-made container cgroup (memory, memory+swap, pids, cpus)",    \
                 .done = engine_drv_done,                                                                    \
         }

@@ -192,6 +192,17 @@ static void runc_drv_done(CapsuleDriver *d) {
         runc_done(&d->runc);
 }
 
+static bool runc_drv_confines_writes(const CapsuleDriver *d) {
+        return d->runc.landlock_abi > 0;
+}
+
+/* The host kernel's walls (capsule/oci-spec.h, CapsuleKernelWalls); "landlock" after them where
+ * the kernel has it. */
+static const char *const runc_walls[] = {
+        "user_namespace", "namespaces", "seccomp_allowlist", "no_capabilities", "no_new_privileges",
+        "readonly_root", "masked_proc_sys", "devices", "cgroup", NULL,
+};
+
 const CapsuleDriverOps capsule_driver_runc = {
         .kind = DRIVER_RUNC,
         .name = "runc",
@@ -219,6 +230,8 @@ const CapsuleDriverOps capsule_driver_runc = {
         .leftovers = runc_drv_leftovers,
         .kernel_walls = runc_drv_kernel_walls,
         .hold = runc_drv_hold,
+        .walls = runc_walls,
+        .confines_writes = runc_drv_confines_writes,
         .cgroup_description = "worker-owned job cgroup (memory, memory+swap, pids, cpu quota) in a cgroup namespace",
         .done = runc_drv_done,
 };

@@ -148,6 +148,11 @@ static void runsc_drv_done(CapsuleDriver *d) {
         runsc_done(&d->runsc);
 }
 
+/* gVisor's own kernel, then the walls around it (capsule/oci-spec.h). */
+static const char *const runsc_walls[] = {
+        "gvisor", "namespaces", "seccomp", "no_capabilities", "no_new_privileges", "readonly_root", "cgroup", NULL,
+};
+
 const CapsuleDriverOps capsule_driver_runsc = {
         .kind = DRIVER_RUNSC,
         .name = "runsc",
@@ -173,6 +178,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .check = runsc_drv_check,
         .leftovers = runsc_drv_leftovers,
         .hold = runsc_drv_hold,
+        .walls = runsc_walls,
         .cgroup_description = "worker-owned job cgroup (memory, memory+swap, pids, cpu quota)",
         .done = runsc_drv_done,
 };

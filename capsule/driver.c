@@ -49,3 +49,16 @@ void capsule_driver_done(CapsuleDriver *d) {
 void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size) {
         d->ops->label(d, buf, size);
 }
+
+json_t *capsule_driver_isolation(const CapsuleDriver *d) {
+        json_t *walls = json_array();
+        for (const char *const *w = d->ops->walls; walls && w && *w; w++)
+                if (json_array_append_new(walls, json_string(*w)) < 0)
+                        json_decref(walls), walls = NULL;
+        if (walls && d->ops->confines_writes && d->ops->confines_writes(d) &&
+            json_array_append_new(walls, json_string("landlock")) < 0)
+                json_decref(walls), walls = NULL;
+        if (!walls)
+                return NULL;
+        return json_pack("{s:s, s:s, s:o}", "engine", d->ops->name, "kernel", d->ops->kernel, "walls", walls);
+}

@@ -15,6 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "capsule/cgroup.h"
 #include "capsule/docker.h"
 #include "capsule/oci-spec.h"
@@ -132,6 +134,11 @@ typedef struct CapsuleDriverOps {
         /* host_kernel drivers: the spec's walls for container cid (its root directory, the
          * kernel's Landlock), before its bundle is made. NULL for the others. */
         int (*kernel_walls)(const CapsuleDriver *d, const char *cid, CapsuleKernelWalls *ret);
+        /* The walls a job of this driver runs behind, in the words of result.json's isolation
+         * (contract section 7), NULL-terminated; landlock_wall is added when the driver's
+         * confines_writes says the kernel has it. */
+        const char *const *walls;
+        bool (*confines_writes)(const CapsuleDriver *d);
         /* capsule_driver_hold: NULL when the driver starts nothing that could outlive its caller. */
         void (*hold)(CapsuleDriver *d, int fd);
         /* The isolation facts of the environment digest: who makes the cgroup, the image. */
@@ -160,6 +167,10 @@ void capsule_driver_hold(CapsuleDriver *d, int fd);
 
 /* The table of a kind of driver (tests, and what a config names before any init). */
 const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind);
+
+/* result.json's, the audit record's and the environment digest's "isolation" (contract section
+ * 7): {"engine": NAME, "kernel": "gvisor"|"host", "walls": [...]}. NULL on ENOMEM. */
+json_t *capsule_driver_isolation(const CapsuleDriver *d);
 
 /* "platform systrap" (runsc) or the engine's name: what a doctor line names. */
 void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size);

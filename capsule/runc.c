@@ -121,7 +121,8 @@ static int copy_etc(int root_fd, const char *etc_src) {
         _cleanup_close_ int dst = open_dir_at(root_fd, "etc");
         if (dst < 0)
                 return dst;
-        if (fchown(dst, CONFIG_CAPSULE_ROOT_ID, CONFIG_CAPSULE_ROOT_ID) < 0)
+        /* The mode explicitly: the worker's umask must not decide what the job can read. */
+        if (fchown(dst, CONFIG_CAPSULE_ROOT_ID, CONFIG_CAPSULE_ROOT_ID) < 0 || fchmod(dst, 0755) < 0)
                 return -errno;
         _cleanup_closedir_ DIR *d = opendir_fd(src);
         if (!d)

@@ -120,7 +120,7 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, const int 
 
 int runsc_spawn_argv(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
                      pid_t *ret_pid) {
-        int all[3 + RUNSC_PASS_FDS_MAX + 1];
+        int all[CAPSULE_EGRESS_FD_BASE + RUNSC_PASS_FDS_MAX + 1]; /* runc: /dev/null up to the base */
         pid_t pid;
 
         if (n_fds + 1 > ELEMENTSOF(all))

@@ -26,6 +26,8 @@ typedef struct ResultRun {
                                      * asked for or could be made; borrowed */
         const char *environment_digest;
         json_t *runtime;            /* {"driver","version","platform"} or NULL; borrowed */
+        json_t *isolation;          /* {"engine","kernel","walls"} (capsule_driver_isolation) or NULL;
+                                     * borrowed */
         bool attestation;
 } ResultRun;
 
