@@ -1145,6 +1145,16 @@ static int check_nesting(const Config *c, const Given *g, TfwError *e) {
                                          show(c->runsc, a));
         }
 
+        /* runc's binary (or crun's) runs as root, as runsc's does. */
+        if (c->runc) {
+                if (path_is_below_or_equal(c->runc, ws))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runc",
+                                         "'%s' is inside the workspace, which the agent writes", show(c->runc, a));
+                if (path_is_below_or_equal(c->runc, c->results_dir))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runc",
+                                         "'%s' is inside results_dir, where job output lands", show(c->runc, a));
+        }
+
         /* What the job sees must not overlap what the agent writes or root keeps. */
         for (size_t i = 0; i <= c->n_system_mounts; i++) {
                 char field[FIELD_MAX];
