@@ -8,7 +8,7 @@
 # root, devices beyond the six, capabilities, no_new_privs); then the limits: memory, processes
 # and /work's bound. Each attempt must be refused, and the host's listeners must never hear
 # from the capsule. The uid map the job sees is the one of the spec: root is an id that owns
-# nothing, the job its own.
+# nothing, the job its own. Last, doctor proves the same walls live on this worker's config.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -79,4 +79,16 @@ check "a fork bomb stops below limits.pids (got ${forked:-none})" test -n "$fork
 size=$(sed -n 's/^size=//p' "$res/disk/job.log")
 check "what a job writes to /work stops at limits.workspace_tmpfs (got ${size:-none})" \
         test -n "$size" -a "${size:-0}" -gt 0 -a "${size:-0}" -le $((16 << 20))
+# doctor proves the same walls live (docs/doctor.md): each of its runc probes holds here.
+"$BIN" --config "$dir/config.json" doctor --json >"$dir/doctor.json" 2>>"$dir/daemon.log"
+for p in probe_user_namespace probe_user_namespace_gid probe_namespaces probe_cgroup_namespace probe_masked_paths \
+        probe_kernel_calls probe_landlock probe_seccomp probe_no_fuse probe_capabilities probe_no_new_privs \
+        probe_network probe_readonly_root probe_pids_limit probe_memory_limit; do
+        check "doctor proves $p" python3 -c 'import json, sys
+a = [c for c in json.load(open(sys.argv[1])) if c["check"] == sys.argv[2]]
+assert a and a[0]["ok"] is True, a or "no such check"' "$dir/doctor.json" "$p"
+done
+check "doctor names the engine and the host's kernel" python3 -c 'import json, sys
+a = [c for c in json.load(open(sys.argv[1])) if c["check"] == "isolation"]
+assert a and a[0]["detail"].startswith("engine runc, the host"), a' "$dir/doctor.json"
 finish
