@@ -235,7 +235,9 @@ static void own_entry(const Runc *rc, int root_fd, const char *id, RunscOwnConta
                 *ret_mine = state_is_workers(state, rc->rt.worker_name);
                 snprintf(c->state, sizeof(c->state), "%s", pid > 0 && kill((pid_t) pid, 0) == 0 ? "running" : "stopped");
         }
-        snprintf(c->id, sizeof(c->id), "%s", id);
+        size_t l = strnlen(id, sizeof(c->id) - 1); /* the caller checked that it fits */
+        memcpy(c->id, id, l);
+        c->id[l] = 0;
 }
 
 int runc_list_own(const Runc *rc, const char *root, RunscOwnContainer **ret, size_t *ret_n) {

@@ -40,6 +40,8 @@ static int fake_runc(int argc, char **argv) {
                 if (fd > 2 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode))
                         dprintf(fd, "%d", fd);
         }
+        if (d)
+                closedir(d);
         return 0;
 }
 
