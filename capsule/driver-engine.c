@@ -146,16 +146,20 @@ static void engine_drv_done(CapsuleDriver *d) {
         engine_done(&d->engine);
 }
 
+/* The engine's spec with its runsc runtime: gVisor's kernel inside the engine's walls. */
+static const char *const engine_walls[] = { "gvisor", "engine", NULL };
+
 #define ENGINE_OPS(k, n)                                                                                    \
         {                                                                                                   \
-                .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .init = engine_drv_init,                \
+                .kind = (k), .name = (n), .worker_cgroup = false, .runs_images = true, .kernel = "gvisor",  \
+                .init = engine_drv_init,                                                                    \
                 .label = engine_drv_label, .version = engine_drv_version,                                  \
                 .prepare = engine_drv_prepare, .spawn = engine_drv_spawn, .kill = engine_drv_kill,          \
                 .cancel = engine_drv_cancel, .teardown = engine_drv_teardown,                               \
                 .teardown_bound = engine_drv_teardown_bound,                               \
                 .remove = engine_drv_remove, .cpu_usage = engine_drv_cpu_usage,                            \
                 .oom_killed = engine_drv_oom_killed, .cleanup_stale = engine_drv_cleanup_stale,            \
-                .check = engine_drv_check,                                                                  \
+                .check = engine_drv_check, .walls = engine_walls,                                           \
                 .cgroup_description = "engine-made container cgroup (memory, memory+swap, pids, cpus)",    \
                 .done = engine_drv_done,                                                                    \
         }

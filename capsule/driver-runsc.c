@@ -140,9 +140,18 @@ static int runsc_drv_leftovers(const CapsuleDriver *d, const char *worker_root, 
         return (int) n;
 }
 
+static void runsc_drv_hold(CapsuleDriver *d, int fd) {
+        runsc_hold(&d->runsc, fd);
+}
+
 static void runsc_drv_done(CapsuleDriver *d) {
         runsc_done(&d->runsc);
 }
+
+/* gVisor's own kernel, then the walls around it (capsule/oci-spec.h). */
+static const char *const runsc_walls[] = {
+        "gvisor", "namespaces", "seccomp", "no_capabilities", "no_new_privileges", "readonly_root", "cgroup", NULL,
+};
 
 const CapsuleDriverOps capsule_driver_runsc = {
         .kind = DRIVER_RUNSC,
@@ -152,6 +161,7 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .boots_ahead = true,
         .own_seccomp = true,
         .binds_generations = true,
+        .kernel = "gvisor",
         .init = runsc_drv_init,
         .label = runsc_drv_label,
         .version = runsc_drv_version,
@@ -167,6 +177,8 @@ const CapsuleDriverOps capsule_driver_runsc = {
         .cleanup_stale = runsc_drv_cleanup_stale,
         .check = runsc_drv_check,
         .leftovers = runsc_drv_leftovers,
+        .hold = runsc_drv_hold,
+        .walls = runsc_walls,
         .cgroup_description = "worker-owned job cgroup (memory, memory+swap, pids, cpu quota)",
         .done = runsc_drv_done,
 };

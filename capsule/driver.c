@@ -6,12 +6,13 @@
 
 #include "capsule/driver.h"
 
-extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman;
+extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman, capsule_driver_runc;
 
 static const CapsuleDriverOps *const driver_ops[_DRIVER_MAX] = {
         [DRIVER_RUNSC] = &capsule_driver_runsc,
         [DRIVER_DOCKER] = &capsule_driver_docker,
         [DRIVER_PODMAN] = &capsule_driver_podman,
+        [DRIVER_RUNC] = &capsule_driver_runc,
 };
 
 const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind) {
@@ -34,8 +35,8 @@ int capsule_driver_init(CapsuleDriver *d, const Config *config, const char *runs
 }
 
 void capsule_driver_hold(CapsuleDriver *d, int fd) {
-        if (d->ops && d->config->driver == DRIVER_RUNSC)
-                runsc_hold(&d->runsc, fd);
+        if (d->ops && d->ops->hold)
+                d->ops->hold(d, fd);
 }
 
 void capsule_driver_done(CapsuleDriver *d) {
@@ -47,4 +48,17 @@ void capsule_driver_done(CapsuleDriver *d) {
 
 void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size) {
         d->ops->label(d, buf, size);
+}
+
+json_t *capsule_driver_isolation(const CapsuleDriver *d) {
+        json_t *walls = json_array();
+        for (const char *const *w = d->ops->walls; walls && w && *w; w++)
+                if (json_array_append_new(walls, json_string(*w)) < 0)
+                        json_decref(walls), walls = NULL;
+        if (walls && d->ops->confines_writes && d->ops->confines_writes(d) &&
+            json_array_append_new(walls, json_string("landlock")) < 0)
+                json_decref(walls), walls = NULL;
+        if (!walls)
+                return NULL;
+        return json_pack("{s:s, s:s, s:o}", "engine", d->ops->name, "kernel", d->ops->kernel, "walls", walls);
 }

@@ -15,8 +15,12 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <jansson.h>
+
 #include "capsule/cgroup.h"
 #include "capsule/docker.h"
+#include "capsule/oci-spec.h"
+#include "capsule/runc.h"
 #include "capsule/runsc.h"
 #include "capsule/teardown.h"
 #include "common/error.h"
@@ -59,7 +63,7 @@ typedef void (*CapsuleLeftoverReport)(void *userdata, const char *id, const char
 
 typedef struct CapsuleDriverOps {
         RuntimeDriver kind;
-        const char *name;         /* "runsc", "docker", "podman" */
+        const char *name;         /* "runsc", "runc", "docker", "podman" */
         /* true: the worker makes, limits and kills the capsule's cgroup (capsule/cgroup.h);
          * false: the engine makes the container's cgroup. */
         bool worker_cgroup;
@@ -79,6 +83,12 @@ typedef struct CapsuleDriverOps {
          * work_dir; docs/snapshot.md, "Generations"); false: /work is a tmpfs the workspace is
          * streamed into (an engine's daemon cannot see the worker's store). */
         bool binds_generations;
+        /* true: the job runs on the host's kernel (runc), behind the walls of the spec's
+         * CapsuleKernelWalls (kernel_walls below): the host's pids cgroup counts the job's own
+         * processes; false: gVisor's kernel (runsc and the engines' runsc runtime). */
+        bool host_kernel;
+        /* What a result's isolation names: "gvisor" or "host". */
+        const char *kernel;
         /* Resolve the binary for config (see capsule_driver_init). */
         int (*init)(CapsuleDriver *d, const char *runsc_root, const char *engine_runtime, TfwError *e);
         /* What a doctor line names: "platform systrap" or the engine's name. */
@@ -121,6 +131,16 @@ typedef struct CapsuleDriverOps {
          * NULL: the driver cannot tell without its engine (docker, podman). */
         int (*leftovers)(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,
                          void *userdata);
+        /* host_kernel drivers: the spec's walls for container cid (its root directory, the
+         * kernel's Landlock), before its bundle is made. NULL for the others. */
+        int (*kernel_walls)(const CapsuleDriver *d, const char *cid, CapsuleKernelWalls *ret);
+        /* The walls a job of this driver runs behind, in the words of result.json's isolation
+         * (contract section 7), NULL-terminated; landlock_wall is added when the driver's
+         * confines_writes says the kernel has it. */
+        const char *const *walls;
+        bool (*confines_writes)(const CapsuleDriver *d);
+        /* capsule_driver_hold: NULL when the driver starts nothing that could outlive its caller. */
+        void (*hold)(CapsuleDriver *d, int fd);
         /* The isolation facts of the environment digest: who makes the cgroup, the image. */
         const char *cgroup_description;
         void (*done)(CapsuleDriver *d);
@@ -131,6 +151,7 @@ struct CapsuleDriver {
         const Config *config;
         Runsc runsc;    /* the runsc driver's state */
         Engine engine;  /* docker/podman's */
+        Runc runc;      /* the runc driver's */
 };
 
 /* For config's runtime.driver. runsc_root: the runsc driver's --root (created 0700);
@@ -146,6 +167,10 @@ void capsule_driver_hold(CapsuleDriver *d, int fd);
 
 /* The table of a kind of driver (tests, and what a config names before any init). */
 const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind);
+
+/* result.json's, the audit record's and the environment digest's "isolation" (contract section
+ * 7): {"engine": NAME, "kernel": "gvisor"|"host", "walls": [...]}. NULL on ENOMEM. */
+json_t *capsule_driver_isolation(const CapsuleDriver *d);
 
 /* "platform systrap" (runsc) or the engine's name: what a doctor line names. */
 void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size);

@@ -645,7 +645,9 @@ static int boot_cgroup(const Config *config, const CapsuleDriverOps *ops, Boot *
         CgroupLimits cl = {
                 .memory = l->memory,
                 .memory_swap = l->memory_swap,
-                .pids = capsule_host_pids_limit(l->pids),
+                /* Under gVisor the host counts the sandbox's threads, under runc the job's own
+                 * processes (and init). */
+                .pids = ops->host_kernel ? l->pids : capsule_host_pids_limit(l->pids),
                 .cpu_quota_us = l->cpus_milli * (CAPSULE_CPU_PERIOD_US / 1000),
                 .cpu_period_us = CAPSULE_CPU_PERIOD_US,
         };
@@ -688,9 +690,20 @@ static int boot_bundle(const Config *config, const CapsuleDriver *driver, int sc
                           "%s", be.message);
                 return -EIO;
         }
+        /* A driver on the host's kernel: its walls in the spec (capsule/oci-spec.h). */
+        CapsuleKernelWalls walls;
+        if (ops->kernel_walls) {
+                r = ops->kernel_walls(driver, b->id, &walls);
+                if (r < 0) {
+                        boot_fail(res, "capsule_setup", "the capsule's root of '%s': %s", b->id, strerror(-r));
+                        return r;
+                }
+        }
+        sp->kernel = ops->kernel_walls ? &walls : NULL;
         r = capsule_bundle_create(scratch_fd, scratch_path, b->id, sp, &b->bundle, &be);
         if (r == -EEXIST && rm_rf_at(scratch_fd, b->id) >= 0)
                 r = capsule_bundle_create(scratch_fd, scratch_path, b->id, sp, &b->bundle, &be);
+        sp->kernel = NULL;
         if (r < 0) {
                 boot_fail(res, "capsule_setup", "%s", be.message);
                 return r;

@@ -7,6 +7,7 @@
 #include "capsule/env.h"
 #include "capsule/oci-spec.h"
 #include "capsule/protocol.h"
+#include "capsule/seccomp-allowlist.h"
 #include "capsule/seccomp-profile.h"
 #include "common/macro.h"
 #include "common/path-util.h"
@@ -73,6 +74,24 @@ static json_t *cover_json(const char *dest) {
         const char *opts[] = { "ro", "nosuid", "nodev", "noexec", "mode=0000", "size=4k", NULL };
         return mount_json(dest, "tmpfs", "tmpfs", opts);
 }
+
+/* Init's first argument under runc where the kernel has Landlock (the runc-walls side defines it
+ * in capsule/protocol.h as well). */
+#ifndef CAPSULE_LANDLOCK_ARG
+#define CAPSULE_LANDLOCK_ARG "--landlock"
+#endif
+
+/* A runc capsule's /proc and /sys (threat 23): what tells of the host's kernel or changes it is
+ * masked (/dev/null over a file, an empty read-only tmpfs over a directory), the rest read-only. */
+static const char *const kernel_masked_paths[] = {
+        "/proc/acpi", "/proc/asound", "/proc/interrupts", "/proc/kallsyms", "/proc/kcore", "/proc/keys",
+        "/proc/key-users", "/proc/kmsg", "/proc/latency_stats", "/proc/sched_debug", "/proc/scsi",
+        "/proc/sysrq-trigger", "/proc/timer_list", "/proc/timer_stats", "/sys/firmware",
+        "/sys/devices/virtual/powercap", "/sys/kernel/debug", "/sys/kernel/security", NULL,
+};
+static const char *const kernel_readonly_paths[] = {
+        "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger", NULL,
+};
 
 static json_t *rlimit_json(const char *type, uint64_t v) {
         return json_pack("{s:s, s:I, s:I}", "type", type, "hard", (json_int_t) v, "soft",
@@ -157,6 +176,8 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                                     (unsigned) c->container_gid) < 0)
                 return NULL;
         args = json_pack("[s]", CAPSULE_INIT_PATH);
+        if (args && p->kernel && p->kernel->landlock && json_array_append_new(args, json_string(CAPSULE_LANDLOCK_ARG)) < 0)
+                json_decref(args), args = NULL;
         if (args && layer && json_array_append_new(args, json_string(layer)) < 0)
                 json_decref(args), args = NULL;
         if (args && egress && json_array_append_new(args, json_string(CAPSULE_EGRESS_ARG)) < 0)
@@ -211,7 +232,8 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 "rlimits", rlimit_json("RLIMIT_CORE", 0),
                 rlimit_json("RLIMIT_NOFILE", c->limits.open_files ? c->limits.open_files : CAPSULE_NOFILE),
                 /* The guest process limit: gVisor counts it per uid inside the sandbox, where
-                 * only the job's processes (and init) have this uid. */
+                 * only the job's processes (and init) have this uid; under runc the kernel
+                 * counts it per uid of the capsule's own user namespace. */
                 rlimit_json("RLIMIT_NPROC", c->limits.pids),
                 "noNewPrivileges", 1);
         if (proc && c->limits.file_size)
@@ -238,11 +260,13 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         r = add_mount(mounts, mount_json("/proc", "proc", "proc", proc_opts));
         /* gVisor fills its own /dev with null, zero, full, random, urandom, tty, ptmx and pts,
          * and with every device it registers, fuse and net/tun among them; no host device is
-         * ever passed (linux.devices stays empty). */
+         * ever passed (linux.devices stays empty). runc binds only null, zero, full, random,
+         * urandom and tty of the host's into the tmpfs (its defaults), nothing else. */
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/dev", "tmpfs", "tmpfs", dev_opts));
-        for (size_t i = 0; r >= 0 && i < ELEMENTSOF(covered_devices); i++)
+        for (size_t i = 0; r >= 0 && !p->kernel && i < ELEMENTSOF(covered_devices); i++)
                 r = add_mount(mounts, cover_json(covered_devices[i]));
+
         if (r >= 0)
                 r = add_mount(mounts, mount_json("/sys", "sysfs", "sysfs", sys_opts));
         /* A generation and the cache's lower layers read-only, and the tmpfs that holds what
@@ -284,6 +308,32 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         return mounts;
 }
 
+static json_t *id_map_json(unsigned job_id) {
+        return json_pack("[{s:I, s:I, s:I}, {s:I, s:I, s:I}]", "containerID", (json_int_t) 0, "hostID",
+                         (json_int_t) CONFIG_CAPSULE_ROOT_ID, "size", (json_int_t) 1, "containerID",
+                         (json_int_t) job_id, "hostID", (json_int_t) job_id, "size", (json_int_t) 1);
+}
+
+/* runc's walls beyond runsc's spec (threat 23): a user namespace whose root is
+ * CONFIG_CAPSULE_ROOT_ID on the host and whose only other id is the job's own, the cgroup
+ * namespace too, masked and read-only paths and the allowlist. runc writes linux.resources into
+ * the worker's cgroup again: the same values (pids: the job's own, which the host's cgroup
+ * counts there, capsule/job.c). */
+static int linux_kernel_walls(json_t *lx, const CapsuleSpecParams *p) {
+        const Config *c = p->config;
+        json_t *ns = json_object_get(lx, "namespaces");
+
+        if (json_array_insert_new(ns, 0, json_pack("{s:s}", "type", "user")) < 0 ||
+            json_array_append_new(ns, json_pack("{s:s}", "type", "cgroup")) < 0 ||
+            json_object_set_new(lx, "uidMappings", id_map_json(c->container_uid)) < 0 ||
+            json_object_set_new(lx, "gidMappings", id_map_json(c->container_gid)) < 0 ||
+            json_object_set_new(lx, "maskedPaths", strv_json(kernel_masked_paths)) < 0 ||
+            json_object_set_new(lx, "readonlyPaths", strv_json(kernel_readonly_paths)) < 0 ||
+            json_object_set_new(lx, "seccomp", capsule_seccomp_allowlist_json(p->work_dir != NULL)) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 static json_t *linux_json(const CapsuleSpecParams *p) {
         const ConfigLimits *l = &p->config->limits;
         /* A CPU quota of cpus_milli thousandths of a CPU per period. */
@@ -302,7 +352,11 @@ static json_t *linux_json(const CapsuleSpecParams *p) {
                 "pids", "limit", (json_int_t) l->pids,
                 "cpu", "quota", (json_int_t) quota, "period", (json_int_t) CAPSULE_CPU_PERIOD_US,
                 "devices", "allow", 0, "access", "rwm",
-                "seccomp", capsule_seccomp_json(p->work_dir != NULL));
+                "seccomp", p->kernel ? json_object() : capsule_seccomp_json(p->work_dir != NULL));
+        if (lx && p->kernel && linux_kernel_walls(lx, p) < 0) {
+                json_decref(lx);
+                return NULL;
+        }
         /* The cgroup the driver created and limited: runsc joins it as it is. */
         if (lx && p->cgroups_path &&
             json_object_set_new(lx, "cgroupsPath", json_string(p->cgroups_path)) < 0) {
@@ -339,6 +393,9 @@ static bool params_valid(const CapsuleSpecParams *p) {
                 return false;
         if (p->cgroups_path && !path_is_absolute_normalized(p->cgroups_path))
                 return false;
+        /* runc's root is the worker's empty directory: never an image's. */
+        if (p->kernel && (p->config->rootfs || !path_is_absolute_normalized(p->kernel->root_dir)))
+                return false;
         if (!capsule_extra_env_is_valid(p->extra_env))
                 return false;
         return true;
@@ -357,7 +414,7 @@ int capsule_spec_build(const CapsuleSpecParams *p, json_t **ret, TfwError *e) {
         spec = json_pack("{s:s, s:o, s:{s:s, s:b}, s:s, s:o, s:o, s:{s:s, s:s, s:s}}",
                          "ociVersion", "1.0.2",
                          "process", process_json(p),
-                         "root", "path", p->config->rootfs ? p->config->rootfs : p->root_dir,
+                         "root", "path", p->kernel ? p->kernel->root_dir : p->config->rootfs ? p->config->rootfs : p->root_dir,
                          "readonly", 1,
                          "hostname", CAPSULE_HOSTNAME,
                          "mounts", mounts_json(p),

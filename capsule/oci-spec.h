@@ -5,6 +5,8 @@
 #pragma once
 
 #include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "capsule/protocol.h"
@@ -46,6 +48,17 @@ extern const char *const capsule_egress_env[];
 /* Name of the job user and group in the synthetic /etc/passwd and /etc/group. */
 #define CAPSULE_USER_NAME "tentaflake"
 
+/* The host kernel's walls of a runc capsule (capsule/runc.h; docs/capsule-engines.md): the
+ * spec then has a user namespace, the cgroup namespace, masked and read-only /proc and /sys
+ * paths, the seccomp allowlist (capsule/seccomp-allowlist.h), and its root is root_dir (which
+ * the driver fills with a copy of the bundle's etc: capsule/runc.h). */
+typedef struct CapsuleKernelWalls {
+        char root_dir[PATH_MAX]; /* an empty directory owned by CONFIG_CAPSULE_ROOT_ID, on a path
+                                  * that id can traverse (runc mounts it from inside the user
+                                  * namespace) */
+        bool landlock;           /* init confines the job's writes (CAPSULE_LANDLOCK_ARG first) */
+} CapsuleKernelWalls;
+
 typedef struct CapsuleSpecParams {
         const Config *config;     /* uid/gid, limits, rootfs, system mounts, name */
         const char *job_id;       /* a valid request id */
@@ -73,6 +86,7 @@ typedef struct CapsuleSpecParams {
                                    * TENTAFLAKE_CHECK=<check>; NULL: the inbox plane */
         const char *cgroups_path; /* linux.cgroupsPath: the job cgroup the driver made; NULL:
                                    * none (the runtime then makes its own) */
+        const CapsuleKernelWalls *kernel; /* NULL: runsc's spec (gVisor is the kernel) */
         bool warm;                /* started ahead of its job: process.args is init --warm and
                                    * the environment only PATH; the job's argv and environment
                                    * come over the channel (capsule/protocol.h) */

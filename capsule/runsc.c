@@ -31,7 +31,7 @@
 /* `runsc --version` answers at once; one that does not is killed after this. */
 #define RUNSC_VERSION_USEC (10 * USEC_PER_SEC)
 
-static int find_on_path(const char *name, char **ret) {
+int runsc_find_on_path(const char *name, char **ret) {
         const char *path = getenv("PATH");
         if (!path || !*path)
                 path = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -66,7 +66,7 @@ int runsc_init(Runsc *rt, const Config *c, const char *root, TfwError *e) {
                 if (!n.binary)
                         return tfw_error(e, ENOMEM, "out_of_memory", "out of memory");
         } else {
-                r = find_on_path("runsc", &n.binary);
+                r = runsc_find_on_path("runsc", &n.binary);
                 if (r < 0)
                         return tfw_error(e, -r, "runtime_unavailable",
                                          "runsc not found on PATH (set runtime.runsc)");
@@ -118,9 +118,9 @@ static _noreturn_ void exec_child(const Runsc *rt, char *const *argv, const int 
         _exit(127);
 }
 
-static int spawn(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
-                 pid_t *ret_pid) {
-        int all[3 + RUNSC_PASS_FDS_MAX + 1];
+int runsc_spawn_argv(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
+                     pid_t *ret_pid) {
+        int all[CAPSULE_EGRESS_FD_BASE + RUNSC_PASS_FDS_MAX + 1]; /* runc: /dev/null up to the base */
         pid_t pid;
 
         if (n_fds + 1 > ELEMENTSOF(all))
@@ -181,7 +181,7 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
         argv[n++] = (char *) bundle;
         argv[n++] = (char *) id;
         argv[n] = NULL;
-        return spawn(rt, argv, fds, 3 + n_pass, cg, ret_pid);
+        return runsc_spawn_argv(rt, argv, fds, 3 + n_pass, cg, ret_pid);
 }
 
 
@@ -206,7 +206,7 @@ static int run_capture(const Runsc *rt, const char *const *args, usec_t timeout,
                 return -errno;
         pid_t pid = 0;
         int fds[3] = { null, out_fd >= 0 ? out_fd : null, null };
-        r = spawn(rt, argv, fds, 3, NULL, &pid);
+        r = runsc_spawn_argv(rt, argv, fds, 3, NULL, &pid);
         if (r < 0)
                 return r;
         return waitpid_bounded(pid, timeout, ret_status);

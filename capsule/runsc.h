@@ -57,6 +57,16 @@ int runsc_spawn_run(const Runsc *rt, const char *bundle, const char *id, const c
                     int in_fd, int out_fd, int err_fd, const int *pass_fds, size_t n_pass, const CgroupJob *cg,
                     pid_t *ret_pid);
 
+/* The runtime started as runsc_spawn_run starts runsc, with argv as it is (argv[0]: rt->binary):
+ * the runc driver's front (capsule/runc.h) shares its contract. fds: the child's 0, 1, 2 and
+ * then its 3.. (at most 3 + RUNSC_PASS_FDS_MAX). */
+int runsc_spawn_argv(const Runsc *rt, char *const *argv, const int *fds, size_t n_fds, const CgroupJob *cg,
+                     pid_t *ret_pid);
+
+/* The first executable regular file NAME in an absolute directory of $PATH (or the default
+ * PATH), into *ret. -ENOENT when none. */
+int runsc_find_on_path(const char *name, char **ret);
+
 /* Run `runsc --root R ARGS...` to its end with stdio on /dev/null, killed after timeout.
  * Returns its wait status in *ret_status. */
 int runsc_command(const Runsc *rt, const char *const *args, usec_t timeout, int *ret_status);

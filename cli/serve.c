@@ -140,9 +140,13 @@ static int check_options(ServeOptions *o) {
                 return cli_like_usage("--server '%s' must be an http:// or https:// URL", o->server);
         if (o->server_socket && o->server_socket[0] != '/')
                 return cli_like_usage("--server-socket '%s' must be an absolute path", o->server_socket);
-        if (!streq(o->sandbox, "runsc") && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
-                return cli_like_usage("--sandbox must be runsc, docker or podman");
-        if (streq(o->sandbox, "runsc")) {
+        bool bundle = streq(o->sandbox, "runsc") || streq(o->sandbox, "runc");
+        if (!bundle && !streq(o->sandbox, "docker") && !streq(o->sandbox, "podman"))
+                return cli_like_usage("--sandbox must be runsc, runc, docker or podman");
+        if (streq(o->sandbox, "runc") && (o->runsc || o->platform))
+                return cli_like_usage("--runsc and --platform are gVisor's; --sandbox runc runs the job on the host's "
+                                      "kernel");
+        if (bundle) {
                 if (o->image || o->engine_runtime)
                         return cli_like_usage("--image and --engine-runtime are for --sandbox docker or podman");
         } else {
@@ -166,9 +170,9 @@ static int check_options(ServeOptions *o) {
                 if (egress_allow_parse(o->allow_hosts[i], &rule, &why) < 0)
                         return cli_like_usage("--allow-host '%s': %s", o->allow_hosts[i], why);
         }
-        if (o->n_allow_hosts && !streq(o->sandbox, "runsc"))
-                return cli_like_usage("--allow-host is for --sandbox runsc: the worker passes the proxy's streams to "
-                                      "runsc itself, which an engine cannot");
+        if (o->n_allow_hosts && !bundle)
+                return cli_like_usage("--allow-host is for --sandbox runsc or runc: the worker passes the proxy's "
+                                      "streams to the runtime itself, which an engine cannot");
         if (!o->platform && streq(o->sandbox, "runsc"))
                 o->platform = CONFIG_DEFAULT_PLATFORM;
         return 0;

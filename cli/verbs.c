@@ -677,7 +677,7 @@ const Verb verbs[] = {
          "  --token-file FILE               the server's bearer token\n"
          "  --check                         prove serve's walls live and exit (doctor's probes)\n"
          "  --json                          with --check: the checks as JSON\n"
-         "  --sandbox runsc|docker|podman   the capsule's driver (default runsc)\n"
+         "  --sandbox runsc|runc|docker|podman  the capsule's driver (default runsc)\n"
          "  --image NAME@sha256:<hex>       docker/podman: the pinned, local image\n"
          "  --engine-runtime NAME           docker/podman: the engine's gVisor runtime\n"
          "  --engine-timeout-secs N         each housekeeping call to docker/podman (60)\n"

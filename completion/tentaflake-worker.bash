@@ -188,7 +188,7 @@ _tentaflake_worker() {
                 COMPREPLY=($(compgen -W "${names[*]}" -- "$cur"))
                 return ;;
         --sandbox)
-                COMPREPLY=($(compgen -W "runsc docker podman" -- "$cur"))
+                COMPREPLY=($(compgen -W "runsc runc docker podman" -- "$cur"))
                 return ;;
         --class)
                 COMPREPLY=($(compgen -W "local-reversible external-reversible irreversible financial production communicative privileged" -- "$cur"))

@@ -114,25 +114,36 @@ static void say_job(FILE *f, const ControllerSite *s) {
         say_cache_and_changes(f, &s->info.job);
 }
 
+/* The capsule the worker's engine makes (worker.json's job.isolation; an older worker's is
+ * gVisor's). */
+static const char *capsule_words(const ControllerSite *s) {
+        const char *kernel = s->info_json && s->info.has_job ? s->info.job.kernel : NULL;
+        if (kernel && streq(kernel, "host"))
+                return "capsule on the host's kernel (runc: its own user namespace, a seccomp filter, no capabilities, "
+                       "Landlock)";
+        return "gVisor capsule";
+}
+
 char *controller_job_words(const ControllerSite *s, JobWordsFor what) {
         char *text = NULL;
         size_t len = 0;
         FILE *f = open_memstream(&text, &len);
         if (!f)
                 return NULL;
+        const char *capsule = capsule_words(s);
         if (what == JOB_WORDS_INSTRUCTIONS)
-                fputs("Run builds, tests and any untrusted command with the run tool instead of running them yourself: "
-                      "each runs as your own numeric user on a snapshot of this workspace, at /work, in a disposable "
-                      "gVisor capsule.",
-                      f);
+                fprintf(f, "Run builds, tests and any untrusted command with the run tool instead of running them yourself: "
+                           "each runs as your own numeric user on a snapshot of this workspace, at /work, in a disposable "
+                           "%s.",
+                        capsule);
         else
                 fprintf(f, "Run a command (argv, no shell) on a snapshot of this workspace, at /work, in a disposable "
-                           "gVisor capsule, and answer with its outcome: status, exit code, the end of its log, the "
+                           "%s, and answer with its outcome: status, exit code, the end of its log, the "
                            "paths of its artifacts and the changes it made. A request whose action class needs an "
                            "operator answers at once with status pending and the command that approves it; one that no "
                            "worker takes within %d s answers so, naming the worker. Ask for either's outcome later "
                            "with the result tool.",
-                        CONTROLLER_NO_WORKER_SECONDS);
+                        capsule, CONTROLLER_NO_WORKER_SECONDS);
         say_job(f, s);
         if (fclose(f) != 0) {
                 free(text);

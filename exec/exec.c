@@ -15,6 +15,7 @@
 #include "capsule/id.h"
 #include "capsule/init-path.h"
 #include "capsule/oci-spec.h"
+#include "capsule/seccomp-allowlist.h"
 #include "capsule/seccomp-profile.h"
 #include "common/fd-util.h"
 #include "common/json-util.h"
@@ -185,17 +186,27 @@ static void classify(ExecResult *r) {
  * (its sha256: a changed list is a changed environment) and the covered devices; or, for the
  * engines, that the engine's spec decides. */
 static int add_narrowing(json_t *iso, const CapsuleDriver *d) {
+        /* The engine, the kernel the job sees and the walls (contract section 7). */
+        _cleanup_(json_decrefp) json_t *named = capsule_driver_isolation(d);
+        if (!named || json_object_update(iso, named) < 0)
+                return -ENOMEM;
         if (!d->ops->own_seccomp)
                 return json_object_set_new(iso, "seccomp", json_string("engine"));
-        /* The job's refusals: with the layer, init refuses again what the spec leaves it. */
-        _cleanup_(json_decrefp) json_t *profile = capsule_seccomp_json(false);
+        /* The job's refusals: with the layer, init refuses again what the spec leaves it. On
+         * the host's kernel the allowlist (capsule/seccomp-allowlist.h), and runc's /dev. */
+        _cleanup_(json_decrefp) json_t *profile =
+                d->ops->host_kernel ? capsule_seccomp_allowlist_json(false) : capsule_seccomp_json(false);
         _cleanup_free_ char *c = profile ? json_dumps_canonical(profile) : NULL;
         char hex[SHA256_HEX_SIZE], v[8 + SHA256_HEX_SIZE];
         if (!c || sha256_buffer_hex(c, strlen(c), hex) < 0)
                 return -ENOMEM;
         snprintf(v, sizeof(v), "sha256:%s", hex);
-        if (json_object_set_new(iso, "seccomp", json_string(v)) < 0 ||
-            json_object_set_new(iso, "devices_covered", json_pack("[s, s]", CAPSULE_DEV_FUSE_PATH, CAPSULE_DEV_NET_PATH)) < 0)
+        if (json_object_set_new(iso, "seccomp", json_string(v)) < 0)
+                return -ENOMEM;
+        if (d->ops->host_kernel)
+                return json_object_set_new(iso, "devices", json_pack("[s, s, s, s, s, s]", "null", "zero", "full",
+                                                                     "random", "urandom", "tty")) < 0 ? -ENOMEM : 0;
+        if (json_object_set_new(iso, "devices_covered", json_pack("[s, s]", CAPSULE_DEV_FUSE_PATH, CAPSULE_DEV_NET_PATH)) < 0)
                 return -ENOMEM;
         return 0;
 }

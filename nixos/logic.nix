@@ -138,6 +138,7 @@ let
     pendingTtlHours = 72;
     driver = "runsc";
     runsc = null;
+    runc = null;
     platform = "systrap";
     warmSeconds = null;        # null: the worker's default (60), no key written
     rootfs = null;
@@ -195,7 +196,8 @@ let
   # so the symlinks of the buildEnv and the programs' libraries resolve inside the capsule and
   # nothing else of the store is visible. The closure is known only once it is built: the
   # config file is then a derivation that adds those mounts (closureMergeScript, run with jq).
-  usesToolchain = a: a.driver == "runsc" && a.rootfs == null && a.systemMounts == null
+  bundleDriver = a: a.driver == "runsc" || a.driver == "runc";
+  usesToolchain = a: bundleDriver a && a.rootfs == null && a.systemMounts == null
     && a.toolchainEnv != null;
   toolchainMounts = env: [ "${env}/bin:/usr/bin" "${env}/bin:/bin" ];
   # The worker's parser takes at most this many system mounts (parser/config.h).
@@ -250,6 +252,9 @@ let
           runsc = a.runsc;
           platform = a.platform;
           rootfs = a.rootfs;
+        }
+        // optionalAttrs (a.driver == "runc") { runc = a.runc; }
+        // optionalAttrs (bundleDriver a) {
           system_mounts = if usesToolchain a then toolchainMounts a.toolchainEnv else a.systemMounts;
           extra_system_mounts = a.extraSystemMounts;
         });
@@ -382,18 +387,21 @@ let
             message = "${opt name "maxSnapshotBytes"} (${showSize a.maxSnapshotBytes}) is above "
               + "${opt name "workspaceTmpfsSize"} (${showSize a.workspaceTmpfsSize}): the snapshot is "
               + "copied into the capsule's /work"; }
-          { assertion = a.driver == "runsc" || a.imageReference != null;
+          { assertion = bundleDriver a || a.imageReference != null;
             message = "${opt name "imageReference"} is required with the ${a.driver} driver "
               + "(sha256:<64 hex> or name@sha256:<64 hex>: the image `image` loads, or one already "
               + "in the local store)"; }
-          { assertion = a.driver != "runsc" || (a.image == null && a.imageReference == null);
+          { assertion = a.driver != "runc" || a.rootfs == null;
+            message = "${opt name "rootfs"} is not used with the runc driver: its capsules' root is an "
+              + "empty directory the worker gives the user namespace's root"; }
+          { assertion = !(bundleDriver a) || (a.image == null && a.imageReference == null);
             message = "${opt name "image"} and ${opt name "imageReference"} are only for the docker "
               + "and podman drivers"; }
           { assertion = (a.signingKeyFile == null) == (a.signingIdentity == null);
             message = "${opt name "signingKeyFile"} and ${opt name "signingIdentity"} are set together "
               + "or not at all"; }
-          { assertion = cache == null || a.driver == "runsc";
-            message = "${opt name "cache"} needs the runsc driver: the engines' daemons cannot see the "
+          { assertion = cache == null || bundleDriver a;
+            message = "${opt name "cache"} needs the runsc or runc driver: the engines' daemons cannot see the "
               + "worker's cache (driver ${a.driver})"; }
           { assertion = cacheProblem == "";
             message = "${opt name "cache.paths"}: ${cacheProblem}"; }
@@ -415,12 +423,12 @@ let
           { assertion = cache == null || parseSize cache.maxBytes != null;
             message = "${opt name "cache.maxBytes"} (${showSize cache.maxBytes}) is not a size: a byte "
               + "count, or digits followed by k, m or g"; }
-          { assertion = a.extraSystemMounts == null || (a.driver == "runsc" && a.rootfs == null);
-            message = "${opt name "extraSystemMounts"} needs the runsc driver without a rootfs: they are "
+          { assertion = a.extraSystemMounts == null || (bundleDriver a && a.rootfs == null);
+            message = "${opt name "extraSystemMounts"} needs the runsc or runc driver without a rootfs: they are "
               + "added to the host's system mounts (driver ${a.driver})"; }
-          { assertion = network == null || a.driver == "runsc";
-            message = "${opt name "network"} needs the runsc driver: the worker passes the proxy's streams "
-              + "to runsc itself, which an engine cannot (driver ${a.driver})"; }
+          { assertion = network == null || bundleDriver a;
+            message = "${opt name "network"} needs the runsc or runc driver: the worker passes the proxy's streams "
+              + "to the runtime itself, which an engine cannot (driver ${a.driver})"; }
           { assertion = networkProblem == "";
             message = "${opt name "network.allow"}: ${networkProblem}"; }
         ] ++ map (k: {

@@ -79,7 +79,14 @@ let
         auditGenerations = opt types.ints.positive d.auditGenerations "Daily audit files kept.";
         pendingTtlHours = opt types.ints.positive d.pendingTtlHours
           "Hours an unapproved request waits before it expires.";
-        driver = opt (types.enum [ "runsc" "docker" "podman" ]) d.driver "The capsule driver.";
+        driver = opt (types.enum [ "runsc" "runc" "docker" "podman" ]) d.driver
+          "The capsule driver (runc: the host's kernel behind its walls; docs/capsule-engines.md).";
+        runc = mkOption {
+          type = types.nullOr types.str;
+          default = if config.driver == "runc" then "${pkgs.runc}/bin/runc" else null;
+          defaultText = lib.literalExpression ''"''${pkgs.runc}/bin/runc" (runc driver)'';
+          description = "The runc binary, or crun's (runc driver only).";
+        };
         runsc = mkOption {
           type = types.nullOr types.str;
           default = if config.driver == "runsc" then "${pkgs.gvisor}/bin/runsc" else null;

@@ -81,6 +81,7 @@ static const FieldSpec field_specs[] = {
         {"exit_code", FIELD_INT, 0, false},
         {"host", FIELD_STRING, 258, false},
         {"id", FIELD_STRING, 258, false},
+        {"isolation", FIELD_STRING, 514, false},
         {"kind", FIELD_STRING, 18, false},
         {"message", FIELD_STRING, 8194, false},
         {"name", FIELD_STRING, 514, false},

@@ -63,6 +63,9 @@ int discovery_publish(Worker *w, const char *config_path, TfwError *e) {
                          * which only a driver that binds generations has (docs/controller.md,
                          * "Changes"). */
                         .changes = ops && ops->binds_generations,
+                        /* The engine the operator chose, told to the agent (contract section 6). */
+                        .engine = ops ? ops->name : NULL,
+                        .kernel = ops ? ops->kernel : NULL,
                 },
         };
         _cleanup_(json_decrefp) json_t *j = worker_info_build(&info, now_realtime());

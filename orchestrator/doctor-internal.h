@@ -57,3 +57,9 @@ void doctor_check_watch(Doctor *d);
 
 /* With network in c: the egress route proved live (doctor-egress.c). */
 void doctor_probe_egress(Doctor *d, const Config *c);
+
+/* Under a driver on the host's kernel (runc): its walls proved live (doctor-kernel.c); nothing
+ * under the others. */
+void doctor_probe_kernel_walls(Doctor *d);
+/* The engine, its kernel and its walls, as every result names them (one informational line). */
+void doctor_isolation_line(Doctor *d);

@@ -511,8 +511,8 @@ static void probe_other_platforms(Doctor *d) {
         const Config *c = d->config;
         char *argv[4];
 
-        if (!d->driver.ops->worker_cgroup)
-                return; /* the engine's runtime registration chooses the platform */
+        if (!d->driver.ops->worker_cgroup || d->driver.ops->host_kernel)
+                return; /* the engine's runtime registration chooses the platform; runc has none */
         memcpy(argv, sh_argv, sizeof(argv));
         argv[2] = (char *) "echo sandbox=started";
         for (size_t i = 0; i < ELEMENTSOF(platforms); i++) {
@@ -903,6 +903,8 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                 doctor_report(&d, "runtime", false, "%s", e.message);
         else
                 runtime_ok = d.driver.ops->check(&d.driver, report_line, &d);
+        if (d.driver.ops)
+                doctor_isolation_line(&d);
         check_openat2(&d);
         check_cgroups(&d);
         if (o->inbox_dirs) {
@@ -932,6 +934,7 @@ int doctor_run_with(const Config *c, const DoctorOptions *o, FILE *out) {
                         probe_walls(&d, true);
                         probe_narrow(&d, true);
                 }
+                doctor_probe_kernel_walls(&d);
                 probe_pids_tmpfs(&d);
                 probe_memory(&d);
                 if (capsule_config_egress(c))

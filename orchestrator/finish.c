@@ -127,6 +127,19 @@ int finish_request(Worker *w, RequestRecord *rec, const Request *req, const char
         return store_save(w->dirs.requests_fd, rec, e);
 }
 
+static bool isolation_words(json_t *iso, char *buf, size_t size) {
+        json_t *wall;
+        size_t i;
+        int n = snprintf(buf, size, "%s %s ", json_string_value(json_object_get(iso, "engine")),
+                         json_string_value(json_object_get(iso, "kernel")));
+        json_array_foreach(json_object_get(iso, "walls"), i, wall) {
+                if (n < 0 || (size_t) n >= size)
+                        return false;
+                n += snprintf(buf + n, size - (size_t) n, "%s%s", i ? "," : "", json_string_value(wall));
+        }
+        return n > 0 && (size_t) n < size;
+}
+
 void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const char *error,
                   const char *message, const ResultRun *run) {
         _cleanup_(json_decrefp) json_t *f = json_pack("{s:s, s:s, s:s, s:s?, s:s?}", "id", rec->id, "request_sha256",
@@ -144,6 +157,11 @@ void finish_audit(Worker *w, const char *event, const RequestRecord *rec, const 
         json_t *walls = run ? audit_walls(run->walls) : NULL;
         if (walls)
                 json_object_set_new(f, "walls", walls);
+        /* The engine it ran in and its walls, as its result names them (contract section 6):
+         * "ENGINE KERNEL WALL,WALL,...". */
+        char iso[512];
+        if (run && run->isolation && isolation_words(run->isolation, iso, sizeof(iso)))
+                json_object_set_new(f, "isolation", json_string(iso));
         (void) worker_audit_best_effort(w, event, f);
 }
 

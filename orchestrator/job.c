@@ -125,13 +125,21 @@ void job_cleanup(Worker *w, const char *id) {
         legacy_root_cleanup(w);
 }
 
+/* The engine and its walls every result names (contract section 7), asked once. */
+static void job_cache_isolation(Worker *w, const CapsuleDriver *d) {
+        if (!w->isolation)
+                w->isolation = capsule_driver_isolation(d);
+}
+
 void job_cache_runtime_version(Worker *w) {
         CapsuleDriver d = {};
         TfwError e = {0};
 
         snprintf(w->runtime_version, sizeof(w->runtime_version), "unknown");
-        if (job_driver_open(w, &d, &e) >= 0)
+        if (job_driver_open(w, &d, &e) >= 0) {
                 d.ops->version(&d, w->runtime_version, sizeof(w->runtime_version));
+                job_cache_isolation(w, &d);
+        }
         capsule_driver_done(&d);
 }
 
@@ -578,6 +586,7 @@ static int finish_ran(Worker *w, RequestRecord *rec, Request *req, const ExecRes
         run.runtime = rtj;
         _cleanup_(json_decrefp) json_t *wallsj = walls_json(&cr->walls);
         run.walls = wallsj;
+        run.isolation = w->isolation;
         run.ran = true;
         return finish(w, rec, req, inbox_status(x), x->error, x->message[0] ? x->message : NULL, &run, e);
 }
@@ -643,6 +652,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         }
         if (!w->runtime_version[0])
                 drv.ops->version(&drv, w->runtime_version, sizeof(w->runtime_version));
+        job_cache_isolation(w, &drv);
 
         char note[1024] = "", cache_note[1024] = "";
         if (!lane)

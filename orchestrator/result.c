@@ -67,6 +67,7 @@ json_t *result_build(const Config *c, const RequestRecord *rec, const Request *r
                             run->environment_digest ? json_string(run->environment_digest) : json_null());
         json_object_set_new(j, "runtime", ref_or_null(run->runtime));
         json_object_set_new(j, "walls", run->walls ? json_incref(run->walls) : json_array());
+        json_object_set_new(j, "isolation", ref_or_null(run->isolation));
         json_object_set_new(j, "attestation", run->attestation ? json_string("attestation.json") : json_null());
         return j;
 }

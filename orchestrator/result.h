@@ -28,6 +28,8 @@ typedef struct ResultRun {
         json_t *runtime;            /* {"driver","version","platform"} or NULL; borrowed */
         json_t *walls;              /* the walls the job met (capsule/walls.h: walls_json) or NULL:
                                      * none ([] in the result); borrowed */
+        json_t *isolation;          /* {"engine","kernel","walls"} (capsule_driver_isolation) or NULL;
+                                     * borrowed */
         bool attestation;
 } ResultRun;
 

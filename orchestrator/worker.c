@@ -61,6 +61,8 @@ int worker_open(Worker *w, const Config *c, TfwError *e) {
 }
 
 void worker_close(Worker *w) {
+        json_decref(w->isolation);
+        w->isolation = NULL;
         audit_close(w->audit);
         w->audit = NULL;
         worker_dirs_close(&w->dirs);

@@ -2,6 +2,8 @@
 /* The state one inbox worker (daemon, drain or operator verb) works with. */
 #pragma once
 
+#include <jansson.h>
+
 #include <stdbool.h>
 
 #include "common/macro.h"
@@ -35,6 +37,7 @@ typedef struct Worker {
         const char *config_path; /* as the operator names it, for the commands the worker
                                   * prints (worker_approve_command); NULL: unknown */
         char runtime_version[256]; /* "" until job_cache_runtime_version() or a job asks */
+        json_t *isolation;         /* the driver's (capsule_driver_isolation), with the version */
 } Worker;
 
 /* Open the worker's directories and audit log (not the inbox). The caller sets report after. */

@@ -35,6 +35,7 @@ static const char *const driver_table[_DRIVER_MAX] = {
         [DRIVER_RUNSC] = "runsc",
         [DRIVER_DOCKER] = "docker",
         [DRIVER_PODMAN] = "podman",
+        [DRIVER_RUNC] = "runc",
 };
 
 static const char *const platforms[] = { "systrap", "ptrace", "kvm", NULL };
@@ -53,7 +54,7 @@ static const char *const top_keys[] = {
         "pending_ttl_hours", "runtime", "limits", "signing_key", "signing_identity", "cache", "notify", "network", NULL,
 };
 static const char *const runtime_keys[] = {
-        "driver", "runsc", "platform", "rootfs", "system_mounts", "extra_system_mounts", "image",
+        "driver", "runsc", "runc", "platform", "rootfs", "system_mounts", "extra_system_mounts", "image",
         "warm_seconds", NULL,
 };
 static const char *const limits_keys[] = {
@@ -81,7 +82,7 @@ static const struct {
 /* Which optional keys the file spelled out, for the cross-key checks and their messages. */
 typedef struct Given {
         bool state_dir, results_dir;
-        bool runsc, platform, system_mounts, extra_system_mounts;
+        bool runsc, runc, platform, system_mounts, extra_system_mounts;
         /* The first n_base_mounts of system_mounts are runtime.system_mounts' (given or the
          * default), the rest runtime.extra_system_mounts'. */
         size_t n_base_mounts;
@@ -474,6 +475,8 @@ static int check_engine_runtime(const Config *c, const Given *given, TfwError *e
                                  "not used with driver '%s' (the engine runs its own "
                                  "registered runsc)",
                                  d);
+        if (given->runc)
+                return key_error(e, EINVAL, "inconsistent", "runtime.runc", "only used with driver 'runc'");
         if (given->platform)
                 return key_error(e, EINVAL, "inconsistent", "runtime.platform",
                                  "not used with driver '%s' (the platform is set where "
@@ -482,6 +485,26 @@ static int check_engine_runtime(const Config *c, const Given *given, TfwError *e
         if (!c->image)
                 return key_error(e, EINVAL, "missing_field", "runtime.image",
                                  "required with driver '%s'", d);
+        return 0;
+}
+
+/* runsc and runc run the bundle themselves: each refuses the other's keys and an image. */
+static int check_bundle_runtime(const Config *c, const Given *given, TfwError *e) {
+        const char *d = driver_to_string(c->driver);
+        if (c->image)
+                return key_error(e, EINVAL, "inconsistent", "runtime.image",
+                                 "not used with driver '%s' (use runtime.rootfs or runtime.system_mounts)", d);
+        if (c->driver == DRIVER_RUNC && given->runsc)
+                return key_error(e, EINVAL, "inconsistent", "runtime.runsc", "not used with driver 'runc'");
+        if (c->driver == DRIVER_RUNC && given->platform)
+                return key_error(e, EINVAL, "inconsistent", "runtime.platform",
+                                 "gVisor's platform; driver 'runc' runs the job on the host's kernel");
+        if (c->driver == DRIVER_RUNC && c->rootfs)
+                return key_error(e, EINVAL, "inconsistent", "runtime.rootfs",
+                                 "not used with driver 'runc': its capsules' root is an empty directory the worker "
+                                 "gives the user namespace's root (use runtime.system_mounts)");
+        if (c->driver != DRIVER_RUNC && given->runc)
+                return key_error(e, EINVAL, "inconsistent", "runtime.runc", "only used with driver 'runc'");
         return 0;
 }
 
@@ -516,7 +539,7 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                                         d = i;
                         if (d < 0)
                                 return key_error(e, EBADMSG, "bad_value", "runtime.driver",
-                                                 "'%s' is not one of runsc, docker, podman",
+                                                 "'%s' is not one of runsc, runc, docker, podman",
                                                  show(s, shown));
                         c->driver = (RuntimeDriver) d;
                 } else if (r != -ENOENT)
@@ -527,6 +550,15 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                         if (strdup_to(&c->runsc, s) < 0)
                                 return oom(e);
                         given->runsc = true;
+                } else if (r != -ENOENT)
+                        return r;
+
+                /* runc's binary, or crun's: the same command line and the same spec. */
+                r = get_path(rt, "runtime.", "runc", false, true, &s, e);
+                if (r >= 0) {
+                        if (strdup_to(&c->runc, s) < 0)
+                                return oom(e);
+                        given->runc = true;
                 } else if (r != -ENOENT)
                         return r;
 
@@ -570,13 +602,14 @@ static int parse_runtime(Config *c, json_t *rt, Given *given, TfwError *e) {
                 given->extra_system_mounts = !!extra;
         }
 
-        if (c->driver != DRIVER_RUNSC)
+        if (!config_driver_runs_bundle(c->driver))
                 return check_engine_runtime(c, given, e);
-
-        if (c->image)
-                return key_error(e, EINVAL, "inconsistent", "runtime.image",
-                                 "not used with driver 'runsc' (use runtime.rootfs or "
-                                 "runtime.system_mounts)");
+        r = check_bundle_runtime(c, given, e);
+        if (r < 0)
+                return r;
+        /* No gVisor platform under runc: what results and the digest name instead. */
+        if (c->driver == DRIVER_RUNC && strdup_to(&c->platform, "host") < 0)
+                return oom(e);
         if (c->rootfs) {
                 if (given->system_mounts)
                         return key_error(e, EINVAL, "inconsistent", "runtime.system_mounts",
@@ -837,8 +870,8 @@ static int get_runsc_section(const Config *c, json_t *root, const char *key, con
                 *ret = NULL;
                 return r;
         }
-        if (c->driver != DRIVER_RUNSC)
-                return key_error(e, EINVAL, "inconsistent", key, "needs runtime.driver \"runsc\": %s (driver '%s')", why,
+        if (!config_driver_runs_bundle(c->driver))
+                return key_error(e, EINVAL, "inconsistent", key, "needs runtime.driver \"runsc\" or \"runc\": %s (driver '%s')", why,
                                  driver_to_string(c->driver));
         (void) snprintf(prefix, sizeof(prefix), "%s.", key);
         r = json_check_keys(v, keys, prefix, e);
@@ -910,6 +943,10 @@ static int parse_notify_command(ConfigNotify *n, json_t *v, TfwError *e) {
 _Static_assert(CONFIG_NOTIFY_DEFAULT_ID < CONFIG_EGRESS_ID_FIRST || CONFIG_NOTIFY_DEFAULT_ID > CONFIG_EGRESS_ID_LAST,
                "the hook's default identity must never be an egress proxy's");
 static int refuse_egress_id(uint64_t id, const char *field, const char *who, TfwError *e) {
+        if (id == CONFIG_CAPSULE_ROOT_ID)
+                return key_error(e, ERANGE, "out_of_range", field,
+                                 "%" PRIu64 " is the id a runc capsule's root maps to on the host: it must own nothing "
+                                 "but the capsules' empty roots", id);
         if (!config_id_is_egress(id))
                 return 0;
         return key_error(e, ERANGE, "out_of_range", field,
@@ -1106,6 +1143,16 @@ static int check_nesting(const Config *c, const Given *g, TfwError *e) {
                         return key_error(e, EINVAL, "inconsistent", "runtime.runsc",
                                          "'%s' is inside results_dir, where job output lands",
                                          show(c->runsc, a));
+        }
+
+        /* runc's binary (or crun's) runs as root, as runsc's does. */
+        if (c->runc) {
+                if (path_is_below_or_equal(c->runc, ws))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runc",
+                                         "'%s' is inside the workspace, which the agent writes", show(c->runc, a));
+                if (path_is_below_or_equal(c->runc, c->results_dir))
+                        return key_error(e, EINVAL, "inconsistent", "runtime.runc",
+                                         "'%s' is inside results_dir, where job output lands", show(c->runc, a));
         }
 
         /* What the job sees must not overlap what the agent writes or root keeps. */
@@ -1415,6 +1462,7 @@ Config *config_free(Config *c) {
         free(c->state_dir);
         free(c->results_dir);
         free(c->runsc);
+        free(c->runc);
         free(c->platform);
         free(c->rootfs);
         for (size_t i = 0; i < c->n_system_mounts; i++)

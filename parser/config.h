@@ -63,6 +63,7 @@ typedef enum RuntimeDriver {
         DRIVER_RUNSC,
         DRIVER_DOCKER,
         DRIVER_PODMAN,
+        DRIVER_RUNC,
         _DRIVER_MAX,
 } RuntimeDriver;
 
@@ -129,6 +130,18 @@ static inline bool config_id_is_egress(uint64_t id) {
         return id >= CONFIG_EGRESS_ID_FIRST && id <= CONFIG_EGRESS_ID_LAST;
 }
 
+/* The host id the root of a runc capsule's user namespace maps to (uid and gid alike;
+ * docs/capsule-engines.md): right after the egress proxies' range, in the same unused
+ * stretch, owning nothing on the host but the empty root directories the worker gives its
+ * capsules. No identity the configuration names may be it. */
+#define CONFIG_CAPSULE_ROOT_ID (CONFIG_EGRESS_ID_LAST + 1)
+
+/* Does the driver run the OCI bundle itself, on the worker's side (runsc, runc), rather than
+ * through an engine's daemon? */
+static inline bool config_driver_runs_bundle(RuntimeDriver driver) {
+        return driver == DRIVER_RUNSC || driver == DRIVER_RUNC;
+}
+
 typedef struct ConfigNetwork {
         char **allow;              /* NULL-terminated entries as written; NULL: no network */
         EgressAllow *rules;        /* allow[i] parsed (parser/egress-allow.h) */
@@ -166,6 +179,7 @@ typedef struct Config {
 
         RuntimeDriver driver;
         char *runsc;             /* NULL: look up "runsc" on PATH when used */
+        char *runc;              /* driver runc: NULL: "runc" on PATH; or crun's path */
         char *platform;          /* "systrap" (CONFIG_DEFAULT_PLATFORM), "ptrace" or "kvm" */
         char *rootfs;            /* NULL: host system mounts */
         SystemMount *system_mounts;

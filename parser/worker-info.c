@@ -35,11 +35,16 @@ static json_t *job_build(const WorkerJobInfo *j) {
                 json_decref(cache);
                 return NULL;
         }
-        return json_pack("{s:{s:I, s:s, s:I, s:I, s:I, s:I}, s:o, s:o, s:b}", "limits", "memory_bytes",
-                         (json_int_t) j->memory_bytes, "cpus", cpus, "pids", (json_int_t) j->pids, "max_log_bytes",
-                         (json_int_t) j->max_log_bytes, "max_artifact_bytes", (json_int_t) j->max_artifact_bytes,
-                         "max_artifact_entries", (json_int_t) j->max_artifact_entries, "network", net, "cache", cache,
-                         "changes", j->changes);
+        json_t *job = json_pack("{s:{s:I, s:s, s:I, s:I, s:I, s:I}, s:o, s:o, s:b}", "limits", "memory_bytes",
+                                (json_int_t) j->memory_bytes, "cpus", cpus, "pids", (json_int_t) j->pids,
+                                "max_log_bytes", (json_int_t) j->max_log_bytes, "max_artifact_bytes",
+                                (json_int_t) j->max_artifact_bytes, "max_artifact_entries",
+                                (json_int_t) j->max_artifact_entries, "network", net, "cache", cache, "changes",
+                                j->changes);
+        if (job && j->engine && j->kernel &&
+            json_object_set_new(job, "isolation", json_pack("{s:s, s:s}", "engine", j->engine, "kernel", j->kernel)) < 0)
+                return json_decref(job), NULL;
+        return job;
 }
 
 json_t *worker_info_build(const WorkerInfo *info, usec_t started_at) {
@@ -145,6 +150,35 @@ static int get_object(json_t *obj, const char *key, const char *field, bool null
 }
 
 /* "job": every key required, as this worker writes them all. */
+/* "isolation" (optional: an older worker has none): one of the engines and kernels this client
+ * knows, since its words reach a model. */
+static int isolation_parse(json_t *job, WorkerJobInfo *j, TfwError *e) {
+        static const char *const engines[] = {"runsc", "runc", "docker", "podman", NULL};
+        static const char *const kernels[] = {"gvisor", "host", NULL};
+        json_t *iso = json_object_get(job, "isolation");
+        const char *engine, *kernel;
+        bool known_engine = false, known_kernel = false;
+        int r;
+
+        if (!iso || json_is_null(iso))
+                return 0;
+        if (!json_is_object(iso))
+                return tfw_error(e, EBADMSG, "bad_type", "field 'job.isolation' must be an object");
+        if ((r = json_get_string(iso, "engine", "job.isolation.engine", true, false, &engine, e)) < 0 ||
+            (r = json_get_string(iso, "kernel", "job.isolation.kernel", true, false, &kernel, e)) < 0)
+                return r;
+        for (const char *const *k = engines; *k; k++)
+                known_engine = known_engine || streq(*k, engine);
+        for (const char *const *k = kernels; *k; k++)
+                known_kernel = known_kernel || streq(*k, kernel);
+        if (!known_engine || !known_kernel)
+                return tfw_error(e, EBADMSG, "bad_value", "field 'job.isolation' names an engine or a kernel this client "
+                                                          "does not know");
+        j->engine = engine;
+        j->kernel = kernel;
+        return 0;
+}
+
 static int job_parse(json_t *job, WorkerJobInfo *ret, TfwError *e) {
         WorkerJobInfo j = {};
         json_t *lim, *net, *cache, *ch;
@@ -179,6 +213,9 @@ static int job_parse(json_t *job, WorkerJobInfo *ret, TfwError *e) {
         if (cache && !j.cache_paths)
                 return tfw_error(e, EBADMSG, "bad_type", "field 'job.cache.paths' must be an array: no cache is "
                                                          "'\"cache\": null'");
+        r = isolation_parse(job, &j, e);
+        if (r < 0)
+                return r;
         ch = json_object_get(job, "changes");
         if (!json_is_boolean(ch))
                 return tfw_error(e, EBADMSG, ch ? "bad_type" : "missing_field", "field 'job.changes' must be true or false");

@@ -45,6 +45,10 @@ typedef struct WorkerJobInfo {
         uint64_t max_connections;
         json_t *cache_paths;          /* array of workspace-relative paths; NULL: no build cache */
         bool changes;                 /* what a job changes under /work comes back as a changeset */
+        /* "isolation": the engine ("runsc", "runc", "docker", "podman") and the kernel the job
+         * sees ("gvisor", "host"); parse: NULL when the document has none (an older worker). */
+        const char *engine;
+        const char *kernel;
 } WorkerJobInfo;
 
 typedef struct WorkerInfo {

@@ -17,6 +17,7 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "parser/config.h"
 #include "snapshot/build-cache.h"
 #include "snapshot/cache-merge.h"
 
@@ -34,7 +35,16 @@
  * after the job, and gVisor lists init's descriptors to a process of the job's uid in
  * /proc/1/fd), and `..` from there must lead nowhere, not to the version's meta or another
  * version (tests/integration/test-cache.sh, "init's descriptors lead nowhere else"). */
-#define DATA_MODE 0700
+#define DATA_MODE 0710
+/* The versions directory, each version and its data/ are root's, with group
+ * CONFIG_CAPSULE_ROOT_ID allowed to pass (not to list): a runc capsule's init, root of its user
+ * namespace as that id, mounts the job's overlays from data/<i> (docs/capsule-engines.md).
+ * No process of a runsc capsule, nor any job, has that group. */
+#define PASS_MODE 0710
+
+static int pass_for_capsule_root(int fd, mode_t mode) {
+        return fchown(fd, 0, CONFIG_CAPSULE_ROOT_ID) < 0 || fchmod(fd, mode) < 0 ? -errno : 0;
+}
 #define TAKE_IN_PREFIX "in-"
 #define TRASH_PREFIX "trash-"
 #define FRESH_PREFIX "new-"
@@ -198,11 +208,13 @@ static int make_empty_version(BuildCache *c) {
                 return -errno;
         if ((v = open_dir_at(c->versions_fd, "0")) < 0)
                 return v;
+        if (pass_for_capsule_root(v, PASS_MODE) < 0)
+                return -errno;
         if (mkdirat(v, DATA, DATA_MODE) < 0 && errno != EEXIST)
                 return -errno;
         if ((data = open_dir_at(v, DATA)) < 0)
                 return data;
-        if (fchmod(data, DATA_MODE) < 0)
+        if (pass_for_capsule_root(data, DATA_MODE) < 0)
                 return -errno;
         for (size_t i = 0; i < c->n_paths; i++) {
                 char name[24];
@@ -292,6 +304,8 @@ static int open_store(BuildCache *c, int store_fd, TfwError *e) {
         if (c->versions_fd < 0)
                 return tfw_error(e, -c->versions_fd, "build_cache", "cannot open the store's cache versions: %s",
                                  strerror(-c->versions_fd));
+        if (pass_for_capsule_root(c->versions_fd, PASS_MODE) < 0)
+                return tfw_error(e, errno, "build_cache", "cannot set the mode of the store's cache versions: %m");
         int r = make_empty_version(c);
         if (r < 0)
                 return tfw_error(e, -r, "build_cache", "cannot make the empty cache: %s", strerror(-r));
@@ -438,6 +452,8 @@ int build_cache_take_in_begin(BuildCache *c, const char *job_id, int *ret_fd, Tf
         int data = -EBADF;
         if (r >= 0 && (fd = open_dir_at(c->dir_fd, fresh)) < 0)
                 r = fd;
+        if (r >= 0)
+                r = pass_for_capsule_root(fd, PASS_MODE);
         if (r >= 0) {
                 safe_close(c->take_in_lock_fd);
                 c->take_in_lock_fd = openat(fd, TAKE_IN_LOCK, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
@@ -448,8 +464,8 @@ int build_cache_take_in_begin(BuildCache *c, const char *job_id, int *ret_fd, Tf
                 r = -errno;
         if (r >= 0 && (data = open_dir_at(fd, DATA)) < 0)
                 r = data;
-        if (r >= 0 && fchmod(data, DATA_MODE) < 0) /* whatever the umask */
-                r = -errno;
+        if (r >= 0) /* whatever the umask */
+                r = pass_for_capsule_root(data, DATA_MODE);
         if (r >= 0 && renameat2(c->dir_fd, fresh, c->dir_fd, name, RENAME_NOREPLACE) < 0)
                 r = -errno;
         if (r < 0) {

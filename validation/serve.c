@@ -196,7 +196,7 @@ static int build_config(const ServeOptions *o, ServeWalls *w, TfwError *e) {
 
         if (!mounts)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        bool engine = !streq(o->sandbox, "runsc");
+        bool engine = !streq(o->sandbox, "runsc") && !streq(o->sandbox, "runc");
         if (!o->no_system_mounts && !engine)
                 for (const char *const *d = defaults; *d; d++) {
                         struct stat st;
@@ -220,9 +220,10 @@ static int build_config(const ServeOptions *o, ServeWalls *w, TfwError *e) {
                         w->key->identity);
         if (!cfg)
                 return tfw_error(e, ENOMEM, "oom", "out of memory");
-        json_t *rt = engine ? json_pack("{s:s, s:s}", "driver", o->sandbox, "image", o->image)
-                            : json_pack("{s:s, s:s, s:O}", "driver", o->sandbox, "platform", o->platform,
-                                        "system_mounts", mounts);
+        json_t *rt = engine             ? json_pack("{s:s, s:s}", "driver", o->sandbox, "image", o->image)
+                     : !o->platform ? json_pack("{s:s, s:O}", "driver", o->sandbox, "system_mounts", mounts)
+                                    : json_pack("{s:s, s:s, s:O}", "driver", o->sandbox, "platform", o->platform,
+                                                "system_mounts", mounts);
         if (rt && o->runsc)
                 json_object_set_new(rt, "runsc", json_string(o->runsc));
         json_object_set_new(cfg, "runtime", rt);

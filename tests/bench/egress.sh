@@ -8,6 +8,7 @@
 #   2. 100 small requests one after another (a new connection each), per request       (report)
 #   3. `npm ci` of a small lockfile with registry.npmjs.org:443 allowlisted, request to result,
 #      against the same natively with an empty cache; only where the registry answers  (report)
+# BENCH_DRIVER=runc: the same through the runc driver (the host's kernel; tests/bench/runc.sh).
 # BENCH_RUNS (default 3) runs each, medians. Prints every number; never fails because a target
 # is missed (benchmarks report).
 set -euo pipefail
@@ -49,7 +50,7 @@ cat >"$base/config.json" <<JSON
 {"version": 1, "name": "bench-egress", "workspace": "$base/ws",
  "container_uid": 12345, "container_gid": 12345, "concurrency": 1,
  "state_dir": "$base/state", "results_dir": "$base/results",
- "runtime": {"platform": "$PLATFORM", "warm_seconds": 600},
+ "runtime": {$(bench_runtime_keys), "warm_seconds": 600},
  "network": {"allow": ["127.0.0.1:$PORT", "registry.npmjs.org:443"], "max_download_bytes": "4g"},
  "limits": {"memory": "4g", "memory_swap": "4g", "default_timeout_seconds": 600, "max_timeout_seconds": 600}}
 JSON

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark of snapshot generations (issue 18): a request in a workspace of at least 80k
 # entries and 800 MB, made here from copies of /usr/share, /usr/include and /usr/lib/python3*,
-# through the real daemon (runsc driver, concurrency 1, capsules started ahead), against a bare
+# through the real daemon (runsc driver, or BENCH_DRIVER=runc; concurrency 1, capsules started ahead), against a bare
 # `runsc run` of the same command with the tree bind-mounted read-only at /work (same runsc,
 # same platform). Alternating, medians of BENCH_RUNS (default 5):
 #   1. /bin/true, nothing changed                         target <= 1.3
@@ -39,7 +39,7 @@ cat >"$base/config.json" <<JSON
 {"version": 1, "name": "bench-gen", "workspace": "$base/ws",
  "container_uid": 12345, "container_gid": 12345, "concurrency": 1,
  "state_dir": "$base/state", "results_dir": "$base/results",
- "runtime": {"platform": "$PLATFORM", "warm_seconds": 600},
+ "runtime": {$(bench_runtime_keys), "warm_seconds": 600},
  "limits": {"max_snapshot_bytes": "4g", "workspace_tmpfs": "4g", "max_store_bytes": "9g",
             "memory": "4g", "memory_swap": "4g"}}
 JSON

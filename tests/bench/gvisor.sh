@@ -20,6 +20,8 @@
 #     calls summed by tests/bench/strace-summary.py
 #   BENCH_WARM_SECONDS: runtime.warm_seconds (default 600; 0: every capsule cold)
 #   BENCH_PLATFORM: runtime.platform (default systrap, or ptrace for a runsc without it)
+#   BENCH_DRIVER: runtime.driver, runsc (default) or runc (the host's kernel; no platform;
+#     tests/bench/runc.sh runs both side by side)
 # Never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -113,7 +115,7 @@ cat >"$base/config.json" <<JSON
 {"version": 1, "name": "$NAME", "workspace": "$ws",
  "container_uid": $UID_, "container_gid": $UID_, "concurrency": 1,
  "state_dir": "$base/state", "results_dir": "$base/results",
- "runtime": {$runsc_key "platform": "$PLATFORM", "warm_seconds": $WARM},
+ "runtime": {$runsc_key $(bench_runtime_keys), "warm_seconds": $WARM},
  "cache": {"paths": [$CACHE_PATHS], "max_bytes": "2g", "max_entries": 200000},
  "limits": {"memory": "4g", "memory_swap": "4g", "max_log_bytes": "4m", "default_timeout_seconds": 1200,
             "max_timeout_seconds": 1200}}

@@ -62,6 +62,9 @@ bench_kill_capsules() {
         for r in "$@"; do
                 [ -d "$r" ] || continue
                 for c in $("${RUNSC:-runsc}" --root "$r" list -quiet 2>/dev/null); do "${RUNSC:-runsc}" --root "$r" delete -force "$c" >/dev/null 2>&1; done
+                # BENCH_DRIVER=runc: runc keeps its containers in the same root
+                ! command -v runc >/dev/null ||
+                        for c in $(runc --root "$r" list -q 2>/dev/null); do runc --root "$r" delete --force "$c" >/dev/null 2>&1; done
         done
 }
 # bench_rm_cgroups NAME: the cgroups left with NAME in their name removed.
@@ -201,4 +204,10 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 # cache_of FIELD: cache.FIELD of the result.json of the last request, whose id is in $base/last.
 cache_of() {
         python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cache"][sys.argv[2]])' "$base/results/$(cat "$base/last")/result.json" "$1"
+}
+
+# bench_runtime_json [EXTRA]: the "runtime" object's keys for BENCH_DRIVER (default runsc: the
+# platform PLATFORM; runc: the host's kernel, no platform), EXTRA after them.
+bench_runtime_keys() {
+        if [ "${BENCH_DRIVER:-runsc}" = runc ]; then printf '"driver": "runc"'; else printf '"platform": "%s"' "$PLATFORM"; fi
 }

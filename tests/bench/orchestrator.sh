@@ -13,6 +13,7 @@
 #      sandbox processes left; target <= 4 MiB, 0 wake-ups, no sandbox;
 #   4. latency with warm_seconds 0 (a second daemon), against the same bare runs; target
 #      ratio <= 1.15.
+# BENCH_DRIVER=runc: the worker's capsules through the runc driver (the bare runs stay runsc's).
 # Prints every number; never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -38,7 +39,7 @@ start_daemon() { # start_daemon WARM_SECONDS
         cat >"$base/config.json" <<JSON
 {"version": 1, "name": "bench-orch", "workspace": "$base/ws",
  "container_uid": 12345, "container_gid": 12345, "concurrency": 2,
- "state_dir": "$base/state", "results_dir": "$base/results", "runtime": {"warm_seconds": $1}}
+ "state_dir": "$base/state", "results_dir": "$base/results", "runtime": {"driver": "${BENCH_DRIVER:-runsc}", "warm_seconds": $1}}
 JSON
         bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
 }

@@ -59,8 +59,16 @@ unique_name() {
 
 # new_worker DIR [EXTRA_JSON]: a config for a worker in DIR (workspace DIR/ws, uid/gid 10000),
 # named unique_name it- DIR.
+# TFW_DRIVER=runc: the worker's capsules run with the runc driver (runtime.driver), the same
+# tests on the other engine.
 new_worker() {
         local dir=$1 extra=${2:-}
+        if [ "${TFW_DRIVER:-runsc}" != runsc ]; then
+                case $extra in
+                *'"runtime": {'*) extra=${extra/'"runtime": {'/"\"runtime\": {\"driver\": \"$TFW_DRIVER\", "} ;;
+                *) extra="$extra, \"runtime\": {\"driver\": \"$TFW_DRIVER\"}" ;;
+                esac
+        fi
         mkdir -p "$dir/ws"
         chown 10000:10000 "$dir/ws"
         cat >"$dir/config.json" <<JSON
@@ -319,6 +327,11 @@ worker_cleanup() {
                 for c in $(runsc --root "$root" list -quiet 2>/dev/null); do
                         runsc --root "$root" delete -force "$c" >/dev/null 2>&1
                 done
+                if command -v runc >/dev/null; then
+                        for c in $(runc --root "$root" list -q 2>/dev/null); do
+                                runc --root "$root" delete --force "$c" >/dev/null 2>&1
+                        done
+                fi
                 rm -rf "/run/tentaflake-worker-$name"
         fi
         if [ -n "$name" ]; then

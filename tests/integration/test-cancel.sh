@@ -38,7 +38,7 @@ run() {
 rc_is() { local got; got=$(cat "$dir/out/$1.rc"); [ "$got" = "$2" ] || { echo "  $1: rc $got, want $2:"; cat "$dir/out/$1.err"; return 1; }; }
 err_has() { grep -q -- "$2" "$dir/out/$1.err" || { echo "  $1: no '$2' in:"; cat "$dir/out/$1.err"; return 1; }; }
 status_is() { [ "$(result_field "$dir" "$1" status)" = "$2" ] && [ "$(result_field "$dir" "$1" error)" = "${3:-cancelled_by_controller}" ]; }
-in_sandbox() { runsc --root "$root" ps "$1" 2>/dev/null | grep -q "$2"; }
+in_sandbox() { "${TFW_DRIVER:-runsc}" --root "$root" ps "$1" 2>/dev/null | grep -q "$2"; }
 cid_of() { # the container a job runs in: its own, or the capsule started ahead that took it
         local w; w=$(grep -o "job '$1': started in capsule '[^']*'" "$dir/daemon.log" | sed "s/.*capsule '\(.*\)'/\1/")
         echo "tfw-$name-${w:-$1}"

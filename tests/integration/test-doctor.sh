@@ -106,8 +106,11 @@ assert isinstance(a, list) and len(a) >= 17, a
 for c in a:
     assert set(c) == {"check", "ok", "detail"}, c
     assert c["ok"] is True or (c["ok"] is None and (c["check"].startswith("platform_") or
-                                                   c["check"] in ("generation_store", "workspace_watch"))), c
+                                                   c["check"] in ("generation_store", "workspace_watch",
+                                                                  "isolation"))), c
 assert "probe_memory_limit" in [c["check"] for c in a]
+# The engine and its walls, informational (issue 48): gVisor here.
+assert [c["detail"] for c in a if c["check"] == "isolation"][0].startswith("engine runsc, gVisor"), a
 # The generation store is reported, informational (no job has used it yet here).
 assert [c["detail"] for c in a if c["check"] == "generation_store"][0].startswith("no job has used it yet"), a
 # So is the budget of the workspace watch (issue 33), with its figures.

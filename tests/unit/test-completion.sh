@@ -111,7 +111,7 @@ want "tentaflake-worker --config worker-a.json approve x --" $(jq_py "print(' '.
 # subcommands and fixed values
 want "tentaflake-worker audit " verify
 want "tentaflake-worker --config worker-a.json cache " clear
-want "tentaflake-worker serve --sandbox " runsc docker podman
+want "tentaflake-worker serve --sandbox " runsc runc docker podman
 want "tentaflake-worker serve --log-level w" warning
 want "tentaflake-worker submit --class l" local-reversible
 want "tentaflake-worker serve --concurrency " # a number: nothing offered

@@ -87,6 +87,7 @@ static const char *get_value(const Config *c, const char *key) {
         U("pending_ttl_hours", c->pending_ttl_hours);
         S("runtime.driver", driver_to_string(c->driver));
         S("runtime.runsc", c->runsc);
+        S("runtime.runc", c->runc);
         S("runtime.platform", c->platform);
         U("runtime.warm_seconds", c->warm_seconds);
         S("runtime.rootfs", c->rootfs);
@@ -341,7 +342,10 @@ static const Case static_cases[] = {
         BAD("container_uid_egress_first", "out_of_range", NULL, "container_uid", "2130706432"),
         BAD("container_uid_egress_last", "out_of_range", NULL, "container_uid", "2130771967"),
         OK("container_uid_below_egress", "container_uid", "2130706431", "container_uid", "2130706431"),
-        OK("container_uid_above_egress", "container_uid", "2130771968", "container_uid", "2130771968"),
+        /* the id a runc capsule's root maps to (CONFIG_CAPSULE_ROOT_ID), right after them */
+        BAD("container_uid_capsule_root", "out_of_range", NULL, "container_uid", "2130771968"),
+        BAD("container_gid_capsule_root", "out_of_range", NULL, "container_gid", "2130771968"),
+        OK("container_uid_above_capsule_root", "container_uid", "2130771969", "container_uid", "2130771969"),
         BAD("container_gid_egress", "out_of_range", NULL, "container_gid", "2130740000"),
 
         /* concurrency, retention_days, audit_generations, pending_ttl_hours */
@@ -387,6 +391,32 @@ static const Case static_cases[] = {
         BAD("docker_without_image", "missing_field", "runtime.image", "runtime.driver", "\"docker\""),
         BAD("podman_with_null_image", "missing_field", "runtime.image",
             "runtime.driver", "\"podman\"", "runtime.image", "null"),
+
+        /* runtime.driver runc (docs/capsule-engines.md): the bundle's keys, none of gVisor's */
+        OK("driver_runc", "runtime.driver", "runc", "runtime.driver", "\"runc\""),
+        OK("runc_platform_is_host", "runtime.platform", "host", "runtime.driver", "\"runc\""),
+        OK("runc_set", "runtime.runc", "/usr/bin/crun", "runtime.driver", "\"runc\"", "runtime.runc",
+           "\"/usr/bin/crun\""),
+        OK("runc_keeps_system_mounts", "runtime.system_mounts", "/usr", "runtime.driver", "\"runc\"",
+           "runtime.system_mounts", "[\"/usr\"]"),
+        OK("runc_takes_a_cache", "cache.paths", "build", "runtime.driver", "\"runc\"", "cache.paths",
+           "[\"build\"]"),
+        BAD("runc_inside_workspace", "inconsistent", "runtime.runc", "runtime.driver", "\"runc\"", "runtime.runc",
+            "\"/var/lib/hermes-coding/workspace/runc\""),
+        BAD("runc_inside_results_dir", "inconsistent", "runtime.runc", "runtime.driver", "\"runc\"", "runtime.runc",
+            "\"/run/tentaflake-worker-hermes-coding/results/x/runc\""),
+        BAD("runc_relative", "bad_value", "runtime.runc", "runtime.driver", "\"runc\"", "runtime.runc", "\"runc\""),
+        BAD("runc_with_runsc_driver", "inconsistent", "runtime.runc", "runtime.runc", "\"/usr/sbin/runc\""),
+        BAD("runc_with_docker", "inconsistent", "runtime.runc", "runtime.driver", "\"docker\"",
+            "runtime.image", "\"sha256:" H64 "\"", "runtime.runc", "\"/usr/sbin/runc\""),
+        BAD("runc_with_platform", "inconsistent", "runtime.platform", "runtime.driver", "\"runc\"",
+            "runtime.platform", "\"kvm\""),
+        BAD("runc_with_runsc", "inconsistent", "runtime.runsc", "runtime.driver", "\"runc\"", "runtime.runsc",
+            "\"/usr/bin/runsc\""),
+        BAD("runc_with_rootfs", "inconsistent", "runtime.rootfs", "runtime.driver", "\"runc\"",
+            "runtime.rootfs", "\"/srv/root\""),
+        BAD("runc_with_image", "inconsistent", "runtime.image", "runtime.driver", "\"runc\"", "runtime.image",
+            "\"sha256:" H64 "\""),
 
         /* runtime.runsc */
         DEFAULT("runsc_default_null", "runtime.runsc", "(null)"),
@@ -861,8 +891,10 @@ static const Case static_cases[] = {
             "notify.uid", "2130771967"),
         BAD("notify_gid_egress", "out_of_range", "notify.gid", "notify.command", "[\"/bin/true\"]",
             "notify.gid", "2130740000"),
-        OK("notify_uid_beside_egress", "notify.uid", "2130771968", "notify.command", "[\"/bin/true\"]",
-           "notify.uid", "2130771968"),
+        BAD("notify_uid_capsule_root", "out_of_range", "notify.uid", "notify.command", "[\"/bin/true\"]",
+            "notify.uid", "2130771968"),
+        OK("notify_uid_beside_capsule_root", "notify.uid", "2130771969", "notify.command", "[\"/bin/true\"]",
+           "notify.uid", "2130771969"),
         OK("notify_gid_beside_egress", "notify.gid", "2130706431", "notify.command", "[\"/bin/true\"]",
            "notify.gid", "2130706431"),
         BAD("notify_without_command", "missing_field", "notify.command", "notify", "{}"),
@@ -1632,7 +1664,7 @@ static void test_cache_messages(void **state) {
         expect_message((const char *const[]) { "runtime.driver", "\"podman\"", "runtime.image",
                                                "\"sha256:" H64 "\"", "cache.paths", "[\"build\"]", NULL },
                        "inconsistent",
-                       "key 'cache': needs runtime.driver \"runsc\": the engines' daemons cannot see the "
+                       "key 'cache': needs runtime.driver \"runsc\" or \"runc\": the engines' daemons cannot see the "
                        "worker's cache (driver 'podman')");
 }
 

@@ -344,6 +344,19 @@ static void test_worker_info_job(void **state) {
         assert_true(out.job.changes);
         assert_true(json_equal(out.job.network_allow, allow));
         assert_true(json_equal(out.job.cache_paths, paths));
+        assert_null(out.job.engine); /* none given: none written, none read */
+
+        /* The engine the operator chose (issue 48): written, read back. */
+        in.job.engine = "runc";
+        in.job.kernel = "host";
+        _cleanup_(json_decrefp) json_t *ji = worker_info_build(&in, 0);
+        _cleanup_free_ char *si = json_dumps(ji, JSON_COMPACT);
+        assert_non_null(strstr(si, "\"isolation\":{\"engine\":\"runc\",\"kernel\":\"host\"}"));
+        _cleanup_(json_decrefp) json_t *keepi = NULL;
+        assert_int_equal(worker_info_parse(si, strlen(si), &out, &keepi, &e), 0);
+        assert_string_equal(out.job.engine, "runc");
+        assert_string_equal(out.job.kernel, "host");
+        in.job.engine = in.job.kernel = NULL;
 
         /* No network, no cache: null, and said so. */
         in.job.network_allow = in.job.cache_paths = NULL;
@@ -378,6 +391,12 @@ static void test_worker_info_job(void **state) {
                 {DOC("{\"limits\":{\"memory_bytes\":1,\"cpus\":\"lots\",\"pids\":1,\"max_log_bytes\":1,"
                      "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
                      "\"changes\":true}"), "bad_value"},
+                /* an engine or a kernel this client does not know never reaches a model's words */
+                {DOC("{" LIM ",\"network\":null,\"cache\":null,\"changes\":true,"
+                     "\"isolation\":{\"engine\":\"lxc\",\"kernel\":\"host\"}}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":null,\"changes\":true,"
+                     "\"isolation\":{\"engine\":\"runc\",\"kernel\":\"trust me\"}}"), "bad_value"},
+                {DOC("{" LIM ",\"network\":null,\"cache\":null,\"changes\":true,\"isolation\":\"runc\"}"), "bad_type"},
                 {DOC("{\"limits\":{\"memory_bytes\":0,\"cpus\":\"1.0\",\"pids\":1,\"max_log_bytes\":1,"
                      "\"max_artifact_bytes\":1,\"max_artifact_entries\":1},\"network\":null,\"cache\":null,"
                      "\"changes\":true}"), "out_of_range"},
@@ -679,6 +698,13 @@ static void test_job_words(void **state) {
         words_have(closed, "applied only with the apply tool", true);
         words_have(closed, "'packages/api' (/work/packages/api)", true);
         words_have(closed, "\n", false);
+        words_have(closed, "disposable gVisor capsule", true); /* no isolation in worker.json: gVisor's */
+        s.info.job.engine = "runc";
+        s.info.job.kernel = "host";
+        _cleanup_free_ char *host = controller_job_words(&s, JOB_WORDS_INSTRUCTIONS);
+        words_have(host, "capsule on the host's kernel (runc", true);
+        words_have(host, "gVisor", false);
+        s.info.job.engine = s.info.job.kernel = NULL;
 
         /* An allowlist and a cache: named, and "none" no longer said. */
         _cleanup_(json_decrefp) json_t *allow = json_pack("[s, s]", "registry.npmjs.org:443", "*.pythonhosted.org:443");

@@ -77,6 +77,8 @@ depends=$(field Depends)
 for d in 'libc6 (>= ' 'libjansson4' 'libsodium23' 'libseccomp2' 'libsystemd0' 'libarchive13' 'libcurl4' 'libssl3' 'runsc (>= 0.0~20240729)'; do
         check "Depends names $d ($depends)" grep -qF "$d" <<<"$depends"
 done
+# The second engine (runtime.driver "runc", docs/capsule-engines.md): recommended, not required.
+check "Recommends runc ($(field Recommends))" test "$(field Recommends)" = runc
 # its files (not directories), and its own directories (the others are shared: /usr/bin, ...)
 dpkg-deb -c "$deb" | awk '$1 !~ /^d/ || $6 ~ /tentaflake/ { print $6 }' | sed 's|^\./|/|; s|/$||' | sort >"$tmp/files"
 for f in /usr/bin/tentaflake-worker /usr/libexec/tentaflake-worker/tentaflake-capsule-init \

@@ -10,6 +10,7 @@
 
 #include "capsule/env.h"
 #include "capsule/oci-spec.h"
+#include "capsule/seccomp-allowlist.h"
 #include "capsule/seccomp-profile.h"
 #include "capsule/protocol.h"
 #include "common/json-util.h"
@@ -414,6 +415,107 @@ static void test_linux(void **state) {
         json_t *dev = json_array_get(json_object_get(res, "devices"), 0);
         assert_true(json_is_false(json_object_get(dev, "allow")));
         assert_string_equal(json_string_value(json_object_get(dev, "access")), "rwm");
+}
+
+/* The runc driver's spec (capsule/oci-spec.h, CapsuleKernelWalls; threat 23): the walls of the
+ * host kernel on top of everything test_linux asserts. */
+static void runc_fixture(Fixture *f, CapsuleKernelWalls *w, bool landlock) {
+        fixture_init(f);
+        f->config.driver = DRIVER_RUNC;
+        *w = (CapsuleKernelWalls) {.landlock = landlock};
+        snprintf(w->root_dir, sizeof(w->root_dir), "/run/tentaflake-worker-coder-1/runc-roots/c1");
+        f->params.kernel = w;
+}
+
+static void assert_id_map(json_t *map, json_int_t job) {
+        /* Root is the dedicated id that owns nothing, the job its own id; no other id, never 0. */
+        assert_int_equal(json_array_size(map), 2);
+        assert_int_equal(get_int(json_array_get(map, 0), "containerID"), 0);
+        assert_int_equal(get_int(json_array_get(map, 0), "hostID"), CONFIG_CAPSULE_ROOT_ID);
+        assert_int_equal(get_int(json_array_get(map, 1), "containerID"), job);
+        assert_int_equal(get_int(json_array_get(map, 1), "hostID"), job);
+        for (size_t i = 0; i < 2; i++) {
+                assert_int_equal(get_int(json_array_get(map, i), "size"), 1);
+                assert_int_not_equal(get_int(json_array_get(map, i), "hostID"), 0);
+        }
+}
+
+static bool strv_has(json_t *a, const char *s) {
+        json_t *v;
+        size_t i;
+        json_array_foreach(a, i, v) if (streq(json_string_value(v), s)) return true;
+        return false;
+}
+
+static void test_runc_walls(void **state) {
+        (void) state;
+        Fixture f;
+        CapsuleKernelWalls w;
+        runc_fixture(&f, &w, true);
+        f.params.work_dir = "/var/lib/tfw/store/lane-0/gen-1";
+        f.params.snapshot_dir = NULL;
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *lx = json_object_get(spec, "linux");
+
+        const char *lkeys[] = { "namespaces", "resources", "cgroupsPath", "seccomp", "uidMappings", "gidMappings",
+                                "maskedPaths", "readonlyPaths", NULL };
+        assert_keys_exactly(lx, lkeys, "linux");
+        const char *want[] = { "user", "pid", "ipc", "uts", "mount", "network", "cgroup" };
+        json_t *nss = json_object_get(lx, "namespaces"), *ns;
+        size_t i;
+        assert_int_equal(json_array_size(nss), ELEMENTSOF(want));
+        json_array_foreach(nss, i, ns) {
+                const char *keys[] = { "type", NULL };
+                assert_keys_exactly(ns, keys, "namespace");
+                assert_string_equal(json_string_value(json_object_get(ns, "type")), want[i]);
+        }
+        assert_id_map(json_object_get(lx, "uidMappings"), 10000);
+        assert_id_map(json_object_get(lx, "gidMappings"), 10001);
+        const char *masked[] = { "/proc/kcore", "/proc/keys", "/proc/timer_list", "/proc/sysrq-trigger",
+                                 "/proc/kallsyms", "/sys/firmware", NULL };
+        for (const char *const *m = masked; *m; m++)
+                assert_true(strv_has(json_object_get(lx, "maskedPaths"), *m));
+        assert_true(strv_has(json_object_get(lx, "readonlyPaths"), "/proc/sys"));
+        assert_true(strv_has(json_object_get(lx, "readonlyPaths"), "/proc/sysrq-trigger"));
+        /* The allowlist, as the layer's window needs it; never runsc's profile. */
+        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(true);
+        assert_true(json_equal(json_object_get(lx, "seccomp"), allow));
+        /* The job's own pids limit (the host's cgroup counts its processes). */
+        assert_int_equal(get_int(json_object_get(json_object_get(lx, "resources"), "pids"), "limit"), 512);
+
+        /* The root: the driver's empty directory, read-only. */
+        json_t *root = json_object_get(spec, "root");
+        assert_string_equal(json_string_value(json_object_get(root, "path")), w.root_dir);
+        assert_true(json_is_true(json_object_get(root, "readonly")));
+        /* Init confines the job with Landlock: its first argument. */
+        json_t *args = json_object_get(json_object_get(spec, "process"), "args");
+        assert_string_equal(json_string_value(json_array_get(args, 0)), CAPSULE_INIT_PATH);
+        assert_string_equal(json_string_value(json_array_get(args, 1)), "--landlock");
+        assert_true(json_is_true(json_object_get(json_object_get(spec, "process"), "noNewPrivileges")));
+        /* gVisor's /dev covers are not runc's: runc's /dev holds only its six devices. */
+        json_t *m;
+        json_array_foreach(json_object_get(spec, "mounts"), i, m) {
+                const char *dest = json_string_value(json_object_get(m, "destination"));
+                assert_false(streq(dest, CAPSULE_DEV_FUSE_PATH) || streq(dest, CAPSULE_DEV_NET_PATH));
+        }
+}
+
+static void test_runc_without_landlock(void **state) {
+        (void) state;
+        Fixture f;
+        CapsuleKernelWalls w;
+        runc_fixture(&f, &w, false);
+        _cleanup_json_ json_t *spec = build(&f);
+        json_t *args = json_object_get(json_object_get(spec, "process"), "args");
+        assert_string_equal(json_string_value(json_array_get(args, 1)), "--");
+        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(false);
+        assert_true(json_equal(json_object_get(json_object_get(spec, "linux"), "seccomp"), allow));
+        /* An image root is never runc's. */
+        json_t *out = NULL;
+        TfwError e = {};
+        f.config.rootfs = (char *) "/srv/image";
+        assert_int_equal(capsule_spec_build(&f.params, &out, &e), -EINVAL);
+        assert_null(out);
 }
 
 /* The rules of linux.seccomp that name syscall `name`, in their order. */
@@ -831,6 +933,8 @@ int main(void) {
                 cmocka_unit_test(test_root),
                 cmocka_unit_test(test_mounts),
                 cmocka_unit_test(test_linux),
+                cmocka_unit_test(test_runc_walls),
+                cmocka_unit_test(test_runc_without_landlock),
                 cmocka_unit_test(test_seccomp),
                 cmocka_unit_test(test_dev_covered),
                 cmocka_unit_test(test_passwd_group),

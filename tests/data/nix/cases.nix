@@ -159,8 +159,12 @@ let
       parserRejects = true; };
     # the build cache: the parser's rules on cache, said at evaluation
     cache-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; cache = { paths = [ "target" ]; }; } // {
-      expect = "tentaflake.worker.agents.a.cache needs the runsc driver: the engines' daemons cannot see the worker's cache";
+      expect = "tentaflake.worker.agents.a.cache needs the runsc or runc driver: the engines' daemons cannot see the worker's cache";
       parserRejects = true; };
+    # the runc driver (docs/capsule-engines.md): its root is the worker's empty directory
+    runc-with-rootfs = one "a" { driver = "runc"; rootfs = "/srv/root"; } // {
+      expect = "tentaflake.worker.agents.a.rootfs is not used with the runc driver";
+      parserRejects = false; }; # the module writes no rootfs for runc: the assertion is the refusal
     notify-relative = one "a" { notify = { command = [ "tell-ops" ]; }; } // {
       expect = "tentaflake.worker.agents.a.notify.command must name the hook by an absolute path first"; parserRejects = true; };
     notify-as-the-controller = one "a" { notify = { command = [ "/bin/true" ]; uid = 10000; }; } // {
@@ -196,15 +200,15 @@ let
       expect = "tentaflake.worker.agents.a.cache.paths: 'build' and 'build/x' overlap";
       parserRejects = true; };
     extra-mounts-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; extraSystemMounts = [ "/opt/x" ]; } // {
-      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc driver without a rootfs";
+      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc or runc driver without a rootfs";
       # the engines' configs leave the runsc-only keys out: only the module can say it
       parserRejects = false; };
     extra-mounts-with-rootfs = one "a" { rootfs = "/srv/rootfs"; extraSystemMounts = [ "/opt/x" ]; } // {
-      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc driver without a rootfs";
+      expect = "tentaflake.worker.agents.a.extraSystemMounts needs the runsc or runc driver without a rootfs";
       parserRejects = true; };
     # network for jobs: the parser's rules on network, said at evaluation
     network-with-docker = one "a" { driver = "docker"; imageReference = "sha256:${h64}"; network = { allow = [ "pypi.org:443" ]; }; } // {
-      expect = "tentaflake.worker.agents.a.network needs the runsc driver: the worker passes the proxy's streams to runsc itself";
+      expect = "tentaflake.worker.agents.a.network needs the runsc or runc driver: the worker passes the proxy's streams to the runtime itself";
       parserRejects = true; };
     network-allow-empty = one "a" { network = { allow = [ ]; }; } // {
       expect = "tentaflake.worker.agents.a.network.allow: must name 1..64 host:port entries, got 0";

@@ -21,7 +21,7 @@ let
   toolNames = [ "bash" "coreutils" "findutils" "gnugrep" "gnused" "gawk" "gnutar" "gzip" "gnumake"
                 "gcc" "binutils" "pkg-config" "python3" "git" ];
   pkgs = builtins.listToAttrs (map (n: { name = n; value = drv n { }; })
-      (toolNames ++ [ "jq" "docker" "podman" ])) // {
+      (toolNames ++ [ "jq" "docker" "podman" "runc" ])) // {
     gvisor = gvisor;
     callPackage = _: _: package;
     buildEnv = a: drv a.name { stub = { inherit (a) pathsToLink; paths = map (p: p.name) a.paths; }; };

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# The two capsule engines side by side with native (issue 48; docs/capsule-engines.md, "Choosing
+# an engine"), in one run:
+#   1-4. tests/bench/gvisor.sh's rows (BENCH_RUNC_ROWS, default "1 2 3 4": the CMake loop, make
+#        after one change, make with nothing to do, qs's tests), once with BENCH_DRIVER=runsc and
+#        once with runc, each a ratio to the same command natively; runc's targets <= 1.3, 1.3,
+#        1.5, 1.2;
+#   5.   `/bin/true` from request to result with a capsule started ahead (the median of
+#        BENCH_RUNS, default 11, back to back), each engine; runc's target <= 60 ms.
+# Knobs: BENCH_RUNS (gvisor.sh's runs per row, default 3 here), BENCH_RUNC_ROWS.
+# Never fails because a target is missed (benchmarks report).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+BIN=$BUILD/tentaflake-worker
+RUNS=${BENCH_RUNS:-11}
+# shellcheck source=tests/bench/lib.sh
+. tests/bench/lib.sh
+bench_need_worker
+command -v runc >/dev/null || { echo "$ME: SKIP: runc is not installed"; exit 0; }
+bench_platform
+
+declare -A got
+for drv in runsc runc; do
+        while read -r line; do
+                echo "$drv: $line"
+                case $line in
+                row\ [1-4]:*) got[$drv-${line:4:1}]=$(sed -n 's|.*/ measured \([0-9.]*\) (request), \([0-9.]*\) (inside).*|\1 \2|p' <<<"$line") ;;
+                esac
+        done < <(BENCH_DRIVER=$drv BENCH_RUNS=${BENCH_RUNS:-3} BENCH_ROWS=${BENCH_RUNC_ROWS:-1 2 3 4} tests/bench/gvisor.sh 2>&1)
+done
+
+# Row 5: /bin/true with a capsule started ahead, per engine.
+NAME=bench-runc
+bench_base runc
+daemon=
+trap 'bench_cleanup "$NAME"' EXIT
+mkdir -p "$base/ws" && chown 12345:12345 "$base/ws"
+true_ms() { # true_ms DRIVER: the median request-to-result time of /bin/true, warm
+        local i all=()
+        rm -rf "$base/state" "$base/results"
+        cat >"$base/config.json" <<JSON
+{"version": 1, "name": "$NAME", "workspace": "$base/ws", "container_uid": 12345, "container_gid": 12345,
+ "state_dir": "$base/state", "results_dir": "$base/results", "runtime": {"driver": "$1", "warm_seconds": 600}}
+JSON
+        bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
+        for i in $(seq $((RUNS + 2))); do
+                bench_next_n
+                bench_write_request "$base/ws/.tentaflake-worker/inbox" "t$n" '["/bin/true"]'
+                sleep 1 # not timed: the capsule started ahead boots as the last result is published
+                bench_request "$base/ws/.tentaflake-worker/inbox" "$base/results" "t$n"
+                [ "$i" -le 2 ] || all+=("$REQ_MS")
+        done
+        bench_stop_daemon
+        bench_kill_capsules "/run/tentaflake-worker-$NAME/runsc"
+        echo "${all[*]}" >"$base/true-$1"
+        printf '%s\n' "${all[@]}" | median
+}
+for drv in runsc runc; do
+        got[$drv-5]=$(true_ms "$drv")
+        echo "$drv: row 5: /bin/true request to result, warm: median ${got[$drv-5]} ms ($(cat "$base/true-$drv"))"
+done
+
+echo
+echo "engines ÷ native (request; inside the capsule in brackets); runc's target first"
+targets=([1]=1.3 [2]=1.3 [3]=1.5 [4]=1.2)
+for r in 1 2 3 4; do
+        read -r a b <<<"${got[runc-$r]:-- -}"
+        read -r c d <<<"${got[runsc-$r]:-- -}"
+        echo "row $r: runc target ${targets[$r]} / measured $a ($b); runsc $c ($d)"
+done
+echo "row 5: runc target 60 ms / measured ${got[runc-5]} ms; runsc ${got[runsc-5]} ms"
