@@ -75,12 +75,6 @@ static json_t *cover_json(const char *dest) {
         return mount_json(dest, "tmpfs", "tmpfs", opts);
 }
 
-/* Init's first argument under runc where the kernel has Landlock (the runc-walls side defines it
- * in capsule/protocol.h as well). */
-#ifndef CAPSULE_LANDLOCK_ARG
-#define CAPSULE_LANDLOCK_ARG "--landlock"
-#endif
-
 /* A runc capsule's /proc and /sys (threat 23): what tells of the host's kernel or changes it is
  * masked (/dev/null over a file, an empty read-only tmpfs over a directory), the rest read-only. */
 static const char *const kernel_masked_paths[] = {
