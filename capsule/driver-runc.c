@@ -146,30 +146,7 @@ static int runc_drv_cleanup_stale(const CapsuleDriver *d, int scratch_fd, unsign
 
 /* The binary: present, executable, and `runc --version` answers (bounded). */
 static bool runc_drv_check(const CapsuleDriver *d, CapsuleCheckReport report, void *userdata) {
-        const char *bin = d->runc.rt.binary;
-        _cleanup_free_ char *out = NULL;
-        char detail[1400];
-        struct stat st;
-        int status, r;
-
-        if (stat(bin, &st) < 0 || !S_ISREG(st.st_mode) || access(bin, X_OK) < 0) {
-                snprintf(detail, sizeof(detail), "runc '%s' is missing or not executable%s", bin,
-                         d->config->runc ? " (runtime.runc)" : "");
-                report(userdata, "runtime", false, detail);
-                return false;
-        }
-        Engine tool = {.driver = DRIVER_RUNC, .binary = (char *) bin};
-        const char *args[] = {"--version", NULL};
-        r = engine_command(&tool, args, RUNC_VERSION_TIMEOUT_USEC, &status, &out);
-        if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out || !out[0]) {
-                snprintf(detail, sizeof(detail), "'%s --version' failed%s%s", bin, r < 0 ? ": " : "",
-                         r < 0 ? strerror(-r) : "");
-                report(userdata, "runtime", false, detail);
-                return false;
-        }
-        snprintf(detail, sizeof(detail), "%s: %.*s", bin, (int) strcspn(out, "\n"), out);
-        report(userdata, "runtime", true, detail);
-        return true;
+        return capsule_check_runtime_binary(DRIVER_RUNC, d->runc.rt.binary, d->config->runc ? "runtime.runc" : NULL, RUNC_VERSION_TIMEOUT_USEC, report, userdata);
 }
 
 static int runc_drv_leftovers(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,

@@ -100,32 +100,7 @@ static int runsc_drv_cleanup_stale(const CapsuleDriver *d, int scratch_fd, unsig
 
 /* The runsc binary: present, executable, and `runsc --version` answers (bounded). */
 static bool runsc_drv_check(const CapsuleDriver *d, CapsuleCheckReport report, void *userdata) {
-        const char *bin = d->runsc.binary;
-        _cleanup_free_ char *out = NULL;
-        char detail[1400];
-        struct stat st;
-        int status, r;
-
-        if (stat(bin, &st) < 0 || !S_ISREG(st.st_mode) || access(bin, X_OK) < 0) {
-                snprintf(detail, sizeof(detail), "runsc '%s' is missing or not executable%s", bin,
-                         d->config->runsc ? " (runtime.runsc)" : "");
-                report(userdata, "runtime", false, detail);
-                return false;
-        }
-        /* engine_command runs "BINARY ARGS" bounded, with an environment of PATH only and stdout
-         * captured; a stand-in Engine names the runsc binary. */
-        Engine tool = {.driver = DRIVER_RUNSC, .binary = (char *) bin};
-        const char *args[] = {"--version", NULL};
-        r = engine_command(&tool, args, RUNSC_VERSION_TIMEOUT_USEC, &status, &out);
-        if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out || !out[0]) {
-                snprintf(detail, sizeof(detail), "'%s --version' failed%s%s", bin, r < 0 ? ": " : "",
-                         r < 0 ? strerror(-r) : "");
-                report(userdata, "runtime", false, detail);
-                return false;
-        }
-        snprintf(detail, sizeof(detail), "%s: %.*s", bin, (int) strcspn(out, "\n"), out);
-        report(userdata, "runtime", true, detail);
-        return true;
+        return capsule_check_runtime_binary(DRIVER_RUNSC, d->runsc.binary, d->config->runsc ? "runtime.runsc" : NULL, RUNSC_VERSION_TIMEOUT_USEC, report, userdata);
 }
 
 static int runsc_drv_leftovers(const CapsuleDriver *d, const char *worker_root, CapsuleLeftoverReport report,

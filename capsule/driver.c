@@ -3,8 +3,12 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "capsule/driver.h"
+#include "common/macro.h"
 
 extern const CapsuleDriverOps capsule_driver_runsc, capsule_driver_docker, capsule_driver_podman, capsule_driver_runc;
 
@@ -61,4 +65,33 @@ json_t *capsule_driver_isolation(const CapsuleDriver *d) {
         if (!walls)
                 return NULL;
         return json_pack("{s:s, s:s, s:o}", "engine", d->ops->name, "kernel", d->ops->kernel, "walls", walls);
+}
+
+bool capsule_check_runtime_binary(RuntimeDriver kind, const char *bin, const char *config_key, usec_t timeout,
+                                  CapsuleCheckReport report, void *userdata) {
+        _cleanup_free_ char *out = NULL;
+        char detail[1400];
+        struct stat st;
+        int status, r;
+
+        if (stat(bin, &st) < 0 || !S_ISREG(st.st_mode) || access(bin, X_OK) < 0) {
+                snprintf(detail, sizeof(detail), "%s '%s' is missing or not executable%s%s%s", driver_to_string(kind),
+                         bin, config_key ? " (" : "", config_key ? config_key : "", config_key ? ")" : "");
+                report(userdata, "runtime", false, detail);
+                return false;
+        }
+        /* engine_command runs "BINARY ARGS" bounded, with an environment of PATH only and stdout
+         * captured; a stand-in Engine names the binary. */
+        Engine tool = {.driver = kind, .binary = (char *) bin};
+        const char *args[] = {"--version", NULL};
+        r = engine_command(&tool, args, timeout, &status, &out);
+        if (r < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out || !out[0]) {
+                snprintf(detail, sizeof(detail), "'%s --version' failed%s%s", bin, r < 0 ? ": " : "",
+                         r < 0 ? strerror(-r) : "");
+                report(userdata, "runtime", false, detail);
+                return false;
+        }
+        snprintf(detail, sizeof(detail), "%s: %.*s", bin, (int) strcspn(out, "\n"), out);
+        report(userdata, "runtime", true, detail);
+        return true;
 }

@@ -172,5 +172,11 @@ const CapsuleDriverOps *capsule_driver_ops(RuntimeDriver kind);
  * 7): {"engine": NAME, "kernel": "gvisor"|"host", "walls": [...]}. NULL on ENOMEM. */
 json_t *capsule_driver_isolation(const CapsuleDriver *d);
 
+/* doctor's "runtime" line for a runtime the worker runs itself (runsc, runc): bin present and
+ * executable, and `bin --version` answering within timeout; config_key names the setting that
+ * chose bin (NULL: found on PATH). Returns what it reported. */
+bool capsule_check_runtime_binary(RuntimeDriver kind, const char *bin, const char *config_key, usec_t timeout,
+                                  CapsuleCheckReport report, void *userdata);
+
 /* "platform systrap" (runsc) or the engine's name: what a doctor line names. */
 void capsule_driver_label(const CapsuleDriver *d, char *buf, size_t size);
