@@ -291,10 +291,17 @@ static json_t *mounts_json(const CapsuleSpecParams *p) {
         if (c->rootfs && r >= 0)
                 r = add_mount(mounts, ro_bind_json("/etc/group", p->group_path, false, true));
         if (!c->rootfs)
-                for (size_t i = 0; r >= 0 && i < c->n_system_mounts; i++)
-                        r = add_mount(mounts, ro_bind_json(c->system_mounts[i].sandbox,
-                                                           c->system_mounts[i].host, true,
-                                                           false));
+                for (size_t i = 0; r >= 0 && i < c->n_system_mounts; i++) {
+                        json_t *m = ro_bind_json(c->system_mounts[i].sandbox, c->system_mounts[i].host, true, false);
+                        /* runc makes only the top of an rbind read-only; its submounts keep their own
+                         * flags unless "rro" (mount_setattr with AT_RECURSIVE) asks for all of them
+                         * (threat 23). gVisor's binds are read-only whole. */
+                        if (m && p->kernel && json_array_append_new(json_object_get(m, "options"), json_string("rro")) < 0) {
+                                json_decref(m);
+                                m = NULL;
+                        }
+                        r = add_mount(mounts, m);
+                }
         if (r < 0) {
                 json_decref(mounts);
                 return NULL;

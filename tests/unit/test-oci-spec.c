@@ -99,6 +99,8 @@ static int64_t get_int(json_t *o, const char *path) {
         return json_integer_value(v);
 }
 
+static bool strv_has(json_t *l, const char *s);
+
 static json_t *find_mount(json_t *spec, const char *dest) {
         json_t *mounts = json_object_get(spec, "mounts"), *m, *found = NULL;
         size_t i;
@@ -238,8 +240,10 @@ static void test_root(void **state) {
         assert_string_equal(json_string_value(json_object_get(root, "path")),
                             "/var/lib/tfw/scratch/b1/root");
         assert_true(json_is_true(json_object_get(root, "readonly")));
-        /* System mounts apply to the empty root. */
+        /* System mounts apply to the empty root; gVisor's binds are read-only whole (no "rro",
+         * which is runc's). */
         assert_non_null(find_mount(spec, "/usr"));
+        assert_false(strv_has(json_object_get(find_mount(spec, "/usr"), "options"), "rro"));
         assert_non_null(find_mount(spec, "/tools"));
 
         /* With an image root, it is the root and the host system mounts are not added. */
@@ -498,6 +502,12 @@ static void test_runc_walls(void **state) {
                 const char *dest = json_string_value(json_object_get(m, "destination"));
                 assert_false(streq(dest, CAPSULE_DEV_FUSE_PATH) || streq(dest, CAPSULE_DEV_NET_PATH));
         }
+        /* A system mount is read-only with every mount below it ("rro": runc makes only the top of
+         * an rbind read-only otherwise). */
+        json_t *usr = find_mount(spec, "/usr");
+        assert_non_null(usr);
+        assert_true(strv_has(json_object_get(usr, "options"), "rbind"));
+        assert_true(strv_has(json_object_get(usr, "options"), "rro"));
 }
 
 static void test_runc_without_landlock(void **state) {
