@@ -352,7 +352,9 @@ int controller_list_run(const char *workspace, const char *results, size_t max_r
                 return 1;
         }
         if (json) {
-                _cleanup_free_ char *text = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                /* On a terminal, non-ASCII as \uXXXX (as submit --json: C1 and bidi controls). */
+                size_t ascii = isatty(fileno(out)) ? JSON_ENSURE_ASCII : 0;
+                _cleanup_free_ char *text = json_dumps(l, JSON_INDENT(2) | JSON_PRESERVE_ORDER | ascii);
                 if (!text) {
                         fprintf(err, "list: out of memory\n");
                         return 1;

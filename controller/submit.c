@@ -350,7 +350,10 @@ int controller_submit(const SubmitOptions *o, FILE *out, FILE *err, int *ret_sta
 
         _cleanup_(json_decrefp) json_t *res = st.result;
         if (o->json) {
-                _cleanup_free_ char *s = json_dumps(res, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+                /* On a terminal, every non-ASCII character as \uXXXX: jansson escapes only C0, and a
+                 * C1 or bidi control in a string the job influenced would act on the terminal. */
+                size_t ascii = isatty(fileno(out)) ? JSON_ENSURE_ASCII : 0;
+                _cleanup_free_ char *s = json_dumps(res, JSON_INDENT(2) | JSON_PRESERVE_ORDER | ascii);
                 if (s)
                         fprintf(out, "%s\n", s);
         } else {

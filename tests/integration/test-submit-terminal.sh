@@ -109,6 +109,12 @@ check "raw: the job's SGR 8 reaches the terminal" shows raw 'b"\x1b[8m" in t.rep
 check "raw: ... and its C1 CSI" shows raw 'b"c1 \xc2\x9b2J" in t'
 check "raw: submit's lines start with the reset and the mark" shows raw 'any(l.startswith(MARK) and l.endswith(b"/tty2/artifacts/report.txt") for l in lines)'
 
+echo "-- [$SECONDS s] --json on a terminal: non-ASCII as \\uXXXX (a C1 CSI and a bidi override in the argv)"
+on_pty json submit --json --id tty5 -- echo "$(printf 'c1 \302\2332J bidi \342\200\256x')"
+check "json: exit 0" test "$(cat "$dir/out/json.rc")" = 0
+check "json: the argv's C1 CSI and bidi override as escapes" shows json 'b"c1 \\u009B2J bidi \\u202Ex" in t'
+check "json: no C1 and no bidi control reaches the terminal" shows json 'b"\xc2\x9b" not in t and b"\xe2\x80\xae" not in t'
+
 echo "-- [$SECONDS s] a pipe and a file: nothing changes"
 (cd "$ws" && "${CTL[@]}" submit --id tty3 -- sh -c "$JOB" 2>"$dir/out/pipe.err" | cat >"$dir/out/pipe.out")
 check "pipe: the job's bytes as they are" python3 -c '
