@@ -303,22 +303,22 @@ hostile_names_phase() {
         local ws=$dir/ws res=$dir/results
         local job='touch "$(printf "n\302\2332J.txt")" "$(printf "evil\342\200\256txt.exe")" &&
  printf "c1 \302\2332J bidi \342\200\256drow esc \033[8m bad \377 cut \342\200\n" >hostile.txt && echo p >plain.txt'
-        submit "$dir" a9 local-reversible "$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$job")"
-        check "hostile names: the job ended" wait_result "$dir" a9
+        submit "$dir" h9 local-reversible "$(python3 -c 'import json,sys; print(json.dumps(["sh","-c",sys.argv[1]]))' "$job")"
+        check "hostile names: the job ended" wait_result "$dir" h9
         check "hostile names: a C1 name and a bidi name are listed as refused, printable" \
-                test "$(json "$res/a9/changes.json" '" ".join(sorted(c["path"] for c in d["changes"] if c["kind"] == "refused"))')" = 'evil\xe2\x80\xaetxt.exe n\xc2\x9b2J.txt'
-        check "hostile names: ... and not carried" test ! -e "$res/a9/changes/$(printf 'n\302\2332J.txt')" -a ! -e "$res/a9/changes/$(printf 'evil\342\200\256txt.exe')"
-        (cd "$ws" && as_ctl "$BIN" apply --dry-run --diff a9 >"$dir/a9.out" 2>"$dir/a9.err")
-        check "hostile names: apply names what was not carried, escaped" grep -qF "not carried: 'n\xc2\x9b2J.txt'" "$dir/a9.err"
+                test "$(json "$res/h9/changes.json" '" ".join(sorted(c["path"] for c in d["changes"] if c["kind"] == "refused"))')" = 'evil\xe2\x80\xaetxt.exe n\xc2\x9b2J.txt'
+        check "hostile names: ... and not carried" test ! -e "$res/h9/changes/$(printf 'n\302\2332J.txt')" -a ! -e "$res/h9/changes/$(printf 'evil\342\200\256txt.exe')"
+        (cd "$ws" && as_ctl "$BIN" apply --dry-run --diff h9 >"$dir/h9.out" 2>"$dir/h9.err")
+        check "hostile names: apply names what was not carried, escaped" grep -qF "not carried: 'n\xc2\x9b2J.txt'" "$dir/h9.err"
         check "hostile names: --diff shows C1, bidi, ESC and invalid UTF-8 as text" \
-                grep -qxF '+c1 \u009b2J bidi \u202edrow esc \x1b[8m bad \xff cut \xe2\x80' "$dir/a9.out"
+                grep -qxF '+c1 \u009b2J bidi \u202edrow esc \x1b[8m bad \xff cut \xe2\x80' "$dir/h9.out"
         check "hostile names: nothing raw reaches the reviewer" python3 -c '
 import sys
 b = open(sys.argv[1], "rb").read() + open(sys.argv[2], "rb").read()
-sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae", b"\xff")))' "$dir/a9.out" "$dir/a9.err"
+sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae", b"\xff")))' "$dir/h9.out" "$dir/h9.err"
         # changes.json forged after the fact (root's file): plain.txt renamed to a hostile name.
         local bad; bad=$(printf 'p\302\233\342\200\256\033[2J.txt')
-        python3 - "$res/a9/changes.json" "$bad" <<'PY'
+        python3 - "$res/h9/changes.json" "$bad" <<'PY'
 import json, os, sys
 d = json.load(open(sys.argv[1]))
 bad = os.fsdecode(os.fsencode(sys.argv[2]))
@@ -327,28 +327,28 @@ for c in d["changes"]:
         c["path"] = bad
 json.dump(d, open(sys.argv[1], "w"))
 PY
-        mv "$res/a9/changes/plain.txt" "$res/a9/changes/$bad"
-        (cd "$ws" && as_ctl "$BIN" apply --dry-run a9 >"$dir/a9f.out" 2>"$dir/a9f.err")
-        check "hostile names: --dry-run prints a hostile path escaped" grep -qxF 'added p\u009b\u202e\x1b[2J.txt' "$dir/a9f.out"
+        mv "$res/h9/changes/plain.txt" "$res/h9/changes/$bad"
+        (cd "$ws" && as_ctl "$BIN" apply --dry-run h9 >"$dir/h9f.out" 2>"$dir/h9f.err")
+        check "hostile names: --dry-run prints a hostile path escaped" grep -qxF 'added p\u009b\u202e\x1b[2J.txt' "$dir/h9f.out"
         as_ctl sh -c "echo here >'$ws/$bad'"
-        check "hostile names: a conflict on it" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply a9 2>'$dir/a9c.err')"
-        check "hostile names: ... names it escaped" grep -qF "conflict: 'p\u009b\u202e\x1b[2J.txt' (added)" "$dir/a9c.err"
+        check "hostile names: a conflict on it" sh -c "! (cd '$ws' && setpriv --reuid 10000 --regid 10000 --clear-groups '$BIN' apply h9 2>'$dir/h9c.err')"
+        check "hostile names: ... names it escaped" grep -qF "conflict: 'p\u009b\u202e\x1b[2J.txt' (added)" "$dir/h9c.err"
         check "hostile names: ... nothing raw" python3 -c '
 import sys
 b = open(sys.argv[1], "rb").read() + open(sys.argv[2], "rb").read()
-sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a9f.out" "$dir/a9c.err"
+sys.exit(any(x in b for x in (b"\x1b", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/h9f.out" "$dir/h9c.err"
         rm -f "$ws/$bad"
         # approve's show, on the operator's terminal: an agent's argv with a bidi override, a C1
         # CSI and DEL is shown escaped, not reordered.
-        submit "$dir" a10 irreversible '["echo","rm -rf ~ \u202e \u009b2J \u007f"]'
-        wait_file "$res/a10.state.json" 30
-        tfw "$dir" show a10 >"$dir/a10.show" 2>&1
-        check "show: an agent's bidi override, C1 CSI and DEL shown as text" grep -qF 'rm -rf ~ \u202e \u009b2J \x7f' "$dir/a10.show"
+        submit "$dir" h10 irreversible '["echo","rm -rf ~ \u202e \u009b2J \u007f"]'
+        wait_file "$res/h10.state.json" 30
+        tfw "$dir" show h10 >"$dir/h10.show" 2>&1
+        check "show: an agent's bidi override, C1 CSI and DEL shown as text" grep -qF 'rm -rf ~ \u202e \u009b2J \x7f' "$dir/h10.show"
         check "show: ... nothing raw" python3 -c '
 import sys
 b = open(sys.argv[1], "rb").read()
-sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/a10.show"
-        quiet tfw "$dir" deny a10
+sys.exit(any(x in b for x in (b"\x1b", b"\x7f", b"\xc2\x9b", b"\xe2\x80\xae")))' "$dir/h10.show"
+        quiet tfw "$dir" deny h10
 }
 
 phase "capsules started for their job" 0 c
