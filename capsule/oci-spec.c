@@ -214,7 +214,7 @@ static json_t *process_json(const CapsuleSpecParams *p) {
         proc = json_pack(
                 "{s:b, s:{s:I, s:I, s:[]}, s:o, s:o, s:s,"
                 " s:{s:o, s:o, s:o, s:o, s:o},"
-                " s:[o, o, o], s:b}",
+                " s:[o, o], s:b}",
                 "terminal", 0,
                 "user", "uid", uid, "gid", gid, "additionalGids",
                 "args", args,
@@ -225,11 +225,17 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 strv_json(none),
                 "rlimits", rlimit_json("RLIMIT_CORE", 0),
                 rlimit_json("RLIMIT_NOFILE", c->limits.open_files ? c->limits.open_files : CAPSULE_NOFILE),
-                /* The guest process limit: gVisor counts it per uid inside the sandbox, where
-                 * only the job's processes (and init) have this uid; under runc the kernel
-                 * counts it per uid of the capsule's own user namespace. */
-                rlimit_json("RLIMIT_NPROC", c->limits.pids),
                 "noNewPrivileges", 1);
+        /* The guest process limit under runsc: gVisor counts it per uid inside the sandbox,
+         * where only the job's processes (and init) have this uid. Under runc the cgroup's
+         * pids.max is the job's own limit, and an RLIMIT_NPROC there would refuse the fork
+         * first (the kernel asks it before the cgroup), so the cgroup's record of the refusal,
+         * the "pids" wall, would never be written (capsule/job-walls.c). */
+        if (proc && !p->kernel &&
+            json_array_append_new(json_object_get(proc, "rlimits"), rlimit_json("RLIMIT_NPROC", c->limits.pids)) < 0) {
+                json_decref(proc);
+                return NULL;
+        }
         if (proc && c->limits.file_size)
                 (void) json_array_append_new(json_object_get(proc, "rlimits"),
                                              rlimit_json("RLIMIT_FSIZE", c->limits.file_size));

@@ -190,9 +190,12 @@ int runc_spawn_run(const Runc *rc, const char *bundle, const char *id, const cha
                         fds[n_fds++] = pass_fds[i];
         }
         snprintf(preserve, sizeof(preserve), "--preserve-fds=%zu", n_fds - 3);
+        /* --keep: without it runc removes the container's cgroup as its init ends, before the
+         * worker has read the cgroup's records (the memory and pids walls, peak memory, CPU
+         * time); the teardown deletes the stopped container (capsule/teardown.h). */
         char *argv[] = {rc->rt.binary, (char *) "--root", rc->rt.root, (char *) "--log", (char *) log_path,
-                        (char *) "--log-format=json", (char *) "run", (char *) "--bundle", (char *) bundle,
-                        preserve, (char *) id, NULL};
+                        (char *) "--log-format=json", (char *) "run", (char *) "--keep", (char *) "--bundle",
+                        (char *) bundle, preserve, (char *) id, NULL};
         return runsc_spawn_argv(&rc->rt, argv, fds, n_fds, NULL, ret_pid);
 }
 

@@ -486,6 +486,12 @@ static void test_runc_walls(void **state) {
         assert_true(json_equal(json_object_get(lx, "seccomp"), allow));
         /* The job's own pids limit (the host's cgroup counts its processes). */
         assert_int_equal(get_int(json_object_get(json_object_get(lx, "resources"), "pids"), "limit"), 512);
+        /* ... and no RLIMIT_NPROC, which the kernel would ask first: the cgroup refuses the fork
+         * and records it (the "pids" wall). */
+        json_t *rl;
+        json_array_foreach(json_object_get(json_object_get(spec, "process"), "rlimits"), i, rl)
+                assert_string_not_equal(json_string_value(json_object_get(rl, "type")), "RLIMIT_NPROC");
+        assert_int_equal(json_array_size(json_object_get(json_object_get(spec, "process"), "rlimits")), 2);
 
         /* The root: the driver's empty directory, read-only. */
         json_t *root = json_object_get(spec, "root");
