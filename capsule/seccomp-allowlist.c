@@ -44,7 +44,7 @@ static const char *const allowed[] = {
         "sched_setscheduler", "sched_get_priority_max", "sched_get_priority_min",
         "sched_rr_get_interval", "sched_yield", "getpriority", "setpriority", "ioprio_get",
         "ioprio_set", "getrlimit", "setrlimit", "prlimit64", "getrusage", "times", "sysinfo", "uname",
-        "getcpu", "membarrier",
+        "getcpu", "membarrier", "getrandom",
         /* credentials (inside the user namespace, with no capability) */
         "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid",
         "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",

@@ -253,6 +253,60 @@ static void test_ordinary(void **state) {
                 assert_int_equal(verdict(p, need[i], ARGS(0)), 0);
 }
 
+/* Every call Docker's default profile allows a container without capabilities on x86_64 is
+ * allowed here too, but for those this profile refuses on purpose (docs/capsule-engines.md, "The
+ * runc engine's walls": adjtimex and clock_adjtime, fanotify_mark, io_uring, name_to_handle_at,
+ * the thread-area calls and modify_ldt; epoll_ctl_old, epoll_wait_old and ipc have no x86_64
+ * entry). A profile that lost one of them breaks jobs that Docker runs: getrandom was missing
+ * once, and node aborted at start (its CSPRNG) in every runc capsule. */
+static void test_docker_default(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        const char *const docker[] = {
+        "accept", "accept4", "access", "alarm", "bind", "brk", "capget", "capset", "chdir", "chmod", "chown",
+        "clock_getres", "clock_gettime", "clock_nanosleep", "close", "close_range", "connect",
+        "copy_file_range", "creat", "dup", "dup2", "dup3", "epoll_create", "epoll_create1", "epoll_ctl",
+        "epoll_pwait", "epoll_pwait2", "epoll_wait", "eventfd", "eventfd2", "execve", "execveat", "exit",
+        "exit_group", "faccessat", "faccessat2", "fadvise64", "fallocate", "fchdir", "fchmod", "fchmodat",
+        "fchown", "fchownat", "fcntl", "fdatasync", "fgetxattr", "flistxattr", "flock", "fork",
+        "fremovexattr", "fsetxattr", "fstat", "fstatfs", "fsync", "ftruncate", "futex", "futex_waitv",
+        "futimesat", "getcpu", "getcwd", "getdents", "getdents64", "getegid", "geteuid", "getgid",
+        "getgroups", "getitimer", "getpeername", "getpgid", "getpgrp", "getpid", "getppid", "getpriority",
+        "getrandom", "getresgid", "getresuid", "getrlimit", "get_robust_list", "getrusage", "getsid",
+        "getsockname", "getsockopt", "gettid", "gettimeofday", "getuid", "getxattr", "inotify_add_watch",
+        "inotify_init", "inotify_init1", "inotify_rm_watch", "io_cancel", "ioctl", "io_destroy",
+        "io_getevents", "io_pgetevents", "ioprio_get", "ioprio_set", "io_setup", "io_submit", "kill",
+        "landlock_add_rule", "landlock_create_ruleset", "landlock_restrict_self", "lchown", "lgetxattr",
+        "link", "linkat", "listen", "listxattr", "llistxattr", "lremovexattr", "lseek", "lsetxattr", "lstat",
+        "madvise", "membarrier", "memfd_create", "memfd_secret", "mincore", "mkdir", "mkdirat", "mknod",
+        "mknodat", "mlock", "mlock2", "mlockall", "mmap", "mprotect", "mq_getsetattr", "mq_notify",
+        "mq_open", "mq_timedreceive", "mq_timedsend", "mq_unlink", "mremap", "msgctl", "msgget", "msgrcv",
+        "msgsnd", "msync", "munlock", "munlockall", "munmap", "nanosleep", "newfstatat", "open", "openat",
+        "openat2", "pause", "pidfd_open", "pidfd_send_signal", "pipe", "pipe2", "pkey_alloc", "pkey_free",
+        "pkey_mprotect", "poll", "ppoll", "prctl", "pread64", "preadv", "preadv2", "prlimit64",
+        "process_mrelease", "pselect6", "pwrite64", "pwritev", "pwritev2", "read", "readahead", "readlink",
+        "readlinkat", "readv", "recvfrom", "recvmmsg", "recvmsg", "remap_file_pages", "removexattr",
+        "rename", "renameat", "renameat2", "restart_syscall", "rmdir", "rseq", "rt_sigaction",
+        "rt_sigpending", "rt_sigprocmask", "rt_sigqueueinfo", "rt_sigreturn", "rt_sigsuspend",
+        "rt_sigtimedwait", "rt_tgsigqueueinfo", "sched_getaffinity", "sched_getattr", "sched_getparam",
+        "sched_get_priority_max", "sched_get_priority_min", "sched_getscheduler", "sched_rr_get_interval",
+        "sched_setaffinity", "sched_setattr", "sched_setparam", "sched_setscheduler", "sched_yield",
+        "seccomp", "select", "semctl", "semget", "semop", "semtimedop", "sendfile", "sendmmsg", "sendmsg",
+        "sendto", "setfsgid", "setfsuid", "setgid", "setgroups", "setitimer", "setpgid", "setpriority",
+        "setregid", "setresgid", "setresuid", "setreuid", "setrlimit", "set_robust_list", "setsid",
+        "setsockopt", "set_tid_address", "setuid", "setxattr", "shmat", "shmctl", "shmdt", "shmget",
+        "shutdown", "sigaltstack", "signalfd", "signalfd4", "socketpair", "splice", "stat", "statfs",
+        "statx", "symlink", "symlinkat", "sync", "sync_file_range", "syncfs", "sysinfo", "tee", "tgkill",
+        "time", "timer_create", "timer_delete", "timer_getoverrun", "timer_gettime", "timer_settime",
+        "timerfd_create", "timerfd_gettime", "timerfd_settime", "times", "tkill", "truncate", "umask",
+        "uname", "unlink", "unlinkat", "utime", "utimensat", "utimes", "vfork", "vmsplice", "wait4",
+        "waitid", "write", "writev", "arch_prctl",
+        };
+        for (size_t i = 0; i < ELEMENTSOF(docker); i++)
+                if (seccomp_syscall_resolve_name(docker[i]) != __NR_SCMP_ERROR && verdict(p, docker[i], ARGS(0)) != 0)
+                        fail_msg("'%s' is allowed by Docker's default profile and not here", docker[i]);
+}
+
 /* The layer's profile: the plain one plus mount and umount2, nothing else. */
 static void test_layer(void **state) {
         (void) state;
@@ -294,6 +348,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_socket),
                 cmocka_unit_test(test_personality_mknod),
                 cmocka_unit_test(test_ordinary),
+                cmocka_unit_test(test_docker_default),
                 cmocka_unit_test(test_layer),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
