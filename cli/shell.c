@@ -20,6 +20,7 @@
 #include "controller/outcome.h"
 #include "controller/shell-string.h"
 #include "controller/shell.h"
+#include "controller/terminal.h"
 
 enum { OPT_WORKSPACE = 0x400, OPT_RESULTS, OPT_APPLY, OPT_TIMEOUT, OPT_DRY_RUN, OPT_REMOVE };
 
@@ -97,7 +98,7 @@ int verb_shell(int argc, char **argv, const Config *config, const char *config_p
                 (void) sigprocmask(SIG_UNBLOCK, &stop, NULL); /* without the fd, a signal ends shell as before */
         TfwError e = {0};
         int status = 0;
-        if (controller_shell(&o, stdout, stderr, &status, &e) < 0) {
+        if (controller_shell_on_terminal(&o, stdout, stderr, &status, &e) < 0) {
                 log_error("shell: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
                 return CONTROLLER_EXIT_NOT_RUN;
         }
