@@ -158,7 +158,7 @@ check "a link at the cwd file's name: not followed" test "$(cat "$dir/home/victi
 check "a link at the cwd file's name: said" err_has link "is not this user's regular file\|a link is never followed"
 f=$(new_cwdfile)
 mkfifo -m 0600 "$f"; chown 10000:10000 "$f"
-as_ctl "$ws" timeout 90 bash -c "$(qa "$prefix") $(qa "$(claude_string true "$f")")" >"$dir/out/fifo.out" 2>"$dir/out/fifo.err"
+as_ctl "$ws" timeout -k 5 90 bash -c "$(qa "$prefix") $(qa "$(claude_string true "$f")")" >"$dir/out/fifo.out" 2>"$dir/out/fifo.err"
 echo $? >"$dir/out/fifo.rc"
 rc_is fifo 0
 check "a FIFO at the cwd file's name: not waited on, said" err_has fifo "is not this user's regular file\|No such device or address"
