@@ -273,6 +273,9 @@ DOC_FILES  := README.md LICENSE $(wildcard docs/*.md)
 install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBEXECDIR)
 	install -m 0755 $(BIN) $(DESTDIR)$(BINDIR)/tentaflake-worker
+	# Claude Code's shell prefix (controller/harness-prefix.h): the binary under a name of its own,
+	# where only root can change it.
+	ln -sfn tentaflake-worker $(DESTDIR)$(BINDIR)/tentaflake-worker-shell
 	$(if $(INIT_BIN),install -m 0755 $(INIT_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init)
 	$(if $(PROXY_BIN),install -m 0755 $(PROXY_BIN) $(DESTDIR)$(LIBEXECDIR)/tentaflake-egress-proxy)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(PKGDATADIR)
@@ -293,7 +296,8 @@ install: all
 # What `install` put there, with the same PREFIX and DESTDIR; the directories only when empty.
 # Configuration (/etc/tentaflake), state and results are the operator's and stay.
 uninstall:
-	rm -f $(DESTDIR)$(BINDIR)/tentaflake-worker $(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init \
+	rm -f $(DESTDIR)$(BINDIR)/tentaflake-worker $(DESTDIR)$(BINDIR)/tentaflake-worker-shell \
+		$(DESTDIR)$(LIBEXECDIR)/tentaflake-capsule-init \
 		$(DESTDIR)$(LIBEXECDIR)/tentaflake-egress-proxy
 	rm -f $(foreach u,$(UNIT_IN) $(UNIT_PLAIN),$(DESTDIR)$(SYSTEMDUNITDIR)/$(notdir $(u:.in=)))
 	rm -f $(foreach t,$(UNIT_TMPL),$(DESTDIR)$(PKGDATADIR)/$(notdir $(t)))

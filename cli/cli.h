@@ -69,3 +69,5 @@ int verb_list_controller(int argc, char **argv);
 /* `shell` and `harness` (cli/shell.c). */
 int verb_shell(int argc, char **argv, const Config *config, const char *config_path);
 int verb_harness(int argc, char **argv, const Config *config, const char *config_path);
+/* main() as tentaflake-worker-shell, the harness's shell prefix: `shell --apply MODE -c ...`. */
+int shell_prefix_main(int argc, char **argv);

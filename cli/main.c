@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "controller/harness-prefix.h"
 #include "common/log.h"
 
 void cli_print_overview(bool to_stderr) {
@@ -218,6 +219,11 @@ int main(int argc, char **argv) {
                 nofile.rlim_cur = MIN(nofile.rlim_max, (rlim_t) 65536);
                 (void) setrlimit(RLIMIT_NOFILE, &nofile);
         }
+
+        /* Run as Claude Code's shell prefix (controller/harness-prefix.h): `shell`, nothing else. */
+        const char *base = argv[0] ? strrchr(argv[0], '/') : NULL;
+        if (argv[0] && streq(base ? base + 1 : argv[0], HARNESS_PREFIX_NAME))
+                return shell_prefix_main(argc, argv);
 
         /* '+': stop at the verb, whose own options are parsed by the verb. */
         opterr = 0;

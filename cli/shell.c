@@ -17,11 +17,13 @@
 #include "common/log.h"
 #include "common/macro.h"
 #include "controller/harness.h"
+#include "controller/harness-prefix.h"
 #include "controller/outcome.h"
 #include "controller/shell-string.h"
 #include "controller/shell.h"
+#include "controller/terminal.h"
 
-enum { OPT_WORKSPACE = 0x400, OPT_RESULTS, OPT_APPLY, OPT_TIMEOUT, OPT_DRY_RUN, OPT_REMOVE };
+enum { OPT_WORKSPACE = 0x400, OPT_RESULTS, OPT_APPLY, OPT_TIMEOUT, OPT_DRY_RUN, OPT_REMOVE, OPT_PREFIX_PROGRAM };
 
 /* --apply auto|review: 0 auto, 1 review, -1 neither. */
 static int parse_apply(const char *s) {
@@ -97,7 +99,7 @@ int verb_shell(int argc, char **argv, const Config *config, const char *config_p
                 (void) sigprocmask(SIG_UNBLOCK, &stop, NULL); /* without the fd, a signal ends shell as before */
         TfwError e = {0};
         int status = 0;
-        if (controller_shell(&o, stdout, stderr, &status, &e) < 0) {
+        if (controller_shell_on_terminal(&o, stdout, stderr, &status, &e) < 0) {
                 log_error("shell: %s%s%s%s", e.message, e.code ? " (" : "", e.code ? e.code : "", e.code ? ")" : "");
                 return CONTROLLER_EXIT_NOT_RUN;
         }
@@ -105,11 +107,37 @@ int verb_shell(int argc, char **argv, const Config *config, const char *config_p
         return status;
 }
 
+/* Run as tentaflake-worker-shell (a link to this program: cli/main.c), Claude Code's shell prefix
+ * (controller/harness-prefix.h): `PREFIX STRING` is `shell --apply MODE -c STRING`, MODE from
+ * TENTAFLAKE_SHELL_APPLY (auto when unset; anything else is refused: 125, nothing ran). */
+int shell_prefix_main(int argc, char **argv) {
+        const char *mode = getenv(HARNESS_APPLY_VAR) ?: "auto";
+        if (parse_apply(mode) < 0) {
+                log_error(HARNESS_PREFIX_NAME ": " HARNESS_APPLY_VAR " is auto or review, not '%s': nothing ran", mode);
+                return CONTROLLER_EXIT_NOT_RUN;
+        }
+        _cleanup_free_ char **v = calloc((size_t) argc + 5, sizeof(char *));
+        if (!v) {
+                log_error(HARNESS_PREFIX_NAME ": out of memory");
+                return CONTROLLER_EXIT_NOT_RUN;
+        }
+        size_t k = 0;
+        v[k++] = (char *) "shell";
+        v[k++] = (char *) "--apply";
+        v[k++] = (char *) mode;
+        if (argc > 1)
+                v[k++] = (char *) "-c";
+        for (int i = 1; i < argc; i++)
+                v[k++] = argv[i];
+        return verb_shell((int) k, v, NULL, NULL);
+}
+
 const struct option harness_options[] = {
         {"workspace", required_argument, NULL, OPT_WORKSPACE},
         {"apply", required_argument, NULL, OPT_APPLY},
         {"dry-run", no_argument, NULL, OPT_DRY_RUN},
         {"remove", no_argument, NULL, OPT_REMOVE},
+        {"prefix-program", required_argument, NULL, OPT_PREFIX_PROGRAM},
         {},
 };
 
@@ -129,6 +157,8 @@ int verb_harness(int argc, char **argv, const Config *config, const char *config
                         o.dry_run = true;
                 else if (c == OPT_REMOVE)
                         o.remove = true;
+                else if (c == OPT_PREFIX_PROGRAM)
+                        o.prefix_program = optarg;
                 else if (c == OPT_APPLY) {
                         int a = parse_apply(optarg);
                         if (a < 0)
@@ -152,6 +182,8 @@ int verb_harness(int argc, char **argv, const Config *config, const char *config
                 return cli_usage_error("harness", "unknown harness '%s' (claude-code or codex)", argv[optind]);
         if (o.remove && apply_given)
                 return cli_usage_error("harness", "--remove takes no --apply");
+        if (o.prefix_program && (o.remove || o.kind == HARNESS_CODEX))
+                return cli_usage_error("harness", "--prefix-program is for installing claude-code's shell prefix");
         if (o.kind == HARNESS_CODEX && apply_given)
                 return cli_usage_error("harness", "codex: its shell is switched off, not routed: --apply has nothing to set "
                                                   "(the MCP run tool takes apply per call)");

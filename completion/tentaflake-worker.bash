@@ -88,7 +88,7 @@ _tentaflake_worker_takes_value() { # FLAG VERB
                 [ "${2:-}" = shell ] || [ "${2:-}" = harness ]
                 return ;;
         --config | --name | --key | --token-file | --out | --runsc | --workspace | --results | --state-dir | \
-        --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | -c | \
+        --mount | --sandbox | --class | --log-level | --platform | --expect-sha256 | --timeout | -c | --prefix-program | \
         --reason | --identity | --server | --image | --engine-runtime | --label | --id | --wait-timeout | --cancel | --attach | --recent | \
         --server-socket | --system-mounts-identity | --*-secs | --*-mb | --*-kb | --max-pids | \
         --default-pids | --concurrency | --sandbox-uid | --sandbox-gid | --open-files | --allow-host)
@@ -127,7 +127,7 @@ _tentaflake_worker() {
                 [apply]="--workspace --results --dry-run --diff --allow-git --help"
                 [mcp]="--workspace --results --help"
                 [shell]="--apply --timeout --workspace --results -c --help"
-                [harness]="--apply --dry-run --remove --workspace --help"
+                [harness]="--apply --dry-run --remove --workspace --prefix-program --help"
         )
         local -A subverbs=([audit]="verify" [cache]="clear" [store]="mount remove" [harness]="claude-code codex")
 
@@ -168,7 +168,7 @@ _tentaflake_worker() {
 
         # A flag's value.
         case $prev in
-        --config | --key | --token-file | --out | --runsc)
+        --config | --key | --token-file | --out | --runsc | --prefix-program)
                 _filedir
                 return ;;
         --workspace | --results | --state-dir)

@@ -9,6 +9,7 @@
 #include "common/json-util.h"
 #include "common/macro.h"
 #include "controller/harness-edit.h"
+#include "controller/harness-prefix.h"
 #include "controller/harness.h"
 
 #define PREFIX_VAR "CLAUDE_CODE_SHELL_PREFIX"
@@ -48,7 +49,7 @@ static int dump(json_t *root, char **ret, TfwError *e) {
         return 0;
 }
 
-int harness_mcp_json_set(const char *cur, size_t n, const char *exe, char **ret, TfwError *e) {
+int harness_mcp_json_set(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
         _cleanup_json_ json_t *root = NULL;
         int r = load_object(cur, n, ".mcp.json", &root, e);
         if (r < 0)
@@ -56,15 +57,15 @@ int harness_mcp_json_set(const char *cur, size_t n, const char *exe, char **ret,
         json_t *servers = member_object(root, "mcpServers");
         if (!servers)
                 return tfw_error(e, EBADMSG, "bad_settings", "'.mcp.json': mcpServers is not an object: nothing was changed");
-        json_t *s = json_pack("{s:s, s:s, s:[s]}", "type", "stdio", "command", exe, "args", "mcp");
+        json_t *s = json_pack("{s:s, s:s, s:[s]}", "type", "stdio", "command", a->exe, "args", "mcp");
         if (!s || json_object_set_new(servers, HARNESS_SERVER_NAME, s) < 0)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
         return dump(root, ret, e);
 }
 
-int harness_mcp_json_unset(const char *cur, size_t n, const char *exe, char **ret, TfwError *e) {
+int harness_mcp_json_unset(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
         _cleanup_json_ json_t *root = NULL;
-        (void) exe;
+        (void) a;
         int r = load_object(cur, n, ".mcp.json", &root, e);
         if (r < 0)
                 return r;
@@ -77,7 +78,48 @@ int harness_mcp_json_unset(const char *cur, size_t n, const char *exe, char **re
         return dump(root, ret, e);
 }
 
-int harness_settings_set(const char *cur, size_t n, const char *prefix, char **ret, TfwError *e) {
+static const char *const deny_rules[] = {HARNESS_DENY_RULES, NULL};
+
+/* Is s in the array list (as a string)? */
+static bool listed(json_t *list, const char *s) {
+        size_t i;
+        json_t *v;
+        json_array_foreach(list, i, v)
+                if (streq_ptr(json_string_value(v), s))
+                        return true;
+        return false;
+}
+
+/* root[key] an array (made when missing) holding each of add once; -EBADMSG when it is not an
+ * array. */
+static int add_to_array(json_t *root, const char *key, const char *const *add, const char *what, TfwError *e) {
+        json_t *list = json_object_get(root, key);
+        if (!list && (!(list = json_array()) || json_object_set_new(root, key, list) < 0))
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        if (!json_is_array(list))
+                return tfw_error(e, EBADMSG, "bad_settings", "'.claude/settings.json': %s is not an array: nothing was changed",
+                                 what);
+        for (; *add; add++)
+                if (!listed(list, *add) && json_array_append_new(list, json_string(*add)) < 0)
+                        return tfw_error(e, ENOMEM, "internal", "out of memory");
+        return 0;
+}
+
+/* root[key] without each of drop; gone when that leaves it empty. */
+static void drop_from_array(json_t *root, const char *key, const char *const *drop) {
+        json_t *list = json_object_get(root, key);
+        for (size_t i = json_is_array(list) ? json_array_size(list) : 0; i-- > 0;)
+                for (const char *const *d = drop; *d; d++)
+                        if (streq_ptr(json_string_value(json_array_get(list, i)), *d)) {
+                                (void) json_array_remove(list, i);
+                                break;
+                        }
+        if (json_is_array(list) && json_array_size(list) == 0)
+                (void) json_object_del(root, key);
+}
+
+int harness_settings_set(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
+        static const char *const servers[] = {HARNESS_SERVER_NAME, NULL};
         _cleanup_json_ json_t *root = NULL;
         int r = load_object(cur, n, ".claude/settings.json", &root, e);
         if (r < 0)
@@ -85,41 +127,50 @@ int harness_settings_set(const char *cur, size_t n, const char *prefix, char **r
         json_t *env = member_object(root, "env");
         if (!env)
                 return tfw_error(e, EBADMSG, "bad_settings", "'.claude/settings.json': env is not an object: nothing was changed");
-        if (json_object_set_new(env, PREFIX_VAR, json_string(prefix)) < 0)
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        json_t *list = json_object_get(root, "enabledMcpjsonServers");
-        if (!list && (!(list = json_array()) || json_object_set_new(root, "enabledMcpjsonServers", list) < 0))
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        if (!json_is_array(list))
+        json_t *perms = member_object(root, "permissions");
+        if (!perms)
                 return tfw_error(e, EBADMSG, "bad_settings",
-                                 "'.claude/settings.json': enabledMcpjsonServers is not an array: nothing was changed");
-        size_t i;
-        json_t *v;
-        json_array_foreach(list, i, v)
-                if (streq_ptr(json_string_value(v), HARNESS_SERVER_NAME))
-                        return dump(root, ret, e);
-        if (json_array_append_new(list, json_string(HARNESS_SERVER_NAME)) < 0)
+                                 "'.claude/settings.json': permissions is not an object: nothing was changed");
+        if (json_object_set_new(env, PREFIX_VAR, json_string(a->prefix)) < 0 ||
+            json_object_set_new(env, HARNESS_APPLY_VAR, json_string(a->review ? "review" : "auto")) < 0)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
-        return dump(root, ret, e);
+        r = add_to_array(root, "enabledMcpjsonServers", servers, "enabledMcpjsonServers", e);
+        if (r >= 0)
+                r = add_to_array(perms, "deny", deny_rules, "permissions.deny", e);
+        return r < 0 ? r : dump(root, ret, e);
 }
 
-int harness_settings_unset(const char *cur, size_t n, const char *prefix, char **ret, TfwError *e) {
+static bool ends_in(const char *s, const char *tail) {
+        size_t n = strlen(s), k = strlen(tail);
+        return n >= k && streq(s + n - k, tail);
+}
+
+/* A prefix harness writes: its program, or the script earlier versions wrote. */
+static bool prefix_is_ours(const char *p) {
+        return p && (ends_in(p, "/" HARNESS_PREFIX_NAME) || ends_in(p, "/.tentaflake-worker/harness/claude-code-shell"));
+}
+
+int harness_settings_unset(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
+        static const char *const servers[] = {HARNESS_SERVER_NAME, NULL};
         _cleanup_json_ json_t *root = NULL;
+        (void) a;
         int r = load_object(cur, n, ".claude/settings.json", &root, e);
         if (r < 0)
                 return r;
         json_t *env = json_object_get(root, "env");
-        if (json_is_object(env) && streq_ptr(json_string_value(json_object_get(env, PREFIX_VAR)), prefix)) {
+        if (json_is_object(env) && prefix_is_ours(json_string_value(json_object_get(env, PREFIX_VAR)))) {
                 (void) json_object_del(env, PREFIX_VAR);
+                (void) json_object_del(env, HARNESS_APPLY_VAR);
                 if (json_object_size(env) == 0)
                         (void) json_object_del(root, "env");
         }
-        json_t *list = json_object_get(root, "enabledMcpjsonServers");
-        for (size_t i = json_is_array(list) ? json_array_size(list) : 0; i-- > 0;)
-                if (streq_ptr(json_string_value(json_array_get(list, i)), HARNESS_SERVER_NAME))
-                        (void) json_array_remove(list, i);
-        if (json_is_array(list) && json_array_size(list) == 0)
-                (void) json_object_del(root, "enabledMcpjsonServers");
+        drop_from_array(root, "enabledMcpjsonServers", servers);
+        json_t *perms = json_object_get(root, "permissions");
+        if (json_is_object(perms)) {
+                drop_from_array(perms, "deny", deny_rules);
+                if (json_object_size(perms) == 0)
+                        (void) json_object_del(root, "permissions");
+        }
         return dump(root, ret, e);
 }
 
@@ -160,7 +211,8 @@ static const char *clashing_line(const char *s) {
         return NULL;
 }
 
-int harness_codex_set(const char *cur, size_t n, const char *exe, char **ret, TfwError *e) {
+int harness_codex_set(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
+        const char *exe = a->exe;
         _cleanup_free_ char *rest = without_block(cur, n);
         if (!rest)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
@@ -182,8 +234,8 @@ int harness_codex_set(const char *cur, size_t n, const char *exe, char **ret, Tf
         return 0;
 }
 
-int harness_codex_unset(const char *cur, size_t n, const char *exe, char **ret, TfwError *e) {
-        (void) exe;
+int harness_codex_unset(const char *cur, size_t n, const HarnessArgs *a, char **ret, TfwError *e) {
+        (void) a;
         char *s = without_block(cur, n);
         if (!s)
                 return tfw_error(e, ENOMEM, "internal", "out of memory");

@@ -14,26 +14,26 @@
 #include "common/shell-word.h"
 #include "controller/harness-edit.h"
 #include "controller/harness.h"
+#include "controller/harness-prefix.h"
 #include "controller/site.h"
 
 #define STATE_DIR "harness" /* below .tentaflake-worker/ */
-#define PREFIX_SCRIPT "claude-code-shell"
+#define PREFIX_SCRIPT "claude-code-shell" /* earlier versions' prefix, a script the agent could edit: removed */
 
 typedef struct Slot {
         const char *key;  /* names its state files: <key>.orig, <key>.absent, <key>.written */
         const char *dir;  /* below the workspace, "" for its root */
         const char *name;
         HarnessEdit set, unset;
-        bool prefix_arg;  /* the edit's argument is the prefix script's path, not the program's */
 } Slot;
 
 static const Slot claude_slots[] = {
-        {"claude-code.mcp", "", ".mcp.json", harness_mcp_json_set, harness_mcp_json_unset, false},
-        {"claude-code.settings", ".claude", "settings.json", harness_settings_set, harness_settings_unset, true},
+        {"claude-code.mcp", "", ".mcp.json", harness_mcp_json_set, harness_mcp_json_unset},
+        {"claude-code.settings", ".claude", "settings.json", harness_settings_set, harness_settings_unset},
         {},
 };
 static const Slot codex_slots[] = {
-        {"codex.config", ".codex", "config.toml", harness_codex_set, harness_codex_unset, false},
+        {"codex.config", ".codex", "config.toml", harness_codex_set, harness_codex_unset},
         {},
 };
 
@@ -42,7 +42,7 @@ typedef struct Site {
         const char *verb;   /* "claude-code" or "codex", for messages */
         const char *ws;     /* the workspace's path */
         int ws_fd, state_fd;
-        char *prefix;       /* the prefix script's path */
+        HarnessArgs args;   /* what the edits write */
         FILE *out;
 } Site;
 
@@ -98,7 +98,7 @@ static int keep_original(Site *h, const Slot *s, const char *cur, size_t n, mode
         if (kept && as_written(h, s, cur, n))
                 return 0; /* as harness left it: the original kept stays the one remove restores */
         if (kept && cur) {
-                int k = s->unset(cur, n, s->prefix_arg ? h->prefix : h->o->exe, &without, e);
+                int k = s->unset(cur, n, &h->args, &without, e);
                 if (k < 0)
                         return k;
                 cur = without;
@@ -142,7 +142,7 @@ static int install_slot(Site *h, const Slot *s, TfwError *e) {
         if (r < 0)
                 return tfw_error(e, -r, "read_failed", "cannot read '%s%s%s' (a regular file, never through a link): %s",
                                  s->dir, *s->dir ? "/" : "", s->name, strerror(-r));
-        r = s->set(cur, n, s->prefix_arg ? h->prefix : h->o->exe, &next, e);
+        r = s->set(cur, n, &h->args, &next, e);
         if (r < 0)
                 return r;
         if (h->o->dry_run) {
@@ -196,7 +196,7 @@ static int remove_slot(Site *h, const Slot *s, TfwError *e) {
                 r = unlinkat(dfd, s->name, 0) < 0 ? -errno : 0;
                 if (r >= 0 && streq(kind, "dir\n"))
                         (void) unlinkat(h->ws_fd, s->dir, AT_REMOVEDIR); /* only when empty */
-        } else if (r > 0 && (r = s->unset(cur, n, s->prefix_arg ? h->prefix : h->o->exe, &next, e)) >= 0)
+        } else if (r > 0 && (r = s->unset(cur, n, &h->args, &next, e)) >= 0)
                 r = write_file_atomic_at(dfd, s->name, next, strlen(next), mode, (uid_t) -1, (gid_t) -1);
         if (r < 0)
                 return e->message[0] ? r : tfw_error(e, -r, "write_failed", "cannot restore '%s%s%s': %s", s->dir,
@@ -210,27 +210,26 @@ static int remove_slot(Site *h, const Slot *s, TfwError *e) {
         return 0;
 }
 
-/* The prefix: one path (Claude Code splits its prefix at the last " -"), a script that runs
- * `shell` with this harness's --apply. */
-static int write_prefix(Site *h, TfwError *e) {
-        _cleanup_free_ char *exe = shell_word(h->o->exe), *s = NULL;
-        if (!exe || asprintf(&s, "#!/bin/sh\n# CLAUDE_CODE_SHELL_PREFIX of this workspace, written by 'tentaflake-worker "
-                                 "harness claude-code'\n# (its --remove takes it out): each command of Claude Code's "
-                                 "shell runs in a capsule.\nexec %s shell --apply %s -c \"$@\"\n",
-                             exe, h->o->review ? "review" : "auto") < 0) {
-                s = NULL; /* undefined after a failure: not to be freed */
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        }
-        if (h->o->dry_run) {
-                fprintf(h->out, "harness %s: would write '%s':\n%s", h->verb, h->prefix, s);
-                return 0;
-        }
-        int r = write_file_atomic_at(h->state_fd, PREFIX_SCRIPT, s, strlen(s), 0755, (uid_t) -1, (gid_t) -1);
+/* The prefix (claude-code, not --remove): a program only root can change, one path without " -"
+ * (Claude Code splits its prefix at the last " -"). */
+static int find_prefix(Site *h, char **ret, TfwError *e) {
+        int r = harness_prefix_program(h->o->prefix_program, h->o->exe, ret, e);
         if (r < 0)
-                return tfw_error(e, -r, "write_failed", "cannot write '%s': %s", h->prefix, strerror(-r));
-        fprintf(h->out, "harness %s: wrote '%s' (the shell prefix: shell --apply %s)\n", h->verb, h->prefix,
-                h->o->review ? "review" : "auto");
+                return r;
+        if (strstr(*ret, " -"))
+                return tfw_error(e, EINVAL, "bad_path", "the prefix '%s' holds \" -\", where Claude Code splits a prefix",
+                                 *ret);
+        fprintf(h->out, "harness %s: the shell prefix is '%s' (only root can change it): shell --apply %s\n", h->verb,
+                *ret, h->o->review ? "review" : "auto");
         return 0;
+}
+
+/* The script earlier versions wrote as the prefix: gone, whether installing or removing. */
+static int remove_old_script(Site *h, TfwError *e) {
+        if (h->o->dry_run || h->state_fd < 0 || unlinkat(h->state_fd, PREFIX_SCRIPT, 0) == 0 || errno == ENOENT)
+                return 0;
+        return tfw_error(e, errno, "write_failed", "cannot remove '%s/%s/%s/%s': %m", h->ws, CONTROL_DIR_NAME, STATE_DIR,
+                         PREFIX_SCRIPT);
 }
 
 static int open_state(Site *h, TfwError *e) {
@@ -253,34 +252,26 @@ static int open_state(Site *h, TfwError *e) {
 
 int controller_harness(const HarnessOptions *o, FILE *out, TfwError *e) {
         _cleanup_(controller_site_close) ControllerSite site = CONTROLLER_SITE_NULL;
+        _cleanup_free_ char *prefix = NULL;
         Site h = {.o = o, .verb = o->kind == HARNESS_CODEX ? "codex" : "claude-code", .ws_fd = -EBADF,
-                  .state_fd = -EBADF, .out = out};
+                  .state_fd = -EBADF, .out = out, .args = {.exe = o->exe, .review = o->review}};
         const Slot *slots = o->kind == HARNESS_CODEX ? codex_slots : claude_slots;
         int r = controller_site_open(o->workspace, NULL, &site, e);
         if (r < 0)
                 return r;
         h.ws = site.workspace;
-        if (asprintf(&h.prefix, "%s/%s/%s/%s", h.ws, CONTROL_DIR_NAME, STATE_DIR, PREFIX_SCRIPT) < 0)
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        if (o->kind == HARNESS_CLAUDE_CODE && strstr(h.prefix, " -")) {
-                r = tfw_error(e, EINVAL, "bad_path", "the prefix '%s' holds \" -\", where Claude Code splits a prefix: move "
-                              "the workspace", h.prefix);
-                goto out;
-        }
+        if (o->kind == HARNESS_CLAUDE_CODE && !o->remove && (r = find_prefix(&h, &prefix, e)) < 0)
+                return r;
+        h.args.prefix = prefix;
         h.ws_fd = open(h.ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         r = h.ws_fd < 0 ? tfw_error(e, errno, "no_workspace", "cannot open '%s': %m", h.ws) : open_state(&h, e);
         for (const Slot *s = slots; r >= 0 && s->key; s++)
                 r = o->remove ? remove_slot(&h, s, e) : install_slot(&h, s, e);
         if (r >= 0 && o->kind == HARNESS_CLAUDE_CODE)
-                r = o->remove ? (unlinkat(h.state_fd, PREFIX_SCRIPT, 0) < 0 && errno != ENOENT
-                                         ? tfw_error(e, errno, "write_failed", "cannot remove '%s': %m", h.prefix)
-                                         : 0)
-                              : write_prefix(&h, e);
+                r = remove_old_script(&h, e);
         if (r >= 0 && !o->remove && !o->dry_run)
                 fprintf(out, "harness %s: the originals are kept in '%s/%s/%s/'; 'tentaflake-worker harness %s --remove' "
                              "puts them back\n", h.verb, h.ws, CONTROL_DIR_NAME, STATE_DIR, h.verb);
-out:
-        free(h.prefix);
         if (h.ws_fd >= 0)
                 close(h.ws_fd);
         if (h.state_fd >= 0)

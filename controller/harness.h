@@ -4,10 +4,11 @@
  * own shell away from the host, written (or removed) by the controller in its workspace.
  *
  * claude-code: .mcp.json gets mcpServers."tentaflake-worker" (this program, "mcp");
- * .claude/settings.json gets env.CLAUDE_CODE_SHELL_PREFIX (a script this writes in
- * .tentaflake-worker/harness/, one path, since Claude Code splits its prefix at the last " -",
- * which runs `shell --apply auto|review -c STRING`) and "tentaflake-worker" in
- * enabledMcpjsonServers. codex: .codex/config.toml gets one block, between marker comments,
+ * .claude/settings.json gets env.CLAUDE_CODE_SHELL_PREFIX (the program tentaflake-worker-shell,
+ * which only root can change: controller/harness-prefix.h; one path, since Claude Code splits
+ * its prefix at the last " -"), env.TENTAFLAKE_SHELL_APPLY (auto|review, its --apply), Claude
+ * Code's deny rules for its file tools on those settings and the harness state
+ * (HARNESS_DENY_RULES) and "tentaflake-worker" in enabledMcpjsonServers. codex: .codex/config.toml gets one block, between marker comments,
  * with [features] shell_tool = false (Codex has no shell prefix: its shell is switched off) and
  * [mcp_servers.tentaflake-worker]; a file that already sets either is refused, never parsed.
  *
@@ -31,7 +32,9 @@ typedef enum HarnessKind {
 
 typedef struct HarnessOptions {
         const char *workspace; /* NULL: as submit finds it */
-        const char *exe;       /* this program's absolute path, for the MCP server and the prefix */
+        const char *exe;       /* this program's absolute path, for the MCP server */
+        const char *prefix_program; /* --prefix-program PATH, or NULL: tentaflake-worker-shell beside exe
+                                     * (controller/harness-prefix.h) */
         HarnessKind kind;
         bool review;           /* the prefix leaves changes for review (--apply review) */
         bool dry_run, remove;

@@ -36,7 +36,8 @@ static int fresh_id(char buf[static 32], TfwError *e) {
 }
 
 /* Write host_dir into Claude's cwd file: by name in its directory, never through a link, only
- * into this user's regular file (or a new one). */
+ * into this user's regular file (or a new one); opened without blocking, so that a FIFO planted
+ * at the name (with fs.protected_fifos=0) is refused by the check below, not waited on. */
 static int write_cwd_file(const char *cwd_file, const char *host_dir, TfwError *e) {
         const char *slash = strrchr(cwd_file, '/');
         _cleanup_free_ char *dir = strndup(cwd_file, (size_t) (slash - cwd_file));
@@ -45,7 +46,7 @@ static int write_cwd_file(const char *cwd_file, const char *host_dir, TfwError *
         _cleanup_close_ int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         if (dfd < 0)
                 return tfw_error(e, errno, "cwd_file", "cannot open '%s': %m", dir);
-        _cleanup_close_ int fd = openat(dfd, slash + 1, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600);
+        _cleanup_close_ int fd = openat(dfd, slash + 1, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC, 0600);
         if (fd < 0)
                 return tfw_error(e, errno, "cwd_file", "cannot open '%s' (a link is never followed): %m", cwd_file);
         struct stat st;

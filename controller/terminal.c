@@ -102,17 +102,33 @@ FILE *terminal_marked_open(FILE *under) {
         return f;
 }
 
-static void fclosep_quiet(FILE **f) {
-        if (*f)
-                (void) fclose(*f);
+void terminal_streams_close(TerminalStreams *t) {
+        if (t->escaped)
+                (void) fclose(t->escaped);
+        if (t->marked)
+                (void) fclose(t->marked);
+        *t = (TerminalStreams) {};
+}
+
+int terminal_streams_open(FILE *out, FILE *err, bool escape_out, bool raw, TerminalStreams *ret, TfwError *e) {
+        *ret = (TerminalStreams) {.out = out, .err = err};
+        if (escape_out && isatty(fileno(out)) && !(ret->out = ret->escaped = job_stream_open(out, raw)))
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        if (isatty(fileno(err)) && !(ret->err = ret->marked = terminal_marked_open(err))) {
+                terminal_streams_close(ret);
+                return tfw_error(e, ENOMEM, "internal", "out of memory");
+        }
+        return 0;
 }
 
 int controller_submit_on_terminal(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
-        _cleanup_(fclosep_quiet) FILE *escaped = NULL;
-        _cleanup_(fclosep_quiet) FILE *marked = NULL;
-        if (!o->json && isatty(fileno(out)) && !(out = escaped = job_stream_open(out, o->raw)))
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        if (isatty(fileno(err)) && !(err = marked = terminal_marked_open(err)))
-                return tfw_error(e, ENOMEM, "internal", "out of memory");
-        return controller_submit(o, out, err, ret_status, e);
+        _cleanup_(terminal_streams_close) TerminalStreams t = {};
+        int r = terminal_streams_open(out, err, !o->json, o->raw, &t, e);
+        return r < 0 ? r : controller_submit(o, t.out, t.err, ret_status, e);
+}
+
+int controller_shell_on_terminal(const ShellOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e) {
+        _cleanup_(terminal_streams_close) TerminalStreams t = {};
+        int r = terminal_streams_open(out, err, true, false, &t, e);
+        return r < 0 ? r : controller_shell(o, t.out, t.err, ret_status, e);
 }

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* submit on a terminal (issue 46 item 3; docs/controller.md, "On a terminal"; docs/threats.md
+/* submit and shell on a terminal (issue 46 item 3, issue 50; docs/controller.md, "On a terminal"; docs/threats.md
  * row 18): a job's output must not drive the reviewer's terminal, and must not pass for
  * submit's own lines.
  *
@@ -24,6 +24,7 @@
 #include <stdio.h>
 
 #include "common/error.h"
+#include "controller/shell.h"
 #include "controller/submit.h"
 
 #define TERMINAL_MARK "\033[0m\033[1;7mtfw\033[0m "
@@ -36,6 +37,22 @@ FILE *terminal_escaped_open(FILE *under);
 /* A line-buffered stream writing to under with TERMINAL_MARK before every line. As above. */
 FILE *terminal_marked_open(FILE *under);
 
+/* The pair a verb writes to: out, escaped (or as it is with raw) when escape_out and it is a
+ * terminal; err, marked when it is a terminal; either as it is otherwise (a pipe, a file: byte
+ * for byte). 0 with *ret, or -ENOMEM with e set; terminal_streams_close() ends the wrapping
+ * (flushed), leaving out and err open. */
+typedef struct TerminalStreams {
+        FILE *out, *err;        /* what to write to */
+        FILE *escaped, *marked; /* the wrapping streams made, or NULL */
+} TerminalStreams;
+int terminal_streams_open(FILE *out, FILE *err, bool escape_out, bool raw, TerminalStreams *ret, TfwError *e);
+void terminal_streams_close(TerminalStreams *t);
+
 /* controller_submit() with out and err as above when they are terminals (out escaped unless
  * o->raw, untouched with o->json; err marked). */
 int controller_submit_on_terminal(const SubmitOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e);
+
+/* controller_shell() likewise: a person running `shell` on a terminal sees the job's output
+ * escaped and shell's (submit's, apply's) lines marked; a harness, which gives it pipes, gets
+ * the bytes as they are. */
+int controller_shell_on_terminal(const ShellOptions *o, FILE *out, FILE *err, int *ret_status, TfwError *e);

@@ -27,6 +27,8 @@ new_worker "$dir" ', "limits": {"default_timeout_seconds": 60, "max_timeout_seco
 ws="$dir/ws"
 mkdir -p "$dir/bin" "$dir/out" "$dir/home" "$ws/.tentaflake-worker"
 install -m 0755 "${TFW_CONTROLLER_BIN:-$BIN}" "$dir/bin/tentaflake-worker"
+# The shell prefix as `make install` puts it: a link, root's, in directories only root can write.
+ln -s tentaflake-worker "$dir/bin/tentaflake-worker-shell"
 chown 10000:10000 "$dir/out" "$dir/home" "$ws/.tentaflake-worker"
 chmod 0700 "$ws/.tentaflake-worker"
 CTL_BIN="$dir/bin/tentaflake-worker"
@@ -41,13 +43,18 @@ if ! npm install --prefix "$dir/npm" --no-audit --no-fund --loglevel=error @anth
 fi
 CLAUDE="$dir/npm/node_modules/@anthropic-ai/claude-code/bin/claude.exe"
 # The pieces of the strings below, as the pinned package builds them (its Bash tool's
-# buildExecCommand, the prefix's split at the last " -", an MCP start's argv in one word).
+# buildExecCommand, the prefix's split at the last " -", an MCP start's argv in one word); and
+# how it reads the deny rules harness writes: every tool that edits a file is held to Edit
+# rules, and a project rule's "/x" is x below the project's directory (its cwd).
 for piece in 'b.push(`source ${Qa([v])} 2>/dev/null || true`)' \
         '"{ shopt -u extglob || setopt NO_EXTENDED_GLOB NO_BARE_GLOB_QUAL; } >/dev/null 2>&1 || true"' \
         'b.push(`eval ${y}`),b.push(`pwd -P >| ${Qa([f])}`);let A=b.join(" && ")' \
         '`claude-${a.id}-cwd`' 'Math.floor(Math.random()*65536).toString(16).padStart(4,"0")' \
         'let n=e.lastIndexOf(" -");if(n>0)' 'return`${Qa([e])} ${Qa([t])}`' \
-        'M=process.env.CLAUDE_CODE_SHELL_PREFIX?[Qa([t.command,...t.args])]:t.args'; do
+        'M=process.env.CLAUDE_CODE_SHELL_PREFIX?[Qa([t.command,...t.args])]:t.args' \
+        'case"edit":return Ca;' 'Ca="Edit"' 'let m=Kv(f,n,"edit","deny");if(m)return{behavior:"deny"' \
+        'else if(e.startsWith(Jme))return{relativePattern:e,root:Dim(t)}' \
+        'case"projectSettings":case"localSettings":return p1.resolve(t.cwd)'; do
         check "the pinned package builds: $piece" grep -qaF -- "$piece" "$CLAUDE"
 done
 
@@ -98,11 +105,11 @@ sys.exit(not any(x["command"].startswith(sys.argv[2]) for x in r["recent"]))' "$
 # A snapshot that exists on the host: the capsule has no such file, and the string's own
 # `2>/dev/null || true` keeps that harmless.
 mkdir -p "$(dirname "$snapshot")" && echo 'echo SNAPSHOT-SOURCED' >"$snapshot" && chown -R 10000:10000 "$dir/home/.claude"
-# The prefix as `harness claude-code` writes it: one path.
-prefix="$dir/bin/prefix-auto"
-printf '#!/bin/sh\nexec %s shell --apply auto -c "$@"\n' "$CTL_BIN" >"$prefix"
-printf '#!/bin/sh\nexec %s shell --apply review -c "$@"\n' "$CTL_BIN" >"$dir/bin/prefix-review"
-chmod 0755 "$prefix" "$dir/bin/prefix-review"
+# The prefix as `harness claude-code` names it: the link, TENTAFLAKE_SHELL_APPLY from settings'
+# env (unset here: auto).
+prefix="$dir/bin/tentaflake-worker-shell"
+printf '#!/bin/sh\nTENTAFLAKE_SHELL_APPLY=review exec %s "$@"\n' "$prefix" >"$dir/bin/prefix-review"
+chmod 0755 "$dir/bin/prefix-review"
 mkdir -p "$ws/sub"; chown 10000:10000 "$ws/sub"
 
 echo "-- [$SECONDS s] a Bash call: in a capsule, output, status, changes applied, the cwd file"
@@ -117,6 +124,12 @@ check "the cwd file names the host's directory" test "$(cat "$f" 2>/dev/null)" =
 check "the cwd file is the controller's" test "$(stat -c %u "$f" 2>/dev/null)" = 10000
 check "the record of the directory is not listed as an artifact" bash -c "! grep -q tentaflake-worker-shell-cwd $dir/out/auto.err"
 check "the request is in the controller's list, run with bash -c" listed "bash -c "
+
+as_ctl "$ws" env TENTAFLAKE_SHELL_APPLY=later "$prefix" 'echo ran' >"$dir/out/badmode.out" 2>"$dir/out/badmode.err"
+echo $? >"$dir/out/badmode.rc"
+rc_is badmode 125
+check "TENTAFLAKE_SHELL_APPLY neither auto nor review: nothing ran, said" \
+        sh -c "! grep -q ran '$dir/out/badmode.out' && grep -q 'is auto or review' '$dir/out/badmode.err'"
 
 echo "-- [$SECONDS s] a Bash call that fails: its status, no cwd file"
 f=$(new_cwdfile)
@@ -143,6 +156,12 @@ bash_call link "$ws" "$prefix" 'true' "$f"
 rc_is link 0
 check "a link at the cwd file's name: not followed" test "$(cat "$dir/home/victim")" = victim
 check "a link at the cwd file's name: said" err_has link "is not this user's regular file\|a link is never followed"
+f=$(new_cwdfile)
+mkfifo -m 0600 "$f"; chown 10000:10000 "$f"
+as_ctl "$ws" timeout -k 5 90 bash -c "$(qa "$prefix") $(qa "$(claude_string true "$f")")" >"$dir/out/fifo.out" 2>"$dir/out/fifo.err"
+echo $? >"$dir/out/fifo.rc"
+rc_is fifo 0
+check "a FIFO at the cwd file's name: not waited on, said" err_has fifo "is not this user's regular file\|No such device or address"
 f=$(new_cwdfile)
 bash_call outside "$ws" "$prefix" 'cd /tmp' "$f"
 rc_is outside 0
@@ -199,14 +218,47 @@ hctl dry claude-code --dry-run
 check "--dry-run: prints the prefix it would set" out_has dry "CLAUDE_CODE_SHELL_PREFIX"
 check "--dry-run: writes nothing" cmp -s "$ws/.mcp.json" "$dir/mcp.json.before"
 check "--dry-run: no settings file" test ! -e "$ws/.claude"
+# A prefix the controller could rewrite is refused, nothing written: a build in a directory of
+# its own, a link (in root's directory) to such a program, a --prefix-program it owns.
+mkdir -p "$dir/home/devbin" "$dir/bin2"
+install -m 0755 "$CTL_BIN" "$dir/home/devbin/tentaflake-worker"
+ln -s tentaflake-worker "$dir/home/devbin/tentaflake-worker-shell"
+chown -R 10000:10000 "$dir/home/devbin"
+ln -s "$dir/home/devbin/tentaflake-worker" "$dir/bin2/tentaflake-worker-shell"
+install -m 0755 "$CTL_BIN" "$dir/bin2/tentaflake-worker"
+refused() { # refused NAME WHY ARGS...: harness ARGS exits 1, says WHY, writes nothing
+        local name=$1 why=$2; shift 2
+        as_ctl "$ws" "$@" >"$dir/out/$name.out" 2>"$dir/out/$name.err"
+        echo $? >"$dir/out/$name.rc"
+        rc_is "$name" 1
+        check "$name: refused, saying so" err_has "$name" "$why"
+        check "$name: nothing written" sh -c "test ! -e '$ws/.claude' && cmp -s '$ws/.mcp.json' '$dir/mcp.json.before'"
+}
+refused devbuild "writable by root only\\|is not root's alone" "$dir/home/devbin/tentaflake-worker" harness claude-code
+refused devlink "writable by root only\\|is not root's alone" "$dir/bin2/tentaflake-worker" harness claude-code
+refused devflag "writable by root only\\|is not root's alone" "$CTL_BIN" harness claude-code --prefix-program "$dir/home/devbin/tentaflake-worker-shell"
+refused noname "ending in 'tentaflake-worker-shell'" "$CTL_BIN" harness claude-code --prefix-program "$dir/bin/tentaflake-worker"
+# The script earlier versions wrote as the prefix: removed by harness.
+mkdir -p "$ws/.tentaflake-worker/harness" && echo old >"$ws/.tentaflake-worker/harness/claude-code-shell" &&
+        chown -R 10000:10000 "$ws/.tentaflake-worker/harness"
 hctl harness claude-code
 check "harness: says what it wrote" out_has harness "wrote '.claude/settings.json'"
-script="$ws/.tentaflake-worker/harness/claude-code-shell"
-check "harness: the prefix is the script" test "$(json_get "$ws/.claude/settings.json" 'r["env"]["CLAUDE_CODE_SHELL_PREFIX"]')" = "$script"
+check "harness: the prefix is the program only root can change" \
+        test "$(json_get "$ws/.claude/settings.json" 'r["env"]["CLAUDE_CODE_SHELL_PREFIX"]')" = "$prefix"
+check "harness: its apply mode beside it" test "$(json_get "$ws/.claude/settings.json" 'r["env"]["TENTAFLAKE_SHELL_APPLY"]')" = auto
+check "harness: the file tools may not edit the settings nor the harness state" \
+        test "$(json_get "$ws/.claude/settings.json" '" ".join(r["permissions"]["deny"])')" = \
+        "Edit(/.claude/settings.json) Edit(/.claude/settings.local.json) Edit(/.mcp.json) Edit(/.tentaflake-worker/harness/**) Edit(/.tentaflake-worker/worker.json)"
+check "harness: the old prefix script is gone" test ! -e "$ws/.tentaflake-worker/harness/claude-code-shell"
 check "harness: the other server is kept" test "$(json_get "$ws/.mcp.json" 'r["mcpServers"]["other"]["command"]')" = /bin/false
-# The prefix notes each start (the test's own line in the script harness wrote).
+# The prefix notes each start: the test's own program, root's, given as --prefix-program.
 touch "$dir/out/prefix.log"; chown 10000:10000 "$dir/out/prefix.log"
-sed -i "2i echo \"\$*\" >>$dir/out/prefix.log" "$script"
+mkdir -p "$dir/logbin"
+printf '#!/bin/sh\necho "$*" >>%s\nexec %s "$@"\n' "$dir/out/prefix.log" "$prefix" >"$dir/logbin/tentaflake-worker-shell"
+chmod 0755 "$dir/logbin/tentaflake-worker-shell"
+hctl harness2 claude-code --prefix-program "$dir/logbin/tentaflake-worker-shell"
+check "--prefix-program: the prefix is that program" \
+        test "$(json_get "$ws/.claude/settings.json" 'r["env"]["CLAUDE_CODE_SHELL_PREFIX"]')" = "$dir/logbin/tentaflake-worker-shell"
 printf '{"projects": {"%s": {"hasTrustDialogAccepted": true}}}' "$ws" >"$dir/home/.claude.json"
 chown 10000:10000 "$dir/home/.claude.json"
 as_ctl "$ws" timeout 120 "$CLAUDE" mcp list >"$dir/out/claude.out" 2>&1
@@ -226,12 +278,11 @@ check "a session starts the worker's mcp through the prefix of .claude/settings.
 hctl remove claude-code --remove
 check "--remove: .mcp.json byte for byte" cmp -s "$ws/.mcp.json" "$dir/mcp.json.before"
 check "--remove: no .claude/ (there was none)" test ! -e "$ws/.claude"
-check "--remove: no prefix script" test ! -e "$script"
 # A settings file the user had, changed after harness wrote it: only harness's keys leave.
 mkdir -p "$ws/.claude"; printf '{"model": "x"}\n' >"$ws/.claude/settings.json"; chown -R 10000:10000 "$ws/.claude"
 cp -p "$ws/.claude/settings.json" "$dir/settings.before"
 hctl h4 claude-code --apply review
-check "--apply review: the script says so" grep -q "shell --apply review" "$script"
+check "--apply review: its apply mode says so" test "$(json_get "$ws/.claude/settings.json" 'r["env"]["TENTAFLAKE_SHELL_APPLY"]')" = review
 hctl remove2 claude-code --remove
 check "--remove: the user's settings byte for byte" cmp -s "$ws/.claude/settings.json" "$dir/settings.before"
 hctl h6 claude-code

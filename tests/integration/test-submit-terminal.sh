@@ -10,7 +10,8 @@
 #     job's forged lines never do;
 #   - with --apply, apply's line is marked too;
 #   - --raw passes the job's bytes through, and submit's lines still start with the reset;
-#   - to a pipe and a file nothing changes: the job's bytes as they are, no mark.
+#   - `shell -c` (issue 50) likewise: the job's output escaped, shell's own lines marked;
+#   - to a pipe and a file nothing changes: the job's bytes as they are, no mark (submit, shell).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
@@ -115,6 +116,17 @@ check "json: exit 0" test "$(cat "$dir/out/json.rc")" = 0
 check "json: the argv's C1 CSI and bidi override as escapes" shows json 'b"c1 \\u009B2J bidi \\u202Ex" in t'
 check "json: no C1 and no bidi control reaches the terminal" shows json 'b"\xc2\x9b" not in t and b"\xe2\x80\xae" not in t'
 
+echo "-- [$SECONDS s] shell -c on a terminal: escaped as submit's, shell's lines marked"
+on_pty shell shell -c "$JOB"
+check "shell: exit 0" test "$(cat "$dir/out/shell.rc")" = 0
+check "shell: the job's SGR 8 is shown as text" shows shell 'b"\\x1b[8m" in t'
+check "shell: no ESC reaches the terminal but shell's marks" shows shell 'b"\x1b" not in t.replace(MARK, b"")'
+check "shell: no C1 and no bidi control reaches the terminal" shows shell 'b"\xc2\x9b" not in t and b"\xe2\x80\xae" not in t and b"\x9b" not in t.replace(MARK, b"")'
+check "shell: the job's forged lines are there, without the mark" \
+        shows shell 'line_with(b"submit '"'"'x'"'"': succeeded") == [b"submit '"'"'x'"'"': succeeded"] and line_with(b"apply '"'"'x'"'"': 3") == [b"apply '"'"'x'"'"': 3 change(s) applied"]'
+check "shell: its artifact line starts with the mark" shows shell 'any(l.startswith(MARK) and b"/shell-" in l and l.endswith(b"/artifacts/report.txt") for l in lines)'
+check "shell: every marked line is shell's" shows shell 'all(b"shell-" in l for l in lines if MARK in l)'
+
 echo "-- [$SECONDS s] a pipe and a file: nothing changes"
 (cd "$ws" && "${CTL[@]}" submit --id tty3 -- sh -c "$JOB" 2>"$dir/out/pipe.err" | cat >"$dir/out/pipe.out")
 check "pipe: the job's bytes as they are" python3 -c '
@@ -124,6 +136,13 @@ sys.exit(0 if o.endswith(b"c1 \xc2\x9b2J bidi \xe2\x80\xaedrow raw \x9b cut \xe2
 check "pipe: submit's lines carry no mark" sh -c "! grep -q \"\$(printf '\\033')\" '$dir/out/pipe.err'"
 check "pipe: ... and are there" grep -q "/tty3/artifacts/report.txt" "$dir/out/pipe.err"
 check "pipe: stdout is job.log, byte for byte" cmp "$dir/out/pipe.out" "$dir/results/tty3/job.log"
+
+(cd "$ws" && "${CTL[@]}" shell -c "$JOB" 2>"$dir/out/shpipe.err" | cat >"$dir/out/shpipe.out")
+check "pipe: shell passes the job's bytes as they are" python3 -c '
+import sys
+o = open(sys.argv[1], "rb").read()
+sys.exit(0 if o == b"submit \x27x\x27: succeeded\napply \x27x\x27: 3 change(s) applied\nc1 \xc2\x9b2J bidi \xe2\x80\xaedrow raw \x9b cut \xe2\x80\n\x1b[8m" else 1)' "$dir/out/shpipe.out"
+check "pipe: shell's lines carry no mark" sh -c "! grep -q \"\$(printf '\\033')\" '$dir/out/shpipe.err'"
 
 stop_daemon || true
 finish

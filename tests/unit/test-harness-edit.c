@@ -13,10 +13,12 @@
 
 #include "controller/harness-edit.h"
 
+/* arg: the program for the MCP server and the prefix alike. */
 static char *edit(HarnessEdit f, const char *cur, const char *arg, int want) {
         TfwError e = {};
         char *out = NULL;
-        assert_int_equal(f(cur, cur ? strlen(cur) : 0, arg, &out, &e), want);
+        HarnessArgs a = {.exe = arg, .prefix = arg};
+        assert_int_equal(f(cur, cur ? strlen(cur) : 0, &a, &out, &e), want);
         return out;
 }
 
@@ -64,23 +66,51 @@ static void test_refused(void **state) {
 
 static void test_settings(void **state) {
         (void) state;
-        const char *cur = "{\"model\": \"m\", \"env\": {\"A\": \"1\"}, \"enabledMcpjsonServers\": [\"other\"]}";
-        char *a = edit(harness_settings_set, cur, "/ws/.tentaflake-worker/harness/claude-code-shell", 0);
+        const char *cur = "{\"model\": \"m\", \"env\": {\"A\": \"1\"}, \"enabledMcpjsonServers\": [\"other\"], "
+                          "\"permissions\": {\"deny\": [\"Bash(rm:*)\"]}}";
+        char *a = edit(harness_settings_set, cur, "/usr/bin/tentaflake-worker-shell", 0);
         json_t *j = parsed(a);
         json_t *env = json_object_get(j, "env");
         assert_string_equal(json_string_value(json_object_get(env, "CLAUDE_CODE_SHELL_PREFIX")),
-                            "/ws/.tentaflake-worker/harness/claude-code-shell");
+                            "/usr/bin/tentaflake-worker-shell");
         assert_string_equal(json_string_value(json_object_get(env, "A")), "1");
+        assert_string_equal(json_string_value(json_object_get(env, "TENTAFLAKE_SHELL_APPLY")), "auto");
         assert_int_equal(json_array_size(json_object_get(j, "enabledMcpjsonServers")), 2);
+        /* the file tools' deny rules, after the user's own */
+        json_t *deny = json_object_get(json_object_get(j, "permissions"), "deny");
+        assert_string_equal(json_string_value(json_array_get(deny, 0)), "Bash(rm:*)");
+        static const char *const rules[] = {HARNESS_DENY_RULES};
+        assert_int_equal(json_array_size(deny), 1 + sizeof(rules) / sizeof(*rules));
+        for (size_t i = 0; i < sizeof(rules) / sizeof(*rules); i++)
+                assert_string_equal(json_string_value(json_array_get(deny, i + 1)), rules[i]);
+        assert_string_equal(rules[0], "Edit(/.claude/settings.json)");
         json_decref(j);
-        char *again = edit(harness_settings_set, a, "/ws/.tentaflake-worker/harness/claude-code-shell", 0);
+        char *again = edit(harness_settings_set, a, "/usr/bin/tentaflake-worker-shell", 0);
         assert_string_equal(again, a); /* set twice: listed once */
-        char *b = edit(harness_settings_unset, a, "/ws/.tentaflake-worker/harness/claude-code-shell", 0);
+        char *b = edit(harness_settings_unset, a, "/usr/bin/tentaflake-worker-shell", 0);
         j = parsed(b);
         assert_null(json_object_get(json_object_get(j, "env"), "CLAUDE_CODE_SHELL_PREFIX"));
         assert_string_equal(json_string_value(json_object_get(json_object_get(j, "env"), "A")), "1");
+        assert_null(json_object_get(json_object_get(j, "env"), "TENTAFLAKE_SHELL_APPLY"));
         assert_int_equal(json_array_size(json_object_get(j, "enabledMcpjsonServers")), 1);
+        json_t *left = json_object_get(json_object_get(j, "permissions"), "deny");
+        assert_int_equal(json_array_size(left), 1); /* the user's rule stays */
+        assert_string_equal(json_string_value(json_array_get(left, 0)), "Bash(rm:*)");
         json_decref(j);
+        /* review; and a file without permissions gets none left behind */
+        HarnessArgs r = {.exe = "/bin/tfw", .prefix = "/usr/bin/tentaflake-worker-shell", .review = true};
+        TfwError e = {};
+        char *d = NULL, *d2 = NULL;
+        assert_int_equal(harness_settings_set("{}", 2, &r, &d, &e), 0);
+        j = parsed(d);
+        assert_string_equal(json_string_value(json_object_get(json_object_get(j, "env"), "TENTAFLAKE_SHELL_APPLY")), "review");
+        json_decref(j);
+        assert_int_equal(harness_settings_unset(d, strlen(d), &r, &d2, &e), 0);
+        assert_string_equal(d2, "{}\n");
+        free(d);
+        free(d2);
+        assert_null(edit(harness_settings_set, "{\"permissions\": []}", "/p", -EBADMSG));
+        assert_null(edit(harness_settings_set, "{\"permissions\": {\"deny\": {}}}", "/p", -EBADMSG));
         /* a prefix someone else set is not taken out */
         char *c = edit(harness_settings_unset, "{\"env\": {\"CLAUDE_CODE_SHELL_PREFIX\": \"/other\"}}", "/mine", 0);
         assert_non_null(strstr(c, "/other"));

@@ -54,6 +54,8 @@ for f in bin/tentaflake-worker $init \
          share/doc/tentaflake-worker/install.md; do
         check "make install installs $f" test -f "$p/$f"
 done
+check "make install links bin/tentaflake-worker-shell, the shell prefix, to the binary" \
+        test "$(readlink "$p/bin/tentaflake-worker-shell")" = tentaflake-worker
 check "no placeholder is left in the units and man pages" \
         sh -c "! grep -l '@[A-Z]*@' '$p'/lib/systemd/system/* '$p'/share/man/man*/*"
 check "the units' Documentation= names the installed docs" \
