@@ -288,6 +288,10 @@ install: all
 	install -d $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man8
 	install -m 0644 $(filter %.5,$(MAN_OUT)) $(DESTDIR)$(MANDIR)/man5/
 	install -m 0644 $(filter %.8,$(MAN_OUT)) $(DESTDIR)$(MANDIR)/man8/
+	# tentaflake-worker-shell's page is the worker's (its `shell` verb): a .so redirect, which
+	# survives the package's gzip where a symbolic link to the uncompressed name would not.
+	printf '.so man8/tentaflake-worker.8\n' >$(DESTDIR)$(MANDIR)/man8/tentaflake-worker-shell.8
+	chmod 0644 $(DESTDIR)$(MANDIR)/man8/tentaflake-worker-shell.8
 	install -d $(DESTDIR)$(BASHCOMPDIR)
 	install -m 0644 $(COMPLETION) $(DESTDIR)$(BASHCOMPDIR)/tentaflake-worker
 	install -d $(DESTDIR)$(DOCDIR)
@@ -302,7 +306,8 @@ uninstall:
 	rm -f $(foreach u,$(UNIT_IN) $(UNIT_PLAIN),$(DESTDIR)$(SYSTEMDUNITDIR)/$(notdir $(u:.in=)))
 	rm -f $(foreach t,$(UNIT_TMPL),$(DESTDIR)$(PKGDATADIR)/$(notdir $(t)))
 	rm -f $(foreach m,$(filter %.5,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man5/$(notdir $(m)))
-	rm -f $(foreach m,$(filter %.8,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man8/$(notdir $(m)))
+	rm -f $(foreach m,$(filter %.8,$(MAN_OUT)),$(DESTDIR)$(MANDIR)/man8/$(notdir $(m))) \
+		$(DESTDIR)$(MANDIR)/man8/tentaflake-worker-shell.8
 	rm -f $(DESTDIR)$(BASHCOMPDIR)/tentaflake-worker
 	rm -f $(foreach d,$(DOC_FILES),$(DESTDIR)$(DOCDIR)/$(notdir $(d)))
 	-rmdir $(DESTDIR)$(LIBEXECDIR) $(DESTDIR)$(PKGDATADIR) $(DESTDIR)$(DOCDIR) 2>/dev/null
