@@ -15,11 +15,8 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-require_root
-command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+require_runsc_worker
 command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not installed"; exit 77; }
-[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
-BIN=$(realpath "$BIN")
 
 dir=$(test_dir i46-tty)
 chmod 0755 "$dir"

@@ -19,12 +19,9 @@
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-require_root
-command -v runsc >/dev/null || { echo "SKIP: runsc is not installed"; exit 77; }
+require_runsc_worker
 command -v setpriv >/dev/null || { echo "SKIP: setpriv (util-linux) is not installed"; exit 77; }
 command -v curl >/dev/null || { echo "SKIP: curl is needed in the capsule (scripts/install-deps)"; exit 77; }
-[ -x "$BIN" ] || { echo "FAIL: $BIN missing (make all)"; exit 1; }
-BIN=$(realpath "$BIN")
 engines=runsc
 if command -v runc >/dev/null; then engines="runsc runc"; else echo "SKIP: runc is not installed: its cases are not run"; fi
 
