@@ -30,18 +30,6 @@ typedef struct Dirs {
 
 static Dirs dirs;
 
-/* Run fn in a child; its exit status (0: every step held, else the step that failed). */
-static int in_child(int (*fn)(void)) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-                _exit(fn());
-        int st;
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        assert_true(WIFEXITED(st));
-        return WEXITSTATUS(st);
-}
-
 static bool landlock_present(void) {
         return syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) >= 1;
 }
@@ -153,7 +141,7 @@ static void test_confined(void **state) {
         (void) state;
         if (!landlock_present())
                 tfw_skip("this kernel has no Landlock");
-        assert_int_equal(in_child(confined), 0);
+        assert_int_equal(tfw_in_child(confined), 0);
         /* and the test's own process was never restricted */
         int fd = at(dirs.outside, "after", O_WRONLY | O_CREAT);
         assert_true(fd >= 0);
@@ -215,12 +203,12 @@ static int missing_root(void) {
 
 static void test_fails_closed(void **state) {
         (void) state;
-        assert_int_equal(in_child(no_landlock), 0);
-        assert_int_equal(in_child(disabled_landlock), 0);
+        assert_int_equal(tfw_in_child(no_landlock), 0);
+        assert_int_equal(tfw_in_child(disabled_landlock), 0);
         if (!landlock_present())
                 tfw_skip("this kernel has no Landlock");
-        assert_int_equal(in_child(no_restrict), 0);
-        assert_int_equal(in_child(missing_root), 0);
+        assert_int_equal(tfw_in_child(no_restrict), 0);
+        assert_int_equal(tfw_in_child(missing_root), 0);
 }
 
 int main(void) {

@@ -21,18 +21,6 @@
 #include "common/macro.h"
 #include "tests/unit/lib/tfw-test.h"
 
-/* Run fn in a child; its exit status (0: every step held, else the step that failed). */
-static int in_child(int (*fn)(void)) {
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0)
-                _exit(fn());
-        int st;
-        assert_int_equal(waitpid(pid, &st, 0), pid);
-        assert_true(WIFEXITED(st));
-        return WEXITSTATUS(st);
-}
-
 static int try_mount(const char *dir) {
         if (mount("none", dir, "tmpfs", 0, "size=64k") < 0)
                 return -errno;
@@ -74,7 +62,7 @@ static void test_refuse_mount(void **state) {
         (void) state;
         if (geteuid() != 0)
                 tfw_skip("needs root");
-        assert_int_equal(in_child(mount_refused_after_filter), 0);
+        assert_int_equal(tfw_in_child(mount_refused_after_filter), 0);
 }
 
 static int status_line_is(const char *key, const char *want) {
@@ -117,7 +105,7 @@ static void test_drop(void **state) {
         (void) state;
         if (geteuid() != 0)
                 tfw_skip("needs root");
-        assert_int_equal(in_child(dropped), 0);
+        assert_int_equal(tfw_in_child(dropped), 0);
 }
 
 static int zero_refused(void) {
@@ -130,7 +118,7 @@ static void test_drop_refuses_root(void **state) {
         (void) state;
         if (geteuid() != 0)
                 tfw_skip("needs root");
-        assert_int_equal(in_child(zero_refused), 0);
+        assert_int_equal(tfw_in_child(zero_refused), 0);
 }
 
 static void test_parse_layer_arg(void **state) {

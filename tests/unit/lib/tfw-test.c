@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/fd-util.h"
@@ -91,4 +92,15 @@ char *tfw_read_fixture(const char *rel, size_t *ret_len) {
         if (ret_len)
                 *ret_len = n;
         return buf;
+}
+
+int tfw_in_child(int (*fn)(void)) {
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0)
+                _exit(fn());
+        int st;
+        assert_int_equal(waitpid(pid, &st, 0), pid);
+        assert_true(WIFEXITED(st));
+        return WEXITSTATUS(st);
 }

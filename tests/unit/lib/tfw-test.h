@@ -38,3 +38,8 @@ char *tfw_read_fixture(const char *rel, size_t *ret_len);
 
 /* Open a fixture read-only; fails the test when missing. */
 int tfw_open_fixture(const char *rel);
+
+/* Run fn in a child process (a seccomp filter, a Landlock ruleset or a privilege drop that the
+ * test process must not take on); its exit status: 0 when every step held, else the number of
+ * the step that failed. Fails the test when the child does not exit normally. */
+int tfw_in_child(int (*fn)(void));
