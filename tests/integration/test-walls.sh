@@ -14,6 +14,8 @@
 #     host's sight; docs/controller.md, "Walls in the result"); under runc "pids", with the
 #     limit (the job's cgroup refused them and counted them in pids.events);
 #   - a sleep past the timeout: "time", with its value;
+#   - writes into /usr, /etc, / and /proc/sys: refused, and no entry on either engine (neither
+#     can tell them without a cost to every job: docs/controller.md);
 #   - MCP's result tool carries them in structuredContent and in its text.
 # Each check's description begins with the engine it ran on.
 set -uo pipefail
@@ -195,6 +197,40 @@ for i in range(100):
         check "$engine: slow: the time wall, with its value" has_wall slow time "stopped at the timeout (2 s)"
         check "$engine: slow: nothing else" test "$(n_walls slow)" = 1
         check "$engine: submit: the timeout" said slow "submit 'slow': stopped by the sandbox: stopped at the timeout (2 s)"
+
+        # -------------------------------------------------------------------------------------
+        # Neither engine can tell a write into a read-only path without a cost to every job
+        # (docs/controller.md, "Why no engine reports a read-only path"): the writes are refused
+        # (under runsc EACCES for a file of root's, the sentry's own check, EROFS for a
+        # directory; under runc EROFS from the host's read-only mounts), /work and /tmp written,
+        # and the list stays empty: no entry the worker did not see.
+        echo "-- [$SECONDS s] $engine: writes into read-only paths"
+        run readonly -- /usr/bin/python3 -c '
+import errno, os
+for p in ("/usr/tfw-w", "/etc/tfw-w", "/tfw-w", "/proc/sys/kernel/hostname", "/work/w", "/tmp/w"):
+    try:
+        with open(p, "w") as f:
+            f.write("x")
+        print("written", p)
+    except OSError as e:
+        print("refused", p, errno.errorcode[e.errno])
+try:
+    os.mkdir("/usr/tfw-d")
+    print("written /usr/tfw-d")
+except OSError as e:
+    print("refused /usr/tfw-d", errno.errorcode[e.errno])'
+        check "$engine: readonly: ended by itself" test "$(result_field "$dir" readonly status)" = succeeded
+        for p in /usr/tfw-w /etc/tfw-w /tfw-w /proc/sys/kernel/hostname /usr/tfw-d; do
+                check "$engine: readonly: a write into $p is refused" grep -q "^refused $p " "$res/readonly/job.log"
+        done
+        if [ "$engine" = runc ]; then
+                for p in /usr/tfw-w /etc/tfw-w /tfw-w /proc/sys/kernel/hostname /usr/tfw-d; do
+                        check "$engine: readonly: ... $p by a read-only mount (EROFS)" grep -qx "refused $p EROFS" "$res/readonly/job.log"
+                done
+        fi
+        check "$engine: readonly: /work and /tmp are written" \
+                test "$(grep -cxE 'written /(work|tmp)/w' "$res/readonly/job.log")" = 2
+        check "$engine: readonly: the engine does not tell it: no entry" test "$(walls readonly "r['walls']")" = "[]"
         # runc keeps a container and its cgroup once its init ends (`run --keep`, so the cgroup's
         # records are read): the teardown deletes each, and none stays stopped in its root.
         if [ "$engine" = runc ]; then
