@@ -216,6 +216,8 @@ static void serve(SeccompListener *l, int notify_fd) {
                         memset(&req, 0, sizeof(req)); /* the kernel refuses a request not zeroed */
                         if (ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_RECV, &req) == 0)
                                 answer(l, notify_fd, &req);
+                        else if (errno != ENOENT && errno != EINTR)
+                                return; /* ENOENT: its caller was killed meanwhile */
                         continue;
                 }
                 if (p[0].revents & (POLLHUP | POLLERR | POLLNVAL))
