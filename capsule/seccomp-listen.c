@@ -34,7 +34,6 @@ struct SeccompListener {
         pid_t runtime_pid;
         pthread_t thread;
         bool started;
-        uint64_t notifications; /* answered (any verdict) */
         Walls walls;            /* the thread's until it is joined */
 };
 
@@ -135,16 +134,19 @@ static int receive_fd(SeccompListener *l, int conn) {
         return fd;
 }
 
-/* The notification descriptor from the runtime's connection: at most SECCOMP_LISTEN_TRIES
- * connections looked at; then the socket is closed and removed. */
+/* The notification descriptor from the runtime's connection, or a negative errno (-ECANCELED:
+ * stopped before it came): at most SECCOMP_LISTEN_TRIES connections looked at; then the socket
+ * is closed and removed. */
 static int take_notify_fd(SeccompListener *l) {
         int r = -ENOENT;
         for (unsigned tries = 0; tries < SECCOMP_LISTEN_TRIES; tries++) {
                 struct ucred cred;
                 socklen_t len = sizeof(cred);
                 r = wait_readable(l, l->listen_fd, -1);
-                if (r <= 0)
+                if (r <= 0) {
+                        r = r < 0 ? r : -ECANCELED; /* stopped first */
                         break;
+                }
                 _cleanup_close_ int conn = accept4(l->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
                 if (conn < 0) {
                         r = -errno;
@@ -197,7 +199,6 @@ static void answer(SeccompListener *l, int notify_fd, const struct seccomp_notif
         };
         /* ENOENT: the caller is gone (killed meanwhile); nothing to answer. */
         (void) ioctl(notify_fd, SECCOMP_IOCTL_NOTIF_SEND, &resp);
-        l->notifications++;
         if (v.wall)
                 walls_add(&l->walls, v.wall, 1, "%s", v.detail);
 }

@@ -9,7 +9,8 @@
  *   - from another pid: the descriptor is refused, and with no listener the kernel answers the
  *     notified calls ENOSYS: refused all the same (fails closed), no wall;
  *   - a descriptor that is not a notification descriptor is refused, the next connection's
- *     taken.
+ *     taken;
+ *   - a listener stopped before any runtime connected ends without touching another descriptor.
  * Needs root: the listener takes the descriptor from uid 0 only. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -184,11 +185,30 @@ static void test_not_a_notify_fd(void **state) {
         assert_int_equal(w.n, 2);
 }
 
+/* Stopped before any runtime connected (a capsule destroyed early): nothing counted, the socket
+ * removed, and no descriptor of the worker's closed on the way (stdin stands for them). */
+static void test_stopped_before_runtime(void **state) {
+        (void) state;
+        int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(null >= 0);
+        assert_int_equal(dup2(null, 0), 0);
+        close(null);
+        SeccompListener *l = NULL;
+        Walls w = {};
+        assert_int_equal(seccomp_listen_open(sock_path, &l), 0);
+        assert_int_equal(seccomp_listen_start(l, getpid()), 0);
+        seccomp_listen_finish(l, &w);
+        assert_int_equal(w.n, 0);
+        assert_true(fcntl(0, F_GETFD) >= 0);
+        assert_int_equal(access(sock_path, F_OK), -1);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_answers),
                 cmocka_unit_test(test_other_peer_fails_closed),
                 cmocka_unit_test(test_not_a_notify_fd),
+                cmocka_unit_test(test_stopped_before_runtime),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
