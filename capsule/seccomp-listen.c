@@ -53,14 +53,16 @@ int seccomp_listen_open(const char *path, SeccompListener **ret) {
                 r = -errno;
         /* Only root connects: the directory is root's, 0700 (the umask is the process's, not
          * this thread's to change), and the socket 0600. */
-        if (r >= 0 && bind(l->listen_fd, (struct sockaddr *) &sa, sizeof(sa)) < 0)
+        bool bound = r >= 0 && bind(l->listen_fd, (struct sockaddr *) &sa, sizeof(sa)) == 0;
+        if (r >= 0 && !bound)
                 r = -errno;
         if (r >= 0 && chmod(path, 0600) < 0)
                 r = -errno;
         if (r >= 0 && listen(l->listen_fd, SECCOMP_LISTEN_TRIES) < 0)
                 r = -errno;
         if (r < 0) {
-                l->path[0] = '\0'; /* not ours to remove */
+                if (!bound)
+                        l->path[0] = '\0'; /* not ours to remove */
                 seccomp_listen_finish(l, NULL);
                 return r;
         }
