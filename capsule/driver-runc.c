@@ -45,7 +45,10 @@ static int runc_drv_prepare(const CapsuleDriver *d, const Config *c, TfwError *e
 
 static int runc_drv_kernel_walls(const CapsuleDriver *d, const char *cid, CapsuleKernelWalls *ret) {
         *ret = (CapsuleKernelWalls) {.landlock = d->runc.landlock_abi > 0};
-        return runc_root_path(&d->runc, cid, ret->root_dir, sizeof(ret->root_dir));
+        int r = runc_root_path(&d->runc, cid, ret->root_dir, sizeof(ret->root_dir));
+        if (r >= 0)
+                r = runc_listener_path(&d->runc, ret->listener_path, sizeof(ret->listener_path));
+        return r;
 }
 
 /* The capsule's root directory afresh (the bundle's etc in it), then `runc run`, which joins the cgroup named in the
@@ -141,6 +144,7 @@ static int runc_drv_cleanup_stale(const CapsuleDriver *d, int scratch_fd, unsign
         while (dir && (de = readdir(dir)))
                 if (capsule_container_id_is_workers(d->runc.rt.worker_name, de->d_name))
                         (void) rm_rf_at(fd, de->d_name);
+        runc_listeners_clear(&d->runc);
         return 0;
 }
 

@@ -5,8 +5,9 @@
  * cap, the importer's verdict, the proxy's checked records. Nothing the job printed is read.
  *
  * Walls an engine alone can tell (a system call its filter refused, a write into a read-only
- * path) come from that engine's driver; runsc reports neither (docs/controller.md, "Walls in
- * the result"). */
+ * path) come from that engine's driver: under runc the seccomp listener's notifications
+ * (capsule/seccomp-listen.h); runsc reports neither (docs/controller.md, "Walls in the
+ * result"). */
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -91,4 +92,6 @@ void capsule_walls_collect(const CapsuleJobParams *p, const CapsuleEnding *end, 
         walls_of_output(c, r, w);
         /* network: the proxy's records (capsule/egress.c, record_wall). */
         walls_merge(w, &r->egress.walls);
+        /* syscall, and network's direct connections: the seccomp listener's (runc). */
+        walls_merge(w, &r->seccomp_walls);
 }

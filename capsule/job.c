@@ -16,6 +16,7 @@
 
 #include "capsule/bundle.h"
 #include "capsule/egress.h"
+#include "capsule/seccomp-listen.h"
 #include "capsule/job.h"
 #include "snapshot/stream.h"
 #include "capsule/log-cap.h"
@@ -552,6 +553,7 @@ typedef struct Boot {
         bool started;             /* runsc was spawned */
         bool warm;                /* init waits for the job record */
         EgressProxy egress;       /* with network.allow: the capsule's proxy (capsule/egress.h) */
+        SeccompListener *listener; /* a driver on the host's kernel: its seccomp listener */
 } Boot;
 
 /* A Boot that holds nothing. */
@@ -609,6 +611,8 @@ static int boot_destroy(Boot *b, const CapsuleDriver *d, TfwError *e) {
         int r = boot_end_front(b, d, e), k;
 
         egress_proxy_kill(&b->egress);
+        seccomp_listen_finish(b->listener, NULL);
+        b->listener = NULL;
         b->in_w = safe_close(b->in_w);
         b->art_r = safe_close(b->art_r);
         b->log_r = safe_close(b->log_r);
@@ -708,6 +712,12 @@ static int boot_bundle(const Config *config, const CapsuleDriver *driver, int sc
                 boot_fail(res, "capsule_setup", "%s", be.message);
                 return r;
         }
+        /* The spec names it: it listens before the runtime exists (which connects once, as it
+         * makes the container, and refuses to go on without it). */
+        if (ops->kernel_walls && walls.listener_path[0] && (r = seccomp_listen_open(walls.listener_path, &b->listener)) < 0) {
+                boot_fail(res, "capsule_setup", "the seccomp listener '%s': %s", walls.listener_path, strerror(-r));
+                return r;
+        }
         /* A leftover container of the same id would make the run fail. */
         if (ops->worker_cgroup)
                 (void) ops->remove(driver, b->id);
@@ -802,6 +812,10 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
         b->in_w = TAKE_FD(in[1]);
         b->art_r = TAKE_FD(art[0]);
         b->log_r = TAKE_FD(lg[0]);
+        if (b->listener && (r = seccomp_listen_start(b->listener, b->runsc_pid)) < 0) {
+                boot_fail(res, "capsule_setup", "cannot start the seccomp listener: %s", strerror(-r));
+                return r;
+        }
         return 0;
 fail:
         safe_close(in[0]);
@@ -1344,6 +1358,9 @@ static void job_wait(Job *j) {
         /* The sandbox is gone and with it the capsule's ends of the streams: the proxy writes
          * its last records and ends. */
         egress_proxy_finish(&j->boot.egress, p->egress_log_fd, &j->res.egress);
+        /* ... and every process of its filter: what the listener counted is whole. */
+        seccomp_listen_finish(j->boot.listener, &j->res.seccomp_walls);
+        j->boot.listener = NULL;
         /* A job that went past a limit between two checks and then ended by itself was not
          * within it either. */
         const ConfigLimits *l = &p->config->limits;

@@ -165,6 +165,8 @@ typedef struct CapsuleResult {
         EgressSummary egress;  /* the job's connections through its proxy (enabled: it had one) */
         Walls walls;           /* every wall the job met (capsule/walls.h), from the worker's own
                                 * sources only (capsule_walls_collect) */
+        Walls seccomp_walls;   /* what the seccomp listener counted (capsule/seccomp-listen.h):
+                                * the syscall and network walls of a driver on the host kernel */
 
         CgroupEvents events;
         uint64_t peak_memory_bytes; /* the job cgroup's high-water mark (runsc driver) */

@@ -323,12 +323,14 @@ static json_t *id_map_json(unsigned job_id) {
 
 /* runc's walls beyond runsc's spec (threat 23): a user namespace whose root is
  * CONFIG_CAPSULE_ROOT_ID on the host and whose only other id is the job's own, the cgroup
- * namespace too, masked and read-only paths and the allowlist. runc writes linux.resources into
+ * namespace too, masked and read-only paths and the allowlist (notifying the worker's listener
+ * when the driver gave one: capsule/seccomp-notify.h). runc writes linux.resources into
  * the worker's cgroup again: the same values (pids: the job's own, which the host's cgroup
  * counts there, capsule/job.c). */
 static int linux_kernel_walls(json_t *lx, const CapsuleSpecParams *p) {
         const Config *c = p->config;
         json_t *ns = json_object_get(lx, "namespaces");
+        bool listener = p->kernel->listener_path[0] != '\0';
 
         if (json_array_insert_new(ns, 0, json_pack("{s:s}", "type", "user")) < 0 ||
             json_array_append_new(ns, json_pack("{s:s}", "type", "cgroup")) < 0 ||
@@ -336,7 +338,10 @@ static int linux_kernel_walls(json_t *lx, const CapsuleSpecParams *p) {
             json_object_set_new(lx, "gidMappings", id_map_json(c->container_gid)) < 0 ||
             json_object_set_new(lx, "maskedPaths", strv_json(kernel_masked_paths)) < 0 ||
             json_object_set_new(lx, "readonlyPaths", strv_json(kernel_readonly_paths)) < 0 ||
-            json_object_set_new(lx, "seccomp", capsule_seccomp_allowlist_json(p->work_dir != NULL)) < 0)
+            json_object_set_new(lx, "seccomp", capsule_seccomp_allowlist_json(p->work_dir != NULL, listener)) < 0)
+                return -ENOMEM;
+        if (listener && json_object_set_new(json_object_get(lx, "seccomp"), "listenerPath",
+                                            json_string(p->kernel->listener_path)) < 0)
                 return -ENOMEM;
         return 0;
 }

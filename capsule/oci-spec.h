@@ -57,6 +57,10 @@ typedef struct CapsuleKernelWalls {
                                   * that id can traverse (runc mounts it from inside the user
                                   * namespace) */
         bool landlock;           /* init confines the job's writes (CAPSULE_LANDLOCK_ARG first) */
+        /* The seccomp listener's socket (capsule/seccomp-listen.h), the spec's
+         * linux.seccomp.listenerPath with the notifying profile; empty: none, the profile
+         * without notifications. */
+        char listener_path[108];
 } CapsuleKernelWalls;
 
 typedef struct CapsuleSpecParams {

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -23,6 +24,7 @@
 
 #define RUNC_STATE_MAX (4U << 20)
 #define RUNC_ROOTS_NAME "runc-roots"
+#define RUNC_LISTENERS_NAME "seccomp-listeners"
 
 static int kernel_landlock_abi(void) {
 #ifdef SYS_landlock_create_ruleset
@@ -53,6 +55,41 @@ static int roots_make(const char *root, char **ret) {
         return 0;
 }
 
+/* <parent of root>/seccomp-listeners, root's, 0700: the listeners' sockets (capsule/seccomp-listen.h),
+ * which no one but root may reach. */
+static int listeners_make(const char *root, char **ret) {
+        _cleanup_free_ char *dir = NULL;
+        const char *slash = strrchr(root, '/');
+        struct stat st;
+
+        if (!slash || asprintf(&dir, "%.*s/" RUNC_LISTENERS_NAME, (int) (slash - root), root) < 0)
+                return -ENOMEM;
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return -errno;
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        if (fstat(fd, &st) < 0 || fchown(fd, 0, 0) < 0 || fchmod(fd, 0700) < 0)
+                return -errno;
+        *ret = TAKE_PTR(dir);
+        return 0;
+}
+
+int runc_listener_path(const Runc *rc, char *buf, size_t size) {
+        uint8_t rnd[8];
+        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return -EIO;
+        int n = snprintf(buf, size, "%s/%02x%02x%02x%02x%02x%02x%02x%02x.sock", rc->listeners, rnd[0], rnd[1], rnd[2],
+                         rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+        return n > 0 && (size_t) n < size ? 0 : -ENAMETOOLONG;
+}
+
+void runc_listeners_clear(const Runc *rc) {
+        _cleanup_close_ int fd = open(rc->listeners, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0)
+                (void) rm_rf_children(fd);
+}
+
 int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e) {
         Runc n = {};
         int r;
@@ -73,6 +110,8 @@ int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e) {
         n.rt.platform = strdup("host kernel");
         n.rt.worker_name = strdup(c->name);
         r = n.rt.root && n.rt.platform && n.rt.worker_name ? roots_make(root, &n.roots) : -ENOMEM;
+        if (r >= 0)
+                r = listeners_make(root, &n.listeners);
         if (r < 0) {
                 runc_done(&n);
                 return tfw_error(e, -r, "runtime_unavailable", "the capsules' roots beside '%s': %s", root, strerror(-r));
@@ -85,6 +124,7 @@ int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e) {
 void runc_done(Runc *rc) {
         runsc_done(&rc->rt);
         free(rc->roots);
+        free(rc->listeners);
         *rc = (Runc) {};
 }
 

@@ -21,10 +21,12 @@ typedef struct Runc {
          * points in it from inside the user namespace). */
         char *roots;
         int landlock_abi; /* the kernel's Landlock ABI version, 0: none */
+        /* The seccomp listeners' sockets: <parent of --root>/seccomp-listeners, root's, 0700. */
+        char *listeners;
 } Runc;
 
-/* Resolve the binary (runtime.runc, else "runc" on PATH), make root (0700) and the roots
- * directory beside it (0711). */
+/* Resolve the binary (runtime.runc, else "runc" on PATH), make root (0700), the roots
+ * directory beside it (0711) and the listeners' (0700). */
 int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e);
 void runc_done(Runc *rc);
 
@@ -36,6 +38,13 @@ void runc_done(Runc *rc);
 int runc_root_path(const Runc *rc, const char *cid, char *buf, size_t size);
 int runc_root_make(const Runc *rc, const char *cid, const char *etc_src);
 int runc_root_remove(const Runc *rc, const char *cid);
+
+/* A new path for a capsule's seccomp listener (capsule/seccomp-listen.h): a random name in the
+ * listeners' directory, short enough for a unix socket's address (the container id is not:
+ * up to 117 bytes). runc_listeners_clear removes every socket there (a start's cleanup: what a
+ * worker killed mid-job left). */
+int runc_listener_path(const Runc *rc, char *buf, size_t size);
+void runc_listeners_clear(const Runc *rc);
 
 /* `runc run --bundle B ID` with runsc_spawn_run's contract. pass_fds[0..n_pass): the egress
  * streams, which the capsule gets at CAPSULE_EGRESS_FD_BASE.. (--preserve-fds: fds 3 up to the

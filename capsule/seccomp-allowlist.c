@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "capsule/seccomp-allowlist.h"
+#include "capsule/seccomp-notify.h"
 #include "capsule/seccomp-profile.h"
 #include "common/macro.h"
 
@@ -72,10 +73,10 @@ static const char *const allowed[] = {
         "pipe2", "eventfd2", "signalfd4", "epoll_create1", "epoll_ctl", "epoll_pwait", "epoll_pwait2",
         "ppoll", "pselect6", "io_setup", "io_destroy", "io_submit", "io_cancel", "io_getevents",
         "io_pgetevents",
-        /* sockets (socket itself: socket_rules below) */
-        "socketpair", "bind", "listen", "accept", "accept4", "connect", "getsockname", "getpeername",
-        "getsockopt", "setsockopt", "sendto", "recvfrom", "sendmsg", "recvmsg", "sendmmsg",
-        "recvmmsg", "shutdown",
+        /* sockets (socket itself: socket_rules below; connect and sendto: rules_json) */
+        "socketpair", "bind", "listen", "accept", "accept4", "getsockname", "getpeername",
+        "getsockopt", "setsockopt", "recvfrom", "sendmsg", "recvmsg", "sendmmsg", "recvmmsg",
+        "shutdown",
         /* System V and POSIX IPC (the capsule's own ipc namespace) */
         "msgget", "msgsnd", "msgrcv", "msgctl", "semget", "semop", "semtimedop", "semctl", "shmget",
         "shmat", "shmdt", "shmctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive",
@@ -179,7 +180,7 @@ static int append(json_t *rules, json_t *rule) {
         return json_array_append_new(rules, rule) < 0 ? -ENOMEM : 0;
 }
 
-static json_t *rules_json(bool layer) {
+static json_t *rules_json(bool layer, bool notify) {
         static const char *const layer_calls[] = CAPSULE_SECCOMP_LAYER_CALLS;
         json_t *rules = json_array();
         if (!rules)
@@ -197,6 +198,13 @@ static json_t *rules_json(bool layer) {
         if (r >= 0)
                 r = append(rules, json_pack("{s:[s], s:s, s:i}", "names", "clone3", "action", "SCMP_ACT_ERRNO",
                                             "errnoRet", ENOSYS));
+        /* connect and sendto: allowed, or told to the listener (which lets them on to the
+         * kernel, or answers what the network namespace would), with the refusals it reports
+         * (capsule/seccomp-notify.h). */
+        if (r >= 0 && !notify)
+                r = append(rules, json_pack("{s:[s, s], s:s}", "names", "connect", "sendto", "action", "SCMP_ACT_ALLOW"));
+        if (r >= 0 && notify)
+                r = capsule_seccomp_notify_rules(rules, layer);
         if (r >= 0 && layer)
                 r = append(rules, json_pack("{s:o, s:s}", "names", names_json(layer_calls, ELEMENTSOF(layer_calls)),
                                             "action", "SCMP_ACT_ALLOW"));
@@ -207,8 +215,8 @@ static json_t *rules_json(bool layer) {
         return rules;
 }
 
-json_t *capsule_seccomp_allowlist_json(bool layer) {
-        json_t *rules = rules_json(layer);
+json_t *capsule_seccomp_allowlist_json(bool layer, bool notify) {
+        json_t *rules = rules_json(layer, notify);
         if (!rules)
                 return NULL;
         return json_pack("{s:s, s:i, s:[s], s:o}", "defaultAction", "SCMP_ACT_ERRNO", "defaultErrnoRet", EPERM,

@@ -31,5 +31,9 @@
  * layer: also mount and umount2 (CAPSULE_SECCOMP_LAYER_CALLS), for init's privileged window
  * that mounts the job's layer (capsule-init/layer.c), which refuses them again with a filter
  * of its own before anything of the job runs; nothing else more.
+ * notify: the refusals capsule/seccomp-notify.h names are SCMP_ACT_NOTIFY instead, and so are
+ * connect and sendto with an address; the caller adds the listenerPath (runc refuses a
+ * notifying profile without one). Without a listener (it died, or closed the notification
+ * descriptor) the kernel answers every notifying call ENOSYS: still a refusal, never the call.
  * NULL on ENOMEM. */
-json_t *capsule_seccomp_allowlist_json(bool layer);
+json_t *capsule_seccomp_allowlist_json(bool layer, bool notify);

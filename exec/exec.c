@@ -195,7 +195,7 @@ static int add_narrowing(json_t *iso, const CapsuleDriver *d) {
         /* The job's refusals: with the layer, init refuses again what the spec leaves it. On
          * the host's kernel the allowlist (capsule/seccomp-allowlist.h), and runc's /dev. */
         _cleanup_(json_decrefp) json_t *profile =
-                d->ops->host_kernel ? capsule_seccomp_allowlist_json(false) : capsule_seccomp_json(false);
+                d->ops->host_kernel ? capsule_seccomp_allowlist_json(false, true) : capsule_seccomp_json(false);
         _cleanup_free_ char *c = profile ? json_dumps_canonical(profile) : NULL;
         char hex[SHA256_HEX_SIZE], v[8 + SHA256_HEX_SIZE];
         if (!c || sha256_buffer_hex(c, strlen(c), hex) < 0)

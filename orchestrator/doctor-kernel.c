@@ -119,6 +119,25 @@ static void report_calls(Doctor *d, const Probe *p) {
                 doctor_report(d, "probe_kernel_calls", ok, "%s%s", detail, ok ? "" : " (each must be refused with EPERM)");
 }
 
+/* The worker's seccomp listener (capsule/seccomp-listen.h) told the probe's refused setns: it is
+ * among the probe's walls, by name (docs/controller.md, "Walls in the result"). */
+static void report_listener(Doctor *d, const Probe *p) {
+        char v[64];
+        if (!doctor_probe_get(p, "setns", v, sizeof(v))) {
+                doctor_report(d, "probe_seccomp_listener", false, "cannot prove it: perl is not in the capsule");
+                return;
+        }
+        const Walls *w = &p->res.walls;
+        for (size_t i = 0; i < w->n; i++)
+                if (streq(w->entry[i].wall, WALL_SYSCALL) && streq(w->entry[i].detail, "setns")) {
+                        doctor_report(d, "probe_seccomp_listener", true,
+                                      "the worker's seccomp listener named the probe's refused setns among its walls");
+                        return;
+                }
+        doctor_report(d, "probe_seccomp_listener", false,
+                      "the probe's refused setns is not among its walls: the seccomp listener did not tell it");
+}
+
 void doctor_probe_kernel_walls(Doctor *d) {
         char script[4096], buf[1200];
         char *argv[] = {(char *) "/bin/sh", (char *) "-c", script, NULL};
@@ -143,6 +162,7 @@ void doctor_probe_kernel_walls(Doctor *d) {
         report_namespaces(d, &p);
         report_proc_sys(d, &p);
         report_calls(d, &p);
+        report_listener(d, &p);
         /* Init refuses to run a job it could not confine (CAPSULE_LANDLOCK_ARG): that the probes
          * above ran is the proof that it did. */
         if (d->driver.ops->confines_writes && d->driver.ops->confines_writes(&d->driver))

@@ -8,6 +8,13 @@
 # second daemon of that build runs beside this one on a workspace of its own, and the requests
 # alternate between the two, one each in turn, so that a machine loaded by others weighs on both
 # alike; the ratio after / before is printed. Prints every number; never fails because of them.
+#
+# BENCH_DRIVER=runc: both daemons on the runc driver, where the seccomp listener answers the
+# job's connects (capsule/seccomp-listen.h), each with network.allow naming an upstream of the
+# bench's own on the host; then also two connect-heavy jobs, timed inside the job: 2000 connects
+# to a closed loopback port (each notifies the listener, which lets it on to the kernel),
+# microseconds per connect; 100 HTTP requests through the proxy to the upstream, a new
+# connection each, milliseconds per request; after and before.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -22,7 +29,23 @@ bench_need_worker
 
 bench_base walls
 daemons=()
+upstream=
+NETWORK=
+if [ "${BENCH_DRIVER:-runsc}" = runc ]; then
+        PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+        python3 -c '
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    def do_GET(self):
+        self.send_response(200); self.send_header("Content-Length", "2"); self.end_headers(); self.wfile.write(b"ok")
+    def log_message(self, *a): pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), H).serve_forever()' "$PORT" &
+        upstream=$!
+        NETWORK=", \"network\": {\"allow\": [\"127.0.0.1:$PORT\"]}"
+fi
 cleanup() {
+        [ -z "$upstream" ] || kill "$upstream" 2>/dev/null || true
         for d in "${daemons[@]}"; do kill -TERM "$d" 2>/dev/null || true; wait "$d" 2>/dev/null || true; done
         bench_kill_capsules /run/tentaflake-worker-bench-walls-after/runsc /run/tentaflake-worker-bench-walls-before/runsc
         bench_rm_cgroups bench-walls-
@@ -38,17 +61,28 @@ start() { # start WHO BIN: the daemon of build WHO on $base/WHO
         cat >"$d/config.json" <<JSON
 {"version": 1, "name": "bench-walls-$who", "workspace": "$d/ws",
  "container_uid": 12345, "container_gid": 12345, "concurrency": 1,
- "state_dir": "$d/state", "results_dir": "$d/results", "runtime": {"warm_seconds": 30}}
+ "state_dir": "$d/state", "results_dir": "$d/results", "runtime": {$(bench_runtime_keys), "warm_seconds": 30}$NETWORK}
 JSON
         bench_start_daemon "$2" "$d/config.json" "$d/daemon.log"
         daemons+=("$daemon")
         daemon=
 }
-one() { # one WHO: a /bin/true request of WHO's, REQ_MS its time
+one() { # one WHO [ARGV_JSON]: a request of WHO's (/bin/true), REQ_MS its time, LAST its id
         local d=$base/$1 inbox=$base/$1/ws/.tentaflake-worker/inbox
         bench_next_n
-        bench_write_request "$inbox" "t$n" '["/bin/true"]'
+        bench_write_request "$inbox" "t$n" "${2:-[\"/bin/true\"]}"
         bench_request "$inbox" "$d/results" "t$n" "$1"
+        LAST=$d/results/t$n
+}
+CONNECTS='["/usr/bin/python3", "-c", "import socket, time\nt = time.monotonic()\nfor _ in range(2000):\n    s = socket.socket()\n    try: s.connect((\"127.0.0.1\", 1))\n    except OSError: pass\n    s.close()\nprint(\"us_per_connect=%.1f\" % ((time.monotonic() - t) * 1e6 / 2000))"]'
+connects() { # connects WHO: the connect-heavy job's microseconds per connect
+        one "$1" "$CONNECTS"
+        sed -n 's/^us_per_connect=//p' "$LAST/job.log"
+}
+FETCHES='["/usr/bin/python3", "-c", "import os, time, urllib.request\no = urllib.request.build_opener(urllib.request.ProxyHandler({\"http\": os.environ[\"http_proxy\"]}))\nt = time.monotonic()\nfor _ in range(100):\n    o.open(\"http://127.0.0.1:'"${PORT:-0}"'/\").read()\nprint(\"ms_per_request=%.2f\" % ((time.monotonic() - t) * 1e3 / 100))"]'
+fetches() { # fetches WHO: the proxied job's milliseconds per request
+        one "$1" "$FETCHES"
+        sed -n 's/^ms_per_request=//p' "$LAST/job.log"
 }
 
 start after "$BIN"
@@ -70,5 +104,30 @@ echo "/bin/true, request to result, with the walls: ${after[*]} ms (median $a, l
 if [ -n "$BEFORE" ]; then
         b=$(printf '%s\n' "${before[@]}" | median)
         echo "/bin/true, request to result, before the walls: ${before[*]} ms (median $b)"
+        echo "ratio after / before: $(ratio "$a" "$b")"
+fi
+[ "${BENCH_DRIVER:-runsc}" = runc ] || exit 0
+after=() before=()
+for _ in $(seq "$RUNS"); do
+        after+=("$(connects after)")
+        [ -z "$BEFORE" ] || before+=("$(connects before)")
+done
+a=$(printf '%s\n' "${after[@]}" | median)
+echo "connect to loopback, inside the job, with the listener: ${after[*]} us (median $a, load $(load))"
+if [ -n "$BEFORE" ]; then
+        b=$(printf '%s\n' "${before[@]}" | median)
+        echo "connect to loopback, inside the job, before the listener: ${before[*]} us (median $b)"
+        echo "ratio after / before: $(ratio "$a" "$b")"
+fi
+after=() before=()
+for _ in $(seq "$RUNS"); do
+        after+=("$(fetches after)")
+        [ -z "$BEFORE" ] || before+=("$(fetches before)")
+done
+a=$(printf '%s\n' "${after[@]}" | median)
+echo "an HTTP request through the proxy, inside the job, with the listener: ${after[*]} ms (median $a, load $(load))"
+if [ -n "$BEFORE" ]; then
+        b=$(printf '%s\n' "${before[@]}" | median)
+        echo "an HTTP request through the proxy, inside the job, before the listener: ${before[*]} ms (median $b)"
         echo "ratio after / before: $(ratio "$a" "$b")"
 fi

@@ -82,7 +82,7 @@ check "what a job writes to /work stops at limits.workspace_tmpfs (got ${size:-n
 # doctor proves the same walls live (docs/doctor.md): each of its runc probes holds here.
 "$BIN" --config "$dir/config.json" doctor --json >"$dir/doctor.json" 2>>"$dir/daemon.log"
 for p in probe_user_namespace probe_user_namespace_gid probe_namespaces probe_cgroup_namespace probe_masked_paths \
-        probe_kernel_calls probe_landlock probe_seccomp probe_no_fuse probe_capabilities probe_no_new_privs \
+        probe_kernel_calls probe_seccomp_listener probe_landlock probe_seccomp probe_no_fuse probe_capabilities probe_no_new_privs \
         probe_network probe_readonly_root probe_pids_limit probe_memory_limit; do
         check "doctor proves $p" python3 -c 'import json, sys
 a = [c for c in json.load(open(sys.argv[1])) if c["check"] == sys.argv[2]]

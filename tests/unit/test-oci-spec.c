@@ -456,6 +456,7 @@ static void test_runc_walls(void **state) {
         Fixture f;
         CapsuleKernelWalls w;
         runc_fixture(&f, &w, true);
+        snprintf(w.listener_path, sizeof(w.listener_path), "/run/tentaflake-worker-coder-1/seccomp-listeners/0123.sock");
         f.params.work_dir = "/var/lib/tfw/store/lane-0/gen-1";
         f.params.snapshot_dir = NULL;
         _cleanup_json_ json_t *spec = build(&f);
@@ -481,8 +482,10 @@ static void test_runc_walls(void **state) {
                 assert_true(strv_has(json_object_get(lx, "maskedPaths"), *m));
         assert_true(strv_has(json_object_get(lx, "readonlyPaths"), "/proc/sys"));
         assert_true(strv_has(json_object_get(lx, "readonlyPaths"), "/proc/sysrq-trigger"));
-        /* The allowlist, as the layer's window needs it; never runsc's profile. */
-        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(true);
+        /* The allowlist, as the layer's window needs it, notifying the driver's listener
+         * (capsule/seccomp-notify.h); never runsc's profile. */
+        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(true, true);
+        assert_int_equal(json_object_set_new(allow, "listenerPath", json_string(w.listener_path)), 0);
         assert_true(json_equal(json_object_get(lx, "seccomp"), allow));
         /* The job's own pids limit (the host's cgroup counts its processes). */
         assert_int_equal(get_int(json_object_get(json_object_get(lx, "resources"), "pids"), "limit"), 512);
@@ -524,7 +527,8 @@ static void test_runc_without_landlock(void **state) {
         _cleanup_json_ json_t *spec = build(&f);
         json_t *args = json_object_get(json_object_get(spec, "process"), "args");
         assert_string_equal(json_string_value(json_array_get(args, 1)), "--");
-        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(false);
+        /* No listener given: the profile that notifies nothing, without a listenerPath. */
+        _cleanup_json_ json_t *allow = capsule_seccomp_allowlist_json(false, false);
         assert_true(json_equal(json_object_get(json_object_get(spec, "linux"), "seccomp"), allow));
         /* An image root is never runc's. */
         json_t *out = NULL;

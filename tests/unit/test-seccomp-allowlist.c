@@ -22,6 +22,7 @@
 #include <sys/stat.h>
 
 #include "capsule/seccomp-allowlist.h"
+#include "capsule/seccomp-notify.h"
 #include "capsule/seccomp-profile.h"
 #include "common/json-util.h"
 #include "common/macro.h"
@@ -43,8 +44,24 @@ static const char *const must_refuse[] = {
         "_sysctl", "ustat", "sysfs", "umount", "vm86", "vm86old", "stime", "socketcall",
 };
 
+/* Each test runs on the profile without a listener, then on the one that notifies the
+ * worker's listener (capsule/seccomp-notify.h; the groups' setups set this). */
+static bool notify_variant;
+
+static int group_plain(void **state) {
+        (void) state;
+        notify_variant = false;
+        return 0;
+}
+
+static int group_notify(void **state) {
+        (void) state;
+        notify_variant = true;
+        return 0;
+}
+
 static json_t *profile(bool layer) {
-        json_t *p = capsule_seccomp_allowlist_json(layer);
+        json_t *p = capsule_seccomp_allowlist_json(layer, notify_variant);
         assert_non_null(p);
         return p;
 }
@@ -69,33 +86,61 @@ static bool rule_holds(json_t *rule, const uint64_t args[6]) {
                 const char *op = json_string_value(json_object_get(c, "op"));
                 assert_true(idx < 6);
                 bool eq = streq(op, "SCMP_CMP_EQ"), masked = streq(op, "SCMP_CMP_MASKED_EQ");
-                if (!eq && !masked)
+                bool ne = streq(op, "SCMP_CMP_NE");
+                if (!eq && !masked && !ne)
                         fail_msg("unexpected op %s", op);
-                if (eq ? args[idx] != v : (args[idx] & v) != v2)
+                if (ne ? args[idx] == v : eq ? args[idx] != v : (args[idx] & v) != v2)
                         return false;
         }
         return true;
 }
 
-/* The errno the profile answers name(args) with, 0 when it allows it. Two matching rules of
- * different actions would be libseccomp's to settle: the profile has none (asserted). */
-static int verdict(json_t *p, const char *name, const uint64_t args[6]) {
+/* What the listener answers a notification of name(args) (capsule_seccomp_notify_judge, with
+ * nothing read at an address: connect and sendto go on to the kernel), as verdict's value. */
+static int listener_answer(const char *name, const uint64_t args[6]) {
+        struct seccomp_notif req = { .data = { .arch = SCMP_ARCH_NATIVE } };
+        SeccompVerdict v;
+        req.data.nr = seccomp_syscall_resolve_name_arch(SCMP_ARCH_NATIVE, name);
+        memcpy(req.data.args, args, sizeof(req.data.args));
+        capsule_seccomp_notify_judge(&req, NULL, 0, &v);
+        return v.cont ? 0 : v.error;
+}
+
+/* The errno the profile answers name(args) with, 0 when it allows it (a notifying rule: what
+ * the listener answers). Two matching rules of different actions would be libseccomp's to
+ * settle: the profile has none (asserted). ret_notified (may be NULL): a notifying rule
+ * matched. */
+static int verdict_notified(json_t *p, const char *name, const uint64_t args[6], bool *ret_notified) {
         size_t i;
         json_t *rule;
         int found = -1;
+        if (ret_notified)
+                *ret_notified = false;
         json_array_foreach(json_object_get(p, "syscalls"), i, rule) {
                 if (!rule_names(rule, name) || !rule_holds(rule, args))
                         continue;
                 const char *action = json_string_value(json_object_get(rule, "action"));
-                int v = streq(action, "SCMP_ACT_ALLOW") ? 0 : (int) json_integer_value(json_object_get(rule, "errnoRet"));
+                bool notify = streq(action, "SCMP_ACT_NOTIFY");
+                if (notify && ret_notified)
+                        *ret_notified = true;
+                int v = streq(action, "SCMP_ACT_ALLOW") ? 0
+                        : notify                        ? 1000 + listener_answer(name, args)
+                                                        : (int) json_integer_value(json_object_get(rule, "errnoRet"));
                 if (found >= 0 && found != v)
                         fail_msg("%s: rules of different actions match", name);
                 found = v;
         }
+        if (found >= 1000)
+                return found - 1000;
         return found >= 0 ? found : (int) json_integer_value(json_object_get(p, "defaultErrnoRet"));
 }
 
+static int verdict(json_t *p, const char *name, const uint64_t args[6]) {
+        return verdict_notified(p, name, args, NULL);
+}
+
 #define ARGS(...) ((const uint64_t[6]) { __VA_ARGS__ })
+static const char *const CAPSULE_LAYER_CALLS_FOR_TEST[] = CAPSULE_SECCOMP_LAYER_CALLS;
 
 static void test_shape(void **state) {
         (void) state;
@@ -121,6 +166,9 @@ static void test_shape(void **state) {
                 assert_true(json_array_size(json_object_get(rule, "names")) > 0);
                 if (streq(action, "SCMP_ACT_ERRNO"))
                         assert_true(json_integer_value(json_object_get(rule, "errnoRet")) > 0);
+                else if (notify_variant && streq(action, "SCMP_ACT_NOTIFY"))
+                        /* runc refuses to notify write: it writes the descriptor's number with it */
+                        assert_false(rule_names(rule, "write"));
                 else
                         assert_string_equal(action, "SCMP_ACT_ALLOW");
         }
@@ -152,13 +200,16 @@ static void test_refused(void **state) {
         _cleanup_(json_decrefp) json_t *p = profile(false);
         size_t i, k;
         json_t *rule, *n;
-        /* Not named in any rule with any argument ... */
-        json_array_foreach(json_object_get(p, "syscalls"), i, rule)
+        /* Not named in any rule with any argument, but to be told to the listener ... */
+        json_array_foreach(json_object_get(p, "syscalls"), i, rule) {
+                if (streq(json_string_value(json_object_get(rule, "action")), "SCMP_ACT_NOTIFY"))
+                        continue;
                 json_array_foreach(json_object_get(rule, "names"), k, n)
                         for (size_t r = 0; r < ELEMENTSOF(must_refuse); r++)
                                 if (streq(json_string_value(n), must_refuse[r]))
                                         fail_msg("'%s' is in the allow-list", must_refuse[r]);
-        /* ... so the default answers them. */
+        }
+        /* ... so the default, or the listener, answers them EPERM. */
         for (size_t r = 0; r < ELEMENTSOF(must_refuse); r++)
                 assert_int_equal(verdict(p, must_refuse[r], ARGS(0)), EPERM);
 }
@@ -307,12 +358,29 @@ static void test_docker_default(void **state) {
                         fail_msg("'%s' is allowed by Docker's default profile and not here", docker[i]);
 }
 
+/* The notifying profile's rule for the layer's calls: init's own filter refuses those to the
+ * job (an ERRNO filter wins over a notifying one), so the layer's profile has none. */
+static void drop_layer_notify(json_t *p) {
+        json_t *rules = json_object_get(p, "syscalls"), *rule;
+        size_t i;
+        json_array_foreach(rules, i, rule)
+                if (streq(json_string_value(json_object_get(rule, "action")), "SCMP_ACT_NOTIFY") &&
+                    json_array_size(json_object_get(rule, "names")) == 2 && rule_names(rule, "mount") &&
+                    rule_names(rule, "umount2")) {
+                        assert_int_equal(json_array_remove(rules, i), 0);
+                        return;
+                }
+        fail_msg("the notifying profile has no rule of its own for mount and umount2");
+}
+
 /* The layer's profile: the plain one plus mount and umount2, nothing else. */
 static void test_layer(void **state) {
         (void) state;
         _cleanup_(json_decrefp) json_t *plain = profile(false);
         _cleanup_(json_decrefp) json_t *layer = profile(true);
         const char *const extra[] = CAPSULE_SECCOMP_LAYER_CALLS;
+        if (notify_variant)
+                drop_layer_notify(plain);
         assert_int_equal(json_array_size(json_object_get(layer, "syscalls")),
                          json_array_size(json_object_get(plain, "syscalls")) + 1);
         for (size_t i = 0; i < json_array_size(json_object_get(plain, "syscalls")); i++)
@@ -327,6 +395,12 @@ static void test_layer(void **state) {
                 assert_int_equal(verdict(layer, extra[i], ARGS(0)), 0);
                 assert_int_equal(verdict(plain, extra[i], ARGS(0)), EPERM);
         }
+        if (notify_variant) {
+                _cleanup_(json_decrefp) json_t *whole = profile(false);
+                bool notified = false;
+                assert_int_equal(verdict_notified(whole, "mount", ARGS(0), &notified), EPERM);
+                assert_true(notified);
+        }
         /* the rest of the profile is the plain one's */
         json_t *pl = json_deep_copy(layer);
         assert_non_null(pl);
@@ -335,11 +409,69 @@ static void test_layer(void **state) {
         json_decref(pl);
 }
 
+/* Which refusals reach the listener (capsule/seccomp-notify.h): every family of must_refuse but
+ * the probes ordinary jobs make (clone3's ENOSYS, the NUMA calls, io_uring_setup), each still
+ * answered as without the listener; mount and umount2 only without the layer. */
+static void test_notified(void **state) {
+        (void) state;
+        const char *const probes[] = { "clone3", "mbind", "set_mempolicy", "get_mempolicy", "migrate_pages",
+                                       "move_pages", "io_uring_setup" };
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        _cleanup_(json_decrefp) json_t *layer = profile(true);
+        for (size_t r = 0; r < ELEMENTSOF(must_refuse); r++) {
+                bool probe = false, notified;
+                for (size_t k = 0; k < ELEMENTSOF(probes); k++)
+                        probe = probe || streq(must_refuse[r], probes[k]);
+                if (seccomp_syscall_resolve_name_arch(SCMP_ARCH_NATIVE, must_refuse[r]) < 0)
+                        continue; /* not this architecture's: the filter's architecture check */
+                assert_int_equal(verdict_notified(p, must_refuse[r], ARGS(0), &notified), EPERM);
+                if (notified == probe)
+                        fail_msg("'%s' is %s", must_refuse[r], probe ? "a probe, notified" : "not notified");
+        }
+        bool notified;
+        assert_int_equal(verdict_notified(p, "clone3", ARGS(0), &notified), ENOSYS);
+        assert_false(notified);
+        for (size_t i = 0; i < ELEMENTSOF(CAPSULE_LAYER_CALLS_FOR_TEST); i++) {
+                assert_int_equal(verdict_notified(layer, CAPSULE_LAYER_CALLS_FOR_TEST[i], ARGS(0), &notified), 0);
+                assert_false(notified);
+        }
+        /* clone: a namespace flag notifies, a fork or a thread does not */
+        assert_int_equal(verdict_notified(p, "clone", ARGS(CLONE_NEWUSER | SIGCHLD), &notified), EPERM);
+        assert_true(notified);
+        assert_int_equal(verdict_notified(p, "clone", ARGS(CLONE_NEWNET | CLONE_NEWNS), &notified), EPERM);
+        assert_true(notified);
+        assert_int_equal(verdict_notified(p, "clone", ARGS(SIGCHLD), &notified), 0);
+        assert_false(notified);
+        /* What every job calls all the time never waits for the listener. */
+        const char *hot[] = { "read", "write", "openat", "mmap", "futex", "sendmsg", "recvfrom", "execve", "wait4" };
+        for (size_t i = 0; i < ELEMENTSOF(hot); i++) {
+                assert_int_equal(verdict_notified(p, hot[i], ARGS(0), &notified), 0);
+                assert_false(notified);
+        }
+}
+
+/* connect always notifies (the listener reads the destination); sendto only with an address. */
+static void test_notify_network(void **state) {
+        (void) state;
+        _cleanup_(json_decrefp) json_t *p = profile(false);
+        bool notified;
+        assert_int_equal(verdict_notified(p, "connect", ARGS(3, 0x1000, 16), &notified), 0);
+        assert_true(notified);
+        assert_int_equal(verdict_notified(p, "sendto", ARGS(3, 0x1000, 10, 0, 0, 0), &notified), 0);
+        assert_false(notified);
+        assert_int_equal(verdict_notified(p, "sendto", ARGS(3, 0x1000, 10, 0, 0x2000, 16), &notified), 0);
+        assert_true(notified);
+}
+
 int main(int argc, char **argv) {
         if (argc == 3 && streq(argv[1], "--print") && (streq(argv[2], "plain") || streq(argv[2], "layer"))) {
-                _cleanup_(json_decrefp) json_t *p = capsule_seccomp_allowlist_json(streq(argv[2], "layer"));
+                _cleanup_(json_decrefp) json_t *p = capsule_seccomp_allowlist_json(streq(argv[2], "layer"), false);
                 return p && json_dumpf(p, stdout, JSON_INDENT(1)) == 0 && putchar('\n') != EOF ? 0 : 1;
         }
+        const struct CMUnitTest notify_tests[] = {
+                cmocka_unit_test(test_notified),
+                cmocka_unit_test(test_notify_network),
+        };
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_shape),
                 cmocka_unit_test(test_names_resolve),
@@ -351,5 +483,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test(test_docker_default),
                 cmocka_unit_test(test_layer),
         };
-        return cmocka_run_group_tests(tests, NULL, NULL);
+        int failed = cmocka_run_group_tests_name("without a listener", tests, group_plain, NULL);
+        failed += cmocka_run_group_tests_name("notifying the listener", tests, group_notify, NULL);
+        return failed + cmocka_run_group_tests_name("what notifies", notify_tests, group_notify, NULL);
 }
