@@ -218,8 +218,9 @@ fuzz:
 $(FUZZ_BUILD)/tests/fuzz/libfuzzer-%: $(FUZZ_BUILD)/tests/fuzz/fuzz-%.o $(FUZZ_BUILD)/libtfw.a
 	clang -fsanitize=fuzzer,address,undefined -o $@ $^ $(PKG_LIBS)
 
+# generations.sh's bare runc reference takes the worker's seccomp allow-list from the unit test's --print.
 bench: install-deps
-	$(MAKE) all $(BENCH_BIN)
+	$(MAKE) all $(BENCH_BIN) $(BUILD)/tests/unit/test-seccomp-allowlist
 	BUILD=$(BUILD) tests/bench/run-bench
 
 # The demo's build is quiet: one summary line, the whole log only when it fails, so that the

@@ -16,6 +16,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <netdb.h>
@@ -456,11 +457,15 @@ static void conn_send_refusal(Conn *c) {
         }
 }
 
-/* One direction of the relay: bytes from `from` wait in buf[start..end) to go to `to`. */
+/* One direction of the relay: bytes from `from` wait in buf[start..end) to go to `to`; or, for
+ * a flow with a pipe, wait in the pipe (end - start of them), moved by splice without a copy
+ * through the proxy's memory. */
 typedef struct Flow {
         int from, to;
         const char *from_name, *to_name;
         char *buf;
+        int pipe[2];     /* -1: the flow uses buf */
+        bool pipe_full;  /* the pipe took no more (its slots, not its bytes): wait for a write */
         size_t start, end;
         bool eof;    /* from has ended: nothing more will come */
         bool shut;   /* to was shut down for writing after the last byte */
@@ -472,7 +477,50 @@ typedef struct Flow {
 } Flow;
 
 static short flow_in(const Flow *f) {
-        return !f->eof && !f->dead && f->end < PROXY_RELAY_BUFFER ? POLLIN : 0;
+        return !f->eof && !f->dead && !f->pipe_full && f->end < PROXY_RELAY_BUFFER ? POLLIN : 0;
+}
+
+/* The download's bytes go through a pipe of PROXY_RELAY_BUFFER, upstream to pipe to stream,
+ * both non-blocking: what the proxy holds stays bounded as with the buffer (issue 48: 100 MB
+ * through the proxy, where the two copies were most of its cost). Where the pipe cannot be made
+ * that size the flow keeps its buffer. */
+static void flow_pipe_open(Flow *f) {
+        f->pipe[0] = f->pipe[1] = -1;
+        if (pipe2(f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
+                return;
+        if (fcntl(f->pipe[1], F_SETPIPE_SZ, PROXY_RELAY_BUFFER) != PROXY_RELAY_BUFFER ||
+            fcntl(f->to, F_SETFL, fcntl(f->to, F_GETFL) | O_NONBLOCK) < 0) {
+                close(f->pipe[0]);
+                close(f->pipe[1]);
+                f->pipe[0] = f->pipe[1] = -1;
+        }
+}
+
+static void flow_pipe_close(Flow *f) {
+        if (f->pipe[0] >= 0) {
+                close(f->pipe[0]);
+                close(f->pipe[1]);
+        }
+}
+
+/* recv or send of the flow's bytes: into buf or the pipe, out of buf or the pipe. */
+static ssize_t flow_in_bytes(Flow *f) {
+        size_t room = PROXY_RELAY_BUFFER - f->end;
+        if (f->pipe[0] < 0)
+                return recv(f->from, f->buf + f->end, room, MSG_DONTWAIT);
+        ssize_t k = splice(f->from, NULL, f->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        /* Readable, yet nothing moved: the pipe's slots are taken by small pieces. */
+        f->pipe_full = k < 0 && errno == EAGAIN && f->end > f->start;
+        return k;
+}
+
+static ssize_t flow_out_bytes(Flow *f, size_t n) {
+        if (f->pipe[0] < 0)
+                return send(f->to, f->buf + f->start, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t k = splice(f->pipe[0], NULL, f->to, NULL, n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (k > 0)
+                f->pipe_full = false;
+        return k;
 }
 
 static short flow_out(const Flow *f) {
@@ -484,7 +532,8 @@ static void flow_settle(Flow *f) {
         if (f->start == f->end)
                 f->start = f->end = 0;
         else if (f->end == PROXY_RELAY_BUFFER && f->start > 0) {
-                memmove(f->buf, f->buf + f->start, f->end - f->start);
+                if (f->pipe[0] < 0)
+                        memmove(f->buf, f->buf + f->start, f->end - f->start);
                 f->end -= f->start;
                 f->start = 0;
         }
@@ -500,7 +549,7 @@ static bool flow_done(const Flow *f) {
 
 /* 1: bytes moved, 0: nothing moved, CONN_DONE: cut. A reset from the peer is its end. */
 static int flow_read(Conn *c, Flow *f) {
-        ssize_t k = recv(f->from, f->buf + f->end, PROXY_RELAY_BUFFER - f->end, MSG_DONTWAIT);
+        ssize_t k = flow_in_bytes(f);
 
         if (k > 0) {
                 f->end += (size_t) k;
@@ -525,7 +574,7 @@ static int flow_write(Conn *c, Flow *f) {
         if (granted == 0)
                 return cut(c, f->limit_word, "the job's %s budget of %" PRIu64 " bytes is spent", f->budget_name,
                            f->budget_size);
-        ssize_t k = send(f->to, f->buf + f->start, (size_t) granted, MSG_DONTWAIT | MSG_NOSIGNAL);
+        ssize_t k = flow_out_bytes(f, (size_t) granted);
         if (k < 0) {
                 int e = errno;
                 budget_return(f->budget, granted);
@@ -624,7 +673,7 @@ static int conn_tunnel(Conn *c) {
                 return cut(c, "io_error", "out of memory");
         Flow up = {
                 .from = c->stream, .to = c->upstream, .from_name = "the stream", .to_name = "the upstream",
-                .buf = up_buf, .budget = &p->upload_left, .budget_size = p->max_upload,
+                .buf = up_buf, .pipe = { -1, -1 }, .budget = &p->upload_left, .budget_size = p->max_upload,
                 .limit_word = "upload_limit", .budget_name = "upload", .count = &c->bytes_up,
         };
         Flow down = {
@@ -652,7 +701,10 @@ static int conn_tunnel(Conn *c) {
         }
         memcpy(up.buf + up.end, c->head + c->consumed, leftover);
         up.end += leftover;
-        return conn_relay(c, &up, &down);
+        flow_pipe_open(&down);
+        int r = conn_relay(c, &up, &down);
+        flow_pipe_close(&down);
+        return r;
 }
 
 static int conn_run(Conn *c) {

@@ -21,7 +21,8 @@
 #define PROXY_OWN_ADDRESSES_MAX 256
 
 /* One fixed buffer each way per connection: the whole of what the proxy ever holds of a
- * connection's bytes, whatever the peers do. */
+ * connection's bytes, whatever the peers do. The download's is a pipe of this size where one
+ * can be had (conn.c: splice, no copy through the proxy), else a buffer. */
 #define PROXY_RELAY_BUFFER (256 * 1024)
 
 /* Each upstream socket's SO_RCVBUF and SO_SNDBUF (the kernel doubles them): fixed, so what a

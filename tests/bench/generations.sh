@@ -3,7 +3,8 @@
 # entries and 800 MB, made here from copies of /usr/share, /usr/include and /usr/lib/python3*,
 # through the real daemon (runsc driver, or BENCH_DRIVER=runc; concurrency 1, capsules started ahead), against a bare
 # `runsc run` of the same command with the tree bind-mounted read-only at /work (same runsc,
-# same platform). Alternating, medians of BENCH_RUNS (default 5):
+# same platform; under BENCH_DRIVER=runc a bare `runc run` behind the walls bare_spec names,
+# and every steady row's target is the runc engine's <= 1.5). Alternating, medians of BENCH_RUNS (default 5):
 #   1. /bin/true, nothing changed                         target <= 1.3
 #   2. an import-heavy python program (modules of the tree) target <= 1.2
 #   3. /bin/true after 1 file changed                     target <= 1.5
@@ -21,6 +22,20 @@ BIN=$BUILD/tentaflake-worker
 . tests/bench/lib.sh
 bench_need_worker
 bench_platform
+
+# The reference and its targets, by engine (issue 48). runsc: a bare `runsc run` (lib.sh's
+# bench_bare_spec), the rows' own targets. runc: a bare `runc run` (lib.sh's
+# bench_bare_runc_spec: a user namespace whose root owns nothing, every namespace, no
+# capability, noNewPrivileges, a read-only root and system mounts, masked /proc paths, the
+# worker's seccomp allow-list; not the worker's init, Landlock, limits or layer), every steady
+# row's target <= 1.5 (worker ÷ bare runc).
+if [ "${BENCH_DRIVER:-runsc}" = runc ]; then
+        command -v runc >/dev/null || { echo "$ME: SKIP: runc is not installed"; exit 0; }
+        bench_need_bins "$BUILD/tests/unit/test-seccomp-allowlist"
+fi
+bare_spec() { if [ "${BENCH_DRIVER:-runsc}" = runc ]; then bench_bare_runc_spec "$1"; else bench_bare_spec "$1"; fi; }
+bare_ms() { if [ "${BENCH_DRIVER:-runsc}" = runc ]; then bench_bare_runc_ms; else bench_bare_ms; fi; }
+steady_target() { if [ "${BENCH_DRIVER:-runsc}" = runc ]; then echo 1.5; else echo "$1"; fi; }
 
 bench_base gen
 daemon=
@@ -65,9 +80,10 @@ worker_run "$TRUE" >/dev/null
 worker_run "$TRUE" >/dev/null
 
 measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
-        local label=$1 target=$2 argv=$3 bargv=$4 prep=$5 w=() b=() i
+        local label=$1 target argv=$3 bargv=$4 prep=$5 w=() b=() i
+        target=$(steady_target "$2")
         for i in $(seq "$RUNS"); do
-                bench_bare_spec "$bargv"; b+=("$(bench_bare_ms)")
+                bare_spec "$bargv"; b+=("$(bare_ms)")
                 $prep
                 w+=("$(worker_run "$argv")")
                 # The lane of the next capsule started ahead was changed from two requests

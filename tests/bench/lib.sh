@@ -193,6 +193,61 @@ bench_bare_ms() {
         echo $((t1 - t0))
 }
 
+# The bare reference of the runc engine (BENCH_DRIVER=runc): `runc run` (root $base/bare-root) of
+# one command with $base/ws bind-mounted read-only at /work, as uid 12345, behind the walls a fair
+# hand-made runc container has and the worker's capsule has too: a user namespace (its root
+# BENCH_RUNC_HOST_ID, default 3000000000, an id that owns nothing; 12345 as itself, as the
+# worker maps container_uid), pid, ipc, uts, mount, cgroup and network (loopback only)
+# namespaces, no capability in any set, noNewPrivileges, a read-only root and read-only system
+# mounts, runc's masked and read-only /proc and /sys paths, and the worker's own seccomp
+# allow-list (`test-seccomp-allowlist --print plain`, what capsule/seccomp-allowlist.c writes
+# into the spec). Not there: the worker's init, its Landlock, its cgroup limits and its overlay
+# layer: they are what the worker adds, and what the ratio measures.
+# bench_bare_runc_spec ARGV_JSON: the bundle $base/bare-runc for that command.
+bench_bare_runc_spec() {
+        local allow=$BUILD/tests/unit/test-seccomp-allowlist host=${BENCH_RUNC_HOST_ID:-3000000000}
+        [ -x "$allow" ] || { echo "$ME: $allow missing (make bench builds it)" >&2; exit 1; }
+        mkdir -p "$base/bare-runc/rootfs" "$base/bare-root"
+        [ -s "$base/bare-runc/seccomp.json" ] || "$allow" --print plain >"$base/bare-runc/seccomp.json"
+        (cd "$base/bare-runc/rootfs" && mkdir -p proc dev tmp work usr bin sbin lib lib64 etc)
+        chown "$host:$host" "$base/bare-runc/rootfs"
+        python3 - "$base/bare-runc" "$base/ws" "$1" "$host" <<'PY'
+import json, sys
+bundle, ws, argv, host = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+mounts = [{"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
+          {"destination": "/dev", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "strictatime", "mode=755", "size=65536k"]},
+          {"destination": "/work", "type": "bind", "source": ws, "options": ["rbind", "ro", "nosuid", "nodev"]},
+          {"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]}]
+for m in ["/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"]:
+    mounts.append({"destination": m, "type": "bind", "source": m, "options": ["rbind", "ro", "nosuid", "nodev"]})
+ids = [{"containerID": 0, "hostID": host, "size": 1}, {"containerID": 12345, "hostID": 12345, "size": 1}]
+none = {k: [] for k in ["bounding", "effective", "permitted", "inheritable", "ambient"]}
+spec = {"ociVersion": "1.0.2", "root": {"path": "rootfs", "readonly": True},
+        "process": {"args": argv, "cwd": "/work", "user": {"uid": 12345, "gid": 12345},
+                    "env": ["PATH=/usr/bin:/bin", "HOME=/work"], "noNewPrivileges": True,
+                    "capabilities": none},
+        "hostname": "bare", "mounts": mounts,
+        "linux": {"namespaces": [{"type": t} for t in ["pid", "ipc", "uts", "mount", "cgroup", "network", "user"]],
+                  "uidMappings": ids, "gidMappings": ids,
+                  "maskedPaths": ["/proc/acpi", "/proc/asound", "/proc/kcore", "/proc/keys", "/proc/latency_stats",
+                                  "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/sys/firmware",
+                                  "/proc/scsi"],
+                  "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"],
+                  "seccomp": json.load(open(bundle + "/seccomp.json"))}}
+json.dump(spec, open(bundle + "/config.json", "w"))
+PY
+}
+# bench_bare_runc_ms: one `runc run` of that bundle; prints its ms.
+bench_bare_runc_ms() {
+        local t0 t1
+        n_bare=$((n_bare + 1))
+        t0=$(now_ms)
+        runc --root "$base/bare-root" run --bundle "$base/bare-runc" "bare-$n_bare" </dev/null >/dev/null 2>"$base/bare-runc/err" ||
+                { echo "$ME: the bare runc run failed:" >&2; cat "$base/bare-runc/err" >&2; exit 1; }
+        t1=$(now_ms)
+        echo $((t1 - t0))
+}
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # median: the median of the integers on stdin, one a line (of two middle ones, their mean, rounded down).
 # (A script whose figures are not such integers on stdin defines its own median after this.)

@@ -5,6 +5,9 @@ HTTP/1.1 server on ADDR:PORT that a job reaches through the worker's proxy.
     egress-server.py ADDR PORT LOGDIR
 
   GET /bytes/N     N bytes of 'x' (Content-Length), for downloads
+  GET /pattern/N   N bytes that repeat only every 1,000,003 (a prime: no buffer or pipe size
+                   divides it), the same on every request: a download cut, doubled or shuffled
+                   anywhere gives another digest
   POST /upload     reads the body as it comes and answers with how many bytes arrived
   GET /hello       "hello from ADDR:PORT"
   GET /hold        answers its status line alone (once the whole request head has arrived:
@@ -23,6 +26,7 @@ import time
 addr, port, logdir = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 lock = threading.Lock()
 received = 0
+PATTERN = bytes((i * 7 + i // 251) % 256 for i in range(1000003))
 
 
 def note(name, text, mode="a"):
@@ -76,6 +80,13 @@ def serve(c, peer):
             while n > 0:
                 k = min(n, len(chunk))
                 c.sendall(chunk[:k])
+                n -= k
+        elif method == "GET" and target.startswith("/pattern/"):
+            n = int(target[len("/pattern/"):])
+            c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % n)
+            while n > 0:
+                k = min(n, len(PATTERN))
+                c.sendall(PATTERN[:k])
                 n -= k
         elif method == "POST" and target == "/upload":
             want = int(headers.get("content-length", "0"))

@@ -202,6 +202,16 @@ check "record: pkg.test allowed at $PUB" \
 check "an audit line per connection (10)" test "$(audit_count "$dir" egress j1)" = 10
 check "the daemon's log sums the job's egress" grep -q "job 'j1': egress: 10 connection(s), 4 allowed, 6 refused" "$dir/daemon.log"
 
+# ---- 1b. a download many times the proxy's and init's pipes (egress-proxy/conn.c,
+# capsule-init/egress-relay.c: splice) arrives whole and in order; its digest taken natively
+BIG=24000000
+big_sum=$(curl -sS --noproxy '*' "http://127.0.0.1:$A/pattern/$BIG" | sha256sum | cut -c1-64)
+run_job jbig local-reversible "
+echo bigfwd=\$(curl -sS http://127.0.0.1:$A/pattern/$BIG | sha256sum | cut -c1-64)
+echo bigcon=\$(curl -sS -p http://127.0.0.1:$A/pattern/$BIG | sha256sum | cut -c1-64)" || exit 1
+check "$BIG bytes forward arrive whole and in order ($(line jbig bigfwd))" test "$(line jbig bigfwd)" = "$big_sum"
+check "... and through CONNECT ($(line jbig bigcon))" test "$(line jbig bigcon)" = "$big_sum"
+
 # ---- 2. the upload bound --------------------------------------------------------------------
 before=$(cat "$dir/srv-local/received")
 run_job j2 local-reversible "
