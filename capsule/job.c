@@ -1472,9 +1472,16 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         j.run.out.ctl_fd = -EBADF;
         atomic_store(&j.run.out.ctl_handoff, -EBADF);
 
-        if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
+        usec_t t0 = now_monotonic(), t1 = 0, t2 = 0;
+        if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0) {
+                t1 = now_monotonic();
                 job_wait(&j);
+        }
+        t2 = now_monotonic();
         job_end(&j);
+        j.res.setup_usec = (t1 ? t1 : t2) - t0;
+        j.res.run_usec = t1 ? t2 - t1 : 0;
+        j.res.end_usec = now_monotonic() - t2;
         *ret = j.res;
         return 0;
 }

@@ -138,6 +138,10 @@ typedef struct CapsuleResult {
         usec_t started_at;   /* realtime */
         usec_t finished_at;
         uint64_t duration_ms;
+        /* Where capsule_run_job's time went (monotonic): the capsule booted or taken over and
+         * the job given; the job run until the capsule's streams and its front process ended;
+         * the teardown, the importers' verdicts and job.log. */
+        usec_t setup_usec, run_usec, end_usec;
 
         uint64_t log_bytes;  /* bytes the job wrote (before the cap) */
         uint64_t log_file_bytes;

@@ -680,11 +680,16 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid execution plan");
         r.started_at = now_realtime();
         record_limits(p, &r);
+        usec_t t = now_monotonic();
         if (exec_plan_digest(p, r.environment_digest) < 0)
                 r.environment_digest[0] = 0;
+        r.timing.digest = now_monotonic() - t;
 
         /* 1. The input. */
-        if (exec_input(p, &x, &r) > 0)
+        t = now_monotonic();
+        k = exec_input(p, &x, &r);
+        r.timing.input = now_monotonic() - t;
+        if (k > 0)
                 goto done;
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
@@ -725,12 +730,16 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         }
         exec_judge(p, &x, k, &se, &r);
 
+        t = now_monotonic();
         changes_take(p, &x, &r);
         changes_walls(p, &r);
+        r.timing.changes = now_monotonic() - t;
 
 done:
+        t = now_monotonic();
         if (r.cache.used)
                 cache_take_in(p, &r);
+        r.timing.cache_take_in = now_monotonic() - t;
         if (!r.finished_at)
                 r.finished_at = now_realtime();
         *ret = r;

@@ -158,6 +158,15 @@ typedef struct ExecChanges {
         char message[1024];
 } ExecChanges;
 
+/* Where exec_run's time went, step by step (monotonic µs; the daemon's "timing" line,
+ * docs/performance.md, "A request's fixed cost"). */
+typedef struct ExecTiming {
+        usec_t digest;        /* the environment digest */
+        usec_t input;         /* the walk into the lane, the cache's hand-out */
+        usec_t changes;       /* the changeset taken from what the capsule sent */
+        usec_t cache_take_in; /* the cache's take-in */
+} ExecTiming;
+
 typedef struct ExecResult {
         ExecOutcome outcome;
         const char *error;             /* stable code: the refusal's, the fault's, or the
@@ -184,6 +193,7 @@ typedef struct ExecResult {
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
         ExecCache cache;
         ExecChanges changes;
+        ExecTiming timing;             /* the capsule's own steps: capsule.setup_usec ... */
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says

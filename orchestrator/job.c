@@ -613,7 +613,29 @@ static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bo
         (void) rm_rf_at(w->dirs.scratch_fd, id);
 }
 
+/* Where a request's time went once its process took it (docs/performance.md, "A request's fixed
+ * cost"), each step in ms: the request read and its outputs opened (prep), the digest, the walk
+ * and the cache's hand-out (input), the capsule's steps (capsule/job.h), the changeset, the
+ * cache's take-in, the lane and scratch given back (after), result.json published (publish). */
+typedef struct JobTimes {
+        usec_t begin, planned, ran, after, published;
+} JobTimes;
+
+static double ms(usec_t u) {
+        return (double) u / USEC_PER_MSEC;
+}
+
+static void job_report_timing(Worker *w, const char *id, const ExecResult *x, const JobTimes *t) {
+        const CapsuleResult *c = &x->capsule;
+        worker_say(w, LOG_INFO, "job '%s': timing: prep %.1f, digest %.1f, input %.1f, capsule setup %.1f, run %.1f, end %.1f, "
+                   "changes %.1f, cache take-in %.1f, after %.1f, publish %.1f; total %.1f ms",
+                   id, ms(t->planned - t->begin), ms(x->timing.digest), ms(x->timing.input), ms(c->setup_usec),
+                   ms(c->run_usec), ms(c->end_usec), ms(x->timing.changes), ms(x->timing.cache_take_in),
+                   ms(t->after - t->ran), ms(t->published - t->after), ms(t->published - t->begin));
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, int cancel_fd, TfwError *e) {
+        JobTimes times = {.begin = now_monotonic()};
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
         _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
@@ -694,9 +716,12 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .warm = TAKE_PTR(warm),
         };
         ExecResult x = {};
+        times.planned = now_monotonic();
         r = job_run_cancellable(w, rec->id, &plan, cancel_fd, &x, e);
         capsule_driver_done(&drv);
+        times.ran = now_monotonic();
         job_after_capsule(w, rec->id, &x, r >= 0, TAKE_PTR(lane), cache);
+        times.after = now_monotonic();
         if (r < 0)
                 return r;
 
@@ -724,5 +749,9 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         if (x.changes.wanted && !changesj)
                 return -EIO;
 
-        return finish_ran(w, rec, req, &x, snap, cachej, netj, changesj, e);
+        r = finish_ran(w, rec, req, &x, snap, cachej, netj, changesj, e);
+        times.published = now_monotonic();
+        if (r >= 0)
+                job_report_timing(w, rec->id, &x, &times);
+        return r;
 }
