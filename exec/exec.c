@@ -599,6 +599,7 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .gate = p->cancel ? cancel_gate : NULL,
                 .gate_userdata = p->cancel,
                 .warm = warm,
+                .defer_record = p->defer_record,
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .live_fd = p->live_fd > STDERR_FILENO ? p->live_fd : -EBADF,
@@ -665,6 +666,10 @@ static void exec_judge(const ExecPlan *p, const ExecRun *x, int k, const TfwErro
         }
 }
 
+void exec_release_record(const ExecPlan *p, ExecResult *r) {
+        capsule_remove_record(p->driver, r->capsule.record);
+}
+
 int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         /* Declared before the first goto: the cleanup must never see an uninitialised value. */
         _cleanup_free_ char *cid = NULL;
@@ -724,6 +729,7 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                         goto done;
                 }
                 cp.warm = NULL;
+                capsule_remove_record(p->driver, r.capsule.record);
                 r.capsule = (CapsuleResult) {0};
                 k = capsule_run_job(&cp, &r.capsule, &se);
                 cancel_unregister(p->cancel);
