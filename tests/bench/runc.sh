@@ -6,7 +6,8 @@
 #        once with runc, each a ratio to the same command natively; runc's targets <= 1.3, 1.3,
 #        1.5, 1.2;
 #   5.   `/bin/true` from request to result with a capsule started ahead (the median of
-#        BENCH_RUNS, default 11, back to back), each engine; runc's target <= 60 ms.
+#        BENCH_RUNS, default 11, back to back), each engine; runc's target <= 60 ms; with the
+#        median of each step of the daemon's timing lines (docs/performance.md).
 # Knobs: BENCH_RUNS (gvisor.sh's runs per row, default 3 here), BENCH_RUNC_ROWS.
 # Never fails because a target is missed (benchmarks report).
 set -euo pipefail
@@ -53,12 +54,14 @@ JSON
         done
         bench_stop_daemon
         bench_kill_capsules "/run/tentaflake-worker-$NAME/runsc"
+        bench_timing "$base/daemon.log" t >"$base/timing-$1"
         echo "${all[*]}" >"$base/true-$1"
         printf '%s\n' "${all[@]}" | median
 }
 for drv in runsc runc; do
         got[$drv-5]=$(true_ms "$drv")
         echo "$drv: row 5: /bin/true request to result, warm: median ${got[$drv-5]} ms ($(cat "$base/true-$drv"))"
+        echo "$drv: $(cat "$base/timing-$drv")"
 done
 
 echo
