@@ -39,6 +39,7 @@ trap 'bench_cleanup "$NAME"' EXIT
 mkdir -p "$base/ws" && chown 12345:12345 "$base/ws"
 true_ms() { # true_ms DRIVER: the median request-to-result time of /bin/true, warm
         local i all=()
+        bench_umount_store # the last engine's generation store, mounted on its state_dir
         rm -rf "$base/state" "$base/results"
         cat >"$base/config.json" <<JSON
 {"version": 1, "name": "$NAME", "workspace": "$base/ws", "container_uid": 12345, "container_gid": 12345,
