@@ -857,7 +857,9 @@ static int read_input(bool layer, uid_t job_uid, gid_t job_gid, int *ret_layer_e
 static int confine_job(void) {
         static const char *const writable[] = { CAPSULE_WORK_PATH, CAPSULE_TMP_PATH };
         char err[256] = "";
-        int r = capsule_landlock_apply(writable, ELEMENTSOF(writable), err, sizeof(err));
+        /* The cache's versions init diffs after the job (out-channel.c): detached, so granted
+         * by their descriptors. */
+        int r = capsule_landlock_apply(writable, ELEMENTSOF(writable), cache_lower_fd, n_cache_paths, err, sizeof(err));
         if (r < 0) {
                 say("refusing to run the job without Landlock: %s: %s", err, strerror(-r));
                 return r;

@@ -68,11 +68,21 @@ static int add_path(int ruleset, const char *path, uint64_t rights) {
         return r;
 }
 
-static int add_rules(int ruleset, uint64_t handled, const char *const *writable, size_t n_writable, char *err,
-                     size_t err_size) {
+/* rights beneath the directory fd is open on. */
+static int add_fd(int ruleset, int fd, uint64_t rights) {
+        struct landlock_path_beneath_attr rule = { .allowed_access = rights, .parent_fd = fd };
+        return syscall(SYS_landlock_add_rule, ruleset, LANDLOCK_RULE_PATH_BENEATH, &rule, 0) < 0 ? -errno : 0;
+}
+
+static int add_rules(int ruleset, uint64_t handled, const char *const *writable, size_t n_writable,
+                     const int *readable_fds, size_t n_readable, char *err, size_t err_size) {
         int r = add_path(ruleset, "/", FS_READ & handled);
         if (r < 0)
                 return fail(err, err_size, r, "cannot grant reading beneath", "/");
+        for (size_t i = 0; i < n_readable; i++)
+                if (readable_fds[i] >= 0 &&
+                    (r = add_fd(ruleset, readable_fds[i], (LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_READ_DIR) & handled)) < 0)
+                        return fail(err, err_size, r, "cannot grant reading beneath a directory init keeps open", NULL);
         for (size_t i = 0; i < n_writable; i++)
                 if ((r = add_path(ruleset, writable[i], handled)) < 0)
                         return fail(err, err_size, r, "cannot grant writing beneath", writable[i]);
@@ -82,7 +92,8 @@ static int add_rules(int ruleset, uint64_t handled, const char *const *writable,
         return 0;
 }
 
-int capsule_landlock_apply(const char *const *writable, size_t n_writable, char *err, size_t err_size) {
+int capsule_landlock_apply(const char *const *writable, size_t n_writable, const int *readable_fds, size_t n_readable,
+                           char *err, size_t err_size) {
         long abi = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
         if (abi < 0)
                 return fail(err, err_size, -errno, "Landlock is not available in this kernel", NULL);
@@ -93,7 +104,7 @@ int capsule_landlock_apply(const char *const *writable, size_t n_writable, char 
         int ruleset = (int) syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
         if (ruleset < 0)
                 return fail(err, err_size, -errno, "cannot create the Landlock ruleset", NULL);
-        int r = add_rules(ruleset, handled, writable, n_writable, err, err_size);
+        int r = add_rules(ruleset, handled, writable, n_writable, readable_fds, n_readable, err, err_size);
         /* Required for an unprivileged thread; init has it since its start. */
         if (r >= 0 && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
                 r = fail(err, err_size, -errno, "cannot set no_new_privs", NULL);

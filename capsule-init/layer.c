@@ -47,7 +47,9 @@ static int make_upper(int layer, const char *name, const char *lower) {
 }
 
 int layer_upper_fd = -1, layer_lower_fd = -1;
-int cache_upper_fd[CAPSULE_CACHE_PATHS_MAX], cache_lower_fd[CAPSULE_CACHE_PATHS_MAX];
+/* -1 until layer_mount opens them (Landlock's rules take the lower ones: capsule-init.c). */
+int cache_upper_fd[CAPSULE_CACHE_PATHS_MAX] = { [0 ... CAPSULE_CACHE_PATHS_MAX - 1] = -1 },
+    cache_lower_fd[CAPSULE_CACHE_PATHS_MAX] = { [0 ... CAPSULE_CACHE_PATHS_MAX - 1] = -1 };
 
 static int mount_one(int layer, const char *lower, const char *target, const char *tag) {
         char up[32], wk[32], opts[sizeof(CAPSULE_CACHE_LOWER_PATH) + 3 * 64 + 128];

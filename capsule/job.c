@@ -607,7 +607,7 @@ static int boot_end_front(Boot *b, const CapsuleDriver *d, TfwError *e) {
 /* Step 4 of the contract for whatever a boot made: the front process (when no run took it
  * over), the container, its cgroup and its bundle. Returns 0, or the first thing that could not
  * be removed (named in e, may be NULL); the rest is removed all the same. */
-static int boot_destroy(Boot *b, const CapsuleDriver *d, TfwError *e) {
+static int boot_destroy(Boot *b, const CapsuleDriver *d, char *defer_record, size_t defer_size, TfwError *e) {
         int r = boot_end_front(b, d, e), k;
 
         egress_proxy_kill(&b->egress);
@@ -616,15 +616,22 @@ static int boot_destroy(Boot *b, const CapsuleDriver *d, TfwError *e) {
         b->in_w = safe_close(b->in_w);
         b->art_r = safe_close(b->art_r);
         b->log_r = safe_close(b->log_r);
+        bool emptied = false;
         if (b->cg) {
                 char path[PATH_MAX];
                 snprintf(path, sizeof(path), "%s", cgroup_job_path(b->cg));
                 k = cgroup_job_destroy(b->cg);
                 if (k < 0 && r >= 0)
                         r = tfw_error(e, -k, "teardown", "cannot remove its cgroup '%s': %s", path, strerror(-k));
+                emptied = k >= 0;
         }
         b->cg = NULL;
-        if (b->id && b->started && (k = d->ops->remove(d, b->id)) < 0 && r >= 0)
+        /* The record is left for later only when the cgroup was found empty and removed:
+         * nothing of the container runs any more (an engine that makes its own cgroup never). */
+        bool defer = defer_record && emptied && r >= 0 && b->id && b->started && strlen(b->id) < defer_size;
+        if (defer)
+                snprintf(defer_record, defer_size, "%s", b->id);
+        else if (b->id && b->started && (k = d->ops->remove(d, b->id)) < 0 && r >= 0)
                 r = tfw_error(e, -k, "teardown", "%s still keeps its record: %s", d->ops->name, strerror(-k));
         if (b->bundle)
                 (void) capsule_bundle_remove(b->bundle);
@@ -973,7 +980,7 @@ int capsule_warm_start(const CapsuleWarmParams *p, CapsuleWarm **ret, TfwError *
         int r = boot_capsule(p->config, p->driver, p->scratch_fd, p->scratch_path, p->warm_id, &sp, true, NULL, 0,
                              &w->boot, &res, true);
         if (r < 0) {
-                (void) boot_destroy(&w->boot, p->driver, NULL);
+                (void) boot_destroy(&w->boot, p->driver, NULL, 0, NULL);
                 free(w->snapshot_dir);
                 free(w->work_dir);
                 free(w);
@@ -1004,7 +1011,7 @@ static int warm_end(CapsuleWarm *w, TfwError *e) {
                 } while (rt < 0 && tries < CAPSULE_WARM_TEARDOWN_TRIES);
         }
         _cleanup_free_ char *id = strdup(b->id ? b->id : w->warm_id);
-        rd = boot_destroy(b, d, &de);
+        rd = boot_destroy(b, d, NULL, 0, &de);
         const char *name = id ? id : w->warm_id;
         if (rf < 0)
                 return tfw_error(e, fe.error, "teardown",
@@ -1420,7 +1427,7 @@ static void job_end(Job *j) {
 
         /* What could not be removed is left to the next start's cleanup (nothing of it runs: the
          * front process was ended by end_runsc, the rest killed through the cgroup). */
-        (void) boot_destroy(&j->boot, p->driver, NULL);
+        (void) boot_destroy(&j->boot, p->driver, p->defer_record ? j->res.record : NULL, sizeof(j->res.record), NULL);
         /* Every process of the capsule is gone, so is the channel's reader: the feeder's next
          * write fails if it had not finished. */
         feeder_join(&j->feeder);
@@ -1489,11 +1496,25 @@ int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e) 
         j.run.out.ctl_fd = -EBADF;
         atomic_store(&j.run.out.ctl_handoff, -EBADF);
 
-        if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0)
+        usec_t t0 = now_monotonic(), t1 = 0, t2 = 0;
+        if (job_begin(&j) >= 0 && job_boot_cold(&j) >= 0 && job_hand_over(&j) >= 0) {
+                t1 = now_monotonic();
                 job_wait(&j);
+        }
+        t2 = now_monotonic();
         job_end(&j);
+        j.res.setup_usec = (t1 ? t1 : t2) - t0;
+        j.res.run_usec = t1 ? t2 - t1 : 0;
+        j.res.end_usec = now_monotonic() - t2;
         *ret = j.res;
         return 0;
+}
+
+void capsule_remove_record(const CapsuleDriver *d, char *cid) {
+        if (!cid[0])
+                return;
+        (void) d->ops->remove(d, cid);
+        cid[0] = 0;
 }
 
 int capsule_cleanup_stale(const Runsc *rt, int scratch_fd, unsigned *ret_removed, TfwError *e) {

@@ -91,6 +91,11 @@ typedef struct CapsuleJobParams {
          * gone when capsule_run_job() returns, whatever happened. Its limits must be the
          * job's (capsule_warm_fits). NULL: a capsule is started for the job. */
         struct CapsuleWarm *warm;
+        /* The engine's record of the ended container (its state and root; every process of it
+         * is gone, its cgroup and bundle too) is left for capsule_remove_record(), named in
+         * CapsuleResult.record: a caller that publishes first does not wait for `runc delete`
+         * (docs/performance.md, "A request's fixed cost"). false: removed here. */
+        bool defer_record;
         const char *init_path;    /* absolute path of tentaflake-capsule-init */
         int log_fd;               /* the bounded job.log is written here (rewritten from its
                                    * start every CAPSULE_LOG_FLUSH_USEC while the job runs, and
@@ -138,6 +143,10 @@ typedef struct CapsuleResult {
         usec_t started_at;   /* realtime */
         usec_t finished_at;
         uint64_t duration_ms;
+        /* Where capsule_run_job's time went (monotonic): the capsule booted or taken over and
+         * the job given; the job run until the capsule's streams and its front process ended;
+         * the teardown, the importers' verdicts and job.log. */
+        usec_t setup_usec, run_usec, end_usec;
 
         uint64_t log_bytes;  /* bytes the job wrote (before the cap) */
         uint64_t log_file_bytes;
@@ -175,16 +184,23 @@ typedef struct CapsuleResult {
         bool warm_lost;      /* CapsuleJobParams.warm had died before its init took the job
                               * (reason "warm_lost"): no job process ever existed, the input
                               * was not read, and the job may be run again cold */
+        char record[256];    /* with CapsuleJobParams.defer_record: the container whose
+                              * engine's record is left for capsule_remove_record(); "": none */
 } CapsuleResult;
 
 /* Run the job. Returns 0 with *ret filled whatever the job did (its status says how it
  * ended, including runtime failures as CAPSULE_ERROR); a negative errno only for invalid
  * parameters. Security contract: the capsule gets only the walls of capsule/oci-spec.h; runsc
  * gets only its three pipes; nothing from the artifact channel before init's token reaches
- * the importer, and only a trailer carrying the log token decides the status; the container,
- * its cgroup and its bundle are gone when this returns. Blocks SIGPIPE in the calling thread
+ * the importer, and only a trailer carrying the log token decides the status; the container's
+ * processes, its cgroup and its bundle are gone when this returns, and the engine's record of
+ * it too unless p->defer_record. Blocks SIGPIPE in the calling thread
  * while it runs. */
 int capsule_run_job(const CapsuleJobParams *p, CapsuleResult *ret, TfwError *e);
+
+/* The engine's record of a container that ended (CapsuleResult.record), removed; cid emptied.
+ * What cannot be removed is left for the next start's cleanup, as at the end of any job. */
+void capsule_remove_record(const CapsuleDriver *d, char *cid);
 
 /* ---- capsules started ahead of their job (runtime.warm_seconds; threat 12) -------------- */
 

@@ -599,6 +599,7 @@ static void capsule_params(const ExecPlan *p, ExecRun *x, const char *init_path,
                 .gate = p->cancel ? cancel_gate : NULL,
                 .gate_userdata = p->cancel,
                 .warm = warm,
+                .defer_record = p->defer_record,
                 .init_path = init_path,
                 .log_fd = p->log_fd,
                 .live_fd = p->live_fd > STDERR_FILENO ? p->live_fd : -EBADF,
@@ -665,6 +666,10 @@ static void exec_judge(const ExecPlan *p, const ExecRun *x, int k, const TfwErro
         }
 }
 
+void exec_release_record(const ExecPlan *p, ExecResult *r) {
+        capsule_remove_record(p->driver, r->capsule.record);
+}
+
 int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
         /* Declared before the first goto: the cleanup must never see an uninitialised value. */
         _cleanup_free_ char *cid = NULL;
@@ -680,11 +685,16 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                 return tfw_error(e, EINVAL, "bad_capsule_spec", "invalid execution plan");
         r.started_at = now_realtime();
         record_limits(p, &r);
+        usec_t t = now_monotonic();
         if (exec_plan_digest(p, r.environment_digest) < 0)
                 r.environment_digest[0] = 0;
+        r.timing.digest = now_monotonic() - t;
 
         /* 1. The input. */
-        if (exec_input(p, &x, &r) > 0)
+        t = now_monotonic();
+        k = exec_input(p, &x, &r);
+        r.timing.input = now_monotonic() - t;
+        if (k > 0)
                 goto done;
         if (capsule_find_init(init_path, sizeof(init_path), &se) < 0) {
                 r.outcome = EXEC_WORKER_FAULT;
@@ -719,18 +729,23 @@ int exec_run(const ExecPlan *p, ExecResult *ret, TfwError *e) {
                         goto done;
                 }
                 cp.warm = NULL;
+                capsule_remove_record(p->driver, r.capsule.record);
                 r.capsule = (CapsuleResult) {0};
                 k = capsule_run_job(&cp, &r.capsule, &se);
                 cancel_unregister(p->cancel);
         }
         exec_judge(p, &x, k, &se, &r);
 
+        t = now_monotonic();
         changes_take(p, &x, &r);
         changes_walls(p, &r);
+        r.timing.changes = now_monotonic() - t;
 
 done:
+        t = now_monotonic();
         if (r.cache.used)
                 cache_take_in(p, &r);
+        r.timing.cache_take_in = now_monotonic() - t;
         if (!r.finished_at)
                 r.finished_at = now_realtime();
         *ret = r;

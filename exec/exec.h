@@ -107,6 +107,9 @@ typedef struct ExecPlan {
          * whatever happens. Used when its walls are the plan's (the same limits, the runsc
          * driver), otherwise torn down and the job starts cold. NULL: cold. */
         CapsuleWarm *warm;
+        /* The engine's record of the ended capsule left for exec_release_record(), which the
+         * caller calls once its result is published (CapsuleJobParams.defer_record). */
+        bool defer_record;
 } ExecPlan;
 
 /* The one fault classification of both planes. */
@@ -158,6 +161,15 @@ typedef struct ExecChanges {
         char message[1024];
 } ExecChanges;
 
+/* Where exec_run's time went, step by step (monotonic µs; the daemon's "timing" line,
+ * docs/performance.md, "A request's fixed cost"). */
+typedef struct ExecTiming {
+        usec_t digest;        /* the environment digest */
+        usec_t input;         /* the walk into the lane, the cache's hand-out */
+        usec_t changes;       /* the changeset taken from what the capsule sent */
+        usec_t cache_take_in; /* the cache's take-in */
+} ExecTiming;
+
 typedef struct ExecResult {
         ExecOutcome outcome;
         const char *error;             /* stable code: the refusal's, the fault's, or the
@@ -184,18 +196,24 @@ typedef struct ExecResult {
         char input_note[1024];         /* non-empty: ExecPlan.lane could not be used (why) */
         ExecCache cache;
         ExecChanges changes;
+        ExecTiming timing;             /* the capsule's own steps: capsule.setup_usec ... */
 } ExecResult;
 
 /* Run a plan to its end. Returns 0 with *ret filled whatever happened (its outcome says
  * what); a negative errno only for a plan that is not valid. Guarantees: the snapshot, the
- * container, its cgroup and its bundle are gone when this returns; the job saw only what the
- * walk read (workspace input) or the prepared tree. */
+ * container's processes, its cgroup and its bundle are gone when this returns (and the engine's
+ * record of it, unless plan->defer_record); the job saw only what the walk read (workspace input)
+ * or the prepared tree. */
 /* The bounds of a walk of config's workspace: the configuration's, the cache's paths named (left
  * to the cache when exclude_cache), with the workspace's watch or NULL. For a job's walk and the
  * walk made at a worker's start, so that both make the same generation. */
 SnapshotLimits exec_walk_limits(const Config *config, BuildCache *cache, bool exclude_cache, struct DirtyView *watch);
 
 int exec_run(const ExecPlan *plan, ExecResult *ret, TfwError *e);
+
+/* With plan->defer_record: the engine's record of the capsule that ran r's job removed (a no-op
+ * when there is none). Call it after exec_run whatever happened, once the result is out. */
+void exec_release_record(const ExecPlan *plan, ExecResult *r);
 
 /* Start a capsule ahead of its job (runtime.warm_seconds, contract section 6 step 2): every
  * wall of config in place, its init waiting for the job on the authenticated channel. Its

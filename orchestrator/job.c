@@ -613,7 +613,62 @@ static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bo
         (void) rm_rf_at(w->dirs.scratch_fd, id);
 }
 
+/* The result of a job exec_run returned for (x), published: what the job got to when nothing
+ * ran; otherwise its log, artifacts, changes, snapshot, cache and network. fds: the artifacts',
+ * the changes' and the egress records' descriptors (job_open_outputs). */
+static int job_publish(Worker *w, RequestRecord *rec, Request *req, const ExecResult *x, BuildCache *cache,
+                       int staging, const int fds[static 3], TfwError *e) {
+        int art_fd = fds[0], changes_fd = fds[1], egress_fd = fds[2];
+        _cleanup_(json_decrefp) json_t *snap = x->have_snapshot ? snapshot_json(&x->snapshot) : NULL;
+        _cleanup_(json_decrefp) json_t *cachej = cache ? cache_json(&x->cache) : NULL;
+        _cleanup_(json_decrefp) json_t *netj =
+                x->capsule.egress.enabled ? job_network(w, rec->id, egress_fd, &x->capsule.egress) : NULL;
+        if (!x->ran) {
+                /* Refused or faulted before anything ran: no log, no artifacts, no changes, no
+                 * runtime. */
+                if (changes_fd >= 0)
+                        (void) unlinkat(staging, "changes", AT_REMOVEDIR);
+                ResultRun run = {.snapshot = snap, .cache = cachej, .network = netj};
+                return finish(w, rec, req, inbox_status(x), x->error, x->message[0] ? x->message : NULL, &run, e);
+        }
+
+        int r = ensure_owner_mode(art_fd, 0, w->config->container_gid, 02750);
+        if (r < 0)
+                return tfw_error(e, r, "internal", "cannot set the mode of the artifacts of '%s': %s", rec->id,
+                                 strerror(-r));
+
+        /* The manifest is written by job_changes; it is freed here, whatever happens. */
+        _cleanup_(json_decrefp) _unused_ json_t *manifest = x->changes.manifest;
+        _cleanup_(json_decrefp) json_t *changesj = job_changes(w, rec->id, staging, changes_fd, &x->changes, e);
+        if (x->changes.wanted && !changesj)
+                return -EIO;
+
+        return finish_ran(w, rec, req, x, snap, cachej, netj, changesj, e);
+}
+
+/* Where a request's time went once its process took it (docs/performance.md, "A request's fixed
+ * cost"), each step in ms: the request read and its outputs opened (prep), the digest, the walk
+ * and the cache's hand-out (input), the capsule's steps (capsule/job.h), the changeset, the
+ * cache's take-in, the lane and scratch given back (after), result.json published (publish). */
+typedef struct JobTimes {
+        usec_t begin, planned, ran, after, published;
+} JobTimes;
+
+static double ms(usec_t u) {
+        return (double) u / USEC_PER_MSEC;
+}
+
+static void job_report_timing(Worker *w, const char *id, const ExecResult *x, const JobTimes *t) {
+        const CapsuleResult *c = &x->capsule;
+        worker_say(w, LOG_INFO, "job '%s': timing: prep %.1f, digest %.1f, input %.1f, capsule setup %.1f, run %.1f, end %.1f, "
+                   "changes %.1f, cache take-in %.1f, after %.1f, publish %.1f; total %.1f ms",
+                   id, ms(t->planned - t->begin), ms(x->timing.digest), ms(x->timing.input), ms(c->setup_usec),
+                   ms(c->run_usec), ms(c->end_usec), ms(x->timing.changes), ms(x->timing.cache_take_in),
+                   ms(t->after - t->ran), ms(t->published - t->after), ms(t->published - t->begin));
+}
+
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *lane_in, int cancel_fd, TfwError *e) {
+        JobTimes times = {.begin = now_monotonic()};
         /* Ours: handed to exec_run, or torn down on any way out before it. The lane after the
          * capsule (declared first, released last). */
         _cleanup_(gen_lane_releasep) GenLane *lane = lane_in;
@@ -692,37 +747,22 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
                 .changes_max_entries = w->config->limits.max_changes_entries,
                 .egress_log_fd = egress_fd,
                 .warm = TAKE_PTR(warm),
+                .defer_record = true,
         };
         ExecResult x = {};
+        times.planned = now_monotonic();
         r = job_run_cancellable(w, rec->id, &plan, cancel_fd, &x, e);
-        capsule_driver_done(&drv);
+        times.ran = now_monotonic();
         job_after_capsule(w, rec->id, &x, r >= 0, TAKE_PTR(lane), cache);
-        if (r < 0)
-                return r;
-
-        _cleanup_(json_decrefp) json_t *snap = x.have_snapshot ? snapshot_json(&x.snapshot) : NULL;
-        _cleanup_(json_decrefp) json_t *cachej = cache ? cache_json(&x.cache) : NULL;
-        _cleanup_(json_decrefp) json_t *netj =
-                x.capsule.egress.enabled ? job_network(w, rec->id, egress_fd, &x.capsule.egress) : NULL;
-        if (!x.ran) {
-                /* Refused or faulted before anything ran: no log, no artifacts, no changes, no
-                 * runtime. */
-                if (changes_fd >= 0)
-                        (void) unlinkat(staging, "changes", AT_REMOVEDIR);
-                run = (ResultRun){.snapshot = snap, .cache = cachej, .network = netj};
-                return finish(w, rec, req, inbox_status(&x), x.error, x.message[0] ? x.message : NULL, &run, e);
-        }
-
-        r = ensure_owner_mode(art_fd, 0, w->config->container_gid, 02750);
-        if (r < 0)
-                return tfw_error(e, r, "internal", "cannot set the mode of the artifacts of '%s': %s", rec->id,
-                                 strerror(-r));
-
-        /* The manifest is written by job_changes; it is freed here, whatever happens. */
-        _cleanup_(json_decrefp) _unused_ json_t *manifest = x.changes.manifest;
-        _cleanup_(json_decrefp) json_t *changesj = job_changes(w, rec->id, staging, changes_fd, &x.changes, e);
-        if (x.changes.wanted && !changesj)
-                return -EIO;
-
-        return finish_ran(w, rec, req, &x, snap, cachej, netj, changesj, e);
+        times.after = now_monotonic();
+        if (r >= 0)
+                r = job_publish(w, rec, req, &x, cache, staging, (int[]) {art_fd, changes_fd, egress_fd}, e);
+        times.published = now_monotonic();
+        /* The result is out: now the engine's record of the ended capsule (`runc delete`, tens
+         * of ms), which nothing of the result waits for (ExecPlan.defer_record). */
+        exec_release_record(&plan, &x);
+        capsule_driver_done(&drv);
+        if (r >= 0 && x.ran)
+                job_report_timing(w, rec->id, &x, &times);
+        return r;
 }

@@ -52,6 +52,7 @@ echo "idle (fresh): RSS $(status_kb VmRSS) kB (anonymous $(status_kb RssAnon) kB
 BENCH_LABEL="latency, warm_seconds $WARM" BENCH_TARGET=0.5 \
         "$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" "$BURST"
 echo "$(grep -c "started in capsule 'warm-" "$base/daemon.log") of the requests ran in a capsule started ahead"
+bench_timing "$base/daemon.log" b $((RUNS + 1))
 
 # The window: warm_seconds without a request, then the waiting capsule must be gone.
 for _ in $(seq $(( (WARM + 30) * 10 ))); do [ "$(sandboxes)" -eq 0 ] && break; sleep 0.1; done
@@ -83,3 +84,4 @@ kill -TERM "$daemon"; wait "$daemon" 2>/dev/null || true; daemon=
 start_daemon 0
 BENCH_ID_PREFIX=c BENCH_LABEL="latency, warm_seconds 0" BENCH_TARGET=1.15 \
         "$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" 0
+bench_timing "$base/daemon.log" c $((RUNS + 1))

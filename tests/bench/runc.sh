@@ -6,7 +6,8 @@
 #        once with runc, each a ratio to the same command natively; runc's targets <= 1.3, 1.3,
 #        1.5, 1.2;
 #   5.   `/bin/true` from request to result with a capsule started ahead (the median of
-#        BENCH_RUNS, default 11, back to back), each engine; runc's target <= 60 ms;
+#        BENCH_RUNS, default 11, back to back), each engine; runc's target <= 60 ms; with the
+#        median of each step of the daemon's timing lines (docs/performance.md);
 #   6a-d. tests/bench/generations.sh's steady rows (the 80k-entry tree: /bin/true with nothing
 #        changed, an import-heavy python, /bin/true after 1 file and after 1,000 files changed),
 #        each engine against its own bare run (`runsc run`, or `runc run` with the tree bound
@@ -85,6 +86,7 @@ trap 'bench_cleanup "$NAME"' EXIT
 mkdir -p "$base/ws" && chown 12345:12345 "$base/ws"
 true_ms() { # true_ms DRIVER: the median request-to-result time of /bin/true, warm
         local i all=()
+        bench_umount_store # the last engine's generation store, mounted on its state_dir
         rm -rf "$base/state" "$base/results"
         cat >"$base/config.json" <<JSON
 {"version": 1, "name": "$NAME", "workspace": "$base/ws", "container_uid": 12345, "container_gid": 12345,
@@ -100,6 +102,7 @@ JSON
         done
         bench_stop_daemon
         bench_kill_capsules "/run/tentaflake-worker-$NAME/runsc"
+        bench_timing "$base/daemon.log" t >"$base/timing-$1"
         echo "${all[*]}" >"$base/true-$1"
         printf '%s\n' "${all[@]}" | median
 }
@@ -107,6 +110,7 @@ if [[ $PARTS == *" true "* ]]; then
         for drv in runsc runc; do
                 got[$drv-5]=$(true_ms "$drv")
                 echo "$drv: row 5: /bin/true request to result, warm: median ${got[$drv-5]} ms ($(cat "$base/true-$drv"))"
+                echo "$drv: $(cat "$base/timing-$drv")"
         done
 fi
 

@@ -64,6 +64,10 @@ for p in unshare_user unshare_mount unshare_pid unshare_net unshare_uts unshare_
         capabilities no_new_privs; do
         check "a hostile job is refused: $p" probe_ok "$p"
 done
+# Each job's container record (runc delete) goes after its result is published (ExecPlan.defer_record),
+# still within the job's own process: none is left once drain has returned.
+runc_records() { runc --root "$(runsc_root "$dir")" list -q 2>/dev/null; }
+check "no runc container record is left once the jobs are done (got: $(runc_records | tr '\n' ' '))" test -z "$(runc_records)"
 check "the host's loopback listener never heard from the capsule" test ! -e "$dir/heard-tcp"
 check "the host's abstract socket never heard from the capsule" test ! -e "$dir/heard-unix"
 

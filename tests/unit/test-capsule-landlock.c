@@ -51,7 +51,7 @@ static int setup(void **state) {
 static int apply_work_tmp(void) {
         const char *w[] = { dirs.work, dirs.tmp };
         char err[256] = "";
-        int r = capsule_landlock_apply(w, ELEMENTSOF(w), err, sizeof(err));
+        int r = capsule_landlock_apply(w, ELEMENTSOF(w), NULL, 0, err, sizeof(err));
         if (r < 0)
                 fprintf(stderr, "landlock: %s: %s\n", err, strerror(-r));
         return r;
@@ -166,7 +166,7 @@ static int refuse_syscall(int nr, int err) {
 static int failed_with(int want, const char *msg) {
         const char *w[] = { dirs.work, dirs.tmp };
         char err[256] = "";
-        int r = capsule_landlock_apply(w, ELEMENTSOF(w), err, sizeof(err));
+        int r = capsule_landlock_apply(w, ELEMENTSOF(w), NULL, 0, err, sizeof(err));
         if (r != want)
                 return fprintf(stderr, "returned %d (%s), not %d\n", r, err, want), 50;
         if (!strstr(err, msg))
@@ -195,7 +195,7 @@ static int no_restrict(void) {
 static int missing_root(void) {
         const char *w[] = { dirs.work, "/nonexistent-tfw-landlock" };
         char err[256] = "";
-        int r = capsule_landlock_apply(w, ELEMENTSOF(w), err, sizeof(err));
+        int r = capsule_landlock_apply(w, ELEMENTSOF(w), NULL, 0, err, sizeof(err));
         if (r != -ENOENT || !strstr(err, "'/nonexistent-tfw-landlock'"))
                 return fprintf(stderr, "returned %d (%s)\n", r, err), 70;
         return 0;
