@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* Copiers for the walk's files (copy-pool.h). One mutex guards the queue: the jobs to do (in
- * the order the walk gave them), the jobs done (results not stored yet) and the free ones. The
- * walk wakes a copier only once WAKE_BATCH jobs wait, or when it needs room or the results, so
- * a file costs no futex call while the copiers keep up. */
+ * the order the walk gave them), the jobs done (results not stored yet) and the free ones. Each
+ * side wakes the other in batches: the walk wakes a copier once WAKE_BATCH jobs wait (or when
+ * it needs room or the results), a copier wakes the waiting walk once WAKE_BATCH jobs are done
+ * (or nothing is left to copy, or one failed), so that a file costs no futex call and no
+ * switch of threads when one side is faster than the other. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +45,7 @@ struct CopyPool {
         uint32_t todo[SLOTS], done[SLOTS], free_[SLOTS];
         size_t todo_head, n_todo, n_done, n_free;
         unsigned busy, idle; /* copiers copying; copiers waiting for work */
+        bool walk_waiting;   /* the walk waits on room */
         bool stop;
         int error;           /* the first copier's failure (e below), 0 */
         TfwError e;
@@ -280,7 +283,8 @@ static void *copier_main(void *userdata) {
                 pthread_mutex_lock(&p->lock);
                 p->busy--;
                 p->done[p->n_done++] = i;
-                pthread_cond_signal(&p->room);
+                if (p->walk_waiting && (p->n_done >= WAKE_BATCH || (p->n_todo == 0 && p->busy == 0) || p->error))
+                        pthread_cond_signal(&p->room);
         }
         pthread_mutex_unlock(&p->lock);
         return NULL;
@@ -319,7 +323,9 @@ CopyJob *copy_pool_job(CopyPool *p, int *ret_error, TfwError *e) {
                         break;
                 }
                 pthread_cond_broadcast(&p->work);
+                p->walk_waiting = true;
                 pthread_cond_wait(&p->room, &p->lock);
+                p->walk_waiting = false;
         }
         pthread_mutex_unlock(&p->lock);
         if (j) {
@@ -348,7 +354,7 @@ void copy_pool_submit(CopyPool *p, CopyJob *j) {
         pthread_mutex_lock(&p->lock);
         p->todo[(p->todo_head + p->n_todo) % SLOTS] = (uint32_t) (j - p->jobs);
         p->n_todo++;
-        if (p->idle > 0 && (p->n_todo >= WAKE_BATCH || p->busy == 0))
+        if (p->idle > 0 && p->n_todo >= WAKE_BATCH)
                 pthread_cond_signal(&p->work);
         pthread_mutex_unlock(&p->lock);
 }
@@ -356,8 +362,10 @@ void copy_pool_submit(CopyPool *p, CopyJob *j) {
 int copy_pool_sync(CopyPool *p, TfwError *e) {
         pthread_mutex_lock(&p->lock);
         pthread_cond_broadcast(&p->work);
+        p->walk_waiting = true;
         while (p->n_todo > 0 || p->busy > 0)
                 pthread_cond_wait(&p->room, &p->lock);
+        p->walk_waiting = false;
         store_done(p);
         int r = p->error;
         if (r < 0 && e)
