@@ -160,6 +160,6 @@ echo "first request after a restart, once the capsule started ahead waits: ${aft
 echo "the cache's job right after a restart, sent at READY: ${deps_after[*]} ms (median $da), just before it: ${deps_before[*]} ms (median $db): ratio $(ratio "$da" "$db") (target 1.2)"
 echo "the cache's job after a restart, once the capsule started ahead waits: ${deps_ready[*]} ms (median $dr): ratio $(ratio "$dr" "$db") (target 1.2)"
 grep -h "generation store:" "$base/daemon.log" | sort | uniq -c | sed 's/^/store drops: /' || echo "store drops: none"
-echo "the second lane's first generation: $(grep -c "seeded from lane-[0-9]* (its mirror taken)" "$base/daemon.log" || true) of $RUNS fresh starts took the first job's mirror (gen-mirror.h), $(grep -c "seeded from lane-[0-9]* ahead" "$base/daemon.log" || true) cloned it"
+echo "the second lane's first generation: $(grep -c "seeded from lane-[0-9]* (its mirror taken)" "$base/daemon.log" || true) of $((RUNS * (${#first_before[@]} > 0 ? 2 : 1))) fresh starts took the first job's mirror (gen-mirror.h), $(grep -c "seeded from lane-[0-9]* ahead" "$base/daemon.log" || true) cloned it"
 bench_copy_cost "$base/ws"
 echo "load at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
