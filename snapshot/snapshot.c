@@ -25,6 +25,7 @@
 #include "common/path-util.h"
 #include "common/resolve.h"
 #include "blob-hasher.h"
+#include "copy-pool.h"
 #include "dirty-set.h"
 #include "gen-index.h"
 #include "gen-verify.h"
@@ -103,9 +104,12 @@ typedef struct Walk {
         bool group_inherited, group_checked;
         dev_t dst_dev;      /* the copy's root, which must not be found inside the workspace */
         ino_t dst_ino;
-        uint64_t bytes, entries, files, dirs, skipped_symlinks;
+        CopyBudget budget;  /* file content bytes: taken by the walk, and by its copiers */
+        uint64_t entries, files, dirs, skipped_symlinks;
         Sha256 *h;          /* for trees and for re-reading a copy, on this thread */
         BlobHasher *hasher; /* blob ids of what is copied, on a second thread */
+        CopyPool *pool;     /* a generation's copiers (copy-pool.h), once it has copied enough */
+        bool pool_failed;   /* none could be started: the walk copies on its own */
         Tree *done, **done_tail; /* non-empty directories whose walk is complete */
         char *path;         /* relative path of the entry being handled, for messages */
         size_t path_len;
@@ -188,7 +192,8 @@ static int name_set_add(NameSet *s, const char *name, size_t len) {
 }
 
 static void walk_done(Walk *w) {
-        /* First the hasher: it may still point into the trees. */
+        /* First the copiers and the hasher: they may still point into the trees. */
+        copy_pool_free(w->pool);
         blob_hasher_free(w->hasher);
         while (w->done) {
                 Tree *next = w->done->next;
@@ -220,6 +225,11 @@ bool snapshot_openat2_usable(void) {
 static int too_large(Walk *w, const char *what) {
         return walk_fail(w, E2BIG, "snapshot_too_large", "workspace is too large at '%s': %s",
                          what);
+}
+
+/* n bytes of file content taken from the budget, or the walk fails. */
+static int take_bytes(Walk *w, uint64_t n) {
+        return copy_budget_take(&w->budget, n) ? 0 : too_large(w, "more file content than max_bytes");
 }
 
 static void path_push(Walk *w, const char *name, size_t len, size_t *saved) {
@@ -539,7 +549,8 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                      size_t name_len, GitTreeBuilder *tb) {
         static const uint8_t pending[GIT_OID_SIZE] = {};
         mode_t mode = copy_mode(st->st_mode);
-        uint64_t budget = w->limits->max_bytes - w->bytes, expected = (uint64_t) st->st_size, total = 0;
+        uint64_t used = atomic_load(&w->budget.used), expected = (uint64_t) st->st_size, total = 0;
+        uint64_t budget = used > w->limits->max_bytes ? 0 : w->limits->max_bytes - used;
         int r;
 
         if (st->st_size < 0)
@@ -560,7 +571,7 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                         r = stream_file(w, src, expected, tb, index);
                 if (r < 0)
                         return r;
-                w->bytes += expected;
+                atomic_fetch_add(&w->budget.used, expected);
                 w->files++;
                 return 0;
         }
@@ -587,6 +598,8 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
          * build cache holds (docs/cache.md). Set once the data is complete (a write after would
          * stamp it again). */
         struct timespec times[2] = { st->st_atim, st->st_mtim };
+        if (w->gen && copy_pool_test_before_copy)
+                copy_pool_test_before_copy(w->path);
         if (w->copy == SNAPSHOT_COPY_FILE_RANGE) {
                 r = copy_range(w, src, dst, expected, budget, &total);
                 if (r < 0)
@@ -616,7 +629,7 @@ static int copy_file(Walk *w, int src, const struct stat *st, int dst_dir, const
                                 return io_error(w, r, "hash");
                 }
         }
-        w->bytes += total;
+        atomic_fetch_add(&w->budget.used, total);
         w->files++;
         w->last_copied = total;
         return 0;
@@ -660,8 +673,9 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         r = name_set_add(&w->names[depth], name, len);
         if (r <= 0)
                 return r < 0 ? io_error(w, r, "allocate") : 1;
-        if (id.size > w->limits->max_bytes - w->bytes)
-                return too_large(w, "more file content than max_bytes");
+        r = take_bytes(w, id.size);
+        if (r < 0)
+                return r;
         r = git_tree_builder_add(&t->b, name, len, (st.st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE,
                                  old->oid);
         if (r < 0)
@@ -672,7 +686,6 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
         ne->id = id;
         memcpy(ne->oid, old->oid, GIT_OID_SIZE);
         old->seen = true;
-        w->bytes += id.size;
         w->files++;
         w->files_reused++;
         w->bytes_reused += id.size;
@@ -816,6 +829,84 @@ static void gen_harvest(Tree *t) {
         }
 }
 
+/* ---- a generation's copiers (copy-pool.h) ---------------------------------------------- */
+
+/* Files copied before the copiers start: a walk that copies a few changed files starts no
+ * thread. */
+uint64_t snapshot_test_copy_pool_min_files = SNAPSHOT_COPY_POOL_MIN_FILES;
+
+/* Are this walk's files copied by the copiers? They start once a generation's walk has copied
+ * enough files on its own thread, unless limits->copiers is 1; none started: never. */
+static bool walk_pool(Walk *w) {
+        if (w->pool)
+                return true;
+        if (!w->gen || w->pool_failed || w->limits->copiers == 1 ||
+            w->files - w->files_reused < snapshot_test_copy_pool_min_files)
+                return false;
+        /* Copies so far are counted in the budget; the copiers share it from now. */
+        w->pool_failed = copy_pool_new(w->limits->copiers, w->copy == SNAPSHOT_COPY_FILE_RANGE, &w->budget,
+                                       &w->pool) < 0;
+        return !w->pool_failed;
+}
+
+/* The regular file open at src (fstat'ed into st; taken) copied into the generation as
+ * dst_dir/name by a copier: its size taken from the budget, the copy created here (the names
+ * were cleared: one already there fails the walk), its tree and index entries recorded, the
+ * rest handed over. What the copier learns (the blob id, a size that changed, a writer) reaches
+ * the entries when the pool stores its results (copy-pool.h). */
+static int copy_file_pooled(Walk *w, int src, const struct stat *st, int dst_dir, const char *name, size_t len,
+                            Tree *t) {
+        static const uint8_t pending[GIT_OID_SIZE] = {};
+        _cleanup_close_ int fd = src;
+        mode_t mode = copy_mode(st->st_mode);
+        int r;
+
+        if (st->st_size < 0)
+                return io_error(w, -EIO, "negative size");
+        r = take_bytes(w, (uint64_t) st->st_size);
+        if (r < 0)
+                return r;
+        _cleanup_close_ int dst = openat(dst_dir, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (dst < 0)
+                return io_error(w, -errno, "create copy");
+        size_t index = git_tree_builder_size(&t->b);
+        r = git_tree_builder_add(&t->b, name, len, (st->st_mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE,
+                                 pending);
+        if (r < 0)
+                return io_error(w, r, "record tree entry");
+        GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
+        if (!ne)
+                return io_error(w, -ENOMEM, "allocate");
+        gen_identity_of(st, &ne->id);
+        ne->racy = gen_racy(w, st) || !t->reuse_ok;
+        ne->tb_index = index;
+        if (ne->racy)
+                t->gnew->always = true;
+
+        CopyJob *j = copy_pool_job(w->pool, &r, w->e);
+        if (!j)
+                return r;
+        if (copy_pool_job_path(j, w->path, w->path_len) < 0)
+                return io_error(w, -ENOMEM, "allocate");
+        j->src = TAKE_FD(fd);
+        j->dst = TAKE_FD(dst);
+        j->expected = (uint64_t) st->st_size;
+        j->times[0] = st->st_atim;
+        j->times[1] = st->st_mtim;
+        j->uid = w->gen->copy_uid;
+        j->gid = w->gen->copy_gid;
+        j->mode = mode;
+        j->fix_mode = w->umask == (mode_t) -1 || (mode & w->umask) != 0;
+        j->ask_writers = !ne->racy;
+        j->tb = &t->b;
+        j->tb_index = index;
+        j->dir = t->gnew;
+        j->entry = t->gnew->n - 1;
+        copy_pool_submit(w->pool, j);
+        w->files++;
+        return 0;
+}
+
 /* ---- the watch (dirty-set.h): what the previous generation holds, taken unread ----------- */
 
 /* The directory old of the previous generation, with everything below it, into the new one as
@@ -829,11 +920,11 @@ static int gen_carry(Walk *w, Tree *t, GenEntry *old, const char *name, size_t l
         old->seen = true;
         if (tot.entries > w->limits->max_entries - MIN(w->entries, w->limits->max_entries))
                 return too_large(w, "more entries than max_entries");
-        if (tot.bytes > w->limits->max_bytes - w->bytes)
-                return too_large(w, "more file content than max_bytes");
+        int r = take_bytes(w, tot.bytes);
+        if (r < 0)
+                return r;
         w->entries += tot.entries;
         w->entries_unread += tot.entries + 1;
-        w->bytes += tot.bytes;
         w->bytes_reused += tot.bytes;
         w->files += tot.files;
         w->files_reused += tot.files;
@@ -841,7 +932,7 @@ static int gen_carry(Walk *w, Tree *t, GenEntry *old, const char *name, size_t l
         w->skipped_symlinks += tot.symlinks;
         if (!old->dir->has_tree)
                 return 0; /* git records no tree for it */
-        int r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, old->dir->tree);
+        r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, old->dir->tree);
         return r < 0 ? io_error(w, r, "record tree entry") : 0;
 }
 
@@ -870,9 +961,10 @@ static int gen_try_carry(Walk *w, int src, unsigned depth, const char *name, siz
 
 /* A file of a directory the watch vouches for, taken from the index without a stat. */
 static int gen_carry_file(Walk *w, Tree *t, GenEntry *old) {
-        if (old->id.size > w->limits->max_bytes - w->bytes)
-                return too_large(w, "more file content than max_bytes");
-        int r = git_tree_builder_add(&t->b, old->name, old->len,
+        int r = take_bytes(w, old->id.size);
+        if (r < 0)
+                return r;
+        r = git_tree_builder_add(&t->b, old->name, old->len,
                                      (old->id.mode & S_IXUSR) ? GIT_MODE_EXECUTABLE : GIT_MODE_FILE, old->oid);
         if (r < 0)
                 return io_error(w, r, "record tree entry");
@@ -882,7 +974,6 @@ static int gen_carry_file(Walk *w, Tree *t, GenEntry *old) {
         ne->id = old->id;
         memcpy(ne->oid, old->oid, GIT_OID_SIZE);
         old->seen = true;
-        w->bytes += old->id.size;
         w->bytes_reused += old->id.size;
         w->files++;
         w->files_reused++;
@@ -1084,6 +1175,8 @@ static int walk_entry(Walk *w, int src, int dst, unsigned depth, const char *nam
                                          (unsigned) st.st_uid);
                 if (w->gen && (r = gen_clear_slot(w, dst, t, name, len, false)) < 0)
                         return r;
+                if (walk_pool(w))
+                        return copy_file_pooled(w, TAKE_FD(fd), &st, dst, name, len, t);
                 size_t index = git_tree_builder_size(&t->b);
                 r = copy_file(w, fd, &st, dst, name, len, &t->b);
                 if (r == 0 && w->gen)
@@ -1168,7 +1261,11 @@ static int walk_dir(Walk *w, int src, int dst, unsigned depth, Tree *t) {
 /* After the walk: every blob id into its entry, then every tree, children first (the list is
  * in completion order), each id into its parent's entry; the root's id last. */
 static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
-        int r = blob_hasher_sync(w->hasher);
+        int r = w->pool ? copy_pool_sync(w->pool, w->e) : 0;
+        if (r < 0)
+                return r;
+        w->lease_unusable |= w->pool && copy_pool_lease_unusable(w->pool);
+        r = blob_hasher_sync(w->hasher);
         if (r < 0)
                 return io_error(w, r, "hash");
         if (w->gen) {
@@ -1198,7 +1295,7 @@ static int build_trees(Walk *w, Tree *root, uint8_t ret[static GIT_OID_SIZE]) {
 /* What a finished walk read, for the caller. */
 static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GIT_OID_SIZE], SnapshotSummary *ret) {
         *ret = (SnapshotSummary) {
-                .bytes = w->bytes,
+                .bytes = atomic_load(&w->budget.used),
                 .entries = w->entries,
                 .files = w->files,
                 .dirs = w->dirs,
@@ -1233,6 +1330,7 @@ static int drop_acls(int fd) {
  * hashers, the resolver, the workspace's root opened safely as a directory (its owner is the
  * one whose bits are mirrored). Returns the root's fd. */
 static int walk_begin(Walk *w, const char *workspace_path, struct stat *ret_st, TfwError *e) {
+        w->budget.max = w->limits->max_bytes;
         w->path = malloc(WALK_PATH_MAX);
         if (!w->path)
                 return tfw_error(e, ENOMEM, "snapshot_io", "out of memory");

@@ -29,7 +29,10 @@
  *     changes size while it is read.
  *   - On failure nothing is left at dest_parent_fd/dest_name (if this call created it), a
  *     negative errno is returned and e->code says why.
- *   - Starts one thread (blob hashing, all signals blocked) and joins it before returning.
+ *   - Starts one thread (blob hashing, all signals blocked) and joins it before returning;
+ *     snapshot_update() also starts its copiers (copy-pool.h: a thread per CPU, all signals
+ *     blocked, none of them resolving a name) once it has copied SNAPSHOT_COPY_POOL_MIN_FILES
+ *     files, and joins them before returning.
  * snapshot_stream() is the same walk writing a stream instead of a copy. */
 #pragma once
 
@@ -73,7 +76,17 @@ typedef struct SnapshotLimits {
          * it (or below) changed since the previous generation's walk is taken from that index
          * without being read again. */
         struct DirtyView *watch;
+        /* snapshot_update() only: the threads that copy files (copy-pool.h, docs/snapshot.md,
+         * "Copied on every CPU") once the walk has copied SNAPSHOT_COPY_POOL_MIN_FILES files;
+         * 0: one per online CPU (at most COPY_POOL_THREADS_MAX); 1: none, every file copied on
+         * the walk's thread and hashed on the hasher's. Either way the same generation. */
+        unsigned copiers;
 } SnapshotLimits;
+
+/* Files a generation's walk copies on its own thread before its copiers start. */
+#define SNAPSHOT_COPY_POOL_MIN_FILES 64
+/* Tests: that number (SNAPSHOT_COPY_POOL_MIN_FILES unless changed). */
+extern uint64_t snapshot_test_copy_pool_min_files;
 
 typedef enum SnapshotResolver {
         SNAPSHOT_RESOLVER_OPENAT2,

@@ -247,6 +247,44 @@ bench_bare_runc_ms() {
         t1=$(now_ms)
         echo $((t1 - t0))
 }
+# bench_copy_cost TREE: the cost of a first generation (issue 51; docs/snapshot.md, "Copied on every
+# CPU"): bench-gen-seed copies TREE, and a tree of 16 files of 16 MB, into a tmpfs (named as the
+# store, so that bench_umount_store detaches it whatever happens), BENCH_RUNS rounds each, with the
+# copiers (a thread per CPU) and with the walk's thread alone, alternating; prints the medians and
+# the cost per entry and per byte fit from the two trees. Needs $BUILD/tests/bench/bench-gen-seed.
+bench_copy_cost() {
+        local big=$base/copy-cost-big gen=$base/copy-cost-gen i t out=$base/copy-cost.out
+        mkdir -p "$big" "$gen"
+        for i in $(seq 16); do head -c 16M /dev/urandom >"$big/f$i"; done
+        mount -t tmpfs -o size=4g,mode=0700 tentaflake-store "$gen"
+        : >"$out"
+        for _ in $(seq "${RUNS:-3}"); do
+                for t in 0 1; do
+                        echo "threads=$t which=ws $("$BUILD/tests/bench/bench-gen-seed" --threads "$t" "$1" "$gen" 1)" >>"$out"
+                        echo "threads=$t which=big $("$BUILD/tests/bench/bench-gen-seed" --threads "$t" "$big" "$gen" 1)" >>"$out"
+                done
+        done
+        umount "$gen"
+        rm -rf "$big" "$gen"
+        python3 - "$out" "$(nproc)" <<'PY'
+import re, statistics, sys
+rows = [dict(re.findall(r"(\w+)=(\S+)", l)) for l in open(sys.argv[1])]
+for t, name in (("0", "the copiers (%s CPUs)" % sys.argv[2]), ("1", "the walk's thread alone")):
+    m = {}
+    for tree in ("ws", "big"):
+        r = [x for x in rows if x["threads"] == t and x["which"] == tree]
+        m[tree] = (int(r[0]["entries"]), int(r[0]["bytes"]), statistics.median(int(x["usec"]) for x in r),
+                   statistics.median(int(x["cpu_usec"]) for x in r))
+    (ew, bw, tw, cw), (eb, bb, tb, cb) = m["ws"], m["big"]
+    det = ew * bb - eb * bw
+    per_entry = (tw * bb - tb * bw) / det   # us
+    per_byte = (ew * tb - eb * tw) / det    # us
+    print("first generation, %s: the tree %d entries, %d MB: %d ms (CPU %d ms); %d files, %d MB: %d ms;"
+          " cost %.1f us an entry and %.2f ms a MB (%.0f MB/s)"
+          % (name, ew, bw >> 20, tw / 1000, cw / 1000, eb, bb >> 20, tb / 1000, per_entry, per_byte * (1 << 20) / 1000,
+             1 / per_byte if per_byte > 0 else 0))
+PY
+}
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 # median: the median of the integers on stdin, one a line (of two middle ones, their mean, rounded down).

@@ -283,7 +283,8 @@ static int take_stream(const char *ws, int out, const char *name, const Snapshot
  * nothing), then update it again from its own index with no entry racy, twice with the
  * workspace's watch, and hand the last result to the test: every check of the copy then applies
  * to a generation most of whose files were kept, not read, and most of whose directories were
- * taken on the watch's word. A failed update leaves a mix of both
+ * taken on the watch's word; every file they copy is copied by the copiers. A failed update
+ * leaves a mix of both
  * generations, which the store empties; so does this. */
 static bool gen_mode;
 #define TEST_COPY_UID ((uid_t) 4343)
@@ -304,6 +305,11 @@ static int take_generation(const char *ws, int out, const char *name, const Snap
          * keeps every file whose identity is unchanged: what the identity alone vouches for is
          * what these fixtures test (test-generation tests the window). */
         snapshot_test_racy_window_nsec = -1000LL * 1000 * 1000;
+        /* Every file these walks copy is copied by two copiers (copy-pool.h): the fixtures' races
+         * and ceilings hold for them as for the walk's own thread (test-copy-pool compares the
+         * two). */
+        snapshot_test_copy_pool_min_files = 0;
+        gl.copiers = 2;
         r = snapshot_update(ws, fd, NULL, owner, &gl, &first, s, e);
         /* Then twice with the workspace's watch: a walk that keeps every file whose identity is
          * unchanged and watches every directory, and one that takes what the watch vouches for
@@ -323,6 +329,7 @@ static int take_generation(const char *ws, int out, const char *name, const Snap
                 gl.watch = NULL;
         }
         snapshot_test_racy_window_nsec = GEN_RACY_WINDOW_NSEC;
+        snapshot_test_copy_pool_min_files = SNAPSHOT_COPY_POOL_MIN_FILES;
         if (r < 0) {
                 fd = safe_close(fd);
                 assert_int_equal(rm_rf_at(out, name), 0);
