@@ -20,18 +20,49 @@
 
 /* Is the file at dfd/name still the one old describes, on the directory's device, and one the
  * walk may take (snapshot.c hardlink_allowed: another owner's file linked in is refused there)? */
-static bool file_unchanged(const GenVerify *v, int dfd, dev_t dir_dev, const GenEntry *old, const char *name) {
-        struct stat st;
+static bool file_same(const GenVerify *v, int dfd, dev_t dir_dev, const GenEntry *old, const char *name,
+                      struct stat *st) {
         GenIdentity id;
 
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
                 return false;
-        if (!S_ISREG(st.st_mode) || st.st_dev != dir_dev)
+        if (!S_ISREG(st->st_mode) || st->st_dev != dir_dev)
                 return false;
-        if (st.st_nlink > 1 && !(v->owner_uid != 0 && st.st_uid == v->owner_uid) && !(st.st_mode & S_IROTH))
+        if (st->st_nlink > 1 && !(v->owner_uid != 0 && st->st_uid == v->owner_uid) && !(st->st_mode & S_IROTH))
                 return false;
-        gen_identity_of(&st, &id);
+        gen_identity_of(st, &id);
         return gen_identity_equal(&id, &old->id);
+}
+
+/* May the walk keep old as it is? On the marked file system: trusted on the mark's word, or
+ * asked and probed; a writer found, or a close after writing reported, makes it racy (read by
+ * the walk). Elsewhere: asked by stat. */
+static bool file_unchanged(GenVerify *v, int dfd, dev_t dir_dev, GenEntry *old, const char *name) {
+        bool marked = v->fan && old->id.dev == v->fan->dev;
+        struct stat st;
+
+        if (marked) {
+                const FanStamp *s = fan_view_after(v->fan, old->id.ino, v->since);
+                if (v->fan_trusted && !s) {
+                        v->trusted++;
+                        return true;
+                }
+                v->reported += s != NULL;
+                if (s && s->closed_seq > v->since) {
+                        old->racy = true;
+                        return false;
+                }
+        }
+        v->files++;
+        if (!file_same(v, dfd, dir_dev, old, name, &st))
+                return false;
+        if (!marked)
+                return true;
+        v->probed++;
+        int r = fan_probe(dfd, name, &st);
+        if (r > 0)
+                old->racy = true;
+        return r == 0;
 }
 
 /* d's subtree_clean from its own mark and its children's. */
@@ -58,12 +89,11 @@ static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool chec
         v->dirs++;
         if (check_files && d->clean)
                 for (size_t i = 0; i < d->n; i++) {
-                        const GenEntry *e = &d->v[i];
+                        GenEntry *e = &d->v[i];
                         if (e->is_dir)
                                 continue;
                         memcpy(name, e->name, e->len);
                         name[e->len] = 0;
-                        v->files++;
                         if (!file_unchanged(v, dfd, dir_dev, e, name)) {
                                 d->clean = false;
                                 v->changed++;
@@ -231,12 +261,11 @@ static int item_run(Work *w, Item *it, GenVerify *v) {
         if (it->files_only) {
                 /* Its own files only: the directories below are items of their own. */
                 for (size_t i = 0; i < it->dir->n; i++) {
-                        const GenEntry *e = &it->dir->v[i];
+                        GenEntry *e = &it->dir->v[i];
                         if (e->is_dir)
                                 continue;
                         memcpy(name, e->name, e->len);
                         name[e->len] = 0;
-                        v->files++;
                         if (!file_unchanged(v, it->dfd, it->dev, e, name)) {
                                 it->dir->clean = false;
                                 v->changed++;
@@ -304,7 +333,7 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
         struct stat st;
         int r;
 
-        v->files = v->dirs = v->changed = 0;
+        v->files = v->dirs = v->changed = v->trusted = v->reported = v->probed = 0;
         if (fstat(root_fd, &st) < 0)
                 return -errno;
         uint64_t files = files_below(root);
@@ -325,7 +354,8 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
         sigset_t all, old;
         sigfillset(&all);
         for (unsigned i = 0; i < n_threads; i++)
-                k[i] = (Worker) { .work = &w, .v = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid } };
+                k[i] = (Worker) { .work = &w, .v = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid, .fan = v->fan,
+                                                     .fan_trusted = v->fan_trusted, .since = v->since } };
         pthread_sigmask(SIG_SETMASK, &all, &old);
         for (unsigned i = 1; i < n_threads; i++)
                 k[i].started = pthread_create(&k[i].thread, NULL, worker_main, &k[i]) == 0;
@@ -344,6 +374,9 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
                 v->files += k[i].v.files;
                 v->dirs += k[i].v.dirs;
                 v->changed += k[i].v.changed;
+                v->trusted += k[i].v.trusted;
+                v->reported += k[i].v.reported;
+                v->probed += k[i].v.probed;
         }
         if (r >= 0)
                 remark_all(root);
