@@ -81,6 +81,26 @@ static void unmark_all(GenDir *d) {
                         unmark_all(d->v[i].dir);
 }
 
+/* With the mark vouching for the previous walk, a subtree in which it reported nothing, all on
+ * its device, is not even opened: its files are trusted, and its directories are the watch's to
+ * vouch for (every change of one is an event on its parent's watch; the walk asks the identity
+ * of the top one it carries). Sets d->visit; true when something below d needs asking. */
+static bool mark_visits(const GenVerify *v, GenDir *d) {
+        bool visit = !v->fan_trusted;
+        for (size_t i = 0; i < d->n; i++) {
+                const GenEntry *e = &d->v[i];
+                if (e->is_dir)
+                        visit = (e->dir->any_clean && mark_visits(v, e->dir)) || e->id.dev != v->fan->dev || visit;
+                else if (d->clean && (e->id.dev != v->fan->dev || fan_view_after(v->fan, e->id.ino, v->since)))
+                        visit = true;
+        }
+        d->visit = visit;
+        return visit;
+}
+
+/* Not opened: every file below trusted on the mark's word. */
+static bool skip_unvisited(GenVerify *v, const GenDir *d);
+
 /* d, open at dfd (device dir_dev), and below. check_files: d is not the root, whose files the
  * walk reads itself. */
 static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool check_files) {
@@ -102,7 +122,7 @@ static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool chec
                 }
         for (size_t i = 0; i < d->n; i++) {
                 GenEntry *e = &d->v[i];
-                if (!e->is_dir || !e->dir->any_clean)
+                if (!e->is_dir || !e->dir->any_clean || skip_unvisited(v, e->dir))
                         continue;
                 memcpy(name, e->name, e->len);
                 name[e->len] = 0;
@@ -167,6 +187,23 @@ static uint64_t files_below(const GenDir *d) {
         return n;
 }
 
+/* files_below, less the subtrees skip_unvisited leaves out. */
+static uint64_t files_asked_below(const GenVerify *v, const GenDir *d) {
+        uint64_t n = 0;
+        if (v->fan && v->fan_trusted && !d->visit)
+                return 0;
+        for (size_t i = 0; i < d->n; i++)
+                n += d->v[i].is_dir ? (d->v[i].dir->any_clean ? files_asked_below(v, d->v[i].dir) : 0) : (d->clean ? 1 : 0);
+        return n;
+}
+
+static bool skip_unvisited(GenVerify *v, const GenDir *d) {
+        if (!v->fan || !v->fan_trusted || d->visit)
+                return false;
+        v->trusted += files_below(d);
+        return true;
+}
+
 static int work_add(Work *w, Item it) {
         if (w->n == w->cap) {
                 size_t cap = MAX(2 * w->cap, (size_t) 64);
@@ -203,7 +240,7 @@ static void work_done(Work *w) {
 /* The items of d (open at dfd, device dev): each directory below with something clean in it.
  * An item larger than limit is split, while it has directories to split into. check_files: d is
  * not the root. */
-static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, uint64_t limit) {
+static int work_split(Work *w, GenVerify *v, int dfd, dev_t dev, GenDir *d, bool check_files, uint64_t limit) {
         uint64_t own = 0;
         for (size_t i = 0; i < d->n; i++)
                 own += !d->v[i].is_dir && check_files && d->clean;
@@ -214,9 +251,9 @@ static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, 
         }
         for (size_t i = 0; i < d->n; i++) {
                 GenEntry *e = &d->v[i];
-                if (!e->is_dir || !e->dir->any_clean)
+                if (!e->is_dir || !e->dir->any_clean || skip_unvisited(v, e->dir))
                         continue;
-                uint64_t weight = files_below(e->dir);
+                uint64_t weight = files_asked_below(v, e->dir);
                 bool has_dirs = false;
                 for (size_t k = 0; k < e->dir->n && !has_dirs; k++)
                         has_dirs = e->dir->v[k].is_dir && e->dir->v[k].dir->any_clean;
@@ -244,7 +281,7 @@ static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, 
                         safe_close(cfd);
                         return r;
                 }
-                r = work_split(w, cfd, st.st_dev, e->dir, true, limit);
+                r = work_split(w, v, cfd, st.st_dev, e->dir, true, limit);
                 if (r < 0)
                         return r;
         }
@@ -336,14 +373,16 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
         v->files = v->dirs = v->changed = v->trusted = v->reported = v->probed = 0;
         if (fstat(root_fd, &st) < 0)
                 return -errno;
-        uint64_t files = files_below(root);
+        if (v->fan && v->fan_trusted)
+                root->visit = true, (void) mark_visits(v, root);
+        uint64_t files = files_asked_below(v, root);
         unsigned n_threads = verify_threads(files);
         if (n_threads == 1)
                 return verify_dir(v, root_fd, st.st_dev, root, false);
 
         Work w = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid };
         Worker k[VERIFY_THREADS_MAX] = {};
-        r = work_split(&w, root_fd, st.st_dev, root, false,
+        r = work_split(&w, v, root_fd, st.st_dev, root, false,
                        MAX(files / (4 * n_threads), MIN(gen_verify_test_threaded_min_files, (uint64_t) 256)));
         if (r < 0) {
                 work_done(&w);
