@@ -183,9 +183,28 @@ static void stamp(FanMark *m, uint64_t ino, bool closed, uint64_t *seq) {
         m->slots[j] = (FanStamp) { .ino = ino, .seq = n, .closed_seq = closed ? n : m->slots[j].closed_seq };
 }
 
-/* One event: its file id records, the object's inode stamped. */
-static void event(FanMark *m, const struct fanotify_event_metadata *ev, uint64_t *seq) {
+/* The inode a file id record at p (len bytes, no alignment assumed) names, on the marked file
+ * system: 1 and *ino; 0 another file system's; -1 one the mark cannot name. */
+static int record_ino(const FanMark *m, const char *p, size_t len, uint64_t *ino) {
+        struct fanotify_event_info_fid fid;
+        struct file_handle fh;
+        uint32_t v;
+        if (len < sizeof(fid) + sizeof(fh))
+                return -1;
+        memcpy(&fid, p, sizeof(fid));
+        memcpy(&fh, p + sizeof(fid), sizeof(fh));
+        if (memcmp(&fid.fsid, &m->fsid, sizeof(m->fsid)) != 0)
+                return 0;
+        if (fh.handle_type != FAN_HANDLE_INO32_GEN || fh.handle_bytes < 8 ||
+            fh.handle_bytes > len - sizeof(fid) - sizeof(fh))
+                return -1;
+        memcpy(&v, p + sizeof(fid) + sizeof(fh), 4);
+        *ino = v;
+        return 1;
+}
 
+/* One event (ev, its metadata copied; p its bytes): its file id records, the inode stamped. */
+static void event(FanMark *m, const struct fanotify_event_metadata *ev, const char *p, uint64_t *seq) {
         if (ev->mask & FAN_Q_OVERFLOW) {
                 overflow(m, seq);
                 return;
@@ -193,35 +212,33 @@ static void event(FanMark *m, const struct fanotify_event_metadata *ev, uint64_t
         /* The walks' own reads and probes: an open alone, by the daemon or a walk it forked. */
         if ((ev->mask & ~(uint64_t) FAN_OPEN) == 0 && is_own(m, ev->pid))
                 return;
-        bool closed = ev->mask & FAN_CLOSE_WRITE;
-        const char *p = (const char *) ev + ev->metadata_len, *end = (const char *) ev + ev->event_len;
-        bool stamped = false;
-        while (end - p >= (ptrdiff_t) sizeof(struct fanotify_event_info_header)) {
-                const struct fanotify_event_info_header *h = (const void *) p;
-                if (h->len < sizeof(*h) || h->len > (size_t) (end - p))
+        bool closed = ev->mask & FAN_CLOSE_WRITE, stamped = false;
+        const char *end = p + ev->event_len;
+        for (p += ev->metadata_len; end - p >= (ptrdiff_t) sizeof(struct fanotify_event_info_header);) {
+                struct fanotify_event_info_header h;
+                uint64_t ino;
+                memcpy(&h, p, sizeof(h));
+                if (h.len < sizeof(h) || h.len > (size_t) (end - p))
                         break;
-                const struct fanotify_event_info_fid *fid = (const void *) p;
-                if (h->info_type == FAN_EVENT_INFO_TYPE_FID &&
-                    h->len >= sizeof(*fid) + sizeof(struct file_handle) + 8) {
-                        const struct file_handle *fh = (const void *) fid->handle;
-                        uint64_t ino;
-                        if (memcmp(&fid->fsid, &m->fsid, sizeof(m->fsid)) != 0)
+                if (h.info_type == FAN_EVENT_INFO_TYPE_FID) {
+                        int r = record_ino(m, p, h.len, &ino);
+                        if (r == 0)
                                 return; /* another file system's: not the workspace's */
-                        if (!handle_ino(fh, &ino) || sizeof(*fid) + sizeof(*fh) + fh->handle_bytes > h->len) {
+                        if (r < 0) {
                                 overflow(m, seq); /* an inode it cannot name: nothing is vouched for */
                                 return;
                         }
                         stamp(m, ino, closed, seq);
                         stamped = true;
                 }
-                p += h->len;
+                p += h.len;
         }
         if (!stamped)
                 overflow(m, seq); /* an event without a file id on the marked file system */
 }
 
 int fan_mark_read(FanMark *m, uint64_t *seq) {
-        char buf[16384] __attribute__((aligned(__alignof__(struct fanotify_event_metadata))));
+        char buf[16384] __attribute__((aligned(8)));
         int n_events = 0;
         for (;;) {
                 ssize_t n = read(m->fd, buf, sizeof(buf));
@@ -233,17 +250,22 @@ int fan_mark_read(FanMark *m, uint64_t *seq) {
                         return -errno;
                 if (n == 0)
                         return n_events;
-                const struct fanotify_event_metadata *ev = (const void *) buf;
-                size_t len = (size_t) n;
-                for (; FAN_EVENT_OK(ev, len); ev = FAN_EVENT_NEXT(ev, len)) {
-                        if (ev->vers != FANOTIFY_METADATA_VERSION) {
+                /* Records are packed: each copied out before it is read, whatever its alignment. */
+                for (size_t off = 0; (size_t) n - off >= FAN_EVENT_METADATA_LEN;) {
+                        struct fanotify_event_metadata ev;
+                        memcpy(&ev, buf + off, sizeof(ev));
+                        if (ev.event_len < FAN_EVENT_METADATA_LEN || ev.event_len > (size_t) n - off ||
+                            ev.metadata_len < FAN_EVENT_METADATA_LEN || ev.metadata_len > ev.event_len)
+                                break;
+                        if (ev.vers != FANOTIFY_METADATA_VERSION)
                                 overflow(m, seq);
-                                continue;
+                        else {
+                                if (ev.fd >= 0)
+                                        safe_close(ev.fd); /* never with file ids; closed all the same */
+                                event(m, &ev, buf + off, seq);
                         }
-                        if (ev->fd >= 0)
-                                safe_close(ev->fd); /* never with file ids; closed all the same */
-                        event(m, ev, seq);
                         n_events++;
+                        off += ev.event_len;
                 }
         }
 }
