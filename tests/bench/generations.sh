@@ -132,9 +132,14 @@ done
 # The walk alone, from the daemon's "generation" lines: a full walk (every directory read; the
 # first requests, and what an overflow of the watch's queue falls back to) against a walk on the
 # watch's word (only the directories the watch saw change read).
-walk_times() { grep "generation [0-9a-f]*: .*$1" "$base/daemon.log" | sed 's/.*(\([0-9]*\) ms)$/\1/' | sort -n | tr '\n' ' '; }
+walk_times() { # walk_times PATTERN [LOG]
+        grep "generation [0-9a-f]*: .*$1" "${2:-$base/daemon.log}" | sed 's/.*(\([0-9]*\) ms)$/\1/' | sort -n | tr '\n' ' '
+}
 echo "walk time alone, full walks (ms): $(walk_times 'a full walk')"
 echo "walk time alone, on the watch's word (ms): $(walk_times "unchanged by the watch's word")"
+if [ -n "${BENCH_BEFORE_BUILD:-}" ]; then
+        echo "before, walk time alone, on the watch's word (ms): $(walk_times "unchanged by the watch's word" "$base/daemon-before.log")"
+fi
 python3 - "$base/state/store.json" "$mb" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
