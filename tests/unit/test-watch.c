@@ -645,6 +645,40 @@ static void test_view(void **state) {
         assert_null(x);
 }
 
+/* A view made by hand: the watch's part with no stamps, then the mark's with one stamp. */
+static int hand_view(uint64_t seq, uint64_t stamp_seq, uint64_t closed_seq) {
+        uint8_t b[40 + 24 + 24] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '2' };
+        const uint64_t v[] = { 7, seq, 0, 0, /* the mark: */ 42, 1, 1, /* the stamp: */ 99, stamp_seq, closed_seq };
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                for (unsigned k = 0; k < 8; k++)
+                        b[8 + 8 * i + k] = (uint8_t) (v[i] >> (8 * k));
+        int fd = memfd_create("view", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, b, sizeof(b)), (ssize_t) sizeof(b));
+        return fd;
+}
+
+/* The mark's section of a view (snapshot/fan-mark.h): a stamp is found after an older sequence
+ * only; a stamp from after the view, or a close after writing later than the stamp, makes the
+ * view refused. */
+static void test_mark_view(void **state) {
+        (void) state;
+        _cleanup_(dirty_view_freep) DirtyView *v = NULL;
+        DirtyView *x = NULL;
+        _cleanup_close_ int good = hand_view(10, 5, 4), future = hand_view(10, 11, 0), closed = hand_view(10, 5, 6);
+        assert_int_equal(dirty_view_load(good, -1, NULL, &v), 0);
+        const FanView *fan = dirty_view_fan(v);
+        assert_non_null(fan);
+        assert_int_equal(fan->dev, 42);
+        assert_non_null(fan_view_after(fan, 99, 4));
+        assert_int_equal(fan_view_after(fan, 99, 4)->closed_seq, 4);
+        assert_null(fan_view_after(fan, 99, 5));
+        assert_null(fan_view_after(fan, 98, 0));
+        assert_int_equal(dirty_view_load(future, -1, NULL, &x), -EBADMSG);
+        assert_int_equal(dirty_view_load(closed, -1, NULL, &x), -EBADMSG);
+        assert_null(x);
+}
+
 #define T(t) cmocka_unit_test_setup_teardown(t, setup, gfx_teardown)
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
@@ -672,6 +706,7 @@ int main(void) {
                 T(test_index_keeps_the_watch),
                 T(test_ceiling_counts_carried),
                 T(test_view),
+                cmocka_unit_test(test_mark_view),
         };
         int failed = cmocka_run_group_tests_name("watch", tests, NULL, NULL);
         /* Again with the files' question shared between threads from the first file on
