@@ -293,6 +293,16 @@ static bool warm_wanted(Daemon *d) {
                (!d->o.drain || d->n_queue > 0);
 }
 
+/* A child that walks the workspace: its opens are not stamped by the file system's mark. Every
+ * event queued before the fork is read first, with the pid still someone else's (it may have
+ * been, until just before the fork). */
+static void own_child(Daemon *d, pid_t pid) {
+        if (!d->watch)
+                return;
+        (void) dirty_set_read(d->watch);
+        dirty_set_own(d->watch, pid, true);
+}
+
 /* A warm child forked, on the lane given (the start's, its descriptors inherited) or a free one. */
 static void warm_spawn(Daemon *d, GenLane *given) {
         uint8_t rnd[6];
@@ -318,6 +328,7 @@ static void warm_spawn(Daemon *d, GenLane *given) {
                 warm_child(d, sv[1], w.id, given);
         }
         safe_close(sv[1]);
+        own_child(d, pid);
         w.pid = pid;
         w.sock = sv[0];
         d->warm = w;
@@ -466,6 +477,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                         run_child(d, &rec, sv[1]);
                 }
                 safe_close(sv[1]);
+                own_child(d, pid);
                 d->n_running++;
                 run->pid = pid;
                 run->cancel_fd = sv[0];
@@ -500,11 +512,16 @@ static void say_job_end(Daemon *d, const RequestRecord *rec) {
 }
 
 static void reap(Daemon *d) {
+        /* The walks' own opens still queued are read while their pids are the daemon's. */
+        if (d->watch)
+                (void) dirty_set_read(d->watch);
         for (;;) {
                 int status;
                 pid_t pid = waitpid(-1, &status, WNOHANG);
                 if (pid <= 0)
                         return;
+                /* Before any event is read again: the pid may be another process's from now. */
+                dirty_set_own(d->watch, pid, false);
                 if (warm_reaped(d, pid, status) || notify_reaped(&d->w, pid))
                         continue;
                 for (unsigned i = 0; i < d->n_running; i++) {
@@ -547,6 +564,8 @@ static void reap(Daemon *d) {
 static pid_t reap_child_by(Daemon *d, usec_t deadline, int *ret_status) {
         for (;;) {
                 pid_t pid = waitpid(-1, ret_status, WNOHANG);
+                if (pid > 0)
+                        dirty_set_own(d->watch, pid, false);
                 if (pid != 0)
                         return pid < 0 ? -errno : pid;
                 usec_t now = now_monotonic();
@@ -1101,13 +1120,14 @@ static int daemon_loop(Daemon *d, TfwError *e) {
                 }
 
                 arm_timer(d);
-                struct pollfd p[4] = {
+                struct pollfd p[5] = {
                         {.fd = d->inotify_fd, .events = POLLIN},
                         {.fd = d->signal_fd, .events = POLLIN},
                         {.fd = d->timer_fd, .events = POLLIN},
                         {.fd = d->watch ? dirty_set_fd(d->watch) : -1, .events = POLLIN},
+                        {.fd = d->watch ? dirty_set_mark_fd(d->watch) : -1, .events = POLLIN},
                 };
-                if (poll(p, 4, -1) < 0 && errno != EINTR) {
+                if (poll(p, 5, -1) < 0 && errno != EINTR) {
                         r = tfw_error(e, errno, "internal", "poll: %m");
                         return r;
                 }
@@ -1118,7 +1138,7 @@ static int daemon_loop(Daemon *d, TfwError *e) {
                         if (r < 0)
                                 return r;
                 }
-                if (p[3].revents && dirty_set_read(d->watch) < 0)
+                if ((p[3].revents || p[4].revents) && dirty_set_read(d->watch) < 0)
                         log_debug("the workspace's watch: %m");
                 if (p[2].revents) {
                         uint64_t ticks;

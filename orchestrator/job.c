@@ -399,15 +399,36 @@ int job_warm_start(Worker *w, const char *warm_id, CapsuleDriver *drv, GenLane *
         return r;
 }
 
+/* How the file system's mark served a walk on the watch's word, for the log line. */
+static const char *mark_words(const SnapshotSummary *s, char *buf, size_t size) {
+        switch (s->mark) {
+        case SNAPSHOT_MARK_USED:
+                snprintf(buf, size, "the ones the file system's mark reported (%" PRIu64 "); %" PRIu64 " trusted on its word, %"
+                         PRIu64 " probed for a writer", s->files_reported, s->files_trusted, s->files_probed);
+                return buf;
+        case SNAPSHOT_MARK_FLOOR:
+                snprintf(buf, size, "all: the file system's mark cannot vouch for the last walk (its events overflowed "
+                         "since, or it began after); %" PRIu64 " probed for a writer", s->files_probed);
+                return buf;
+        default:
+                return "all: no file system mark";
+        }
+}
+
 /* How the workspace's watch served the walk, for the log line. */
 static const char *watch_words(const SnapshotSummary *s, char *buf, size_t size) {
+        char mark[200];
         switch (s->watch) {
         case SNAPSHOT_WATCH_DIRTY:
-                snprintf(buf, size, "%" PRIu64 " entries unchanged by the watch's word (%" PRIu64 " files of them asked by stat)",
-                         s->entries_unread, s->files_checked);
+                snprintf(buf, size, "%" PRIu64 " entries unchanged by the watch's word (%" PRIu64 " files of them asked by stat: %s)",
+                         s->entries_unread, s->files_checked, mark_words(s, mark, sizeof(mark)));
                 return buf;
         case SNAPSHOT_WATCH_FULL:
-                return "a full walk (the watch vouched for no earlier walk)";
+                if (s->mark == SNAPSHOT_MARK_NONE)
+                        return "a full walk (the watch vouched for no earlier walk)";
+                snprintf(buf, size, "a full walk (the watch vouched for no earlier walk; %" PRIu64 " kept files probed for a "
+                         "writer, for the file system's mark)", s->files_probed);
+                return buf;
         default:
                 return "a full walk (no watch)";
         }
@@ -430,7 +451,7 @@ GenLane *job_lane_ahead(Worker *w) {
 }
 
 void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
-        char note[1024] = "", words[128];
+        char note[1024] = "", words[400];
         TfwError e = {0};
         SnapshotSummary sum = {0};
 
@@ -455,7 +476,7 @@ void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
 
 /* The daemon's log lines about how a job ran (the input, the cache), beside its result. */
 static void job_report_run(Worker *w, const char *id, const ExecResult *x) {
-        char words[128];
+        char words[400];
         if (x->warm_lost[0])
                 worker_say(w, LOG_WARNING, "job '%s': %s; it ran in a capsule of its own", id, x->warm_lost);
         if (x->have_snapshot)

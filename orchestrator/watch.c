@@ -35,6 +35,24 @@ uint32_t watch_budget(const Config *c, uint64_t host_max) {
         return (uint32_t) MIN(b, (uint64_t) UINT32_MAX);
 }
 
+/* The file system's mark (snapshot/fan-mark.h) beside the directories' watch: said either way. */
+static void watch_mark(Worker *w, DirtySet *s) {
+        char why[256] = "";
+        _cleanup_close_ int fd = open(w->config->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int r = fd < 0 ? -errno : dirty_set_mark(s, fd, why, sizeof(why));
+        if (fd < 0)
+                snprintf(why, sizeof(why), "cannot open the workspace: %s", strerror(-r));
+        if (r < 0) {
+                worker_say(w, LOG_NOTICE, "the workspace's file system cannot be marked (%s): every request asks every "
+                           "file the watch vouches for by stat", why);
+                return;
+        }
+        /* The daemon's own reads (the walk at start, the inbox) are not stamped. */
+        dirty_set_own(s, getpid(), true);
+        worker_say(w, LOG_INFO, "the workspace's file system is marked (fanotify): a request asks by stat only the files "
+                   "it reports");
+}
+
 DirtySet *watch_start(Worker *w) {
         DirtySet *s = NULL;
         if (w->dirs.store_fd < 0)
@@ -62,6 +80,7 @@ DirtySet *watch_start(Worker *w) {
                           (unsigned long long) host);
         w->watch_fd = dirty_set_fd(s);
         w->watch_budget = dirty_set_budget(s);
+        watch_mark(w, s);
         return s;
 }
 

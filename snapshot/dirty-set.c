@@ -18,10 +18,12 @@
 #include "common/fd-util.h"
 #include "common/macro.h"
 #include "dirty-set.h"
+#include "fan-mark.h"
 #include "stream.h"
 
-/* "TFWDIRT" and a format version; then instance, seq, overflow seq, count; then the stamps. */
-static const uint8_t view_magic[8] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '1' };
+/* "TFWDIRT" and a format version; then instance, seq, overflow seq, count; then the stamps; then
+ * the file system mark's section (fan-mark.h: its device, 0 for none, its floor, its stamps). */
+static const uint8_t view_magic[8] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '2' };
 #define VIEW_HEADER (8 + 8 + 8 + 8 + 8)
 #define VIEW_STAMP (4 + 8)
 
@@ -32,6 +34,7 @@ struct DirtySet {
         DirtyStamp *slots;
         size_t n_slots, n_used;
         DirtyBudget *budget; /* a MAP_SHARED page */
+        FanMark *mark;       /* the workspace's file system's mark, or NULL */
 };
 
 int dirty_set_new(uint32_t max_watches, DirtySet **ret) {
@@ -69,6 +72,7 @@ DirtySet *dirty_set_free(DirtySet *s) {
                 safe_close(s->fd);
                 if (s->budget)
                         munmap(s->budget, sizeof(DirtyBudget));
+                fan_mark_free(s->mark);
                 free(s->slots);
                 free(s);
         }
@@ -77,6 +81,22 @@ DirtySet *dirty_set_free(DirtySet *s) {
 
 int dirty_set_fd(const DirtySet *s) {
         return s->fd;
+}
+
+int dirty_set_mark(DirtySet *s, int dir_fd, char *why, size_t why_size) {
+        if (s->mark)
+                return 0;
+        /* Nothing before the mark is vouched for: its floor is the next number. */
+        return fan_mark_new(dir_fd, ++s->seq, &s->mark, why, why_size);
+}
+
+int dirty_set_mark_fd(const DirtySet *s) {
+        return s->mark ? fan_mark_fd(s->mark) : -EBADF;
+}
+
+void dirty_set_own(DirtySet *s, pid_t pid, bool own) {
+        if (s && s->mark)
+                fan_mark_own(s->mark, pid, own);
 }
 
 DirtyBudget *dirty_set_budget(const DirtySet *s) {
@@ -232,6 +252,12 @@ static void event(DirtySet *s, const struct inotify_event *ev) {
 int dirty_set_read(DirtySet *s) {
         char buf[16384] __attribute__((aligned(__alignof__(struct inotify_event))));
         int n_events = 0;
+        if (s->mark) {
+                int r = fan_mark_read(s->mark, &s->seq);
+                if (r < 0)
+                        return r;
+                n_events += r;
+        }
         for (;;) {
                 ssize_t n = read(s->fd, buf, sizeof(buf));
                 if (n < 0 && errno == EINTR)
@@ -257,7 +283,8 @@ static int stamp_cmp(const void *a, const void *b) {
 }
 
 int dirty_set_export(const DirtySet *s, int *ret_fd) {
-        size_t size = VIEW_HEADER + s->n_used * VIEW_STAMP;
+        size_t fan_at = VIEW_HEADER + s->n_used * VIEW_STAMP;
+        size_t size = fan_at + (s->mark ? fan_mark_export_size(s->mark) : FAN_VIEW_NONE_SIZE);
         _cleanup_free_ DirtyStamp *v = malloc(MAX(s->n_used, (size_t) 1) * sizeof(*v));
         _cleanup_free_ uint8_t *b = malloc(size);
         if (!v || !b)
@@ -276,6 +303,10 @@ int dirty_set_export(const DirtySet *s, int *ret_fd) {
                 snapshot_stream_put_le(b + VIEW_HEADER + i * VIEW_STAMP, (uint32_t) v[i].wd, 4);
                 snapshot_stream_put_le(b + VIEW_HEADER + i * VIEW_STAMP + 4, v[i].seq, 8);
         }
+        if (s->mark)
+                fan_mark_export(s->mark, b + fan_at);
+        else
+                memset(b + fan_at, 0, FAN_VIEW_NONE_SIZE);
         _cleanup_close_ int fd = memfd_create("tentaflake-dirty-view", MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
@@ -296,7 +327,8 @@ int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **
                 return -ENOMEM;
         if (lseek(view_fd, 0, SEEK_SET) < 0)
                 return -errno;
-        int r = read_full_fd_bounded(view_fd, VIEW_HEADER + (size_t) DIRTY_SET_TABLE_MAX * VIEW_STAMP, &data, &size);
+        int r = read_full_fd_bounded(view_fd, VIEW_HEADER + (size_t) DIRTY_SET_TABLE_MAX * VIEW_STAMP + FAN_VIEW_SIZE_MAX,
+                                     &data, &size);
         if (r < 0)
                 return r;
         const uint8_t *p = (const uint8_t *) data;
@@ -306,7 +338,7 @@ int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **
         v->seq = snapshot_stream_get_le(p + 16, 8);
         v->overflow_seq = snapshot_stream_get_le(p + 24, 8);
         uint64_t n = snapshot_stream_get_le(p + 32, 8);
-        if (n > DIRTY_SET_TABLE_MAX || size != VIEW_HEADER + n * VIEW_STAMP || v->instance == 0)
+        if (n > DIRTY_SET_TABLE_MAX || size < VIEW_HEADER + n * VIEW_STAMP || v->instance == 0)
                 return -EBADMSG;
         v->v = calloc(MAX(n, (uint64_t) 1), sizeof(*v->v));
         if (!v->v)
@@ -319,6 +351,12 @@ int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **
                 if (wd == 0 || wd > INT32_MAX || v->v[i].seq > v->seq || (i > 0 && v->v[i].wd <= v->v[i - 1].wd))
                         return -EBADMSG;
         }
+        size_t fan_at = VIEW_HEADER + n * VIEW_STAMP, used = 0;
+        r = fan_view_parse(p + fan_at, size - fan_at, v->seq, &v->fan, &used);
+        if (r < 0)
+                return r;
+        if (fan_at + used != size)
+                return -EBADMSG;
         v->n = n;
         v->watch_fd = watch_fd;
         v->budget = budget;
@@ -328,6 +366,7 @@ int dirty_view_load(int view_fd, int watch_fd, DirtyBudget *budget, DirtyView **
 
 DirtyView *dirty_view_free(DirtyView *v) {
         if (v) {
+                fan_view_done(&v->fan);
                 free(v->held);
                 free(v->v);
                 free(v);
@@ -410,6 +449,10 @@ static bool mark_dir(const DirtyView *v, GenDir *d, uint64_t since) {
         d->subtree_clean = all;
         d->any_clean = any;
         return all;
+}
+
+const FanView *dirty_view_fan(const DirtyView *v) {
+        return v && v->fan.dev ? &v->fan : NULL;
 }
 
 bool dirty_view_mark(const DirtyView *v, GenIndex *prev) {

@@ -35,6 +35,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sys/types.h>
+
+#include "fan-mark.h"
 #include "gen-index.h"
 
 /* What a watch is asked for (IN_ONLYDIR: only a directory is ever watched). */
@@ -68,7 +71,17 @@ static inline void dirty_set_freep(DirtySet **s) {
 }
 /* The inotify fd: the daemon polls it; the walk adds its watches to it. */
 int dirty_set_fd(const DirtySet *s);
-/* Read and stamp every queued event. Returns how many were read, or a negative errno. */
+/* Place the file system's mark (fan-mark.h) on the file system of the directory open at dir_fd
+ * (the workspace's root, open for reading): its events read with the watch's, stamped with the
+ * same sequence, and handed to each job in the same view. A negative errno with why filled:
+ * no mark (every file the watch vouches for is then asked by stat, as before). */
+int dirty_set_mark(DirtySet *s, int dir_fd, char *why, size_t why_size);
+/* The mark's fanotify fd (the daemon polls it), or -EBADF: none. */
+int dirty_set_mark_fd(const DirtySet *s);
+/* The mark does not stamp opens by pid (own) or does again (see fan_mark_own). s may be NULL. */
+void dirty_set_own(DirtySet *s, pid_t pid, bool own);
+/* Read and stamp every queued event (the watch's and the mark's). Returns how many were read, or
+ * a negative errno. */
 int dirty_set_read(DirtySet *s);
 /* The view a job walks with, as a sealed memfd (close-on-exec) in *ret_fd. */
 int dirty_set_export(const DirtySet *s, int *ret_fd);
@@ -96,6 +109,7 @@ typedef struct DirtyView {
         uint64_t overflow_seq; /* the last overflow (0: none) */
         size_t n;
         DirtyStamp *v;         /* sorted by wd */
+        FanView fan;           /* the file system's mark (fan.dev 0: none) */
 } DirtyView;
 
 /* Read a view made by dirty_set_export (bounded, checked); budget: dirty_set_budget() of the
@@ -111,6 +125,8 @@ bool dirty_view_changed(const DirtyView *v, int32_t wd, uint64_t since);
  * the budget is spent and the directory has no watch yet; 0 when the host gives none (ENOSPC:
  * fs.inotify.max_user_watches) or it cannot be watched. */
 int32_t dirty_view_watch(DirtyView *v, int dir_fd);
+/* The file system's mark the view carries, or NULL when it has none. */
+const FanView *dirty_view_fan(const DirtyView *v);
 /* Can the walk from index prev trust prev's watches? Then every directory of prev gets its
  * clean and subtree_clean marks (gen-index.h) and true is returned; false: a full walk. */
 bool dirty_view_mark(const DirtyView *v, GenIndex *prev);

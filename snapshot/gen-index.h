@@ -65,6 +65,9 @@ struct GenDir {
          * walk and no file changed where the watch cannot see; the same for every directory
          * below; it or some directory below it is clean. */
         bool clean, subtree_clean, any_clean;
+        /* During gen_verify_clean with the file system's mark vouching: something below it
+         * needs asking (a file it reported, a file or directory on another device). */
+        bool visit;
 };
 
 typedef struct GenNameChunk GenNameChunk;

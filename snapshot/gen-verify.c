@@ -20,18 +20,49 @@
 
 /* Is the file at dfd/name still the one old describes, on the directory's device, and one the
  * walk may take (snapshot.c hardlink_allowed: another owner's file linked in is refused there)? */
-static bool file_unchanged(const GenVerify *v, int dfd, dev_t dir_dev, const GenEntry *old, const char *name) {
-        struct stat st;
+static bool file_same(const GenVerify *v, int dfd, dev_t dir_dev, const GenEntry *old, const char *name,
+                      struct stat *st) {
         GenIdentity id;
 
-        if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+        if (fstatat(dfd, name, st, AT_SYMLINK_NOFOLLOW) < 0)
                 return false;
-        if (!S_ISREG(st.st_mode) || st.st_dev != dir_dev)
+        if (!S_ISREG(st->st_mode) || st->st_dev != dir_dev)
                 return false;
-        if (st.st_nlink > 1 && !(v->owner_uid != 0 && st.st_uid == v->owner_uid) && !(st.st_mode & S_IROTH))
+        if (st->st_nlink > 1 && !(v->owner_uid != 0 && st->st_uid == v->owner_uid) && !(st->st_mode & S_IROTH))
                 return false;
-        gen_identity_of(&st, &id);
+        gen_identity_of(st, &id);
         return gen_identity_equal(&id, &old->id);
+}
+
+/* May the walk keep old as it is? On the marked file system: trusted on the mark's word, or
+ * asked and probed; a writer found, or a close after writing reported, makes it racy (read by
+ * the walk). Elsewhere: asked by stat. */
+static bool file_unchanged(GenVerify *v, int dfd, dev_t dir_dev, GenEntry *old, const char *name) {
+        bool marked = v->fan && old->id.dev == v->fan->dev;
+        struct stat st;
+
+        if (marked) {
+                const FanStamp *s = fan_view_after(v->fan, old->id.ino, v->since);
+                if (v->fan_trusted && !s) {
+                        v->trusted++;
+                        return true;
+                }
+                v->reported += s != NULL;
+                if (s && s->closed_seq > v->since) {
+                        old->racy = true;
+                        return false;
+                }
+        }
+        v->files++;
+        if (!file_same(v, dfd, dir_dev, old, name, &st))
+                return false;
+        if (!marked)
+                return true;
+        v->probed++;
+        int r = fan_probe(dfd, name, &st);
+        if (r > 0)
+                old->racy = true;
+        return r == 0;
 }
 
 /* d's subtree_clean from its own mark and its children's. */
@@ -50,6 +81,26 @@ static void unmark_all(GenDir *d) {
                         unmark_all(d->v[i].dir);
 }
 
+/* With the mark vouching for the previous walk, a subtree in which it reported nothing, all on
+ * its device, is not even opened: its files are trusted, and its directories are the watch's to
+ * vouch for (every change of one is an event on its parent's watch; the walk asks the identity
+ * of the top one it carries). Sets d->visit; true when something below d needs asking. */
+static bool mark_visits(const GenVerify *v, GenDir *d) {
+        bool visit = !v->fan_trusted;
+        for (size_t i = 0; i < d->n; i++) {
+                const GenEntry *e = &d->v[i];
+                if (e->is_dir)
+                        visit = (e->dir->any_clean && mark_visits(v, e->dir)) || e->id.dev != v->fan->dev || visit;
+                else if (d->clean && (e->id.dev != v->fan->dev || fan_view_after(v->fan, e->id.ino, v->since)))
+                        visit = true;
+        }
+        d->visit = visit;
+        return visit;
+}
+
+/* Not opened: every file below trusted on the mark's word. */
+static bool skip_unvisited(GenVerify *v, const GenDir *d);
+
 /* d, open at dfd (device dir_dev), and below. check_files: d is not the root, whose files the
  * walk reads itself. */
 static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool check_files) {
@@ -58,12 +109,11 @@ static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool chec
         v->dirs++;
         if (check_files && d->clean)
                 for (size_t i = 0; i < d->n; i++) {
-                        const GenEntry *e = &d->v[i];
+                        GenEntry *e = &d->v[i];
                         if (e->is_dir)
                                 continue;
                         memcpy(name, e->name, e->len);
                         name[e->len] = 0;
-                        v->files++;
                         if (!file_unchanged(v, dfd, dir_dev, e, name)) {
                                 d->clean = false;
                                 v->changed++;
@@ -72,7 +122,7 @@ static int verify_dir(GenVerify *v, int dfd, dev_t dir_dev, GenDir *d, bool chec
                 }
         for (size_t i = 0; i < d->n; i++) {
                 GenEntry *e = &d->v[i];
-                if (!e->is_dir || !e->dir->any_clean)
+                if (!e->is_dir || !e->dir->any_clean || skip_unvisited(v, e->dir))
                         continue;
                 memcpy(name, e->name, e->len);
                 name[e->len] = 0;
@@ -137,6 +187,23 @@ static uint64_t files_below(const GenDir *d) {
         return n;
 }
 
+/* files_below, less the subtrees skip_unvisited leaves out. */
+static uint64_t files_asked_below(const GenVerify *v, const GenDir *d) {
+        uint64_t n = 0;
+        if (v->fan && v->fan_trusted && !d->visit)
+                return 0;
+        for (size_t i = 0; i < d->n; i++)
+                n += d->v[i].is_dir ? (d->v[i].dir->any_clean ? files_asked_below(v, d->v[i].dir) : 0) : (d->clean ? 1 : 0);
+        return n;
+}
+
+static bool skip_unvisited(GenVerify *v, const GenDir *d) {
+        if (!v->fan || !v->fan_trusted || d->visit)
+                return false;
+        v->trusted += files_below(d);
+        return true;
+}
+
 static int work_add(Work *w, Item it) {
         if (w->n == w->cap) {
                 size_t cap = MAX(2 * w->cap, (size_t) 64);
@@ -173,7 +240,7 @@ static void work_done(Work *w) {
 /* The items of d (open at dfd, device dev): each directory below with something clean in it.
  * An item larger than limit is split, while it has directories to split into. check_files: d is
  * not the root. */
-static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, uint64_t limit) {
+static int work_split(Work *w, GenVerify *v, int dfd, dev_t dev, GenDir *d, bool check_files, uint64_t limit) {
         uint64_t own = 0;
         for (size_t i = 0; i < d->n; i++)
                 own += !d->v[i].is_dir && check_files && d->clean;
@@ -184,9 +251,9 @@ static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, 
         }
         for (size_t i = 0; i < d->n; i++) {
                 GenEntry *e = &d->v[i];
-                if (!e->is_dir || !e->dir->any_clean)
+                if (!e->is_dir || !e->dir->any_clean || skip_unvisited(v, e->dir))
                         continue;
-                uint64_t weight = files_below(e->dir);
+                uint64_t weight = files_asked_below(v, e->dir);
                 bool has_dirs = false;
                 for (size_t k = 0; k < e->dir->n && !has_dirs; k++)
                         has_dirs = e->dir->v[k].is_dir && e->dir->v[k].dir->any_clean;
@@ -214,7 +281,7 @@ static int work_split(Work *w, int dfd, dev_t dev, GenDir *d, bool check_files, 
                         safe_close(cfd);
                         return r;
                 }
-                r = work_split(w, cfd, st.st_dev, e->dir, true, limit);
+                r = work_split(w, v, cfd, st.st_dev, e->dir, true, limit);
                 if (r < 0)
                         return r;
         }
@@ -231,12 +298,11 @@ static int item_run(Work *w, Item *it, GenVerify *v) {
         if (it->files_only) {
                 /* Its own files only: the directories below are items of their own. */
                 for (size_t i = 0; i < it->dir->n; i++) {
-                        const GenEntry *e = &it->dir->v[i];
+                        GenEntry *e = &it->dir->v[i];
                         if (e->is_dir)
                                 continue;
                         memcpy(name, e->name, e->len);
                         name[e->len] = 0;
-                        v->files++;
                         if (!file_unchanged(v, it->dfd, it->dev, e, name)) {
                                 it->dir->clean = false;
                                 v->changed++;
@@ -304,17 +370,19 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
         struct stat st;
         int r;
 
-        v->files = v->dirs = v->changed = 0;
+        v->files = v->dirs = v->changed = v->trusted = v->reported = v->probed = 0;
         if (fstat(root_fd, &st) < 0)
                 return -errno;
-        uint64_t files = files_below(root);
+        if (v->fan && v->fan_trusted)
+                root->visit = true, (void) mark_visits(v, root);
+        uint64_t files = files_asked_below(v, root);
         unsigned n_threads = verify_threads(files);
         if (n_threads == 1)
                 return verify_dir(v, root_fd, st.st_dev, root, false);
 
         Work w = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid };
         Worker k[VERIFY_THREADS_MAX] = {};
-        r = work_split(&w, root_fd, st.st_dev, root, false,
+        r = work_split(&w, v, root_fd, st.st_dev, root, false,
                        MAX(files / (4 * n_threads), MIN(gen_verify_test_threaded_min_files, (uint64_t) 256)));
         if (r < 0) {
                 work_done(&w);
@@ -325,7 +393,8 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
         sigset_t all, old;
         sigfillset(&all);
         for (unsigned i = 0; i < n_threads; i++)
-                k[i] = (Worker) { .work = &w, .v = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid } };
+                k[i] = (Worker) { .work = &w, .v = { .use_openat2 = v->use_openat2, .owner_uid = v->owner_uid, .fan = v->fan,
+                                                     .fan_trusted = v->fan_trusted, .since = v->since } };
         pthread_sigmask(SIG_SETMASK, &all, &old);
         for (unsigned i = 1; i < n_threads; i++)
                 k[i].started = pthread_create(&k[i].thread, NULL, worker_main, &k[i]) == 0;
@@ -344,6 +413,9 @@ int gen_verify_clean(int root_fd, GenDir *root, GenVerify *v) {
                 v->files += k[i].v.files;
                 v->dirs += k[i].v.dirs;
                 v->changed += k[i].v.changed;
+                v->trusted += k[i].v.trusted;
+                v->reported += k[i].v.reported;
+                v->probed += k[i].v.probed;
         }
         if (r >= 0)
                 remark_all(root);

@@ -23,18 +23,31 @@
  *
  * The cost is one fstatat per file of every directory the watch vouches for, about 3 us each
  * on this machine (tests/bench/generations.sh); the watch still saves listing those directories
- * and hashing their trees. */
+ * and hashing their trees. With the file system's mark (fan-mark.h) only the files it reported
+ * are asked, unless it cannot vouch for the previous walk. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fan-mark.h"
 #include "gen-index.h"
 
 typedef struct GenVerify {
         bool use_openat2;   /* in: how names are resolved (common/resolve.h) */
         uint32_t owner_uid; /* in: the workspace root's owner (another owner's linked file) */
+        /* in: the file system's mark (fan-mark.h), or NULL; with it a file on the marked file
+         * system is trusted unasked when fan_trusted (the mark vouches for the previous walk)
+         * and its inode has no stamp after since (the previous walk's start); any other is
+         * asked by stat, then probed for a writer (fan_probe: one found, or a close after
+         * writing reported, makes the entry racy: read), so that the walk proves it for the next */
+        const FanView *fan;
+        bool fan_trusted;
+        uint64_t since;
         uint64_t files;     /* out: files asked */
+        uint64_t trusted;   /* out: files the mark vouched for, not asked */
+        uint64_t reported;  /* out: files asked because the mark reported them */
+        uint64_t probed;    /* out: files probed for a writer */
         uint64_t dirs;      /* out: directories opened */
         uint64_t changed;   /* out: directories the watch vouched for that are read after all */
 } GenVerify;

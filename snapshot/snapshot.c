@@ -132,6 +132,12 @@ typedef struct Walk {
         uint64_t entries_unread, dirs_unwatched;
         uint64_t files_checked;   /* files of directories the watch vouched for, stat'ed */
         uint64_t dirs_over_budget; /* directories past the watch's budget */
+        /* The file system's mark (fan-mark.h), or NULL; it vouches for the previous walk
+         * (fan_trusted), from whose start (fan_since) its stamps count. */
+        const FanView *fan;
+        bool fan_trusted;
+        uint64_t fan_since;
+        uint64_t files_trusted, files_reported, files_probed;
 } Walk;
 
 /* The names already sent in one directory: readdir of a directory that changes while it is
@@ -652,6 +658,22 @@ static bool gen_racy(const Walk *w, const struct stat *st) {
         return (int64_t) st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec >= w->racy_from;
 }
 
+/* On the marked file system (fan-mark.h), may a file kept by its identity be kept, for this
+ * walk to prove it for the next? When the mark vouches for the previous walk and reported
+ * nothing of it, yes; otherwise only if nobody has it open for writing now (fan_probe), and it
+ * was not reported closed after writing: read it then. */
+static bool gen_mark_proves(Walk *w, int src, const char *name, const struct stat *st) {
+        if (!w->fan || (uint64_t) st->st_dev != w->fan->dev)
+                return true;
+        const FanStamp *s = fan_view_after(w->fan, (uint64_t) st->st_ino, w->fan_since);
+        if (w->fan_trusted && !s)
+                return true;
+        if (s && s->closed_seq > w->fan_since)
+                return false;
+        w->files_probed++;
+        return fan_probe(src, name, st) == 0;
+}
+
 /* Is name the file the previous generation read, unchanged: a regular file whose identity
  * equals the recorded one and that was not racy? Then its copy and blob id stay, nothing of it
  * is read: 1 (also when the name is gone, or a second readdir answer for a name already
@@ -668,7 +690,7 @@ static int gen_try_reuse(Walk *w, int src, unsigned depth, const char *name, siz
                 return errno == ENOENT ? 1 : io_error(w, -errno, "stat");
         gen_identity_of(&st, &id);
         if (!S_ISREG(st.st_mode) || st.st_dev != t->dev || !gen_identity_equal(&id, &old->id) ||
-            !hardlink_allowed(w, &st))
+            !hardlink_allowed(w, &st) || !gen_mark_proves(w, src, name, &st))
                 return 0;
         r = name_set_add(&w->names[depth], name, len);
         if (r <= 0)
@@ -1305,6 +1327,10 @@ static void summary_of(const Walk *w, usec_t start, const uint8_t tree[static GI
                 .entries_unread = w->entries_unread,
                 .dirs_unwatched = w->dirs_unwatched,
                 .files_checked = w->files_checked,
+                .files_trusted = w->files_trusted,
+                .files_reported = w->files_reported,
+                .files_probed = w->files_probed,
+                .mark = !w->fan ? SNAPSHOT_MARK_NONE : w->fan_trusted ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_FLOOR,
                 .dirs_over_budget = w->dirs_over_budget,
                 .watch = !w->watch ? SNAPSHOT_WATCH_NONE : w->watch_trusted ? SNAPSHOT_WATCH_DIRTY : SNAPSHOT_WATCH_FULL,
                 .lease_unusable = w->lease_unusable,
@@ -1522,17 +1548,26 @@ int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uin
                 next->watch_instance = w.watch->instance;
                 next->watch_seq = w.watch->seq;
                 w.watch_trusted = w.gen_trust && dirty_view_mark(w.watch, prev);
+                /* The file system's mark vouches for the previous walk when it was placed, and
+                 * last overflowed, before that walk began (its floor), by the same daemon. */
+                w.fan = dirty_view_fan(w.watch);
+                w.fan_since = prev ? prev->watch_seq : 0;
+                w.fan_trusted = w.fan && w.watch_trusted && prev->watch_seq >= w.fan->floor;
         }
         /* What the watch cannot see: each file of a directory it vouches for, asked by stat
          * (gen-verify.h). A directory with one changed is read as any. */
         if (w.watch_trusted) {
-                GenVerify gv = { .use_openat2 = w.use_openat2, .owner_uid = (uint32_t) st.st_uid };
+                GenVerify gv = { .use_openat2 = w.use_openat2, .owner_uid = (uint32_t) st.st_uid, .fan = w.fan,
+                                 .fan_trusted = w.fan_trusted, .since = w.fan_since };
                 r = gen_verify_clean(root, &prev->root, &gv);
                 if (r < 0) {
                         r = tfw_error(e, -r, "snapshot_io", "cannot check the workspace's files: %s", strerror(-r));
                         goto out;
                 }
                 w.files_checked = gv.files;
+                w.files_trusted = gv.trusted;
+                w.files_reported = gv.reported;
+                w.files_probed = gv.probed;
         }
         /* The root keeps one owner and mode whatever the workspace's (/work as the tmpfs of a
          * streamed job has it): a capsule started ahead of its job looked at it when it booted

@@ -100,6 +100,14 @@ typedef enum SnapshotWatch {
         SNAPSHOT_WATCH_DIRTY, /* only the directories the watch saw change read */
 } SnapshotWatch;
 
+typedef enum SnapshotMark {
+        SNAPSHOT_MARK_NONE,   /* no file system mark (fan-mark.h): every file asked as before */
+        SNAPSHOT_MARK_FLOOR,  /* a mark that cannot vouch for the previous walk (its events
+                               * overflowed since, or it began after): every kept file asked
+                               * and probed for a writer */
+        SNAPSHOT_MARK_USED,   /* only the files the mark reported asked */
+} SnapshotMark;
+
 typedef struct SnapshotSummary {
         uint64_t bytes;            /* file content bytes copied */
         uint64_t entries;          /* directory entries looked at (files + dirs + symlinks) */
@@ -118,6 +126,10 @@ typedef struct SnapshotSummary {
         uint64_t files_checked;    /* with a watch: files of the directories it vouched for,
                                     * asked by stat all the same (gen-verify.h; included in
                                     * entries_unread) */
+        uint64_t files_trusted;    /* with the file system's mark: files trusted unasked */
+        uint64_t files_reported;   /* ... asked because it reported them */
+        uint64_t files_probed;     /* ... probed for a writer (fan_probe) */
+        SnapshotMark mark;         /* how the mark served this walk */
         bool lease_unusable;       /* snapshot_update(): no read lease could be asked for (no
                                     * CAP_LEASE): no file copied now will be kept next time */
         char tree[GIT_OID_HEX_SIZE]; /* git SHA-256 tree id of the copy, lowercase hex */

@@ -5,14 +5,18 @@
 # `runsc run` of the same command with the tree bind-mounted read-only at /work (same runsc,
 # same platform; under BENCH_DRIVER=runc a bare `runc run` behind the walls bare_spec names,
 # and every steady row's target is the runc engine's <= 1.5). Alternating, medians of BENCH_RUNS (default 5):
-#   1. /bin/true, nothing changed                         target <= 1.3
+#   1. /bin/true, nothing changed                         target <= 1.3 (issue 51)
 #   2. an import-heavy python program (modules of the tree) target <= 1.2
-#   3. /bin/true after 1 file changed                     target <= 1.5
-#   4. /bin/true after 1,000 files touched                target <= 2.0
-# and the first request (the generation made from nothing: target <= 3 s, issue 51, against the
-# figure before its copiers), the copy's cost per entry and per byte (bench_copy_cost), the walk
-# time alone (from the daemon's "generation" lines: full walks and walks on the workspace's watch,
-# apart), the store's size (state_dir/store.json: a tmpfs, so memory).
+#   3. /bin/true after 1 file changed                     target <= 1.2 (issue 51)
+#   4. /bin/true after 1,000 files touched                target <= 1.5 (issue 51)
+# each steady row with its figure before the file system's mark (snapshot/fan-mark.h), measured
+# by this script on 588cdd4 (BENCH_RUNS=3) and kept below as constants; BENCH_BEFORE_BUILD, a
+# build directory of that commit, measures it again in the same run instead (a second daemon on
+# the same tree afterwards: twice the time). Then the first request (the generation made from
+# nothing: target <= 3 s, issue 51, against the figure before its copiers), the copy's cost per
+# entry and per byte (bench_copy_cost), the walk time alone (from the daemon's "generation"
+# lines: full walks and walks on the workspace's watch, apart), the store's size
+# (state_dir/store.json: a tmpfs, so memory).
 # Prints every number; never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,6 +87,11 @@ worker_run "$TRUE" >/dev/null
 worker_run "$TRUE" >/dev/null
 bench_copy_cost "$base/ws"
 
+# The ratios before the file system's mark: every file the watch vouched for asked by stat on
+# every request (this script on 588cdd4, BENCH_RUNS=3, 2026-12-07, load average 8.7 to 10.1
+# from five other builds beside it: bare runsc 262 to 346 ms).
+declare -A BEFORE=([nothing]=4.21 [py_row]=1.46 [one_file]=2.48 [thousand]=3.23)
+BEFORE_FROM="588cdd4, BENCH_RUNS=3, load average 8.7 to 10.1"
 measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
         local label=$1 target argv=$3 bargv=$4 prep=$5 w=() b=() i
         target=$(steady_target "$2")
@@ -98,25 +107,60 @@ measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
         local mw mb
         mw=$(printf '%s\n' "${w[@]}" | median)
         mb=$(printf '%s\n' "${b[@]}" | median)
-        echo "$label: worker ${w[*]} ms (median $mw), bare ${b[*]} ms (median $mb): ratio $(ratio "$mw" "$mb") (target $target)"
+        RATIO[$prep]=$(ratio "$mw" "$mb")
+        LABEL[$prep]=$label
+        TARGET[$prep]=$target
+        echo "$label: worker ${w[*]} ms (median $mw), bare ${b[*]} ms (median $mb): ratio ${RATIO[$prep]} (target $target)"
 }
+declare -A LABEL=() TARGET=()
+declare -A RATIO=()
 nothing() { :; }
 one_file() { echo "x" >>"$base/ws/include/stdio.h"; }
 thousand() { { find "$base/ws/share/doc" -type f -print0 || true; } | head -z -n 1000 | xargs -0 touch; }
 
-measure "/bin/true, nothing changed" 1.3 "$TRUE" "$TRUE" nothing
-measure "import-heavy python ($(echo "$IMPORTS" | tr ',' '\n' | wc -l) modules from the tree)" 1.2 \
-        "[\"env\",\"PYTHONPATH=/work/$PY\",\"python3\",\"-c\",\"$IMPORTS\"]" \
-        "[\"env\",\"PYTHONPATH=/work/$PY\",\"python3\",\"-c\",\"$IMPORTS\"]" nothing
-measure "/bin/true after 1 file changed" 1.5 "$TRUE" "$TRUE" one_file
-measure "/bin/true after 1,000 files touched" 2.0 "$TRUE" "$TRUE" thousand
+py_row() { :; }
+steady_rows() {
+        measure "/bin/true, nothing changed" 1.3 "$TRUE" "$TRUE" nothing
+        measure "import-heavy python ($(echo "$IMPORTS" | tr ',' '\n' | wc -l) modules from the tree)" 1.2 \
+                "[\"env\",\"PYTHONPATH=/work/$PY\",\"python3\",\"-c\",\"$IMPORTS\"]" \
+                "[\"env\",\"PYTHONPATH=/work/$PY\",\"python3\",\"-c\",\"$IMPORTS\"]" py_row
+        measure "/bin/true after 1 file changed" 1.2 "$TRUE" "$TRUE" one_file
+        measure "/bin/true after 1,000 files touched" 1.5 "$TRUE" "$TRUE" thousand
+}
+steady_rows
+declare -A AFTER=()
+for k in "${!RATIO[@]}"; do AFTER[$k]=${RATIO[$k]}; done
+# How many files each walk on the watch's word asked, and why (the daemon's log line), most
+# frequent first.
+echo "files asked on the watch's word:"
+grep -o "[0-9]* files of them asked by stat: [^(]*([^)]*)[^)]*" "$base/daemon.log" | sort | uniq -c | sort -rn | head -8 |
+        sed 's/^ */  /'
+if [ -n "${BENCH_BEFORE_BUILD:-}" ]; then
+        # The same rows by the build before the mark, on the same tree, right after.
+        bench_stop_daemon
+        bench_start_daemon "$(realpath "$BENCH_BEFORE_BUILD/tentaflake-worker")" "$base/config.json" "$base/daemon-before.log"
+        for i in 1 2 3; do worker_run "$TRUE" >/dev/null; done
+        echo "before (BENCH_BEFORE_BUILD=$BENCH_BEFORE_BUILD):"
+        steady_rows
+        for k in "${!RATIO[@]}"; do BEFORE[$k]=${RATIO[$k]}; done
+        BEFORE_FROM="$BENCH_BEFORE_BUILD, measured after the rows above, load average $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+echo "issue 51's steady rows (ratio to the bare ${BENCH_DRIVER:-runsc} run; before: $BEFORE_FROM):"
+for k in nothing one_file thousand py_row; do
+        echo "  ${LABEL[$k]}: ${AFTER[$k]} (target ${TARGET[$k]}; before ${BEFORE[$k]})"
+done
 
 # The walk alone, from the daemon's "generation" lines: a full walk (every directory read; the
 # first requests, and what an overflow of the watch's queue falls back to) against a walk on the
 # watch's word (only the directories the watch saw change read).
-walk_times() { grep "generation [0-9a-f]*: .*$1" "$base/daemon.log" | sed 's/.*(\([0-9]*\) ms)$/\1/' | sort -n | tr '\n' ' '; }
+walk_times() { # walk_times PATTERN [LOG]
+        grep "generation [0-9a-f]*: .*$1" "${2:-$base/daemon.log}" | sed 's/.*(\([0-9]*\) ms)$/\1/' | sort -n | tr '\n' ' '
+}
 echo "walk time alone, full walks (ms): $(walk_times 'a full walk')"
 echo "walk time alone, on the watch's word (ms): $(walk_times "unchanged by the watch's word")"
+if [ -n "${BENCH_BEFORE_BUILD:-}" ]; then
+        echo "before, walk time alone, on the watch's word (ms): $(walk_times "unchanged by the watch's word" "$base/daemon-before.log")"
+fi
 python3 - "$base/state/store.json" "$mb" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))

@@ -15,10 +15,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
 #include <sys/inotify.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +34,58 @@
 
 typedef GenFixture Fixture;
 
+/* The groups run with the file system's mark (snapshot/fan-mark.h) placed by the fixture. */
+static bool marked;
+
+static int setup(void **state) {
+        if (gfx_setup_watched(state) < 0)
+                return -1;
+        Fixture *f = *state;
+        char why[256];
+        _cleanup_close_ int fd = open(f->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (marked && dirty_set_mark(f->set, fd, why, sizeof(why)) < 0) {
+                fprintf(stderr, "the file system's mark: %s\n", why);
+                return -1;
+        }
+        return 0;
+}
+
+/* With the mark, the walk runs in a process of its own, as the daemon's walks do: its opens are
+ * not stamped (fan_mark_own: registered after the fork and every event before it read,
+ * unregistered once it is reaped), and this process plays the controller, whose opens are. */
+static void walk_in_child(Fixture *f, DirtySet *set, const SnapshotLimits *l) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                GenIndex *next = NULL;
+                TfwError e = {};
+                SnapshotSummary s;
+                int r = snapshot_update(f->ws, f->gen_fd, f->index, GFX_COPY_UID, l, &next, &s, &e);
+                if (r < 0)
+                        fprintf(stderr, "snapshot_update: %s: %s\n", e.code, e.message);
+                if (r >= 0 && (r = gen_index_save(next, f->d->fd, "child-index", &e)) >= 0)
+                        r = write_all(p[1], &s, sizeof(s));
+                _exit(r < 0 ? 1 : 0);
+        }
+        safe_close(p[1]);
+        assert_true(dirty_set_read(set) >= 0);
+        dirty_set_own(set, pid, true);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(dirty_set_read(set) >= 0);
+        dirty_set_own(set, pid, false);
+        assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+        assert_int_equal(read(p[0], &f->s, sizeof(f->s)), (ssize_t) sizeof(f->s));
+        safe_close(p[0]);
+        GenIndex *next = NULL;
+        TfwError e = {};
+        assert_int_equal(gen_index_load(f->d->fd, "child-index", 100000, &next, &e), 0);
+        gen_index_free(f->index);
+        f->index = next;
+}
+
 /* The daemon's part (every queued event read, the view made), then the job's (the view read,
  * the walk): watch_fd is the instance the walk adds its watches to. */
 static void update_with(Fixture *f, DirtySet *set, int watch_fd) {
@@ -44,7 +98,10 @@ static void update_with(Fixture *f, DirtySet *set, int watch_fd) {
         assert_int_equal(dirty_set_export(set, &view), 0);
         assert_int_equal(dirty_view_load(view, watch_fd, dirty_set_budget(set), &v), 0);
         l.watch = v;
-        gfx_walk(f, &l);
+        if (marked)
+                walk_in_child(f, set, &l);
+        else
+                gfx_walk(f, &l);
 }
 
 static void update(Fixture *f) {
@@ -79,8 +136,16 @@ static void test_unchanged_reads_only_the_root(void **state) {
         uint64_t below = f->s.entries - 6;
         assert_int_equal(f->s.entries_unread, below + 3);
         /* And every file below the root asked by stat all the same (the root's are read by the
-         * walk): one, two, three, x and e/f/g's eight. */
-        assert_int_equal(f->s.files_checked, 12);
+         * walk): one, two, three, x and e/f/g's eight; with the file system's mark, none of
+         * them: it reported nothing. */
+        if (marked) {
+                assert_int_equal(f->s.mark, SNAPSHOT_MARK_USED);
+                assert_int_equal(f->s.files_checked, 0);
+                assert_int_equal(f->s.files_trusted, 12);
+        } else {
+                assert_int_equal(f->s.mark, SNAPSHOT_MARK_NONE);
+                assert_int_equal(f->s.files_checked, 12);
+        }
         if (gfx_vouches(f))
                 assert_int_equal(f->s.files_reused, f->s.files);
         gfx_assert_equals_fresh(f);
@@ -580,7 +645,41 @@ static void test_view(void **state) {
         assert_null(x);
 }
 
-#define T(t) cmocka_unit_test_setup_teardown(t, gfx_setup_watched, gfx_teardown)
+/* A view made by hand: the watch's part with no stamps, then the mark's with one stamp. */
+static int hand_view(uint64_t seq, uint64_t stamp_seq, uint64_t closed_seq) {
+        uint8_t b[40 + 24 + 24] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '2' };
+        const uint64_t v[] = { 7, seq, 0, 0, /* the mark: */ 42, 1, 1, /* the stamp: */ 99, stamp_seq, closed_seq };
+        for (size_t i = 0; i < ELEMENTSOF(v); i++)
+                for (unsigned k = 0; k < 8; k++)
+                        b[8 + 8 * i + k] = (uint8_t) (v[i] >> (8 * k));
+        int fd = memfd_create("view", MFD_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, b, sizeof(b)), (ssize_t) sizeof(b));
+        return fd;
+}
+
+/* The mark's section of a view (snapshot/fan-mark.h): a stamp is found after an older sequence
+ * only; a stamp from after the view, or a close after writing later than the stamp, makes the
+ * view refused. */
+static void test_mark_view(void **state) {
+        (void) state;
+        _cleanup_(dirty_view_freep) DirtyView *v = NULL;
+        DirtyView *x = NULL;
+        _cleanup_close_ int good = hand_view(10, 5, 4), future = hand_view(10, 11, 0), closed = hand_view(10, 5, 6);
+        assert_int_equal(dirty_view_load(good, -1, NULL, &v), 0);
+        const FanView *fan = dirty_view_fan(v);
+        assert_non_null(fan);
+        assert_int_equal(fan->dev, 42);
+        assert_non_null(fan_view_after(fan, 99, 4));
+        assert_int_equal(fan_view_after(fan, 99, 4)->closed_seq, 4);
+        assert_null(fan_view_after(fan, 99, 5));
+        assert_null(fan_view_after(fan, 98, 0));
+        assert_int_equal(dirty_view_load(future, -1, NULL, &x), -EBADMSG);
+        assert_int_equal(dirty_view_load(closed, -1, NULL, &x), -EBADMSG);
+        assert_null(x);
+}
+
+#define T(t) cmocka_unit_test_setup_teardown(t, setup, gfx_teardown)
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
                 cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
@@ -607,10 +706,23 @@ int main(void) {
                 T(test_index_keeps_the_watch),
                 T(test_ceiling_counts_carried),
                 T(test_view),
+                cmocka_unit_test(test_mark_view),
         };
         int failed = cmocka_run_group_tests_name("watch", tests, NULL, NULL);
         /* Again with the files' question shared between threads from the first file on
          * (gen-verify.c: a real workspace has thousands). */
         gen_verify_test_threaded_min_files = 1;
-        return failed + cmocka_run_group_tests_name("watch, threaded", tests, NULL, NULL);
+        failed += cmocka_run_group_tests_name("watch, threaded", tests, NULL, NULL);
+        /* Again with the file system's mark, which needs CAP_SYS_ADMIN (a mark on a whole file
+         * system) and a workspace on ext2/3/4 or f2fs: only the files it reports are asked. */
+        struct statfs sf;
+        const char *base = getenv("TFW_TEST_ROOT") && *getenv("TFW_TEST_ROOT") ? getenv("TFW_TEST_ROOT") : "/run/tentaflake-tests";
+        if (geteuid() != 0 || statfs(base, &sf) < 0 || (sf.f_type != EXT4_SUPER_MAGIC && sf.f_type != F2FS_SUPER_MAGIC)) {
+                fprintf(stderr, "watch, marked: not run (not root, or %s is not on ext2/3/4 or f2fs)\n", base);
+                return failed;
+        }
+        marked = true;
+        failed += cmocka_run_group_tests_name("watch, marked, threaded", tests, NULL, NULL);
+        gen_verify_test_threaded_min_files = 4096;
+        return failed + cmocka_run_group_tests_name("watch, marked", tests, NULL, NULL);
 }
