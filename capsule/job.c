@@ -1401,6 +1401,7 @@ static void job_wait(Job *j) {
         j->end.events = j->res.events;
         capsule_bundle_runsc_error(j->boot.bundle, j->runsc_error, sizeof(j->runsc_error));
         j->end.runsc_error = j->runsc_error;
+        j->end.runtime = j->p->driver->ops->name;
         capsule_classify(&j->end, &j->res);
 }
 

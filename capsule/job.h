@@ -284,6 +284,8 @@ typedef struct CapsuleEnding {
         CapsuleTrailer trailer;
         CgroupEvents events;
         const char *runsc_error;    /* last message of runsc's log, may be "" */
+        const char *runtime;        /* the engine's process, named in a failure (the driver's
+                                     * name); NULL: "runsc" */
         uint64_t timeout_seconds;
         uint64_t output_bytes;      /* limits.max_log_bytes */
         uint64_t cpu_seconds;

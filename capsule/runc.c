@@ -26,9 +26,14 @@
 #define RUNC_ROOTS_NAME "runc-roots"
 #define RUNC_LISTENERS_NAME "seccomp-listeners"
 
+/* The kernel's Landlock ABI; 0 without Landlock (ENOSYS: not built, EOPNOTSUPP: off at boot);
+ * -EPERM where a seccomp filter on this process refuses the call (the kernel itself never answers
+ * EPERM here): a systemd unit's SystemCallFilter= without the runc drop-in, for one. */
 static int kernel_landlock_abi(void) {
 #ifdef SYS_landlock_create_ruleset
         long v = syscall(SYS_landlock_create_ruleset, NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        if (v < 0 && errno == EPERM)
+                return -EPERM;
         return v > 0 ? (int) v : 0;
 #else
         return 0;
@@ -97,6 +102,14 @@ int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e) {
         if (!path_is_absolute_normalized(root) || streq(root, "/"))
                 return tfw_error(e, EINVAL, "runtime_unavailable", "runc root '%s' is not an absolute normalised path",
                                  root);
+        /* A wall the kernel has is never dropped silently: refused by a filter, no capsule runs. */
+        n.landlock_abi = kernel_landlock_abi();
+        if (n.landlock_abi < 0)
+                return tfw_error(e, EPERM, "runtime_unavailable",
+                                 "Landlock is refused to the worker (landlock_create_ruleset: %s, a seccomp filter's "
+                                 "answer): its runc capsules would run without that wall; under systemd the runc "
+                                 "drop-in allows it (docs/install.md, \"The runc engine\")",
+                                 strerror(EPERM));
         r = c->runc ? ((n.rt.binary = strdup(c->runc)) ? 0 : -ENOMEM) : runsc_find_on_path("runc", &n.rt.binary);
         if (r < 0)
                 return r == -ENOMEM ? tfw_error(e, ENOMEM, "out_of_memory", "out of memory")
@@ -116,7 +129,6 @@ int runc_init(Runc *rc, const Config *c, const char *root, TfwError *e) {
                 runc_done(&n);
                 return tfw_error(e, -r, "runtime_unavailable", "the capsules' roots beside '%s': %s", root, strerror(-r));
         }
-        n.landlock_abi = kernel_landlock_abi();
         *rc = n;
         return 0;
 }

@@ -168,10 +168,11 @@ void capsule_classify(const CapsuleEnding *end, CapsuleResult *r) {
         }
         r->status = CAPSULE_ERROR;
         r->reason = "runtime_failed";
+        const char *rt = end->runtime ? end->runtime : "runsc";
         if (WIFSIGNALED(end->runsc_status))
-                set_msg(r, "runsc was killed by signal %d", WTERMSIG(end->runsc_status));
+                set_msg(r, "%s was killed by signal %d", rt, WTERMSIG(end->runsc_status));
         else
-                set_msg(r, "runsc exited with status %d before the capsule reported%s%s",
+                set_msg(r, "%s exited with status %d before the capsule reported%s%s", rt,
                         WIFEXITED(end->runsc_status) ? WEXITSTATUS(end->runsc_status) : -1,
                         end->runsc_error && *end->runsc_error ? ": " : "",
                         end->runsc_error ?: "");

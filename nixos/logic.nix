@@ -87,6 +87,16 @@ let
     RuntimeDirectory = "tentaflake-egress-ids";
     RuntimeDirectoryPreserve = "yes";
   };
+  # The drop-in systemd/controller-runc.conf.in, as service settings: what runc's own work needs
+  # inside the units' sandbox (docs/install.md, "The runc engine"); drop-in lines, so each adds
+  # to the unit's own setting.
+  runcServiceConfig = {
+    RestrictNamespaces = "cgroup";
+    RestrictAddressFamilies = "AF_NETLINK AF_INET AF_INET6";
+    ProtectHostname = false;
+    SystemCallFilter = [ "sethostname" "pidfd_getfd" "landlock_create_ruleset landlock_add_rule landlock_restrict_self" ];
+    CapabilityBoundingSet = "CAP_SYS_PTRACE";
+  };
   # The egress proxies' own ids (parser/config.h, CONFIG_EGRESS_ID_*): each proxy runs as one
   # no other process has, so no id the configuration names may be one of them.
   egressIdFirst = 2130706432;
@@ -533,7 +543,8 @@ let
       } // optionalAttrs (underHome a.workspace) {
         # ProtectHome=yes hides /home entirely, and ReadWritePaths cannot reach below it.
         ProtectHome = "read-only";
-      } // optionalAttrs (networkOf a != null && verb != "gc --scheduled") networkServiceConfig
+      } // optionalAttrs (a.driver == "runc" && verb != "gc --scheduled") runcServiceConfig
+        // optionalAttrs (networkOf a != null && verb != "gc --scheduled") networkServiceConfig
         // optionalAttrs (verb != "gc --scheduled") (unitLimits a);
     };
 
@@ -595,5 +606,5 @@ in {
   inherit defaults withDefaults configOf configPath evaluate parseSize pathIsNormalized
     nameIsValid workerMaxTimeout closureMergeScript imageLoadScript maxSystemMounts wakeFile
     toolchainMounts cacheDefaults maxCachePaths maxCachePathBytes notifyDefaults networkDefaults
-    maxNetworkAllow allowProblem networkServiceConfig egressIdFirst egressIdLast unitLimits;
+    maxNetworkAllow allowProblem networkServiceConfig runcServiceConfig egressIdFirst egressIdLast unitLimits;
 }

@@ -80,7 +80,7 @@ let
         pendingTtlHours = opt types.ints.positive d.pendingTtlHours
           "Hours an unapproved request waits before it expires.";
         driver = opt (types.enum [ "runsc" "runc" "docker" "podman" ]) d.driver
-          "The capsule driver (runc: the host's kernel behind its walls; docs/capsule-engines.md).";
+          "The capsule driver (runc: the host's kernel behind its walls, and the services get what systemd/controller-runc.conf.in sets; docs/capsule-engines.md).";
         runc = mkOption {
           type = types.nullOr types.str;
           default = if config.driver == "runc" then "${pkgs.runc}/bin/runc" else null;

@@ -1278,6 +1278,15 @@ static int serve_prepare_state(Serve *s, int state_fd, TfwError *e) {
                 return tfw_error(e, EPERM, "state_dir", "--state-dir '%s' must be root's and writable by root only",
                                  s->o.state_dir);
         }
+        /* runc: the capsules' roots are below it (runc-roots/, 0711), and each capsule's root id
+         * mounts its own from inside its user namespace: it must pass, not list (0711; what is
+         * below is root's 0700, 0711 or 0600). Made 0700 by serve or by systemd's
+         * StateDirectoryMode=, it would refuse every capsule ("error preparing rootfs: ...
+         * permission denied"). */
+        if (streq(s->o.sandbox, "runc") && (sst.st_mode & 07777) != 0711 && fchmod(state_fd, 0711) < 0) {
+                return tfw_error(e, errno, "state_dir", "cannot make --state-dir '%s' passable (0711) for runc: %m",
+                                 s->o.state_dir);
+        }
         /* Before the start-up cleanup: it would remove another worker's running containers. */
         if (lock_state_dir(s, state_fd, e) < 0) {
                 return -EBUSY;

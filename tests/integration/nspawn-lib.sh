@@ -12,7 +12,8 @@
 #                                 into $tmp/dest; sets $share (the templates) and $etc
 #                                 ($etc/system: units and drop-ins the container gets in
 #                                 /etc/systemd/system; $etc/tentaflake: its /etc/tentaflake);
-#                                 binds=() for the test's own --bind/--bind-ro options
+#                                 binds=() for the test's own nspawn options (--bind,
+#                                 --bind-ro, --system-call-filter)
 #   nspawn_boot MACHINE           boot (to tfw-test.target: sysinit only) under the machine name
 #                                 MACHINE, unique per test; sets $leader (the container's pid 1).
 #                                 $tmp/dest/usr/local is bound on /usr/local and, when it exists,

@@ -29,7 +29,11 @@
 #    unlisted port is refused;
 #  - the path unit starts `drain` for each request, eight in a row without a start-rate
 #    limit disabling the queue (with the default limit the sixth fails: tested by hand, see
-#    docs/install.md), and starting the daemon stops the path unit (Conflicts).
+#    docs/install.md), and starting the daemon stops the path unit (Conflicts);
+#  - a second controller $R on the runc engine, under the same unit with the runc drop-in
+#    (controller-runc.conf.in): its job runs, its result names the engine (isolation runc, kernel
+#    host, Landlock among the walls), `unshare -U` is refused and told as a `syscall` wall, and a
+#    direct connection is told with its destination (the listener reads the job's memory).
 set -uo pipefail
 BUILD=${BUILD:-build}
 cd "$(dirname "$0")/../.."
@@ -50,7 +54,7 @@ chown -R 10000:10000 "$ws"
 EGRESS_PORT=$(free_port)
 egress_upstream "$tmp/upstream" 127.0.0.1 "$EGRESS_PORT" || die "the egress upstream did not start"
 upstream=$UPSTREAM_PID
-trap 'kill $upstream 2>/dev/null; nspawn_cleanup; remove_cgroup_group "tentaflake-worker-$W"' EXIT
+trap 'kill $upstream 2>/dev/null; nspawn_cleanup; remove_cgroup_group "tentaflake-worker-$W"; remove_cgroup_group "tentaflake-worker-$R"' EXIT
 cat >"$etc/tentaflake/workers/$W.json" <<JSON
 {"version": 1, "name": "$W", "workspace": "/srv/tfw-ws", "container_uid": 10000, "container_gid": 10000,
  "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128},
@@ -69,6 +73,26 @@ sub controller-inbox.conf.in >"$etc/system/tentaflake-worker-queue@$W.path.d/inb
 sub controller-tmpfiles.conf.in >"$etc/tmpfiles.d/tentaflake-worker-$W.conf"
 binds+=(--bind-ro="$etc/tmpfiles.d/tentaflake-worker-$W.conf:/etc/tmpfiles.d/tentaflake-worker-$W.conf"
         --bind="$ws:/srv/tfw-ws")
+
+# The runc controller $R: its own config, workspace and drop-ins, the runc one among them.
+R=ir-${W#it-}
+rws=$tmp/rws
+mkdir -p "$rws" && chown 10000:10000 "$rws"
+cat >"$etc/tentaflake/workers/$R.json" <<JSON
+{"version": 1, "name": "$R", "workspace": "/srv/tfw-rws", "container_uid": 10000, "container_gid": 10000,
+ "runtime": {"driver": "runc"}, "limits": {"memory": "512m", "memory_swap": "512m", "pids": 128}}
+JSON
+rsub() { sed -e "s|@NAME@|$R|g; s|@WORKSPACE@|/srv/tfw-rws|g; s|@GROUP@|10000|g" "$share/$1"; }
+mkdir -p "$etc/system/tentaflake-worker@$R.service.d"
+rsub controller-workspace.conf.in >"$etc/system/tentaflake-worker@$R.service.d/workspace.conf"
+rsub controller-runc.conf.in >"$etc/system/tentaflake-worker@$R.service.d/runc.conf"
+rsub controller-tmpfiles.conf.in >"$etc/tmpfiles.d/tentaflake-worker-$R.conf"
+# nspawn's own seccomp filter (a container's, not a host's) refuses the keyrings, which
+# @system-service allows a unit on a host (runc joins a session keyring for the capsule), and
+# the calls the runc drop-in allows: the container lets them through, the units decide.
+binds+=(--bind-ro="$etc/tmpfiles.d/tentaflake-worker-$R.conf:/etc/tmpfiles.d/tentaflake-worker-$R.conf"
+        --bind="$rws:/srv/tfw-rws"
+        "--system-call-filter=@keyring pidfd_getfd sethostname landlock_create_ruleset landlock_add_rule landlock_restrict_self")
 
 # ---- boot -----------------------------------------------------------------------------------
 nspawn_boot tfw-boot-$$
@@ -274,5 +298,34 @@ check "stopping the store's unit succeeds ($(show "tentaflake-worker-store@$W.se
         test "$(show "tentaflake-worker-store@$W.service" Result)" = success
 check "  ... and unmounts the generation store in the container's namespace" \
         ct sh -c "! mountpoint -q /var/lib/tentaflake-worker-$W/store"
+
+# ---- the runc engine under the same unit, with the runc drop-in ------------------------------
+echo "-- [$SECONDS s] the runc controller"
+ct systemctl start "tentaflake-worker@$R.service" || die "tentaflake-worker@$R.service did not start"
+rres=/run/tentaflake-worker-$R/results
+# The job: output, a refused unshare, a direct connection (python3 of the host's /usr).
+r1=$(python3 -c 'import json, sys; print(json.dumps({"version": 1, "id": "r1", "action_class": "local-reversible",
+    "argv": ["sh", "-c", sys.argv[1]]}))' 'echo hello from runc; unshare -U true; echo unshare=$?
+exec python3 -c "import socket
+try: socket.create_connection((\"203.0.113.1\", 443), 5)
+except OSError as e: print(e.errno)"')
+setpriv --reuid 10000 --regid 10000 --clear-groups sh -c 'printf "%s" "$1" >"$0/.r1.tmp" && mv "$0/.r1.tmp" "$0/r1.json"' \
+        "$rws/.tentaflake-worker/inbox" "$r1"
+for _ in $(seq 600); do ct test -e "$rres/r1/result.json" && break; sleep 0.1; done
+rget() { ct cat "$rres/r1/result.json" 2>/dev/null | python3 -c 'import json,sys; r=json.load(sys.stdin); print(eval(sys.argv[1]))' "$1"; }
+check "runc under the unit: the job succeeded ($(rget 'r["status"], r.get("message")'))" test "$(rget 'r["status"]')" = succeeded
+check "  ... its output is in job.log" ct grep -qx 'hello from runc' "$rres/r1/job.log"
+check "  ... its result names the engine: $(rget 'r["isolation"]')" \
+        test "$(rget 'r["isolation"]["engine"], r["isolation"]["kernel"], "landlock" in r["isolation"]["walls"]')" = "('runc', 'host', True)"
+check "  ... unshare -U was refused (EPERM, exit 1)" ct grep -qx 'unshare=1' "$rres/r1/job.log"
+check "  ... and told as a syscall wall: $(rget 'r["walls"]')" \
+        test "$(rget '[w["count"] for w in r["walls"] if w["wall"] == "syscall" and w["detail"] == "unshare"]')" = "[1]"
+check "  ... a direct connection was refused (ENETUNREACH)" ct grep -qx 101 "$rres/r1/job.log"
+check "  ... and told with its destination (the listener read the job's memory)" \
+        test "$(rget '[w["count"] for w in r["walls"] if w["wall"] == "network" and "203.0.113.1:443" in w["detail"]]')" = "[1]"
+ct systemctl stop "tentaflake-worker@$R.service" "tentaflake-worker-store@$R.service"
+check "the runc worker stopped cleanly ($(show "tentaflake-worker@$R.service" Result))" \
+        test "$(show "tentaflake-worker@$R.service" Result)" = success
+echo "-- [$SECONDS s] done"
 
 finish

@@ -22,7 +22,11 @@
 #    network drop-in's template in PKGDATADIR; a second controller "net" with that drop-in on
 #    its daemon and drain, and a serve worker "ci-2" with it (--allow-host), verify, get the
 #    host's network (PrivateNetwork=no, IP and netlink sockets, no IPAddressDeny) and keep the
-#    rest of the sandbox, their exposure bounded by MAX_NET_EXPOSURE.
+#    rest of the sandbox, their exposure bounded by MAX_NET_EXPOSURE;
+#  - the runc engine (docs/install.md, "The runc engine"): a third controller "rc" and a serve
+#    worker "ci-3" with the runc drop-in verify, get exactly what runc's own work needs
+#    (CAP_SYS_PTRACE, the hostname, IP and netlink sockets, every namespace) and keep the rest
+#    of the sandbox, the network included, their exposure bounded by MAX_RUNC_EXPOSURE.
 # What the settings do to a running worker is tests/integration/test-systemd-boot.sh.
 set -uo pipefail
 BUILD=${BUILD:-build}
@@ -31,6 +35,9 @@ MAX_EXPOSURE=3.1
 # (PrivateNetwork, RestrictAddressFamilies and IPAddressDeny opened): each measured 4.0 with
 # systemd 252; the bound is one step above.
 MAX_NET_EXPOSURE=4.1
+# ... and with the runc drop-in (CAP_SYS_PTRACE, the hostname, IP and netlink sockets, every
+# namespace): measured 3.8 with systemd 252; the bound is one step above.
+MAX_RUNC_EXPOSURE=3.9
 cd "$(dirname "$0")/../.."
 source tests/integration/lib.sh
 
@@ -57,7 +64,8 @@ for u in 'tentaflake-worker@.service' 'tentaflake-worker-queue@.service' 'tentaf
          'tentaflake-worker-serve@.service' 'tentaflake-worker-serve-proxy@.service' 'tentaflake-worker-serve-proxy@.socket'; do
         check "make install installs $u 0644" test "$(stat -c %a "$units/$u" 2>/dev/null)" = 644
 done
-for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in controller-network.conf.in; do
+for t in controller-workspace.conf.in controller-inbox.conf.in controller-tmpfiles.conf.in controller-network.conf.in \
+         controller-runc.conf.in; do
         check "make install installs the template $t" test -f "$share/$t"
 done
 check "make install installs the egress proxy beside the capsule init, 0755" \
@@ -109,6 +117,16 @@ for u in 'tentaflake-worker@net.service.d' 'tentaflake-worker-queue@net.service.
         subnet controller-workspace.conf.in >"$root/etc/systemd/system/$u/workspace.conf"
         subnet controller-network.conf.in >"$root/etc/systemd/system/$u/network.conf"
 done
+# A third controller "rc" on the runc engine (docs/install.md, "The runc engine"): the runc
+# drop-in on its daemon and drain, and on a serve worker "ci-3" (--sandbox runc).
+subrc() { sed -e "s|@NAME@|rc|g; s|@WORKSPACE@|/srv/rc/ws|g; s|@GROUP@|10002|g" "$share/$1"; }
+for u in 'tentaflake-worker@rc.service.d' 'tentaflake-worker-queue@rc.service.d'; do
+        mkdir -p "$root/etc/systemd/system/$u"
+        subrc controller-workspace.conf.in >"$root/etc/systemd/system/$u/workspace.conf"
+        subrc controller-runc.conf.in >"$root/etc/systemd/system/$u/runc.conf"
+done
+mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@rc.path.d"
+subrc controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@rc.path.d/inbox.conf"
 mkdir -p "$root/etc/systemd/system/tentaflake-worker-queue@net.path.d"
 subnet controller-inbox.conf.in >"$root/etc/systemd/system/tentaflake-worker-queue@net.path.d/inbox.conf"
 # A serve worker "ci-1", set up as docs/validation.md says; the proxy binary the unit names.
@@ -128,13 +146,20 @@ install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-2.key"
 install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-2.token"
 mkdir -p "$root/etc/systemd/system/tentaflake-worker-serve@ci-2.service.d"
 sed -e "s|@NAME@|ci-2|g" "$share/controller-network.conf.in" >"$root/etc/systemd/system/tentaflake-worker-serve@ci-2.service.d/network.conf"
+printf 'TENTAFLAKE_SERVE_ADDRESS=forge.example:443\nTENTAFLAKE_SERVE_FLAGS="--server https://forge.example --sandbox runc"\n' \
+        >"$root/etc/tentaflake/serve/ci-3.conf"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-3.key"
+install -m 0600 /dev/null "$root/etc/tentaflake/serve/ci-3.token"
+mkdir -p "$root/etc/systemd/system/tentaflake-worker-serve@ci-3.service.d"
+sed -e "s|@NAME@|ci-3|g" "$share/controller-runc.conf.in" >"$root/etc/systemd/system/tentaflake-worker-serve@ci-3.service.d/runc.conf"
 
 # 2. verify: clean, and able to fail.
 all=('tentaflake-worker@demo.service' 'tentaflake-worker-queue@demo.service' 'tentaflake-worker-queue@demo.path'
      'tentaflake-worker-gc@demo.service' 'tentaflake-worker-gc@demo.timer' 'tentaflake-worker-store@demo.service'
      'tentaflake-worker@net.service' 'tentaflake-worker-queue@net.service' 'tentaflake-worker-queue@net.path'
      'tentaflake-worker-serve@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.service' 'tentaflake-worker-serve-proxy@ci-1.socket'
-     'tentaflake-worker-serve@ci-2.service')
+     'tentaflake-worker-serve@ci-2.service' 'tentaflake-worker@rc.service' 'tentaflake-worker-queue@rc.service'
+     'tentaflake-worker-serve@ci-3.service')
 out=$(systemd-analyze verify --root="$root" "${all[@]}" 2>&1); rc=$?
 check "systemd-analyze verify: every unit, no warning (rc $rc: $out)" test $rc -eq 0 -a -z "$out"
 for u in "$units"/*; do
@@ -197,6 +222,21 @@ sed -i '/^# ---- sandboxing/,/^# ---- end of sandboxing/d' "$units/tentaflake-wo
 e=$(exposure 'tentaflake-worker@demo.service')
 check "without the sandboxing block the exposure is far higher ($e)" le 8.0 "$e"
 cp "$tmp/unit.bak" "$units/tentaflake-worker@.service"
+# With the runc drop-in: what runc's own work needs (test-systemd-boot.sh runs a job with it),
+# read back from systemd's view of the merged unit; the rest of the sandbox stays.
+for u in 'tentaflake-worker@rc.service' 'tentaflake-worker-queue@rc.service' 'tentaflake-worker-serve@ci-3.service'; do
+        e=$(exposure "$u")
+        echo "exposure of $u (runc drop-in): $e (at most $MAX_RUNC_EXPOSURE)"
+        check "exposure of $u ($e) at most $MAX_RUNC_EXPOSURE" le "$e" "$MAX_RUNC_EXPOSURE"
+        sec=$(systemd-analyze security --offline=yes --root="$root" "$u" 2>&1)
+        check "$u: the drop-in opens CAP_SYS_PTRACE, the hostname, IP and netlink sockets, every namespace" \
+                bash -c "grep -q '✗ CapabilityBoundingSet=~CAP_SYS_PTRACE' <<<\"\$1\" && grep -q '✗ ProtectHostname=' <<<\"\$1\" && grep -q '✗ RestrictAddressFamilies=~AF_(INET|INET6)' <<<\"\$1\" && grep -q '✗ RestrictNamespaces=~cgroup' <<<\"\$1\"" _ "$sec"
+        check "$u: the rest of the sandbox stays (PrivateNetwork, IPAddressDeny, NoNewPrivileges, ProtectSystem=strict, PrivateDevices, no packet sockets)" \
+                bash -c "grep -q '✓ PrivateNetwork=' <<<\"\$1\" && grep -q '✓ IPAddressDeny=' <<<\"\$1\" && grep -q '✓ NoNewPrivileges=' <<<\"\$1\" && grep -q '✓ ProtectSystem=' <<<\"\$1\" && grep -q '✓ PrivateDevices=' <<<\"\$1\" && grep -q '✓ RestrictAddressFamilies=~AF_PACKET' <<<\"\$1\"" _ "$sec"
+done
+check "the runc drop-in sets exactly what runc needs" \
+        test "$(grep -v '^#' "$share/controller-runc.conf.in" | grep -v '^$' | tr '\n' ' ')" = \
+        "[Service] RestrictNamespaces=cgroup RestrictAddressFamilies=AF_NETLINK AF_INET AF_INET6 ProtectHostname=no SystemCallFilter=sethostname SystemCallFilter=pidfd_getfd SystemCallFilter=landlock_create_ruleset landlock_add_rule landlock_restrict_self CapabilityBoundingSet=CAP_SYS_PTRACE "
 
 # 4. The sandboxing block: one text in both services; every wanted setting set or explained.
 # The daemon and the drain alone add CAP_LEASE (and its comment line): the generation walk's

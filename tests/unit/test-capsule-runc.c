@@ -3,8 +3,8 @@
  * plays runc and reports what it was given, so the tests can assert that exactly stdio and the
  * egress streams reach the runtime, each stream at the capsule's CAPSULE_EGRESS_FD_BASE + i
  * through --preserve-fds (a leaked host fd is CVE-2024-21626's way in), that the capsules'
- * roots are the user namespace root's and nothing more, and that only this worker's containers
- * are found in runc's root. */
+ * roots are the user namespace root's and nothing more, that only this worker's containers
+ * are found in runc's root, and that a Landlock refused by a seccomp filter stops the driver. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <seccomp.h>
 #include <unistd.h>
 
 #include "capsule/protocol.h"
@@ -215,6 +216,37 @@ static void test_list_own(void **state) {
         runc_done(&f.rc);
 }
 
+/* Landlock refused by a seccomp filter (a systemd unit's SystemCallFilter= without the runc
+ * drop-in): runc_init fails, naming the wall, instead of running capsules without it. */
+static const char *refused_bin, *refused_root;
+
+static int landlock_refused_child(void) {
+        Config c = {.name = (char *) "coder-1", .runc = (char *) refused_bin};
+        Runc rc;
+        TfwError e = {0};
+        scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+        if (!ctx || seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(landlock_create_ruleset), 0) < 0 ||
+            seccomp_load(ctx) < 0)
+                return 1;
+        seccomp_release(ctx);
+        if (runc_init(&rc, &c, refused_root, &e) != -EPERM)
+                return 2;
+        if (!strstr(e.message, "Landlock is refused to the worker") || !strstr(e.message, "runc drop-in"))
+                return 3;
+        return 0;
+}
+
+static void test_landlock_refused(void **state) {
+        Fake f;
+        fake_init(&f, state); /* with Landlock: it starts */
+        if (f.rc.landlock_abi <= 0)
+                tfw_skip("this kernel has no Landlock");
+        runc_done(&f.rc);
+        refused_bin = f.bin;
+        refused_root = f.root;
+        assert_int_equal(tfw_in_child(landlock_refused_child), 0);
+}
+
 int main(int argc, char **argv) {
         const char *base = strrchr(argv[0], '/');
         if (streq(base ? base + 1 : argv[0], "fake-runc"))
@@ -223,6 +255,7 @@ int main(int argc, char **argv) {
                 cmocka_unit_test_setup_teardown(test_spawn_streams, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_roots, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_list_own, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test_setup_teardown(test_landlock_refused, tfw_tmpdir_setup, tfw_tmpdir_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -167,6 +167,12 @@ static void test_no_trailer(void **state) {
         capsule_classify(&e, &r);
         assert_int_equal(r.status, CAPSULE_ERROR);
         assert_non_null(strstr(r.message, "cannot create sandbox: boom"));
+        assert_non_null(strstr(r.message, "runsc exited with status 128"));
+        /* ... and under another engine, that engine's name: runc's failure is not runsc's. */
+        e.runtime = "runc";
+        capsule_classify(&e, &r);
+        assert_true(strncmp(r.message, "runc exited with status 128 before the capsule reported: ", 57) == 0);
+        e.runtime = NULL;
 
         e.runsc_status = SIGKILL; /* runsc itself killed */
         capsule_classify(&e, &r);

@@ -235,6 +235,19 @@ assert d["configs"]["a"]["network"] == {"allow": ["pypi.org:443", "*.pythonhoste
 assert d["services"]["tentaflake-worker@a"]["serviceConfig"]["PrivateNetwork"] is False
 PY
 then ok; else bad "network: the generated config does not carry the allowlist with its defaults"; head -5 "$tmp/network.json.err"; fi
+# runc: the daemon and drain carry the runc drop-in's settings (systemd/controller-runc.conf.in),
+# gc does not
+if evalm "$tmp/runc.json" --arg extra '{ driver = "runc"; }' &&
+   python3 - "$tmp/runc.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["failed"] == [], d["failed"]
+for u in ["tentaflake-worker@a", "tentaflake-worker-queue@a"]:
+    sc = d["services"][u]["serviceConfig"]
+    assert sc.get("CapabilityBoundingSet") == "CAP_SYS_PTRACE" and sc.get("ProtectHostname") is False, (u, sc)
+assert "CapabilityBoundingSet" not in d["services"]["tentaflake-worker-gc@a"]["serviceConfig"]
+PY
+then ok; else bad "runc: the services do not carry the runc drop-in's settings"; head -5 "$tmp/runc.json.err"; fi
 # a network without allow: the module system says the option has no value
 if evalm "$tmp/network-no-allow.json" --arg extra '{ network = { maxUploadBytes = "1m"; }; }'; then
         python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["failed"]; sys.exit(0 if len(f)==1 and "network.allow: must name 1..64" in f[0] else 1)' "$tmp/network-no-allow.json" &&

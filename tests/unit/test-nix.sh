@@ -99,6 +99,15 @@ check(tmpl == {"PrivateNetwork": "no", "RestrictAddressFamilies": netcfg["Restri
                "RuntimeDirectory": "tentaflake-egress-ids", "RuntimeDirectoryPreserve": "yes"}
       and d["networkServiceConfig"] == netcfg,
       "the module's network settings are systemd/controller-network.conf.in's (%s; %s)" % (d["networkServiceConfig"], tmpl))
+# the runc drop-in: the same lines, SystemCallFilter's three as a list, ProtectHostname's "no" a bool
+rtmpl = {}
+for l in open("systemd/controller-runc.conf.in").read().splitlines():
+    if l and not l.startswith("#") and not l.startswith("["):
+        k, v = l.split("=", 1)
+        rtmpl.setdefault(k, []).append(v)
+rtmpl = {k: (v if k == "SystemCallFilter" else {"no": False}.get(v[0], v[0])) for k, v in rtmpl.items()}
+check(d["runcServiceConfig"] == rtmpl,
+      "the module's runc settings are systemd/controller-runc.conf.in's (%s; %s)" % (d["runcServiceConfig"], rtmpl))
 for unit in ["tentaflake-worker@builder", "tentaflake-worker-queue@builder"]:
     sc = g["services"].get(unit, {}).get("serviceConfig", {})
     check(all(sc.get(k) == v for k, v in netcfg.items()), "%s: the host's network for the egress proxy (%s)" % (unit, sc))

@@ -21,7 +21,7 @@ in {
     assertionCount = builtins.length good.assertions;
   };
   inherit (logic) closureMergeScript maxSystemMounts wakeFile maxCachePaths maxCachePathBytes cacheDefaults
-    networkDefaults maxNetworkAllow networkServiceConfig egressIdFirst egressIdLast;
+    networkDefaults maxNetworkAllow networkServiceConfig runcServiceConfig egressIdFirst egressIdLast;
   inherit (cases) toolchainEnv;
   # the image loader's text for a docker agent, run by the test against a fake engine
   imageLoad = logic.imageLoadScript { engine = "@ENGINE@"; image = "@IMAGE@"; reference = "@REF@"; };
