@@ -378,7 +378,8 @@ let
           example = "/run/secrets/ci-1.token";
           description = "The server's credential for the label; outside the Nix store, as keyFile.";
         };
-        sandbox = opt (types.enum [ "runsc" "docker" "podman" ]) d.sandbox "The capsule's driver.";
+        sandbox = opt (types.enum [ "runsc" "runc" "docker" "podman" ]) d.sandbox
+          "The capsule's driver (runc: the host's kernel behind its walls, pkgs.runc on the unit's PATH and the settings of systemd/controller-runc.conf.in; docs/capsule-engines.md).";
         image = opt (types.nullOr types.str) d.image
           "docker/podman: name@sha256:<64 hex> or sha256:<64 hex>, already in the engine's store.";
         engineRuntime = opt (types.nullOr types.str) d.engineRuntime "docker/podman: the engine's gVisor runtime.";
@@ -429,6 +430,7 @@ let
   serveEnabled = lib.filterAttrs (_: w: w.enable) cfg.serve;
   serveOut = serveLogic.evaluate {
     workers = serveEnabled;
+    runcPath = [ pkgs.runc ];
   };
 
   out = logic.evaluate {

@@ -18,7 +18,7 @@ let
     attrNames concatLists concatStringsSep elem filter genList head length listToAttrs map match
     replaceStrings stringLength substring toString typeOf;
   # The allowlist's rules and the network drop-in's settings, shared with the inbox agents.
-  inherit (import ./logic.nix) allowProblem networkServiceConfig;
+  inherit (import ./logic.nix) allowProblem networkServiceConfig runcServiceConfig;
 
   optional = cond: x: if cond then [ x ] else [ ];
   hasPrefix = p: s: substring 0 (stringLength p) s == p;
@@ -185,12 +185,14 @@ let
           { assertion = engine || w.image == null;
             message = "${opt name "image"} is only for the docker and podman sandboxes"; }
           { assertion = !engine || w.allowHosts == [ ];
-            message = "${opt name "allowHosts"} is for the runsc sandbox: the worker passes the proxy's "
-              + "streams to runsc itself, which an engine cannot"; }
+            message = "${opt name "allowHosts"} is for the runsc and runc sandboxes: the worker passes the proxy's "
+              + "streams to the capsule itself, which an engine cannot"; }
+          { assertion = w.sandbox == "runsc" || w.platform == null;
+            message = "${opt name "platform"} is gVisor's: for the runsc sandbox only (serve refuses --platform with ${w.sandbox})"; }
           { assertion = hostsProblem == "";
             message = "${opt name "allowHosts"}: ${hostsProblem}"; }
           { assertion = !engine || (w.mounts == [ ] && w.systemMountsIdentity == null);
-            message = "${opt name "mounts"} and ${opt name "systemMountsIdentity"} are for the runsc sandbox; "
+            message = "${opt name "mounts"} and ${opt name "systemMountsIdentity"} are for the runsc and runc sandboxes; "
               + "with ${w.sandbox} the image is the root"; }
           (ceiling "defaultTimeoutSecs" "maxTimeoutSecs")
           (ceiling "defaultMemoryMb" "maxMemoryMb")
@@ -226,7 +228,9 @@ let
     in concatLists (map one names) ++ pairAssertions;
 
   # ---- everything ----------------------------------------------------------------------------
-  evaluate = { workers }:
+  # runcPath: what the unit's PATH gets for a runc worker, which finds runc there (the module's
+  # pkgs.runc; serve has no flag naming it).
+  evaluate = { workers, runcPath ? [ ] }:
     let
       names = attrNames workers;
       assertions = assertionsOf workers;
@@ -255,8 +259,11 @@ let
               # one lane's; docs/validation.md, "Memory").
               // (unitLimits w)
               # --allow-host: the egress proxy needs the host's network (the capsules stay without)
-              // (if w.allowHosts != [ ] then networkServiceConfig else { });
-          };
+              // (if w.allowHosts != [ ] then networkServiceConfig else { })
+              # runc's own work under the unit's sandbox: systemd/controller-runc.conf.in's lines
+              # (docs/install.md, "The runc engine"); runsc and the engines keep the narrower unit.
+              // (if w.sandbox == "runc" then runcServiceConfig else { });
+          } // (if w.sandbox == "runc" then { path = runcPath; } else { });
         }) names);
     in {
       inherit assertions failed flags conf etc services;

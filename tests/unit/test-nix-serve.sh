@@ -77,6 +77,29 @@ sc = s.get("serviceConfig", {})
 check(all(sc.get(k) == v for k, v in net.items()), "ci-1: the network drop-in's settings for the egress proxy (%s)" % sc)
 check(not any(k in g["services"]["tentaflake-worker-serve@service:ci-docker"].get("serviceConfig", {}) for k in net),
       "no allowHosts: the unit keeps no network")
+# the runc sandbox: --sandbox runc and no gVisor flag; the unit gets pkgs.runc on its PATH and
+# the settings of systemd/controller-runc.conf.in (what runc's own work needs under the unit's
+# sandbox), which the runsc and engine units do not
+f = g["flags"]["ci-runc"]
+check(f[f.index("--sandbox") + 1] == "runc" and "--runsc" not in f and "--platform" not in f,
+      "ci-runc: --sandbox runc, no gVisor flag (%s)" % f)
+drop = {}
+for line in open("systemd/controller-runc.conf.in"):
+    line = line.strip()
+    if line and not line.startswith(("#", "[")):
+        k, v = line.split("=", 1)
+        drop.setdefault(k, []).append(v)
+want = {"RestrictNamespaces": "cgroup", "RestrictAddressFamilies": "AF_NETLINK AF_INET AF_INET6", "ProtectHostname": False,
+        "CapabilityBoundingSet": "CAP_SYS_PTRACE"}
+rs = g["services"]["tentaflake-worker-serve@ci-runc"]
+sc = rs.get("serviceConfig", {})
+check(all(sc.get(k) == v for k, v in want.items()) and
+      sorted(" ".join(sc.get("SystemCallFilter", [])).split()) == sorted(" ".join(drop.get("SystemCallFilter", [])).split()),
+      "ci-runc: the unit gets controller-runc.conf.in's settings (%s)" % sc)
+check(all(drop.get(k) == [v if isinstance(v, str) else "no"] for k, v in want.items()), "ci-runc: each setting is the drop-in's (%s)" % drop)
+check(rs.get("path") == ["/nix/store/22222222222222222222222222222222-runc"], "ci-runc: runc on the unit's PATH (%s)" % rs.get("path"))
+check(not any("RestrictNamespaces" in g["services"][u].get("serviceConfig", {}) or "path" in g["services"][u]
+              for u in g["services"] if u != "tentaflake-worker-serve@ci-runc"), "runsc and docker units: no runc settings")
 for label, conf in g["conf"].items():
     env = {}
     for line in conf.splitlines():

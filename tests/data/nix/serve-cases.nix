@@ -25,6 +25,8 @@ let
       image = "ghcr.io/acme/ci@sha256:${h64}";
       engineRuntime = "runsc";
     };
+    # the runc engine: the host's kernel behind its walls, its mounts as runsc's
+    runc = ci // { label = "ci-runc"; sandbox = "runc"; };
   };
   one = extra: { workers = { w = ci // extra; }; };
 in {
@@ -42,10 +44,14 @@ in {
       expect = "tentaflake.worker.serve.w.image 'ghcr.io/acme/ci:latest' is not pinned"; };
     image-missing = one { sandbox = "docker"; mounts = [ ]; systemMountsIdentity = null; } // {
       expect = "tentaflake.worker.serve.w.image is required with the docker sandbox"; };
+    image-with-runc = one { sandbox = "runc"; image = "sha256:${h64}"; } // {
+      expect = "tentaflake.worker.serve.w.image is only for the docker and podman sandboxes"; };
+    platform-with-runc = one { sandbox = "runc"; platform = "systrap"; } // {
+      expect = "tentaflake.worker.serve.w.platform is gVisor's: for the runsc sandbox only"; };
     image-with-runsc = one { image = "sha256:${h64}"; } // {
       expect = "tentaflake.worker.serve.w.image is only for the docker and podman sandboxes"; };
     mounts-with-engine = one { sandbox = "docker"; image = "sha256:${h64}"; systemMountsIdentity = null; } // {
-      expect = "tentaflake.worker.serve.w.mounts and tentaflake.worker.serve.w.systemMountsIdentity are for the runsc sandbox"; };
+      expect = "tentaflake.worker.serve.w.mounts and tentaflake.worker.serve.w.systemMountsIdentity are for the runsc and runc sandboxes"; };
     default-memory-above-ceiling = one { defaultMemoryMb = 9000; } // {
       expect = "tentaflake.worker.serve.w.defaultMemoryMb (9000) is above its ceiling tentaflake.worker.serve.w.maxMemoryMb (8192)"; };
     default-timeout-above-ceiling = one { maxTimeoutSecs = 300; } // {
@@ -70,7 +76,7 @@ in {
       expect = "these flag values cannot be passed through the unit (no space, quote, backslash, '$' or backquote): '/opt/my runsc'"; };
     allow-hosts-with-engine = one { sandbox = "docker"; image = "sha256:${h64}"; mounts = [ ]; systemMountsIdentity = null;
                                     allowHosts = [ "pypi.org:443" ]; } // {
-      expect = "tentaflake.worker.serve.w.allowHosts is for the runsc sandbox"; };
+      expect = "tentaflake.worker.serve.w.allowHosts is for the runsc and runc sandboxes"; };
     allow-host-without-port = one { allowHosts = [ "pypi.org" ]; } // {
       expect = "tentaflake.worker.serve.w.allowHosts: 'pypi.org' has no port"; };
     allow-hosts-too-many = one { allowHosts = builtins.genList (i: "h${toString i}.example.org:443") 65; } // {

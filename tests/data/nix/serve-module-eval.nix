@@ -10,7 +10,8 @@ let
   cases = import ./serve-cases.nix;
   package = { type = "derivation"; name = "tentaflake-worker-0.1.0";
               outPath = "/nix/store/00000000000000000000000000000000-tentaflake-worker-0.1.0"; };
-  pkgs = { gvisor = "/nix/store/11111111111111111111111111111111-gvisor"; callPackage = _: _: package; };
+  pkgs = { gvisor = "/nix/store/11111111111111111111111111111111-gvisor";
+          runc = "/nix/store/22222222222222222222222222222222-runc"; callPackage = _: _: package; };
   stubs = {
     options = {
       assertions = mkOption { type = types.listOf types.unspecified; default = [ ]; };

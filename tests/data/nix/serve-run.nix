@@ -4,7 +4,7 @@ let
   logic = import ../../../nixos/serve-logic.nix;
   cases = import ./serve-cases.nix;
   complete = workers: builtins.mapAttrs (name: w: logic.withDefaults name w) workers;
-  run = workers: logic.evaluate { workers = complete workers; };
+  run = workers: logic.evaluate { workers = complete workers; runcPath = [ "/nix/store/22222222222222222222222222222222-runc" ]; };
   good = run cases.good;
 in {
   good = {
