@@ -916,6 +916,11 @@ int main(int argc, char **argv) {
         if (layer) {
                 argv++;
                 argc--;
+                /* The bounding set now, while a capsule started ahead waits for its request
+                 * (nothing runs here before the job but init itself, which keeps its own
+                 * capabilities for the layer's mounts). A failure is left to
+                 * capsule_init_drop, which drops it again and fails closed as the layer's error. */
+                (void) capsule_init_drop_bounding();
         } else if (geteuid() == 0 || getuid() == 0) {
                 say("refusing to run as root without " CAPSULE_LAYER_ARG "UID:GID to drop to");
                 return CAPSULE_EXIT_INIT_FAILED;

@@ -2,6 +2,7 @@
 /* What the capsule's init does as the sandbox's root before the job (capsule/init-drop.h). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,23 +70,42 @@ static unsigned long last_cap(void) {
         return c;
 }
 
-int capsule_init_drop(uid_t uid, gid_t gid) {
-        unsigned long last = last_cap();
-        uid_t ru, eu, su;
-        gid_t rg, eg, sg;
-        struct __user_cap_data_struct d[2];
+/* Set once this process's bounding set was seen empty: nothing can put a capability back into
+ * it (there is no call that adds one), so capsule_init_drop need not drop or read it again. */
+static bool bounding_empty;
 
-        if (uid == 0 || gid == 0)
-                return -EINVAL;
+int capsule_init_drop_bounding(void) {
+        unsigned long last = last_cap();
         for (unsigned long c = 0; c <= last; c++)
                 if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
                         return -errno;
+        /* Fail closed: the bounding set is what every exec of this process and its children is
+         * limited to. */
+        for (unsigned long c = 0; c <= last; c++)
+                if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0)
+                        return -EPERM;
+        bounding_empty = true;
+        return 0;
+}
+
+int capsule_init_drop(uid_t uid, gid_t gid) {
+        unsigned long last;
+        uid_t ru, eu, su;
+        gid_t rg, eg, sg;
+        struct __user_cap_data_struct d[2];
+        int r;
+
+        if (uid == 0 || gid == 0)
+                return -EINVAL;
+        if (!bounding_empty && (r = capsule_init_drop_bounding()) < 0)
+                return r;
+        last = last_cap();
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
                 return -errno;
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return -errno;
         /* A uid change from 0 clears the permitted and effective sets; clear them anyway. */
-        int r = capset_none();
+        r = capset_none();
         if (r < 0)
                 return r;
         /* The uid change made us dumpable again: a job process of the same uid could then read
@@ -104,11 +124,9 @@ int capsule_init_drop(uid_t uid, gid_t gid) {
         for (int i = 0; i < 2; i++)
                 if (d[i].effective || d[i].permitted || d[i].inheritable)
                         return -EPERM;
-        for (unsigned long c = 0; c <= last; c++) {
-                if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0)
-                        return -EPERM;
+        /* The bounding set was checked empty by capsule_init_drop_bounding (it cannot grow). */
+        for (unsigned long c = 0; c <= last; c++)
                 if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, c, 0, 0) > 0)
                         return -EPERM;
-        }
         return 0;
 }

@@ -513,8 +513,14 @@ static json_t *job_changes(Worker *w, const char *id, int staging, int changes_f
         if (r >= 0)
                 r = ensure_owner_mode(changes_fd, 0, w->config->container_gid, 02750);
         if (r >= 0 && c->manifest) {
+                /* Not fsynced: the staged files it names are not either (nor the artifacts, nor
+                 * job.log: docs/artifacts.md), so after a power loss the changeset may be lost
+                 * with or without it; apply reads it strictly and checks every staged byte
+                 * against it, refusing what is missing, empty or cut short, and result.json
+                 * (fsynced, publish_commit) is what a guarantee rests on. Its two fsyncs were the
+                 * first journal commits on the request's path to its result. */
                 _cleanup_free_ char *s = json_dumps(c->manifest, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-                r = s ? write_file_atomic_at(staging, "changes.json", s, strlen(s), 0640, 0, w->config->container_gid) : -ENOMEM;
+                r = s ? write_file_replace_at(staging, "changes.json", s, strlen(s), 0640, 0, w->config->container_gid) : -ENOMEM;
         }
         if (r < 0) {
                 json_decref(j);

@@ -108,16 +108,18 @@ int publish_commit(const WorkerDirs *d, gid_t gid, const char *id, json_t *resul
                 return tfw_error(e, ENOMEM, "internal", "out of memory");
         size_t len = strlen(s);
         s[len] = '\n'; /* json_dumps leaves room for its NUL: reuse it for the newline */
-        r = write_file_atomic_at(fd, "result.json", s, len + 1, 0640, 0, gid);
-        if (r < 0)
-                return tfw_error(e, r, "internal", "cannot write the result of '%s': %s", id, strerror(-r));
+        /* The directory's mode first: the directory fsync that ends write_file_atomic_at (after
+         * result.json's own fsync and rename) then makes the mode and result.json's name durable
+         * at once, before the rename below shows the directory.
+         * A second fsync of the same directory was a device cache flush on every request's
+         * path before its result was visible, for nothing that fsync did not already cover. */
         r = ensure_owner_mode(fd, 0, gid, 02750);
         if (r < 0)
                 return tfw_error(e, r, "internal", "cannot set the mode of the result of '%s': %s", id,
                                  strerror(-r));
-        r = fsync_fd(fd);
+        r = write_file_atomic_at(fd, "result.json", s, len + 1, 0640, 0, gid);
         if (r < 0)
-                return tfw_error(e, r, "internal", "cannot fsync the result of '%s'", id);
+                return tfw_error(e, r, "internal", "cannot write the result of '%s': %s", id, strerror(-r));
         if (renameat2(d->staging_fd, id, d->results_fd, id, RENAME_NOREPLACE) < 0)
                 return tfw_error(e, errno, "internal", "cannot publish the result of '%s': %m", id);
         r = fsync_fd(d->results_fd);

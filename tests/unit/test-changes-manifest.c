@@ -43,6 +43,27 @@ static void test_read_back(void **state) {
         changes_manifest_free(m);
 }
 
+/* What a power loss can leave of changes.json, which is not fsynced (orchestrator/job.c): no
+ * byte, a cut-short file or zeros. Each refused: apply then acts on nothing of the changeset. */
+static void test_cut_short_refused(void **state) {
+        (void) state;
+        const char *doc = HEAD FILE_OK "]}";
+        size_t len = strlen(doc);
+        for (size_t n = 0; n < len; n++) {
+                ChangesManifest *m = NULL;
+                TfwError e = {0};
+                if (changes_manifest_parse(doc, n, &m, &e) >= 0)
+                        fail_msg("the first %zu of %zu bytes were taken", n, len);
+        }
+        char zeros[64] = {0};
+        ChangesManifest *m = NULL;
+        TfwError e = {0};
+        assert_true(changes_manifest_parse(zeros, sizeof(zeros), &m, &e) < 0);
+        /* The whole document is taken: the refusals above are of the cut, not of the document. */
+        assert_int_equal(changes_manifest_parse(doc, len, &m, &e), 0);
+        changes_manifest_free(m);
+}
+
 /* A path the job turned into another type: deleted, then made again. */
 static void test_replacement(void **state) {
         (void) state;
@@ -129,6 +150,7 @@ int main(void) {
                 cmocka_unit_test(test_read_back),
                 cmocka_unit_test(test_refusals),
                 cmocka_unit_test(test_replacement),
+                cmocka_unit_test(test_cut_short_refused),
                 cmocka_unit_test(test_path_rule),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -3,7 +3,8 @@
  * on the host (root) in a child process each: mount(2) works before the filter and it and umount2(2) are refused
  * (EPERM) after it, in the process and in what it starts; the drop leaves the given ids, no
  * group, no capability in any set, not dumpable, and root cannot be had back; the layer
- * argument takes only "UID:GID" with neither 0. */
+ * argument takes only "UID:GID" with neither 0; the bounding set dropped first (while a capsule
+ * started ahead waits) leaves init its capabilities and the whole drop still complete. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -108,6 +109,30 @@ static void test_drop(void **state) {
         assert_int_equal(tfw_in_child(dropped), 0);
 }
 
+/* As a capsule started ahead does it: the bounding set while it waits (init keeps its own
+ * capabilities: it still mounts), then the whole drop, which ends where one drop ends. */
+static int dropped_bounding_first(void) {
+        char dir[] = "/tmp/tfw-init-drop.XXXXXX";
+        if (capsule_init_drop_bounding() != 0)
+                return 50;
+        if (!status_line_is("CapBnd", "0000000000000000") || status_line_is("CapEff", "0000000000000000"))
+                return 51;
+        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(dir))
+                return 52;
+        int r = try_mount(dir);
+        (void) rmdir(dir);
+        if (r != 0)
+                return 53;
+        return dropped();
+}
+
+static void test_drop_bounding_first(void **state) {
+        (void) state;
+        if (geteuid() != 0)
+                tfw_skip("needs root");
+        assert_int_equal(tfw_in_child(dropped_bounding_first), 0);
+}
+
 static int zero_refused(void) {
         if (capsule_init_drop(0, 10001) != -EINVAL || capsule_init_drop(10000, 0) != -EINVAL)
                 return 40;
@@ -141,6 +166,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_refuse_mount),
                 cmocka_unit_test(test_drop),
+                cmocka_unit_test(test_drop_bounding_first),
                 cmocka_unit_test(test_drop_refuses_root),
                 cmocka_unit_test(test_parse_layer_arg),
         };
