@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +31,7 @@
 
 struct FanMark {
         int fd;
+        int mounts_fd; /* /proc/self/mountinfo: POLLPRI when the mount table changed */
         uint64_t dev;
         fsid_t fsid;
         uint64_t floor;
@@ -102,6 +104,18 @@ int fan_mark_new(int dir_fd, uint64_t start_seq, FanMark **ret, char *why, size_
                 safe_close(m->fd);
                 return r;
         }
+        /* A mount over a directory of the workspace (or its removal) raises no event, neither to
+         * the mark (the files beneath are other inodes, or another file system's) nor to the
+         * directories' watches: a walk on the mark's word opens no directory it reported nothing
+         * in, and would carry what the mount hides. Any change of the mount table is an
+         * overflow. The daemon's mount namespace, the one its walks run in. */
+        m->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
+        if (m->mounts_fd < 0) {
+                r = -errno;
+                snprintf(why, why_size, "/proc/self/mountinfo: %s", strerror(-r));
+                safe_close(m->fd);
+                return r;
+        }
         m->floor = start_seq;
         *ret = TAKE_PTR(m);
         return 0;
@@ -110,6 +124,7 @@ int fan_mark_new(int dir_fd, uint64_t start_seq, FanMark **ret, char *why, size_
 FanMark *fan_mark_free(FanMark *m) {
         if (m) {
                 safe_close(m->fd);
+                safe_close(m->mounts_fd);
                 free(m->slots);
                 free(m);
         }
@@ -237,9 +252,20 @@ static void event(FanMark *m, const struct fanotify_event_metadata *ev, const ch
                 overflow(m, seq); /* an event without a file id on the marked file system */
 }
 
+/* Has the mount table changed since the last look (each look re-arms it)? An error answers yes. */
+static bool mounts_changed(const FanMark *m) {
+        struct pollfd p = { .fd = m->mounts_fd, .events = POLLPRI };
+        int n;
+        while ((n = poll(&p, 1, 0)) < 0 && errno == EINTR)
+                ;
+        return n < 0 || (p.revents & (POLLPRI | POLLERR | POLLNVAL));
+}
+
 int fan_mark_read(FanMark *m, uint64_t *seq) {
         char buf[16384] __attribute__((aligned(8)));
         int n_events = 0;
+        if (mounts_changed(m))
+                overflow(m, seq);
         for (;;) {
                 ssize_t n = read(m->fd, buf, sizeof(buf));
                 if (n < 0 && errno == EINTR)

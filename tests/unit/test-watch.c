@@ -17,7 +17,9 @@
 #include <string.h>
 #include <linux/magic.h>
 #include <sys/inotify.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/wait.h>
@@ -33,6 +35,9 @@
 #include "tests/unit/lib/gen-fixture.h"
 
 typedef GenFixture Fixture;
+
+/* main() moved the binary into a mount namespace of its own (root only): mounts may be made. */
+static bool own_mount_ns;
 
 /* The groups run with the file system's mark (snapshot/fan-mark.h) placed by the fixture. */
 static bool marked;
@@ -446,6 +451,30 @@ static void test_dir_with_subdirs_replaced_same_inode(void **state) {
         assert_seen(f, "e/f/evil", "hidden");
 }
 
+/* A directory the watch vouches for, a bind mount put over it after the walk (no event reaches
+ * a watch or the mark: the files under the mount are other inodes, the directory's name another
+ * directory): the walk must see what the path now leads to. In the mount namespace main() made
+ * the binary's own (the mark watches the mount table of the namespace it was made in), the mount
+ * undone before anything is asserted. */
+static void test_mount_over_a_carried_dir(void **state) {
+        Fixture *f = *state;
+        char src[PATH_MAX], dst[PATH_MAX], got[64] = "";
+        make_tree(f);
+        converge(f);
+        if (!own_mount_ns)
+                skip();
+        gfx_sh(f, "mkdir ../over; printf MOUNTED >../over/1");
+        snprintf(src, sizeof(src), "%s/../over", f->ws);
+        snprintf(dst, sizeof(dst), "%s/e/f/g", f->ws);
+        assert_int_equal(mount(src, dst, NULL, MS_BIND, NULL), 0);
+        update(f);
+        _cleanup_close_ int gen = openat(f->d->fd, "gen/e/f/g/1", O_RDONLY | O_CLOEXEC);
+        ssize_t n = gen >= 0 ? read(gen, got, sizeof(got) - 1) : -1;
+        assert_int_equal(umount2(dst, MNT_DETACH), 0);
+        assert_true(n >= 0);
+        assert_string_equal(got, "MOUNTED");
+}
+
 /* The watches the instance behind fd holds, by its fdinfo. */
 static unsigned held_by(int fd) {
         char path[64], line[512];
@@ -683,6 +712,7 @@ static void test_mark_view(void **state) {
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
                 cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
+        own_mount_ns = unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0;
         const struct CMUnitTest tests[] = {
                 T(test_unchanged_reads_only_the_root),
                 T(test_every_change),
@@ -698,6 +728,7 @@ int main(void) {
                 T(test_new_mapping_on_a_dirty_page),
                 T(test_dir_replaced_same_inode),
                 T(test_dir_with_subdirs_replaced_same_inode),
+                T(test_mount_over_a_carried_dir),
                 T(test_budget),
                 T(test_budget_none),
                 T(test_overflow_full_walk),
