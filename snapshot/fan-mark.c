@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -32,6 +33,8 @@
 struct FanMark {
         int fd;
         int mounts_fd; /* /proc/self/mountinfo: POLLPRI when the mount table changed */
+        int ws_fd;     /* the workspace (O_PATH): where it is now, for the mounts beneath it */
+        char *ws_mounts; /* mountinfo's lines of the mounts at or beneath it, when last looked */
         uint64_t dev;
         fsid_t fsid;
         uint64_t floor;
@@ -82,6 +85,8 @@ static int mark_fs_check(int dir_fd, FanMark *m, char *why, size_t why_size) {
         return 0;
 }
 
+static int workspace_mounts(const FanMark *m, char **ret);
+
 int fan_mark_new(int dir_fd, uint64_t start_seq, FanMark **ret, char *why, size_t why_size) {
         _cleanup_free_ FanMark *m = calloc(1, sizeof(*m));
         if (!m)
@@ -107,12 +112,22 @@ int fan_mark_new(int dir_fd, uint64_t start_seq, FanMark **ret, char *why, size_
         /* A mount over a directory of the workspace (or its removal) raises no event, neither to
          * the mark (the files beneath are other inodes, or another file system's) nor to the
          * directories' watches: a walk on the mark's word opens no directory it reported nothing
-         * in, and would carry what the mount hides. Any change of the mount table is an
-         * overflow. The daemon's mount namespace, the one its walks run in. */
+         * in, and would carry what the mount hides. A change of the mounts at or beneath the
+         * workspace is an overflow (fan_mark_read). The daemon's mount namespace, the one its
+         * walks run in. */
         m->mounts_fd = open("/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
         if (m->mounts_fd < 0) {
                 r = -errno;
                 snprintf(why, why_size, "/proc/self/mountinfo: %s", strerror(-r));
+                safe_close(m->fd);
+                return r;
+        }
+        m->ws_fd = fcntl(dir_fd, F_DUPFD_CLOEXEC, 3);
+        if (m->ws_fd < 0 || (r = workspace_mounts(m, &m->ws_mounts)) < 0) {
+                r = m->ws_fd < 0 ? -errno : r;
+                snprintf(why, why_size, "the mounts beneath the workspace: %s", strerror(-r));
+                safe_close(m->ws_fd);
+                safe_close(m->mounts_fd);
                 safe_close(m->fd);
                 return r;
         }
@@ -125,6 +140,8 @@ FanMark *fan_mark_free(FanMark *m) {
         if (m) {
                 safe_close(m->fd);
                 safe_close(m->mounts_fd);
+                safe_close(m->ws_fd);
+                free(m->ws_mounts);
                 free(m->slots);
                 free(m);
         }
@@ -252,6 +269,73 @@ static void event(FanMark *m, const struct fanotify_event_metadata *ev, const ch
                 overflow(m, seq); /* an event without a file id on the marked file system */
 }
 
+/* The mount point of a mountinfo line (its fifth field), unescaped (the kernel writes space, tab,
+ * newline and backslash as \ooo) into out; false for a line it cannot read. */
+static bool mount_point(const char *line, char *out, size_t size) {
+        const char *p = line;
+        for (int field = 0; field < 4; field++) {
+                p = strchr(p, ' ');
+                if (!p)
+                        return false;
+                p++;
+        }
+        size_t n = 0;
+        for (; *p && *p != ' ' && *p != '\n'; p++) {
+                char c = *p;
+                if (c == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' && p[3] >= '0' && p[3] <= '7') {
+                        c = (char) ((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+                        p += 3;
+                }
+                if (n + 1 >= size)
+                        return false;
+                out[n++] = c;
+        }
+        out[n] = '\0';
+        return true;
+}
+
+/* The lines of the daemon's mount table whose mount point is the workspace or beneath it, where
+ * the workspace is now (it may have been moved), in *ret (malloc'd); a mount elsewhere (a
+ * capsule's, the store's, the host's) hides nothing of the workspace from a walk. */
+static int workspace_mounts(const FanMark *m, char **ret) {
+        char link[64], ws[PATH_MAX], mp[PATH_MAX];
+        snprintf(link, sizeof(link), "/proc/self/fd/%d", m->ws_fd);
+        ssize_t len = readlink(link, ws, sizeof(ws) - 1);
+        if (len <= 0 || (size_t) len >= sizeof(ws) - 1)
+                return len < 0 ? -errno : -ENAMETOOLONG;
+        ws[len] = '\0';
+        if (ws[0] != '/' || strstr(ws, " (deleted)"))
+                return -ENOENT;
+        _cleanup_fclose_ FILE *f = fopen("/proc/self/mountinfo", "re");
+        if (!f)
+                return -errno;
+        char *buf = NULL;
+        size_t buf_size = 0;
+        _cleanup_fclose_ FILE *out = open_memstream(&buf, &buf_size);
+        if (!out)
+                return -ENOMEM;
+        _cleanup_free_ char *line = NULL;
+        size_t line_size = 0;
+        size_t ws_len = (size_t) len;
+        bool root = ws_len == 1;
+        while (getline(&line, &line_size, f) > 0) {
+                if (!mount_point(line, mp, sizeof(mp))) {
+                        fputs(line, out); /* unreadable: counted, so a change in it is seen */
+                        continue;
+                }
+                if (root || (strncmp(mp, ws, ws_len) == 0 && (mp[ws_len] == '\0' || mp[ws_len] == '/')))
+                        fputs(line, out);
+        }
+        int r = ferror(f) || fflush(out) ? -EIO : 0;
+        fclose(TAKE_PTR(out));
+        if (r < 0) {
+                free(buf);
+                return r;
+        }
+        *ret = buf;
+        return 0;
+}
+
 /* Has the mount table changed since the last look (each look re-arms it)? An error answers yes. */
 static bool mounts_changed(const FanMark *m) {
         struct pollfd p = { .fd = m->mounts_fd, .events = POLLPRI };
@@ -264,8 +348,16 @@ static bool mounts_changed(const FanMark *m) {
 int fan_mark_read(FanMark *m, uint64_t *seq) {
         char buf[16384] __attribute__((aligned(8)));
         int n_events = 0;
-        if (mounts_changed(m))
-                overflow(m, seq);
+        if (mounts_changed(m)) {
+                /* Only a change of the mounts at or beneath the workspace is an overflow: the
+                 * capsules' and the host's mounts elsewhere change on every request under some
+                 * engines (runc), and would make every walk ask every file. */
+                char *now = NULL;
+                if (workspace_mounts(m, &now) < 0 || !m->ws_mounts || strcmp(now, m->ws_mounts) != 0)
+                        overflow(m, seq);
+                free(m->ws_mounts);
+                m->ws_mounts = now;
+        }
         for (;;) {
                 ssize_t n = read(m->fd, buf, sizeof(buf));
                 if (n < 0 && errno == EINTR)

@@ -26,8 +26,9 @@
  * asked by stat and then probed; one closed after writing is read (a change that stamps no
  * time, ext4's EXT4_IOC_MOVE_EXT, needs its file open for writing). The chain breaks, and every
  * file is asked and probed again, after a queue overflow (FAN_Q_OVERFLOW, the kernel's bound
- * fs.fanotify.max_queued_events), when the table of stamps is full, when the mount table of
- * the mark's mount namespace changed (a mount over a workspace directory raises no event), and
+ * fs.fanotify.max_queued_events), when the table of stamps is full, when the mounts at or
+ * beneath the workspace changed in the mark's mount namespace (a mount over a workspace
+ * directory raises no event; a mount elsewhere hides nothing of it and changes nothing), and
  * at a new daemon.
  *
  * The mark hears the whole file system, the walks' own reads and probes too: an open by the

@@ -475,6 +475,29 @@ static void test_mount_over_a_carried_dir(void **state) {
         assert_string_equal(got, "MOUNTED");
 }
 
+/* A mount elsewhere (a capsule's, the store's, the host's: under runc one a request) hides nothing
+ * of the workspace: the mark keeps its word and the next walk asks no file; a mount beneath the
+ * workspace is the test above's. */
+static void test_mount_elsewhere_keeps_the_mark(void **state) {
+        Fixture *f = *state;
+        char dst[PATH_MAX];
+        make_tree(f);
+        converge(f);
+        if (!own_mount_ns)
+                skip();
+        update(f);
+        assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        gfx_sh(f, "mkdir -p ../elsewhere");
+        snprintf(dst, sizeof(dst), "%s/../elsewhere", f->ws);
+        assert_int_equal(mount("tmpfs", dst, "tmpfs", 0, "size=1m"), 0);
+        update(f);
+        assert_int_equal(umount2(dst, MNT_DETACH), 0);
+        /* Without the mark every file is asked whatever the mounts do. */
+        assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        assert_int_equal(f->s.files_checked, marked ? 0 : 12);
+        gfx_assert_equals_fresh(f);
+}
+
 /* The watches the instance behind fd holds, by its fdinfo. */
 static unsigned held_by(int fd) {
         char path[64], line[512];
@@ -729,6 +752,7 @@ int main(void) {
                 T(test_dir_replaced_same_inode),
                 T(test_dir_with_subdirs_replaced_same_inode),
                 T(test_mount_over_a_carried_dir),
+                T(test_mount_elsewhere_keeps_the_mark),
                 T(test_budget),
                 T(test_budget_none),
                 T(test_overflow_full_walk),
