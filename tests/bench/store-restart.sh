@@ -59,7 +59,10 @@ JSON
 START_MS=0
 start() { # start [WORKER]: in this shell (its daemon is $daemon): START_MS, the ms from the start to READY
         local t0 n
-        n=$(grep -c ": watching '" "$base/daemon.log" 2>/dev/null || true)
+        # The log made first: a count of a log not yet there is empty, which `[ -le ]` refuses,
+        # ending the wait before READY (the requests then found no inbox, the daemon left running).
+        touch "$base/daemon.log"
+        n=$(grep -c ": watching '" "$base/daemon.log" || true)
         t0=$(now_ms)
         "${1:-$BIN}" --config "$base/config.json" run >/dev/null 2>>"$base/daemon.log" &
         daemon=$!
