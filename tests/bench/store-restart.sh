@@ -111,6 +111,10 @@ echo "fresh start, first request (a generation from nothing): ${first[*]} ms (me
         "(median $(printf '%s\n' "${first_before[@]}" | median)): after ÷ before $(ratio "$m1" "$(printf '%s\n' "${first_before[@]}" | median)")"
 echo "fresh start, the first generations' walks (the daemon's log${BEFORE:+, both workers}): $(grep "kept 0 of" "$base/daemon.log" |
         sed 's/.*: \([0-9]*\) entries, \([0-9]*\) bytes.*(\([0-9]*\) ms)$/\3/' | tr '\n' ' ')ms"
+# The rest of a first request's input: the cache's hand-out, which includes the mirror made for
+# the lane that waits for its first generation (gen-mirror.h), right after the walk.
+echo "fresh start, the first requests' hand-outs (the mirror for the waiting lane; the daemon's log): $(grep -B1 "build cache (none)" "$base/daemon.log" |
+        grep -A1 "kept 0 of" | sed -n 's/.*(hand-out \([0-9]*\) ms.*/\1/p' | tr '\n' ' ')ms"
 echo "fresh start, second request (the other lane's first): ${second[*]} ms (median $m2): ratio $(ratio "$m2" "$mb") (target 3.0)"
 
 # The dependency cache: the python library copied into deps/ by one job, kept by the cache.
