@@ -59,7 +59,10 @@ JSON
 START_MS=0
 start() { # start [WORKER]: in this shell (its daemon is $daemon): START_MS, the ms from the start to READY
         local t0 n
-        n=$(grep -c ": watching '" "$base/daemon.log" 2>/dev/null || true)
+        # The log made first: a count of a log not yet there is empty, which `[ -le ]` refuses,
+        # ending the wait before READY (the requests then found no inbox, the daemon left running).
+        touch "$base/daemon.log"
+        n=$(grep -c ": watching '" "$base/daemon.log" || true)
         t0=$(now_ms)
         "${1:-$BIN}" --config "$base/config.json" run >/dev/null 2>>"$base/daemon.log" &
         daemon=$!
@@ -108,6 +111,10 @@ echo "fresh start, first request (a generation from nothing): ${first[*]} ms (me
         "(median $(printf '%s\n' "${first_before[@]}" | median)): after ÷ before $(ratio "$m1" "$(printf '%s\n' "${first_before[@]}" | median)")"
 echo "fresh start, the first generations' walks (the daemon's log${BEFORE:+, both workers}): $(grep "kept 0 of" "$base/daemon.log" |
         sed 's/.*: \([0-9]*\) entries, \([0-9]*\) bytes.*(\([0-9]*\) ms)$/\3/' | tr '\n' ' ')ms"
+# The rest of a first request's input: the cache's hand-out, which includes the mirror made for
+# the lane that waits for its first generation (gen-mirror.h), right after the walk.
+echo "fresh start, the first requests' hand-outs (the mirror for the waiting lane; the daemon's log): $(grep -B1 "build cache (none)" "$base/daemon.log" |
+        grep -A1 "kept 0 of" | sed -n 's/.*(hand-out \([0-9]*\) ms.*/\1/p' | tr '\n' ' ')ms"
 echo "fresh start, second request (the other lane's first): ${second[*]} ms (median $m2): ratio $(ratio "$m2" "$mb") (target 3.0)"
 
 # The dependency cache: the python library copied into deps/ by one job, kept by the cache.
