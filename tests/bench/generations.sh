@@ -93,12 +93,13 @@ bench_copy_cost "$base/ws"
 declare -A BEFORE=([nothing]=4.21 [py_row]=1.46 [one_file]=2.48 [thousand]=3.23)
 BEFORE_FROM="588cdd4, BENCH_RUNS=3, load average 8.7 to 10.1"
 measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
-        local label=$1 target argv=$3 bargv=$4 prep=$5 w=() b=() i
+        local label=$1 target argv=$3 bargv=$4 prep=$5 w=() b=() i ids=
         target=$(steady_target "$2")
         for i in $(seq "$RUNS"); do
                 bare_spec "$bargv"; b+=("$(bare_ms)")
                 $prep
                 w+=("$(worker_run "$argv")")
+                ids+=" $(cat "$base/n")"
                 # The lane of the next capsule started ahead was changed from two requests
                 # back: one more request brings it up to date, not counted.
                 $prep
@@ -111,6 +112,7 @@ measure() { # measure LABEL TARGET ARGV_JSON BARE_ARGV_JSON PREPARE
         LABEL[$prep]=$label
         TARGET[$prep]=$target
         echo "$label: worker ${w[*]} ms (median $mw), bare ${b[*]} ms (median $mb): ratio ${RATIO[$prep]} (target $target)"
+        bench_timing "$base/daemon.log" b "" "$ids"
 }
 declare -A LABEL=() TARGET=()
 declare -A RATIO=()

@@ -304,16 +304,17 @@ cache_of() {
 bench_runtime_keys() {
         if [ "${BENCH_DRIVER:-runsc}" = runc ]; then printf '"driver": "runc"'; else printf '"platform": "%s"' "$PLATFORM"; fi
 }
-# bench_timing LOG PREFIX [MAX]: the median of each step of the daemon's "timing" lines
+# bench_timing LOG PREFIX [MAX [ONLY]]: the median of each step of the daemon's "timing" lines
 # (orchestrator/job.c; docs/performance.md, "A request's fixed cost") of the jobs named PREFIX<n>
-# (n <= MAX, when given), in ms.
+# (n <= MAX, when given and not empty; n one of ONLY's space-separated numbers, when given), in ms.
 bench_timing() {
-        python3 - "$1" "$2" "${3:-}" <<'PY'
+        python3 - "$1" "$2" "${3:-}" "${4:-}" <<'PY'
 import re, statistics, sys
 steps = {}
+only = set(int(x) for x in sys.argv[4].split())
 for line in open(sys.argv[1], errors="replace"):
     m = re.search(r"job '%s([0-9]+)': timing: (.*) ms$" % re.escape(sys.argv[2]), line)
-    if not m or (sys.argv[3] and int(m.group(1)) > int(sys.argv[3])):
+    if not m or (sys.argv[3] and int(m.group(1)) > int(sys.argv[3])) or (only and int(m.group(1)) not in only):
         continue
     for part in re.split(r"[,;] ", m.group(2)):
         name, _, v = part.rpartition(" ")
