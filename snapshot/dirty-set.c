@@ -17,6 +17,7 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "common/stamp-table.h"
 #include "dirty-set.h"
 #include "fan-mark.h"
 #include "stream.h"
@@ -27,12 +28,10 @@ static const uint8_t view_magic[8] = { 'T', 'F', 'W', 'D', 'I', 'R', 'T', '2' };
 #define VIEW_HEADER (8 + 8 + 8 + 8 + 8)
 #define VIEW_STAMP (4 + 8)
 
-/* Open addressing over wd (0: a free slot; wds are positive). */
 struct DirtySet {
         int fd;
         uint64_t instance, seq, overflow_seq;
-        DirtyStamp *slots;
-        size_t n_slots, n_used;
+        StampTable stamps;   /* by wd, at most DIRTY_SET_TABLE_MAX */
         DirtyBudget *budget; /* a MAP_SHARED page */
         FanMark *mark;       /* the workspace's file system's mark, or NULL */
 };
@@ -42,6 +41,7 @@ int dirty_set_new(uint32_t max_watches, DirtySet **ret) {
         if (!s)
                 return -ENOMEM;
         s->fd = -EBADF;
+        s->stamps = STAMP_TABLE_INIT(DIRTY_SET_TABLE_MAX);
         /* Shared with every process forked from here on: the walks count what they add. */
         void *page = mmap(NULL, sizeof(DirtyBudget), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (page == MAP_FAILED)
@@ -73,7 +73,7 @@ DirtySet *dirty_set_free(DirtySet *s) {
                 if (s->budget)
                         munmap(s->budget, sizeof(DirtyBudget));
                 fan_mark_free(s->mark);
-                free(s->slots);
+                stamp_table_done(&s->stamps);
                 free(s);
         }
         return NULL;
@@ -169,67 +169,20 @@ int dirty_set_recount(DirtySet *s) {
         return 0;
 }
 
-static size_t slot_of(const DirtyStamp *slots, size_t n_slots, int32_t wd) {
-        size_t j = ((uint32_t) wd * 2654435761U) & (n_slots - 1);
-        while (slots[j].wd && slots[j].wd != wd)
-                j = (j + 1) & (n_slots - 1);
-        return j;
-}
-
 /* Everything older than now is untrusted: the table starts again. */
 static void overflow(DirtySet *s) {
         s->overflow_seq = ++s->seq;
-        if (s->slots)
-                memset(s->slots, 0, s->n_slots * sizeof(*s->slots));
-        s->n_used = 0;
-}
-
-static int grow(DirtySet *s) {
-        size_t n = s->n_slots ? 2 * s->n_slots : 1024;
-        DirtyStamp *v = calloc(n, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < s->n_slots; i++)
-                if (s->slots[i].wd)
-                        v[slot_of(v, n, s->slots[i].wd)] = s->slots[i];
-        free(s->slots);
-        s->slots = v;
-        s->n_slots = n;
-        return 0;
-}
-
-/* A watch removed by the kernel (its directory deleted, or its filesystem unmounted, which
- * IN_UNMOUNT says first) is forgotten: its parent had the event of the deletion. The wd is not
- * given again before the instance has used up the positive integers. */
-static void forget(DirtySet *s, int32_t wd) {
-        if (!s->slots)
-                return;
-        size_t j = slot_of(s->slots, s->n_slots, wd);
-        if (!s->slots[j].wd)
-                return;
-        /* Backward-shift deletion keeps every other wd reachable from its home slot. */
-        s->slots[j].wd = 0;
-        s->n_used--;
-        for (size_t k = (j + 1) & (s->n_slots - 1); s->slots[k].wd; k = (k + 1) & (s->n_slots - 1)) {
-                DirtyStamp moved = s->slots[k];
-                s->slots[k].wd = 0;
-                s->slots[slot_of(s->slots, s->n_slots, moved.wd)] = moved;
-        }
+        stamp_table_clear(&s->stamps);
 }
 
 static void stamp(DirtySet *s, int32_t wd) {
-        if (s->n_used >= DIRTY_SET_TABLE_MAX) {
+        /* The table full (DIRTY_SET_TABLE_MAX), or no memory for the stamp: nothing old is
+         * trusted. */
+        if (stamp_table_put(&s->stamps, &(Stamp) { .key = (uint64_t) wd, .seq = s->seq + 1 }) < 0) {
                 overflow(s);
                 return;
         }
-        if (2 * (s->n_used + 1) > s->n_slots && grow(s) < 0) {
-                overflow(s); /* no memory for the stamp: nothing old is trusted */
-                return;
-        }
-        size_t j = slot_of(s->slots, s->n_slots, wd);
-        if (!s->slots[j].wd)
-                s->n_used++;
-        s->slots[j] = (DirtyStamp) { .wd = wd, .seq = ++s->seq };
+        s->seq++;
 }
 
 static void event(DirtySet *s, const struct inotify_event *ev) {
@@ -242,7 +195,11 @@ static void event(DirtySet *s, const struct inotify_event *ev) {
         if (ev->wd <= 0)
                 return;
         if (ev->mask & IN_IGNORED) {
-                forget(s, ev->wd);
+                /* A watch removed by the kernel (its directory deleted, or its filesystem
+                 * unmounted, which IN_UNMOUNT says first) is forgotten: its parent had the event
+                 * of the deletion. The wd is not given again before the instance has used up
+                 * the positive integers. */
+                stamp_table_forget(&s->stamps, (uint64_t) ev->wd);
                 budget_release(s->budget);
                 return;
         }
@@ -283,16 +240,17 @@ static int stamp_cmp(const void *a, const void *b) {
 }
 
 int dirty_set_export(const DirtySet *s, int *ret_fd) {
-        size_t fan_at = VIEW_HEADER + s->n_used * VIEW_STAMP;
+        const StampTable *t = &s->stamps;
+        size_t fan_at = VIEW_HEADER + t->n_used * VIEW_STAMP;
         size_t size = fan_at + (s->mark ? fan_mark_export_size(s->mark) : FAN_VIEW_NONE_SIZE);
-        _cleanup_free_ DirtyStamp *v = malloc(MAX(s->n_used, (size_t) 1) * sizeof(*v));
+        _cleanup_free_ DirtyStamp *v = malloc(MAX(t->n_used, (size_t) 1) * sizeof(*v));
         _cleanup_free_ uint8_t *b = malloc(size);
         if (!v || !b)
                 return -ENOMEM;
         size_t n = 0;
-        for (size_t i = 0; i < s->n_slots; i++)
-                if (s->slots[i].wd)
-                        v[n++] = s->slots[i];
+        for (size_t i = 0; i < t->n_slots; i++)
+                if (t->slots[i].seq)
+                        v[n++] = (DirtyStamp) { .wd = (int32_t) t->slots[i].key, .seq = t->slots[i].seq };
         qsort(v, n, sizeof(*v), stamp_cmp);
         memcpy(b, view_magic, 8);
         snapshot_stream_put_le(b + 8, s->instance, 8);
