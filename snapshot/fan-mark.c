@@ -38,8 +38,7 @@ struct FanMark {
         uint64_t dev;
         fsid_t fsid;
         uint64_t floor;
-        FanStamp *slots; /* open addressing over ino; seq 0: free */
-        size_t n_slots, n_used;
+        StampTable stamps; /* by inode number, at most FAN_MARK_TABLE_MAX */
         pid_t own[FAN_MARK_OWN_MAX];
         size_t n_own;
 };
@@ -91,6 +90,7 @@ int fan_mark_new(int dir_fd, uint64_t start_seq, FanMark **ret, char *why, size_
         _cleanup_free_ FanMark *m = calloc(1, sizeof(*m));
         if (!m)
                 return -ENOMEM;
+        m->stamps = STAMP_TABLE_INIT(FAN_MARK_TABLE_MAX);
         int r = mark_fs_check(dir_fd, m, why, why_size);
         if (r < 0)
                 return r;
@@ -142,7 +142,7 @@ FanMark *fan_mark_free(FanMark *m) {
                 safe_close(m->mounts_fd);
                 safe_close(m->ws_fd);
                 free(m->ws_mounts);
-                free(m->slots);
+                stamp_table_done(&m->stamps);
                 free(m);
         }
         return NULL;
@@ -174,45 +174,23 @@ static bool is_own(const FanMark *m, pid_t pid) {
         return false;
 }
 
-static size_t slot_of(const FanStamp *slots, size_t n_slots, uint64_t ino) {
-        size_t j = (size_t) ((ino * 0x9E3779B97F4A7C15ULL) >> 20) & (n_slots - 1);
-        while (slots[j].seq && slots[j].ino != ino)
-                j = (j + 1) & (n_slots - 1);
-        return j;
-}
-
 /* Nothing older than now is vouched for: the table starts again. */
 static void overflow(FanMark *m, uint64_t *seq) {
         m->floor = ++*seq;
-        if (m->slots)
-                memset(m->slots, 0, m->n_slots * sizeof(*m->slots));
-        m->n_used = 0;
-}
-
-static int grow(FanMark *m) {
-        size_t n = m->n_slots ? 2 * m->n_slots : 1024;
-        FanStamp *v = calloc(n, sizeof(*v));
-        if (!v)
-                return -ENOMEM;
-        for (size_t i = 0; i < m->n_slots; i++)
-                if (m->slots[i].seq)
-                        v[slot_of(v, n, m->slots[i].ino)] = m->slots[i];
-        free(m->slots);
-        m->slots = v;
-        m->n_slots = n;
-        return 0;
+        stamp_table_clear(&m->stamps);
 }
 
 static void stamp(FanMark *m, uint64_t ino, bool closed, uint64_t *seq) {
-        if (m->n_used >= FAN_MARK_TABLE_MAX || (2 * (m->n_used + 1) > m->n_slots && grow(m) < 0)) {
+        const Stamp *old = stamp_table_get(&m->stamps, ino);
+        uint64_t n = *seq + 1;
+        Stamp s = { .key = ino, .seq = n, .closed_seq = closed ? n : old ? old->closed_seq : 0 };
+        /* The table full (FAN_MARK_TABLE_MAX), or no memory for the stamp: nothing is vouched
+         * for, and the next walk asks every file. */
+        if (stamp_table_put(&m->stamps, &s) < 0) {
                 overflow(m, seq);
                 return;
         }
-        size_t j = slot_of(m->slots, m->n_slots, ino);
-        if (!m->slots[j].seq)
-                m->n_used++;
-        uint64_t n = ++*seq;
-        m->slots[j] = (FanStamp) { .ino = ino, .seq = n, .closed_seq = closed ? n : m->slots[j].closed_seq };
+        *seq = n;
 }
 
 /* The inode a file id record at p (len bytes, no alignment assumed) names, on the marked file
@@ -389,54 +367,54 @@ int fan_mark_read(FanMark *m, uint64_t *seq) {
 }
 
 size_t fan_mark_export_size(const FanMark *m) {
-        return EXPORT_HEADER + m->n_used * EXPORT_STAMP;
+        return EXPORT_HEADER + m->stamps.n_used * EXPORT_STAMP;
 }
 
 void fan_mark_export(const FanMark *m, uint8_t *out) {
+        const StampTable *t = &m->stamps;
         size_t n = 0;
         snapshot_stream_put_le(out, m->dev, 8);
         snapshot_stream_put_le(out + 8, m->floor, 8);
-        snapshot_stream_put_le(out + 16, m->n_used, 8);
-        for (size_t i = 0; i < m->n_slots; i++) {
-                if (!m->slots[i].seq)
+        snapshot_stream_put_le(out + 16, t->n_used, 8);
+        for (size_t i = 0; i < t->n_slots; i++) {
+                if (!t->slots[i].seq)
                         continue;
                 uint8_t *q = out + EXPORT_HEADER + n++ * EXPORT_STAMP;
-                snapshot_stream_put_le(q, m->slots[i].ino, 8);
-                snapshot_stream_put_le(q + 8, m->slots[i].seq, 8);
-                snapshot_stream_put_le(q + 16, m->slots[i].closed_seq, 8);
+                snapshot_stream_put_le(q, t->slots[i].key, 8);
+                snapshot_stream_put_le(q + 8, t->slots[i].seq, 8);
+                snapshot_stream_put_le(q + 16, t->slots[i].closed_seq, 8);
         }
 }
 
 /* ---- the job's side --------------------------------------------------------------------- */
 
 int fan_view_parse(const uint8_t *p, size_t size, uint64_t max_seq, FanView *v, size_t *used) {
-        *v = (FanView) {};
+        *v = (FanView) { .stamps = STAMP_TABLE_INIT(FAN_MARK_TABLE_MAX) };
         if (size < EXPORT_HEADER)
                 return -EBADMSG;
         uint64_t dev = snapshot_stream_get_le(p, 8), floor = snapshot_stream_get_le(p + 8, 8),
                  n = snapshot_stream_get_le(p + 16, 8);
         if (n > FAN_MARK_TABLE_MAX || size - EXPORT_HEADER < n * EXPORT_STAMP || floor > max_seq || (dev == 0 && n > 0))
                 return -EBADMSG;
-        size_t slots = 16;
-        while (slots < 2 * n)
-                slots *= 2;
-        v->slots = calloc(slots, sizeof(*v->slots));
-        if (!v->slots)
-                return -ENOMEM;
-        v->n_slots = slots;
+        /* Room for all n at once: a put below never grows the table, nor finds it full. */
+        int r = stamp_table_reserve(&v->stamps, n);
+        if (r < 0)
+                return r;
         for (uint64_t i = 0; i < n; i++) {
                 const uint8_t *q = p + EXPORT_HEADER + i * EXPORT_STAMP;
-                FanStamp s = { .ino = snapshot_stream_get_le(q, 8), .seq = snapshot_stream_get_le(q + 8, 8),
-                               .closed_seq = snapshot_stream_get_le(q + 16, 8) };
-                size_t j = slot_of(v->slots, v->n_slots, s.ino);
+                Stamp s = { .key = snapshot_stream_get_le(q, 8), .seq = snapshot_stream_get_le(q + 8, 8),
+                            .closed_seq = snapshot_stream_get_le(q + 16, 8) };
                 /* No stamp from the future, none twice. */
-                if (s.seq == 0 || s.seq > max_seq || s.closed_seq > s.seq || v->slots[j].seq) {
+                if (s.seq == 0 || s.seq > max_seq || s.closed_seq > s.seq || stamp_table_get(&v->stamps, s.key)) {
                         fan_view_done(v);
                         return -EBADMSG;
                 }
-                v->slots[j] = s;
+                r = stamp_table_put(&v->stamps, &s);
+                if (r < 0) {
+                        fan_view_done(v);
+                        return r;
+                }
         }
-        v->n = n;
         v->dev = dev;
         v->floor = floor;
         *used = EXPORT_HEADER + n * EXPORT_STAMP;
@@ -444,15 +422,13 @@ int fan_view_parse(const uint8_t *p, size_t size, uint64_t max_seq, FanView *v, 
 }
 
 void fan_view_done(FanView *v) {
-        free(v->slots);
+        stamp_table_done(&v->stamps);
         *v = (FanView) {};
 }
 
-const FanStamp *fan_view_after(const FanView *v, uint64_t ino, uint64_t since) {
-        if (!v->slots)
-                return NULL;
-        const FanStamp *s = &v->slots[slot_of(v->slots, v->n_slots, ino)];
-        return s->seq > since ? s : NULL;
+const Stamp *fan_view_after(const FanView *v, uint64_t ino, uint64_t since) {
+        const Stamp *s = stamp_table_get(&v->stamps, ino);
+        return s && s->seq > since ? s : NULL;
 }
 
 int fan_probe(int dfd, const char *name, const struct stat *st) {

@@ -43,6 +43,8 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 
+#include "common/stamp-table.h"
+
 typedef struct FanMark FanMark;
 
 /* Stamped inodes kept at most; past it the table starts again, as after an overflow. */
@@ -74,26 +76,20 @@ void fan_mark_export(const FanMark *m, uint8_t *out);
 
 /* ---- the job's side --------------------------------------------------------------------- */
 
-/* An inode's last event (opened, written, attributes, moved: asked by stat, then probed) and its
- * last close after writing (read again), as sequence numbers; 0: none. */
-typedef struct FanStamp {
-        uint64_t ino;
-        uint64_t seq;
-        uint64_t closed_seq;
-} FanStamp;
-
+/* An inode's stamp (common/stamp-table.h, its key the inode number): its last event (opened,
+ * written, attributes, moved: asked by stat, then probed) and its last close after writing (read
+ * again), as sequence numbers; 0: none. */
 typedef struct FanView {
         uint64_t dev;          /* the marked file system's device (st_dev); 0: no mark */
         uint64_t floor;        /* nothing before it is vouched for */
-        FanStamp *slots;       /* open addressing over ino (+1; 0: free) */
-        size_t n_slots, n;
+        StampTable stamps;     /* by inode number */
 } FanView;
 
 /* The section at p (size bytes, of which *used are its own), stamps no later than max_seq. */
 int fan_view_parse(const uint8_t *p, size_t size, uint64_t max_seq, FanView *v, size_t *used);
 void fan_view_done(FanView *v);
 /* The stamp of an inode with an event after since, or NULL. */
-const FanStamp *fan_view_after(const FanView *v, uint64_t ino, uint64_t since);
+const Stamp *fan_view_after(const FanView *v, uint64_t ino, uint64_t since);
 
 /* Is the file at dfd/name (st: its fstatat) open for writing by anyone, a writable mapping
  * included? 1 yes (or the question cannot be asked), 0 no, a negative errno when it is not

@@ -42,7 +42,7 @@ static bool file_unchanged(GenVerify *v, int dfd, dev_t dir_dev, GenEntry *old, 
         struct stat st;
 
         if (marked) {
-                const FanStamp *s = fan_view_after(v->fan, old->id.ino, v->since);
+                const Stamp *s = fan_view_after(v->fan, old->id.ino, v->since);
                 if (v->fan_trusted && !s) {
                         v->trusted++;
                         return true;

@@ -665,7 +665,7 @@ static bool gen_racy(const Walk *w, const struct stat *st) {
 static bool gen_mark_proves(Walk *w, int src, const char *name, const struct stat *st) {
         if (!w->fan || (uint64_t) st->st_dev != w->fan->dev)
                 return true;
-        const FanStamp *s = fan_view_after(w->fan, (uint64_t) st->st_ino, w->fan_since);
+        const Stamp *s = fan_view_after(w->fan, (uint64_t) st->st_ino, w->fan_since);
         if (w->fan_trusted && !s)
                 return true;
         if (s && s->closed_seq > w->fan_since)
