@@ -62,6 +62,18 @@ int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size) {
         return 0;
 }
 
+ssize_t read_available(int fd, void *buf, size_t size) {
+        for (;;) {
+                ssize_t n = read(fd, buf, size);
+                if (n >= 0)
+                        return n;
+                if (errno == EAGAIN)
+                        return 0;
+                if (errno != EINTR)
+                        return -errno;
+        }
+}
+
 int write_all(int fd, const void *buf, size_t len) {
         const char *p = buf;
 

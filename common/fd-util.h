@@ -13,6 +13,11 @@
  * *ret_size). Returns -E2BIG when the input is longer than max. */
 int read_full_fd_bounded(int fd, size_t max, char **ret, size_t *ret_size);
 
+/* Read what the non-blocking fd holds now, at most size bytes: the count read; 0 when it holds
+ * nothing more (EAGAIN) or is at its end; a negative errno. EINTR is retried. For draining an
+ * event queue (inotify, fanotify) until it is empty. */
+ssize_t read_available(int fd, void *buf, size_t size);
+
 /* Write all of buf, retrying on EINTR and short writes. */
 int write_all(int fd, const void *buf, size_t len);
 

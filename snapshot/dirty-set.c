@@ -216,15 +216,9 @@ int dirty_set_read(DirtySet *s) {
                 n_events += r;
         }
         for (;;) {
-                ssize_t n = read(s->fd, buf, sizeof(buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return n_events;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return n_events;
+                ssize_t n = read_available(s->fd, buf, sizeof(buf));
+                if (n <= 0)
+                        return n < 0 ? (int) n : n_events;
                 for (char *p = buf; p < buf + n;) {
                         const struct inotify_event *ev = (const struct inotify_event *) p;
                         p += sizeof(*ev) + ev->len;

@@ -337,15 +337,9 @@ int fan_mark_read(FanMark *m, uint64_t *seq) {
                 m->ws_mounts = now;
         }
         for (;;) {
-                ssize_t n = read(m->fd, buf, sizeof(buf));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && errno == EAGAIN)
-                        return n_events;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return n_events;
+                ssize_t n = read_available(m->fd, buf, sizeof(buf));
+                if (n <= 0)
+                        return n < 0 ? (int) n : n_events;
                 /* Records are packed: each copied out before it is read, whatever its alignment. */
                 for (size_t off = 0; (size_t) n - off >= FAN_EVENT_METADATA_LEN;) {
                         struct fanotify_event_metadata ev;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* common/: sizes, CPU counts, time, SHA-256, path checks, bounded reads, atomic writes,
- * fd-relative removal and the strict JSON loader. */
+/* common/: sizes, CPU counts, time, SHA-256, path checks, bounded reads, draining a
+ * non-blocking queue, atomic writes, fd-relative removal and the strict JSON loader. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <sched.h>
@@ -164,6 +164,24 @@ static void test_read_bounded(void **state) {
         assert_int_equal(read_full_fd_bounded(fe, 3, &buf, &n), 0);
         assert_int_equal(n, 0);
         assert_string_equal(buf, "");
+}
+
+/* A non-blocking queue drained: what it holds, then 0 once it is empty (EAGAIN) or ended, and
+ * the errno of any other refusal. */
+static void test_read_available(void **state) {
+        (void) state;
+        int p[2];
+        char buf[8];
+        assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+        assert_int_equal(read_available(p[0], buf, sizeof(buf)), 0);
+        assert_int_equal(write_all(p[1], "abc", 3), 0);
+        assert_int_equal(read_available(p[0], buf, sizeof(buf)), 3);
+        assert_memory_equal(buf, "abc", 3);
+        assert_int_equal(read_available(p[0], buf, sizeof(buf)), 0);
+        close(p[1]);
+        assert_int_equal(read_available(p[0], buf, sizeof(buf)), 0);
+        close(p[0]);
+        assert_int_equal(read_available(p[0], buf, sizeof(buf)), -EBADF);
 }
 
 static void test_atomic_write_and_rm(void **state) {
@@ -362,6 +380,7 @@ int main(void) {
                 cmocka_unit_test(test_sha256),
                 cmocka_unit_test(test_paths),
                 cmocka_unit_test_setup_teardown(test_read_bounded, tfw_tmpdir_setup, tfw_tmpdir_teardown),
+                cmocka_unit_test(test_read_available),
                 cmocka_unit_test_setup_teardown(test_atomic_write_and_rm, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_open_dir_components, tfw_tmpdir_setup, tfw_tmpdir_teardown),
                 cmocka_unit_test_setup_teardown(test_rm_rf_stops_at_mounts, tfw_tmpdir_setup, tfw_tmpdir_teardown),
