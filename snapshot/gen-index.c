@@ -142,37 +142,43 @@ GenEntry *gen_dir_find(const GenDir *d, const char *name, size_t len) {
         return NULL;
 }
 
-int gen_dir_copy(GenIndex *x, GenDir *to, const GenDir *from, GenTotals *totals) {
-        to->wd = from->wd;
-        to->always = from->always;
-        to->has_tree = from->has_tree;
-        memcpy(to->tree, from->tree, GIT_OID_SIZE);
-        to->symlinks = from->symlinks;
-        totals->symlinks += from->symlinks;
-        totals->entries += from->symlinks + from->n;
-        for (size_t i = 0; i < from->n; i++) {
-                const GenEntry *f = &from->v[i];
-                GenEntry *e = gen_dir_append(x, to, f->name, f->len);
-                if (!e)
-                        return -ENOMEM;
-                e->racy = f->racy;
-                e->id = f->id;
+void gen_dir_totals(const GenDir *d, GenTotals *totals) {
+        totals->symlinks += d->symlinks;
+        totals->entries += d->symlinks + d->n;
+        for (size_t i = 0; i < d->n; i++) {
+                const GenEntry *f = &d->v[i];
                 if (!f->is_dir) {
-                        memcpy(e->oid, f->oid, GIT_OID_SIZE);
                         totals->files++;
                         totals->bytes += f->id.size;
                         continue;
                 }
                 totals->dirs++;
-                int r = gen_entry_make_dir(e);
-                if (r < 0)
-                        return r;
-                /* to->v may move while the child fills its own: e is not used after. */
-                r = gen_dir_copy(x, e->dir, f->dir, totals);
-                if (r < 0)
-                        return r;
+                gen_dir_totals(f->dir, totals);
         }
-        return gen_dir_seal(to);
+}
+
+void gen_dir_move(GenIndex *x, GenDir *to, GenEntry *e, GenTotals *totals) {
+        GenTotals below = {};
+        gen_dir_totals(e->dir, &below);
+        x->entries += below.files + below.dirs;
+        totals->entries += below.entries;
+        totals->files += below.files;
+        totals->dirs += below.dirs;
+        totals->symlinks += below.symlinks;
+        totals->bytes += below.bytes;
+        *to = *e->dir;
+        *e->dir = (GenDir) {};
+        free(e->dir);
+        e->dir = NULL;
+}
+
+void gen_index_take_names(GenIndex *x, GenIndex *from) {
+        GenNameChunk **tail = &x->chunks;
+        /* Appended after x's own: x's newest chunk stays first, where names are added. */
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = from->chunks;
+        from->chunks = NULL;
 }
 
 void gen_identity_of(const struct stat *st, GenIdentity *ret) {
