@@ -112,22 +112,32 @@ int fsync_fd(int fd) {
 
 /* Write through a temporary name renamed over name; durable: fsync the file before and the
  * directory after the rename. */
+int tmp_file_open_at(int dir_fd, const char *name, char *tmp) {
+        uint64_t rnd;
+        if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
+                return -EIO;
+        if (snprintf(tmp, NAME_MAX + 1, ".#%.200s.%016llx", name, (unsigned long long) rnd) >= NAME_MAX + 1)
+                return -ENAMETOOLONG;
+        int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        return fd < 0 ? -errno : fd;
+}
+
+int tmp_file_commit_at(int dir_fd, const char *tmp, const char *name, int r) {
+        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
+                r = -errno;
+        if (r < 0)
+                (void) unlinkat(dir_fd, tmp, 0);
+        return r;
+}
+
 static int write_file_renamed_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
                                  uid_t uid, gid_t gid, bool durable) {
         char tmp[NAME_MAX + 1];
-        uint64_t rnd;
         int r;
 
-        if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
-                return -EIO;
-        if (snprintf(tmp, sizeof(tmp), ".#%.200s.%016llx", name, (unsigned long long) rnd) >=
-            (int) sizeof(tmp))
-                return -ENAMETOOLONG;
-
-        _cleanup_close_ int fd =
-                openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+        _cleanup_close_ int fd = tmp_file_open_at(dir_fd, name, tmp);
         if (fd < 0)
-                return -errno;
+                return fd;
         r = write_all(fd, data, len);
         if (r >= 0 && (uid != (uid_t) -1 || gid != (gid_t) -1) && fchown(fd, uid, gid) < 0)
                 r = -errno;
@@ -135,12 +145,9 @@ static int write_file_renamed_at(int dir_fd, const char *name, const void *data,
                 r = -errno;
         if (r >= 0 && durable)
                 r = fsync_fd(fd);
-        if (r >= 0 && renameat(dir_fd, tmp, dir_fd, name) < 0)
-                r = -errno;
-        if (r < 0) {
-                (void) unlinkat(dir_fd, tmp, 0);
+        r = tmp_file_commit_at(dir_fd, tmp, name, r);
+        if (r < 0)
                 return r;
-        }
         return durable ? fsync_fd(dir_fd) : 0;
 }
 

@@ -42,6 +42,13 @@ int write_file_atomic_at(int dir_fd, const char *name, const void *data, size_t 
 int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
                           uid_t uid, gid_t gid);
 
+/* A hidden temporary file beside dir_fd/name for a replacement written piece by piece (tmp: its
+ * name, NAME_MAX + 1 bytes), created 0600, O_WRONLY|O_CLOEXEC: the fd, or a negative errno.
+ * tmp_file_commit_at() renames it over name (no fsync, as write_file_replace_at); on any error
+ * both remove it. */
+int tmp_file_open_at(int dir_fd, const char *name, char *tmp);
+int tmp_file_commit_at(int dir_fd, const char *tmp, const char *name, int r);
+
 /* A DIR stream over dir_fd's directory from its first entry, on a copy of the descriptor: dir_fd
  * stays open. NULL with errno set on failure. */
 DIR *opendir_fd(int dir_fd);

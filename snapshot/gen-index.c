@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -142,37 +143,43 @@ GenEntry *gen_dir_find(const GenDir *d, const char *name, size_t len) {
         return NULL;
 }
 
-int gen_dir_copy(GenIndex *x, GenDir *to, const GenDir *from, GenTotals *totals) {
-        to->wd = from->wd;
-        to->always = from->always;
-        to->has_tree = from->has_tree;
-        memcpy(to->tree, from->tree, GIT_OID_SIZE);
-        to->symlinks = from->symlinks;
-        totals->symlinks += from->symlinks;
-        totals->entries += from->symlinks + from->n;
-        for (size_t i = 0; i < from->n; i++) {
-                const GenEntry *f = &from->v[i];
-                GenEntry *e = gen_dir_append(x, to, f->name, f->len);
-                if (!e)
-                        return -ENOMEM;
-                e->racy = f->racy;
-                e->id = f->id;
+void gen_dir_totals(const GenDir *d, GenTotals *totals) {
+        totals->symlinks += d->symlinks;
+        totals->entries += d->symlinks + d->n;
+        for (size_t i = 0; i < d->n; i++) {
+                const GenEntry *f = &d->v[i];
                 if (!f->is_dir) {
-                        memcpy(e->oid, f->oid, GIT_OID_SIZE);
                         totals->files++;
                         totals->bytes += f->id.size;
                         continue;
                 }
                 totals->dirs++;
-                int r = gen_entry_make_dir(e);
-                if (r < 0)
-                        return r;
-                /* to->v may move while the child fills its own: e is not used after. */
-                r = gen_dir_copy(x, e->dir, f->dir, totals);
-                if (r < 0)
-                        return r;
+                gen_dir_totals(f->dir, totals);
         }
-        return gen_dir_seal(to);
+}
+
+void gen_dir_move(GenIndex *x, GenDir *to, GenEntry *e, GenTotals *totals) {
+        GenTotals below = {};
+        gen_dir_totals(e->dir, &below);
+        x->entries += below.files + below.dirs;
+        totals->entries += below.entries;
+        totals->files += below.files;
+        totals->dirs += below.dirs;
+        totals->symlinks += below.symlinks;
+        totals->bytes += below.bytes;
+        *to = *e->dir;
+        *e->dir = (GenDir) {};
+        free(e->dir);
+        e->dir = NULL;
+}
+
+void gen_index_take_names(GenIndex *x, GenIndex *from) {
+        GenNameChunk **tail = &x->chunks;
+        /* Appended after x's own: x's newest chunk stays first, where names are added. */
+        while (*tail)
+                tail = &(*tail)->next;
+        *tail = from->chunks;
+        from->chunks = NULL;
 }
 
 void gen_identity_of(const struct stat *st, GenIdentity *ret) {
@@ -196,12 +203,26 @@ bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b) {
 
 /* ---- the file ---------------------------------------------------------------------------- */
 
+/* The file's bytes, put in a buffer that, with an fd, is written out whenever the next piece
+ * would not fit (a piece is at most ENTRY_MAX): the 9 MB of an index of 86k entries never sit
+ * in memory at once. */
+#define OUT_CHUNK (256U * 1024U)
 typedef struct Buf {
         uint8_t *p;
         size_t len, size;
+        int fd;   /* written out to it (gen_index_save), or -EBADF: grown */
+        int r;    /* the first write error */
 } Buf;
 
 static uint8_t *buf_grow(Buf *b, size_t n) {
+        if (b->fd >= 0 && b->len + n > b->size) {
+                int r = write_all(b->fd, b->p, b->len);
+                b->len = 0;
+                if (r < 0) {
+                        b->r = r;
+                        return NULL;
+                }
+        }
         if (b->len + n > b->size) {
                 size_t s = MAX(2 * b->size, b->len + n + 64 * 1024);
                 uint8_t *p = realloc(b->p, s);
@@ -253,8 +274,13 @@ static int put_dir(Buf *b, const GenDir *d) {
 }
 
 int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e) {
-        Buf b = {};
-        uint8_t *q = buf_grow(&b, HEADER_SIZE);
+        char tmp[NAME_MAX + 1];
+        _cleanup_close_ int fd = tmp_file_open_at(dir_fd, name, tmp);
+        if (fd < 0)
+                return tfw_error(e, -fd, "generation_store", "cannot write the generation's index '%s': %s", name,
+                                 strerror(-fd));
+        Buf b = { .p = malloc(OUT_CHUNK), .size = OUT_CHUNK, .fd = fd };
+        uint8_t *q = b.p ? buf_grow(&b, HEADER_SIZE) : NULL;
         int r = q ? 0 : -ENOMEM;
 
         if (q) {
@@ -268,7 +294,8 @@ int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e)
                 r = put_dir(&b, &x->root);
         }
         if (r >= 0)
-                r = write_file_replace_at(dir_fd, name, b.p, b.len, 0600, 0, 0);
+                r = write_all(fd, b.p, b.len);
+        r = tmp_file_commit_at(dir_fd, tmp, name, b.r < 0 ? b.r : r);
         free(b.p);
         return r < 0 ? tfw_error(e, -r, "generation_store", "cannot write the generation's index '%s': %s",
                                  name, strerror(-r)) : 0;

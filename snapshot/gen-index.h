@@ -113,9 +113,18 @@ typedef struct GenTotals {
         uint64_t files, dirs, symlinks, bytes;
 } GenTotals;
 
-/* Copy from, a directory of another index, and everything below it into the empty to (names
- * into x's chunks, every directory sealed); adds what it holds to *totals. */
-int gen_dir_copy(GenIndex *x, GenDir *to, const GenDir *from, GenTotals *totals);
+/* Adds what d holds below it to *totals. */
+void gen_dir_totals(const GenDir *d, GenTotals *totals);
+
+/* e's directory (e of another index, from) moved, with everything below it, into the empty to
+ * of index x, which counts its entries; adds what it holds to *totals. No entry is copied (a
+ * carried directory of 86k entries cost 6 to 18 ms to copy). e keeps its name and identity but
+ * has no directory after (e->dir NULL): from's tree is spent, and only freed after. The names
+ * stay in from's chunks, which x takes (gen_index_take_names) before from is freed. */
+void gen_dir_move(GenIndex *x, GenDir *to, GenEntry *e, GenTotals *totals);
+/* x takes from's names (what gen_dir_move left there): from keeps none, and may be freed
+ * while x lives. */
+void gen_index_take_names(GenIndex *x, GenIndex *from);
 
 void gen_identity_of(const struct stat *st, GenIdentity *ret);
 bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b);

@@ -21,6 +21,7 @@
 #include "gen-mirror.h"
 #include "gen-seed.h"
 #include "gen-store.h"
+#include "index-saver.h"
 
 #define INDEX_NAME GEN_LANE_INDEX
 
@@ -37,6 +38,8 @@ int gen_lane_dir_at(int store_fd, unsigned k) {
 void gen_lane_release(GenLane *l) {
         if (!l)
                 return;
+        /* The index written (or failed: then there is none) before the seal. */
+        (void) gen_lane_index_wait(l, NULL);
         /* Sealed while the lock is still held: what a worker started later may trust
          * (gen-check.h). A seal that cannot be written leaves none: the lane is emptied then. */
         if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
@@ -250,10 +253,14 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
                 return tfw_error(e, errno, "generation_store", "cannot remove the index of lane %u: %m", l->number);
         r = snapshot_update(workspace, l->tree_fd, prev, copy_uid, limits, &next, ret, e);
         if (r >= 0)
-                r = gen_index_save(next, l->lane_fd, INDEX_NAME, e);
+                r = index_saver_start(TAKE_PTR(next), l->lane_fd, INDEX_NAME, &l->saver, e);
         if (r < 0)
                 (void) rm_rf_children(l->tree_fd);
         return r;
+}
+
+int gen_lane_index_wait(GenLane *l, TfwError *e) {
+        return index_saver_finish(TAKE_PTR(l->saver), e);
 }
 
 /* The lane's update lock, taken: not while another lane copies this one (gen-seed.h), which
@@ -294,6 +301,7 @@ static void want_seed(GenLane *l) {
 
 int gen_lane_seed_ahead(GenLane *l, int store_fd, unsigned max_lanes, bool *ret_busy, TfwError *e) {
         *ret_busy = false;
+        (void) gen_lane_index_wait(l, NULL); /* this process's own update's */
         _cleanup_close_ int update = lock_update(l, e);
         int r = update;
         if (r >= 0 && faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0) {
@@ -315,12 +323,19 @@ void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes) {
         _cleanup_close_ int update = TAKE_FD(l->update_fd);
         l->mirror_error = 0;
         l->mirrored_for = gen_mirror_wanted(store_fd, max_lanes, l->number);
-        if (l->mirrored_for < 0)
+        if (l->mirrored_for < 0) {
+                /* No copy: the lock goes once the index is written (index-saver.h). */
+                if (l->saver && update >= 0)
+                        index_saver_hand_lock(l->saver, TAKE_FD(update));
                 return;
+        }
         usec_t t0 = now_monotonic();
-        if (update < 0)
+        /* The mirror takes the index too. */
+        int r = gen_lane_index_wait(l, &e);
+        if (r >= 0 && update < 0)
                 update = lock_update(l, &e);
-        int r = update < 0 ? update : gen_mirror_make(l);
+        if (r >= 0)
+                r = update < 0 ? update : gen_mirror_make(l);
         l->mirror_error = -MIN(r, 0);
         l->mirror_usec = now_monotonic() - t0;
 }
@@ -328,6 +343,7 @@ void gen_lane_mirror(GenLane *l, int store_fd, unsigned max_lanes) {
 int gen_lane_load_ahead(GenLane *l, uint64_t max_entries, TfwError *e) {
         if (l->index)
                 return 1;
+        (void) gen_lane_index_wait(l, NULL); /* this process's own update's */
         if (faccessat(l->lane_fd, INDEX_NAME, F_OK, AT_SYMLINK_NOFOLLOW) < 0)
                 return 0;
         int r = gen_index_load(l->lane_fd, INDEX_NAME, max_entries, &l->index, e);
@@ -336,6 +352,8 @@ int gen_lane_load_ahead(GenLane *l, uint64_t max_entries, TfwError *e) {
 
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
+        /* The last update's index, if still being written: this one removes it first. */
+        (void) gen_lane_index_wait(l, NULL);
         _cleanup_close_ int update = l->update_fd >= 0 ? TAKE_FD(l->update_fd) : lock_update(l, e);
         if (update < 0)
                 return update;

@@ -64,6 +64,9 @@ typedef struct GenLane {
                            * for its first (gen-mirror.h); -1: it did not */
         uint64_t mirror_usec; /* what the copy took; mirror_error: why it failed (0: it did not) */
         int mirror_error;
+        struct IndexSaver *saver; /* the last update's index being written (index-saver.h), or
+                                   * NULL: waited for by the next update, a mirror and the
+                                   * release */
 } GenLane;
 
 /* Take the first lane of store_fd (absolute path store_path) no other process holds, among
@@ -96,12 +99,17 @@ static inline void gen_lane_releasep(GenLane **l) {
 /* Make the lane's generation the workspace's (snapshot_update() from the lane's index, or,
  * when it has none, from another lane's copied, gen-seed.h), owned by copy_uid and
  * limits->group, under the update lock (the one gen_lane_lock_update() took, else taken now).
- * On success the index is written and the update lock is kept (l->update_fd)
- * until gen_lane_mirror() or the release: no other lane copies the generation before the
- * mirror is made. On any failure the lane is emptied. store_fd: when the store is full
+ * On success the index is being written on a thread (l->saver, index-saver.h: off the job's
+ * path) and the update lock is kept (l->update_fd) until gen_lane_mirror() or the release, and
+ * past the mirror until the index is written: no other lane copies the generation before the
+ * mirror is made, nor before its index is there. On any failure the lane is emptied. store_fd: when the store is full
  * (ENOSPC), the lanes no process holds are emptied and the update is tried once more. */
 int gen_lane_update(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                     const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e);
+
+/* The last update's index written (or failed: then the lane has none); 0, or a negative errno
+ * (e set) when it could not be. Done by the next update, a mirror and the release anyway. */
+int gen_lane_index_wait(GenLane *l, TfwError *e);
 
 /* After an update, once the generation is as the capsule will bind it (the build cache's mount
  * points made): copied for a lane that waits for its first (gen-mirror.h), under the update

@@ -932,12 +932,17 @@ static int copy_file_pooled(Walk *w, int src, const struct stat *st, int dst_dir
 /* ---- the watch (dirty-set.h): what the previous generation holds, taken unread ----------- */
 
 /* The directory old of the previous generation, with everything below it, into the new one as
- * it is: the watch vouches that nothing of it changed. Counted and bounded as if it were read. */
+ * it is: the watch vouches that nothing of it changed. Moved, not copied (gen_dir_move: the
+ * previous index is spent by this walk). Counted and bounded as if it were read. */
 static int gen_carry(Walk *w, Tree *t, GenEntry *old, const char *name, size_t len) {
         GenTotals tot = {};
         GenEntry *ne = gen_dir_append(w->gen, t->gnew, name, len);
-        if (!ne || gen_entry_make_dir(ne) < 0 || gen_dir_copy(w->gen, ne->dir, old->dir, &tot) < 0)
+        if (!ne || gen_entry_make_dir(ne) < 0)
                 return io_error(w, -ENOMEM, "allocate");
+        bool has_tree = old->dir->has_tree;
+        uint8_t tree[GIT_OID_SIZE];
+        memcpy(tree, old->dir->tree, GIT_OID_SIZE);
+        gen_dir_move(w->gen, ne->dir, old, &tot);
         ne->id = old->id;
         old->seen = true;
         if (tot.entries > w->limits->max_entries - MIN(w->entries, w->limits->max_entries))
@@ -952,9 +957,9 @@ static int gen_carry(Walk *w, Tree *t, GenEntry *old, const char *name, size_t l
         w->files_reused += tot.files;
         w->dirs += tot.dirs + 1;
         w->skipped_symlinks += tot.symlinks;
-        if (!old->dir->has_tree)
+        if (!has_tree)
                 return 0; /* git records no tree for it */
-        r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, old->dir->tree);
+        r = git_tree_builder_add(&t->b, name, len, GIT_MODE_TREE, tree);
         return r < 0 ? io_error(w, r, "record tree entry") : 0;
 }
 
@@ -1583,6 +1588,8 @@ int snapshot_update(const char *workspace_path, int tree_fd, GenIndex *prev, uin
         if (r < 0)
                 goto out;
         summary_of(&w, start, tree, ret);
+        if (prev)
+                gen_index_take_names(next, prev); /* the directories carried keep theirs */
         *ret_next = TAKE_PTR(next);
         r = 0;
 out:

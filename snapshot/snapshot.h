@@ -168,8 +168,10 @@ int snapshot_stream(const char *workspace_path, int out_fd, const SnapshotLimits
  * the new generation. A regular file whose identity (gen-index.h) equals prev's and was not
  * racy keeps its copy and blob id without being opened; anything else is read and copied as
  * snapshot_take() does; what the workspace no longer has is removed. Every entry made is owned
- * by copy_uid and limits->group (both required); the root's mode is SNAPSHOT_GENERATION_ROOT_MODE. prev's `seen` marks are used up. On success
- * *ret_next describes the new generation. On failure tree_fd holds a mix of both: the caller
+ * by copy_uid and limits->group (both required); the root's mode is SNAPSHOT_GENERATION_ROOT_MODE. prev is spent, whatever the
+ * result: its `seen` marks are used up, the directories carried unread are moved out of it into
+ * the new index (gen_dir_move), and on success the new index takes its names; only
+ * gen_index_free() may be called on it after. On success *ret_next describes the new generation. On failure tree_fd holds a mix of both: the caller
  * must not use it as either (it empties it). Error codes as snapshot_take(). */
 /* The mode of a generation's root, always (its owner is copy_uid, its group limits->group). */
 #define SNAPSHOT_GENERATION_ROOT_MODE 0700

@@ -12,6 +12,9 @@
  *   - the lane a start walks ahead, handed to a capsule started before the walk (a child that
  *     inherits it): the child finds its update lock held and waits for the walk; the daemon lets
  *     it go unsealed, the child seals it when it releases it;
+ *   - the index is written on a thread beside the job (index-saver.h): until it is there the
+ *     lane has none, and the lane's update lock stays held, past the mirror step, until it is;
+ *     a lane another waits for writes it before its mirror;
  *   - a store whose lanes share files passes the check at start (gen_store_check) whatever order
  *     the lanes were sealed in; a shared file written after the seals fails both lanes that name
  *     it, and both are emptied.
@@ -31,8 +34,10 @@
 
 #include "common/fd-util.h"
 #include "common/macro.h"
+#include "snapshot/gen-check.h"
 #include "snapshot/gen-mirror.h"
 #include "snapshot/gen-store.h"
+#include "snapshot/index-saver.h"
 #include "tests/unit/lib/gen-fixture.h"
 
 typedef struct Store {
@@ -59,10 +64,15 @@ static int setup(void **state) {
         return 0;
 }
 
+/* test_index_written_beside_the_job's gate (index-saver.h): closed by the teardown too, so that
+ * a failed assertion does not leave the saver waiting on it. */
+static int gate[2] = { -EBADF, -EBADF };
+
 static int teardown(void **state) {
         Store *s = *state;
         if (!s)
                 return 0;
+        gate[1] = safe_close(gate[1]);
         /* The lanes' ro mounts, then everything. */
         for (unsigned k = 0; k < 3; k++) {
                 char ro[4096];
@@ -88,8 +98,11 @@ static void update(Store *s, GenLane *l, SnapshotSummary *sum) {
         TfwError e = {};
         if (gen_lane_update(l, s->fd, 2, s->f->ws, GFX_COPY_UID, &lim, sum, &e) < 0)
                 fail_msg("update of lane %u: %s", l->number, e.message);
-        /* As exec_run does once the generation is ready to bind. */
+        /* As exec_run does once the generation is ready to bind; the index is written by the
+         * time the job has run. */
         gen_lane_mirror(l, s->fd, 2);
+        if (gen_lane_index_wait(l, &e) < 0)
+                fail_msg("index of lane %u: %s", l->number, e.message);
 }
 
 static void stat_at(const Store *s, unsigned lane, const char *name, struct stat *st) {
@@ -621,6 +634,58 @@ static void test_mirror_removed_at_start(void **state) {
         assert_false(exists_at(s, "lane-0/index"));
 }
 
+/* Can the update lock of lane k be had shared now (a seed's test)? */
+static bool update_lock_free(Store *s, unsigned k) {
+        char p[4096];
+        snprintf(p, sizeof(p), "%s/lane-%u/update.lock", s->path, k);
+        _cleanup_close_ int fd = open(p, O_RDWR | O_CLOEXEC);
+        assert_true(fd >= 0);
+        return flock(fd, LOCK_SH | LOCK_NB) == 0;
+}
+
+/* The index is written beside the job (index-saver.h): held back by the test's gate, the lane
+ * has no index and its update lock stays held past the mirror step, so no seed copies a tree
+ * without its index; once written, the index is the walk's and the lock is let go by the thread
+ * itself. */
+static void test_index_written_beside_the_job(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum;
+        SnapshotLimits lim = gfx_limits();
+        TfwError e = {};
+        two_files(s);
+        assert_int_equal(pipe2(gate, O_CLOEXEC), 0);
+        index_saver_test_gate_fd = gate[0];
+        _cleanup_(gen_lane_releasep) GenLane *l0 = acquire(s);
+        assert_int_equal(gen_lane_update(l0, s->fd, 2, s->f->ws, GFX_COPY_UID, &lim, &sum, &e), 0);
+        gen_lane_mirror(l0, s->fd, 2); /* no lane waits: no copy */
+        assert_int_equal(l0->mirrored_for, -1);
+        assert_false(exists_at(s, "lane-0/index"));
+        assert_false(update_lock_free(s, 0));
+        /* A lane made now is not seeded from lane 0's tree, which has no index yet. */
+        {
+                _cleanup_(gen_lane_releasep) GenLane *l1 = acquire(s);
+                bool busy = false;
+                assert_int_equal(gen_lane_seed_ahead(l1, s->fd, 2, &busy, &e), 0);
+                assert_true(busy);
+        }
+        assert_int_equal(write(gate[1], "x", 1), 1);
+        assert_int_equal(gen_lane_index_wait(l0, &e), 0);
+        index_saver_test_gate_fd = -1;
+        gate[0] = safe_close(gate[0]);
+        gate[1] = safe_close(gate[1]);
+        assert_true(exists_at(s, "lane-0/index"));
+        assert_true(update_lock_free(s, 0));
+        GenIndex *x = NULL;
+        char lane[4096];
+        snprintf(lane, sizeof(lane), "%s/lane-0", s->path);
+        _cleanup_close_ int lfd = open(lane, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_int_equal(gen_index_load(lfd, GEN_LANE_INDEX, 100000, &x, &e), 0);
+        assert_int_equal(x->entries, sum.entries);
+        gen_index_free(x);
+}
+
 #define T(t) cmocka_unit_test_setup_teardown(t, setup, teardown)
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
@@ -637,6 +702,7 @@ int main(void) {
                 T(test_seed_ahead),
                 T(test_seed_ahead_alone),
                 T(test_load_ahead),
+                T(test_index_written_beside_the_job),
                 T(test_shared_lanes_checked_at_start),
                 T(test_mirror_taken_by_the_waiting_lane),
                 T(test_mirror_only_for_a_waiting_lane),
