@@ -47,6 +47,9 @@
 typedef struct Conn {
         Proxy *proxy;
         int stream, upstream;
+        /* --stream-carries socket: the stream that brought the job's socket (then in stream),
+         * held until the connection ends, when closing it tells init so; else -EBADF. */
+        int link;
         usec_t start, deadline;   /* the first byte; start + --max-seconds */
 
         char head[EGRESS_HEAD_MAX];
@@ -71,6 +74,7 @@ static void conn_freep(Conn **cp) {
                 return;
         safe_close(c->stream);
         safe_close(c->upstream);
+        safe_close(c->link);
         egress_request_done(&c->req);
         free(c);
 }
@@ -158,6 +162,95 @@ static bool host_literal(const char *host, uint16_t port, struct sockaddr_storag
                 return false;
         *ret = ss;
         return true;
+}
+
+/* Is fd a TCP socket, connected or not, but not listening? */
+static bool is_tcp_socket(int fd) {
+        int v = 0;
+        socklen_t l = sizeof v;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || (v != AF_INET && v != AF_INET6))
+                return false;
+        l = sizeof v;
+        if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_TCP)
+                return false;
+        l = sizeof v;
+        return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v == 0;
+}
+
+/* The fds of a received message's SCM_RIGHTS: exactly one is returned in *ret (else -1); every
+ * other one is closed. false when there was not exactly one or the control data was cut. */
+static bool take_one_fd(struct msghdr *m, int *ret) {
+        int n = 0;
+
+        *ret = -1;
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+                if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+                        if (n++ == 0)
+                                *ret = fd;
+                        else
+                                safe_close(fd);
+                }
+        }
+        if (n == 1 && !(m->msg_flags & MSG_CTRUNC))
+                return true;
+        *ret = safe_close(*ret);
+        return false;
+}
+
+/* --stream-carries socket: the job's connection itself, as the stream's first message (one
+ * byte, one fd), under the head's deadline. What is attached comes from the sandbox: anything
+ * but a TCP socket is refused and closed. A TCP socket of the job's gives the proxy nothing the
+ * job could not do with it itself: the proxy only reads the request from it and writes back
+ * what it relays, under the same allowlist and budgets as bytes on a stream. */
+static int conn_take_socket(Conn *c) {
+        usec_t deadline = MIN(c->start + c->proxy->head_usec, c->deadline);
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u;
+        char byte;
+        int fd;
+
+        for (;;) {
+                int r = conn_wait(c, c->stream, POLLIN, deadline);
+                if (r == -ECANCELED)
+                        return refuse(c, "stopped", "the capsule ended before it passed a connection");
+                if (r == 0)
+                        return refuse(c, "head_timeout", "no connection passed within %" PRIu64 " s",
+                                      c->proxy->head_usec / USEC_PER_SEC);
+                if (r < 0)
+                        return refuse(c, "no_request", "poll: %s", errno_text(-r));
+                struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+                struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                                    .msg_controllen = sizeof u.buf };
+                ssize_t k = recvmsg(c->stream, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                if (k < 0)
+                        return refuse(c, "no_request", "reading the stream: %s", errno_text(errno));
+                bool one = take_one_fd(&m, &fd);
+                if (k == 0 && !one)
+                        return refuse(c, "no_request", "the stream ended before it passed a connection");
+                if (!one || !is_tcp_socket(fd)) {
+                        safe_close(fd);
+                        return refuse(c, "no_request", "the stream passed no TCP socket");
+                }
+                break;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                safe_close(fd);
+                return refuse(c, "no_request", "the passed socket: %s", errno_text(errno));
+        }
+        c->link = c->stream;
+        c->stream = fd;
+        return 0;
 }
 
 /* Read until the parser has a whole head. The parser runs only once the head's terminator may
@@ -708,7 +801,9 @@ static int conn_tunnel(Conn *c) {
 }
 
 static int conn_run(Conn *c) {
-        int r = conn_read_head(c);
+        int r = c->proxy->take_sockets ? conn_take_socket(c) : 0;
+        if (r >= 0)
+                r = conn_read_head(c);
         if (r >= 0)
                 r = conn_check_allowed(c);
         if (r >= 0)
@@ -754,11 +849,13 @@ void conn_serve(Proxy *p, int fd, usec_t start) {
         c->proxy = p;
         c->stream = fd;
         c->upstream = -EBADF;
+        c->link = -EBADF;
         c->start = start;
         c->deadline = start + p->max_usec;
         (void) conn_run(c);
         /* Both ends see the close before the record is written. */
         c->stream = safe_close(c->stream);
         c->upstream = safe_close(c->upstream);
+        c->link = safe_close(c->link);
         conn_record(c);
 }

@@ -63,6 +63,9 @@ typedef struct Proxy {
         unsigned n_streams;
         uint64_t max_upload, max_download;
         usec_t idle_usec, max_usec, head_usec;
+        /* --stream-carries socket: each stream brings the job's own connection as an fd
+         * (conn.c, conn_take_socket) instead of its bytes. */
+        bool take_sockets;
         EgressAllow *allow;
         size_t n_allow;
 
