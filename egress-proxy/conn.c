@@ -444,7 +444,7 @@ static int connect_one(Conn *c, const struct sockaddr_storage *ss) {
                 return -errno;
         /* Fixed buffers: the kernel's autotuning would let an upstream that sends to a job which
          * does not read queue megabytes per connection on the host. */
-        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int) { PROXY_UPSTREAM_RCVBUF }, sizeof(int));
         (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
         if (connect(fd, (const struct sockaddr *) ss, len) < 0) {
                 if (errno != EINPROGRESS && errno != EINTR)
@@ -559,6 +559,7 @@ typedef struct Flow {
         char *buf;
         int pipe[2];     /* -1: the flow uses buf */
         bool pipe_full;  /* the pipe took no more (its slots, not its bytes): wait for a write */
+        size_t size;     /* what buf or the pipe holds at most */
         size_t start, end;
         bool eof;    /* from has ended: nothing more will come */
         bool shut;   /* to was shut down for writing after the last byte */
@@ -570,23 +571,30 @@ typedef struct Flow {
 } Flow;
 
 static short flow_in(const Flow *f) {
-        return !f->eof && !f->dead && !f->pipe_full && f->end < PROXY_RELAY_BUFFER ? POLLIN : 0;
+        return !f->eof && !f->dead && !f->pipe_full && f->end < f->size ? POLLIN : 0;
 }
 
-/* The download's bytes go through a pipe of PROXY_RELAY_BUFFER, upstream to pipe to stream,
- * both non-blocking: what the proxy holds stays bounded as with the buffer (issue 48: 100 MB
- * through the proxy, where the two copies were most of its cost). Where the pipe cannot be made
- * that size the flow keeps its buffer. */
+/* The download's bytes go through a pipe of PROXY_DOWN_PIPE (or, where the user's pipe pages
+ * are short, PROXY_RELAY_BUFFER), upstream to pipe to stream, both non-blocking: what the
+ * proxy holds stays bounded by the pipe's size (issue 48: 100 MB through the proxy, where the
+ * two copies were most of its cost). Where no such pipe can be had the flow keeps its buffer. */
 static void flow_pipe_open(Flow *f) {
         f->pipe[0] = f->pipe[1] = -1;
         if (pipe2(f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return;
-        if (fcntl(f->pipe[1], F_SETPIPE_SZ, PROXY_RELAY_BUFFER) != PROXY_RELAY_BUFFER ||
-            fcntl(f->to, F_SETFL, fcntl(f->to, F_GETFL) | O_NONBLOCK) < 0) {
+        size_t size = PROXY_DOWN_PIPE;
+        if (fcntl(f->pipe[1], F_SETPIPE_SZ, (int) size) != (int) size) {
+                size = PROXY_RELAY_BUFFER;
+                if (fcntl(f->pipe[1], F_SETPIPE_SZ, (int) size) != (int) size)
+                        size = 0;
+        }
+        if (size == 0 || fcntl(f->to, F_SETFL, fcntl(f->to, F_GETFL) | O_NONBLOCK) < 0) {
                 close(f->pipe[0]);
                 close(f->pipe[1]);
                 f->pipe[0] = f->pipe[1] = -1;
+                return;
         }
+        f->size = size;
 }
 
 static void flow_pipe_close(Flow *f) {
@@ -598,7 +606,7 @@ static void flow_pipe_close(Flow *f) {
 
 /* recv or send of the flow's bytes: into buf or the pipe, out of buf or the pipe. */
 static ssize_t flow_in_bytes(Flow *f) {
-        size_t room = PROXY_RELAY_BUFFER - f->end;
+        size_t room = f->size - f->end;
         if (f->pipe[0] < 0)
                 return recv(f->from, f->buf + f->end, room, MSG_DONTWAIT);
         ssize_t k = splice(f->from, NULL, f->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -624,7 +632,7 @@ static short flow_out(const Flow *f) {
 static void flow_settle(Flow *f) {
         if (f->start == f->end)
                 f->start = f->end = 0;
-        else if (f->end == PROXY_RELAY_BUFFER && f->start > 0) {
+        else if (f->end == f->size && f->start > 0) {
                 if (f->pipe[0] < 0)
                         memmove(f->buf, f->buf + f->start, f->end - f->start);
                 f->end -= f->start;
@@ -766,12 +774,14 @@ static int conn_tunnel(Conn *c) {
                 return cut(c, "io_error", "out of memory");
         Flow up = {
                 .from = c->stream, .to = c->upstream, .from_name = "the stream", .to_name = "the upstream",
-                .buf = up_buf, .pipe = { -1, -1 }, .budget = &p->upload_left, .budget_size = p->max_upload,
+                .buf = up_buf, .pipe = { -1, -1 }, .size = PROXY_RELAY_BUFFER, .budget = &p->upload_left,
+                .budget_size = p->max_upload,
                 .limit_word = "upload_limit", .budget_name = "upload", .count = &c->bytes_up,
         };
         Flow down = {
                 .from = c->upstream, .to = c->stream, .from_name = "the upstream", .to_name = "the stream",
-                .buf = down_buf, .budget = &p->download_left, .budget_size = p->max_download,
+                .buf = down_buf, .size = PROXY_RELAY_BUFFER, .budget = &p->download_left,
+                .budget_size = p->max_download,
                 .limit_word = "download_limit", .budget_name = "download", .count = &c->bytes_down,
         };
         /* Both fit: the rewritten head is at most the head plus a Host line, the leftover what
