@@ -4,8 +4,8 @@
  * docs/capsule.md for the channels and why the job can neither forge the artifact stream nor
  * the status.
  *
- *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress] -- ARGV...
- *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress] --warm
+ *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress|--egress-pass] -- ARGV...
+ *   tentaflake-capsule-init [--landlock] [--layer=UID:GID] [--egress|--egress-pass] --warm
  *                                                  (started ahead: the job record comes on stdin)
  *   tentaflake-capsule-init --egress-probe ...     (doctor's probe, run as a job: egress-probe.c)
  *
@@ -17,7 +17,7 @@
  *    without the host's ownership; files 0644 or 0755, directories 0755, symlinks recreated
  *    as symlinks); then put /dev/null on stdin;
  *    with --egress, listen on the proxy's loopback port and relay to the worker's proxy
- *    (egress-relay.c);
+ *    (egress-relay.c); with --egress-pass, hand each connection to the proxy instead;
  * 3. run ARGV in /work (PATH lookup, no shell) with stdin /dev/null and stdout+stderr on a pipe
  *    that init relays to its own stderr (the log channel), in batches (relay_pause); with
  *    --landlock, under a Landlock ruleset taken just before (landlock.c), or not at all;
@@ -926,14 +926,15 @@ int main(int argc, char **argv) {
                 return CAPSULE_EXIT_INIT_FAILED;
         }
 
-        bool egress = argc >= 2 && streq(argv[1], CAPSULE_EGRESS_ARG);
+        bool egress_pass = argc >= 2 && streq(argv[1], CAPSULE_EGRESS_PASS_ARG);
+        bool egress = egress_pass || (argc >= 2 && streq(argv[1], CAPSULE_EGRESS_ARG));
         if (egress) {
                 argv++;
                 argc--;
         }
         bool warm = argc == 2 && streq(argv[1], CAPSULE_WARM_ARG);
         if (!warm && (argc < 3 || !streq(argv[1], "--"))) {
-                say("usage: " PROG " [" CAPSULE_LANDLOCK_ARG "] [" CAPSULE_LAYER_ARG "UID:GID] [" CAPSULE_EGRESS_ARG "] -- ARGV... | ... " CAPSULE_WARM_ARG);
+                say("usage: " PROG " [" CAPSULE_LANDLOCK_ARG "] [" CAPSULE_LAYER_ARG "UID:GID] [" CAPSULE_EGRESS_ARG "|" CAPSULE_EGRESS_PASS_ARG "] -- ARGV... | ... " CAPSULE_WARM_ARG);
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         r = read_secret();
@@ -966,7 +967,7 @@ int main(int argc, char **argv) {
                 o.init_error = CAPSULE_INIT_ERROR_CWD;
                 o.error = -r;
                 exit_code = CAPSULE_EXIT_INIT_FAILED;
-        } else if (egress && (r = egress_relay_start()) < 0) {
+        } else if (egress && (r = egress_relay_start(egress_pass)) < 0) {
                 say("cannot start the egress relay on 127.0.0.1:%d: %s", CAPSULE_EGRESS_PORT, strerror(-r));
                 o.init_error = CAPSULE_INIT_ERROR_EGRESS;
                 o.error = -r;

@@ -8,7 +8,14 @@
  * the capsule's own memory, and each gets its turn (in order) when one ends: so the host holds
  * the buffers of that many connections at most. The relay decides
  * nothing: what may leave is the proxy's call, on the host. The job shares init's uid and could
- * take a stream itself through /proc/1/fd; that only spends its own connections. */
+ * take a stream itself through /proc/1/fd; that only spends its own connections.
+ *
+ * Passing (CAPSULE_EGRESS_PASS_ARG, runc): a connection whose turn comes is not relayed but
+ * handed over: its socket goes to the proxy over the stream (one byte, SCM_RIGHTS) and init
+ * closes its copy, so the bytes go from the proxy to the job's socket with no copy, wake-up or
+ * thread of init's between (issue 48: under runc this relay took as much CPU as the proxy). The
+ * connection stays live here until the proxy closes the stream, which it does when the
+ * connection ends: the bound on live connections holds as when relaying. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -44,8 +51,8 @@ typedef struct Dir {
 } Dir;
 
 typedef struct Pair {
-        int tcp, stream; /* -1: free slot */
-        bool live;       /* relayed now; false: accepted, waiting for its turn */
+        int tcp, stream; /* stream -1: free slot; tcp -1 once passed to the proxy */
+        bool live;       /* relayed (or passed) now; false: accepted, waiting for its turn */
         Dir up, down;    /* up: tcp -> stream; down: stream -> tcp */
 } Pair;
 
@@ -56,6 +63,7 @@ static pthread_mutex_t say_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool quiet;
 static unsigned next_stream;
 static bool accept_paused; /* out of fds: the listener waits until a connection ends */
+static bool pass;          /* CAPSULE_EGRESS_PASS_ARG: connections are passed, not relayed */
 static unsigned n_live;
 static Pair pairs[CAPSULE_EGRESS_STREAMS];
 
@@ -63,7 +71,8 @@ static void pair_close(Pair *p) {
         accept_paused = false;
         if (p->live)
                 n_live--;
-        close(p->tcp);
+        if (p->tcp >= 0)
+                close(p->tcp);
         close(p->stream);
         free(p->up.buf);
         free(p->down.buf);
@@ -71,7 +80,30 @@ static void pair_close(Pair *p) {
                 close(p->down.pipe[0]);
                 close(p->down.pipe[1]);
         }
-        *p = (Pair) { .tcp = -1, .stream = -1 };
+        *p = (Pair) { .tcp = -1, .stream = -1, .down.pipe = { -1, -1 } };
+}
+
+/* The connection's socket to the proxy over its stream, and init's copy closed: from now on the
+ * stream only tells when the proxy is done with it. The stream is new and empty: the one byte
+ * goes at once or not at all. */
+static int pass_socket(Pair *p) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct iovec iov = { .iov_base = (char[]) { 'c' }, .iov_len = 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &p->tcp, sizeof(int));
+        if (sendmsg(p->stream, &m, MSG_DONTWAIT | MSG_NOSIGNAL) != 1)
+                return -errno;
+        close(p->tcp);
+        p->tcp = -1;
+        return 0;
 }
 
 /* The download's pipe, d->size bytes (its fds non-blocking and close-on-exec); false: none. */
@@ -91,8 +123,15 @@ static bool dir_pipe(Dir *d) {
 static void promote(void) {
         for (size_t i = 0; i < ELEMENTSOF(pairs) && n_live < CAPSULE_EGRESS_LIVE_MAX; i++) {
                 Pair *p = &pairs[i];
-                if (p->tcp < 0 || p->live)
+                if (p->stream < 0 || p->live)
                         continue;
+                if (pass) {
+                        p->live = true;
+                        n_live++;
+                        if (pass_socket(p) < 0)
+                                pair_close(p);
+                        continue;
+                }
                 p->up = (Dir) { .buf = malloc(RELAY_UP_BUF), .pipe = { -1, -1 }, .size = RELAY_UP_BUF };
                 p->down = (Dir) { .size = RELAY_DOWN_BUF };
                 p->live = true;
@@ -145,7 +184,7 @@ static void accept_one(void) {
         }
         Pair *p = NULL;
         for (size_t i = 0; i < ELEMENTSOF(pairs) && !p; i++)
-                if (pairs[i].tcp < 0)
+                if (pairs[i].stream < 0)
                         p = &pairs[i];
         if (next_stream >= CAPSULE_EGRESS_STREAMS || !p) {
                 close(c);
@@ -158,7 +197,7 @@ static void accept_one(void) {
                 return;
         }
         /* The stream is this connection's from now on; it is relayed when its turn comes. */
-        *p = (Pair) { .tcp = c, .stream = CAPSULE_EGRESS_FD_BASE + (int) next_stream++ };
+        *p = (Pair) { .tcp = c, .stream = CAPSULE_EGRESS_FD_BASE + (int) next_stream++, .down.pipe = { -1, -1 } };
         promote();
 }
 
@@ -172,16 +211,20 @@ static void *relay_main(void *arg) {
                 for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
                         Pair *p = &pairs[i];
                         short te = 0, se = 0;
-                        if (p->tcp < 0 || !p->live)
+                        if (p->stream < 0 || !p->live)
                                 continue;
-                        if (p->up.off == p->up.len && !p->up.eof)
-                                te |= POLLIN;
-                        if (p->up.off < p->up.len)
-                                se |= POLLOUT;
-                        if (p->down.off == p->down.len && !p->down.eof)
-                                se |= POLLIN;
-                        if (p->down.off < p->down.len)
-                                te |= POLLOUT;
+                        if (pass) {
+                                se = POLLIN;   /* the proxy's close: the connection has ended */
+                        } else {
+                                if (p->up.off == p->up.len && !p->up.eof)
+                                        te |= POLLIN;
+                                if (p->up.off < p->up.len)
+                                        se |= POLLOUT;
+                                if (p->down.off == p->down.len && !p->down.eof)
+                                        se |= POLLIN;
+                                if (p->down.off < p->down.len)
+                                        te |= POLLOUT;
+                        }
                         /* A side nothing is waited for is left out: a hang-up there would be
                          * reported on every round while the other side drains. */
                         at[i] = n;
@@ -196,10 +239,10 @@ static void *relay_main(void *arg) {
                         accept_paused = false;
                 for (size_t i = 0; i < ELEMENTSOF(pairs); i++) {
                         Pair *p = &pairs[i];
-                        if (p->tcp < 0 || !p->live || !(pfd[at[i]].revents | pfd[at[i] + 1].revents))
+                        if (p->stream < 0 || !p->live || !(pfd[at[i]].revents | pfd[at[i] + 1].revents))
                                 continue;
                         bool dead = (pfd[at[i]].revents | pfd[at[i] + 1].revents) & (POLLERR | POLLNVAL);
-                        if (dead || !dir_pump(&p->up, p->tcp, p->stream) || !dir_pump(&p->down, p->stream, p->tcp) ||
+                        if (dead || pass || !dir_pump(&p->up, p->tcp, p->stream) || !dir_pump(&p->down, p->stream, p->tcp) ||
                             (p->up.shut && p->down.shut))
                                 pair_close(p);
                 }
@@ -217,7 +260,7 @@ void egress_relay_quiet(void) {
         pthread_mutex_unlock(&say_lock);
 }
 
-int egress_relay_start(void) {
+int egress_relay_start(bool pass_sockets) {
         struct sockaddr_in a = {
                 .sin_family = AF_INET,
                 .sin_port = htons(CAPSULE_EGRESS_PORT),
@@ -225,8 +268,9 @@ int egress_relay_start(void) {
         };
         int one = 1, r;
 
+        pass = pass_sockets;
         for (size_t i = 0; i < ELEMENTSOF(pairs); i++)
-                pairs[i] = (Pair) { .tcp = -1, .stream = -1 };
+                pairs[i] = (Pair) { .tcp = -1, .stream = -1, .down.pipe = { -1, -1 } };
         /* The streams must all be there; the job never inherits them (spawn_job closes from 3). */
         for (int i = 0; i < CAPSULE_EGRESS_STREAMS; i++) {
                 int fd = CAPSULE_EGRESS_FD_BASE + i, fl = fcntl(fd, F_GETFL);

@@ -73,9 +73,10 @@ int open_work_dir(const char *path);
 int layer_mount(void);
 
 /* Egress (capsule/protocol.h, CAPSULE_EGRESS_*): listen on 127.0.0.1:CAPSULE_EGRESS_PORT and
- * relay each connection over the next unused stream, on a thread of its own (egress-relay.c).
- * Called once, before the job starts. */
-int egress_relay_start(void);
+ * relay each connection over the next unused stream, on a thread of its own (egress-relay.c);
+ * pass (CAPSULE_EGRESS_PASS_ARG): pass the connection's socket over it instead. Called once,
+ * before the job starts. */
+int egress_relay_start(bool pass);
 /* From now on the relay writes nothing to the log channel (before the status trailer). */
 void egress_relay_quiet(void);
 

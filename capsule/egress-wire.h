@@ -14,10 +14,15 @@
  *
  *   tentaflake-egress-proxy --uid UID --gid GID --records-fd FD --streams FIRST:COUNT
  *       --max-upload BYTES --max-download BYTES --idle-seconds N --max-seconds N
- *       [--head-seconds N] [--allow ENTRY]...
+ *       [--head-seconds N] [--stream-carries bytes|socket] [--allow ENTRY]...
  *
  *   --streams     fds FIRST..FIRST+COUNT-1 are the proxy's ends of the capsule's streams
  *                 (capsule/protocol.h, CAPSULE_EGRESS_*): each carries at most one connection
+ *   --stream-carries  bytes (the default, runsc): a stream carries the connection's bytes;
+ *                 socket (runc, where the capsule's sockets are the host kernel's): its first
+ *                 and only message is one byte with the job's TCP socket attached
+ *                 (CAPSULE_EGRESS_PASS_ARG), which the proxy then reads and writes itself; a
+ *                 stream that brings anything else is refused ("no_request")
  *   --records-fd  where the proxy writes its lines (below); the only fd it writes to but the
  *                 streams and the sockets it opens
  *   --allow       a network.allow entry (parser/egress-allow.h); none: every request refused
@@ -56,7 +61,8 @@
 
 /* Why a refused connection was refused (verdict "refused"). */
 #define EGRESS_REFUSED_WORDS                                                                       \
-        "no_request",        /* the stream ended before a whole request head */                 \
+        "no_request",        /* the stream ended before a whole request head (or brought no   \
+                              * TCP socket, --stream-carries socket) */                       \
         "head_timeout",      /* no whole head within EGRESS_HEAD_SECONDS */                      \
         "bad_request",       /* the head parser refused it (detail: why) */                      \
         "not_allowed",       /* host:port is not on network.allow */                             \

@@ -79,7 +79,8 @@ typedef struct ProxyArgs {
         char num[8][32];
 } ProxyArgs;
 
-static void proxy_args(ProxyArgs *a, const char *path, const Config *c, uint64_t max_seconds, uid_t id) {
+static void proxy_args(ProxyArgs *a, const char *path, const Config *c, uint64_t max_seconds, uid_t id,
+                       bool take_sockets) {
         size_t n = 0;
         snprintf(a->num[0], sizeof(a->num[0]), "%u", (unsigned) id);
         snprintf(a->num[1], sizeof(a->num[1]), "%u", (unsigned) id);
@@ -95,6 +96,10 @@ static void proxy_args(ProxyArgs *a, const char *path, const Config *c, uint64_t
         for (size_t i = 0; i < ELEMENTSOF(flags); i++) {
                 a->v[n++] = (char *) flags[i];
                 a->v[n++] = a->num[i];
+        }
+        if (take_sockets) {
+                a->v[n++] = (char *) "--stream-carries";
+                a->v[n++] = (char *) "socket";
         }
         for (size_t i = 0; i < c->network.n_allow; i++) {
                 a->v[n++] = (char *) "--allow";
@@ -160,8 +165,8 @@ static int await_ready(int fd, char *why, size_t size) {
  * is started again on them), waited for until it is ready. 0; or a negative errno with e filled,
  * the proxy reaped and its id released, and *ret_id_in_use when it refused because some process
  * it can see has that id (EGRESS_EXIT_ID_IN_USE). */
-static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, uint64_t max_seconds, int null_fd,
-                       const int *outside, bool *ret_id_in_use, TfwError *e) {
+static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, uint64_t max_seconds,
+                       bool take_sockets, int null_fd, const int *outside, bool *ret_id_in_use, TfwError *e) {
         int rec[2] = { -EBADF, -EBADF }, st = 0;
         char why[300];
         ProxyArgs a;
@@ -177,7 +182,7 @@ static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, u
         }
         /* Every record fits, so the proxy never waits on a worker that reads them at the end. */
         (void) fcntl(rec[0], F_SETPIPE_SZ, RECORDS_MAX);
-        proxy_args(&a, path, config, max_seconds, p->id.uid);
+        proxy_args(&a, path, config, max_seconds, p->id.uid, take_sockets);
         r = safe_fork(FORK_DEATHSIG, &p->pid);
         if (r < 0) {
                 safe_close(rec[0]);
@@ -202,7 +207,7 @@ static int proxy_spawn(EgressProxy *p, const char *path, const Config *config, u
         return tfw_error(e, -r, "capsule_setup", "egress proxy '%s': %s", path, why);
 }
 
-int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e) {
+int egress_proxy_start(const Config *config, uint64_t max_seconds, bool take_sockets, EgressProxy *p, TfwError *e) {
         int outside[CAPSULE_EGRESS_STREAMS];
         _cleanup_close_ int null_fd = -EBADF;
         char path[PATH_MAX];
@@ -235,7 +240,7 @@ int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *
                 p->inside[i] = sp[1];
         }
         for (int attempt = 1;; attempt++) {
-                r = proxy_spawn(p, path, config, max_seconds, null_fd, outside, &in_use, e);
+                r = proxy_spawn(p, path, config, max_seconds, take_sockets, null_fd, outside, &in_use, e);
                 if (r >= 0 || !in_use)
                         break;
                 if (attempt == EGRESS_START_TRIES) {

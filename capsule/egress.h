@@ -61,10 +61,12 @@ void egress_proxy_init(EgressProxy *p);
  * with them and the allowlist, waited for until it said it is ready. By then it runs as an id of
  * its own (egress_id_take: no other proxy's, no user's or group's) and has checked that no
  * process it can see has that id; when one does, it refuses and is started again on another id,
- * EGRESS_START_TRIES times in all. max_seconds bounds each connection. On success p->inside are
+ * EGRESS_START_TRIES times in all. max_seconds bounds each connection. take_sockets (a capsule
+ * on the host's kernel, whose init passes each connection's socket: capsule/protocol.h): the
+ * proxy is told so (--stream-carries socket). On success p->inside are
  * the capsule's ends, for runsc (--pass-fd); close them with egress_proxy_close_inside once it
  * runs. The proxy dies with the calling thread (PR_SET_PDEATHSIG). Error code "capsule_setup". */
-int egress_proxy_start(const Config *config, uint64_t max_seconds, EgressProxy *p, TfwError *e);
+int egress_proxy_start(const Config *config, uint64_t max_seconds, bool take_sockets, EgressProxy *p, TfwError *e);
 void egress_proxy_close_inside(EgressProxy *p);
 
 /* After the capsule has ended: the proxy waited for (EGRESS_END_USEC, then killed) and its id

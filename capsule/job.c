@@ -767,7 +767,7 @@ static int boot_capsule(const Config *config, const CapsuleDriver *driver, int s
          * sandbox exists (docs/egress.md). Each connection is bounded by the longest job. */
         if (capsule_config_egress(config)) {
                 TfwError ee = {};
-                r = egress_proxy_start(config, config->limits.max_timeout_seconds, &b->egress, &ee);
+                r = egress_proxy_start(config, config->limits.max_timeout_seconds, ops->host_kernel, &b->egress, &ee);
                 if (r < 0) {
                         boot_fail(res, "capsule_setup", "%s", ee.message);
                         return r;

@@ -174,7 +174,9 @@ static json_t *process_json(const CapsuleSpecParams *p) {
                 json_decref(args), args = NULL;
         if (args && layer && json_array_append_new(args, json_string(layer)) < 0)
                 json_decref(args), args = NULL;
-        if (args && egress && json_array_append_new(args, json_string(CAPSULE_EGRESS_ARG)) < 0)
+        /* On the host's kernel init hands each connection's socket to the proxy (protocol.h). */
+        if (args && egress &&
+            json_array_append_new(args, json_string(p->kernel ? CAPSULE_EGRESS_PASS_ARG : CAPSULE_EGRESS_ARG)) < 0)
                 json_decref(args), args = NULL;
         /* "--" ends init's own arguments; then the job's argv, never a shell. A warm capsule:
          * the job comes on the channel. */

@@ -237,8 +237,14 @@ static inline int capsule_stop_record_parse(const uint8_t rec[static CAPSULE_STO
  * listens on 127.0.0.1:CAPSULE_EGRESS_PORT before the job starts and relays each TCP connection
  * it accepts over the next unused stream, one connection a stream, so the number of connections
  * a job can open is bounded by construction. A stream carries the connection's bytes as they
- * are: its end of file (shutdown) is the connection's half-close. */
+ * are: its end of file (shutdown) is the connection's half-close. Started with
+ * CAPSULE_EGRESS_PASS_ARG instead (runc: the capsule's sockets are the host kernel's), init
+ * passes the accepted TCP socket itself over the stream, as one byte with the fd attached
+ * (SCM_RIGHTS), and closes its own copy: the proxy then reads and writes the job's connection
+ * directly (egress-wire.h, --stream-carries socket), no relay in between, and closes the stream
+ * when the connection has ended, which is init's sign to let the next waiting one go. */
 #define CAPSULE_EGRESS_ARG "--egress"
+#define CAPSULE_EGRESS_PASS_ARG "--egress-pass"
 #define CAPSULE_EGRESS_STREAMS 128   /* runsc passes its own fds and these in one SCM_RIGHTS
                                       * message of at most 253: measured, 230 still start */
 #define CAPSULE_EGRESS_FD_BASE 10

@@ -47,6 +47,9 @@
 typedef struct Conn {
         Proxy *proxy;
         int stream, upstream;
+        /* --stream-carries socket: the stream that brought the job's socket (then in stream),
+         * held until the connection ends, when closing it tells init so; else -EBADF. */
+        int link;
         usec_t start, deadline;   /* the first byte; start + --max-seconds */
 
         char head[EGRESS_HEAD_MAX];
@@ -71,6 +74,7 @@ static void conn_freep(Conn **cp) {
                 return;
         safe_close(c->stream);
         safe_close(c->upstream);
+        safe_close(c->link);
         egress_request_done(&c->req);
         free(c);
 }
@@ -158,6 +162,95 @@ static bool host_literal(const char *host, uint16_t port, struct sockaddr_storag
                 return false;
         *ret = ss;
         return true;
+}
+
+/* Is fd a TCP socket, connected or not, but not listening? */
+static bool is_tcp_socket(int fd) {
+        int v = 0;
+        socklen_t l = sizeof v;
+
+        if (getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &l) < 0 || (v != AF_INET && v != AF_INET6))
+                return false;
+        l = sizeof v;
+        if (getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0 || v != IPPROTO_TCP)
+                return false;
+        l = sizeof v;
+        return getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &v, &l) == 0 && v == 0;
+}
+
+/* The fds of a received message's SCM_RIGHTS: exactly one is returned in *ret (else -1); every
+ * other one is closed. false when there was not exactly one or the control data was cut. */
+static bool take_one_fd(struct msghdr *m, int *ret) {
+        int n = 0;
+
+        *ret = -1;
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(m); h; h = CMSG_NXTHDR(m, h)) {
+                if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < k; i++) {
+                        int fd;
+                        memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+                        if (n++ == 0)
+                                *ret = fd;
+                        else
+                                safe_close(fd);
+                }
+        }
+        if (n == 1 && !(m->msg_flags & MSG_CTRUNC))
+                return true;
+        *ret = safe_close(*ret);
+        return false;
+}
+
+/* --stream-carries socket: the job's connection itself, as the stream's first message (one
+ * byte, one fd), under the head's deadline. What is attached comes from the sandbox: anything
+ * but a TCP socket is refused and closed. A TCP socket of the job's gives the proxy nothing the
+ * job could not do with it itself: the proxy only reads the request from it and writes back
+ * what it relays, under the same allowlist and budgets as bytes on a stream. */
+static int conn_take_socket(Conn *c) {
+        usec_t deadline = MIN(c->start + c->proxy->head_usec, c->deadline);
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u;
+        char byte;
+        int fd;
+
+        for (;;) {
+                int r = conn_wait(c, c->stream, POLLIN, deadline);
+                if (r == -ECANCELED)
+                        return refuse(c, "stopped", "the capsule ended before it passed a connection");
+                if (r == 0)
+                        return refuse(c, "head_timeout", "no connection passed within %" PRIu64 " s",
+                                      c->proxy->head_usec / USEC_PER_SEC);
+                if (r < 0)
+                        return refuse(c, "no_request", "poll: %s", errno_text(-r));
+                struct iovec iov = { .iov_base = &byte, .iov_len = 1 };
+                struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+                                    .msg_controllen = sizeof u.buf };
+                ssize_t k = recvmsg(c->stream, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+                if (k < 0 && (errno == EAGAIN || errno == EINTR))
+                        continue;
+                if (k < 0)
+                        return refuse(c, "no_request", "reading the stream: %s", errno_text(errno));
+                bool one = take_one_fd(&m, &fd);
+                if (k == 0 && !one)
+                        return refuse(c, "no_request", "the stream ended before it passed a connection");
+                if (!one || !is_tcp_socket(fd)) {
+                        safe_close(fd);
+                        return refuse(c, "no_request", "the stream passed no TCP socket");
+                }
+                break;
+        }
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+                safe_close(fd);
+                return refuse(c, "no_request", "the passed socket: %s", errno_text(errno));
+        }
+        c->link = c->stream;
+        c->stream = fd;
+        return 0;
 }
 
 /* Read until the parser has a whole head. The parser runs only once the head's terminator may
@@ -351,7 +444,7 @@ static int connect_one(Conn *c, const struct sockaddr_storage *ss) {
                 return -errno;
         /* Fixed buffers: the kernel's autotuning would let an upstream that sends to a job which
          * does not read queue megabytes per connection on the host. */
-        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
+        (void) setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &(int) { PROXY_UPSTREAM_RCVBUF }, sizeof(int));
         (void) setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &(int) { PROXY_UPSTREAM_BUFFER }, sizeof(int));
         if (connect(fd, (const struct sockaddr *) ss, len) < 0) {
                 if (errno != EINPROGRESS && errno != EINTR)
@@ -466,6 +559,7 @@ typedef struct Flow {
         char *buf;
         int pipe[2];     /* -1: the flow uses buf */
         bool pipe_full;  /* the pipe took no more (its slots, not its bytes): wait for a write */
+        size_t size;     /* what buf or the pipe holds at most */
         size_t start, end;
         bool eof;    /* from has ended: nothing more will come */
         bool shut;   /* to was shut down for writing after the last byte */
@@ -477,23 +571,30 @@ typedef struct Flow {
 } Flow;
 
 static short flow_in(const Flow *f) {
-        return !f->eof && !f->dead && !f->pipe_full && f->end < PROXY_RELAY_BUFFER ? POLLIN : 0;
+        return !f->eof && !f->dead && !f->pipe_full && f->end < f->size ? POLLIN : 0;
 }
 
-/* The download's bytes go through a pipe of PROXY_RELAY_BUFFER, upstream to pipe to stream,
- * both non-blocking: what the proxy holds stays bounded as with the buffer (issue 48: 100 MB
- * through the proxy, where the two copies were most of its cost). Where the pipe cannot be made
- * that size the flow keeps its buffer. */
+/* The download's bytes go through a pipe of PROXY_DOWN_PIPE (or, where the user's pipe pages
+ * are short, PROXY_RELAY_BUFFER), upstream to pipe to stream, both non-blocking: what the
+ * proxy holds stays bounded by the pipe's size (issue 48: 100 MB through the proxy, where the
+ * two copies were most of its cost). Where no such pipe can be had the flow keeps its buffer. */
 static void flow_pipe_open(Flow *f) {
         f->pipe[0] = f->pipe[1] = -1;
         if (pipe2(f->pipe, O_CLOEXEC | O_NONBLOCK) < 0)
                 return;
-        if (fcntl(f->pipe[1], F_SETPIPE_SZ, PROXY_RELAY_BUFFER) != PROXY_RELAY_BUFFER ||
-            fcntl(f->to, F_SETFL, fcntl(f->to, F_GETFL) | O_NONBLOCK) < 0) {
+        size_t size = PROXY_DOWN_PIPE;
+        if (fcntl(f->pipe[1], F_SETPIPE_SZ, (int) size) != (int) size) {
+                size = PROXY_RELAY_BUFFER;
+                if (fcntl(f->pipe[1], F_SETPIPE_SZ, (int) size) != (int) size)
+                        size = 0;
+        }
+        if (size == 0 || fcntl(f->to, F_SETFL, fcntl(f->to, F_GETFL) | O_NONBLOCK) < 0) {
                 close(f->pipe[0]);
                 close(f->pipe[1]);
                 f->pipe[0] = f->pipe[1] = -1;
+                return;
         }
+        f->size = size;
 }
 
 static void flow_pipe_close(Flow *f) {
@@ -505,7 +606,7 @@ static void flow_pipe_close(Flow *f) {
 
 /* recv or send of the flow's bytes: into buf or the pipe, out of buf or the pipe. */
 static ssize_t flow_in_bytes(Flow *f) {
-        size_t room = PROXY_RELAY_BUFFER - f->end;
+        size_t room = f->size - f->end;
         if (f->pipe[0] < 0)
                 return recv(f->from, f->buf + f->end, room, MSG_DONTWAIT);
         ssize_t k = splice(f->from, NULL, f->pipe[1], NULL, room, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
@@ -531,7 +632,7 @@ static short flow_out(const Flow *f) {
 static void flow_settle(Flow *f) {
         if (f->start == f->end)
                 f->start = f->end = 0;
-        else if (f->end == PROXY_RELAY_BUFFER && f->start > 0) {
+        else if (f->end == f->size && f->start > 0) {
                 if (f->pipe[0] < 0)
                         memmove(f->buf, f->buf + f->start, f->end - f->start);
                 f->end -= f->start;
@@ -673,12 +774,14 @@ static int conn_tunnel(Conn *c) {
                 return cut(c, "io_error", "out of memory");
         Flow up = {
                 .from = c->stream, .to = c->upstream, .from_name = "the stream", .to_name = "the upstream",
-                .buf = up_buf, .pipe = { -1, -1 }, .budget = &p->upload_left, .budget_size = p->max_upload,
+                .buf = up_buf, .pipe = { -1, -1 }, .size = PROXY_RELAY_BUFFER, .budget = &p->upload_left,
+                .budget_size = p->max_upload,
                 .limit_word = "upload_limit", .budget_name = "upload", .count = &c->bytes_up,
         };
         Flow down = {
                 .from = c->upstream, .to = c->stream, .from_name = "the upstream", .to_name = "the stream",
-                .buf = down_buf, .budget = &p->download_left, .budget_size = p->max_download,
+                .buf = down_buf, .size = PROXY_RELAY_BUFFER, .budget = &p->download_left,
+                .budget_size = p->max_download,
                 .limit_word = "download_limit", .budget_name = "download", .count = &c->bytes_down,
         };
         /* Both fit: the rewritten head is at most the head plus a Host line, the leftover what
@@ -708,7 +811,9 @@ static int conn_tunnel(Conn *c) {
 }
 
 static int conn_run(Conn *c) {
-        int r = conn_read_head(c);
+        int r = c->proxy->take_sockets ? conn_take_socket(c) : 0;
+        if (r >= 0)
+                r = conn_read_head(c);
         if (r >= 0)
                 r = conn_check_allowed(c);
         if (r >= 0)
@@ -754,11 +859,13 @@ void conn_serve(Proxy *p, int fd, usec_t start) {
         c->proxy = p;
         c->stream = fd;
         c->upstream = -EBADF;
+        c->link = -EBADF;
         c->start = start;
         c->deadline = start + p->max_usec;
         (void) conn_run(c);
         /* Both ends see the close before the record is written. */
         c->stream = safe_close(c->stream);
         c->upstream = safe_close(c->upstream);
+        c->link = safe_close(c->link);
         conn_record(c);
 }

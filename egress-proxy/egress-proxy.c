@@ -148,6 +148,7 @@ typedef enum Option {
         OPT_IDLE_SECONDS,
         OPT_MAX_SECONDS,
         OPT_HEAD_SECONDS,
+        OPT_STREAM_CARRIES,
         OPT_ALLOW,
         _OPT_MAX,
 } Option;
@@ -165,6 +166,7 @@ static const struct {
         [OPT_IDLE_SECONDS] = { "--idle-seconds", true },
         [OPT_MAX_SECONDS] = { "--max-seconds", true },
         [OPT_HEAD_SECONDS] = { "--head-seconds", false },
+        [OPT_STREAM_CARRIES] = { "--stream-carries", false },
         [OPT_ALLOW] = { "--allow", false },
 };
 
@@ -271,6 +273,13 @@ static int parse_value(Proxy *p, Option o, const char *v, char *err) {
                         r = -ERANGE;
                 *(o == OPT_IDLE_SECONDS ? &p->idle_usec : o == OPT_MAX_SECONDS ? &p->max_usec : &p->head_usec) =
                         u * USEC_PER_SEC;
+                break;
+        case OPT_STREAM_CARRIES:
+                if (!streq(v, "bytes") && !streq(v, "socket")) {
+                        snprintf(err, ERROR_MAX, "--stream-carries '%s': want bytes or socket", shown(v, b));
+                        return -EINVAL;
+                }
+                p->take_sockets = streq(v, "socket");
                 break;
         case OPT_ALLOW:
                 return parse_allow(p, v, err);
@@ -552,7 +561,9 @@ static int confine(char *err) {
 
 static int harden(const Proxy *p, pid_t ppid, char *err) {
         struct rlimit core = { 0, 0 }, nofile;
-        rlim_t want = 2 * (rlim_t) p->n_streams + 64;
+        /* A connection's stream, upstream and download pipe, and with --stream-carries socket
+         * the job's own socket. */
+        rlim_t want = 5 * (rlim_t) p->n_streams + 64;
 
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || prctl(PR_SET_DUMPABLE, 0, 0, 0, 0) < 0 ||
             setrlimit(RLIMIT_CORE, &core) < 0) {

@@ -25,9 +25,18 @@
  * can be had (conn.c: splice, no copy through the proxy), else a buffer. */
 #define PROXY_RELAY_BUFFER (256 * 1024)
 
-/* Each upstream socket's SO_RCVBUF and SO_SNDBUF (the kernel doubles them): fixed, so what a
- * connection can make the host queue is bounded (capsule/egress.h). */
+/* The download's pipe where one of this size can be had (else one of PROXY_RELAY_BUFFER, else
+ * the buffer): as large as what the upstream socket's receive buffer lets arrive at once, so
+ * that one wake-up moves it all. With 256 KiB each, the proxy spent about 36 ms of CPU on a
+ * 100 MB download; with 1 MiB each, 16 to 26 ms (issue 48, runc; docs/egress.md, "Measured").
+ * 1 MiB is the default fs.pipe-max-size. */
+#define PROXY_DOWN_PIPE (1024 * 1024)
+
+/* Each upstream socket's SO_SNDBUF and SO_RCVBUF (the kernel doubles them): fixed, so what a
+ * connection can make the host queue is bounded (capsule/egress.h). Uploads are small; the
+ * receive side matches the download's pipe. */
 #define PROXY_UPSTREAM_BUFFER (256 * 1024)
+#define PROXY_UPSTREAM_RCVBUF PROXY_DOWN_PIPE
 
 /* A connection thread's stack: getaddrinfo (nss files + dns) is the deepest caller. The
  * sanitizers' redzones need more. */
@@ -63,6 +72,9 @@ typedef struct Proxy {
         unsigned n_streams;
         uint64_t max_upload, max_download;
         usec_t idle_usec, max_usec, head_usec;
+        /* --stream-carries socket: each stream brings the job's own connection as an fd
+         * (conn.c, conn_take_socket) instead of its bytes. */
+        bool take_sockets;
         EgressAllow *allow;
         size_t n_allow;
 

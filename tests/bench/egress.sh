@@ -3,6 +3,9 @@
 # driver, capsules started ahead) and curl inside the capsule:
 #   1. a 100 MB download from a server on the host's loopback: curl's own time through the
 #      proxy in a capsule (forward and CONNECT) against the same curl natively    target <= 1.5
+#      (the native curl in a CPU cgroup of its own beside the capsules', as gvisor.sh's
+#      native side: under load the scheduler shares CPU between groups, and the capsule's
+#      curl with its proxy are one group of the worker's, a native curl at the root its own)
 #      and, for what the engine itself costs (gVisor's netstack; under runc the host's
 #      loopback), against the same curl in a capsule downloading from a server inside that
 #      capsule over its own loopback (no proxy, no host)                             (report)
@@ -28,6 +31,7 @@ daemon= srv=
 cleanup() {
         [ -n "$srv" ] && kill "$srv" 2>/dev/null
         bench_cleanup bench-egress
+        [ -z "${ncg:-}" ] || rmdir "$ncg" 2>/dev/null || true
 }
 trap cleanup EXIT
 
@@ -57,6 +61,7 @@ cat >"$base/config.json" <<JSON
  "limits": {"memory": "4g", "memory_swap": "4g", "default_timeout_seconds": 600, "max_timeout_seconds": 600}}
 JSON
 bench_start_daemon "$BIN" "$base/config.json" "$base/daemon.log"
+bench_native_cgroup
 inbox=$base/ws/.tentaflake-worker/inbox
 # worker_run SCRIPT: one request running sh -c SCRIPT until its result; prints ms, the log in $base/log
 worker_run() {
@@ -83,7 +88,7 @@ row1() { # 100 MB: curl's time_total (seconds) of the transfer alone, in the cap
                 c=$(sed -n 's/^con=\([0-9.]*\) \([0-9]*\)$/\1 \2/p' "$base/log")
                 [ "${f#* }" = $MB100 ] && [ "${c#* }" = $MB100 ] || { echo "egress.sh: a download was short: $f / $c" >&2; cat "$base/log" >&2; exit 1; }
                 fwd+=("${f% *}") con+=("${c% *}")
-                nat+=("$(curl -sS --noproxy '*' -o /dev/null -w '%{time_total}' "$URL")")
+                nat+=("$({ [ -z "$ncg" ] || echo $BASHPID >"$ncg/cgroup.procs"; } && curl -sS --noproxy '*' -o /dev/null -w '%{time_total}' "$URL")")
         done
         mf=$(printf '%s\n' "${fwd[@]}" | median) mc=$(printf '%s\n' "${con[@]}" | median) mn=$(printf '%s\n' "${nat[@]}" | median)
         # The engine's own floor: the server inside the capsule, curl over the capsule's loopback.

@@ -138,17 +138,8 @@ worker_run() {
         bench_request "$inbox" "$base/results" "$id"
         echo "$REQ_MS $(sed -n 's/^tfw-inside-ms=//p' "$base/results/$id/job.log" | tail -1)"
 }
-# The native side runs in a CPU cgroup of its own beside the capsules', with the capsule's quota
-# (limits.cpus 2.0): under a loaded host the scheduler shares CPU between groups, and a capsule
-# is one group (capsule/cgroup.c) while native processes at the root would each count alone.
-ncg=
-if [ -d /sys/fs/cgroup/cpu ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
-        ncg=/sys/fs/cgroup/cpu/tfw-bench-native-$$
-        mkdir "$ncg" && echo 100000 >"$ncg/cpu.cfs_period_us" && echo 200000 >"$ncg/cpu.cfs_quota_us"
-elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
-        ncg=/sys/fs/cgroup/tfw-bench-native-$$
-        mkdir "$ncg" && echo "200000 100000" >"$ncg/cpu.max"
-fi
+# The native side runs in a CPU cgroup of its own beside the capsules' (lib.sh).
+bench_native_cgroup
 # native_run CMD: CMD (timed) in the native twin, as the capsule's uid with the capsule's
 # environment (capsule/oci-spec.h; this host's own environment changes what python3 and node
 # load at start), in that cgroup; prints "TOTAL_MS INSIDE_MS".

@@ -89,6 +89,22 @@ bench_cleanup() {
         rm -rf "/run/tentaflake-worker-$name" "$base"
 }
 
+# bench_native_cgroup: ncg, a CPU cgroup of its own (tfw-bench-native-PID) for the native side of
+# a comparison, beside the capsules', with a capsule's default quota (limits.cpus 2.0): under a
+# loaded host the scheduler shares CPU between groups, and a capsule is one group
+# (capsule/cgroup.c) while native processes at the root would each count alone. Empty where
+# the host has no CPU controller. The caller removes it in its cleanup (rmdir "$ncg").
+bench_native_cgroup() {
+        ncg=
+        if [ -d /sys/fs/cgroup/cpu ] && [ ! -e /sys/fs/cgroup/cgroup.controllers ]; then
+                ncg=/sys/fs/cgroup/cpu/tfw-bench-native-$$
+                mkdir "$ncg" && echo 100000 >"$ncg/cpu.cfs_period_us" && echo 200000 >"$ncg/cpu.cfs_quota_us"
+        elif [ -e /sys/fs/cgroup/cgroup.controllers ]; then
+                ncg=/sys/fs/cgroup/tfw-bench-native-$$
+                mkdir "$ncg" && echo "200000 100000" >"$ncg/cpu.max"
+        fi
+}
+
 # bench_wait_ready LOG [WHO]: wait (30 s at most) for the daemon logging to LOG to watch its
 # inbox, else print LOG and fail ("WHO did not start", default "the daemon").
 bench_wait_ready() {

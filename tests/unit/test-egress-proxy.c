@@ -379,6 +379,7 @@ static json_t *next_record(Run *r) {
 typedef struct Opts {
         int n;   /* streams (default 2) */
         const char *max_upload, *max_download, *idle, *max_seconds, *head;
+        const char *carries;   /* --stream-carries; NULL: not given (bytes) */
         const char *allow[4];
 } Opts;
 
@@ -417,6 +418,8 @@ static Run *proxy_start(Ctx *ctx, const Opts *o) {
         ARG("--max-seconds", o->max_seconds ? o->max_seconds : "30");
         if (o->head)
                 ARG("--head-seconds", o->head);
+        if (o->carries)
+                ARG("--stream-carries", o->carries);
         for (size_t i = 0; i < ELEMENTSOF(o->allow) && o->allow[i]; i++)
                 ARG("--allow", o->allow[i]);
 #undef ARG
@@ -1244,6 +1247,171 @@ static void test_hook_and_proxy_apart(void **state) {
         assert_int_equal(proxy_finish(r), 0);
 }
 
+/* ---- --stream-carries socket (runc: init passes the job's TCP socket itself) ---------------- */
+
+/* One byte on the stream with fd attached (SCM_RIGHTS), as init sends it (capsule-init). */
+static void pass_fd(int stream, int fd) {
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(sizeof(int))];
+        } u = {};
+        struct iovec iov = { .iov_base = (char[]) { 'c' }, .iov_len = 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+        h->cmsg_level = SOL_SOCKET;
+        h->cmsg_type = SCM_RIGHTS;
+        h->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(h), &fd, sizeof(int));
+        assert_int_equal(sendmsg(stream, &m, MSG_NOSIGNAL), 1);
+}
+
+/* A connected TCP pair on the loopback: *job the job's end (the test's), *accepted the one
+ * init accepted (to be passed); *listener left listening, for a case that passes that. */
+static void tcp_pair(int *job, int *accepted, int *listener) {
+        struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+        socklen_t len = sizeof a;
+        int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(l >= 0);
+        assert_int_equal(bind(l, (struct sockaddr *) &a, sizeof a), 0);
+        assert_int_equal(listen(l, 1), 0);
+        assert_int_equal(getsockname(l, (struct sockaddr *) &a, &len), 0);
+        *job = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(*job >= 0);
+        assert_int_equal(connect(*job, (struct sockaddr *) &a, sizeof a), 0);
+        *accepted = accept4(l, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(*accepted >= 0);
+        *listener = l;
+}
+
+/* A stream whose passed fd is refused: the record says so, nothing went upstream, and the
+ * stream is closed (init's sign that the connection is over). */
+static void expect_no_socket(Run *r, int stream) {
+        char got[256];
+        assert_int_equal(stream_read_all(stream, got, sizeof got), 0);
+        json_t *rec = next_record(r);
+        assert_verdict(rec, "refused", "no_request");
+        assert_jstr(rec, "detail", "the stream passed no TCP socket");
+        assert_int_equal(jint(rec, "bytes_up"), 0);
+        json_decref(rec);
+}
+
+/* The job's own socket, passed: CONNECT through it with the echo, both half-closes, the
+ * record as with bytes on the stream; the stream closed once the connection ended. */
+static void test_take_socket(void **state) {
+        Ctx *ctx = *state;
+        Server *s = server_start(ctx, SRV_ECHO);
+        char allow[64], req[256], got[256];
+        int job, acc, l;
+        allow_entry(allow, sizeof allow, "127.0.0.1", s->port);
+        Run *r = proxy_start(ctx, &(Opts) { .carries = "socket", .allow = { allow } });
+
+        tcp_pair(&job, &acc, &l);
+        close(l);
+        pass_fd(r->streams[0], acc);
+        close(acc);
+        snprintf(req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\nhello", s->port);
+        stream_say(job, req);
+        stream_read_exact(job, got, CONNECT_REPLY_LEN + 5);
+        assert_memory_equal(got, CONNECT_REPLY "hello", CONNECT_REPLY_LEN + 5);
+        assert_int_equal(shutdown(job, SHUT_WR), 0);
+        assert_int_equal(stream_read_all(job, got, sizeof got), 0);
+        close(job);
+        /* Nothing ever comes on the stream itself: it ends with the connection. */
+        assert_int_equal(stream_read_all(r->streams[0], got, sizeof got), 0);
+
+        json_t *rec = next_record(r);
+        assert_verdict(rec, "allowed", NULL);
+        assert_jstr(rec, "kind", "connect");
+        assert_int_equal(jint(rec, "bytes_up"), 5);
+        assert_int_equal(jint(rec, "bytes_down"), CONNECT_REPLY_LEN + 5);
+        json_decref(rec);
+        server_wait(s, 1);
+        assert_int_equal(proxy_finish(r), 0);
+}
+
+/* The download budget holds on a passed socket as on a stream. */
+static void test_take_socket_download_limit(void **state) {
+        Ctx *ctx = *state;
+        Server *s = server_start(ctx, SRV_SEND);
+        char allow[64], req[256], got[8192];
+        int job, acc, l;
+        s->send_n = 5000;
+        allow_entry(allow, sizeof allow, "127.0.0.1", s->port);
+        Run *r = proxy_start(ctx, &(Opts) { .carries = "socket", .max_download = "1000", .allow = { allow } });
+
+        tcp_pair(&job, &acc, &l);
+        close(l);
+        pass_fd(r->streams[0], acc);
+        close(acc);
+        snprintf(req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", s->port);
+        stream_say(job, req);
+        size_t n = stream_read_all(job, got, sizeof got);
+        assert_int_equal(n, CONNECT_REPLY_LEN + 1000);
+        close(job);
+        json_t *rec = next_record(r);
+        assert_verdict(rec, "allowed", "download_limit");
+        assert_int_equal(jint(rec, "bytes_down"), CONNECT_REPLY_LEN + 1000);
+        json_decref(rec);
+        server_wait(s, 1);
+        assert_int_equal(proxy_finish(r), 0);
+}
+
+/* What the sandbox may attach instead: a pipe, a unix socket (another stream's end, say), a
+ * listening TCP socket, two sockets at once, bytes with no fd. Each is refused and closed;
+ * nothing reaches the upstream. */
+static void test_take_socket_refuses_others(void **state) {
+        Ctx *ctx = *state;
+        Server *s = server_start(ctx, SRV_ECHO);
+        char allow[64], req[256];
+        int p[2], sp[2], job, acc, l;
+        allow_entry(allow, sizeof allow, "127.0.0.1", s->port);
+        Run *r = proxy_start(ctx, &(Opts) { .n = 5, .carries = "socket", .allow = { allow } });
+        snprintf(req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", s->port);
+
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_true(write(p[1], req, strlen(req)) == (ssize_t) strlen(req));
+        pass_fd(r->streams[0], p[0]);
+        expect_no_socket(r, r->streams[0]);
+
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp), 0);
+        stream_say(sp[0], req);
+        pass_fd(r->streams[1], sp[1]);
+        expect_no_socket(r, r->streams[1]);
+
+        tcp_pair(&job, &acc, &l);
+        pass_fd(r->streams[2], l);
+        expect_no_socket(r, r->streams[2]);
+
+        /* Two fds in one message: neither is taken. */
+        union {
+                struct cmsghdr h;
+                char buf[CMSG_SPACE(2 * sizeof(int))];
+        } u = {};
+        int two[2] = { acc, acc };
+        struct iovec iov = { .iov_base = (char[]) { 'c' }, .iov_len = 1 };
+        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf, .msg_controllen = sizeof u.buf };
+        CMSG_FIRSTHDR(&m)->cmsg_level = SOL_SOCKET;
+        CMSG_FIRSTHDR(&m)->cmsg_type = SCM_RIGHTS;
+        CMSG_FIRSTHDR(&m)->cmsg_len = CMSG_LEN(sizeof two);
+        memcpy(CMSG_DATA(CMSG_FIRSTHDR(&m)), two, sizeof two);
+        assert_int_equal(sendmsg(r->streams[3], &m, MSG_NOSIGNAL), 1);
+        expect_no_socket(r, r->streams[3]);
+
+        /* A request as bytes, the way a stream carries it under runsc. */
+        stream_say(r->streams[4], req);
+        expect_no_socket(r, r->streams[4]);
+
+        close(p[0]);
+        close(p[1]);
+        close(sp[0]);
+        close(sp[1]);
+        close(job);
+        close(acc);
+        close(l);
+        assert_int_equal(atomic_load(&s->accepted), 0);
+        assert_int_equal(proxy_finish(r), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, ctx_setup, ctx_teardown)
 
 int main(void) {
@@ -1261,6 +1429,9 @@ int main(void) {
                 T(test_startup_errors),
                 T(test_privileges),
                 T(test_hostile_volume),
+                T(test_take_socket),
+                T(test_take_socket_download_limit),
+                T(test_take_socket_refuses_others),
         };
         const struct CMUnitTest id_tests[] = {
                 T(test_ids_own_range),

@@ -451,6 +451,37 @@ static bool strv_has(json_t *a, const char *s) {
         return false;
 }
 
+/* With network: runsc's init relays the connections (--egress), runc's passes their sockets to
+ * the proxy (--egress-pass, capsule/protocol.h); without it, neither. */
+static void test_egress_arg_per_engine(void **state) {
+        (void) state;
+        Fixture f;
+        CapsuleKernelWalls w;
+        char *allow[] = { (char *) "registry.npmjs.org:443", NULL };
+
+        fixture_init(&f);
+        f.config.network.allow = allow;
+        f.config.network.n_allow = 1;
+        _cleanup_json_ json_t *gv = build(&f);
+        json_t *args = json_object_get(json_object_get(gv, "process"), "args");
+        assert_true(strv_has(args, "--egress"));
+        assert_false(strv_has(args, "--egress-pass"));
+
+        runc_fixture(&f, &w, true);
+        f.config.network.allow = allow;
+        f.config.network.n_allow = 1;
+        _cleanup_json_ json_t *rc = build(&f);
+        args = json_object_get(json_object_get(rc, "process"), "args");
+        assert_true(strv_has(args, "--egress-pass"));
+        assert_false(strv_has(args, "--egress"));
+
+        runc_fixture(&f, &w, true);
+        _cleanup_json_ json_t *none = build(&f);
+        args = json_object_get(json_object_get(none, "process"), "args");
+        assert_false(strv_has(args, "--egress-pass"));
+        assert_false(strv_has(args, "--egress"));
+}
+
 static void test_runc_walls(void **state) {
         (void) state;
         Fixture f;
@@ -954,6 +985,7 @@ int main(void) {
                 cmocka_unit_test(test_mounts),
                 cmocka_unit_test(test_linux),
                 cmocka_unit_test(test_runc_walls),
+                cmocka_unit_test(test_egress_arg_per_engine),
                 cmocka_unit_test(test_runc_without_landlock),
                 cmocka_unit_test(test_seccomp),
                 cmocka_unit_test(test_dev_covered),
