@@ -112,12 +112,19 @@ int fsync_fd(int fd) {
 
 /* Write through a temporary name renamed over name; durable: fsync the file before and the
  * directory after the rename. */
-int tmp_file_open_at(int dir_fd, const char *name, char *tmp) {
+int tmp_file_name(const char *name, char *tmp) {
         uint64_t rnd;
         if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
                 return -EIO;
         if (snprintf(tmp, NAME_MAX + 1, ".#%.200s.%016llx", name, (unsigned long long) rnd) >= NAME_MAX + 1)
                 return -ENAMETOOLONG;
+        return 0;
+}
+
+int tmp_file_open_at(int dir_fd, const char *name, char *tmp) {
+        int r = tmp_file_name(name, tmp);
+        if (r < 0)
+                return r;
         int fd = openat(dir_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
         return fd < 0 ? -errno : fd;
 }

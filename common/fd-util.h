@@ -47,6 +47,8 @@ int write_file_replace_at(int dir_fd, const char *name, const void *data, size_t
  * tmp_file_commit_at() renames it over name (no fsync, as write_file_replace_at); on any error
  * both remove it. */
 int tmp_file_open_at(int dir_fd, const char *name, char *tmp);
+/* Only the hidden temporary name for name (tmp: NAME_MAX + 1 bytes), as tmp_file_open_at gives. */
+int tmp_file_name(const char *name, char *tmp);
 int tmp_file_commit_at(int dir_fd, const char *tmp, const char *name, int r);
 
 /* A DIR stream over dir_fd's directory from its first entry, on a copy of the descriptor: dir_fd

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -273,9 +274,34 @@ static int put_dir(Buf *b, const GenDir *d) {
         return 0;
 }
 
+void (*gen_index_test_saving)(void);
+
+/* The file the index is written to: an unnamed one (O_TMPFILE) where the file system has them,
+ * so that a process killed while it writes (the saver runs beside the job, index-saver.h)
+ * leaves nothing in the store; else a hidden temporary name (*unnamed false). */
+static int index_file_open(int dir_fd, const char *name, char *tmp, bool *unnamed) {
+        int fd = openat(dir_fd, ".", O_WRONLY | O_TMPFILE | O_CLOEXEC, 0600);
+        *unnamed = fd >= 0;
+        return fd >= 0 ? fd : tmp_file_open_at(dir_fd, name, tmp);
+}
+
+/* An unnamed file, whole, given its temporary name for the rename: linked by descriptor (root
+ * can), else through /proc. */
+static int index_file_name(int dir_fd, int fd, const char *name, char *tmp) {
+        int r = tmp_file_name(name, tmp);
+        if (r < 0)
+                return r;
+        if (linkat(fd, "", dir_fd, tmp, AT_EMPTY_PATH) == 0)
+                return 0;
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        return linkat(AT_FDCWD, proc, dir_fd, tmp, AT_SYMLINK_FOLLOW) == 0 ? 0 : -errno;
+}
+
 int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e) {
         char tmp[NAME_MAX + 1];
-        _cleanup_close_ int fd = tmp_file_open_at(dir_fd, name, tmp);
+        bool unnamed;
+        _cleanup_close_ int fd = index_file_open(dir_fd, name, tmp, &unnamed);
         if (fd < 0)
                 return tfw_error(e, -fd, "generation_store", "cannot write the generation's index '%s': %s", name,
                                  strerror(-fd));
@@ -295,7 +321,15 @@ int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e)
         }
         if (r >= 0)
                 r = write_all(fd, b.p, b.len);
-        r = tmp_file_commit_at(dir_fd, tmp, name, b.r < 0 ? b.r : r);
+        if (gen_index_test_saving)
+                gen_index_test_saving();
+        if (b.r < 0)
+                r = b.r;
+        /* An unnamed file whole gets its temporary name; one that failed is let go as it is. */
+        if (r >= 0 && unnamed)
+                r = index_file_name(dir_fd, fd, name, tmp);
+        if (r >= 0 || !unnamed)
+                r = tmp_file_commit_at(dir_fd, tmp, name, r);
         free(b.p);
         return r < 0 ? tfw_error(e, -r, "generation_store", "cannot write the generation's index '%s': %s",
                                  name, strerror(-r)) : 0;

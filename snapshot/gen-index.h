@@ -129,8 +129,12 @@ void gen_index_take_names(GenIndex *x, GenIndex *from);
 void gen_identity_of(const struct stat *st, GenIdentity *ret);
 bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b);
 
-/* Write x to dir_fd/name atomically (mode 0600, root's). */
+/* Write x to dir_fd/name atomically (mode 0600, root's): into an unnamed file (O_TMPFILE) where
+ * the file system has them, named once whole, so that a process killed while it writes leaves
+ * nothing behind. */
 int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e);
+/* Tests only: called once every byte is written, before the file is named. */
+extern void (*gen_index_test_saving)(void);
 /* from_dir/name copied byte for byte to to_dir/name (atomically, mode 0600, root's): a file of
  * gen_index_save's, loaded and checked by whoever reads the copy. */
 int gen_index_copy(int from_dir, int to_dir, const char *name);

@@ -6,7 +6,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +128,36 @@ static void test_failure_reported(void **state) {
         safe_close(dfd);
 }
 
+static void die_now(void) {
+        raise(SIGKILL);
+}
+
+/* A process killed while it writes the index (the saver runs beside the job, which a cancel or
+ * the daemon's death may kill) leaves nothing in the directory: the bytes go to an unnamed file
+ * (O_TMPFILE), named only once whole. With a named temporary file, 9 MB would be left in the
+ * store for every such kill. */
+static void test_killed_while_writing_leaves_nothing(void **state) {
+        TestDir *d = *state;
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                TfwError ce = {};
+                GenIndex *x = small_index();
+                gen_index_test_saving = die_now;
+                (void) gen_index_save(x, d->fd, "index", &ce);
+                _exit(3);
+        }
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        _cleanup_closedir_ DIR *dir = opendir(d->path);
+        assert_non_null(dir);
+        struct dirent *de;
+        while ((de = readdir(dir)))
+                if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, ".."))
+                        fail_msg("left in the directory: '%s'", de->d_name);
+}
+
 int main(void) {
         if (getenv("TFW_TEST_FILTER"))
                 cmocka_set_test_filter(getenv("TFW_TEST_FILTER"));
@@ -133,6 +165,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_written_then_lock_let_go, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_child_does_not_wait, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failure_reported, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_killed_while_writing_leaves_nothing, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
