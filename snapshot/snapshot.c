@@ -970,7 +970,10 @@ static int gen_try_carry(Walk *w, int src, unsigned depth, const char *name, siz
         struct stat st;
         GenIdentity id;
 
-        if (!old || !old->is_dir || !old->dir->subtree_clean || (w->limits->cache_paths && cache_path_match(w) > 0))
+        /* No directory left (old->dir NULL): carried already, its name answered twice by
+         * readdir; the walk's name set says so below, as for any entry. */
+        if (!old || !old->is_dir || !old->dir || !old->dir->subtree_clean ||
+            (w->limits->cache_paths && cache_path_match(w) > 0))
                 return 0;
         if (fstatat(src, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return errno == ENOENT ? 1 : io_error(w, -errno, "stat");

@@ -22,6 +22,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -35,6 +36,31 @@
 #include "tests/unit/lib/gen-fixture.h"
 
 typedef GenFixture Fixture;
+
+/* When set, the next directory listing that holds this name holds it twice (getdents64 below):
+ * what the kernel may answer for a directory changed while it is read. *dents_doubled (a
+ * MAP_SHARED page: the walk may run in a child) counts the names repeated. */
+static const char *dents_twice;
+static unsigned *dents_doubled;
+
+/* The walk's getdents64 (snapshot.c), this binary's: the system call, and the record named
+ * dents_twice repeated once at the end of the listing. */
+ssize_t getdents64(int fd, void *buf, size_t size) {
+        ssize_t n = syscall(SYS_getdents64, fd, buf, size);
+        for (ssize_t off = 0; dents_twice && n > 0 && off < n;) {
+                struct dirent64 *d = (struct dirent64 *) ((char *) buf + off);
+                if (strcmp(d->d_name, dents_twice) == 0 && (size_t) n + d->d_reclen <= size) {
+                        memcpy((char *) buf + n, d, d->d_reclen);
+                        n += d->d_reclen;
+                        dents_twice = NULL;
+                        if (dents_doubled)
+                                (*dents_doubled)++;
+                        break;
+                }
+                off += d->d_reclen;
+        }
+        return n;
+}
 
 /* main() moved the binary into a mount namespace of its own (root only): mounts may be made. */
 static bool own_mount_ns;
@@ -663,6 +689,36 @@ static void test_ceiling_counts_carried(void **state) {
         assert_null(next);
 }
 
+/* A directory carried (moved out of the previous index) that readdir names a second time: the
+ * second answer is a name already handled, as for any entry, not the previous index's
+ * directory again (it has none left). */
+static void test_carried_dir_named_twice(void **state) {
+        Fixture *f = *state;
+        dents_doubled = mmap(NULL, sizeof(*dents_doubled), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        assert_true(dents_doubled != MAP_FAILED);
+        *dents_doubled = 0;
+        make_tree(f);
+        converge(f);
+        uint64_t unread = f->s.entries_unread;
+        dents_twice = "a";
+        update(f);
+        dents_twice = NULL;
+        assert_int_equal(*dents_doubled, 1);
+        assert_int_equal(f->s.watch, SNAPSHOT_WATCH_DIRTY);
+        assert_int_equal(f->s.entries_unread, unread); /* a carried once */
+        /* The generation is the workspace's (the second answer is counted as an entry, as
+         * for any name readdir gives twice). */
+        SnapshotSummary fresh = gfx_fresh(f);
+        assert_string_equal(f->s.tree, fresh.tree);
+        assert_int_equal(f->s.bytes, fresh.bytes);
+        assert_int_equal(f->s.files, fresh.files);
+        assert_int_equal(f->s.dirs, fresh.dirs);
+        update(f);
+        gfx_assert_equals_fresh(f);
+        munmap(dents_doubled, sizeof(*dents_doubled));
+        dents_doubled = NULL;
+}
+
 /* The view: what the daemon stamped, and nothing the walk's own opens of directories say; a
  * view that is not one is refused. */
 static void test_view(void **state) {
@@ -760,6 +816,7 @@ int main(void) {
                 T(test_unwatchable_read_always),
                 T(test_index_keeps_the_watch),
                 T(test_ceiling_counts_carried),
+                T(test_carried_dir_named_twice),
                 T(test_view),
                 cmocka_unit_test(test_mark_view),
         };
