@@ -9,8 +9,9 @@
 #     no job or capsule ever finds every lane taken (its workspace streamed);
 #   - no request for 2 s: the newest goes, one waits until runtime.warm_seconds is over, then
 #     none;
-# then, restarted with concurrency 2, two requests given at once each run in a capsule of its
-# own that waited for them (no capsule serves two jobs).
+# then, restarted with concurrency 2 (three lanes), two requests given at once each run in a
+# capsule of its own that waited for them (no capsule serves two jobs), and while a job runs with
+# a capsule still waiting for the next request, the one after boots only once the job has ended.
 # Every wait is a bounded harness timeout on an event, never a timing assertion.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -107,6 +108,22 @@ check "b3 and b4 each had a capsule of its own ($c3, $c4)" test "$c3" != "$c4"
 check "b3's log is b3's" grep -qx "ran-b3" "$dir/results/b3/job.log"
 check "b4's log is b4's" grep -qx "ran-b4" "$dir/results/b4/job.log"
 check "no job or capsule found every lane taken" no_lane_refused
+
+echo "-- [$SECONDS s] a job while another capsule waits: the next boots after it, not beside it"
+check "two wait again after b3 and b4" wait_for 30 waiting_is 2
+submit "$dir" b5 local-reversible '["sh","-c","sleep 3; echo ran-b5"]'
+b5_started() { grep -q "job 'b5': started" "$log"; }
+check "b5 started" wait_for 60 b5_started
+most=0
+while [ ! -e "$dir/results/b5/result.json" ] && [ $SECONDS -lt 600 ]; do
+        n=$(waiting)
+        [ "$n" -gt "$most" ] && most=$n
+        sleep 0.1
+done
+check "b5 published" wait_result "$dir" b5
+check "b5 ran in a capsule started ahead" grep -q "job 'b5': started in capsule 'warm-" "$log"
+check "while b5 ran one capsule waited, none booted beside it ($most seen)" test "$most" -eq 1
+check "two wait once b5 ended" wait_for 30 waiting_is 2
 stop_daemon TERM
 check "nothing of the worker's runsc left" no_own_procs "argv=$root"
 finish
