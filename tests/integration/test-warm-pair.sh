@@ -33,7 +33,7 @@ root=$(runsc_root "$dir")
 waiting() {
         local used
         used=$(grep -o "started in capsule 'warm-[0-9a-f]*'" "$log" | sed "s/.*'\(warm-[0-9a-f]*\)'/tfw-$name-\1/")
-        runsc --root "$root" list -quiet 2>/dev/null | grep "^tfw-$name-warm-" | grep -vxF -e "${used:-none}" | wc -l
+        runsc --root "$root" list -quiet 2>/dev/null | grep "^tfw-$name-warm-" | grep -cvxF -e "${used:-none}"
 }
 waiting_is() { [ "$(waiting)" -eq "$1" ]; }
 no_lane_refused() { ! grep -q "every lane of the generation store is in use" "$log"; }
