@@ -631,6 +631,12 @@ static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bo
         else if (lane && lane->mirrored_for >= 0)
                 worker_say(w, LOG_INFO, "job '%s': lane-%u's generation copied for lane-%d, which waits for one (%" PRIu64 " ms)", id,
                            lane->number, lane->mirrored_for, (uint64_t) (lane->mirror_usec / USEC_PER_MSEC));
+        /* The index written beside the job (snapshot/index-saver.h): one that could not be (the
+         * store full) leaves the lane without a generation, which its next user makes again. */
+        TfwError ie = {0};
+        if (lane && gen_lane_index_wait(lane, &ie) < 0)
+                worker_say(w, LOG_WARNING, "job '%s': the index of lane-%u could not be written (%s); its next user makes its generation again",
+                           id, lane->number, ie.message);
         gen_lane_release(lane);
 }
 

@@ -14,6 +14,9 @@
 #   4. latency with warm_seconds 0 (a second daemon), against the same bare runs; target
 #      ratio <= 1.15.
 # BENCH_DRIVER=runc: the worker's capsules through the runc driver (the bare runs stay runsc's).
+# BENCH_BEFORE_BUILD=DIR (a build directory of another commit): row 1 again after it, on a second
+# daemon of that build beside this one, BENCH_BEFORE_ROUNDS (default 4) turns of RUNS requests on
+# each, taking turns, and the medians of all of each's: a before and after in one run.
 # Prints every number; never fails because a target is missed (benchmarks report).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +34,13 @@ bench_need_worker
 
 bench_base orch
 daemon=
-trap 'bench_cleanup bench-orch "$base/bare-root"' EXIT
+before_pid=
+stop_before() {
+        if [ -n "$before_pid" ]; then kill -TERM "$before_pid" 2>/dev/null || true; wait "$before_pid" 2>/dev/null || true; before_pid=; fi
+        bench_kill_capsules /run/tentaflake-worker-bench-orch-before/runsc
+        rm -rf /run/tentaflake-worker-bench-orch-before
+}
+trap 'stop_before; bench_cleanup bench-orch "$base/bare-root"' EXIT
 
 mkdir -p "$base/ws"
 chown 12345:12345 "$base/ws"
@@ -53,6 +62,42 @@ BENCH_LABEL="latency, warm_seconds $WARM" BENCH_TARGET=0.5 \
         "$BENCH" "$base/ws/.tentaflake-worker/inbox" "$base/results" "$base" "$RUNS" "$BURST"
 echo "$(grep -c "started in capsule 'warm-" "$base/daemon.log") of the requests ran in a capsule started ahead"
 bench_timing "$base/daemon.log" b $((RUNS + 1))
+
+if [ -n "${BENCH_BEFORE_BUILD:-}" ]; then
+        # Row 1 against the build before: a daemon of each, the same config but its name and
+        # directories, RUNS requests on one then the other (the order swapped each turn).
+        mkdir -p "$base/before/ws"
+        chown 12345:12345 "$base/before/ws"
+        sed -e 's/"bench-orch"/"bench-orch-before"/' -e "s|$base/|$base/before/|g" "$base/config.json" >"$base/before/config.json"
+        : >"$base/before/daemon.log"
+        "$(realpath "$BENCH_BEFORE_BUILD/tentaflake-worker")" --config "$base/before/config.json" run 2>"$base/before/daemon.log" &
+        before_pid=$!
+        bench_wait_ready "$base/before/daemon.log" "the daemon of BENCH_BEFORE_BUILD"
+        ids=(p q r s t u v w x y)
+        for t in $(seq 0 $((${BENCH_BEFORE_ROUNDS:-4} - 1))); do
+                for side in $([ $((t % 2)) -eq 0 ] && echo "before after" || echo "after before"); do
+                        b=$base; [ "$side" = before ] && b=$base/before
+                        BENCH_ID_PREFIX=${ids[t % 10]} "$BENCH" "$b/ws/.tentaflake-worker/inbox" "$b/results" "$base" "$RUNS" 0 |
+                                sed -n "s/^run .*/$side &/p" >>"$base/alternated.txt"
+                done
+        done
+        python3 - "$base/alternated.txt" "$BENCH_BEFORE_BUILD" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'PY'
+import re, statistics, sys
+rows = {"before": ([], []), "after": ([], [])}
+for line in open(sys.argv[1]):
+    m = re.match(r"(\w+) run +\d+: bare runsc run +([\d.]+) ms  inbox to result +([\d.]+) ms", line)
+    if m:
+        rows[m.group(1)][0].append(float(m.group(2)))
+        rows[m.group(1)][1].append(float(m.group(3)))
+for side in ("before", "after"):
+    bare, dmn = rows[side]
+    print("latency, taking turns, %s (%s): bare runsc run median %.1f ms, inbox to result median %.1f ms, ratio %.3f, %d runs each"
+          % (side, sys.argv[2] if side == "before" else "this build", statistics.median(bare), statistics.median(dmn),
+             statistics.median(dmn) / statistics.median(bare), len(dmn)))
+print("  (load average at the end: %s)" % sys.argv[3])
+PY
+        stop_before
+fi
 
 # The window: warm_seconds without a request, then the waiting capsule must be gone.
 for _ in $(seq $(( (WARM + 30) * 10 ))); do [ "$(sandboxes)" -eq 0 ] && break; sleep 0.1; done
