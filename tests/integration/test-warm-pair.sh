@@ -36,6 +36,17 @@ waiting() {
         runsc --root "$root" list -quiet 2>/dev/null | grep "^tfw-$name-warm-" | grep -cvxF -e "${used:-none}"
 }
 waiting_is() { [ "$(waiting)" -eq "$1" ]; }
+# most_waiting_until ID: the most capsules seen waiting at once (sampled every 0.1 s) until ID's
+# result is there.
+most_waiting_until() {
+        local most=0 n
+        while [ ! -e "$dir/results/$1/result.json" ] && [ $SECONDS -lt 600 ]; do
+                n=$(waiting)
+                [ "$n" -gt "$most" ] && most=$n
+                sleep 0.1
+        done
+        echo "$most"
+}
 no_lane_refused() { ! grep -q "every lane of the generation store is in use" "$log"; }
 
 start_daemon "$dir" || exit 1
@@ -58,12 +69,7 @@ echo "-- [$SECONDS s] a job on one lane: one waits on the other, never two"
 submit "$dir" a4 local-reversible '["sh","-c","sleep 4; echo ran-a4"]'
 a4_started() { grep -q "job 'a4': started" "$log"; }
 check "a4 started" wait_for 60 a4_started
-most=0
-while [ ! -e "$dir/results/a4/result.json" ] && [ $SECONDS -lt 600 ]; do
-        n=$(waiting)
-        [ "$n" -gt "$most" ] && most=$n
-        sleep 0.1
-done
+most=$(most_waiting_until a4)
 check "a4 published" wait_result "$dir" a4
 check "a4 succeeded" test "$(result_field "$dir" a4 status)" = succeeded
 check "a4 ran in a capsule started ahead" grep -q "job 'a4': started in capsule 'warm-" "$log"
@@ -114,12 +120,7 @@ check "two wait again after b3 and b4" wait_for 30 waiting_is 2
 submit "$dir" b5 local-reversible '["sh","-c","sleep 3; echo ran-b5"]'
 b5_started() { grep -q "job 'b5': started" "$log"; }
 check "b5 started" wait_for 60 b5_started
-most=0
-while [ ! -e "$dir/results/b5/result.json" ] && [ $SECONDS -lt 600 ]; do
-        n=$(waiting)
-        [ "$n" -gt "$most" ] && most=$n
-        sleep 0.1
-done
+most=$(most_waiting_until b5)
 check "b5 published" wait_result "$dir" b5
 check "b5 ran in a capsule started ahead" grep -q "job 'b5': started in capsule 'warm-" "$log"
 check "while b5 ran one capsule waited, none booted beside it ($most seen)" test "$most" -eq 1
