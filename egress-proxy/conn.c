@@ -22,6 +22,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,7 @@
 
 typedef struct Conn {
         Proxy *proxy;
+        ConnSocket *sock;   /* the job's socket, for the main thread's shutdown */
         int stream, upstream;
         /* --stream-carries socket: the stream that brought the job's socket (then in stream),
          * held until the connection ends, when closing it tells init so; else -EBADF. */
@@ -250,6 +252,9 @@ static int conn_take_socket(Conn *c) {
         }
         c->link = c->stream;
         c->stream = fd;
+        pthread_mutex_lock(&c->sock->lock);
+        c->sock->fd = fd;
+        pthread_mutex_unlock(&c->sock->lock);
         return 0;
 }
 
@@ -847,7 +852,14 @@ static void conn_record(Conn *c) {
         (void) proxy_write_record(c->proxy, &rec);
 }
 
-void conn_serve(Proxy *p, int fd, usec_t start) {
+void conn_socket_shutdown(ConnSocket *sock) {
+        pthread_mutex_lock(&sock->lock);
+        if (sock->fd >= 0)
+                (void) shutdown(sock->fd, SHUT_RDWR);
+        pthread_mutex_unlock(&sock->lock);
+}
+
+void conn_serve(Proxy *p, int fd, usec_t start, ConnSocket *sock) {
         _cleanup_(conn_freep) Conn *c = calloc(1, sizeof(Conn));
 
         if (!c) {
@@ -857,6 +869,7 @@ void conn_serve(Proxy *p, int fd, usec_t start) {
                 return;
         }
         c->proxy = p;
+        c->sock = sock;
         c->stream = fd;
         c->upstream = -EBADF;
         c->link = -EBADF;
@@ -864,7 +877,10 @@ void conn_serve(Proxy *p, int fd, usec_t start) {
         c->deadline = start + p->max_usec;
         (void) conn_run(c);
         /* Both ends see the close before the record is written. */
+        pthread_mutex_lock(&sock->lock);
+        sock->fd = -1;
         c->stream = safe_close(c->stream);
+        pthread_mutex_unlock(&sock->lock);
         c->upstream = safe_close(c->upstream);
         c->link = safe_close(c->link);
         conn_record(c);

@@ -609,11 +609,12 @@ typedef struct Stream {
         StreamState state;
         bool thread_started;
         pthread_t thread;
+        ConnSocket sock;   /* its connection's socket (conn.c), shut down when the proxy stops */
 } Stream;
 
 static void *stream_thread(void *arg) {
         Stream *s = arg;
-        conn_serve(s->proxy, s->fd, s->start);
+        conn_serve(s->proxy, s->fd, s->start, &s->sock);
         (void) eventfd_write(s->done_fd, 1);
         return NULL;
 }
@@ -671,11 +672,14 @@ static int stream_event(Stream *s) {
 }
 
 /* SIGTERM: no new connection; every live one is cut (stopped) through the stop eventfd and
- * writes its record; unused streams are closed without one. */
+ * writes its record (one waiting inside a call on the job's socket woken by its shutdown);
+ * unused streams are closed without one. */
 static void stop_all(Proxy *p, Stream *streams, unsigned *n_unused) {
         (void) eventfd_write(p->stop_fd, 1);
         for (unsigned i = 0; i < p->n_streams; i++)
-                if (streams[i].state == STREAM_UNUSED) {
+                if (streams[i].state == STREAM_HANDED)
+                        conn_socket_shutdown(&streams[i].sock);
+                else if (streams[i].state == STREAM_UNUSED) {
                         streams[i].fd = safe_close(streams[i].fd);
                         streams[i].state = STREAM_CLOSED;
                 }
@@ -701,7 +705,8 @@ static int serve(Proxy *p, int signal_fd, int done_fd) {
         if (!streams || !pfd)
                 return EXIT_FAILURE;
         for (unsigned i = 0; i < n; i++)
-                streams[i] = (Stream) { .proxy = p, .fd = p->first_stream + (int) i, .done_fd = done_fd };
+                streams[i] = (Stream) { .proxy = p, .fd = p->first_stream + (int) i, .done_fd = done_fd,
+                                        .sock = { .lock = PTHREAD_MUTEX_INITIALIZER, .fd = -1 } };
         while (n_unused > 0 || n_running > 0) {
                 pfd[0] = (struct pollfd) { .fd = signal_fd, .events = POLLIN };
                 pfd[1] = (struct pollfd) { .fd = done_fd, .events = POLLIN };

@@ -111,6 +111,20 @@ int proxy_write_record(Proxy *p, const ProxyRecord *r);
 /* src (NULL: "") as printable ASCII into dst[size]: every other byte becomes '?', cut to fit. */
 void proxy_printable(char *dst, size_t size, const char *src);
 
+/* A connection's socket that the main thread may shut down (--stream-carries socket: the job's
+ * own). That socket's file came from the sandbox, which may hold a copy of it and clear its
+ * O_NONBLOCK: a splice into it then waits for room with no deadline, and only a shutdown ends
+ * that wait. The connection's thread sets fd under lock and clears it under lock as it closes
+ * it, so the main thread never shuts down an fd number since reused. */
+typedef struct ConnSocket {
+        pthread_mutex_t lock;
+        int fd;   /* -1: none */
+} ConnSocket;
+
 /* Serve the stream fd (conn.c) from its first byte, which arrived at start, to its record;
- * closes fd. */
-void conn_serve(Proxy *p, int fd, usec_t start);
+ * closes fd. sock: where the job's socket is made known while the connection holds it. */
+void conn_serve(Proxy *p, int fd, usec_t start, ConnSocket *sock);
+
+/* The proxy stops: a connection's thread that waits inside a call on the job's socket returns
+ * (conn.c; see ConnSocket). */
+void conn_socket_shutdown(ConnSocket *sock);

@@ -1412,6 +1412,59 @@ static void test_take_socket_refuses_others(void **state) {
         assert_int_equal(proxy_finish(r), 0);
 }
 
+
+/* The sender keeps a copy of the socket it passed and clears O_NONBLOCK on it, again and again
+ * (a file's flags are shared by every copy), with small buffers: the proxy's splice into the
+ * socket then waits for room inside the call, where neither its deadlines nor the stop eventfd
+ * reach it. The job reads part of the download and stops; the proxy's SIGTERM must still end
+ * the connection with its record ("stopped") and the proxy itself: the shutdown of the job's
+ * socket wakes the call. Without it no record comes and the proxy never exits. */
+typedef struct Toggler {
+        int fd;
+        _Atomic bool stop;
+} Toggler;
+
+static void *toggle_blocking(void *arg) {
+        Toggler *t = arg;
+        while (!atomic_load(&t->stop))
+                (void) fcntl(t->fd, F_SETFL, 0);
+        return NULL;
+}
+
+static void test_take_socket_shared_copy(void **state) {
+        Ctx *ctx = *state;
+        Server *s = server_start(ctx, SRV_SEND);
+        char allow[64], req[256], got[CONNECT_REPLY_LEN];
+        static char part[256 * 1024];
+        int job, acc, l;
+        s->send_n = 64 * 1024 * 1024;
+        allow_entry(allow, sizeof allow, "127.0.0.1", s->port);
+        Run *r = proxy_start(ctx, &(Opts) { .carries = "socket", .idle = "600", .max_seconds = "600",
+                                            .max_download = "1000000000", .allow = { allow } });
+
+        tcp_pair(&job, &acc, &l);
+        close(l);
+        assert_int_equal(setsockopt(acc, SOL_SOCKET, SO_SNDBUF, &(int) { 4096 }, sizeof(int)), 0);
+        assert_int_equal(setsockopt(job, SOL_SOCKET, SO_RCVBUF, &(int) { 4096 }, sizeof(int)), 0);
+        Toggler t = { .fd = acc };
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, toggle_blocking, &t), 0);
+        pass_fd(r->streams[0], acc);
+        snprintf(req, sizeof req, "CONNECT 127.0.0.1:%u HTTP/1.1\r\n\r\n", s->port);
+        stream_say(job, req);
+        stream_read_exact(job, got, CONNECT_REPLY_LEN);
+        stream_read_exact(job, part, sizeof part);
+        assert_int_equal(kill(r->pid, SIGTERM), 0);
+        json_t *rec = next_record(r);
+        atomic_store(&t.stop, true);
+        (void) pthread_join(th, NULL);
+        assert_verdict(rec, "allowed", "stopped");
+        json_decref(rec);
+        close(job);
+        close(acc);
+        assert_int_equal(proxy_finish(r), 0);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, ctx_setup, ctx_teardown)
 
 int main(void) {
@@ -1432,6 +1485,7 @@ int main(void) {
                 T(test_take_socket),
                 T(test_take_socket_download_limit),
                 T(test_take_socket_refuses_others),
+                T(test_take_socket_shared_copy),
         };
         const struct CMUnitTest id_tests[] = {
                 T(test_ids_own_range),
