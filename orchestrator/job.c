@@ -622,7 +622,7 @@ static int finish_ran(Worker *w, RequestRecord *rec, Request *req, const ExecRes
  * report, the lane sealed and given back before the result is published, so that the next
  * request finds it free (a lane's first generation is seeded from a free one, gen-seed.h), the
  * cache's report, the scratch removed. */
-static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bool ran, GenLane *lane) {
+static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bool ran, const GenLane *lane) {
         if (ran)
                 job_report_run(w, id, x);
         if (lane && lane->mirrored_for >= 0 && lane->mirror_error)
@@ -631,19 +631,21 @@ static void job_after_capsule(Worker *w, const char *id, const ExecResult *x, bo
         else if (lane && lane->mirrored_for >= 0)
                 worker_say(w, LOG_INFO, "job '%s': lane-%u's generation copied for lane-%d, which waits for one (%" PRIu64 " ms)", id,
                            lane->number, lane->mirrored_for, (uint64_t) (lane->mirror_usec / USEC_PER_MSEC));
-        /* The index written beside the job (snapshot/index-saver.h): one that could not be (the
-         * store full) leaves the lane without a generation, which its next user makes again. */
+}
+
+/* Once the result is out: what nothing of it needs is done after it, off the request's path:
+ * the lane given back (its index, written beside the job, waited for, then its seal: the
+ * process exits only after, and the daemon counts a lane free only once it has), the store's
+ * and the cache's reports (files on state_dir's disk) and the job's scratch directory. */
+static void job_after_publish(Worker *w, const char *id, const ExecResult *x, GenLane *lane, BuildCache *cache) {
+        /* One that could not be written (the store full) leaves the lane without a generation,
+         * which its next user makes again. */
         TfwError ie = {0};
+        bool had_lane = lane;
         if (lane && gen_lane_index_wait(lane, &ie) < 0)
                 worker_say(w, LOG_WARNING, "job '%s': the index of lane-%u could not be written (%s); its next user makes its generation again",
                            id, lane->number, ie.message);
         gen_lane_release(lane);
-}
-
-/* Once the result is out: what nothing of it needs (the store's and the cache's reports, files
- * on state_dir's disk, and the job's scratch directory) is done after it, off the request's
- * path. */
-static void job_after_publish(Worker *w, const char *id, const ExecResult *x, bool had_lane, BuildCache *cache) {
         if (had_lane)
                 job_store_report(w);
         if (cache && x->cache.used)
@@ -687,7 +689,8 @@ static int job_publish(Worker *w, RequestRecord *rec, Request *req, const ExecRe
 /* Where a request's time went once its process took it (docs/performance.md, "A request's fixed
  * cost"), each step in ms: the request read and its outputs opened (prep), the digest, the walk
  * and the cache's hand-out (input), the capsule's steps (capsule/job.h), the changeset, the
- * cache's take-in, the lane given back (after), result.json published (publish). */
+ * cache's take-in, the run's report (after), result.json published (publish); the lane is
+ * given back after that, off the request's path (job_after_publish). */
 typedef struct JobTimes {
         usec_t begin, planned, ran, after, published;
 } JobTimes;
@@ -791,8 +794,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         times.planned = now_monotonic();
         r = job_run_cancellable(w, rec->id, &plan, cancel_fd, &x, e);
         times.ran = now_monotonic();
-        bool had_lane = lane;
-        job_after_capsule(w, rec->id, &x, r >= 0, TAKE_PTR(lane));
+        job_after_capsule(w, rec->id, &x, r >= 0, lane);
         times.after = now_monotonic();
         if (r >= 0)
                 r = job_publish(w, rec, req, &x, cache, staging, (int[]) {art_fd, changes_fd, egress_fd}, e);
@@ -800,7 +802,7 @@ int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm_in, GenLane *la
         /* The result is out: now the engine's record of the ended capsule (`runc delete`, tens
          * of ms), which nothing of the result waits for (ExecPlan.defer_record). */
         exec_release_record(&plan, &x);
-        job_after_publish(w, rec->id, &x, had_lane, cache);
+        job_after_publish(w, rec->id, &x, TAKE_PTR(lane), cache);
         capsule_driver_done(&drv);
         if (r >= 0 && x.ran)
                 job_report_timing(w, rec->id, &x, &times);
