@@ -1089,10 +1089,17 @@ static void start_walk_ahead(Daemon *d) {
  * walk opens in that time (about 40 files a millisecond when it copies everything). */
 #define MARK_REST_USEC (20 * USEC_PER_MSEC)
 
-/* The mark's descriptor to poll now, or -1 while it rests (*rest_ms: when to read it again). */
+/* The mark's descriptor to poll now, or -1 while it rests (*rest_ms: when to read it again).
+ * With no job running and no capsule waiting (idle, past the window), it is not polled at all:
+ * the mark hears every open on the workspace's file system, other processes' too, and woke an
+ * idle daemon about 35 times a second (tests/bench/orchestrator.sh's idle row). Its queue is
+ * read whole when the next request comes (the job's view); a queue that overflowed meanwhile
+ * (fs.fanotify.max_queued_events) makes that walk ask every file, as after any overflow. */
 static int mark_polled(Daemon *d, int *rest_ms) {
         int fd = d->watch ? dirty_set_mark_fd(d->watch) : -1;
         usec_t now = now_monotonic();
+        if (fd >= 0 && d->n_running == 0 && d->n_warm == 0)
+                return -1;
         if (fd < 0 || d->n_running == 0 || now >= d->mark_rest_until)
                 return fd; /* what queued meanwhile wakes the poll at once */
         *rest_ms = (int) ((d->mark_rest_until - now + USEC_PER_MSEC - 1) / USEC_PER_MSEC);
