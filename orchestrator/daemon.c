@@ -1057,28 +1057,6 @@ static void enter_namespace(Daemon *d) {
         }
 }
 
-/* Before READY=1: a lane kept from before the start is brought up to the workspace with the
- * new watch now, not by the first request (a drain runs one queue and goes). The worker was in
- * use before this start (a restart, a reload that needed one): a capsule waits for the next
- * request at once, as after a request, and it is started before the walk, on the lane walked:
- * it boots while the daemon walks (it waits on the lane's update lock for the walk to end).
- * A worker that finds no generation waits for its first request first. The capsule's cache
- * mount points are in a kept generation already (the store's stamp names the cache paths): one
- * it had to make races the walk, which may fail (the lane emptied) or keep it; either way no
- * stale byte, and a capsule whose mount point went missing does not fit its job (it runs cold). */
-static void start_walk_ahead(Daemon *d) {
-        GenLane *lane = d->o.drain ? NULL : job_lane_ahead(&d->w);
-        if (!lane)
-                return;
-        d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
-        bool given = warm_wanted(d) && warm_spawn(d, lane);
-        job_walk_ahead(&d->w, d->watch, lane);
-        if (given)
-                gen_lane_let_go(lane);
-        else
-                gen_lane_release(lane);
-}
-
 /* The file system's mark hears every open on the workspace's file system, a job's walk's own
  * too (fan-mark.h): an event queued while the daemon waits on the descriptor wakes it, on the
  * other CPU, once an open (150 of the walk's 336 samples in openat2 were that wake-up, on 1,000
@@ -1088,6 +1066,66 @@ static void start_walk_ahead(Daemon *d) {
  * more. The queue's bound (fs.fanotify.max_queued_events, 16,384 by default) is far from what a
  * walk opens in that time (about 40 files a millisecond when it copies everything). */
 #define MARK_REST_USEC (20 * USEC_PER_MSEC)
+
+/* Before READY=1: a lane kept from before the start is brought up to the workspace with the
+ * new watch now, not by the first request (a drain runs one queue and goes). The worker was in
+ * use before this start (a restart, a reload that needed one): a capsule waits for the next
+ * request at once, as after a request, and it is started before the walk, on the lane walked:
+ * it boots while the daemon walks (it waits on the lane's update lock for the walk to end).
+ * A worker that finds no generation waits for its first request first. The capsule's cache
+ * mount points are in a kept generation already (the store's stamp names the cache paths): one
+ * it had to make races the walk, which may fail (the lane emptied) or keep it; either way no
+ * stale byte, and a capsule whose mount point went missing does not fit its job (it runs cold). */
+/* The walk of the start's lane, in a child of the daemon's: the daemon reads the file system's
+ * mark meanwhile. Walked by the daemon itself, the walk's own 86k opens overflowed the mark's
+ * queue (fs.fanotify.max_queued_events), which it could not read while it walked; the first
+ * request after a restart then asked and probed every file again (727 of its 796 ms on the npm
+ * tree). The child holds the lane's update lock (the daemon's copy closed), lets the lane go once
+ * its index is written, and its opens are the daemon's own (own_child). */
+static void walk_ahead_in_child(Daemon *d, GenLane *lane) {
+        int view = d->watch ? watch_view(d->watch) : -EBADF;
+        pid_t pid;
+        if (view < 0)
+                return;
+        if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
+                /* No child: walked here, as before. */
+                job_walk_ahead(&d->w, view, lane);
+                return;
+        }
+        if (pid == 0) {
+                job_walk_ahead(&d->w, view, lane);
+                gen_lane_let_go(lane);
+                _exit(0);
+        }
+        safe_close(view);
+        own_child(d, pid);
+        lane->update_fd = safe_close(lane->update_fd); /* the child's copy holds the lock */
+        for (;;) {
+                struct pollfd p = { .fd = dirty_set_mark_fd(d->watch), .events = POLLIN };
+                (void) poll(&p, 1, (int) (MARK_REST_USEC / USEC_PER_MSEC));
+                (void) dirty_set_read(d->watch);
+                int status;
+                pid_t r = waitpid(pid, &status, WNOHANG);
+                if (r == pid || (r < 0 && errno != EINTR))
+                        break;
+        }
+        (void) dirty_set_read(d->watch);
+        dirty_set_own(d->watch, pid, false);
+}
+
+static void start_walk_ahead(Daemon *d) {
+        GenLane *lane = d->o.drain ? NULL : job_lane_ahead(&d->w);
+        if (!lane)
+                return;
+        d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
+        bool given = warm_wanted(d) && warm_spawn(d, lane);
+        walk_ahead_in_child(d, lane);
+        if (given)
+                gen_lane_let_go(lane);
+        else
+                gen_lane_release(lane);
+}
+
 
 /* The mark's descriptor to poll now, or -1 while it rests (*rest_ms: when to read it again).
  * With no job running and no capsule waiting (idle, past the window), it is not polled at all:

@@ -450,14 +450,16 @@ GenLane *job_lane_ahead(Worker *w) {
         return TAKE_PTR(l);
 }
 
-void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
+void job_walk_ahead(Worker *w, int view_fd, GenLane *l) {
         char note[1024] = "", words[400];
         TfwError e = {0};
         SnapshotSummary sum = {0};
 
-        if (!watch || !l)
+        if (view_fd < 0 || !l) {
+                safe_close(view_fd);
                 return;
-        w->watch_view_fd = watch_view(watch);
+        }
+        w->watch_view_fd = view_fd;
         _cleanup_(dirty_view_freep) DirtyView *v = job_watch(w, "(the walk at start)");
         _cleanup_(build_cache_freep) BuildCache *cache = job_cache(w, note, sizeof(note));
         /* As an inbox job walks it, so that the first request's walk finds its generation. */
@@ -465,6 +467,12 @@ void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *l) {
         int r = gen_lane_update(l, w->dirs.store_fd, scratch_store_lanes(w->config), w->config->workspace,
                                 w->config->container_uid, &limits, &sum, &e);
         w->watch_view_fd = safe_close(w->watch_view_fd);
+        /* The index, written beside the walk (snapshot/index-saver.h), is there before the
+         * daemon seals the lane or a capsule takes it. */
+        TfwError ie = {0};
+        if (r >= 0 && gen_lane_index_wait(l, &ie) < 0)
+                worker_say(w, LOG_WARNING, "at start: the index of lane-%u could not be written (%s); its job walks it",
+                           l->number, ie.message);
         if (r < 0)
                 worker_say(w, LOG_WARNING, "at start: the walk of lane-%u failed (%s); its job walks it", l->number,
                            e.message);

@@ -27,13 +27,15 @@ void job_cache_runtime_version(Worker *w);
  * rather than a full one. job_lane_ahead() takes that lane and its update lock (NULL: none, or
  * none with a generation: the first job makes it); the capsule started ahead at once may take
  * it over, forked before the walk (it boots while the daemon walks, and waits on the update
- * lock for the walk to end); job_walk_ahead() then walks it. The caller releases the lane (sealed again) or
+ * lock for the walk to end); job_walk_ahead() then walks it, from view_fd (the watch's view the
+ * caller made: orchestrator/watch.h watch_view; taken), in a process the daemon forked for it,
+ * which lets the lane go once its index is written. The caller releases the lane (sealed again) or
  * lets it go to that capsule (gen_lane_let_go). Failures are said and change nothing else (the
  * lane is emptied, as after any failed update: the capsule's job then seeds or copies it). A
  * lane with a generation means the worker was in use before this start, whether or not the walk
  * succeeds: the capsule is started either way. */
 GenLane *job_lane_ahead(Worker *w);
-void job_walk_ahead(Worker *w, DirtySet *watch, GenLane *lane);
+void job_walk_ahead(Worker *w, int view_fd, GenLane *lane);
 int job_execute(Worker *w, RequestRecord *rec, CapsuleWarm *warm, GenLane *lane, int cancel_fd, TfwError *e);
 
 /* Start a capsule ahead of the next request (runtime.warm_seconds): its bundle in
