@@ -558,11 +558,6 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 unsigned want = warm_target(d);
                 while (d->n_warm > MAX(want, 1u))
                         warm_retire_one(d, d->n_warm - 1);
-                /* While a job runs and a capsule still waits for the next request, the one for the
-                 * request after it boots when that job has ended, not beside it: a boot takes
-                 * about 0.3 s of CPU, which the job's run paid on 2 cores. */
-                if (d->n_running > 0 && d->n_warm > 0)
-                        want = MIN(want, d->n_warm);
                 while (d->n_warm < want)
                         if (!warm_spawn(d, NULL))
                                 break;
