@@ -110,8 +110,6 @@ int fsync_fd(int fd) {
         return 0;
 }
 
-/* Write through a temporary name renamed over name; durable: fsync the file before and the
- * directory after the rename. */
 int tmp_file_name(const char *name, char *tmp) {
         uint64_t rnd;
         if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
@@ -137,6 +135,8 @@ int tmp_file_commit_at(int dir_fd, const char *tmp, const char *name, int r) {
         return r;
 }
 
+/* Write through a temporary name renamed over name; durable: fsync the file before and the
+ * directory after the rename. */
 static int write_file_renamed_at(int dir_fd, const char *name, const void *data, size_t len, mode_t mode,
                                  uid_t uid, gid_t gid, bool durable) {
         char tmp[NAME_MAX + 1];

@@ -204,33 +204,28 @@ bool gen_identity_equal(const GenIdentity *a, const GenIdentity *b) {
 
 /* ---- the file ---------------------------------------------------------------------------- */
 
-/* The file's bytes, put in a buffer that, with an fd, is written out whenever the next piece
- * would not fit (a piece is at most ENTRY_MAX): the 9 MB of an index of 86k entries never sit
- * in memory at once. */
+/* The file's bytes, gathered in a buffer of OUT_CHUNK written out whenever the next piece would
+ * not fit (a piece is at most ENTRY_MAX): the 9 MB of an index of 86k entries never sit in
+ * memory at once. */
 #define OUT_CHUNK (256U * 1024U)
+_Static_assert(ENTRY_MAX <= OUT_CHUNK && HEADER_SIZE <= OUT_CHUNK, "a piece of the index fits a chunk");
 typedef struct Buf {
-        uint8_t *p;
-        size_t len, size;
-        int fd;   /* written out to it (gen_index_save), or -EBADF: grown */
-        int r;    /* the first write error */
+        uint8_t *p;    /* OUT_CHUNK bytes */
+        size_t len;
+        int fd;        /* written out to it */
+        int r;         /* the first write error */
 } Buf;
 
+/* Room for the next n bytes (n at most ENTRY_MAX), what is gathered written out first when they
+ * would not fit; NULL (b->r set) when that write fails. */
 static uint8_t *buf_grow(Buf *b, size_t n) {
-        if (b->fd >= 0 && b->len + n > b->size) {
+        if (b->len + n > OUT_CHUNK) {
                 int r = write_all(b->fd, b->p, b->len);
                 b->len = 0;
                 if (r < 0) {
                         b->r = r;
                         return NULL;
                 }
-        }
-        if (b->len + n > b->size) {
-                size_t s = MAX(2 * b->size, b->len + n + 64 * 1024);
-                uint8_t *p = realloc(b->p, s);
-                if (!p)
-                        return NULL;
-                b->p = p;
-                b->size = s;
         }
         uint8_t *q = b->p + b->len;
         b->len += n;
@@ -305,7 +300,7 @@ int gen_index_save(const GenIndex *x, int dir_fd, const char *name, TfwError *e)
         if (fd < 0)
                 return tfw_error(e, -fd, "generation_store", "cannot write the generation's index '%s': %s", name,
                                  strerror(-fd));
-        Buf b = { .p = malloc(OUT_CHUNK), .size = OUT_CHUNK, .fd = fd };
+        Buf b = { .p = malloc(OUT_CHUNK), .fd = fd };
         uint8_t *q = b.p ? buf_grow(&b, HEADER_SIZE) : NULL;
         int r = q ? 0 : -ENOMEM;
 
