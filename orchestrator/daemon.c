@@ -58,7 +58,14 @@
 /* The daemon's word to a warm child that it is to go (never a request id). The socket's end
  * without it means the daemon died (SIGKILL): the child then leaves its capsule alone. */
 #define WARM_RETIRE "-"
-#define WARM_RETIRING_MAX 4
+/* One capsule waits for the next request; two while requests come back to back (one started
+ * within WARM_PAIR_USEC of the last one's start), until none has run for WARM_PAIR_USEC: a
+ * request that follows a short job's result at once then finds the capsule started at the request
+ * before booted, not the one started beside that job (a boot, 0.2 to 1 s under load, takes longer
+ * than a short job). */
+#define WARM_AHEAD_MAX 2
+#define WARM_PAIR_USEC (2 * USEC_PER_SEC)
+#define WARM_RETIRING_MAX (2 * WARM_AHEAD_MAX)
 
 typedef struct Running {
         pid_t pid;
@@ -99,11 +106,14 @@ typedef struct Daemon {
         Config **configs;                   /* the ones reloads made (the first is the caller's) */
         size_t n_configs;
         char *config_abs;                   /* the configuration's absolute path, or NULL */
-        WarmChild warm;                     /* the one waiting for the next request */
+        WarmChild warm[WARM_AHEAD_MAX];     /* those waiting for the next requests, oldest first */
+        unsigned n_warm;
         WarmChild retiring[WARM_RETIRING_MAX]; /* told to go, not reaped yet */
         usec_t warm_until;                  /* monotonic: keep one until then (0: none) */
         usec_t mark_rest_until;             /* monotonic: the mark's descriptor not polled till
                                              * then while a job runs (mark_polled) */
+        bool warm_pair;                     /* the last request came back to back (WARM_PAIR_USEC) */
+        usec_t last_start, last_end;        /* monotonic: the last request's start, the last job's end */
 } Daemon;
 
 static int take_instance_lock(Daemon *d, TfwError *e) {
@@ -183,7 +193,8 @@ static void close_daemon_fds(Daemon *d) {
 }
 
 static void close_warm_socks(Daemon *d) {
-        d->warm.sock = safe_close(d->warm.sock);
+        for (unsigned i = 0; i < d->n_warm; i++)
+                d->warm[i].sock = safe_close(d->warm[i].sock);
         /* Another job's cancel channel is never a child's to hold. */
         for (unsigned i = 0; i < d->n_running; i++)
                 d->running[i].cancel_fd = safe_close(d->running[i].cancel_fd);
@@ -274,30 +285,68 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id, GenL
         }
         if (n <= 0) {
                 /* No request came in time (or the daemon stops): nothing of it is left. A
-                 * capsule that could not boot says so (no other one until the next request). */
+                 * capsule that could not boot says so (no other one until the next request); one
+                 * that could not be ended whole exits unclean too, so the daemon tears down what
+                 * is left of it (warm_reaped) before it goes on, or before it stops. */
                 TfwError we = {0};
                 sock = safe_close(sock);
-                if (capsule_warm_end(warm, &we) < 0)
+                bool ended = capsule_warm_end(warm, &we) >= 0;
+                if (!ended)
                         worker_say(&d->w, LOG_WARNING, "warm capsule '%s': %s", warm_id, we.message);
                 gen_lane_release(lane);
                 (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
-                _exit(booted ? 0 : 1);
+                _exit(booted && ended ? 0 : 1);
         }
         run_job_in(d, &rec, warm, lane, sock);
         (void) rm_rf_at(d->w.dirs.scratch_fd, warm_id);
         _exit(0);
 }
 
-/* Should a capsule wait for the next request now? While a request runs and for warm_seconds
+/* Should capsules wait for the next requests now? While a request runs and for warm_seconds
  * after the last one ended (a job longer than the window still finds one ready behind it; a
  * capsule that could not start sets warm_until to 0: none again before the next request); with
  * drain only while requests are queued; never while stopping; only with a driver that boots
  * capsules ahead (runsc). */
-static bool warm_wanted(Daemon *d) {
+static bool warm_wanted(const Daemon *d) {
         const CapsuleDriverOps *ops = capsule_driver_ops(d->w.config->driver);
         return d->w.config->warm_seconds > 0 && ops && ops->boots_ahead && !d->stopping &&
                d->warm_until && (d->warm_until > now_monotonic() || d->n_running > 0) &&
                (!d->o.drain || d->n_queue > 0);
+}
+
+static unsigned warm_retiring(const Daemon *d) {
+        unsigned n = 0;
+        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
+                n += d->retiring[i].pid != 0;
+        return n;
+}
+
+/* Do two capsules wait (WARM_AHEAD_MAX)? While requests come back to back: while a job runs and
+ * for WARM_PAIR_USEC after the last one ended. */
+static bool warm_pair(const Daemon *d, usec_t now) {
+        return d->warm_pair && (d->n_running > 0 || d->last_end + WARM_PAIR_USEC > now);
+}
+
+/* How many capsules should wait now: one while they are wanted, two while requests come back to
+ * back, but never more than the lanes of the generation store left (concurrency + 1 of them: a
+ * capsule waits on a lane of its own, a job runs on its capsule's or takes one, a capsule told to
+ * go keeps its lane until it has ended), so that no job ever finds every lane taken and its
+ * workspace streamed. */
+static unsigned warm_target(const Daemon *d) {
+        unsigned lanes = scratch_store_lanes(d->w.config), held = d->n_running + warm_retiring(d);
+        if (!warm_wanted(d) || held >= lanes)
+                return 0;
+        unsigned want = warm_pair(d, now_monotonic()) ? WARM_AHEAD_MAX : 1;
+        return MIN(want, lanes - held);
+}
+
+/* A request starts: back to back when it came within WARM_PAIR_USEC of the last one's start. */
+static void warm_note_request(Daemon *d) {
+        usec_t now = now_monotonic();
+        d->warm_pair = d->last_start && now - d->last_start < WARM_PAIR_USEC;
+        d->last_start = now;
+        /* Keep capsules ready for the next one for warm_seconds. */
+        d->warm_until = now + d->w.config->warm_seconds * USEC_PER_SEC;
 }
 
 /* A child that walks the workspace: its opens are not stamped by the file system's mark. Every
@@ -310,25 +359,26 @@ static void own_child(Daemon *d, pid_t pid) {
         dirty_set_own(d->watch, pid, true);
 }
 
-/* A warm child forked, on the lane given (the start's, its descriptors inherited) or a free one. */
-static void warm_spawn(Daemon *d, GenLane *given) {
+/* A warm child forked, on the lane given (the start's, its descriptors inherited) or a free one,
+ * the newest of those waiting. False when none could be. */
+static bool warm_spawn(Daemon *d, GenLane *given) {
         uint8_t rnd[6];
         int sv[2];
 
-        if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
-                return;
+        if (d->n_warm >= WARM_AHEAD_MAX || getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+                return false;
         WarmChild w = {.sock = -EBADF};
         int n = snprintf(w.id, sizeof(w.id), "warm-");
         for (unsigned i = 0; i < sizeof(rnd); i++)
                 n += snprintf(w.id + n, sizeof(w.id) - (size_t) n, "%02x", rnd[i]);
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
-                return;
+                return false;
         /* Like a job, the capsule's process never outlives the daemon. */
         pid_t pid;
         if (safe_fork(FORK_DEATHSIG, &pid) < 0) {
                 safe_close(sv[0]);
                 safe_close(sv[1]);
-                return;
+                return false;
         }
         if (pid == 0) {
                 safe_close(sv[0]);
@@ -338,65 +388,79 @@ static void warm_spawn(Daemon *d, GenLane *given) {
         own_child(d, pid);
         w.pid = pid;
         w.sock = sv[0];
-        d->warm = w;
+        d->warm[d->n_warm++] = w;
         log_debug("warm capsule '%s': starting (pid %d)", w.id, (int) pid);
+        return true;
 }
 
-/* Tell the waiting one to go (its socket ends); it is reaped like any child. */
-static void warm_retire(Daemon *d) {
-        if (!d->warm.pid)
-                return;
-        (void) send(d->warm.sock, WARM_RETIRE, strlen(WARM_RETIRE), MSG_NOSIGNAL | MSG_DONTWAIT);
-        d->warm.sock = safe_close(d->warm.sock);
-        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
-                if (!d->retiring[i].pid) {
-                        d->retiring[i] = d->warm;
-                        d->warm = (WarmChild){.sock = -EBADF};
+/* The waiting child at index i out of d->warm, the others kept in their order. */
+static WarmChild warm_remove(Daemon *d, unsigned i) {
+        WarmChild w = d->warm[i];
+        memmove(d->warm + i, d->warm + i + 1, (d->n_warm - i - 1) * sizeof(*d->warm));
+        d->warm[--d->n_warm] = (WarmChild){.sock = -EBADF};
+        return w;
+}
+
+/* Tell the waiting one at index i to go (its socket ends); it is reaped like any child. */
+static void warm_retire_one(Daemon *d, unsigned i) {
+        WarmChild w = warm_remove(d, i);
+        (void) send(w.sock, WARM_RETIRE, strlen(WARM_RETIRE), MSG_NOSIGNAL | MSG_DONTWAIT);
+        w.sock = safe_close(w.sock);
+        for (unsigned k = 0; k < WARM_RETIRING_MAX; k++)
+                if (!d->retiring[k].pid) {
+                        d->retiring[k] = w;
                         return;
                 }
         /* No slot: end it the hard way (reaped, then torn down, like a killed job). */
-        (void) kill(-d->warm.pid, SIGKILL);
+        (void) kill(-w.pid, SIGKILL);
         d->retiring[0].sock = safe_close(d->retiring[0].sock);
-        d->retiring[0] = d->warm;
-        d->warm = (WarmChild){.sock = -EBADF};
+        d->retiring[0] = w;
+}
+
+/* Every waiting one told to go. */
+static void warm_retire(Daemon *d) {
+        while (d->n_warm > 0)
+                warm_retire_one(d, d->n_warm - 1);
 }
 
 static bool warm_children_left(Daemon *d) {
-        if (d->warm.pid)
-                return true;
-        for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
-                if (d->retiring[i].pid)
-                        return true;
-        return false;
+        return d->n_warm > 0 || warm_retiring(d) > 0;
 }
 
 /* A warm child ended. One that did not exit cleanly may have left its capsule: torn down. */
 static bool warm_reaped(Daemon *d, pid_t pid, int status) {
-        WarmChild *w = NULL;
-        if (d->warm.pid == pid)
-                w = &d->warm;
-        for (unsigned i = 0; !w && i < WARM_RETIRING_MAX; i++)
-                if (d->retiring[i].pid == pid)
-                        w = &d->retiring[i];
-        if (!w)
+        WarmChild w = {.sock = -EBADF};
+        bool waiting = false;
+        for (unsigned i = 0; !w.pid && i < d->n_warm; i++)
+                if (d->warm[i].pid == pid) {
+                        w = warm_remove(d, i);
+                        waiting = true;
+                }
+        for (unsigned i = 0; !w.pid && i < WARM_RETIRING_MAX; i++)
+                if (d->retiring[i].pid == pid) {
+                        w = d->retiring[i];
+                        d->retiring[i] = (WarmChild){.sock = -EBADF};
+                }
+        if (!w.pid)
                 return false;
         if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-                job_cleanup(&d->w, w->id);
-                if (w == &d->warm)
+                job_cleanup(&d->w, w.id);
+                if (waiting)
                         /* It could not start one: not again before the next request. */
                         d->warm_until = 0;
         }
-        w->sock = safe_close(w->sock);
-        *w = (WarmChild){.sock = -EBADF};
+        safe_close(w.sock);
         return true;
 }
 
 /* The daemon leaves and a capsule's process did not end in time: killed with its group, its
  * capsule torn down, and said; what is left goes at the next start. */
 static void warm_abandon(Daemon *d) {
-        WarmChild *all[1 + WARM_RETIRING_MAX] = {&d->warm};
+        WarmChild *all[WARM_AHEAD_MAX + WARM_RETIRING_MAX];
+        for (unsigned i = 0; i < WARM_AHEAD_MAX; i++)
+                all[i] = &d->warm[i];
         for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
-                all[1 + i] = &d->retiring[i];
+                all[WARM_AHEAD_MAX + i] = &d->retiring[i];
         for (unsigned i = 0; i < ELEMENTSOF(all); i++) {
                 if (!all[i]->pid)
                         continue;
@@ -408,22 +472,23 @@ static void warm_abandon(Daemon *d) {
         }
 }
 
-/* Give the request to the waiting capsule; false when there is none (or it is gone). */
+/* Give the request to the capsule that has waited longest (the likeliest to have booted), its
+ * own from then on; false when none is left to take it. One whose process is gone is told to go. */
 static bool warm_take(Daemon *d, const RequestRecord *rec, Running *run, int view_fd) {
-        if (!d->warm.pid)
-                return false;
         size_t len = strlen(rec->id);
-        ssize_t n = watch_send_id(d->warm.sock, rec->id, len, view_fd);
-        if (n != (ssize_t) len) {
-                d->warm.sock = safe_close(d->warm.sock);
-                warm_retire(d);
-                return false;
+        while (d->n_warm > 0) {
+                ssize_t n = watch_send_id(d->warm[0].sock, rec->id, len, view_fd);
+                if (n != (ssize_t) len) {
+                        warm_retire_one(d, 0);
+                        continue;
+                }
+                WarmChild w = warm_remove(d, 0);
+                run->cancel_fd = w.sock; /* the job's cancel channel from now on */
+                run->pid = w.pid;
+                snprintf(run->capsule, sizeof(run->capsule), "%s", w.id);
+                return true;
         }
-        run->cancel_fd = TAKE_FD(d->warm.sock); /* the job's cancel channel from now on */
-        run->pid = d->warm.pid;
-        snprintf(run->capsule, sizeof(run->capsule), "%s", d->warm.id);
-        d->warm = (WarmChild){.sock = -EBADF};
-        return true;
+        return false;
 }
 
 /* Start queued requests in arrival order up to the concurrency. */
@@ -452,8 +517,7 @@ static int start_jobs(Daemon *d, TfwError *e) {
                         return r;
                 }
 
-                /* A request: keep a capsule ready for the next one for warm_seconds. */
-                d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
+                warm_note_request(d);
                 Running *run = &d->running[d->n_running];
                 *run = (Running){.cancel_fd = -EBADF};
                 /* What the watch saw before the request came, for its walk. */
@@ -491,10 +555,20 @@ static int start_jobs(Daemon *d, TfwError *e) {
                 memcpy(run->id, rec.id, sizeof(run->id));
                 worker_say(&d->w, LOG_INFO, "job '%s': started (pid %d)", rec.id, (int) pid);
         }
-        /* One capsule waits for the next request while one is wanted; none otherwise. */
+        /* Capsules wait for the next requests while they are wanted (the newest told to go when
+         * fewer are, the others keep their boot); none otherwise. */
         if (warm_wanted(d)) {
-                if (!d->warm.pid)
-                        warm_spawn(d, NULL);
+                unsigned want = warm_target(d);
+                while (d->n_warm > MAX(want, 1u))
+                        warm_retire_one(d, d->n_warm - 1);
+                /* While a job runs and a capsule still waits for the next request, the one for the
+                 * request after it boots when that job has ended, not beside it: a boot takes
+                 * about 0.3 s of CPU, which the job's run paid on 2 cores. */
+                if (d->n_running > 0 && d->n_warm > 0)
+                        want = MIN(want, d->n_warm);
+                while (d->n_warm < want)
+                        if (!warm_spawn(d, NULL))
+                                break;
         } else
                 warm_retire(d);
         status_notify(d);
@@ -557,6 +631,7 @@ static void reap(Daemon *d) {
                         safe_close(run->cancel_fd);
                         d->running[i] = d->running[--d->n_running];
                         /* The window runs from the end of the last request. */
+                        d->last_end = now_monotonic();
                         if (d->warm_until)
                                 d->warm_until = MAX(d->warm_until,
                                                     now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC);
@@ -780,8 +855,12 @@ static void arm_timer(Daemon *d) {
                 mono = d->stop_deadline;
         /* The end of the window of the capsule waiting for the next request (none while a job runs:
          * its end opens the window again). */
-        if (d->warm.pid && d->warm_until && d->n_running == 0 && (mono == 0 || d->warm_until < mono))
+        if (d->n_warm && d->warm_until && d->n_running == 0 && (mono == 0 || d->warm_until < mono))
                 mono = d->warm_until;
+        /* ... and of the second one's (warm_pair). */
+        usec_t pair = d->last_end + WARM_PAIR_USEC;
+        if (d->n_warm > 1 && d->n_running == 0 && warm_pair(d, now_m) && (mono == 0 || pair < mono))
+                mono = pair;
         struct itimerspec its = {};
         if (mono) {
                 its.it_value.tv_sec = (time_t) (mono / USEC_PER_SEC);
@@ -817,8 +896,8 @@ static int handle_deadlines(Daemon *d, TfwError *e) {
                 (void) sd_notify(0, "WATCHDOG=1");
                 d->next_watchdog = now_m + d->watchdog_usec / 2;
         }
-        if (d->warm.pid && !warm_wanted(d)) {
-                log_debug("warm capsule '%s': no request for %u s, removed", d->warm.id, d->w.config->warm_seconds);
+        if (d->n_warm && !warm_wanted(d)) {
+                log_debug("%u capsule(s) started ahead: no request for %u s, removed", d->n_warm, d->w.config->warm_seconds);
                 warm_retire(d);
         }
         if (d->stopping && !d->killing && d->n_running > 0 && d->stop_deadline <= now_m) {
@@ -1042,11 +1121,9 @@ static void start_walk_ahead(Daemon *d) {
         if (!lane)
                 return;
         d->warm_until = now_monotonic() + d->w.config->warm_seconds * USEC_PER_SEC;
-        if (warm_wanted(d)) {
-                warm_spawn(d, lane);
-        }
+        bool given = warm_wanted(d) && warm_spawn(d, lane);
         walk_ahead_in_child(d, lane);
-        if (d->warm.pid)
+        if (given)
                 gen_lane_let_go(lane);
         else
                 gen_lane_release(lane);
@@ -1062,7 +1139,7 @@ static void start_walk_ahead(Daemon *d) {
 static int mark_polled(Daemon *d, int *rest_ms) {
         int fd = d->watch ? dirty_set_mark_fd(d->watch) : -1;
         usec_t now = now_monotonic();
-        if (fd >= 0 && d->n_running == 0 && !d->warm.pid)
+        if (fd >= 0 && d->n_running == 0 && d->n_warm == 0)
                 return -1;
         if (fd < 0 || d->n_running == 0 || now >= d->mark_rest_until)
                 return fd; /* what queued meanwhile wakes the poll at once */
@@ -1302,7 +1379,9 @@ static int daemon_stop(Daemon *d, int r) {
 
 int daemon_run(const Config *c, const DaemonOptions *o, TfwError *e) {
         Daemon d = {.o = *o, .lock_fd = -EBADF, .inotify_fd = -EBADF, .signal_fd = -EBADF,
-                    .timer_fd = -EBADF, .pid = getpid(), .warm = {.sock = -EBADF}};
+                    .timer_fd = -EBADF, .pid = getpid()};
+        for (unsigned i = 0; i < WARM_AHEAD_MAX; i++)
+                d.warm[i].sock = -EBADF;
         for (unsigned i = 0; i < WARM_RETIRING_MAX; i++)
                 d.retiring[i].sock = -EBADF;
 

@@ -32,6 +32,16 @@ none_listed() { [ -z "$(containers)" ]; }
 no_runsc_procs() { no_own_procs "argv=$root" >/dev/null; } # the front process, gofer and sandbox
 no_job_cgroups() { [ -z "$(find /sys/fs/cgroup -maxdepth 3 -type d -path "*tentaflake-worker-$name/*" 2>/dev/null | head -1)" ]; }
 idle() { none_listed && no_runsc_procs; }
+# The capsule waiting longest (the next request's): two may wait while requests come back to back
+# (test-warm-pair.sh), and a request takes the one started first: the one whose record in runsc's
+# root was made first (its lock file's birth; pids wrap on a busy host).
+oldest_warm() {
+        local c used
+        used=$(grep -o "started in capsule 'warm-[0-9a-f]*'" "$dir/daemon.log" | sed "s/.*'\(warm-[0-9a-f]*\)'/tfw-$name-\1/")
+        for c in $(containers | grep "^tfw-$name-warm-" | grep -vxF -e "${used:-none}"); do
+                stat -c "%.9W $c" "$root/${c}_sandbox:$c.lock" 2>/dev/null
+        done | sort -n | awk 'NR == 1 { print $2 }'
+}
 
 start_daemon "$dir" || exit 1
 
@@ -74,7 +84,7 @@ have_sandbox() { [ -n "$(sandbox_pid)" ]; }
 submit "$dir" w5 local-reversible '["true"]'
 check "w5 published" wait_result "$dir" w5
 check "a capsule waits after w5" wait_for 30 warm_listed
-dead=$(containers | grep "^tfw-$name-warm-" | head -1)
+dead=$(oldest_warm)
 check "its sandbox is found" wait_for 30 have_sandbox
 kill -KILL "$(sandbox_pid)" 2>/dev/null
 submit "$dir" w6 local-reversible '["sh","-c","echo ran-w6"]'
@@ -85,7 +95,7 @@ check "w6 ran once" test "$(grep -cx "ran-w6" "$res/w6/job.log")" = 1
 # The same, with runsc's front process frozen first so the worker cannot see the death from
 # it: only init's missing answer to the job record tells (capsule/protocol.h).
 check "a capsule waits after w6" wait_for 30 warm_listed
-dead=$(containers | grep "^tfw-$name-warm-" | head -1)
+dead=$(oldest_warm)
 check "its sandbox is found" wait_for 30 have_sandbox
 sandbox=$(sandbox_pid)
 front=$(ps -o ppid= -p "$sandbox" | tr -d ' ')
