@@ -916,11 +916,14 @@ int main(int argc, char **argv) {
         if (layer) {
                 argv++;
                 argc--;
-                /* The bounding set now, while a capsule started ahead waits for its request
+                /* The bounding and ambient sets now, and the filter that refuses mount once the
+                 * layer is mounted built, while a capsule started ahead waits for its request
                  * (nothing runs here before the job but init itself, which keeps its own
-                 * capabilities for the layer's mounts). A failure is left to
-                 * capsule_init_drop, which drops it again and fails closed as the layer's error. */
-                (void) capsule_init_drop_bounding();
+                 * capabilities for the layer's mounts). A failure is left to capsule_init_drop
+                 * and capsule_init_refuse_mount, which do it again and fail closed as the
+                 * layer's error. */
+                (void) capsule_init_drop_ahead();
+                (void) capsule_init_prepare_refuse_mount();
         } else if (geteuid() == 0 || getuid() == 0) {
                 say("refusing to run as root without " CAPSULE_LAYER_ARG "UID:GID to drop to");
                 return CAPSULE_EXIT_INIT_FAILED;
@@ -943,6 +946,9 @@ int main(int argc, char **argv) {
                 return CAPSULE_EXIT_INIT_FAILED;
         }
         char **job_argv = argv + 2;
+        /* Before it waits: what the outputs' first header loads (out-channel.c). */
+        if (warm)
+                outputs_warm_up();
         if (warm && take_warm_job(&job_argv) < 0)
                 return CAPSULE_EXIT_INIT_FAILED;
 

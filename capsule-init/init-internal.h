@@ -61,6 +61,9 @@ typedef enum CacheOut {
  * then (with cache paths) the cache as another. Returns < 0 when the artifacts could not all
  * be written; *ret_cache says how the cache went. */
 int write_outputs(CacheOut *ret_cache);
+/* What write_outputs would load on its first header, loaded now: a capsule started ahead does
+ * it while it waits. Writes nothing anywhere. */
+void outputs_warm_up(void);
 
 /* The directory /work/<path>, each component opened with O_DIRECTORY|O_NOFOLLOW (no link
  * followed anywhere, nothing made); -ENOENT: not there, -ENOTDIR or -ELOOP: a file or a link in

@@ -619,6 +619,32 @@ static int write_changes(void) {
         return r;
 }
 
+static la_ssize_t discard_write(struct archive *a, void *userdata, const void *buf, size_t len) {
+        (void) a;
+        (void) userdata;
+        (void) buf;
+        return (la_ssize_t) len;
+}
+
+void outputs_warm_up(void) {
+        /* The first header a process writes loads what libarchive converts names with (glibc's
+         * iconv, its module cache read from the root: files, so system calls of gVisor's, about
+         * 1.5 ms of every job's outputs otherwise, measured inside). Written to nowhere. */
+        struct archive *a = archive_write_new();
+        struct archive_entry *e = archive_entry_new();
+        if (a && e && archive_write_set_format_pax_restricted(a) == ARCHIVE_OK &&
+            archive_write_open(a, NULL, NULL, discard_write, NULL) == ARCHIVE_OK) {
+                archive_entry_set_pathname(e, CAPSULE_CHANGES_LIST);
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_perm(e, 0644);
+                archive_entry_set_size(e, 0);
+                (void) archive_write_header(a, e);
+                (void) archive_write_close(a);
+        }
+        archive_entry_free(e);
+        archive_write_free(a);
+}
+
 int write_outputs(CacheOut *ret_cache) {
         *ret_cache = CACHE_OUT_NONE;
         /* Before the token: the host writes its stop records only once it has read it. */

@@ -35,19 +35,36 @@ int capsule_init_parse_layer_arg(const char *arg, uid_t *ret_uid, gid_t *ret_gid
         return 0;
 }
 
-/* The spec's profile leaves CAPSULE_SECCOMP_LAYER_CALLS (mount, umount2) to init for the
- * overlays: refused again from here on, EPERM as the profile answers, to init and everything it
- * starts (a filter stays across exec and fork, and filters only add up). */
-int capsule_init_refuse_mount(void) {
+/* The filter capsule_init_refuse_mount loads, built by capsule_init_prepare_refuse_mount. */
+static scmp_filter_ctx mount_filter;
+
+int capsule_init_prepare_refuse_mount(void) {
+        if (mount_filter)
+                return 0;
         scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
         if (!ctx)
                 return -ENOMEM;
         int r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(mount), 0);
         if (r == 0)
                 r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(umount2), 0);
-        if (r == 0)
-                r = seccomp_load(ctx);
-        seccomp_release(ctx);
+        if (r < 0) {
+                seccomp_release(ctx);
+                return r;
+        }
+        mount_filter = ctx;
+        return 0;
+}
+
+/* The spec's profile leaves CAPSULE_SECCOMP_LAYER_CALLS (mount, umount2) to init for the
+ * overlays: refused again from here on, EPERM as the profile answers, to init and everything it
+ * starts (a filter stays across exec and fork, and filters only add up). */
+int capsule_init_refuse_mount(void) {
+        int r = capsule_init_prepare_refuse_mount();
+        if (r < 0)
+                return r;
+        r = seccomp_load(mount_filter);
+        seccomp_release(mount_filter);
+        mount_filter = NULL;
         return r < 0 ? r : 0;
 }
 
@@ -70,26 +87,30 @@ static unsigned long last_cap(void) {
         return c;
 }
 
-/* Set once this process's bounding set was seen empty: nothing can put a capability back into
- * it (there is no call that adds one), so capsule_init_drop need not drop or read it again. */
-static bool bounding_empty;
+/* Set once this process's bounding and ambient sets were seen empty. Nothing can put a
+ * capability back into the bounding set (there is no call that adds one). Only the process
+ * itself can raise an ambient one (PR_CAP_AMBIENT_RAISE, which init never calls), and only one
+ * that is both permitted and inheritable: after capsule_init_drop, which checks those two sets
+ * empty, none can be raised at all. So capsule_init_drop need not drop or read either again. */
+static bool ahead_done;
 
-int capsule_init_drop_bounding(void) {
+int capsule_init_drop_ahead(void) {
         unsigned long last = last_cap();
         for (unsigned long c = 0; c <= last; c++)
                 if (prctl(PR_CAPBSET_DROP, c, 0, 0, 0) < 0 && errno != EINVAL)
                         return -errno;
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+                return -errno;
         /* Fail closed: the bounding set is what every exec of this process and its children is
-         * limited to. */
+         * limited to, and the ambient set what an exec of an unprivileged file keeps. */
         for (unsigned long c = 0; c <= last; c++)
-                if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0)
+                if (prctl(PR_CAPBSET_READ, c, 0, 0, 0) > 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, c, 0, 0) > 0)
                         return -EPERM;
-        bounding_empty = true;
+        ahead_done = true;
         return 0;
 }
 
 int capsule_init_drop(uid_t uid, gid_t gid) {
-        unsigned long last;
         uid_t ru, eu, su;
         gid_t rg, eg, sg;
         struct __user_cap_data_struct d[2];
@@ -97,11 +118,8 @@ int capsule_init_drop(uid_t uid, gid_t gid) {
 
         if (uid == 0 || gid == 0)
                 return -EINVAL;
-        if (!bounding_empty && (r = capsule_init_drop_bounding()) < 0)
+        if (!ahead_done && (r = capsule_init_drop_ahead()) < 0)
                 return r;
-        last = last_cap();
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
-                return -errno;
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return -errno;
         /* A uid change from 0 clears the permitted and effective sets; clear them anyway. */
@@ -124,9 +142,7 @@ int capsule_init_drop(uid_t uid, gid_t gid) {
         for (int i = 0; i < 2; i++)
                 if (d[i].effective || d[i].permitted || d[i].inheritable)
                         return -EPERM;
-        /* The bounding set was checked empty by capsule_init_drop_bounding (it cannot grow). */
-        for (unsigned long c = 0; c <= last; c++)
-                if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_IS_SET, c, 0, 0) > 0)
-                        return -EPERM;
+        /* The bounding and ambient sets were checked empty by capsule_init_drop_ahead, and
+         * neither can have grown since (ahead_done). */
         return 0;
 }

@@ -3,8 +3,10 @@
  * on the host (root) in a child process each: mount(2) works before the filter and it and umount2(2) are refused
  * (EPERM) after it, in the process and in what it starts; the drop leaves the given ids, no
  * group, no capability in any set, not dumpable, and root cannot be had back; the layer
- * argument takes only "UID:GID" with neither 0; the bounding set dropped first (while a capsule
- * started ahead waits) leaves init its capabilities and the whole drop still complete. */
+ * argument takes only "UID:GID" with neither 0; the bounding and ambient sets dropped first (while
+ * a capsule started ahead waits) leave init its capabilities, an ambient one raised before is
+ * gone, and the whole drop is still complete; the mount filter built ahead refuses nothing
+ * until it is loaded. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -13,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <linux/capability.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -36,7 +40,10 @@ static int mount_refused_after_filter(void) {
         if (!mkdtemp(dir))
                 return 11;
         int r = 0;
-        if (try_mount(dir) != 0) /* root may mount in its own namespace: the test can tell */
+        /* Built ahead (a capsule started ahead does it while it waits), it refuses nothing yet. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || capsule_init_prepare_refuse_mount() < 0)
+                r = 18;
+        else if (try_mount(dir) != 0) /* root may mount in its own namespace: the test can tell */
                 r = 12;
         else if (mount("none", dir, "tmpfs", 0, "size=64k") < 0)
                 r = 16;
@@ -109,13 +116,29 @@ static void test_drop(void **state) {
         assert_int_equal(tfw_in_child(dropped), 0);
 }
 
-/* As a capsule started ahead does it: the bounding set while it waits (init keeps its own
- * capabilities: it still mounts), then the whole drop, which ends where one drop ends. */
-static int dropped_bounding_first(void) {
+/* An ambient capability raised: one in the permitted set made inheritable too, then raised. */
+static int raise_ambient(int cap) {
+        struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+        struct __user_cap_data_struct d[2];
+        if (syscall(SYS_capget, &h, d) < 0)
+                return -errno;
+        d[cap / 32].inheritable |= 1u << (cap % 32);
+        if (syscall(SYS_capset, &h, d) < 0 || prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) < 0)
+                return -errno;
+        return 0;
+}
+
+/* As a capsule started ahead does it: the bounding and ambient sets while it waits (init keeps
+ * its own capabilities: it still mounts), then the whole drop, which ends where one drop ends. An
+ * ambient capability raised before is gone at once. */
+static int dropped_ahead_first(void) {
         char dir[] = "/tmp/tfw-init-drop.XXXXXX";
-        if (capsule_init_drop_bounding() != 0)
+        if (raise_ambient(CAP_NET_RAW) < 0 || status_line_is("CapAmb", "0000000000000000"))
+                return 54;
+        if (capsule_init_drop_ahead() != 0)
                 return 50;
-        if (!status_line_is("CapBnd", "0000000000000000") || status_line_is("CapEff", "0000000000000000"))
+        if (!status_line_is("CapBnd", "0000000000000000") || !status_line_is("CapAmb", "0000000000000000") ||
+            status_line_is("CapEff", "0000000000000000"))
                 return 51;
         if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 || !mkdtemp(dir))
                 return 52;
@@ -126,11 +149,11 @@ static int dropped_bounding_first(void) {
         return dropped();
 }
 
-static void test_drop_bounding_first(void **state) {
+static void test_drop_ahead_first(void **state) {
         (void) state;
         if (geteuid() != 0)
                 tfw_skip("needs root");
-        assert_int_equal(tfw_in_child(dropped_bounding_first), 0);
+        assert_int_equal(tfw_in_child(dropped_ahead_first), 0);
 }
 
 static int zero_refused(void) {
@@ -166,7 +189,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_refuse_mount),
                 cmocka_unit_test(test_drop),
-                cmocka_unit_test(test_drop_bounding_first),
+                cmocka_unit_test(test_drop_ahead_first),
                 cmocka_unit_test(test_drop_refuses_root),
                 cmocka_unit_test(test_parse_layer_arg),
         };
