@@ -306,7 +306,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id, GenL
  * after the last one ended (a job longer than the window still finds one ready behind it; a
  * capsule that could not start sets warm_until to 0: none again before the next request); with
  * drain only while requests are queued; never while stopping; only with a driver that boots
- * capsules ahead (runsc). */
+ * capsules ahead (runsc, runc). */
 static bool warm_wanted(const Daemon *d) {
         const CapsuleDriverOps *ops = capsule_driver_ops(d->w.config->driver);
         return d->w.config->warm_seconds > 0 && ops && ops->boots_ahead && !d->stopping &&
