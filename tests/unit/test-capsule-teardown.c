@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule/driver.h"
 #include "capsule/teardown.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
@@ -189,6 +190,15 @@ static void test_teardown_leftovers(void **state) {
                 /* Another container's, garbled too, is not this teardown's. */
                 assert_true(exists_at(rfd, "tfw-i11tunit-other_sandbox:x.state"));
         }
+
+        /* The runsc driver's removal of a record (a job's, once its result is out) too: its
+         * `runsc delete` alone failed on such a file, which stayed listed while the worker ran. */
+        CapsuleDriver drv = {.ops = capsule_driver_ops(DRIVER_RUNSC), .runsc = rt};
+        tfw_write_file(rfd, CID "_sandbox:" CID ".lock", "", 0);
+        tfw_write_file(rfd, CID "_sandbox:" CID ".state", "", 0);
+        assert_int_equal(drv.ops->remove(&drv, CID), 0);
+        assert_false(exists_at(rfd, CID "_sandbox:" CID ".state"));
+        assert_false(exists_at(rfd, CID "_sandbox:" CID ".lock"));
 
         tfw_write_file(rfd, CID "_sandbox:" CID ".lock", "", 0);
         tfw_write_file(rfd, CID "_sandbox:" CID ".state", "{}", 2);
