@@ -91,7 +91,9 @@ static unsigned long last_cap(void) {
  * capability back into the bounding set (there is no call that adds one). Only the process
  * itself can raise an ambient one (PR_CAP_AMBIENT_RAISE, which init never calls), and only one
  * that is both permitted and inheritable: after capsule_init_drop, which checks those two sets
- * empty, none can be raised at all. So capsule_init_drop need not drop or read either again. */
+ * empty, none can be raised at all (and on Linux one raised in between is cleared by the kernel
+ * there, which keeps the ambient set within those two; runsc 20240729 answers PR_CAP_AMBIENT
+ * EINVAL: it has none). So capsule_init_drop need not drop or read either again. */
 static bool ahead_done;
 
 int capsule_init_drop_ahead(void) {

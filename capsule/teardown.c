@@ -11,6 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "capsule/cgroup.h"
 #include "capsule/teardown.h"
 #include "common/fd-util.h"
@@ -21,6 +23,8 @@
 /* Bytes of a process's argv read: runsc's are well below; a longer one is matched on its start. */
 #define ARGV_READ_MAX (64U * 1024)
 #define KILL_PASS_PAUSE_NSEC (10 * 1000 * 1000)
+/* runsc's state file of one container is a few kB; one larger than this is never judged. */
+#define TEARDOWN_STATE_MAX (4U << 20)
 
 /* Does the NUL-separated argv name the runsc root (--root R, --root=R, or with one dash) and
  * hold the argument id? */
@@ -130,10 +134,30 @@ static int kill_until_none(const Runsc *rt, const char *group, const char *id, u
         }
 }
 
+/* Is the state file `name` one runsc itself cannot read? runsc writes it in place (an open
+ * that truncates, then the write): a front killed between the two (a capsule ended while it
+ * was still being made) leaves it empty or cut. `runsc list` still lists it, and `runsc
+ * delete --force` fails on it for good ("unexpected end of JSON input"), at every start after.
+ * A file that cannot be read or is larger than runsc writes one is not called garbled. */
+static bool state_garbled(int root_fd, const char *name) {
+        _cleanup_close_ int fd = openat(root_fd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        _cleanup_free_ char *buf = NULL;
+        size_t len;
+
+        if (fd < 0 || read_full_fd_bounded(fd, TEARDOWN_STATE_MAX, &buf, &len) < 0)
+                return false;
+        json_t *j = json_loadb(buf, len, 0, NULL);
+        bool garbled = !json_is_object(j);
+        json_decref(j);
+        return garbled;
+}
+
 /* What runsc leaves of a container it was killed while creating: "<id>_sandbox:<sid>.lock"
- * without a ".state", and its control socket "runsc-<id>.sock". Only when no state file is
- * left (a container runsc knows is runsc's to delete). */
-static int remove_creation_leftovers(const Runsc *rt, const char *id) {
+ * without a ".state" (or with one it was killed while writing: state_garbled), and its control
+ * socket "runsc-<id>.sock". Only when no state file runsc can read is left (a container runsc
+ * knows is runsc's to delete); a garbled one only when none_runs (the kill passes found nothing
+ * left: a live front could be between its truncation and its write). */
+static int remove_creation_leftovers(const Runsc *rt, const char *id, bool none_runs) {
         _cleanup_close_ int fd = open(rt->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
         _cleanup_free_ char *prefix = NULL, *sock = NULL;
         bool state = false;
@@ -151,8 +175,10 @@ static int remove_creation_leftovers(const Runsc *rt, const char *id) {
                 while ((de = readdir(d))) {
                         bool mine = strncmp(de->d_name, prefix, strlen(prefix)) == 0;
                         if (pass == 0)
-                                state = state || (mine && has_suffix(de->d_name, ".state"));
-                        else if ((mine && has_suffix(de->d_name, ".lock")) || streq(de->d_name, sock))
+                                state = state || (mine && has_suffix(de->d_name, ".state") &&
+                                                  !(none_runs && state_garbled(fd, de->d_name)));
+                        else if ((mine && (has_suffix(de->d_name, ".lock") || has_suffix(de->d_name, ".state"))) ||
+                                 streq(de->d_name, sock))
                                 if (unlinkat(fd, de->d_name, 0) < 0 && errno != ENOENT)
                                         r = -errno;
                 }
@@ -188,7 +214,7 @@ static int teardown_runsc(const Runsc *rt, const char *id, unsigned flags, Capsu
                 int st;
                 (void) runsc_command(rt, args, CAPSULE_TEARDOWN_DELETE_USEC, &st);
         }
-        r = runsc_state_exists(rt, id) > 0 ? remove_creation_leftovers(rt, id) : 0;
+        r = runsc_state_exists(rt, id) > 0 ? remove_creation_leftovers(rt, id, rk >= 0) : 0;
         t->deleted = r >= 0;
         if (rc < 0)
                 rc = cgroup_job_remove_stale(group, id); /* a sandbox that took long to die */

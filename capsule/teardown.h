@@ -57,7 +57,8 @@ typedef struct CapsuleTeardown {
  *         cgroup <tentaflake-worker-NAME>/<id>, until none is left; remove the cgroup in every
  *         hierarchy (not with CAPSULE_TEARDOWN_KEEP_CGROUP); `runsc delete --force`; remove
  *         what runsc leaves of a container it never finished creating (its lock file and
- *         control socket);
+ *         control socket, and, once nothing of it runs, a state file runsc was killed while
+ *         writing, which runsc itself cannot read or delete);
  *  engine: `ENGINE rm -f -v` (the engine kills and removes; its cgroup is the engine's).
  * Returns 0 when nothing of it is left, else a negative errno (-EBUSY: something is still
  * there, named in e) after the bound; *ret (may be NULL) says what was done either way. */

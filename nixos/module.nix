@@ -97,8 +97,8 @@ let
           "runsc --platform (runsc driver only). kvm also needs /dev/kvm in the unit.";
         warmSeconds = opt (types.nullOr (types.ints.between 0 3600)) d.warmSeconds ''
           Seconds one capsule started ahead waits for the next request after the last one
-          (two while requests come back to back; runtime.warm_seconds; 0: none; runsc driver
-          only). null: the worker's default, 60.
+          (two while requests come back to back; runtime.warm_seconds; 0: none; runsc and runc
+          drivers only). null: the worker's default, 60.
         '';
         rootfs = opt (types.nullOr types.str) d.rootfs
           "The capsule's root filesystem (runsc driver); null: host paths from systemMounts.";

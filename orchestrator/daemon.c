@@ -306,7 +306,7 @@ static _noreturn_ void warm_child(Daemon *d, int sock, const char *warm_id, GenL
  * after the last one ended (a job longer than the window still finds one ready behind it; a
  * capsule that could not start sets warm_until to 0: none again before the next request); with
  * drain only while requests are queued; never while stopping; only with a driver that boots
- * capsules ahead (runsc). */
+ * capsules ahead (runsc, runc). */
 static bool warm_wanted(const Daemon *d) {
         const CapsuleDriverOps *ops = capsule_driver_ops(d->w.config->driver);
         return d->w.config->warm_seconds > 0 && ops && ops->boots_ahead && !d->stopping &&
@@ -365,7 +365,9 @@ static bool warm_spawn(Daemon *d, GenLane *given) {
         uint8_t rnd[6];
         int sv[2];
 
-        if (d->n_warm >= WARM_AHEAD_MAX || getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
+        /* Each one waiting has a slot among those told to go (warm_retire_one). */
+        if (d->n_warm >= WARM_AHEAD_MAX || d->n_warm + warm_retiring(d) >= WARM_RETIRING_MAX ||
+            getrandom(rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
                 return false;
         WarmChild w = {.sock = -EBADF};
         int n = snprintf(w.id, sizeof(w.id), "warm-");
@@ -411,10 +413,20 @@ static void warm_retire_one(Daemon *d, unsigned i) {
                         d->retiring[k] = w;
                         return;
                 }
-        /* No slot: end it the hard way (reaped, then torn down, like a killed job). */
+        /* No slot (warm_spawn never lets those waiting and those told to go outnumber the
+         * slots: a last resort). Ended here the hard way, like a killed job: its group killed,
+         * it reaped (bounded), its capsule torn down. Never put over another one told to go,
+         * which would then be forgotten: not waited for at the stop, its capsule left half
+         * ended when the daemon's exit kills it (FORK_DEATHSIG), and its own failure to end
+         * its capsule never torn down (warm_reaped). */
         (void) kill(-w.pid, SIGKILL);
-        d->retiring[0].sock = safe_close(d->retiring[0].sock);
-        d->retiring[0] = w;
+        int status;
+        if (process_kill_and_reap(w.pid, -EBADF, &status) < 0)
+                worker_say(&d->w, LOG_ERR, "warm capsule '%s': its process (pid %d) did not end in time; left for the "
+                           "next start's cleanup", w.id, (int) w.pid);
+        else
+                dirty_set_own(d->watch, w.pid, false);
+        job_cleanup(&d->w, w.id);
 }
 
 /* Every waiting one told to go. */
@@ -1328,6 +1340,10 @@ static int daemon_stop(Daemon *d, int r) {
                                 }
                         if (pid <= 0)
                                 break;
+                        /* One started ahead, told to go by kill_running: its own end judged,
+                         * as in the loop below (a status dropped here left its capsule). */
+                        if (warm_reaped(d, pid, status))
+                                continue;
                         for (unsigned i = 0; i < d->n_running; i++)
                                 if (d->running[i].pid == pid) {
                                         RequestRecord rec;

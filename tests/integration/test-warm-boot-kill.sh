@@ -23,6 +23,9 @@
 #   - the held front holds the daemon's jobs.lock (the next start waits for it);
 #   - killed with the daemon's warm child, never released into runsc;
 #   - the next start leaves no container, process or cgroup behind.
+# Then a front that emptied its state file and hung, as one killed between runsc's truncation of
+# the file and its write leaves it (`runsc delete` fails on it for good): a stop (SIGTERM) leaves
+# no file of it in runsc's root, no process, no cgroup.
 # Real daemon, real runsc. Every wait is a bounded harness timeout on an event.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -45,7 +48,8 @@ trap 'kill_leftovers "$root" "$ctl"; worker_cleanup "$dir"' EXIT
 
 # The wrapper, for a warm capsule's `run` in this worker's root: with CTL/mode "hang", the
 # real `create`, CTL/created, then a hang (this process keeps run's argv: the root and the
-# id); with "hold", its pid in CTL/held, then the real `run` once CTL/release exists.
+# id); with "cut", the same with the state file emptied first, its id in CTL/cut; with "hold",
+# its pid in CTL/held, then the real `run` once CTL/release exists.
 {
         printf '#!/bin/bash\n# runsc that hangs between create and start (tests/integration/test-warm-boot-kill.sh)\n'
         printf 'ctl=%q\nreal=%q\nroot=%q\n' "$ctl" "$REAL_RUNSC" "$root"
@@ -54,6 +58,14 @@ args=("$@") n=${#args[@]} mode=
 [ -e "$ctl/mode" ] && mode=$(<"$ctl/mode")
 if [ -n "$mode" ] && [ "$n" -ge 5 ] && [ "${args[0]}" = --root ] && [ "${args[1]}" = "$root" ] &&
         [ "${args[n-4]}" = run ] && [ "${args[n-3]}" = --bundle ] && [[ ${args[n-1]} == *-warm-* ]]; then
+        if [ "$mode" = cut ]; then
+                "$real" "${args[@]:0:n-4}" create --bundle "${args[n-2]}" "${args[n-1]}" || exit
+                # runsc writes its state file in place (truncated, then written): a front killed
+                # between the two leaves it empty. This one hangs after that, until it is killed.
+                for f in "$root/${args[n-1]}_sandbox:"*.state; do : >"$f"; done
+                echo "${args[n-1]}" >"$ctl/cut"
+                while :; do sleep 1; done
+        fi
         if [ "$mode" = hold ]; then
                 echo $$ >"$ctl/held"
                 until [ -e "$ctl/release" ]; do sleep 0.05; done
@@ -178,5 +190,23 @@ check "  ... no process names the worker's runsc root ($(runsc_procs "$root" | t
 check "the daemon stops" stop_daemon TERM
 check "  ... and leaves no container" none_listed
 check "  ... and no job cgroup ($(job_cgroups "$group" | tr '\n' ' '))" no_job_cgroup
+
+echo "-- [$SECONDS s] a stop while a capsule's state file is cut (its front killed as it wrote it)"
+# CI once found such a record after a stop that came while the second of two capsules booted:
+# `runsc delete` fails on it for good, and the next start's cleanup failed on it too.
+echo cut >"$ctl/mode"
+start_daemon "$dir" || exit 1
+submit "$dir" k4 local-reversible '["true"]'
+check "k4 published" wait_result "$dir" k4
+check "a capsule's state file was cut" wait_file "$ctl/cut" 60
+cut=$(cat "$ctl/cut" 2>/dev/null)
+files_of() { ls -A "$root" 2>/dev/null | grep -F -- "$1"; }
+check "  ... and runsc lists it" sh -c "'$REAL_RUNSC' --root '$root' list -quiet 2>/dev/null | grep -qx '$cut'"
+check "the daemon stops" stop_daemon TERM
+check "  ... and leaves no file of it in runsc's root ($(files_of "$cut" | tr '\n' ' '))" test -z "$(files_of "$cut")"
+check "  ... no container runsc lists" test -z "$("$REAL_RUNSC" --root "$root" list -quiet 2>/dev/null)"
+check "  ... no process names the worker's runsc root ($(runsc_procs "$root" | tr '\n' ';'))" no_runsc_procs
+check "  ... and no job cgroup ($(job_cgroups "$group" | tr '\n' ' '))" no_job_cgroup
+rm -f "$ctl/mode"
 if [ "$fails" -ne 0 ]; then echo "daemon log (end):"; tail -n 30 "$dir/daemon.log"; fi
 finish

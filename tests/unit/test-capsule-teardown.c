@@ -2,8 +2,9 @@
 /* capsule/teardown.c (issue 11 item 7, threat 13): the teardown signals only processes of the
  * worker's uid whose argv names both the worker's runsc root and the container id, never
  * another worker's, another container's or another user's; with nothing of the container left
- * it does nothing, and it removes what runsc leaves of a container killed while created, but
- * never a container runsc still keeps state for. Stand-ins for runsc are `sh -c 'read x'`
+ * it does nothing, and it removes what runsc leaves of a container killed while created (a
+ * state file cut while written too, which runsc itself cannot delete), but never a container
+ * runsc still keeps a readable state for. Stand-ins for runsc are `sh -c 'read x'`
  * processes carrying the argv to match (they block on a pipe, have no child to orphan). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "capsule/driver.h"
 #include "capsule/teardown.h"
 #include "common/fd-util.h"
 #include "common/macro.h"
@@ -140,8 +142,8 @@ static bool exists_at(int dir_fd, const char *name) {
 }
 
 /* The runsc driver's teardown with nothing to kill: the state runsc leaves of a container it was
- * killed while creating is removed; a container runsc still has a state file for is not
- * touched (-EBUSY). The stand-in runsc is /bin/true: `delete` does nothing. */
+ * killed while creating is removed (its lock and socket, a state file it was cut writing); a
+ * container runsc still has a readable state file for is not touched (-EBUSY). The stand-in runsc is /bin/true: `delete` does nothing. */
 static void test_teardown_leftovers(void **state) {
         TestDir *d = *state;
         char root[600];
@@ -171,6 +173,32 @@ static void test_teardown_leftovers(void **state) {
         assert_false(exists_at(rfd, CID "_sandbox:" CID ".lock"));
         assert_false(exists_at(rfd, "runsc-" CID ".sock"));
         assert_true(exists_at(rfd, "tfw-i11tunit-other_sandbox:x.lock"));
+
+        /* A state file runsc was killed while writing (it truncates, then writes): empty, or
+         * cut. runsc's own delete fails on it for good and `runsc list` still lists it (the
+         * stand-in's delete does nothing, as the real one then does): removed, with its lock. */
+        static const char *const garbled[] = { "", "{\"id\":\"" CID "\",\"sta", "null" };
+        for (size_t i = 0; i < ELEMENTSOF(garbled); i++) {
+                tfw_write_file(rfd, CID "_sandbox:" CID ".lock", "", 0);
+                tfw_write_file(rfd, CID "_sandbox:" CID ".state", garbled[i], strlen(garbled[i]));
+                tfw_write_file(rfd, "tfw-i11tunit-other_sandbox:x.state", "", 0);
+                assert_int_equal(capsule_teardown(&rt, NULL, CID, 0, &t, &e), 0);
+                assert_true(t.found);
+                assert_true(t.deleted);
+                assert_false(exists_at(rfd, CID "_sandbox:" CID ".state"));
+                assert_false(exists_at(rfd, CID "_sandbox:" CID ".lock"));
+                /* Another container's, garbled too, is not this teardown's. */
+                assert_true(exists_at(rfd, "tfw-i11tunit-other_sandbox:x.state"));
+        }
+
+        /* The runsc driver's removal of a record (a job's, once its result is out) too: its
+         * `runsc delete` alone failed on such a file, which stayed listed while the worker ran. */
+        CapsuleDriver drv = {.ops = capsule_driver_ops(DRIVER_RUNSC), .runsc = rt};
+        tfw_write_file(rfd, CID "_sandbox:" CID ".lock", "", 0);
+        tfw_write_file(rfd, CID "_sandbox:" CID ".state", "", 0);
+        assert_int_equal(drv.ops->remove(&drv, CID), 0);
+        assert_false(exists_at(rfd, CID "_sandbox:" CID ".state"));
+        assert_false(exists_at(rfd, CID "_sandbox:" CID ".lock"));
 
         tfw_write_file(rfd, CID "_sandbox:" CID ".lock", "", 0);
         tfw_write_file(rfd, CID "_sandbox:" CID ".state", "{}", 2);
