@@ -669,6 +669,60 @@ static void test_index_keeps_the_watch(void **state) {
         gfx_assert_equals_fresh(f);
 }
 
+/* A second lane of the store (its generation at <tmp>/gen-b, its index): swapped with the
+ * fixture's, so that the fixture's walks and comparisons (../gen) are the other lane's. */
+typedef struct Lane {
+        int fd;
+        GenIndex *index;
+} Lane;
+
+static void swap_lanes(Fixture *f, Lane *b) {
+        assert_int_equal(renameat2(f->d->fd, "gen", f->d->fd, "gen-b", RENAME_EXCHANGE), 0);
+        int fd = f->gen_fd;
+        f->gen_fd = b->fd;
+        b->fd = fd;
+        GenIndex *i = f->index;
+        f->index = b->index;
+        b->index = i;
+}
+
+/* The mark forgets the stamps no walk from its last views counts (dirty_set_keep_views): a lane
+ * whose last walk began before those views is vouched for no more, and sees a change made through
+ * another name since (the stamp that said so is gone); a lane walked among them still is. */
+static void test_forgotten_stamps_vouch_for_nothing(void **state) {
+        Fixture *f = *state;
+        Lane b = { .fd = -EBADF };
+        make_tree(f);
+        gfx_sh(f, "ln e/f/g/6 ../outside");
+        dirty_set_keep_views(f->set, 2);
+        converge(f);
+        assert_int_equal(mkdirat(f->d->fd, "gen-b", 0700), 0);
+        b.fd = openat(f->d->fd, "gen-b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(b.fd >= 0);
+        swap_lanes(f, &b);
+        converge(f);
+        /* Lane gen-b waits; only the mark hears of this. */
+        gfx_sh(f, "printf ' changed from outside' >>../outside");
+        gfx_sh(f, "[ \"$(cat ../gen-b/e/f/g/6)\" = 6 ]");
+        /* This lane's walks make more views than the mark keeps (no fresh snapshot in between:
+         * its reads are this process's opens, stamped after the views, and would make the
+         * other lane's walk ask the files anyway). */
+        for (unsigned i = 0; i < 3; i++) {
+                update(f);
+                assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        }
+        swap_lanes(f, &b);
+        update(f);
+        assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_FLOOR : SNAPSHOT_MARK_NONE);
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6 changed from outside' ]");
+        update(f);
+        assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        gfx_assert_equals_fresh(f);
+        safe_close(b.fd);
+        gen_index_free(b.index);
+}
+
 /* A ceiling counts what is carried as if it were read. */
 static void test_ceiling_counts_carried(void **state) {
         Fixture *f = *state;
@@ -815,6 +869,7 @@ int main(void) {
                 T(test_other_instance),
                 T(test_unwatchable_read_always),
                 T(test_index_keeps_the_watch),
+                T(test_forgotten_stamps_vouch_for_nothing),
                 T(test_ceiling_counts_carried),
                 T(test_carried_dir_named_twice),
                 T(test_view),
