@@ -38,6 +38,7 @@ struct DirtySet {
          * where the walks to come most likely start from (dirty_set_keep_views). */
         uint64_t views[DIRTY_SET_VIEWS_MAX];
         unsigned n_views, keep_views;
+        size_t keep_stamps;
 };
 
 int dirty_set_new(uint32_t max_watches, DirtySet **ret) {
@@ -94,14 +95,15 @@ int dirty_set_mark(DirtySet *s, int dir_fd, char *why, size_t why_size) {
         return fan_mark_new(dir_fd, ++s->seq, &s->mark, why, why_size);
 }
 
-void dirty_set_keep_views(DirtySet *s, unsigned n) {
-        s->keep_views = MIN(n, (unsigned) DIRTY_SET_VIEWS_MAX);
+void dirty_set_keep_views(DirtySet *s, unsigned views, size_t stamps) {
+        s->keep_views = MIN(views, (unsigned) DIRTY_SET_VIEWS_MAX);
+        s->keep_stamps = stamps;
         s->n_views = 0;
 }
 
-/* The view about to be made is one more start; once keep_views of them are known, the mark
- * forgets what only a walk older than the oldest of them would count (fan_mark_forget_upto:
- * such a walk is then not vouched for). */
+/* The view about to be made is one more start; once keep_views of them are known and the mark
+ * holds more than keep_stamps, it forgets what only a walk older than the oldest of them would
+ * count (fan_mark_forget_upto: such a walk is then not vouched for). */
 static void view_made(DirtySet *s) {
         if (!s->mark || s->keep_views == 0)
                 return;
@@ -109,7 +111,7 @@ static void view_made(DirtySet *s) {
         memmove(s->views + 1, s->views, kept * sizeof(s->views[0]));
         s->views[0] = s->seq;
         s->n_views = kept + 1;
-        if (s->n_views == s->keep_views)
+        if (s->n_views == s->keep_views && fan_mark_stamps(s->mark) > s->keep_stamps)
                 fan_mark_forget_upto(s->mark, s->views[s->n_views - 1]);
 }
 

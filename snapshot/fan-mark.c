@@ -164,6 +164,10 @@ void fan_mark_forget_upto(FanMark *m, uint64_t seq) {
         m->floor = seq;
 }
 
+size_t fan_mark_stamps(const FanMark *m) {
+        return m->stamps.n_used;
+}
+
 void fan_mark_own(FanMark *m, pid_t pid, bool own) {
         for (size_t i = 0; i < m->n_own; i++)
                 if (m->own[i] == pid) {

@@ -78,6 +78,8 @@ uint64_t fan_mark_floor(const FanMark *m);
  * tree: 75k stamps, 1.8 MB in every view). Nothing changes when seq is not above the floor, or
  * when there is no memory to shrink the table. */
 void fan_mark_forget_upto(FanMark *m, uint64_t seq);
+/* How many inodes have a stamp. */
+size_t fan_mark_stamps(const FanMark *m);
 /* The view's section: the device, the floor, the stamps. fan_mark_export_size() bytes. */
 size_t fan_mark_export_size(const FanMark *m);
 void fan_mark_export(const FanMark *m, uint8_t *out);
