@@ -729,12 +729,12 @@ static int cache_path_match(const Walk *w) {
         return 0;
 }
 
+uint64_t snapshot_test_trash_max_bytes = SNAPSHOT_TRASH_MAX_BYTES;
+
 /* The previous generation's copy of a file, about to be written again, moved out of the tree
  * into the trash (SnapshotLimits.trash) under a name of its own: true when it was. Anything
  * else (no trash, past its bytes, a rename that fails) leaves it for rm_rf_at. Never a
  * directory: its entries would be the trash's to count. */
-uint64_t snapshot_test_trash_max_bytes = SNAPSHOT_TRASH_MAX_BYTES;
-
 static bool gen_trash(Walk *w, int dst, const char *name, uint64_t size) {
         char to[32];
         if (!w->limits->trash || w->trash_bytes + size > snapshot_test_trash_max_bytes)
