@@ -14,6 +14,9 @@
 typedef struct Sha256 Sha256;  /* opaque EVP_MD_CTX */
 
 int sha256_new(Sha256 **ret);
+/* libcrypto loaded now, not by the first sha256_new(): a process that will hash later loads it
+ * while it waits (a capsule started ahead, for its request's walk). */
+int sha256_preload(void);
 int sha256_update(Sha256 *h, const void *data, size_t len);
 /* Finish into out and reset the context so it can be reused. */
 int sha256_final(Sha256 *h, uint8_t out[static SHA256_DIGEST_SIZE]);

@@ -15,17 +15,26 @@ static size_t slot_of(const Stamp *slots, size_t n_slots, uint64_t key) {
         return j;
 }
 
-static int resize(StampTable *t, size_t n_slots) {
+/* The stamps whose seq is above keep_above (all: 0) moved into n_slots new slots. */
+static int rehash(StampTable *t, size_t n_slots, uint64_t keep_above) {
         Stamp *v = calloc(n_slots, sizeof(*v));
         if (!v)
                 return -ENOMEM;
+        size_t n = 0;
         for (size_t i = 0; i < t->n_slots; i++)
-                if (t->slots[i].seq)
+                if (t->slots[i].seq > keep_above) {
                         v[slot_of(v, n_slots, t->slots[i].key)] = t->slots[i];
+                        n++;
+                }
         free(t->slots);
         t->slots = v;
         t->n_slots = n_slots;
+        t->n_used = n;
         return 0;
+}
+
+static int resize(StampTable *t, size_t n_slots) {
+        return rehash(t, n_slots, 0);
 }
 
 void stamp_table_done(StampTable *t) {
@@ -71,6 +80,24 @@ const Stamp *stamp_table_get(const StampTable *t, uint64_t key) {
                 return NULL;
         const Stamp *s = &t->slots[slot_of(t->slots, t->n_slots, key)];
         return s->seq ? s : NULL;
+}
+
+int stamp_table_forget_upto(StampTable *t, uint64_t seq) {
+        size_t n = 0;
+        for (size_t i = 0; i < t->n_slots; i++)
+                n += t->slots[i].seq > seq;
+        if (n == t->n_used)
+                return 0;
+        if (n == 0) {
+                stamp_table_done(t);
+                return 0;
+        }
+        /* Sized for what is left, as stamp_table_reserve would: the view and the walks' lookups
+         * go over the slots. */
+        size_t n_slots = 16;
+        while (n_slots < 2 * n)
+                n_slots *= 2;
+        return rehash(t, n_slots, seq);
 }
 
 void stamp_table_forget(StampTable *t, uint64_t key) {

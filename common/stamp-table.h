@@ -45,5 +45,8 @@ int stamp_table_reserve(StampTable *t, size_t n);
 int stamp_table_put(StampTable *t, const Stamp *s);
 /* The key's stamp, or NULL. Valid until the next put, forget or clear. */
 const Stamp *stamp_table_get(const StampTable *t, uint64_t key);
+/* Forget every stamp whose seq is seq or older; the slots shrink to fit what is left. -ENOMEM:
+ * the table is unchanged. */
+int stamp_table_forget_upto(StampTable *t, uint64_t seq);
 /* Forget the key's stamp, if it has one. */
 void stamp_table_forget(StampTable *t, uint64_t key);

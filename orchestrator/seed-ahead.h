@@ -20,5 +20,6 @@
  * readable (the daemon's word: the request, or go; a job then seeds the lane as it would have).
  * A seed under way is finished first: the request waits for it, as its job would have made it.
  * A seed is said; a failure leaves the lane empty for its job, and is said. A lane with a
- * generation (seeded now, or kept) has its index read now too (gen_lane_load_ahead). */
+ * generation (seeded now, or kept) has its index read now too (gen_lane_load_ahead), and
+ * libcrypto, which the walk's hasher needs, is loaded first (sha256_preload). */
 void seed_ahead(Worker *w, const char *warm_id, GenLane *lane, int wake_fd);

@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/macro.h"
 #include "common/time-util.h"
+#include "orchestrator/scratch.h"
 #include "orchestrator/watch.h"
 
 uint64_t watch_host_max(void) {
@@ -78,6 +79,10 @@ DirtySet *watch_start(Worker *w) {
         else
                 log_debug("the workspace's watch holds at most %u inotify watches (the host has %llu for root)", budget,
                           (unsigned long long) host);
+        /* Each lane's next walk starts where its last one began: twice the lanes leaves room for
+         * views whose job walked nothing (refused, streamed) before a lane's stamps go; and while
+         * the mark holds few stamps a lane seldom taken keeps its word. */
+        dirty_set_keep_views(s, 2 * scratch_store_lanes(w->config), DIRTY_SET_KEEP_STAMPS);
         w->watch_fd = dirty_set_fd(s);
         w->watch_budget = dirty_set_budget(s);
         watch_mark(w, s);

@@ -34,6 +34,11 @@ struct DirtySet {
         StampTable stamps;   /* by wd, at most DIRTY_SET_TABLE_MAX */
         DirtyBudget *budget; /* a MAP_SHARED page */
         FanMark *mark;       /* the workspace's file system's mark, or NULL */
+        /* The sequence numbers of the last keep_views views, the newest first (n_views of them):
+         * where the walks to come most likely start from (dirty_set_keep_views). */
+        uint64_t views[DIRTY_SET_VIEWS_MAX];
+        unsigned n_views, keep_views;
+        size_t keep_stamps;
 };
 
 int dirty_set_new(uint32_t max_watches, DirtySet **ret) {
@@ -88,6 +93,26 @@ int dirty_set_mark(DirtySet *s, int dir_fd, char *why, size_t why_size) {
                 return 0;
         /* Nothing before the mark is vouched for: its floor is the next number. */
         return fan_mark_new(dir_fd, ++s->seq, &s->mark, why, why_size);
+}
+
+void dirty_set_keep_views(DirtySet *s, unsigned views, size_t stamps) {
+        s->keep_views = MIN(views, (unsigned) DIRTY_SET_VIEWS_MAX);
+        s->keep_stamps = stamps;
+        s->n_views = 0;
+}
+
+/* The view about to be made is one more start; once keep_views of them are known and the mark
+ * holds more than keep_stamps, it forgets what only a walk older than the oldest of them would
+ * count (fan_mark_forget_upto: such a walk is then not vouched for). */
+static void view_made(DirtySet *s) {
+        if (!s->mark || s->keep_views == 0)
+                return;
+        unsigned kept = MIN(s->n_views, s->keep_views - 1);
+        memmove(s->views + 1, s->views, kept * sizeof(s->views[0]));
+        s->views[0] = s->seq;
+        s->n_views = kept + 1;
+        if (s->n_views == s->keep_views && fan_mark_stamps(s->mark) > s->keep_stamps)
+                fan_mark_forget_upto(s->mark, s->views[s->n_views - 1]);
 }
 
 int dirty_set_mark_fd(const DirtySet *s) {
@@ -233,7 +258,8 @@ static int stamp_cmp(const void *a, const void *b) {
         return (x > y) - (x < y);
 }
 
-int dirty_set_export(const DirtySet *s, int *ret_fd) {
+int dirty_set_export(DirtySet *s, int *ret_fd) {
+        view_made(s);
         const StampTable *t = &s->stamps;
         size_t fan_at = VIEW_HEADER + t->n_used * VIEW_STAMP;
         size_t size = fan_at + (s->mark ? fan_mark_export_size(s->mark) : FAN_VIEW_NONE_SIZE);

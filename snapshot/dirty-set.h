@@ -83,8 +83,19 @@ void dirty_set_own(DirtySet *s, pid_t pid, bool own);
 /* Read and stamp every queued event (the watch's and the mark's). Returns how many were read, or
  * a negative errno. */
 int dirty_set_read(DirtySet *s);
-/* The view a job walks with, as a sealed memfd (close-on-exec) in *ret_fd. */
-int dirty_set_export(const DirtySet *s, int *ret_fd);
+/* The view a job walks with, as a sealed memfd (close-on-exec) in *ret_fd. With
+ * dirty_set_keep_views, the mark forgets first what no walk from the last n views counts. */
+int dirty_set_export(DirtySet *s, int *ret_fd);
+/* A walk starts from its lane's previous walk, which began at the sequence number of the view
+ * it was handed: with n lanes taken in turn, one of the last n views. From now on, whenever the
+ * file system's mark holds more than `stamps` stamps, it keeps only those after the oldest of
+ * the last `views` views made (at most DIRTY_SET_VIEWS_MAX; 0, the default: every stamp is kept
+ * until an overflow), and vouches for no walk that began before it (fan_mark_forget_upto): such
+ * a walk (a lane left unused while those views were made) asks and probes every file, as after
+ * an overflow. The daemon passes twice its lanes and DIRTY_SET_KEEP_STAMPS. */
+#define DIRTY_SET_VIEWS_MAX 64
+#define DIRTY_SET_KEEP_STAMPS 1024
+void dirty_set_keep_views(DirtySet *s, unsigned views, size_t stamps);
 /* The budget's shared page (its count of watches held). */
 DirtyBudget *dirty_set_budget(const DirtySet *s);
 /* Count again the watches the instance holds (its /proc/self/fdinfo): after an overflow, when

@@ -156,6 +156,18 @@ uint64_t fan_mark_floor(const FanMark *m) {
         return m->floor;
 }
 
+void fan_mark_forget_upto(FanMark *m, uint64_t seq) {
+        /* The floor first in words, the table in deed: a table that cannot shrink keeps its
+         * stamps and its floor, which is what it vouched for before. */
+        if (seq <= m->floor || stamp_table_forget_upto(&m->stamps, seq) < 0)
+                return;
+        m->floor = seq;
+}
+
+size_t fan_mark_stamps(const FanMark *m) {
+        return m->stamps.n_used;
+}
+
 void fan_mark_own(FanMark *m, pid_t pid, bool own) {
         for (size_t i = 0; i < m->n_own; i++)
                 if (m->own[i] == pid) {

@@ -40,6 +40,10 @@ void gen_lane_release(GenLane *l) {
                 return;
         /* The index written (or failed: then there is none) before the seal. */
         (void) gen_lane_index_wait(l, NULL);
+        /* What the last update replaced: nothing names it but the trash. A failure leaves it
+         * for the next update, which empties it first. */
+        if (l->lane_fd >= 0)
+                (void) rm_rf_at(l->lane_fd, GEN_LANE_TRASH);
         /* Sealed while the lock is still held: what a worker started later may trust
          * (gen-check.h). A seal that cannot be written leaves none: the lane is emptied then. */
         if (l->lock_fd >= 0 && l->tree_fd >= 0 && gen_lane_seal(l->lane_fd, l->tree_fd) < 0)
@@ -210,6 +214,7 @@ static void collect_unheld(int store_fd, unsigned max_lanes, unsigned except) {
                 _cleanup_close_ int tree = open_dir_at(lane, "tree");
                 if (tree >= 0)
                         (void) lane_empty(lane, tree);
+                (void) rm_rf_at(lane, GEN_LANE_TRASH);
         }
 }
 
@@ -235,6 +240,18 @@ static int lane_start(GenLane *l, int store_fd, unsigned max_lanes, uint64_t max
                                  strerror(-r)) : 0;
 }
 
+/* The lane's trash, empty (what a release that failed, or a process killed before it, left is
+ * removed first: the store's space), or a negative errno: the update then removes what it
+ * replaces at once. */
+static int lane_trash(GenLane *l) {
+        int r = rm_rf_at(l->lane_fd, GEN_LANE_TRASH);
+        if (r < 0)
+                return r;
+        if (mkdirat(l->lane_fd, GEN_LANE_TRASH, 0700) < 0)
+                return -errno;
+        return open_dir_at(l->lane_fd, GEN_LANE_TRASH);
+}
+
 static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char *workspace, uint32_t copy_uid,
                        const SnapshotLimits *limits, SnapshotSummary *ret, TfwError *e) {
         _cleanup_(gen_index_freep) GenIndex *prev = TAKE_PTR(l->index), *next = NULL;
@@ -251,7 +268,11 @@ static int update_once(GenLane *l, int store_fd, unsigned max_lanes, const char 
                 return r;
         if (unlinkat(l->lane_fd, INDEX_NAME, 0) < 0 && errno != ENOENT)
                 return tfw_error(e, errno, "generation_store", "cannot remove the index of lane %u: %m", l->number);
-        r = snapshot_update(workspace, l->tree_fd, prev, copy_uid, limits, &next, ret, e);
+        SnapshotLimits lim = *limits;
+        _cleanup_close_ int trash = lane_trash(l);
+        lim.trash = trash >= 0;
+        lim.trash_fd = trash;
+        r = snapshot_update(workspace, l->tree_fd, prev, copy_uid, &lim, &next, ret, e);
         if (r >= 0)
                 r = index_saver_start(TAKE_PTR(next), l->lane_fd, INDEX_NAME, &l->saver, e);
         if (r < 0)

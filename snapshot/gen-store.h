@@ -20,6 +20,9 @@
  *                            (gen-mirror.h)
  *   <store>/lane-<k>/wants   flock'ed shared by the lane's holder while it waits for a
  *                            generation to seed from (gen-mirror.h)
+ *   <store>/lane-<k>/trash   the copies an update replaced (SnapshotLimits.trash), made
+ *                            empty by the update and removed by gen_lane_release(), after
+ *                            the job's result: their pages are freed off the request's path
  *
  * The store is a tmpfs of its own at state_dir/store (orchestrator/store-tmpfs.c), sized by
  * limits.max_store_bytes, root's (0700): nothing of it is on the disk, and it outlives the
@@ -38,6 +41,7 @@
 /* Lanes at most: concurrency jobs plus one capsule started ahead. */
 #define GEN_STORE_LANES_MAX 65
 #define GEN_LANE_NAME_MAX 32
+#define GEN_LANE_TRASH "trash"
 
 /* "lane-<k>" into buf. */
 void gen_lane_name(unsigned k, char buf[static GEN_LANE_NAME_MAX]);

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/openat2.h>
@@ -106,6 +107,7 @@ typedef struct Walk {
         ino_t dst_ino;
         CopyBudget budget;  /* file content bytes: taken by the walk, and by its copiers */
         uint64_t entries, files, dirs, skipped_symlinks;
+        uint64_t trashed, trash_bytes; /* copies moved to limits->trash_fd, and their sizes */
         Sha256 *h;          /* for trees and for re-reading a copy, on this thread */
         BlobHasher *hasher; /* blob ids of what is copied, on a second thread */
         CopyPool *pool;     /* a generation's copiers (copy-pool.h), once it has copied enough */
@@ -727,6 +729,24 @@ static int cache_path_match(const Walk *w) {
         return 0;
 }
 
+uint64_t snapshot_test_trash_max_bytes = SNAPSHOT_TRASH_MAX_BYTES;
+
+/* The previous generation's copy of a file, about to be written again, moved out of the tree
+ * into the trash (SnapshotLimits.trash) under a name of its own: true when it was. Anything
+ * else (no trash, past its bytes, a rename that fails) leaves it for rm_rf_at. Never a
+ * directory: its entries would be the trash's to count. */
+static bool gen_trash(Walk *w, int dst, const char *name, uint64_t size) {
+        char to[32];
+        if (!w->limits->trash || w->trash_bytes + size > snapshot_test_trash_max_bytes)
+                return false;
+        snprintf(to, sizeof(to), "%" PRIx64, w->trashed);
+        if (renameat2(dst, name, w->limits->trash_fd, to, RENAME_NOREPLACE) < 0)
+                return false;
+        w->trashed++;
+        w->trash_bytes += size;
+        return true;
+}
+
 /* The previous generation's entry for a name about to be written again goes first, unless it
  * is a directory that stays one (its entries are then compared one by one). Returns 1 when
  * that directory is kept. A name the index does not know is new, except where the worker made
@@ -742,6 +762,8 @@ static int gen_clear_slot(Walk *w, int dst, Tree *t, const char *name, size_t le
         old->seen = true;
         if (old->is_dir && want_dir)
                 return 1;
+        if (!old->is_dir && gen_trash(w, dst, name, old->id.size))
+                return 0;
         int r = rm_rf_at(dst, name);
         return r < 0 ? io_error(w, r, "remove from the previous generation") : 0;
 }

@@ -81,7 +81,20 @@ typedef struct SnapshotLimits {
          * 0: one per online CPU (at most COPY_POOL_THREADS_MAX); 1: none, every file copied on
          * the walk's thread and hashed on the hasher's. Either way the same generation. */
         unsigned copiers;
+        /* snapshot_update() only, with trash set: a directory on the generation's own file
+         * system, outside the tree, that no capsule reaches (a lane's, gen-store.h), where the
+         * walk moves the previous generation's copy of a file it writes again, up to
+         * SNAPSHOT_TRASH_MAX_BYTES of them, instead of removing it: its pages are freed when the
+         * store empties it, off the request's path. The tree is the same either way. */
+        bool trash;
+        int trash_fd;
 } SnapshotLimits;
+
+/* Bytes of replaced copies a walk moves to the trash at most; past them it removes them (the
+ * store holds both copies until the trash is emptied). */
+#define SNAPSHOT_TRASH_MAX_BYTES (64ULL << 20)
+/* Tests: that number (SNAPSHOT_TRASH_MAX_BYTES unless changed). */
+extern uint64_t snapshot_test_trash_max_bytes;
 
 /* Files a generation's walk copies on its own thread before its copiers start. */
 #define SNAPSHOT_COPY_POOL_MIN_FILES 64

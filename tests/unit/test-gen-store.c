@@ -195,6 +195,39 @@ static void test_update_never_leaks_into_the_other_lane(void **state) {
         assert_int_not_equal(now.st_ino, one.st_ino);
 }
 
+/* A copy an update replaces leaves the tree by a rename into the lane's trash (up to its bytes;
+ * past them it is removed), where the other lane's name for it is left alone; what a release
+ * that never came left there is emptied by the next update first; the release empties it. */
+static void test_replaced_copies_trashed_then_emptied(void **state) {
+        Store *s = *state;
+        if (!s)
+                skip();
+        SnapshotSummary sum1;
+        struct stat one, now;
+        _cleanup_(gen_lane_releasep) GenLane *l1 = two_lanes(s, &sum1);
+        stat_at(s, 0, "a/one", &one);
+        assert_int_equal(one.st_nlink, 2);
+        /* Left by a job killed before its release. */
+        gfx_sh(s->f, "mkdir -p ../store/lane-1/trash && printf left >../store/lane-1/trash/0");
+        /* a/one (3 bytes) fits the trash, keep (4 more) does not: one of them goes there. */
+        gfx_sh(s->f, "printf ONE >a/one; printf KEEP >keep");
+        gfx_settle();
+        snapshot_test_trash_max_bytes = 3;
+        update(s, l1, &sum1);
+        snapshot_test_trash_max_bytes = SNAPSHOT_TRASH_MAX_BYTES;
+        gfx_sh(s->f, "[ \"$(ls ../store/lane-1/trash)\" = 0 ] && [ \"$(cat ../store/lane-1/trash/0)\" = one ]"
+                     " && [ \"$(cat ../store/lane-1/tree/a/one)\" = ONE ] && [ \"$(cat ../store/lane-1/tree/keep)\" = KEEP ]"
+                     " && [ \"$(cat ../store/lane-0/tree/a/one)\" = one ] && [ \"$(cat ../store/lane-0/tree/keep)\" = keep ]");
+        stat_at(s, 0, "a/one", &now);
+        assert_same(&one, &now);
+        assert_int_equal(now.st_nlink, 2); /* lane 0's name and the trash's */
+        gen_lane_release(TAKE_PTR(l1));
+        gfx_sh(s->f, "[ ! -e ../store/lane-1/trash ]");
+        stat_at(s, 0, "a/one", &now);
+        assert_int_equal(now.st_nlink, 1);
+        gfx_sh(s->f, "[ \"$(cat ../store/lane-0/tree/a/one)\" = one ]");
+}
+
 /* The workspace of the seed tests: a directory and two files, past the racy window. */
 static void two_files(Store *s) {
         gfx_sh(s->f, "mkdir -p a; printf one >a/one; printf two >two");
@@ -698,6 +731,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 T(test_first_generation_from_another_lane),
                 T(test_update_never_leaks_into_the_other_lane),
+                T(test_replaced_copies_trashed_then_emptied),
                 T(test_seed_from_a_held_lane),
                 T(test_seed_ahead),
                 T(test_seed_ahead_alone),

@@ -2,7 +2,8 @@
 /* common/stamp-table.h, the table of stamps the workspace's watch and the file system's mark
  * keep: a stamp put is found and replaced; a full table refuses every stamp, a held key's too,
  * and is left unchanged (the mark's "a full table asks every file" rests on it); a key forgotten
- * leaves every other reachable; a table reserved whole never grows. */
+ * leaves every other reachable; a table reserved whole never grows; the stamps up to a sequence
+ * number forgotten leave every newer one. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -144,6 +145,41 @@ static void test_reserve(void **state) {
         stamp_table_done(&t);
 }
 
+/* The mark's table after a flood (fan-mark.h, fan_mark_forget_upto): every stamp of seq or
+ * older forgotten, every newer one found with its own stamp, the slots shrunk to fit; the bound
+ * stays; forgetting them all leaves an empty table that takes stamps again. */
+static void test_forget_upto(void **state) {
+        (void) state;
+        enum { N = 5000, KEEP_ABOVE = 4900 };
+        StampTable t = STAMP_TABLE_INIT(N);
+        for (uint64_t k = 0; k < N; k++)
+                assert_int_equal(stamp_table_put(&t, &(Stamp) { .key = scattered(k), .seq = k + 1, .closed_seq = k / 2 }), 0);
+        assert_true(t.n_slots >= 2 * N);
+        assert_int_equal(stamp_table_forget_upto(&t, 0), 0); /* nothing that old: nothing changes */
+        assert_int_equal(t.n_used, N);
+        assert_int_equal(stamp_table_forget_upto(&t, KEEP_ABOVE), 0);
+        assert_int_equal(t.n_used, N - KEEP_ABOVE);
+        assert_int_equal(t.n_slots, 256);
+        for (uint64_t k = 0; k < N; k++) {
+                const Stamp *s = stamp_table_get(&t, scattered(k));
+                if (k + 1 <= KEEP_ABOVE) {
+                        assert_null(s);
+                        continue;
+                }
+                assert_non_null(s);
+                assert_int_equal(s->seq, k + 1);
+                assert_int_equal(s->closed_seq, k / 2);
+        }
+        assert_int_equal(t.max, N);
+        assert_int_equal(stamp_table_forget_upto(&t, N), 0);
+        assert_int_equal(t.n_used, 0);
+        assert_null(stamp_table_get(&t, scattered(N - 1)));
+        assert_int_equal(t.max, N);
+        assert_int_equal(stamp_table_put(&t, &(Stamp) { .key = 1, .seq = N + 1 }), 0);
+        assert_int_equal(stamp_table_get(&t, 1)->seq, N + 1);
+        stamp_table_done(&t);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_put_get_replace),
@@ -151,6 +187,7 @@ int main(void) {
                 cmocka_unit_test(test_forget_keeps_the_others),
                 cmocka_unit_test(test_grow_keeps_every_stamp),
                 cmocka_unit_test(test_reserve),
+                cmocka_unit_test(test_forget_upto),
         };
         return cmocka_run_group_tests_name("stamp-table", tests, NULL, NULL);
 }

@@ -669,6 +669,70 @@ static void test_index_keeps_the_watch(void **state) {
         gfx_assert_equals_fresh(f);
 }
 
+/* A second lane of the store (its generation at <tmp>/gen-b, its index): swapped with the
+ * fixture's, so that the fixture's walks and comparisons (../gen) are the other lane's. */
+typedef struct Lane {
+        int fd;
+        GenIndex *index;
+} Lane;
+
+static void swap_lanes(Fixture *f, Lane *b) {
+        assert_int_equal(renameat2(f->d->fd, "gen", f->d->fd, "gen-b", RENAME_EXCHANGE), 0);
+        int fd = f->gen_fd;
+        f->gen_fd = b->fd;
+        b->fd = fd;
+        GenIndex *i = f->index;
+        f->index = b->index;
+        b->index = i;
+}
+
+/* Lane gen-b walked last before a change only the mark hears of, then the fixture's lane walked
+ * three times (more views than the two the mark keeps; no fresh snapshot in between: its reads
+ * are this process's opens, stamped after the views, and would make the other lane's walk ask
+ * the files anyway), then lane gen-b again, with `stamps` given to dirty_set_keep_views: it has
+ * the change, on the mark's word (`mark`) or asking every file. */
+static void walk_a_lane_left_behind(Fixture *f, size_t stamps, SnapshotMark mark) {
+        Lane b = { .fd = -EBADF };
+        make_tree(f);
+        gfx_sh(f, "ln e/f/g/6 ../outside");
+        dirty_set_keep_views(f->set, 2, stamps);
+        converge(f);
+        assert_int_equal(mkdirat(f->d->fd, "gen-b", 0700), 0);
+        b.fd = openat(f->d->fd, "gen-b", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(b.fd >= 0);
+        swap_lanes(f, &b);
+        converge(f);
+        gfx_sh(f, "printf ' changed from outside' >>../outside");
+        gfx_sh(f, "[ \"$(cat ../gen-b/e/f/g/6)\" = 6 ]");
+        for (unsigned i = 0; i < 3; i++) {
+                update(f);
+                assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        }
+        swap_lanes(f, &b);
+        update(f);
+        assert_int_equal(f->s.mark, marked ? mark : SNAPSHOT_MARK_NONE);
+        gfx_assert_equals_fresh(f);
+        gfx_sh(f, "[ \"$(cat ../gen/e/f/g/6)\" = '6 changed from outside' ]");
+        update(f);
+        assert_int_equal(f->s.mark, marked ? SNAPSHOT_MARK_USED : SNAPSHOT_MARK_NONE);
+        gfx_assert_equals_fresh(f);
+        safe_close(b.fd);
+        gen_index_free(b.index);
+}
+
+/* The mark forgets the stamps no walk from its last views counts (dirty_set_keep_views): a lane
+ * whose last walk began before those views is vouched for no more, and sees a change made through
+ * another name since (the stamp that said so is gone: without the floor raised with it, the walk
+ * keeps the old bytes); a lane walked among them still is. */
+static void test_forgotten_stamps_vouch_for_nothing(void **state) {
+        walk_a_lane_left_behind(*state, 0, SNAPSHOT_MARK_FLOOR);
+}
+
+/* While the mark holds few stamps it forgets none: a lane left behind keeps its word. */
+static void test_few_stamps_kept(void **state) {
+        walk_a_lane_left_behind(*state, DIRTY_SET_KEEP_STAMPS, SNAPSHOT_MARK_USED);
+}
+
 /* A ceiling counts what is carried as if it were read. */
 static void test_ceiling_counts_carried(void **state) {
         Fixture *f = *state;
@@ -815,6 +879,8 @@ int main(void) {
                 T(test_other_instance),
                 T(test_unwatchable_read_always),
                 T(test_index_keeps_the_watch),
+                T(test_forgotten_stamps_vouch_for_nothing),
+                T(test_few_stamps_kept),
                 T(test_ceiling_counts_carried),
                 T(test_carried_dir_named_twice),
                 T(test_view),
