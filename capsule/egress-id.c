@@ -84,12 +84,15 @@ int egress_id_take_at(int dir_fd, uint32_t first, uint32_t count, EgressId *ret,
         if (!S_ISREG(st.st_mode))
                 return tfw_error(e, EBADF, "capsule_setup", "egress: the proxies' lock file '%s' is not a regular file",
                                  EGRESS_ID_LOCK);
-        for (unsigned i = 0; i < EGRESS_ID_TRIES; i++) {
-                uint32_t rnd = 0;
-
-                if (getrandom(&rnd, sizeof(rnd), 0) != (ssize_t) sizeof(rnd))
-                        return tfw_error(e, errno, "capsule_setup", "egress: getrandom: %m");
-                uint32_t k = rnd % count, uid = first + k;
+        /* A random first candidate, then the ones after it in turn (wrapping): each id is tried
+         * at most once, so a range of at most EGRESS_ID_TRIES ids is tried whole (random
+         * candidates missed its last free id now and then: 1.6 % of the time for 16 of 16). */
+        uint32_t start = 0;
+        if (getrandom(&start, sizeof(start), 0) != (ssize_t) sizeof(start))
+                return tfw_error(e, errno, "capsule_setup", "egress: getrandom: %m");
+        unsigned tries = MIN((uint32_t) EGRESS_ID_TRIES, count);
+        for (unsigned i = 0; i < tries; i++) {
+                uint32_t k = (uint32_t) (((uint64_t) start + i) % count), uid = first + k;
                 int r = lock_byte(fd, k, F_WRLCK);
                 if (r < 0)
                         return tfw_error(e, -r, "capsule_setup", "egress: cannot lock the proxy id %" PRIu32 ": %s",
@@ -122,9 +125,9 @@ int egress_id_take_at(int dir_fd, uint32_t first, uint32_t count, EgressId *ret,
                                  "could not say whether %u of them belong to a user or group (%s)",
                                  first, first + (count - 1), unknown, strerror(lookup_error));
         return tfw_error(e, EBUSY, "capsule_setup",
-                         "egress: no free proxy id in %" PRIu32 "..%" PRIu32 " after %d tries: %u held by other "
+                         "egress: no free proxy id in %" PRIu32 "..%" PRIu32 ": %u tried, %u held by other "
                          "proxies, %u the id of a user or group, %u unknown to a failing user database",
-                         first, first + (count - 1), EGRESS_ID_TRIES, held, named, unknown);
+                         first, first + (count - 1), tries, held, named, unknown);
 }
 
 int egress_id_take(EgressId *ret, TfwError *e) {

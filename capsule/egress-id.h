@@ -38,7 +38,9 @@ typedef struct EgressId {
 void egress_id_init(EgressId *id);
 
 /* egress_id_take_at() contract:
- *  - tries at most EGRESS_ID_TRIES candidates, each random in first..first+count-1 (count >= 1);
+ *  - tries at most EGRESS_ID_TRIES candidates of first..first+count-1 (count >= 1), each once: a
+ *    random one, then those after it in turn, wrapping (a range of at most EGRESS_ID_TRIES ids
+ *    is tried whole);
  *  - a candidate is taken only when byte (candidate - first) of dir_fd/EGRESS_ID_LOCK (a regular
  *    file, opened or created 0600, O_NOFOLLOW, once per call: its own open file description) is
  *    write-locked with F_OFD_SETLK, which any other holder's lock refuses, in this process or
